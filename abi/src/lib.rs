@@ -1,0 +1,493 @@
+//! The contract between `libseal` (the LD_PRELOAD shim) and the `seal` launcher.
+//!
+//! Everything both sides must agree on lives here and nowhere else: the environment variables
+//! the launcher hands down, the numbering of intercepted functions, and the byte layout of the
+//! two kinds of shared files (one census file per process image, one run table per sealed run).
+//! No dependencies, no allocation: the shim uses this from inside other people's processes.
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
+
+/// Environment variables set by the launcher (and re-injected by the shim on exec).
+pub mod env {
+    /// Path of the per-run directory (census files + run table). Its presence means "sealed".
+    pub const RUN_DIR: &str = "SEAL_RUN_DIR";
+    /// Path of libseal itself, re-added to `LD_PRELOAD` when a child's environment was cleaned.
+    pub const SHIM: &str = "SEAL_SHIM";
+    /// Epoch in nanoseconds since 1970 (i64, decimal).
+    pub const EPOCH_NS: &str = "SEAL_EPOCH_NS";
+    /// Logical clock tick in nanoseconds (u64, decimal; 0 freezes reads).
+    pub const TICK_NS: &str = "SEAL_TICK_NS";
+    /// Seed of every entropy stream (u64, decimal).
+    pub const SEED: &str = "SEAL_SEED";
+    /// Bit set of sealed families and options, see [`flags`] (u32, decimal).
+    pub const FLAGS: &str = "SEAL_FLAGS";
+    /// Fixed host name.
+    pub const HOSTNAME: &str = "SEAL_HOSTNAME";
+    /// Logical clock (ns) of the thread that called exec; the new image starts from it.
+    pub const CLOCK: &str = "SEAL_CLOCK";
+    /// Virtual pid of this process (set by the parent before spawn/exec).
+    pub const VPID: &str = "SEAL_VPID";
+    /// Virtual pid of the parent process.
+    pub const PPID: &str = "SEAL_PPID";
+    /// 64-bit key of this process's place in the process creation tree (hex).
+    pub const LINEAGE: &str = "SEAL_LINEAGE";
+    /// How many children this process (across its exec'd images) has already created.
+    pub const CHILDREN: &str = "SEAL_CHILDREN";
+    /// Exec generation of this process image (0 for the first image of a process).
+    pub const GEN: &str = "SEAL_GEN";
+    /// Every variable the shim reads or writes starts with this.
+    pub const PREFIX: &str = "SEAL_";
+}
+
+/// Bits of [`env::FLAGS`]. A set `SEAL_*` bit means the family is sealed.
+pub mod flags {
+    pub const TIME: u32 = 1 << 0;
+    pub const RANDOM: u32 = 1 << 1;
+    pub const PID: u32 = 1 << 2;
+    pub const HOST: u32 = 1 << 3;
+    pub const TEMPNAME: u32 = 1 << 4;
+    /// Timed waits and sleeps are translated / advance logical time (part of `time`).
+    pub const WAIT: u32 = 1 << 5;
+    /// `--warp`: sleeps that would time out return at once.
+    pub const WARP: u32 = 1 << 8;
+    /// `-q`: the shim prints nothing on stderr.
+    pub const QUIET: u32 = 1 << 9;
+    pub const ALL_FAMILIES: u32 = TIME | RANDOM | PID | HOST | TEMPNAME | WAIT;
+}
+
+/// Families of intercepted calls, as named in the census and on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum Family {
+    Time,
+    Wait,
+    Random,
+    Pid,
+    Host,
+    Tempname,
+    Exec,
+}
+
+impl Family {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Family::Time => "time",
+            Family::Wait => "wait",
+            Family::Random => "random",
+            Family::Pid => "pid",
+            Family::Host => "host",
+            Family::Tempname => "tempname",
+            Family::Exec => "exec",
+        }
+    }
+}
+
+macro_rules! functions {
+    ($( $id:ident = $fam:ident $name:literal ),* $(,)?) => {
+        /// Function ids, used as the `fid` part of a census key.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(u8)]
+        pub enum Fid { $( $id ),* }
+
+        /// `(family, symbol)` of each [`Fid`], indexed by its number.
+        pub const FUNCTIONS: &[(Family, &str)] = &[ $( (Family::$fam, $name) ),* ];
+    };
+}
+
+functions! {
+    // time
+    ClockGettime = Time "clock_gettime",
+    Gettimeofday = Time "gettimeofday",
+    TimeFn = Time "time",
+    Ftime = Time "ftime",
+    TimespecGet = Time "timespec_get",
+    Clock = Time "clock",
+    Times = Time "times",
+    SysClockGettime = Time "syscall(SYS_clock_gettime)",
+    SysGettimeofday = Time "syscall(SYS_gettimeofday)",
+    SysTime = Time "syscall(SYS_time)",
+    // wait
+    Nanosleep = Wait "nanosleep",
+    ClockNanosleep = Wait "clock_nanosleep",
+    Usleep = Wait "usleep",
+    Sleep = Wait "sleep",
+    Poll = Wait "poll",
+    Ppoll = Wait "ppoll",
+    Select = Wait "select",
+    Pselect = Wait "pselect",
+    EpollWait = Wait "epoll_wait",
+    EpollPwait = Wait "epoll_pwait",
+    CondTimedwait = Wait "pthread_cond_timedwait",
+    CondClockwait = Wait "pthread_cond_clockwait",
+    SemTimedwait = Wait "sem_timedwait",
+    SemClockwait = Wait "sem_clockwait",
+    MutexTimedlock = Wait "pthread_mutex_timedlock",
+    MutexClocklock = Wait "pthread_mutex_clocklock",
+    RwlockTimedrdlock = Wait "pthread_rwlock_timedrdlock",
+    RwlockTimedwrlock = Wait "pthread_rwlock_timedwrlock",
+    RwlockClockrdlock = Wait "pthread_rwlock_clockrdlock",
+    RwlockClockwrlock = Wait "pthread_rwlock_clockwrlock",
+    TimedjoinNp = Wait "pthread_timedjoin_np",
+    ClockjoinNp = Wait "pthread_clockjoin_np",
+    TimerfdSettime = Wait "timerfd_settime",
+    TimerSettime = Wait "timer_settime",
+    SysFutex = Wait "syscall(SYS_futex)",
+    SysNanosleep = Wait "syscall(SYS_clock_nanosleep)",
+    // random
+    Getrandom = Random "getrandom",
+    Getentropy = Random "getentropy",
+    Arc4random = Random "arc4random",
+    Arc4randomBuf = Random "arc4random_buf",
+    Arc4randomUniform = Random "arc4random_uniform",
+    SysGetrandom = Random "syscall(SYS_getrandom)",
+    OpenDevice = Random "open(device)",
+    ReadDevice = Random "read(device)",
+    // pid
+    Getpid = Pid "getpid",
+    Getppid = Pid "getppid",
+    Gettid = Pid "gettid",
+    SysGetpid = Pid "syscall(SYS_getpid)",
+    SysGettid = Pid "syscall(SYS_gettid)",
+    Kill = Pid "kill",
+    Killpg = Pid "killpg",
+    Waitpid = Pid "waitpid",
+    Wait4 = Pid "wait4",
+    Waitid = Pid "waitid",
+    WaitFn = Pid "wait",
+    Tgkill = Pid "tgkill",
+    Tkill = Pid "tkill",
+    Getpgid = Pid "getpgid",
+    Setpgid = Pid "setpgid",
+    Getsid = Pid "getsid",
+    Getpgrp = Pid "getpgrp",
+    PidfdOpen = Pid "pidfd_open",
+    SchedSetaffinity = Pid "sched_setaffinity",
+    SchedGetaffinity = Pid "sched_getaffinity",
+    ProcPath = Pid "open(/proc/<pid>)",
+    // host
+    Gethostname = Host "gethostname",
+    Uname = Host "uname",
+    Getdomainname = Host "getdomainname",
+    // tempname
+    Mkstemp = Tempname "mkstemp",
+    Mkostemp = Tempname "mkostemp",
+    Mkstemps = Tempname "mkstemps",
+    Mkostemps = Tempname "mkostemps",
+    Mkdtemp = Tempname "mkdtemp",
+    Mktemp = Tempname "mktemp",
+    Tempnam = Tempname "tempnam",
+    Tmpnam = Tempname "tmpnam",
+    // exec / process creation
+    Fork = Exec "fork",
+    Vfork = Exec "vfork",
+    Clone = Exec "clone",
+    PosixSpawn = Exec "posix_spawn",
+    PosixSpawnp = Exec "posix_spawnp",
+    Execve = Exec "execve",
+    Execveat = Exec "execveat",
+    Fexecve = Exec "fexecve",
+    Execv = Exec "execv",
+    Execvp = Exec "execvp",
+    Execvpe = Exec "execvpe",
+    Execl = Exec "execl",
+    Execlp = Exec "execlp",
+    Execle = Exec "execle",
+    System = Exec "system",
+    Popen = Exec "popen",
+    PthreadCreate = Exec "pthread_create",
+}
+
+impl Fid {
+    pub const fn family(self) -> Family {
+        FUNCTIONS[self as usize].0
+    }
+    pub const fn symbol(self) -> &'static str {
+        FUNCTIONS[self as usize].1
+    }
+}
+
+/// `detail` values for the random devices ([`Fid::OpenDevice`], [`Fid::ReadDevice`]).
+pub mod device {
+    pub const URANDOM: u8 = 0;
+    pub const RANDOM: u8 = 1;
+    pub const UUID: u8 = 2;
+    pub const BOOT_ID: u8 = 3;
+    pub const PATHS: [&str; 4] = [
+        "/dev/urandom",
+        "/dev/random",
+        "/proc/sys/kernel/random/uuid",
+        "/proc/sys/kernel/random/boot_id",
+    ];
+}
+
+/// `detail` byte meaning "none" (a call with no clock id / device / sub-kind).
+pub const NO_DETAIL: u8 = 0xff;
+
+/// Human name of a `detail` byte for the given function.
+pub fn detail_name(fid: Fid, detail: u8) -> Option<&'static str> {
+    if detail == NO_DETAIL {
+        return None;
+    }
+    match fid {
+        Fid::OpenDevice | Fid::ReadDevice => device::PATHS.get(detail as usize).copied(),
+        _ if fid.family() == Family::Time || fid.family() == Family::Wait => clock_name(detail),
+        _ => None,
+    }
+}
+
+/// Name of a clock id as stored in a census `detail` byte (dynamic clocks are stored as 0xfe).
+pub fn clock_name(detail: u8) -> Option<&'static str> {
+    Some(match detail {
+        0 => "CLOCK_REALTIME",
+        1 => "CLOCK_MONOTONIC",
+        2 => "CLOCK_PROCESS_CPUTIME_ID",
+        3 => "CLOCK_THREAD_CPUTIME_ID",
+        4 => "CLOCK_MONOTONIC_RAW",
+        5 => "CLOCK_REALTIME_COARSE",
+        6 => "CLOCK_MONOTONIC_COARSE",
+        7 => "CLOCK_BOOTTIME",
+        8 => "CLOCK_REALTIME_ALARM",
+        9 => "CLOCK_BOOTTIME_ALARM",
+        11 => "CLOCK_TAI",
+        0xfe => "dynamic clock",
+        _ => return None,
+    })
+}
+
+/// A census key packs the caller's return address (47 bits on x86_64 user space), the
+/// function id and a detail byte into one word, so one CAS claims a table slot.
+pub const fn census_key(addr: u64, fid: Fid, detail: u8) -> u64 {
+    (addr & 0x0000_ffff_ffff_ffff) | ((fid as u64) << 48) | ((detail as u64) << 56)
+}
+
+/// Inverse of [`census_key`]: `(addr, fid number, detail)`.
+pub const fn split_census_key(key: u64) -> (u64, u8, u8) {
+    (
+        key & 0x0000_ffff_ffff_ffff,
+        (key >> 48) as u8,
+        (key >> 56) as u8,
+    )
+}
+
+pub const CENSUS_MAGIC: u64 = 0x5345_414c_4345_4e31; // "SEALCEN1"
+pub const RUN_MAGIC: u64 = 0x5345_414c_5255_4e31; // "SEALRUN1"
+pub const LAYOUT_VERSION: u32 = 1;
+
+pub const CENSUS_SLOTS: usize = 1 << 14;
+pub const MAX_UNSEALED: usize = 64;
+pub const MAX_MODULES: usize = 1024;
+pub const MODULE_STRINGS: usize = 1 << 17;
+pub const EXE_BYTES: usize = 4096;
+pub const ARGV_BYTES: usize = 16384;
+
+/// One counter: `key` (see [`census_key`], 0 = free) and how often it was hit.
+#[repr(C)]
+pub struct CensusSlot {
+    pub key: AtomicU64,
+    pub count: AtomicU64,
+}
+
+/// Kinds of `unsealed` events.
+pub mod unsealed {
+    pub const STATIC_BINARY: u32 = 1;
+    pub const SETUID: u32 = 2;
+    pub const FOREIGN_ARCH: u32 = 3;
+    pub const FAMILY_OFF: u32 = 4;
+    pub const TABLE_FULL: u32 = 5;
+    pub const PID_SPACE_FULL: u32 = 6;
+    pub const UNSUPPORTED_CALL: u32 = 7;
+    pub const NOT_EXECUTABLE: u32 = 8;
+
+    pub fn name(kind: u32) -> &'static str {
+        match kind {
+            STATIC_BINARY => "static-binary",
+            SETUID => "setuid",
+            FOREIGN_ARCH => "foreign-arch",
+            FAMILY_OFF => "family-off",
+            TABLE_FULL => "census-table-full",
+            PID_SPACE_FULL => "pid-space-full",
+            UNSUPPORTED_CALL => "unsupported-call",
+            NOT_EXECUTABLE => "not-executable",
+            _ => "unknown",
+        }
+    }
+}
+
+#[repr(C)]
+pub struct UnsealedEvent {
+    pub kind: AtomicU32,
+    pub len: AtomicU32,
+    pub detail: [u8; 248],
+}
+
+/// A loaded object (main executable or shared library) of the process image: the address range
+/// of its mapped segments and its path (in [`CensusFile::strings`]).
+#[repr(C)]
+pub struct ModuleRecord {
+    pub start: u64,
+    pub end: u64,
+    /// Load bias (`dlpi_addr`): file virtual address + bias = runtime address.
+    pub bias: u64,
+    pub name_off: u32,
+    pub name_len: u32,
+}
+
+/// Layout of one census file: one per process image (`<vpid>.<gen>.census` in the run dir),
+/// created by the shim, mapped `MAP_SHARED`, so counts survive SIGKILL and exec.
+#[repr(C)]
+pub struct CensusFile {
+    pub magic: u64,
+    pub version: u32,
+    /// Set to 1 once the header (ids, exe, argv) is complete.
+    pub ready: AtomicU32,
+    pub vpid: i32,
+    pub parent_vpid: i32,
+    pub gen: u32,
+    pub exe_len: u32,
+    pub argv_len: u32,
+    /// Set when `argv` was cut to fit.
+    pub argv_truncated: u32,
+    /// Logical clock (ns) the image started at; lets a reader order images.
+    pub start_clock: i64,
+    pub exe: [u8; EXE_BYTES],
+    /// NUL-separated arguments.
+    pub argv: [u8; ARGV_BYTES],
+    pub n_unsealed: AtomicU32,
+    pub n_modules: AtomicU32,
+    pub strings_used: AtomicU32,
+    /// Calls that found the table full, per function id (counted, but without a caller).
+    pub dropped_calls: AtomicU64,
+    pub unsealed: [UnsealedEvent; MAX_UNSEALED],
+    pub modules: [ModuleRecord; MAX_MODULES],
+    pub strings: [u8; MODULE_STRINGS],
+    pub overflow: [AtomicU64; 256],
+    pub slots: [CensusSlot; CENSUS_SLOTS],
+}
+
+pub const CENSUS_FILE_SIZE: usize = core::mem::size_of::<CensusFile>();
+
+/// Highest virtual pid + 1. Virtual pids live in `VPID_MIN..VPID_LIMIT`, below the kernel's
+/// smallest default `pid_max`, so programs that assume 15-bit pids keep working.
+pub const VPID_LIMIT: usize = 32768;
+/// The root process of a sealed run.
+pub const ROOT_VPID: i32 = 1000;
+/// What a sealed root sees as its parent (the launcher).
+pub const LAUNCHER_VPID: i32 = 999;
+pub const VPID_MIN: i32 = 1000;
+
+/// Layout of the run table (`run.table` in the run dir), shared by every process of one run.
+/// `real_of[vpid]` is the real pid (0 free, -1 reserved); `status_of[vpid]` the wait status
+/// + 1 once reaped (0 = unknown); `vpid_of[real]` follows at [`RunTable::REAL_MAP_OFFSET`],
+/// sized by the kernel's `pid_max`.
+#[repr(C)]
+pub struct RunTable {
+    pub magic: u64,
+    pub version: u32,
+    /// Entries in the `vpid_of` array that follows this struct.
+    pub pid_max: u32,
+    /// Count of distinct unsealable programs warned about (dedup is in the launcher).
+    pub reserved: [u64; 6],
+    pub real_of: [AtomicI32; VPID_LIMIT],
+    pub status_of: [AtomicI32; VPID_LIMIT],
+}
+
+impl RunTable {
+    pub const REAL_MAP_OFFSET: usize = core::mem::size_of::<RunTable>();
+    pub const fn file_size(pid_max: usize) -> usize {
+        Self::REAL_MAP_OFFSET + pid_max * 4
+    }
+}
+
+/// Name of the run table inside the run dir.
+pub const RUN_TABLE_NAME: &str = "run.table";
+
+/// Writes `<vpid>.<gen>.census` into `buf`, returning the length used.
+pub fn census_file_name(vpid: i32, gen: u32, buf: &mut [u8; 40]) -> usize {
+    let mut n = 0;
+    n += write_u64(vpid.max(0) as u64, &mut buf[n..]);
+    buf[n] = b'.';
+    n += 1;
+    n += write_u64(gen as u64, &mut buf[n..]);
+    for &b in b".census" {
+        buf[n] = b;
+        n += 1;
+    }
+    n
+}
+
+/// Decimal formatting without allocation; returns bytes written.
+pub fn write_u64(mut v: u64, out: &mut [u8]) -> usize {
+    let mut tmp = [0u8; 20];
+    let mut i = 20;
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let len = 20 - i;
+    out[..len].copy_from_slice(&tmp[i..]);
+    len
+}
+
+/// A 64-bit mixer (splitmix64 finaliser) used to derive child lineage keys and stream keys.
+pub const fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Lineage key of the `index`-th child (process or thread, per `kind`) of `parent`.
+pub const fn child_lineage(parent: u64, kind: u64, index: u64) -> u64 {
+    mix64(parent ^ mix64(kind.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ index.wrapping_add(1)))
+}
+
+/// Lineage of the root process of a run.
+pub const ROOT_LINEAGE: u64 = 0x5ea1_0000_0000_0001;
+pub const KIND_PROCESS: u64 = 1;
+pub const KIND_THREAD: u64 = 2;
+pub const KIND_IMAGE: u64 = 3;
+
+/// Candidate virtual pid number `attempt` for a process or thread with this lineage key.
+pub const fn vpid_candidate(lineage: u64, attempt: u64) -> i32 {
+    let span = (VPID_LIMIT as u64) - (VPID_MIN as u64) - 1;
+    (VPID_MIN as u64 + 1 + mix64(lineage ^ mix64(attempt + 0x51)) % span) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn census_key_round_trips() {
+        let k = census_key(0x7fff_dead_beef, Fid::Getrandom, 7);
+        assert_eq!(
+            split_census_key(k),
+            (0x7fff_dead_beef, Fid::Getrandom as u8, 7)
+        );
+    }
+
+    #[test]
+    fn function_table_matches_ids() {
+        assert_eq!(Fid::ClockGettime.symbol(), "clock_gettime");
+        assert_eq!(Fid::PthreadCreate.symbol(), "pthread_create");
+        assert_eq!(Fid::Getrandom.family(), Family::Random);
+        assert!(FUNCTIONS.len() < 256);
+    }
+
+    #[test]
+    fn file_names_and_candidates() {
+        let mut buf = [0u8; 40];
+        let n = census_file_name(1234, 2, &mut buf);
+        assert_eq!(&buf[..n], b"1234.2.census");
+        for a in 0..1000 {
+            let v = vpid_candidate(child_lineage(ROOT_LINEAGE, KIND_PROCESS, a), 0);
+            assert!(v > VPID_MIN && (v as usize) < VPID_LIMIT);
+        }
+    }
+}

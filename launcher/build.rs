@@ -1,0 +1,71 @@
+//! Builds libseal (the `shim` crate) in release mode into its own target directory and hands
+//! its path and content hash to the launcher, which embeds it with `include_bytes!`. A missing
+//! or failed shim build fails this build: `seal` never ships without its shim.
+//!
+//! The shim is built with frame pointers (the census reads each hook's return address from
+//! the frame) and `panic=abort` (no unwinding across FFI).
+
+use std::env;
+use std::path::PathBuf;
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let root = manifest_dir.parent().unwrap().to_path_buf();
+    let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+    for p in [
+        "shim/src",
+        "shim/Cargo.toml",
+        "shim/build.rs",
+        "shim/c",
+        "abi/src",
+        "abi/Cargo.toml",
+        "Cargo.lock",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(p).display());
+    }
+    println!("cargo:rerun-if-env-changed=SEAL_PREBUILT_SHIM");
+
+    let so = if let Ok(prebuilt) = env::var("SEAL_PREBUILT_SHIM") {
+        PathBuf::from(prebuilt)
+    } else {
+        let target_dir = out_dir.join("shim-target");
+        let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(&root)
+            .args(["build", "--release", "-p", "seal-shim", "--lib"])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .args(["--config", "profile.release.panic=\"abort\""])
+            .args(["--config", "profile.release.codegen-units=1"])
+            .args(["--config", "profile.release.debug=false"]);
+        // The outer build's flags (coverage, sanitizers, the target dir) must not leak in.
+        for (k, _) in env::vars() {
+            if k.starts_with("CARGO_") && k != "CARGO_HOME"
+                || k == "RUSTFLAGS"
+                || k == "RUSTC_WRAPPER"
+            {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env("CARGO_ENCODED_RUSTFLAGS", "-Cforce-frame-pointers=yes");
+        let status = cmd.status().expect("failed to run cargo to build the shim");
+        assert!(status.success(), "building libseal (the shim crate) failed");
+        target_dir.join("release/libseal.so")
+    };
+    let bytes = std::fs::read(&so)
+        .unwrap_or_else(|e| panic!("cannot read built shim {}: {e}", so.display()));
+    assert!(
+        bytes.len() > 4096 && bytes.starts_with(b"\x7fELF"),
+        "{} is not a shared object",
+        so.display()
+    );
+    let hash = Sha256::digest(&bytes);
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    let dest = out_dir.join("libseal.so");
+    std::fs::write(&dest, &bytes).unwrap();
+    println!("cargo:rustc-env=SEAL_SHIM_SHA256={hex}");
+    println!("cargo:rustc-env=SEAL_SHIM_FILE={}", dest.display());
+}

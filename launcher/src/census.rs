@@ -1,0 +1,414 @@
+//! Reading side of the runtime census: turns the run directory's per-image census files into
+//! one [`Census`] (the JSON document of `--census FILE`), merged per virtual pid, with every
+//! raw return address resolved to the object (and nearest symbol) that made the call.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::mem::offset_of;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::ExitStatus;
+
+use anyhow::{Context, Result};
+use seal_abi::{
+    split_census_key, unsealed, CensusFile, Fid, ModuleRecord, CENSUS_MAGIC, CENSUS_SLOTS,
+    FUNCTIONS, MAX_MODULES, MAX_UNSEALED,
+};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Census {
+    pub version: u32,
+    pub command: Vec<String>,
+    pub processes: Vec<Process>,
+    pub totals: Vec<Total>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Process {
+    pub vpid: i32,
+    pub parent_vpid: Option<i32>,
+    pub exe: String,
+    pub argv: Vec<String>,
+    /// Executables of earlier images of this process (before it called exec), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub execs: Vec<String>,
+    pub exit: Option<Exit>,
+    pub calls: Vec<Call>,
+    pub unsealed: Vec<Unsealed>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Exit {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Call {
+    pub family: String,
+    pub symbol: String,
+    pub detail: Option<String>,
+    pub count: u64,
+    pub callers: Vec<Caller>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Caller {
+    pub object: String,
+    pub symbol: Option<String>,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Unsealed {
+    pub kind: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Total {
+    pub family: String,
+    pub symbol: String,
+    pub count: u64,
+}
+
+/// One process image's census file, decoded.
+#[derive(Debug, Clone)]
+pub struct Image {
+    pub vpid: i32,
+    pub parent_vpid: i32,
+    pub gen: u32,
+    pub exe: String,
+    pub argv: Vec<String>,
+    pub unsealed: Vec<(u32, String)>,
+    /// `(return address, fid, detail, count)`
+    pub counts: Vec<(u64, u8, u8, u64)>,
+    /// Calls counted without a caller (table full), per fid.
+    pub overflow: Vec<(u8, u64)>,
+    pub modules: Vec<Module>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Module {
+    pub start: u64,
+    pub end: u64,
+    pub bias: u64,
+    pub path: String,
+}
+
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().unwrap())
+}
+fn i32_at(b: &[u8], off: usize) -> i32 {
+    i32::from_le_bytes(b[off..off + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
+}
+
+/// Decodes one census file (`None` if it is not one, or its header never got written).
+pub fn read_image(path: &Path) -> Result<Option<Image>> {
+    let b = std::fs::read(path)
+        .with_context(|| format!("cannot read census file {}", path.display()))?;
+    if b.len() < std::mem::size_of::<CensusFile>()
+        || u64_at(&b, offset_of!(CensusFile, magic)) != CENSUS_MAGIC
+    {
+        return Ok(None);
+    }
+    let exe_len = (u32_at(&b, offset_of!(CensusFile, exe_len)) as usize).min(seal_abi::EXE_BYTES);
+    let exe_off = offset_of!(CensusFile, exe);
+    let exe = String::from_utf8_lossy(&b[exe_off..exe_off + exe_len]).into_owned();
+    let argv_len =
+        (u32_at(&b, offset_of!(CensusFile, argv_len)) as usize).min(seal_abi::ARGV_BYTES);
+    let argv_off = offset_of!(CensusFile, argv);
+    let argv_bytes = &b[argv_off..argv_off + argv_len];
+    let argv = argv_bytes
+        .strip_suffix(b"\0")
+        .unwrap_or(argv_bytes)
+        .split(|&c| c == 0)
+        .filter(|_| argv_len > 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+
+    let ev_size = std::mem::size_of::<seal_abi::UnsealedEvent>();
+    let n_unsealed = (u32_at(&b, offset_of!(CensusFile, n_unsealed)) as usize).min(MAX_UNSEALED);
+    let mut unsealed = Vec::new();
+    for i in 0..n_unsealed {
+        let base = offset_of!(CensusFile, unsealed) + i * ev_size;
+        let kind = u32_at(&b, base);
+        let len = (u32_at(&b, base + 4) as usize).min(248);
+        if kind != 0 {
+            unsealed.push((
+                kind,
+                String::from_utf8_lossy(&b[base + 8..base + 8 + len]).into_owned(),
+            ));
+        }
+    }
+
+    let mod_size = std::mem::size_of::<ModuleRecord>();
+    let n_modules = (u32_at(&b, offset_of!(CensusFile, n_modules)) as usize).min(MAX_MODULES);
+    let strings_off = offset_of!(CensusFile, strings);
+    let mut modules = Vec::new();
+    for i in 0..n_modules {
+        let base = offset_of!(CensusFile, modules) + i * mod_size;
+        let name_off = u32_at(&b, base + 24) as usize;
+        let name_len = u32_at(&b, base + 28) as usize;
+        let name = b
+            .get(strings_off + name_off..strings_off + name_off + name_len)
+            .unwrap_or(&[]);
+        modules.push(Module {
+            start: u64_at(&b, base),
+            end: u64_at(&b, base + 8),
+            bias: u64_at(&b, base + 16),
+            path: String::from_utf8_lossy(name).into_owned(),
+        });
+    }
+
+    let slot_off = offset_of!(CensusFile, slots);
+    let mut counts = Vec::new();
+    for i in 0..CENSUS_SLOTS {
+        let key = u64_at(&b, slot_off + i * 16);
+        let count = u64_at(&b, slot_off + i * 16 + 8);
+        if key != 0 && count != 0 {
+            let (addr, fid, detail) = split_census_key(key);
+            counts.push((addr, fid, detail, count));
+        }
+    }
+    let ov_off = offset_of!(CensusFile, overflow);
+    let overflow = (0..256usize)
+        .map(|i| (i as u8, u64_at(&b, ov_off + i * 8)))
+        .filter(|&(_, c)| c != 0)
+        .collect();
+    Ok(Some(Image {
+        vpid: i32_at(&b, offset_of!(CensusFile, vpid)),
+        parent_vpid: i32_at(&b, offset_of!(CensusFile, parent_vpid)),
+        gen: u32_at(&b, offset_of!(CensusFile, gen)),
+        exe,
+        argv,
+        unsealed,
+        counts,
+        overflow,
+        modules,
+    }))
+}
+
+/// Every image in a run directory, ordered by (vpid, generation).
+pub fn read_images(dir: &Path) -> Result<Vec<Image>> {
+    let mut images = Vec::new();
+    for entry in std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read run directory {}", dir.display()))?
+    {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) == Some("census") {
+            if let Some(img) = read_image(&path)? {
+                images.push(img);
+            }
+        }
+    }
+    images.sort_by_key(|i| (i.vpid, i.gen));
+    Ok(images)
+}
+
+/// Wait statuses recorded in the run table by sealed parents that reaped their children.
+fn reaped_statuses(dir: &Path) -> BTreeMap<i32, i32> {
+    let mut out = BTreeMap::new();
+    let Ok(b) = std::fs::read(dir.join(seal_abi::RUN_TABLE_NAME)) else {
+        return out;
+    };
+    let base = offset_of!(seal_abi::RunTable, status_of);
+    for vpid in 0..seal_abi::VPID_LIMIT {
+        if let Some(w) = b.get(base + vpid * 4..base + vpid * 4 + 4) {
+            let v = i32::from_le_bytes(w.try_into().unwrap());
+            if v != 0 {
+                out.insert(vpid as i32, v - 1);
+            }
+        }
+    }
+    out
+}
+
+fn exit_of_wait_status(ws: i32) -> Exit {
+    let st = ExitStatus::from_raw(ws);
+    Exit {
+        code: st.code(),
+        signal: st.signal(),
+    }
+}
+
+/// Resolves a return address to `(object path, nearest symbol)`.
+pub fn resolve_caller(
+    modules: &[Module],
+    addr: u64,
+    symbols: &mut crate::symbols::SymbolCache,
+) -> (String, Option<String>) {
+    // The return address points just after the call; look up the call instruction itself.
+    let probe = addr.saturating_sub(1);
+    match modules
+        .iter()
+        .filter(|m| m.start <= probe && probe < m.end)
+        .max_by_key(|m| m.start)
+    {
+        Some(m) => (
+            m.path.clone(),
+            symbols.lookup(&m.path, probe.wrapping_sub(m.bias)),
+        ),
+        None => ("[unknown]".to_string(), None),
+    }
+}
+
+/// Builds the census of a finished run. `root_status` is the status the launcher reaped.
+pub fn collect(
+    dir: &Path,
+    command: &[OsString],
+    root_status: Option<ExitStatus>,
+) -> Result<Census> {
+    let images = read_images(dir)?;
+    let statuses = reaped_statuses(dir);
+    let mut symbols = crate::symbols::SymbolCache::default();
+    let mut by_vpid: BTreeMap<i32, Vec<&Image>> = BTreeMap::new();
+    for img in &images {
+        by_vpid.entry(img.vpid).or_default().push(img);
+    }
+    let mut processes = Vec::new();
+    let mut totals: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (vpid, imgs) in by_vpid {
+        let last = imgs.last().unwrap();
+        // (fid, detail) -> caller -> count
+        let mut calls: BTreeMap<(u8, u8), BTreeMap<(String, Option<String>), u64>> =
+            BTreeMap::new();
+        let mut unsealed_set = std::collections::BTreeSet::new();
+        for img in &imgs {
+            for &(addr, fid, detail, count) in &img.counts {
+                let who = resolve_caller(&img.modules, addr, &mut symbols);
+                *calls
+                    .entry((fid, detail))
+                    .or_default()
+                    .entry(who)
+                    .or_default() += count;
+            }
+            for &(fid, count) in &img.overflow {
+                *calls
+                    .entry((fid, seal_abi::NO_DETAIL))
+                    .or_default()
+                    .entry(("[table full]".into(), None))
+                    .or_default() += count;
+            }
+            for (kind, detail) in &img.unsealed {
+                unsealed_set.insert(Unsealed {
+                    kind: unsealed::name(*kind).to_string(),
+                    detail: detail.clone(),
+                });
+            }
+        }
+        let mut call_list = Vec::new();
+        for ((fid_n, detail), callers) in calls {
+            let Some(&(family, symbol)) = FUNCTIONS.get(fid_n as usize) else {
+                continue;
+            };
+            let fid: Fid = fid_from(fid_n);
+            let count: u64 = callers.values().sum();
+            *totals
+                .entry((family.name().to_string(), symbol.to_string()))
+                .or_default() += count;
+            let mut callers: Vec<Caller> = callers
+                .into_iter()
+                .map(|((object, symbol), count)| Caller {
+                    object,
+                    symbol,
+                    count,
+                })
+                .collect();
+            callers.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.cmp(b)));
+            call_list.push(Call {
+                family: family.name().to_string(),
+                symbol: symbol.to_string(),
+                detail: seal_abi::detail_name(fid, detail).map(str::to_string),
+                count,
+                callers,
+            });
+        }
+        call_list.sort_by(|a, b| {
+            a.family
+                .cmp(&b.family)
+                .then(b.count.cmp(&a.count))
+                .then(a.symbol.cmp(&b.symbol))
+                .then(a.detail.cmp(&b.detail))
+        });
+        let exit = if vpid == seal_abi::ROOT_VPID {
+            root_status.map(|s| Exit {
+                code: s.code(),
+                signal: s.signal(),
+            })
+        } else {
+            statuses.get(&vpid).map(|&ws| exit_of_wait_status(ws))
+        };
+        processes.push(Process {
+            vpid,
+            parent_vpid: (last.parent_vpid >= seal_abi::VPID_MIN).then_some(last.parent_vpid),
+            exe: last.exe.clone(),
+            argv: last.argv.clone(),
+            execs: imgs[..imgs.len() - 1]
+                .iter()
+                .map(|i| i.exe.clone())
+                .collect(),
+            exit,
+            calls: call_list,
+            unsealed: unsealed_set.into_iter().collect(),
+        });
+    }
+    let mut totals: Vec<Total> = totals
+        .into_iter()
+        .map(|((family, symbol), count)| Total {
+            family,
+            symbol,
+            count,
+        })
+        .collect();
+    totals.sort_by(|a, b| {
+        a.family
+            .cmp(&b.family)
+            .then(b.count.cmp(&a.count))
+            .then(a.symbol.cmp(&b.symbol))
+    });
+    Ok(Census {
+        version: 1,
+        command: command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        processes,
+        totals,
+    })
+}
+
+fn fid_from(n: u8) -> Fid {
+    // SAFETY: Fid is repr(u8) with variants 0..FUNCTIONS.len(); callers check the bound.
+    assert!((n as usize) < FUNCTIONS.len());
+    unsafe { std::mem::transmute::<u8, Fid>(n) }
+}
+
+impl Census {
+    /// One line per distinct unsealable program or event, for stderr.
+    pub fn unsealed_warnings(&self) -> Vec<String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &self.processes {
+            for u in &p.unsealed {
+                if u.kind == "family-off" {
+                    continue;
+                }
+                seen.insert(format!("not sealed ({}): {}", u.kind, u.detail));
+            }
+        }
+        seen.into_iter().collect()
+    }
+
+    pub fn write_json(&self, path: &Path) -> Result<()> {
+        let mut s = serde_json::to_string_pretty(self)?;
+        s.push('\n');
+        std::fs::write(path, s)
+            .with_context(|| format!("cannot write census to {}", path.display()))
+    }
+}

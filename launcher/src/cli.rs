@@ -1,0 +1,279 @@
+//! Defines seal's command line interface (clap derive). Parsing only: what the user typed is
+//! validated and merged with `SEAL_*` variables and `seal.toml` in `config.rs`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const AFTER_HELP: &str = "\
+Exit status:
+  seal run / seal -- CMD   the command's own status (128+N when killed by signal N);
+                           125 seal itself failed; 126 command not executable; 127 not found
+  verify, golden           0 holds, 1 differs, 2 usage or configuration error
+  probe                    0 stable (or masked within budget), 2 an unstable line,
+                           3 masked fraction above --max-masked, 4 mask set grew (--compare)
+  any command              2 for a usage or configuration error
+
+Settings come from, in order: flags, SEAL_* environment variables, seal.toml (this directory
+or a parent), defaults. x86_64 Linux with glibc only.";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "seal",
+    version,
+    about = "Run any command with clocks, randomness, pids, host names and temp names sealed to a seed and an epoch",
+    long_about = None,
+    after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true,
+    subcommand_precedence_over_arg = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// `seal [OPTIONS] -- CMD` is `seal run [OPTIONS] -- CMD`.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a command sealed (the default: `seal -- CMD` is the same).
+    Run(RunArgs),
+    /// Run a command sealed and print which processes and libraries read clocks, RNGs, pids, host names.
+    Census(CensusArgs),
+    /// Run a command sealed N times: one digest, or the lines and census rows that moved.
+    Verify(VerifyArgs),
+    /// Classify which output lines vary, in what shape, and (with --attribute) why.
+    Probe(ProbeArgs),
+    /// Record and check a suite of golden commands from seal.toml.
+    Golden(GoldenArgs),
+    /// Run a bundled nondeterministic report twice unsealed and twice sealed, side by side.
+    Demo(DemoArgs),
+}
+
+/// Settings of the seal itself, shared by every command that runs something sealed.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SealOpts {
+    /// Epoch of the sealed clocks: RFC 3339 (2026-01-01T00:00:00Z) or @UNIX_SECONDS
+    /// [default: SOURCE_DATE_EPOCH, else 2026-01-01T00:00:00Z]
+    #[arg(long, value_name = "TIME")]
+    pub epoch: Option<String>,
+    /// Seed of every entropy stream [default: 0]
+    #[arg(long, value_name = "U64")]
+    pub seed: Option<String>,
+    /// Logical clock advance per clock read, e.g. 1us, 250ns; 0 freezes reads [default: 1us]
+    #[arg(long, value_name = "DURATION")]
+    pub tick: Option<String>,
+    /// Sleeps and timed waits that would time out return at once (logical time still advances)
+    #[arg(long)]
+    pub warp: bool,
+    /// Time zone for the command [default: UTC]
+    #[arg(long, value_name = "ZONE")]
+    pub tz: Option<String>,
+    /// Locale (LC_ALL and LANG) for the command [default: C.UTF-8]
+    #[arg(long, value_name = "LOCALE")]
+    pub locale: Option<String>,
+    /// PYTHONHASHSEED for the command [default: 0]
+    #[arg(long, value_name = "U32")]
+    pub hash_seed: Option<String>,
+    /// Host name the command sees [default: seal]
+    #[arg(long, value_name = "NAME")]
+    pub hostname: Option<String>,
+    /// Leave a family unsealed (repeatable): time, random, pid, host, tempname, hashseed, tz, locale, env, aslr
+    #[arg(long, value_name = "FAMILY")]
+    pub unseal: Vec<String>,
+    /// Use this seal.toml instead of searching the working directory and its parents
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print no warnings
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub seal: SealOpts,
+    /// Write the runtime census of the run as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    pub census: Option<PathBuf>,
+    /// The command and its arguments, after `--`
+    #[arg(last = true, value_name = "CMD")]
+    pub cmd: Vec<OsString>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CensusArgs {
+    #[command(flatten)]
+    pub seal: SealOpts,
+    /// Also write the census as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Rows per process in the table (0 = all)
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub top: usize,
+    /// The command and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub cmd: Vec<OsString>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub seal: SealOpts,
+    /// Number of sealed runs
+    #[arg(short = 'n', long = "runs", default_value_t = 20, value_name = "N")]
+    pub runs: usize,
+    /// Runs at once (only where runs cannot see each other: each gets its own copy of nothing
+    /// shared; runs in one working directory always go one after another)
+    #[arg(short = 'j', long, default_value_t = 1, value_name = "JOBS")]
+    pub jobs: usize,
+    /// Files the command writes that are part of its result (glob, relative to the working directory; repeatable)
+    #[arg(long = "artifact", value_name = "GLOB")]
+    pub artifacts: Vec<String>,
+    /// Write the full result as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// The command and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub cmd: Vec<OsString>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ProbeArgs {
+    #[command(flatten)]
+    pub seal: SealOpts,
+    /// Runs per perturbation
+    #[arg(short = 'n', long = "runs", default_value_t = 2, value_name = "N")]
+    pub runs: usize,
+    /// Run the perturbations under seal, showing what survives the seal
+    #[arg(long)]
+    pub sealed: bool,
+    /// For each varying line, find which entropy families make it vary
+    #[arg(long)]
+    pub attribute: bool,
+    /// Extra mask patterns: a TOML file of `name = "regex"`
+    #[arg(long, value_name = "FILE")]
+    pub patterns: Option<PathBuf>,
+    /// Largest fraction of lines that may be masked before exit 3
+    #[arg(long, default_value_t = 0.25, value_name = "FRACTION")]
+    pub max_masked: f64,
+    /// Where to write the JSON report
+    #[arg(long, default_value = "seal-probe.json", value_name = "FILE")]
+    pub report: PathBuf,
+    /// An earlier report: exit 4 when the mask set grew against it
+    #[arg(long, value_name = "BEFORE.json")]
+    pub compare: Option<PathBuf>,
+    /// Working tree copied fresh for each run [default: the current directory]
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// The command and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub cmd: Vec<OsString>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GoldenArgs {
+    #[command(subcommand)]
+    pub action: GoldenAction,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum GoldenAction {
+    /// Run each case sealed several times and write its golden, refusing unstable cases
+    Record(GoldenRunArgs),
+    /// Run each case sealed and compare with its golden
+    Check(GoldenCheckArgs),
+    /// Re-record goldens (with the same stability gate)
+    Update(GoldenRunArgs),
+    /// List the cases and whether each golden exists
+    List(GoldenListArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GoldenRunArgs {
+    /// Cases to record (default: all)
+    pub names: Vec<String>,
+    /// Sealed passes that must agree before a golden is written
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub passes: usize,
+    /// seal.toml to use instead of searching upwards
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory of golden files [default: golden, next to seal.toml]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Print no warnings
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GoldenCheckArgs {
+    /// Cases to check (default: all)
+    pub names: Vec<String>,
+    /// Sealed runs per case
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub passes: usize,
+    /// Fail when census totals drifted from the golden
+    #[arg(long)]
+    pub strict_census: bool,
+    /// Write JUnit XML to FILE
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Cases at once (cases sharing a working directory still run one after another)
+    #[arg(short = 'j', long, default_value_t = 1, value_name = "N")]
+    pub jobs: usize,
+    /// seal.toml to use instead of searching upwards
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory of golden files [default: golden, next to seal.toml]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Print no warnings
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GoldenListArgs {
+    /// seal.toml to use instead of searching upwards
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory of golden files [default: golden, next to seal.toml]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DemoArgs {
+    /// Print no warnings
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn bare_double_dash_is_run() {
+        let cli = Cli::try_parse_from(["seal", "--seed", "7", "--", "echo", "hi"]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(
+            cli.run.cmd,
+            vec![OsString::from("echo"), OsString::from("hi")]
+        );
+        assert_eq!(cli.run.seal.seed.as_deref(), Some("7"));
+        let cli = Cli::try_parse_from(["seal", "run", "--warp", "--", "true"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Run(ref r)) if r.seal.warp));
+    }
+}

@@ -1,0 +1,575 @@
+//! One validated configuration from three sources: command-line flags > `SEAL_*` environment
+//! variables > `seal.toml` (this directory or the nearest parent that has one) > defaults.
+//!
+//! Only [`Settings`] reaches the code that runs things. Every bad value is a [`ConfigError`]
+//! that names the key and where it came from (flag, variable, or file and line): exit 2.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::cli::SealOpts;
+
+/// 2026-01-01T00:00:00Z: a fixed constant forever, so goldens pinned today pass next year.
+pub const DEFAULT_EPOCH_NS: i64 = 1_767_225_600 * 1_000_000_000;
+pub const DEFAULT_TICK_NS: i64 = 1_000;
+
+/// Families `--unseal` accepts. The first five are sealed inside the shim; the others are the
+/// launcher's environment and layout settings.
+pub const FAMILIES: &[&str] = &[
+    "time", "random", "pid", "host", "tempname", "hashseed", "tz", "locale", "env", "aslr",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{origin}: invalid value {value:?} for `{key}`: {why}")]
+    Invalid {
+        origin: String,
+        key: String,
+        value: String,
+        why: String,
+    },
+    #[error("{file}:{line}: {msg}")]
+    File {
+        file: String,
+        line: usize,
+        msg: String,
+    },
+    #[error("{file}: {msg}")]
+    Io { file: String, msg: String },
+}
+
+impl ConfigError {
+    fn invalid(origin: &str, key: &str, value: &str, why: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            origin: origin.into(),
+            key: key.into(),
+            value: value.into(),
+            why: why.into(),
+        }
+    }
+}
+
+/// The fully resolved seal settings of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub epoch_ns: i64,
+    pub seed: u64,
+    pub tick_ns: i64,
+    pub warp: bool,
+    pub tz: String,
+    pub locale: String,
+    pub hash_seed: u32,
+    pub hostname: String,
+    /// Families left unsealed, validated names from [`FAMILIES`].
+    pub unseal: Vec<String>,
+    pub quiet: bool,
+    /// `[env]` of seal.toml: extra variables for the command.
+    pub env: BTreeMap<String, String>,
+}
+
+impl Settings {
+    pub fn unsealed(&self, family: &str) -> bool {
+        self.unseal.iter().any(|f| f == family)
+    }
+
+    /// The flags word handed to the shim.
+    pub fn shim_flags(&self) -> u32 {
+        use seal_abi::flags::*;
+        let mut f = 0;
+        if !self.unsealed("time") {
+            f |= TIME | WAIT;
+        }
+        for (name, bit) in [
+            ("random", RANDOM),
+            ("pid", PID),
+            ("host", HOST),
+            ("tempname", TEMPNAME),
+        ] {
+            if !self.unsealed(name) {
+                f |= bit;
+            }
+        }
+        if self.warp {
+            f |= WARP;
+        }
+        if self.quiet {
+            f |= QUIET;
+        }
+        f
+    }
+}
+
+/// `seal.toml`, as written. Unknown keys are errors (a typo must not silently unseal).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub seal: SealSection,
+    #[serde(default)]
+    pub env: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    pub patterns: BTreeMap<String, Spanned<String>>,
+    /// `[[case]]` tables of the golden suite, validated by `golden.rs`.
+    #[serde(default)]
+    pub case: Vec<Spanned<toml::Table>>,
+    /// `[golden]` options of the golden suite (e.g. `dir`).
+    #[serde(default)]
+    pub golden: Option<toml::Table>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SealSection {
+    pub epoch: Option<Spanned<toml::Value>>,
+    pub tick: Option<Spanned<toml::Value>>,
+    pub seed: Option<Spanned<toml::Value>>,
+    pub tz: Option<Spanned<String>>,
+    pub locale: Option<Spanned<String>>,
+    pub hash_seed: Option<Spanned<toml::Value>>,
+    pub hostname: Option<Spanned<String>>,
+    pub warp: Option<Spanned<bool>>,
+    pub unseal: Option<Spanned<Vec<String>>>,
+}
+
+/// A loaded `seal.toml` with what is needed to point at a line in it.
+#[derive(Debug)]
+pub struct LoadedFile {
+    pub path: PathBuf,
+    pub text: String,
+    pub file: ConfigFile,
+}
+
+impl LoadedFile {
+    /// `path:line` of a byte offset.
+    pub fn origin(&self, offset: usize) -> String {
+        format!("{}:{}", self.path.display(), line_of(&self.text, offset))
+    }
+}
+
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Finds `seal.toml` in `start` or its nearest parent that has one.
+pub fn find_config(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .map(|d| d.join("seal.toml"))
+        .find(|p| p.is_file())
+}
+
+pub fn load_file(path: &Path) -> Result<LoadedFile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+        file: path.display().to_string(),
+        msg: e.to_string(),
+    })?;
+    let file: ConfigFile = toml::from_str(&text).map_err(|e| {
+        let line = e.span().map(|s| line_of(&text, s.start)).unwrap_or(1);
+        ConfigError::File {
+            file: path.display().to_string(),
+            line,
+            msg: e.message().trim().to_string(),
+        }
+    })?;
+    Ok(LoadedFile {
+        path: path.to_path_buf(),
+        text,
+        file,
+    })
+}
+
+/// The config file named by `--config`, else the nearest `seal.toml`, else none.
+pub fn load_config(explicit: Option<&Path>) -> Result<Option<LoadedFile>, ConfigError> {
+    match explicit {
+        Some(p) => load_file(p).map(Some),
+        None => {
+            let cwd = std::env::current_dir().map_err(|e| ConfigError::Io {
+                file: ".".into(),
+                msg: e.to_string(),
+            })?;
+            find_config(&cwd).map(|p| load_file(&p)).transpose()
+        }
+    }
+}
+
+/// A source of environment variables (the process environment in production, a map in tests).
+pub trait EnvSource {
+    fn var(&self, key: &str) -> Option<String>;
+}
+
+pub struct ProcessEnv;
+
+impl EnvSource for ProcessEnv {
+    fn var(&self, key: &str) -> Option<String> {
+        std::env::var(key).ok().filter(|v| !v.is_empty())
+    }
+}
+
+impl EnvSource for BTreeMap<String, String> {
+    fn var(&self, key: &str) -> Option<String> {
+        self.get(key).cloned()
+    }
+}
+
+fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Merges flags, environment and file into [`Settings`].
+pub fn resolve(
+    opts: &SealOpts,
+    env: &dyn EnvSource,
+    file: Option<&LoadedFile>,
+) -> Result<Settings, ConfigError> {
+    let sec = file.map(|f| &f.file.seal);
+    // Picks the highest-precedence raw value of a setting and says where it came from.
+    let pick = |flag: &Option<String>,
+                key: &str,
+                var: &str,
+                from_file: Option<(String, usize)>|
+     -> Option<(String, String)> {
+        if let Some(v) = flag {
+            return Some((v.clone(), format!("--{}", key.replace('_', "-"))));
+        }
+        if let Some(v) = env.var(var) {
+            return Some((v, format!("environment variable {var}")));
+        }
+        let (v, off) = from_file?;
+        Some((v, file.unwrap().origin(off)))
+    };
+    let spanned_val = |s: &Option<Spanned<toml::Value>>| {
+        s.as_ref()
+            .map(|v| (value_text(v.get_ref()), v.span().start))
+    };
+    let spanned_str =
+        |s: &Option<Spanned<String>>| s.as_ref().map(|v| (v.get_ref().clone(), v.span().start));
+
+    let epoch_ns = match pick(
+        &opts.epoch,
+        "epoch",
+        "SEAL_EPOCH",
+        sec.and_then(|s| spanned_val(&s.epoch)),
+    ) {
+        Some((v, origin)) => {
+            parse_epoch(&v).map_err(|why| ConfigError::invalid(&origin, "epoch", &v, why))?
+        }
+        None => match env.var("SOURCE_DATE_EPOCH") {
+            Some(v) => parse_epoch(&format!("@{v}")).map_err(|why| {
+                ConfigError::invalid("environment variable SOURCE_DATE_EPOCH", "epoch", &v, why)
+            })?,
+            None => DEFAULT_EPOCH_NS,
+        },
+    };
+    let seed = match pick(
+        &opts.seed,
+        "seed",
+        "SEAL_SEED",
+        sec.and_then(|s| spanned_val(&s.seed)),
+    ) {
+        Some((v, origin)) => v.trim().parse::<u64>().map_err(|_| {
+            ConfigError::invalid(&origin, "seed", &v, "expected an unsigned 64-bit integer")
+        })?,
+        None => 0,
+    };
+    let tick_ns = match pick(
+        &opts.tick,
+        "tick",
+        "SEAL_TICK",
+        sec.and_then(|s| spanned_val(&s.tick)),
+    ) {
+        Some((v, origin)) => {
+            parse_tick(&v).map_err(|why| ConfigError::invalid(&origin, "tick", &v, why))?
+        }
+        None => DEFAULT_TICK_NS,
+    };
+    let warp = if opts.warp {
+        true
+    } else if let Some(v) = env.var("SEAL_WARP") {
+        parse_bool(&v).ok_or_else(|| {
+            ConfigError::invalid(
+                "environment variable SEAL_WARP",
+                "warp",
+                &v,
+                "expected 1/0/true/false",
+            )
+        })?
+    } else {
+        sec.and_then(|s| s.warp.as_ref())
+            .map(|w| *w.get_ref())
+            .unwrap_or(false)
+    };
+    let text_setting = |flag: &Option<String>,
+                        key: &str,
+                        var: &str,
+                        f: Option<&Option<Spanned<String>>>,
+                        default: &str|
+     -> Result<String, ConfigError> {
+        match pick(flag, key, var, f.and_then(spanned_str)) {
+            Some((v, origin)) => {
+                if v.is_empty() || v.contains('\0') || v.contains('\n') {
+                    Err(ConfigError::invalid(
+                        &origin,
+                        key,
+                        &v,
+                        "must be a non-empty single line",
+                    ))
+                } else {
+                    Ok(v)
+                }
+            }
+            None => Ok(default.to_string()),
+        }
+    };
+    let tz = text_setting(&opts.tz, "tz", "SEAL_TZ", sec.map(|s| &s.tz), "UTC")?;
+    let locale = text_setting(
+        &opts.locale,
+        "locale",
+        "SEAL_LOCALE",
+        sec.map(|s| &s.locale),
+        "C.UTF-8",
+    )?;
+    let hostname = text_setting(
+        &opts.hostname,
+        "hostname",
+        "SEAL_HOSTNAME",
+        sec.map(|s| &s.hostname),
+        "seal",
+    )?;
+    if hostname.len() > 64 {
+        return Err(ConfigError::invalid(
+            "hostname",
+            "hostname",
+            &hostname,
+            "at most 64 bytes",
+        ));
+    }
+    let hash_seed = match pick(
+        &opts.hash_seed,
+        "hash_seed",
+        "SEAL_HASH_SEED",
+        sec.and_then(|s| spanned_val(&s.hash_seed)),
+    ) {
+        Some((v, origin)) => v.trim().parse::<u32>().map_err(|_| {
+            ConfigError::invalid(
+                &origin,
+                "hash_seed",
+                &v,
+                "expected an integer 0..=4294967295",
+            )
+        })?,
+        None => 0,
+    };
+    let (unseal_raw, unseal_origin): (Vec<String>, String) = if !opts.unseal.is_empty() {
+        (
+            opts.unseal
+                .iter()
+                .flat_map(|s| s.split(','))
+                .map(|s| s.trim().to_string())
+                .collect(),
+            "--unseal".into(),
+        )
+    } else if let Some(v) = env.var("SEAL_UNSEAL") {
+        (
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            "environment variable SEAL_UNSEAL".into(),
+        )
+    } else if let Some(u) = sec.and_then(|s| s.unseal.as_ref()) {
+        (u.get_ref().clone(), file.unwrap().origin(u.span().start))
+    } else {
+        (vec![], String::new())
+    };
+    let mut unseal = Vec::new();
+    for fam in unseal_raw {
+        if !FAMILIES.contains(&fam.as_str()) {
+            return Err(ConfigError::invalid(
+                &unseal_origin,
+                "unseal",
+                &fam,
+                format!("unknown family; expected one of {}", FAMILIES.join(", ")),
+            ));
+        }
+        if !unseal.contains(&fam) {
+            unseal.push(fam);
+        }
+    }
+    let quiet = opts.quiet
+        || env
+            .var("SEAL_QUIET")
+            .and_then(|v| parse_bool(&v))
+            .unwrap_or(false);
+    let env_vars = file
+        .map(|f| {
+            f.file
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.get_ref().clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Settings {
+        epoch_ns,
+        seed,
+        tick_ns,
+        warp,
+        tz,
+        locale,
+        hash_seed,
+        hostname,
+        unseal,
+        quiet,
+        env: env_vars,
+    })
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// RFC 3339 (`2026-01-01T00:00:00Z`, any offset, fractional seconds) or `@UNIX_SECONDS`.
+pub fn parse_epoch(v: &str) -> Result<i64, String> {
+    let v = v.trim();
+    if let Some(secs) = v.strip_prefix('@') {
+        let s: i64 = secs
+            .parse()
+            .map_err(|_| "expected @UNIX_SECONDS, e.g. @1767225600".to_string())?;
+        return s
+            .checked_mul(1_000_000_000)
+            .ok_or_else(|| "out of range".to_string());
+    }
+    let t = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| {
+            format!("expected RFC 3339 (e.g. 2026-01-01T00:00:00Z) or @UNIX_SECONDS: {e}")
+        })?;
+    i64::try_from(t.unix_timestamp_nanos()).map_err(|_| "out of range".to_string())
+}
+
+/// A duration such as `1us`, `250ns`, `2ms`; `0` freezes the clock; a bare number is ns.
+pub fn parse_tick(v: &str) -> Result<i64, String> {
+    let v = v.trim();
+    if let Ok(n) = v.parse::<i64>() {
+        return if n >= 0 {
+            Ok(n)
+        } else {
+            Err("must not be negative".into())
+        };
+    }
+    let d = humantime::parse_duration(v)
+        .map_err(|e| format!("expected a duration such as 1us, 250ns or 0: {e}"))?;
+    i64::try_from(d.as_nanos()).map_err(|_| "too large".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn file(text: &str) -> LoadedFile {
+        LoadedFile {
+            path: "seal.toml".into(),
+            text: text.into(),
+            file: toml::from_str(text).unwrap(),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let s = resolve(&SealOpts::default(), &env(&[]), None).unwrap();
+        assert_eq!(s.epoch_ns, DEFAULT_EPOCH_NS);
+        assert_eq!(
+            (
+                s.seed,
+                s.tick_ns,
+                s.tz.as_str(),
+                s.locale.as_str(),
+                s.hostname.as_str()
+            ),
+            (0, 1000, "UTC", "C.UTF-8", "seal")
+        );
+    }
+
+    #[test]
+    fn precedence_flag_env_file() {
+        let f = file("[seal]\nseed = 3\ntick = \"2us\"\ntz = \"Europe/Paris\"\n");
+        let s = resolve(&SealOpts::default(), &env(&[("SEAL_SEED", "2")]), Some(&f)).unwrap();
+        assert_eq!(
+            (s.seed, s.tick_ns, s.tz.as_str()),
+            (2, 2000, "Europe/Paris")
+        );
+        let opts = SealOpts {
+            seed: Some("1".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve(&opts, &env(&[("SEAL_SEED", "2")]), Some(&f))
+                .unwrap()
+                .seed,
+            1
+        );
+    }
+
+    #[test]
+    fn source_date_epoch_is_the_default_epoch() {
+        let s = resolve(
+            &SealOpts::default(),
+            &env(&[("SOURCE_DATE_EPOCH", "1000")]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(s.epoch_ns, 1000 * 1_000_000_000);
+    }
+
+    #[test]
+    fn bad_values_name_key_and_line() {
+        let f = file("[seal]\nseed = 1\nepoch = \"yesterday\"\n");
+        let e = resolve(&SealOpts::default(), &env(&[]), Some(&f))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("seal.toml:3") && e.contains("`epoch`"), "{e}");
+        let opts = SealOpts {
+            unseal: vec!["clocks".into()],
+            ..Default::default()
+        };
+        let e = resolve(&opts, &env(&[]), None).unwrap_err().to_string();
+        assert!(
+            e.contains("--unseal") && e.contains("clocks") && e.contains("time"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn epochs_and_ticks() {
+        assert_eq!(parse_epoch("@0").unwrap(), 0);
+        assert_eq!(
+            parse_epoch("2026-01-01T01:00:00+01:00").unwrap(),
+            DEFAULT_EPOCH_NS
+        );
+        assert!(parse_epoch("2026-13-01").is_err());
+        assert_eq!(parse_tick("0").unwrap(), 0);
+        assert_eq!(parse_tick("1us").unwrap(), 1000);
+        assert_eq!(parse_tick("2ms").unwrap(), 2_000_000);
+        assert!(parse_tick("-1").is_err());
+    }
+}

@@ -1,0 +1,325 @@
+//! Running a command sealed: the run directory (census files and the run-wide pid table), the
+//! environment handed to the shim, address-space randomisation off, and the child's status.
+//!
+//! `seal run` uses [`run_interactive`] (stdio and terminal pass through untouched);
+//! `verify`, `probe` and `golden` use [`run_captured`].
+
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
+
+use anyhow::{Context, Result};
+use seal_abi::env as senv;
+
+use crate::census::{self, Census};
+use crate::config::Settings;
+use crate::shim;
+
+/// Exit status when seal itself fails.
+pub const EXIT_SEAL_FAILED: u8 = 125;
+pub const EXIT_NOT_EXECUTABLE: u8 = 126;
+pub const EXIT_NOT_FOUND: u8 = 127;
+
+/// A run directory: census files of every process image plus the run table. Mode 0700,
+/// unpredictable name; removed on drop.
+pub struct RunDir {
+    dir: tempfile::TempDir,
+}
+
+impl RunDir {
+    pub fn create() -> Result<RunDir> {
+        let parent = shim::cache_dir()?.join("runs");
+        shim::private_dir(&parent)?;
+        let dir = tempfile::Builder::new()
+            .prefix("run-")
+            .tempdir_in(&parent)
+            .with_context(|| format!("cannot create a run directory in {}", parent.display()))?;
+        create_run_table(dir.path())?;
+        Ok(RunDir { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+fn pid_max() -> usize {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4_194_304usize)
+        .max(seal_abi::VPID_LIMIT)
+}
+
+/// The run-wide pid table every sealed process maps (sparse: only touched pages cost memory).
+fn create_run_table(dir: &Path) -> Result<()> {
+    let pid_max = pid_max();
+    let path = dir.join(seal_abi::RUN_TABLE_NAME);
+    let mut f = std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .read(true)
+        .open(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    f.set_len(seal_abi::RunTable::file_size(pid_max) as u64)?;
+    let mut header = Vec::with_capacity(16);
+    header.extend_from_slice(&seal_abi::RUN_MAGIC.to_le_bytes());
+    header.extend_from_slice(&seal_abi::LAYOUT_VERSION.to_le_bytes());
+    header.extend_from_slice(&(pid_max as u32).to_le_bytes());
+    f.write_all(&header)?;
+    Ok(())
+}
+
+/// Variables the shim sets per process; a nested `seal` must not inherit them.
+const PER_PROCESS_VARS: &[&str] = &[
+    senv::CLOCK,
+    senv::VPID,
+    senv::PPID,
+    senv::LINEAGE,
+    senv::CHILDREN,
+    senv::GEN,
+];
+
+/// Builds the sealed command for `argv` in `run_dir` (not yet spawned).
+pub fn sealed_command(
+    settings: &Settings,
+    shim_path: &Path,
+    run_dir: &Path,
+    argv: &[OsString],
+) -> Command {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    for v in PER_PROCESS_VARS {
+        cmd.env_remove(v);
+    }
+    let mut preload = OsString::from(shim_path);
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        // Keep what the user preloads, after us; drop older copies of libseal.
+        for part in old
+            .to_string_lossy()
+            .split([':', ' '])
+            .filter(|p| !p.is_empty() && !p.contains("libseal"))
+        {
+            preload.push(":");
+            preload.push(part);
+        }
+    }
+    cmd.env("LD_PRELOAD", preload)
+        .env(senv::SHIM, shim_path)
+        .env(senv::RUN_DIR, run_dir)
+        .env(senv::EPOCH_NS, settings.epoch_ns.to_string())
+        .env(senv::TICK_NS, settings.tick_ns.to_string())
+        .env(senv::SEED, settings.seed.to_string())
+        .env(senv::FLAGS, settings.shim_flags().to_string())
+        .env(senv::HOSTNAME, &settings.hostname);
+    if !settings.unsealed("env") {
+        if !settings.unsealed("hashseed") {
+            cmd.env("PYTHONHASHSEED", settings.hash_seed.to_string());
+        }
+        if !settings.unsealed("tz") {
+            cmd.env("TZ", &settings.tz);
+        }
+        if !settings.unsealed("locale") {
+            cmd.env("LC_ALL", &settings.locale)
+                .env("LANG", &settings.locale)
+                .env_remove("LANGUAGE");
+        }
+        if !settings.unsealed("time") {
+            cmd.env(
+                "SOURCE_DATE_EPOCH",
+                settings.epoch_ns.div_euclid(1_000_000_000).to_string(),
+            );
+        }
+    }
+    for (k, v) in &settings.env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// Turns address-space randomisation off for this process's future children (the personality
+/// flag is inherited by fork and kept across exec).
+pub fn disable_aslr(settings: &Settings) {
+    if settings.unsealed("aslr") {
+        return;
+    }
+    // SAFETY: personality(0xffffffff) queries; the second call sets a flag on ourselves.
+    unsafe {
+        let cur = libc::personality(0xffff_ffff);
+        if cur != -1 {
+            libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+        }
+    }
+}
+
+/// 128+N for a signal, the code otherwise.
+pub fn status_code(status: ExitStatus) -> i32 {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        _ => EXIT_SEAL_FAILED as i32,
+    }
+}
+
+/// Why a command could not be started, as a shell would report it.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("{0}: command not found")]
+    NotFound(String),
+    #[error("{0}: permission denied (not executable)")]
+    NotExecutable(String),
+    #[error("{0}: cannot run: {1}")]
+    Other(String, std::io::Error),
+}
+
+impl SpawnError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            SpawnError::NotFound(_) => EXIT_NOT_FOUND,
+            SpawnError::NotExecutable(_) => EXIT_NOT_EXECUTABLE,
+            SpawnError::Other(..) => EXIT_NOT_EXECUTABLE,
+        }
+    }
+
+    fn from_io(program: &OsStr, e: std::io::Error) -> SpawnError {
+        let name = program.to_string_lossy().into_owned();
+        match e.kind() {
+            std::io::ErrorKind::NotFound => SpawnError::NotFound(name),
+            std::io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(name),
+            _ if e.raw_os_error() == Some(libc::ENOEXEC)
+                || e.raw_os_error() == Some(libc::EISDIR) =>
+            {
+                SpawnError::NotExecutable(name)
+            }
+            _ => SpawnError::Other(name, e),
+        }
+    }
+}
+
+/// Everything a sealed run produced, for the multi-run commands.
+pub struct Captured {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub census: Census,
+}
+
+impl Captured {
+    pub fn code(&self) -> i32 {
+        status_code(self.status)
+    }
+}
+
+/// Where a captured run gets its standard input.
+pub enum Input<'a> {
+    Null,
+    Bytes(&'a [u8]),
+}
+
+/// Runs `argv` sealed with output captured; the census is read from the run directory.
+pub fn run_captured(
+    settings: &Settings,
+    argv: &[OsString],
+    cwd: Option<&Path>,
+    extra_env: &[(String, String)],
+    input: Input,
+) -> Result<std::result::Result<Captured, SpawnError>> {
+    let shim_path = shim::extract()?;
+    let run_dir = RunDir::create()?;
+    disable_aslr(settings);
+    let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv);
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(match input {
+        Input::Null => Stdio::null(),
+        Input::Bytes(_) => Stdio::piped(),
+    });
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(SpawnError::from_io(&argv[0], e))),
+    };
+    let writer = match (input, child.stdin.take()) {
+        (Input::Bytes(b), Some(mut stdin)) => {
+            let data = b.to_vec();
+            Some(std::thread::spawn(move || {
+                let _ = stdin.write_all(&data);
+            }))
+        }
+        _ => None,
+    };
+    let out = child
+        .wait_with_output()
+        .context("waiting for the sealed command")?;
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
+    let census = census::collect(run_dir.path(), argv, Some(out.status))?;
+    Ok(Ok(Captured {
+        status: out.status,
+        stdout: out.stdout,
+        stderr: out.stderr,
+        census,
+    }))
+}
+
+/// `seal run`: the command with the terminal and stdio untouched; returns its status.
+pub fn run_interactive(
+    settings: &Settings,
+    argv: &[OsString],
+    census_json: Option<&PathBuf>,
+) -> Result<ExitCode> {
+    let shim_path = shim::extract()?;
+    let run_dir = RunDir::create()?;
+    disable_aslr(settings);
+    let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let err = SpawnError::from_io(&argv[0], e);
+            eprintln!("seal: {err}");
+            return Ok(ExitCode::from(err.exit_code()));
+        }
+    };
+    // Like system(3): the terminal's ^C and ^\ are for the command; seal waits and reports.
+    let old = ignore_interactive_signals();
+    let status = child.wait().context("waiting for the sealed command");
+    restore_signals(old);
+    let status = status?;
+    let census = census::collect(run_dir.path(), argv, Some(status))?;
+    if !settings.quiet {
+        for line in census.unsealed_warnings() {
+            eprintln!("seal: warning: {line}");
+        }
+    }
+    if let Some(path) = census_json {
+        census.write_json(path)?;
+    }
+    Ok(ExitCode::from(status_code(status).clamp(0, 255) as u8))
+}
+
+type SigHandlers = [libc::sighandler_t; 2];
+
+fn ignore_interactive_signals() -> SigHandlers {
+    // SAFETY: installing SIG_IGN for two signals; the previous handlers are restored later.
+    unsafe {
+        [
+            libc::signal(libc::SIGINT, libc::SIG_IGN),
+            libc::signal(libc::SIGQUIT, libc::SIG_IGN),
+        ]
+    }
+}
+
+fn restore_signals(old: SigHandlers) {
+    // SAFETY: restores what ignore_interactive_signals replaced.
+    unsafe {
+        libc::signal(libc::SIGINT, old[0]);
+        libc::signal(libc::SIGQUIT, old[1]);
+    }
+}

@@ -1,0 +1,129 @@
+//! The embedded libseal and its extraction.
+//!
+//! The shim is written once, content-addressed, below a directory the user owns with mode 0700
+//! (`$XDG_CACHE_HOME/seal`, else `$HOME/.cache/seal`); owner, mode and content are checked on
+//! every use before its path is handed to the loader. Never a predictable path in a shared
+//! directory (another user could plant a library there), never a memfd (children that close
+//! inherited descriptors would silently lose the seal).
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+pub static SHIM_BYTES: &[u8] = include_bytes!(env!("SEAL_SHIM_FILE"));
+pub const SHIM_SHA256: &str = env!("SEAL_SHIM_SHA256");
+
+/// `$XDG_CACHE_HOME/seal` or `$HOME/.cache/seal`, created 0700 and checked.
+pub fn cache_dir() -> Result<PathBuf> {
+    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+            Some(h) => PathBuf::from(h).join(".cache"),
+            None => {
+                bail!("neither XDG_CACHE_HOME nor HOME is set: no private place to put the shim")
+            }
+        },
+    };
+    let dir = base.join("seal");
+    private_dir(&dir)?;
+    Ok(dir)
+}
+
+/// Creates `dir` (mode 0700) if needed and checks that the current user owns it and that no
+/// one else can write to or read it.
+pub fn private_dir(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let meta =
+        fs::symlink_metadata(dir).with_context(|| format!("cannot inspect {}", dir.display()))?;
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    if !meta.is_dir() {
+        bail!("{} is not a directory", dir.display());
+    }
+    if meta.uid() != uid {
+        bail!(
+            "{} is owned by uid {}, not by you (uid {uid}): refusing to load a shim from it",
+            dir.display(),
+            meta.uid()
+        );
+    }
+    if meta.mode() & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).with_context(|| {
+            format!(
+                "{} is accessible to others and cannot be made private",
+                dir.display()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The path of a verified copy of the embedded shim, writing it if needed.
+pub fn extract() -> Result<PathBuf> {
+    let dir = cache_dir()?;
+    let path = dir.join(format!("libseal-{}.so", &SHIM_SHA256[..16]));
+    let s = path.to_string_lossy();
+    if s.contains(':') || s.contains(' ') || s.contains('\t') || s.contains('\n') {
+        bail!("the shim path {s} contains ':' or white space, which LD_PRELOAD cannot express; set XDG_CACHE_HOME to a plain path");
+    }
+    if verify(&path)? {
+        return Ok(path);
+    }
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".libseal-")
+        .tempfile_in(&dir)
+        .with_context(|| format!("cannot write the shim into {}", dir.display()))?;
+    tmp.write_all(SHIM_BYTES)?;
+    tmp.as_file().sync_all().ok();
+    fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o500))?;
+    tmp.persist(&path)
+        .with_context(|| format!("cannot install the shim at {}", path.display()))?;
+    if !verify(&path)? {
+        bail!(
+            "the shim at {} does not match the embedded one after writing it",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// True when `path` exists, is ours, private, and byte-identical to the embedded shim.
+fn verify(path: &Path) -> Result<bool> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e).with_context(|| format!("cannot inspect {}", path.display())),
+    };
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    if !meta.is_file()
+        || meta.uid() != uid
+        || meta.mode() & 0o022 != 0
+        || meta.len() != SHIM_BYTES.len() as u64
+    {
+        fs::remove_file(path)
+            .with_context(|| format!("cannot replace the unexpected file {}", path.display()))?;
+        return Ok(false);
+    }
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut buf = Vec::with_capacity(SHIM_BYTES.len());
+    std::io::Read::read_to_end(&mut f, &mut buf)?;
+    if buf != SHIM_BYTES {
+        fs::remove_file(path)
+            .with_context(|| format!("cannot replace the corrupted shim {}", path.display()))?;
+        return Ok(false);
+    }
+    Ok(true)
+}

@@ -1,0 +1,139 @@
+//! Clocks: every clock read returns the thread's logical clock `L` and advances it one tick.
+//!
+//! Realtime-like clocks read `epoch + L`, monotonic-like clocks `MONO_BASE + L`, CPU-time
+//! clocks `L`. Hooks (the `extern "C"` entry points) are in `hooks.rs`; this file is the logic,
+//! unit-tested without preloading. Timed waits and sleeps live in `crate::wait`.
+
+#[cfg(not(test))]
+pub(crate) mod hooks;
+
+use seal_abi::NO_DETAIL;
+
+use crate::{config, thread};
+
+/// What a sealed `CLOCK_MONOTONIC` reads at `L = 0`: one day of "uptime".
+pub const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
+/// `CLOCK_TAI` runs this far ahead of `CLOCK_REALTIME` (the current leap-second offset).
+pub const TAI_OFFSET_NS: i64 = 37 * 1_000_000_000;
+
+/// How a clock id maps onto the logical clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Domain {
+    /// `epoch + L + offset`
+    Realtime(i64),
+    /// `MONO_BASE + L`
+    Monotonic,
+    /// `L` (process / thread CPU time, and CPU clocks of other threads)
+    Cputime,
+    /// Not sealed (fd-based dynamic clocks, unknown ids): ask the kernel.
+    PassThrough,
+}
+
+pub fn domain(clock: libc::clockid_t) -> Domain {
+    match clock {
+        libc::CLOCK_REALTIME | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_REALTIME_ALARM => {
+            Domain::Realtime(0)
+        }
+        libc::CLOCK_TAI => Domain::Realtime(TAI_OFFSET_NS),
+        libc::CLOCK_MONOTONIC
+        | libc::CLOCK_MONOTONIC_RAW
+        | libc::CLOCK_MONOTONIC_COARSE
+        | libc::CLOCK_BOOTTIME
+        | libc::CLOCK_BOOTTIME_ALARM => Domain::Monotonic,
+        libc::CLOCK_PROCESS_CPUTIME_ID | libc::CLOCK_THREAD_CPUTIME_ID => Domain::Cputime,
+        // Negative ids encode CPU clocks of other processes/threads (low bits 0..2) or, with low
+        // bits 3 (CLOCKFD), a dynamic clock behind a file descriptor.
+        c if c < 0 && (c & 7) != 3 => Domain::Cputime,
+        _ => Domain::PassThrough,
+    }
+}
+
+/// The census detail byte for a clock id.
+pub fn detail(clock: libc::clockid_t) -> u8 {
+    match clock {
+        0..=11 => clock as u8,
+        c if c < 0 => 0xfe,
+        _ => NO_DETAIL,
+    }
+}
+
+/// The value of `clock` in the given domain when the logical clock reads `l`.
+#[inline(always)]
+pub fn value_at(domain: Domain, l: i64) -> i64 {
+    match domain {
+        Domain::Realtime(off) => config::epoch_ns().wrapping_add(l).wrapping_add(off),
+        Domain::Monotonic => MONO_BASE_NS.wrapping_add(l),
+        Domain::Cputime | Domain::PassThrough => l,
+    }
+}
+
+/// Inverse of [`value_at`]: the logical clock at which `clock` reads `value` (for deadlines).
+#[inline]
+pub fn logical_of(domain: Domain, value: i64) -> i64 {
+    match domain {
+        Domain::Realtime(off) => value.wrapping_sub(config::epoch_ns()).wrapping_sub(off),
+        Domain::Monotonic => value.wrapping_sub(MONO_BASE_NS),
+        Domain::Cputime | Domain::PassThrough => value,
+    }
+}
+
+#[inline(always)]
+pub fn to_timespec(ns: i64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: ns.div_euclid(1_000_000_000),
+        tv_nsec: ns.rem_euclid(1_000_000_000),
+    }
+}
+
+#[inline(always)]
+pub fn from_timespec(ts: &libc::timespec) -> i64 {
+    ts.tv_sec
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec)
+}
+
+/// One sealed read of `domain`: the value, after which `L` has advanced one tick.
+#[inline(always)]
+pub fn read(domain: Domain) -> i64 {
+    value_at(domain, thread::read_and_tick())
+}
+
+/// Realtime now, in nanoseconds, as one sealed read.
+#[inline(always)]
+pub fn realtime_ns() -> i64 {
+    read(Domain::Realtime(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn domains() {
+        assert_eq!(domain(libc::CLOCK_REALTIME), Domain::Realtime(0));
+        assert_eq!(domain(libc::CLOCK_BOOTTIME), Domain::Monotonic);
+        assert_eq!(domain(libc::CLOCK_THREAD_CPUTIME_ID), Domain::Cputime);
+        // pthread_getcpuclockid-style id (per-thread sched clock) and an fd clock.
+        assert_eq!(domain(((!1234) << 3) | 6), Domain::Cputime);
+        assert_eq!(domain(((!3) << 3) | 3), Domain::PassThrough);
+    }
+
+    #[test]
+    fn value_and_logical_are_inverse() {
+        for d in [
+            Domain::Realtime(0),
+            Domain::Realtime(TAI_OFFSET_NS),
+            Domain::Monotonic,
+            Domain::Cputime,
+        ] {
+            assert_eq!(logical_of(d, value_at(d, 123_456_789)), 123_456_789);
+        }
+    }
+
+    #[test]
+    fn timespec_round_trip() {
+        let ts = to_timespec(-1);
+        assert_eq!((ts.tv_sec, ts.tv_nsec), (-1, 999_999_999));
+        assert_eq!(from_timespec(&to_timespec(5_000_000_123)), 5_000_000_123);
+    }
+}

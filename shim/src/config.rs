@@ -1,0 +1,225 @@
+//! Process-wide seal settings, read once from the environment the launcher (or the parent's
+//! exec hook) handed down.
+//!
+//! Hooks ask [`sealed`] on every call: one relaxed atomic load once initialised. The first hook
+//! to run in a process (possibly before libseal's own constructor, from another library's
+//! constructor) performs the initialisation.
+
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
+
+use seal_abi::{env, flags as f};
+
+use crate::sys;
+
+/// Set once initialisation has finished, whether or not the process is sealed.
+const READY: u32 = 1 << 31;
+
+/// `READY | FLAGS` once initialised; the families' bits are only set when sealed.
+static ACTIVE: AtomicU32 = AtomicU32::new(0);
+static INIT: AtomicU8 = AtomicU8::new(0); // 0 not started, 1 running, 2 done
+
+pub static EPOCH_NS: AtomicI64 = AtomicI64::new(1_767_225_600_000_000_000);
+pub static TICK_NS: AtomicI64 = AtomicI64::new(1_000);
+pub static SEED: AtomicU64 = AtomicU64::new(0);
+/// Logical clock the first thread of this image starts at.
+pub static START_CLOCK: AtomicI64 = AtomicI64::new(0);
+pub static VPID: AtomicI32 = AtomicI32::new(seal_abi::ROOT_VPID);
+pub static PPID: AtomicI32 = AtomicI32::new(seal_abi::LAUNCHER_VPID);
+/// This process's place in the process tree (stable across exec).
+pub static LINEAGE: AtomicU64 = AtomicU64::new(seal_abi::ROOT_LINEAGE);
+/// Exec generation of this image.
+pub static GEN: AtomicU32 = AtomicU32::new(0);
+/// Children created so far by this process (across its images): the next child's index.
+pub static CHILDREN: AtomicU64 = AtomicU64::new(0);
+
+/// A fixed-size byte string written once during initialisation (or in a fresh fork child).
+pub struct FixedStr<const N: usize> {
+    cell: UnsafeCell<[u8; N]>,
+    len: AtomicU32,
+}
+
+// SAFETY: written only while INIT is running (single writer) or in a single-threaded fork
+// child, read after; readers see `len` with Acquire after the bytes were written.
+unsafe impl<const N: usize> Sync for FixedStr<N> {}
+
+impl<const N: usize> FixedStr<N> {
+    pub const fn new() -> Self {
+        FixedStr {
+            cell: UnsafeCell::new([0; N]),
+            len: AtomicU32::new(0),
+        }
+    }
+    /// Stores `s` (cut to N-1 bytes, NUL-terminated).
+    pub fn set(&self, s: &[u8]) {
+        let n = s.len().min(N - 1);
+        // SAFETY: single writer per the type's contract.
+        unsafe {
+            let b = &mut *self.cell.get();
+            b[..n].copy_from_slice(&s[..n]);
+            b[n] = 0;
+        }
+        self.len.store(n as u32, Release);
+    }
+    pub fn get(&self) -> &[u8] {
+        let n = self.len.load(Acquire) as usize;
+        // SAFETY: bytes up to len were written before len was published.
+        unsafe { &(&*self.cell.get())[..n] }
+    }
+    /// The value with its trailing NUL.
+    pub fn get_cstr(&self) -> &[u8] {
+        let n = self.len.load(Acquire) as usize;
+        // SAFETY: as in get; set() always writes the NUL at n.
+        unsafe { &(&*self.cell.get())[..=n] }
+    }
+}
+
+impl<const N: usize> Default for FixedStr<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub static RUN_DIR: FixedStr<4096> = FixedStr::new();
+pub static SHIM_PATH: FixedStr<4096> = FixedStr::new();
+pub static HOSTNAME: FixedStr<65> = FixedStr::new();
+
+/// The flags word (0 until initialised or when not sealed; the READY bit aside).
+#[inline(always)]
+pub fn flags() -> u32 {
+    ACTIVE.load(Relaxed) & !READY
+}
+
+/// Is `family` (a [`seal_abi::flags`] bit) sealed in this process? Initialises on first use.
+#[inline(always)]
+pub fn sealed(family: u32) -> bool {
+    let a = ACTIVE.load(Relaxed);
+    if a & READY != 0 {
+        return a & family != 0;
+    }
+    init_slow();
+    ACTIVE.load(Relaxed) & family != 0
+}
+
+/// Is this process part of a sealed run at all?
+#[inline]
+pub fn in_run() -> bool {
+    sealed(f::ALL_FAMILIES | f::WARP | f::QUIET | (1 << 30))
+}
+
+thread_local! {
+    static INITIALISING: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+#[cold]
+pub fn init_slow() {
+    loop {
+        match INIT.compare_exchange(0, 1, Acquire, Acquire) {
+            Ok(_) => {
+                INITIALISING.with(|c| c.set(true));
+                let _g = crate::real::Reentry::force();
+                let flags = load_from_env();
+                ACTIVE.store(READY | flags, Release);
+                INIT.store(2, Release);
+                INITIALISING.with(|c| c.set(false));
+                if flags != 0 {
+                    crate::on_process_start();
+                }
+                return;
+            }
+            Err(2) => return,
+            Err(_) => {
+                // Another thread is initialising, or this one is (re-entered from inside init):
+                // then pass through rather than wait on ourselves.
+                if INITIALISING.with(|c| c.get()) {
+                    return;
+                }
+                // SAFETY: sched_yield has no arguments.
+                unsafe { sys::syscall3(libc::SYS_sched_yield, 0, 0, 0) };
+            }
+        }
+    }
+}
+
+extern "C" {
+    static mut environ: *const *const libc::c_char;
+}
+
+/// Looks `name` up in the process environment without calling getenv (which a program may
+/// have replaced) and without allocating.
+pub fn getenv(name: &str) -> Option<&'static [u8]> {
+    // SAFETY: environ is a NULL-terminated array of NUL-terminated strings owned by libc.
+    unsafe {
+        let mut p = environ;
+        if p.is_null() {
+            return None;
+        }
+        while !(*p).is_null() {
+            let s = sys::cstr(*p);
+            if s.len() > name.len() && s.starts_with(name.as_bytes()) && s[name.len()] == b'=' {
+                return Some(&s[name.len() + 1..]);
+            }
+            p = p.add(1);
+        }
+    }
+    None
+}
+
+/// Reads the settings; returns the flags word (0 = this process is not sealed).
+fn load_from_env() -> u32 {
+    let Some(run_dir) = getenv(env::RUN_DIR) else {
+        return 0;
+    };
+    if run_dir.is_empty() {
+        return 0;
+    }
+    RUN_DIR.set(run_dir);
+    if let Some(p) = getenv(env::SHIM) {
+        SHIM_PATH.set(p);
+    }
+    HOSTNAME.set(getenv(env::HOSTNAME).unwrap_or(b"seal"));
+    if let Some(v) = getenv(env::EPOCH_NS).and_then(sys::parse_i64) {
+        EPOCH_NS.store(v, Relaxed);
+    }
+    if let Some(v) = getenv(env::TICK_NS).and_then(sys::parse_i64) {
+        TICK_NS.store(v.max(0), Relaxed);
+    }
+    if let Some(v) = getenv(env::SEED).and_then(sys::parse_u64) {
+        SEED.store(v, Relaxed);
+    }
+    if let Some(v) = getenv(env::CLOCK).and_then(sys::parse_i64) {
+        START_CLOCK.store(v, Relaxed);
+    }
+    if let Some(v) = getenv(env::VPID).and_then(sys::parse_i64) {
+        VPID.store(v as i32, Relaxed);
+    }
+    if let Some(v) = getenv(env::PPID).and_then(sys::parse_i64) {
+        PPID.store(v as i32, Relaxed);
+    }
+    if let Some(v) = getenv(env::LINEAGE).and_then(sys::parse_hex) {
+        LINEAGE.store(v, Relaxed);
+    }
+    if let Some(v) = getenv(env::CHILDREN).and_then(sys::parse_u64) {
+        CHILDREN.store(v, Relaxed);
+    }
+    if let Some(v) = getenv(env::GEN).and_then(sys::parse_u64) {
+        GEN.store(v as u32, Relaxed);
+    }
+    let flags = getenv(env::FLAGS)
+        .and_then(sys::parse_u64)
+        .map(|v| v as u32)
+        .unwrap_or(f::ALL_FAMILIES);
+    // Bit 30 marks "in a run" even when every family is unsealed.
+    flags | (1 << 30)
+}
+
+/// Logical-clock tick in nanoseconds.
+#[inline(always)]
+pub fn tick() -> i64 {
+    TICK_NS.load(Relaxed)
+}
+
+#[inline(always)]
+pub fn epoch_ns() -> i64 {
+    EPOCH_NS.load(Relaxed)
+}

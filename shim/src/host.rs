@@ -1,0 +1,3 @@
+//! Host names: `gethostname`, `uname().nodename`, `getdomainname` return the run's fixed name.
+//!
+//! TODO(host): not implemented yet.

@@ -1,0 +1,59 @@
+//! libseal: the LD_PRELOAD shim that makes a command deterministic.
+//!
+//! It interposes libc's clocks, randomness, pids, host names, temp names and process creation,
+//! answering from a logical clock and seeded streams, and counts every call into a crash-safe
+//! census file. x86_64 Linux with glibc only. The rules every module follows (DESIGN.md):
+//! never recurse (raw syscalls and `real!` for our own needs), never lock or allocate on a hot
+//! path, never let a panic cross FFI, and report what cannot be sealed instead of pretending.
+//!
+//! One module per family of calls: `clock`, `wait`, `random`, `process`, `host`, `tempname`,
+//! plus `census` (recording), `config` (process settings), `thread` (per-thread state),
+//! `syscall` (the `syscall()` dispatcher), `real` (real symbols, re-entry guard), `sys` (raw
+//! system calls).
+#![deny(unsafe_op_in_unsafe_fn)]
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
+compile_error!("libseal supports x86_64 Linux with glibc only");
+
+pub mod census;
+pub mod clock;
+pub mod config;
+pub mod host;
+pub mod process;
+pub mod random;
+pub mod real;
+pub mod sys;
+#[cfg(not(test))]
+mod syscall;
+pub mod tempname;
+pub mod thread;
+pub mod wait;
+
+/// Runs once per sealed process image, right after its settings are loaded.
+pub(crate) fn on_process_start() {
+    use core::sync::atomic::Ordering::Relaxed;
+    census::open_image(
+        config::VPID.load(Relaxed),
+        config::PPID.load(Relaxed),
+        config::GEN.load(Relaxed),
+    );
+    process::on_start();
+}
+
+/// libseal's constructor: initialise before `main` even if no hook has run yet.
+extern "C" fn seal_init(
+    _argc: libc::c_int,
+    _argv: *const *const libc::c_char,
+    _envp: *const *const libc::c_char,
+) {
+    config::in_run();
+}
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".init_array"]
+static SEAL_INIT: extern "C" fn(
+    libc::c_int,
+    *const *const libc::c_char,
+    *const *const libc::c_char,
+) = seal_init;

@@ -1,0 +1,381 @@
+//! Raw Linux system calls and tiny no-allocation helpers.
+//!
+//! The shim exports `getpid`, `open`, `clock_gettime`, `syscall`… so calling those through libc
+//! from inside the shim would call the shim again. Everything the shim does for itself goes
+//! through the `syscall` instruction here instead.
+
+use core::arch::asm;
+
+/// # Safety
+/// A raw system call: the caller guarantees the arguments are valid for `n`.
+#[inline(always)]
+pub unsafe fn syscall6(n: i64, a1: i64, a2: i64, a3: i64, a4: i64, a5: i64, a6: i64) -> i64 {
+    let ret: i64;
+    // SAFETY: the x86_64 Linux syscall ABI; rcx and r11 are clobbered by the instruction.
+    unsafe {
+        asm!("syscall", inlateout("rax") n => ret, in("rdi") a1, in("rsi") a2, in("rdx") a3,
+             in("r10") a4, in("r8") a5, in("r9") a6, lateout("rcx") _, lateout("r11") _,
+             options(nostack));
+    }
+    ret
+}
+
+/// # Safety
+/// See [`syscall6`].
+#[inline(always)]
+pub unsafe fn syscall3(n: i64, a1: i64, a2: i64, a3: i64) -> i64 {
+    // SAFETY: forwarded.
+    unsafe { syscall6(n, a1, a2, a3, 0, 0, 0) }
+}
+
+pub fn getpid() -> i32 {
+    // SAFETY: no arguments.
+    unsafe { syscall3(libc::SYS_getpid, 0, 0, 0) as i32 }
+}
+
+pub fn gettid() -> i32 {
+    // SAFETY: no arguments.
+    unsafe { syscall3(libc::SYS_gettid, 0, 0, 0) as i32 }
+}
+
+pub fn getppid() -> i32 {
+    // SAFETY: no arguments.
+    unsafe { syscall3(libc::SYS_getppid, 0, 0, 0) as i32 }
+}
+
+/// The real clock, straight from the kernel (not the vDSO the shim interposes on).
+pub fn clock_gettime(clock: libc::clockid_t) -> libc::timespec {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe {
+        syscall3(
+            libc::SYS_clock_gettime,
+            clock as i64,
+            &mut ts as *mut _ as i64,
+            0,
+        )
+    };
+    ts
+}
+
+pub fn write_all(fd: i32, mut buf: &[u8]) {
+    while !buf.is_empty() {
+        // SAFETY: buf is valid for its length.
+        let n = unsafe {
+            syscall3(
+                libc::SYS_write,
+                fd as i64,
+                buf.as_ptr() as i64,
+                buf.len() as i64,
+            )
+        };
+        if n == -(libc::EINTR as i64) {
+            continue;
+        }
+        if n <= 0 {
+            return;
+        }
+        buf = &buf[n as usize..];
+    }
+}
+
+/// Opens a NUL-terminated path; returns the fd or a negative errno.
+pub fn open(path: &[u8], flags: i32, mode: u32) -> i32 {
+    debug_assert_eq!(path.last(), Some(&0));
+    // SAFETY: path is NUL-terminated.
+    unsafe {
+        syscall6(
+            libc::SYS_openat,
+            libc::AT_FDCWD as i64,
+            path.as_ptr() as i64,
+            flags as i64,
+            mode as i64,
+            0,
+            0,
+        ) as i32
+    }
+}
+
+pub fn close(fd: i32) {
+    // SAFETY: closing an fd the shim owns.
+    unsafe { syscall3(libc::SYS_close, fd as i64, 0, 0) };
+}
+
+pub fn ftruncate(fd: i32, len: usize) -> i64 {
+    // SAFETY: plain integers.
+    unsafe { syscall3(libc::SYS_ftruncate, fd as i64, len as i64, 0) }
+}
+
+/// Maps `len` bytes of `fd` shared, read-write. Returns null on failure.
+pub fn mmap_shared(fd: i32, len: usize) -> *mut u8 {
+    // SAFETY: a fresh mapping chosen by the kernel.
+    let p = unsafe {
+        syscall6(
+            libc::SYS_mmap,
+            0,
+            len as i64,
+            (libc::PROT_READ | libc::PROT_WRITE) as i64,
+            libc::MAP_SHARED as i64,
+            fd as i64,
+            0,
+        )
+    };
+    if p < 0 && p > -4096 {
+        core::ptr::null_mut()
+    } else {
+        p as *mut u8
+    }
+}
+
+/// Anonymous private memory (for scratch buffers in exec hooks, which may run in a vfork child
+/// where malloc is off limits). Returns null on failure.
+pub fn mmap_anon(len: usize) -> *mut u8 {
+    // SAFETY: a fresh anonymous mapping.
+    let p = unsafe {
+        syscall6(
+            libc::SYS_mmap,
+            0,
+            len as i64,
+            (libc::PROT_READ | libc::PROT_WRITE) as i64,
+            (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as i64,
+            -1,
+            0,
+        )
+    };
+    if p < 0 && p > -4096 {
+        core::ptr::null_mut()
+    } else {
+        p as *mut u8
+    }
+}
+
+/// # Safety
+/// `p..p+len` must be a mapping the shim made and no longer uses.
+pub unsafe fn munmap(p: *mut u8, len: usize) {
+    // SAFETY: per the contract.
+    unsafe { syscall3(libc::SYS_munmap, p as i64, len as i64, 0) };
+}
+
+/// Reads a symlink into `buf`; returns the length or 0.
+pub fn readlink(path: &[u8], buf: &mut [u8]) -> usize {
+    // SAFETY: path is NUL-terminated, buf valid.
+    let n = unsafe {
+        syscall6(
+            libc::SYS_readlinkat,
+            libc::AT_FDCWD as i64,
+            path.as_ptr() as i64,
+            buf.as_mut_ptr() as i64,
+            buf.len() as i64,
+            0,
+            0,
+        )
+    };
+    if n > 0 {
+        n as usize
+    } else {
+        0
+    }
+}
+
+/// Reads up to `buf.len()` bytes of a file; returns the length read.
+pub fn read_file(path: &[u8], buf: &mut [u8]) -> usize {
+    let fd = open(path, libc::O_RDONLY | libc::O_CLOEXEC, 0);
+    if fd < 0 {
+        return 0;
+    }
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: the tail of buf is valid.
+        let n = unsafe {
+            syscall3(
+                libc::SYS_read,
+                fd as i64,
+                buf[got..].as_mut_ptr() as i64,
+                (buf.len() - got) as i64,
+            )
+        };
+        if n == -(libc::EINTR as i64) {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        got += n as usize;
+    }
+    close(fd);
+    got
+}
+
+pub fn exit_group(code: i32) -> ! {
+    loop {
+        // SAFETY: ends the process.
+        unsafe { syscall3(libc::SYS_exit_group, code as i64, 0, 0) };
+    }
+}
+
+/// A fixed-size, stack-allocated byte string builder (for messages and paths).
+pub struct StackBuf<const N: usize> {
+    pub buf: [u8; N],
+    pub len: usize,
+}
+
+impl<const N: usize> StackBuf<N> {
+    pub const fn new() -> Self {
+        StackBuf {
+            buf: [0; N],
+            len: 0,
+        }
+    }
+    pub fn push(&mut self, s: &[u8]) -> &mut Self {
+        let n = s.len().min(N.saturating_sub(self.len + 1));
+        self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
+        self.len += n;
+        self
+    }
+    pub fn push_u64(&mut self, v: u64) -> &mut Self {
+        let mut tmp = [0u8; 20];
+        let n = seal_abi::write_u64(v, &mut tmp);
+        self.push(&tmp[..n])
+    }
+    pub fn push_i64(&mut self, v: i64) -> &mut Self {
+        if v < 0 {
+            self.push(b"-");
+        }
+        self.push_u64(v.unsigned_abs())
+    }
+    pub fn push_hex(&mut self, v: u64) -> &mut Self {
+        let mut tmp = [0u8; 16];
+        for (i, t) in tmp.iter_mut().enumerate() {
+            let d = ((v >> ((15 - i) * 4)) & 0xf) as u8;
+            *t = if d < 10 { b'0' + d } else { b'a' + d - 10 };
+        }
+        self.push(&tmp)
+    }
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+    /// The contents with a trailing NUL (always room: `push` keeps one byte free).
+    pub fn as_cstr(&mut self) -> &[u8] {
+        self.buf[self.len] = 0;
+        &self.buf[..=self.len]
+    }
+}
+
+impl<const N: usize> Default for StackBuf<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Prints `libseal: <msg>` on stderr unless the run is quiet.
+pub fn warn(msg: &[u8]) {
+    if crate::config::flags() & seal_abi::flags::QUIET != 0 {
+        return;
+    }
+    let mut b = StackBuf::<512>::new();
+    b.push(b"libseal: ").push(msg).push(b"\n");
+    write_all(2, b.as_bytes());
+}
+
+/// Parses a decimal (optionally negative) integer.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as i64)?;
+    }
+    Some(if neg { -v } else { v })
+}
+
+pub fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in s {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    Some(v)
+}
+
+pub fn parse_hex(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 16 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in s {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return None,
+        };
+        v = (v << 4) | d as u64;
+    }
+    Some(v)
+}
+
+/// Length of a NUL-terminated C string.
+///
+/// # Safety
+/// `p` must point to a NUL-terminated string.
+pub unsafe fn cstr_len(p: *const libc::c_char) -> usize {
+    let mut n = 0;
+    // SAFETY: per the contract, every byte up to the NUL is readable.
+    while unsafe { *p.add(n) } != 0 {
+        n += 1;
+    }
+    n
+}
+
+/// The bytes of a C string (without the NUL), or empty for null.
+///
+/// # Safety
+/// `p` is null or a NUL-terminated string that outlives the returned slice.
+pub unsafe fn cstr<'a>(p: *const libc::c_char) -> &'a [u8] {
+    if p.is_null() {
+        return &[];
+    }
+    // SAFETY: per the contract.
+    unsafe { core::slice::from_raw_parts(p as *const u8, cstr_len(p)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_numbers() {
+        assert_eq!(parse_i64(b"-42"), Some(-42));
+        assert_eq!(parse_i64(b""), None);
+        assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_hex(b"ff"), Some(255));
+    }
+
+    #[test]
+    fn stack_buf_keeps_room_for_nul() {
+        let mut b = StackBuf::<8>::new();
+        b.push(b"abcdefghij");
+        assert_eq!(b.as_bytes(), b"abcdefg");
+        assert_eq!(b.as_cstr(), b"abcdefg\0");
+        let mut h = StackBuf::<40>::new();
+        h.push_i64(-12).push(b" ").push_hex(0xbeef);
+        assert_eq!(h.as_bytes(), b"-12 000000000000beef");
+    }
+}

@@ -1,0 +1,66 @@
+//! `syscall(2)`: raw system calls made through libc's wrapper are dispatched to the family that
+//! seals them (Rust's std, OpenSSL, libuv and the JVM use it for `getrandom`, `futex`,
+//! `clock_gettime`, `gettid`). On x86_64 the variadic arguments arrive in the same registers
+//! as fixed ones, so the hook declares six.
+
+use seal_abi::Fid;
+
+use crate::{caller, real};
+
+fn set_errno_from(ret: libc::c_long) -> libc::c_long {
+    ret
+}
+
+/// # Safety
+/// As `syscall(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn syscall(
+    n: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    a4: libc::c_long,
+    a5: libc::c_long,
+    a6: libc::c_long,
+) -> libc::c_long {
+    let ra = caller!();
+    let args = [a1, a2, a3, a4, a5, a6];
+    // SAFETY (all arms): the caller's arguments are forwarded with the same meaning.
+    let handled: Option<libc::c_long> = unsafe {
+        match n {
+            libc::SYS_clock_gettime => Some(crate::clock::hooks::clock_gettime_impl(
+                a1 as libc::clockid_t,
+                a2 as *mut libc::timespec,
+                Fid::SysClockGettime,
+                ra,
+            ) as libc::c_long),
+            libc::SYS_gettimeofday => Some(crate::clock::hooks::gettimeofday_impl(
+                a1 as *mut libc::timeval,
+                a2 as *mut libc::c_void,
+                Fid::SysGettimeofday,
+                ra,
+            ) as libc::c_long),
+            libc::SYS_time => Some(crate::clock::hooks::time_impl(
+                a1 as *mut libc::time_t,
+                Fid::SysTime,
+                ra,
+            ) as libc::c_long),
+            libc::SYS_getrandom => Some(crate::random::hooks::getrandom_impl(
+                a1 as *mut libc::c_void,
+                a2 as libc::size_t,
+                a3 as libc::c_uint,
+                Fid::SysGetrandom,
+                ra,
+            ) as libc::c_long),
+            libc::SYS_futex => crate::wait::sys_futex(args, ra),
+            libc::SYS_clock_nanosleep => crate::wait::sys_clock_nanosleep(args, ra),
+            _ => crate::process::sys_pid(n, args, ra),
+        }
+    };
+    if let Some(r) = handled {
+        return set_errno_from(r);
+    }
+    let real = real!(syscall: fn(libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long) -> libc::c_long);
+    // SAFETY: forwarded.
+    unsafe { real(n, a1, a2, a3, a4, a5, a6) }
+}

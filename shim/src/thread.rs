@@ -1,0 +1,139 @@
+//! Per-thread state: the logical clock, the thread's place in the creation tree, its virtual
+//! tid. `Copy` fields in a `const`-initialised thread local, so access never allocates and
+//! never registers a destructor.
+
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use seal_abi::{child_lineage, KIND_IMAGE, KIND_THREAD};
+
+use crate::config;
+
+#[derive(Clone, Copy)]
+pub struct ThreadState {
+    pub ready: bool,
+    /// The logical clock `L`, in nanoseconds since the epoch / the monotonic base.
+    pub clock: i64,
+    /// Key of this thread's place in the creation tree (streams and vtids derive from it).
+    pub lineage: u64,
+    /// Virtual tid; 0 until the pid family assigns one.
+    pub vtid: i32,
+    /// Threads this thread has created (the next child's index).
+    pub threads: u64,
+}
+
+impl ThreadState {
+    pub const EMPTY: ThreadState = ThreadState {
+        ready: false,
+        clock: 0,
+        lineage: 0,
+        vtid: 0,
+        threads: 0,
+    };
+}
+
+thread_local! {
+    static STATE: UnsafeCell<ThreadState> = const { UnsafeCell::new(ThreadState::EMPTY) };
+}
+
+/// Threads that started without our `pthread_create` trampoline (glibc helper threads, raw
+/// `clone`): numbered in the order they first reach the shim.
+static STRAYS: AtomicU64 = AtomicU64::new(0);
+
+/// Lineage key of this process image's main thread.
+pub fn image_lineage() -> u64 {
+    child_lineage(
+        config::LINEAGE.load(Relaxed),
+        KIND_IMAGE,
+        config::GEN.load(Relaxed) as u64,
+    )
+}
+
+#[cold]
+fn init_thread(t: &mut ThreadState) {
+    let main = crate::sys::gettid() == crate::sys::getpid();
+    let lineage = if main {
+        image_lineage()
+    } else {
+        child_lineage(
+            image_lineage(),
+            KIND_THREAD ^ 0x5757,
+            STRAYS.fetch_add(1, Relaxed),
+        )
+    };
+    *t = ThreadState {
+        ready: true,
+        clock: config::START_CLOCK.load(Relaxed),
+        lineage,
+        vtid: if main { config::VPID.load(Relaxed) } else { 0 },
+        threads: 0,
+    };
+}
+
+/// Runs `f` on this thread's state (initialising it on first use).
+#[inline(always)]
+pub fn with<R>(f: impl FnOnce(&mut ThreadState) -> R) -> R {
+    STATE.with(|c| {
+        // SAFETY: the state is only touched by its own thread, and no caller holds the
+        // reference across a call that could re-enter `with` (signal handlers that interrupt
+        // an update at worst lose one tick, never tear memory: the fields are plain words).
+        let t = unsafe { &mut *c.get() };
+        if !t.ready {
+            init_thread(t);
+        }
+        f(t)
+    })
+}
+
+/// Reads the logical clock and advances it by one tick: the value every clock read returns.
+#[inline(always)]
+pub fn read_and_tick() -> i64 {
+    let tick = config::tick();
+    with(|t| {
+        let v = t.clock;
+        t.clock = v.wrapping_add(tick);
+        v
+    })
+}
+
+/// The logical clock without advancing it (for deadline translation).
+#[inline(always)]
+pub fn peek() -> i64 {
+    with(|t| t.clock)
+}
+
+/// Moves the logical clock forward to `to` (never backwards): a wait that timed out.
+#[inline]
+pub fn advance_to(to: i64) {
+    with(|t| {
+        if to > t.clock {
+            t.clock = to;
+        }
+    })
+}
+
+/// Moves the logical clock forward by `ns` (a relative sleep that ran to its end).
+#[inline]
+pub fn advance_by(ns: i64) {
+    with(|t| t.clock = t.clock.saturating_add(ns.max(0)))
+}
+
+/// State a new thread starts from: the creator's clock, the next child lineage.
+pub fn spawn_child_state() -> ThreadState {
+    with(|t| {
+        let idx = t.threads;
+        t.threads += 1;
+        ThreadState {
+            ready: true,
+            clock: t.clock,
+            lineage: child_lineage(t.lineage, KIND_THREAD, idx),
+            vtid: 0,
+            threads: 0,
+        }
+    })
+}
+
+/// Installs `s` as this thread's state (a thread started by our trampoline, a fork child).
+pub fn install(s: ThreadState) {
+    with(|t| *t = s);
+}

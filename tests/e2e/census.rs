@@ -1,0 +1,3 @@
+//! End-to-end tests: census.
+#[allow(unused_imports)]
+use crate::util::*;

@@ -1,0 +1,3 @@
+//! End-to-end tests: golden.
+#[allow(unused_imports)]
+use crate::util::*;

@@ -1,0 +1,15 @@
+//! End-to-end tests: real programs (C, Python, bash, Node, Rust, Java) under the built `seal`,
+//! run several times, asserting byte-identical output, bounded wall time and exact census
+//! counts. One test binary (like ripgrep's tests/tests.rs); one module per area.
+
+mod util;
+
+mod census;
+mod cli;
+mod clocks;
+mod golden;
+mod probe;
+mod process;
+mod random;
+mod verify;
+mod waits;

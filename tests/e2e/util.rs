@@ -1,0 +1,228 @@
+//! Test harness: builds fixtures, runs the built `seal` with a hard timeout (a hang is a
+//! failure with a clear message, never a stuck CI), and prints expected/actual between rulers.
+
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The `seal` binary under test.
+pub fn seal_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_seal"))
+}
+
+/// Workspace root (for fixtures/).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+pub fn fixture(rel: &str) -> PathBuf {
+    root().join("fixtures").join(rel)
+}
+
+/// A private cache dir for the tests' extracted shim and run dirs (shared by all tests).
+pub fn cache_home() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("seal-e2e-cache-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    })
+    .clone()
+}
+
+/// Where compiled fixtures go (one per test binary run).
+pub fn build_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = root().join("target").join("e2e-fixtures");
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    })
+    .clone()
+}
+
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Output {
+    pub fn ok(&self) -> &Self {
+        assert_eq!(self.code, Some(0), "expected exit 0\n{}", self.show());
+        self
+    }
+    pub fn show(&self) -> String {
+        format!(
+            "exit: {:?} signal: {:?} after {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--------------",
+            self.code, self.signal, self.elapsed, self.stdout, self.stderr
+        )
+    }
+}
+
+/// A command with seal's own environment variables cleared and the test cache dir set.
+pub fn command<S: AsRef<OsStr>>(program: S) -> Command {
+    let mut cmd = Command::new(program);
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy().into_owned();
+        if k.starts_with("SEAL_") || k == "LD_PRELOAD" || k == "SOURCE_DATE_EPOCH" {
+            cmd.env_remove(&k);
+        }
+    }
+    cmd.env("XDG_CACHE_HOME", cache_home());
+    cmd
+}
+
+/// `seal ARGS...` as a Command.
+pub fn seal<I, S>(args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut c = command(seal_bin());
+    c.args(args);
+    c
+}
+
+/// Runs `cmd` with stdin closed, killing it (and failing the test with a clear message) after
+/// `timeout`.
+pub fn run_timeout(mut cmd: Command, timeout: Duration) -> Output {
+    let desc = format!("{cmd:?}");
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // Own process group, so a timeout kills the whole tree.
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {desc}: {e}"));
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > timeout {
+            // SAFETY: kill the process group we created.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            let so = String::from_utf8_lossy(&t_out.join().unwrap()).into_owned();
+            let se = String::from_utf8_lossy(&t_err.join().unwrap()).into_owned();
+            panic!("HANG: {desc} did not finish within {timeout:?}\n--- stdout ---\n{so}\n--- stderr ---\n{se}\n--------------");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    use std::os::unix::process::ExitStatusExt;
+    Output {
+        code: status.code(),
+        signal: status.signal(),
+        stdout: String::from_utf8_lossy(&t_out.join().unwrap()).into_owned(),
+        stderr: String::from_utf8_lossy(&t_err.join().unwrap()).into_owned(),
+        elapsed: start.elapsed(),
+    }
+}
+
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs `seal ARGS` (60 s limit).
+pub fn run_seal<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    run_timeout(seal(args), TIMEOUT)
+}
+
+/// Runs a command unsealed (same environment hygiene, 60 s limit).
+pub fn run_plain<I, S>(program: &str, args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut c = command(program);
+    c.args(args);
+    run_timeout(c, TIMEOUT)
+}
+
+/// Runs `seal -- CMD` `n` times; asserts exit 0 and byte-identical stdout; returns it.
+pub fn assert_sealed_stable(cmd: &[&str], n: usize) -> String {
+    let mut args = vec!["--"];
+    args.extend_from_slice(cmd);
+    let first = run_seal(&args);
+    first.ok();
+    for i in 1..n {
+        let again = run_seal(&args);
+        again.ok();
+        assert_eq!(
+            first.stdout,
+            again.stdout,
+            "sealed run {} of {cmd:?} differs from run 1\n=== run 1 ===\n{}\n=== run {} ===\n{}",
+            i + 1,
+            first.show(),
+            i + 1,
+            again.show()
+        );
+    }
+    first.stdout
+}
+
+/// True if `program` is on PATH.
+pub fn have(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+        .unwrap_or(false)
+}
+
+/// Compiles a C fixture (fixtures/c/NAME.c) with the system cc into target/e2e-fixtures/NAME.
+pub fn build_c(name: &str, extra: &[&str]) -> PathBuf {
+    let src = fixture(&format!("c/{name}.c"));
+    let suffix = extra.join("").replace(['-', ' ', '/'], "");
+    let out = build_dir().join(format!("{name}{suffix}"));
+    let st = Command::new("cc")
+        .args(["-O1", "-g", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(extra)
+        .args(["-lpthread", "-lrt"])
+        .status()
+        .expect("cc not found");
+    assert!(st.success(), "compiling {} failed", src.display());
+    out
+}
+
+/// Compiles a Rust fixture (fixtures/rust/NAME.rs) with rustc into target/e2e-fixtures/NAME.
+pub fn build_rust(name: &str) -> PathBuf {
+    let src = fixture(&format!("rust/{name}.rs"));
+    let out = build_dir().join(format!("{name}-rs"));
+    let st = Command::new("rustc")
+        .args(["-O", "--edition", "2021", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("rustc not found");
+    assert!(st.success(), "compiling {} failed", src.display());
+    out
+}
