@@ -1,5 +1,5 @@
 //! Randomness: every entropy source returns bytes from a seeded ChaCha20 stream, one stream
-//! per thread, keyed by the run's seed and the thread's place in the creation tree (so two
+//! per thread (ChaCha12, see `chacha::STREAM_ROUNDS`), keyed by the run's seed and the thread's place in the creation tree (so two
 //! threads never swap values when the scheduler reorders them).
 //!
 //! `hooks.rs`: `getrandom`, `getentropy`, `arc4random*`. `device.rs`: reads of
@@ -60,7 +60,13 @@ impl EntropyStream {
         let mut done = 0;
         while done < out.len() {
             if self.pos == self.buf.len() {
-                chacha::blocks4(&self.key, self.counter, self.nonce, &mut self.buf);
+                chacha::blocks4(
+                    &self.key,
+                    self.counter,
+                    self.nonce,
+                    chacha::STREAM_ROUNDS,
+                    &mut self.buf,
+                );
                 self.counter = self.counter.wrapping_add(4);
                 self.pos = 0;
             }
