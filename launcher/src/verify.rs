@@ -312,8 +312,7 @@ fn compile_globs(patterns: &[String]) -> Result<Vec<glob::Pattern>> {
     patterns
         .iter()
         .map(|p| {
-            glob::Pattern::new(p)
-                .map_err(|e| UsageError(format!("--artifact {p:?}: {e}")).into())
+            glob::Pattern::new(p).map_err(|e| UsageError(format!("--artifact {p:?}: {e}")).into())
         })
         .collect()
 }
@@ -398,7 +397,13 @@ fn artifact_diffs(
         let diff = match (a.artifacts.get(p), b.artifacts.get(p)) {
             (Some(x), Some(y)) if x == y => continue,
             (Some(x), Some(y)) => match (std::str::from_utf8(x), std::str::from_utf8(y)) {
-                (Ok(x), Ok(y)) => diff::render(x, y, &format!("{p} (run 1)"), &format!("{p} ({name_b})"), style),
+                (Ok(x), Ok(y)) => diff::render(
+                    x,
+                    y,
+                    &format!("{p} (run 1)"),
+                    &format!("{p} ({name_b})"),
+                    style,
+                ),
                 _ => format!("binary file differs ({} vs {} bytes)\n", x.len(), y.len()),
             },
             (Some(_), None) => format!("missing in {name_b}\n"),
@@ -581,6 +586,9 @@ mod tests {
     #[test]
     fn runs_are_listed_briefly() {
         assert_eq!(list_runs(&[1, 2, 3]), "1, 2, 3");
-        assert_eq!(list_runs(&(1..=10).collect::<Vec<_>>()), "1, 2, 3, 4, 5, 6, 7, 8, …");
+        assert_eq!(
+            list_runs(&(1..=10).collect::<Vec<_>>()),
+            "1, 2, 3, 4, 5, 6, 7, 8, …"
+        );
     }
 }

@@ -33,7 +33,10 @@ fn family_env(family: &str, run: usize) -> Vec<(String, String)> {
     };
     match family {
         "hashseed" => pick(&[("PYTHONHASHSEED", "4242")], &[("PYTHONHASHSEED", "1")]),
-        "tz" => pick(&[("TZ", "Pacific/Kiritimati")], &[("TZ", "America/St_Johns")]),
+        "tz" => pick(
+            &[("TZ", "Pacific/Kiritimati")],
+            &[("TZ", "America/St_Johns")],
+        ),
         "locale" => pick(
             &[("LC_ALL", "C"), ("LANG", "C")],
             &[("LC_ALL", "POSIX"), ("LANG", "POSIX")],

@@ -231,7 +231,7 @@ pub fn classify(runs: &[RunLines], masks: &MaskSet) -> (Vec<LineReport>, Vec<Dri
             Status::Volatile => masks.subset(&patterns).unwrap().apply(&text).0,
             Status::Unstable => masks.apply(&text).0,
         };
-        variants.sort_by(|a, b| b.count.cmp(&a.count));
+        variants.sort_by_key(|v| std::cmp::Reverse(v.count));
         variants.truncate(MAX_VARIANTS);
         lines.push(LineReport {
             line: i + 1,
@@ -349,7 +349,10 @@ mod tests {
     fn minimal_patterns_are_recorded() {
         let m = MaskSet::builtin();
         let p = collapsing_patterns(
-            &["took 10ms at 2026-01-01T00:00:01", "took 10ms at 2026-01-01T00:00:09"],
+            &[
+                "took 10ms at 2026-01-01T00:00:01",
+                "took 10ms at 2026-01-01T00:00:09",
+            ],
             &m,
         );
         assert_eq!(p.unwrap(), ["iso8601"]);
@@ -360,7 +363,10 @@ mod tests {
     fn growth_is_matched_by_content() {
         let m = MaskSet::builtin();
         let before = classify(
-            &[run("a#1", "x\nat 2026-01-01T00:00:01\n"), run("a#2", "x\nat 2026-01-01T00:00:02\n")],
+            &[
+                run("a#1", "x\nat 2026-01-01T00:00:01\n"),
+                run("a#2", "x\nat 2026-01-01T00:00:02\n"),
+            ],
             &m,
         )
         .0;
@@ -376,8 +382,14 @@ mod tests {
         assert!(mask_growth(&before, &moved).is_empty());
         let grew = classify(
             &[
-                run("a#1", "x\nat 2026-01-01T00:00:01\nid 0b6e1a2c-1f0e-4a4e-9f43-3d2b7c1a9e10\n"),
-                run("a#2", "x\nat 2026-01-01T00:00:02\nid 1b6e1a2c-1f0e-4a4e-9f43-3d2b7c1a9e10\n"),
+                run(
+                    "a#1",
+                    "x\nat 2026-01-01T00:00:01\nid 0b6e1a2c-1f0e-4a4e-9f43-3d2b7c1a9e10\n",
+                ),
+                run(
+                    "a#2",
+                    "x\nat 2026-01-01T00:00:02\nid 1b6e1a2c-1f0e-4a4e-9f43-3d2b7c1a9e10\n",
+                ),
             ],
             &m,
         )

@@ -78,7 +78,6 @@ pub fn all() -> Vec<Perturbation> {
 pub struct Output {
     pub code: i32,
     pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
 }
 
 /// A fresh copy of the working tree (and an empty HOME) in a private temporary directory.
@@ -155,7 +154,6 @@ pub fn run_unsealed(
         Ok(o) => Ok(Ok(Output {
             code: run::status_code(o.status),
             stdout: o.stdout,
-            stderr: o.stderr,
         })),
         Err(e) if p.hostname.is_some() && e.kind() != std::io::ErrorKind::NotFound => Ok(Err(
             format!("cannot set a private host name here ({e}); perturbation skipped"),
@@ -198,7 +196,6 @@ pub fn run_sealed(
         Ok(c) => Ok(Output {
             code: c.code(),
             stdout: c.stdout,
-            stderr: c.stderr,
         }),
         Err(e) => Err(e.to_string()),
     })

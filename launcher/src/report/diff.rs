@@ -59,7 +59,9 @@ pub fn render(old: &str, new: &str, old_name: &str, new_name: &str, style: Style
         ("--- ".to_string(), "+++ ".to_string())
     };
     let reset = if style.color { RESET } else { "" };
-    out.push_str(&format!("{pre_old}{old_name}{reset}\n{pre_new}{new_name}{reset}\n"));
+    out.push_str(&format!(
+        "{pre_old}{old_name}{reset}\n{pre_new}{new_name}{reset}\n"
+    ));
     let mut shown = 0usize;
     for group in diff.grouped_ops(style.context) {
         let (first, last) = (&group[0], &group[group.len() - 1]);
@@ -224,7 +226,10 @@ mod tests {
             "run 2",
             Style::plain(),
         );
-        assert!(d.starts_with("--- run 1\n+++ run 2\n@@ -1,3 +1,3 @@\n"), "{d}");
+        assert!(
+            d.starts_with("--- run 1\n+++ run 2\n@@ -1,3 +1,3 @@\n"),
+            "{d}"
+        );
         assert!(d.contains("-at [-12:00:01-] ok\n"), "{d}");
         assert!(d.contains("+at {+12:00:02+} ok\n"), "{d}");
         assert!(d.contains(" head\n") && d.contains(" tail\n"), "{d}");
@@ -233,7 +238,7 @@ mod tests {
     #[test]
     fn moved_lines_show_as_delete_and_insert() {
         let d = render("a\nb\nc\n", "b\na\nc\n", "1", "2", Style::plain());
-        assert!(d.contains("-a\n") && d.contains("+a\n"), "{d}");
+        assert!(d.contains("\n+b\n a\n-b\n c\n"), "{d}");
     }
 
     #[test]
