@@ -229,7 +229,14 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
                 list_runs(runs)
             )?;
         }
-        write_difference(&mut out, &results[0], &results[i], i, style)?;
+        write_difference(
+            &mut out,
+            &results[0],
+            &results[i],
+            i,
+            style,
+            &settings.unseal,
+        )?;
     }
     out.flush()?;
     if let Some(path) = &args.json {
@@ -476,6 +483,7 @@ fn write_difference(
     b: &RunResult,
     i: usize,
     style: diff::Style,
+    unsealed: &[String],
 ) -> Result<()> {
     let name_b = format!("run {}", i + 1);
     writeln!(out, "\nfirst difference: {name_b} against run 1")?;
@@ -508,10 +516,14 @@ fn write_difference(
     }
     let rows = census_diff(&a.captured.census, &b.captured.census);
     if rows.is_empty() {
-        writeln!(
-            out,
-            "\ncensus: the same counts in both runs (the difference comes from something seal does not intercept)"
-        )?;
+        let why = if unsealed.is_empty() {
+            "the difference comes from something seal does not intercept: thread scheduling, \
+             a static binary, a raw syscall, the file system"
+                .to_string()
+        } else {
+            format!("families left unsealed: {}", unsealed.join(", "))
+        };
+        writeln!(out, "\ncensus: the same counts in both runs ({why})")?;
     } else {
         writeln!(out, "\ncensus rows that differ (run 1 vs {name_b}):")?;
         let w = rows
