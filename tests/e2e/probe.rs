@@ -167,3 +167,68 @@ fn sealed_probe_leaves_only_what_survives() {
     assert_eq!(out.code, Some(0), "{}", out.show());
     assert_eq!(r["summary"]["stable"], 4, "{r:#}");
 }
+
+/// A heap address moves with address-space randomisation: `--attribute` names aslr (seal
+/// turns randomisation off on itself, so the aslr family must turn it back on).
+#[test]
+fn attribute_names_aslr_for_an_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("tree");
+    std::fs::create_dir_all(&work).unwrap();
+    let report = dir.path().join("r.json");
+    let mut c = seal([
+        "probe",
+        "--attribute",
+        "--workdir",
+        work.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--",
+        "python3",
+        "-c",
+        "import ctypes; print('addr', hex(ctypes.addressof(ctypes.c_int(1))))",
+    ]);
+    c.current_dir(dir.path());
+    let out = run_timeout(c, std::time::Duration::from_secs(240));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let l = line(&r, "addr");
+    assert_eq!(l["status"], "volatile", "{}", out.show());
+    assert_eq!(l["patterns"], serde_json::json!(["hexaddr"]));
+    assert!(
+        l["families"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("aslr")),
+        "{}",
+        out.show()
+    );
+}
+
+/// Patterns from `--patterns FILE` and from seal.toml `[patterns]` turn unstable lines into
+/// volatile ones, recorded by name.
+#[test]
+fn extra_patterns_mask_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let pats = dir.path().join("patterns.toml");
+    std::fs::write(&pats, "pid = 'pid \\d+'\n").unwrap();
+    std::fs::write(
+        dir.path().join("seal.toml"),
+        "[patterns]\nhost = 'host \\S+'\n",
+    )
+    .unwrap();
+    let (_, r) = probe(
+        &["--patterns", pats.to_str().unwrap()],
+        "probe_report.py",
+        &[],
+        dir.path(),
+    );
+    let pid = line(&r, "worker pid");
+    assert_eq!(pid["status"], "volatile", "{pid:#}");
+    assert_eq!(pid["patterns"], serde_json::json!(["pid"]));
+    assert_eq!(pid["masked"], "worker [pid]");
+    if hostname_perturbed(&r) {
+        let host = line(&r, "host");
+        assert_eq!(host["status"], "volatile", "{host:#}");
+        assert_eq!(host["patterns"], serde_json::json!(["host"]));
+    }
+}

@@ -96,10 +96,17 @@ pub fn attribute(
             unseal: vec![fam.to_string()],
             ..control.clone()
         };
+        // Address-space randomisation off is a personality flag seal sets on itself (its
+        // children inherit it): for the aslr family, clear it for the duration.
+        let restore = (*fam == "aslr").then(aslr_on);
         let mut runs = Vec::new();
         for r in 0..RUNS {
-            runs.push(run_lines(&settings, &family_env(fam, r))?);
+            runs.push(run_lines(&settings, &family_env(fam, r)));
         }
+        if let Some(Some(old)) = restore {
+            set_personality(old);
+        }
+        let runs = runs.into_iter().collect::<Result<Vec<_>>>()?;
         per_family.push((fam, runs));
     }
     for line in lines.iter_mut().filter(|l| l.status != Status::Stable) {
@@ -147,6 +154,25 @@ pub fn attribute(
         line.action = Some(action);
     }
     Ok(notes)
+}
+
+/// Clears ADDR_NO_RANDOMIZE on this process; returns the previous personality to restore.
+fn aslr_on() -> Option<libc::c_ulong> {
+    // SAFETY: personality(0xffffffff) only queries.
+    let cur = unsafe { libc::personality(0xffff_ffff) };
+    if cur == -1 {
+        return None;
+    }
+    let cur = cur as libc::c_ulong;
+    set_personality(cur & !(libc::ADDR_NO_RANDOMIZE as libc::c_ulong));
+    Some(cur)
+}
+
+fn set_personality(p: libc::c_ulong) {
+    // SAFETY: sets a flag word on this process; no memory is involved.
+    unsafe {
+        libc::personality(p);
+    }
 }
 
 pub fn split_lines(b: &[u8]) -> Vec<String> {
