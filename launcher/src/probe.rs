@@ -376,6 +376,7 @@ fn print_report(r: &Report, path: &std::path::Path, attributed: bool) -> Result<
     }
     let verdict = match r.exit {
         0 => "exit 0: every line stable or masked within budget".to_string(),
+        EXIT_UNSTABLE if s.unstable == 0 => "exit 2: the line count drifts".to_string(),
         EXIT_UNSTABLE => format!(
             "exit 2: {} unstable line{}{}",
             s.unstable,
@@ -383,7 +384,7 @@ fn print_report(r: &Report, path: &std::path::Path, attributed: bool) -> Result<
             if r.drift.is_empty() {
                 ""
             } else {
-                " (line count drifts)"
+                " (and the line count drifts)"
             }
         ),
         EXIT_MASK_BUDGET => format!(

@@ -232,3 +232,44 @@ fn extra_patterns_mask_lines() {
         assert_eq!(host["patterns"], serde_json::json!(["host"]));
     }
 }
+
+/// An extra line under some perturbations: the other lines align by content and stay
+/// stable; the drift is reported and is exit 2.
+#[test]
+fn line_count_drift_is_aligned_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("tree");
+    std::fs::create_dir_all(&work).unwrap();
+    let report = dir.path().join("r.json");
+    let mut c = seal([
+        "probe",
+        "--workdir",
+        work.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--",
+        "python3",
+        fixture("python/probe_drift.py").to_str().unwrap(),
+    ]);
+    c.current_dir(dir.path()).env_remove("TZ");
+    let out = run_timeout(c, std::time::Duration::from_secs(240));
+    assert_eq!(out.code, Some(2), "{}", out.show());
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["summary"]["stable"], 3, "{r:#}");
+    let drift = r["drift"].as_array().unwrap();
+    let runs: Vec<&str> = drift.iter().map(|d| d["run"].as_str().unwrap()).collect();
+    assert!(
+        runs.contains(&"tz-far#1") && runs.contains(&"c-locale#2"),
+        "{runs:?}"
+    );
+    assert_eq!(
+        drift[0]["inserted"][0],
+        serde_json::json!([1, "note: TZ is Pacific/Kiritimati"])
+    );
+    assert!(
+        out.stdout
+            .contains("drift: tz-far#1 printed 4 lines (reference 3): 1 extra, 0 missing"),
+        "{}",
+        out.show()
+    );
+}
