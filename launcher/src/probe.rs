@@ -11,7 +11,7 @@ mod perturb;
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -238,7 +238,7 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode> {
     Ok(ExitCode::from(exit))
 }
 
-fn load_report(path: &PathBuf) -> Result<Report> {
+fn load_report(path: &Path) -> Result<Report> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--compare: cannot read {}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| {
@@ -280,7 +280,7 @@ fn clip(s: &str, w: usize) -> String {
     }
 }
 
-fn print_report(r: &Report, path: &std::path::Path, attributed: bool) -> Result<()> {
+fn print_report(r: &Report, path: &Path, attributed: bool) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let s = &r.summary;

@@ -158,7 +158,14 @@ pub fn run_unsealed(
         Err(e) if p.hostname.is_some() && e.kind() != std::io::ErrorKind::NotFound => Ok(Err(
             format!("cannot set a private host name here ({e}); perturbation skipped"),
         )),
-        Err(e) => Ok(Err(format!("{}: {e}", argv[0].to_string_lossy()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Err(format!(
+            "{}: command not found",
+            argv[0].to_string_lossy()
+        ))),
+        Err(e) => Ok(Err(format!(
+            "{}: cannot run: {e}",
+            argv[0].to_string_lossy()
+        ))),
     }
 }
 
@@ -266,4 +273,63 @@ unsafe fn write_proc(path: &std::ffi::CStr, data: &[u8]) -> std::io::Result<()> 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn settings(unseal: &[&str]) -> Settings {
+        let opts = crate::cli::SealOpts {
+            unseal: unseal.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        crate::config::resolve(&opts, &BTreeMap::new(), None).unwrap()
+    }
+
+    #[test]
+    fn the_issue_perturbations_are_there() {
+        let all = all();
+        assert_eq!(all[0].name, "baseline");
+        let env = |name: &str| all.iter().find(|p| p.name == name).unwrap().env.clone();
+        assert_eq!(env("tz-far"), [("TZ", "Pacific/Kiritimati")]);
+        assert_eq!(env("hashseed-0"), [("PYTHONHASHSEED", "0")]);
+        assert_eq!(env("hashseed-4242"), [("PYTHONHASHSEED", "4242")]);
+        assert_eq!(
+            env("c-locale"),
+            [("LC_ALL", "C"), ("LANG", "C"), ("TZ", "UTC")]
+        );
+        assert!(all.iter().any(|p| p.umask.is_some()));
+        assert!(all.iter().any(|p| p.fresh_home));
+        assert!(all.iter().any(|p| p.hostname.is_some()));
+    }
+
+    #[test]
+    fn the_seal_pins_what_it_seals() {
+        let s = settings(&[]);
+        assert!(pinned_by_seal(&s, "TZ") && pinned_by_seal(&s, "LC_ALL"));
+        assert!(pinned_by_seal(&s, "PYTHONHASHSEED") && !pinned_by_seal(&s, "HOME"));
+        let s = settings(&["tz"]);
+        assert!(!pinned_by_seal(&s, "TZ") && pinned_by_seal(&s, "LANG"));
+        assert!(!pinned_by_seal(&settings(&["env"]), "PYTHONHASHSEED"));
+    }
+
+    #[test]
+    fn each_run_gets_a_fresh_copy() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("input.txt"), "x").unwrap();
+        let (a, b) = (
+            Sandbox::new(src.path()).unwrap(),
+            Sandbox::new(src.path()).unwrap(),
+        );
+        assert_ne!(a.work(), b.work());
+        assert_eq!(
+            std::fs::read_to_string(a.work().join("input.txt")).unwrap(),
+            "x"
+        );
+        std::fs::write(a.work().join("out"), "y").unwrap();
+        assert!(!b.work().join("out").exists() && !src.path().join("out").exists());
+        assert!(a.home().is_dir());
+    }
 }
