@@ -1,3 +1,275 @@
-//! End-to-end tests: probe.
-#[allow(unused_imports)]
+//! End-to-end tests: `seal probe` classifies each output line of a real program (stable,
+//! volatile, unstable), reaches each of its exit codes, and `--attribute` names the entropy
+//! family behind each varying line.
+
+use std::path::Path;
+
+use serde_json::Value;
+
 use crate::util::*;
+
+/// Runs `seal probe ARGS -- python3 fixtures/python/SCRIPT EXTRA` with a private working tree
+/// and report; returns the output and the parsed report.
+fn probe(args: &[&str], script: &str, extra: &[&str], dir: &Path) -> (Output, Value) {
+    let report = dir.join(format!("report-{}.json", args.len() + extra.len()));
+    let work = dir.join("tree");
+    std::fs::create_dir_all(&work).unwrap();
+    let mut all: Vec<String> = vec!["probe".into()];
+    all.extend(args.iter().map(|s| s.to_string()));
+    all.extend([
+        "--workdir".into(),
+        work.display().to_string(),
+        "--report".into(),
+        report.display().to_string(),
+        "--".into(),
+        "python3".into(),
+        fixture(&format!("python/{script}")).display().to_string(),
+    ]);
+    all.extend(extra.iter().map(|s| s.to_string()));
+    let mut c = seal(&all);
+    c.current_dir(dir);
+    let out = run_timeout(c, std::time::Duration::from_secs(240));
+    let text = std::fs::read_to_string(&report)
+        .unwrap_or_else(|e| panic!("no report {}: {e}\n{}", report.display(), out.show()));
+    (out, serde_json::from_str(&text).unwrap())
+}
+
+fn line<'a>(report: &'a Value, prefix: &str) -> &'a Value {
+    report["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["text"].as_str().unwrap().starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting with {prefix:?} in {report:#}"))
+}
+
+fn hostname_perturbed(report: &Value) -> bool {
+    report["perturbations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["name"] == "hostname" && p["skipped"].is_null())
+}
+
+/// The report fixture: a constant line, a timestamp, a uuid4, a set, a pid and a host name.
+#[test]
+fn report_lines_are_classified() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, r) = probe(&[], "probe_report.py", &[], dir.path());
+    assert_eq!(out.code, Some(2), "{}", out.show());
+    assert_eq!(line(&r, "report v1")["status"], "stable");
+    let ts = line(&r, "generated at");
+    assert_eq!(ts["status"], "volatile", "{ts:#}");
+    assert_eq!(ts["patterns"], serde_json::json!(["iso8601"]));
+    assert_eq!(ts["masked"], "generated at [iso8601]");
+    let id = line(&r, "request id");
+    assert_eq!(id["status"], "volatile", "{id:#}");
+    assert_eq!(id["patterns"], serde_json::json!(["uuid"]));
+    let tags = line(&r, "tags");
+    assert_eq!(tags["status"], "unstable", "{tags:#}");
+    assert!(tags["varies_under"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("hashseed-4242")));
+    assert!(tags["variants"].as_array().unwrap().len() >= 2);
+    assert_eq!(line(&r, "worker pid")["status"], "unstable");
+    let host = line(&r, "host");
+    if hostname_perturbed(&r) {
+        assert_eq!(host["status"], "unstable", "{host:#}");
+        assert_eq!(host["varies_under"], serde_json::json!(["hostname"]));
+    } else {
+        eprintln!("note: no user namespaces here: the host-name perturbation was skipped");
+    }
+    assert!(out.stdout.contains("exit 2: "), "{}", out.show());
+}
+
+#[test]
+fn attribute_names_each_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, r) = probe(&["--attribute"], "probe_report.py", &[], dir.path());
+    assert_eq!(out.code, Some(2), "{}", out.show());
+    let fams = |prefix: &str| -> Vec<String> {
+        line(&r, prefix)["families"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no families for {prefix}: {r:#}"))
+            .iter()
+            .map(|f| f.as_str().unwrap().to_string())
+            .collect()
+    };
+    let has = |prefix: &str, fam: &str| {
+        let f = fams(prefix);
+        assert!(
+            f.iter().any(|x| x == fam),
+            "{prefix}: {f:?}\n{}",
+            out.show()
+        );
+    };
+    has("generated at", "time");
+    assert_eq!(fams("request id"), ["random"], "{}", out.show());
+    let tags = fams("tags");
+    assert!(
+        tags.iter().any(|f| f == "hashseed" || f == "random"),
+        "{tags:?}"
+    );
+    assert_eq!(line(&r, "tags")["action"], "sort before printing");
+    assert_eq!(fams("worker pid"), ["pid"], "{}", out.show());
+    if hostname_perturbed(&r) {
+        assert_eq!(fams("host"), ["host"], "{}", out.show());
+    }
+    assert!(out.stdout.contains("families"), "{}", out.show());
+}
+
+#[test]
+fn constant_output_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, r) = probe(&[], "probe_constant.py", &[], dir.path());
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    assert_eq!(r["summary"]["stable"], 4);
+    assert_eq!(r["exit"], 0);
+}
+
+#[test]
+fn masked_fraction_above_budget_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, r) = probe(&[], "probe_masked.py", &[], dir.path());
+    assert_eq!(out.code, Some(3), "{}", out.show());
+    assert_eq!(r["summary"]["volatile"], 1);
+    // Within a larger budget the same output passes.
+    let (out, _) = probe(&["--max-masked", "0.5"], "probe_masked.py", &[], dir.path());
+    assert_eq!(out.code, Some(0), "{}", out.show());
+}
+
+#[test]
+fn mask_growth_against_compare_exits_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = dir.path().join("before.json");
+    let (out, first) = probe(&["--max-masked", "0.9"], "probe_masked.py", &[], dir.path());
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    std::fs::write(&before, first.to_string()).unwrap();
+    let cmp = ["--max-masked", "0.9", "--compare", before.to_str().unwrap()];
+    // Same output, compared with itself: nothing grew.
+    let (out, _) = probe(&cmp, "probe_masked.py", &[], dir.path());
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    // A uuid line appears above "rows 42": the timestamp line still matches by content, the
+    // uuid line is new.
+    let (out, r) = probe(&cmp, "probe_masked.py", &["--with-id"], dir.path());
+    assert_eq!(out.code, Some(4), "{}", out.show());
+    let growth = r["mask_growth"].as_array().unwrap();
+    assert_eq!(growth.len(), 1, "{r:#}");
+    assert!(growth[0].as_str().unwrap().contains("batch id [uuid]"));
+}
+
+/// Under --sealed, what the seal pins no longer varies.
+#[test]
+fn sealed_probe_leaves_only_what_survives() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, r) = probe(&["--sealed"], "probe_masked.py", &["--with-id"], dir.path());
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    assert_eq!(r["summary"]["stable"], 4, "{r:#}");
+}
+
+/// A heap address moves with address-space randomisation: `--attribute` names aslr (seal
+/// turns randomisation off on itself, so the aslr family must turn it back on).
+#[test]
+fn attribute_names_aslr_for_an_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("tree");
+    std::fs::create_dir_all(&work).unwrap();
+    let report = dir.path().join("r.json");
+    let mut c = seal([
+        "probe",
+        "--attribute",
+        "--workdir",
+        work.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--",
+        "python3",
+        "-c",
+        "import ctypes; print('addr', hex(ctypes.addressof(ctypes.c_int(1))))",
+    ]);
+    c.current_dir(dir.path());
+    let out = run_timeout(c, std::time::Duration::from_secs(240));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let l = line(&r, "addr");
+    assert_eq!(l["status"], "volatile", "{}", out.show());
+    assert_eq!(l["patterns"], serde_json::json!(["hexaddr"]));
+    assert!(
+        l["families"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("aslr")),
+        "{}",
+        out.show()
+    );
+}
+
+/// Patterns from `--patterns FILE` and from seal.toml `[patterns]` turn unstable lines into
+/// volatile ones, recorded by name.
+#[test]
+fn extra_patterns_mask_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let pats = dir.path().join("patterns.toml");
+    std::fs::write(&pats, "pid = 'pid \\d+'\n").unwrap();
+    std::fs::write(
+        dir.path().join("seal.toml"),
+        "[patterns]\nhost = 'host \\S+'\n",
+    )
+    .unwrap();
+    let (_, r) = probe(
+        &["--patterns", pats.to_str().unwrap()],
+        "probe_report.py",
+        &[],
+        dir.path(),
+    );
+    let pid = line(&r, "worker pid");
+    assert_eq!(pid["status"], "volatile", "{pid:#}");
+    assert_eq!(pid["patterns"], serde_json::json!(["pid"]));
+    assert_eq!(pid["masked"], "worker [pid]");
+    if hostname_perturbed(&r) {
+        let host = line(&r, "host");
+        assert_eq!(host["status"], "volatile", "{host:#}");
+        assert_eq!(host["patterns"], serde_json::json!(["host"]));
+    }
+}
+
+/// An extra line under some perturbations: the other lines align by content and stay
+/// stable; the drift is reported and is exit 2.
+#[test]
+fn line_count_drift_is_aligned_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("tree");
+    std::fs::create_dir_all(&work).unwrap();
+    let report = dir.path().join("r.json");
+    let mut c = seal([
+        "probe",
+        "--workdir",
+        work.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--",
+        "python3",
+        fixture("python/probe_drift.py").to_str().unwrap(),
+    ]);
+    c.current_dir(dir.path()).env_remove("TZ");
+    let out = run_timeout(c, std::time::Duration::from_secs(240));
+    assert_eq!(out.code, Some(2), "{}", out.show());
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["summary"]["stable"], 3, "{r:#}");
+    let drift = r["drift"].as_array().unwrap();
+    let runs: Vec<&str> = drift.iter().map(|d| d["run"].as_str().unwrap()).collect();
+    assert!(
+        runs.contains(&"tz-far#1") && runs.contains(&"c-locale#2"),
+        "{runs:?}"
+    );
+    assert_eq!(
+        drift[0]["inserted"][0],
+        serde_json::json!([1, "note: TZ is Pacific/Kiritimati"])
+    );
+    assert!(
+        out.stdout
+            .contains("drift: tz-far#1 printed 4 lines (reference 3): 1 extra, 0 missing"),
+        "{}",
+        out.show()
+    );
+}

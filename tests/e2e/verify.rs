@@ -1,3 +1,158 @@
-//! End-to-end tests: verify.
-#[allow(unused_imports)]
+//! End-to-end tests: `seal verify` proves a seal with N identical runs, and shows the moved
+//! lines (and census rows) when a source is out of the seal's reach.
+
 use crate::util::*;
+
+fn in_dir(args: &[&str], dir: &std::path::Path) -> Output {
+    let mut c = seal(args);
+    c.current_dir(dir);
+    run_timeout(c, std::time::Duration::from_secs(120))
+}
+
+/// A Python program reading the clock, the RNG, the pid and a hash-ordered set, and appending
+/// to an artifact file: N/N identical, because seal pins them and the harness puts the
+/// artifact back before every run (an appending command must not differ from itself).
+#[test]
+fn sealed_python_is_identical_across_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = fixture("python/verify_sealed.py");
+    let json = dir.path().join("verify.json");
+    let out = in_dir(
+        &[
+            "verify",
+            "-n",
+            "10",
+            "--artifact",
+            "out/*.txt",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            "python3",
+            script.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    out.ok();
+    assert!(
+        out.stdout.starts_with("10/10 identical  sha256:"),
+        "{}",
+        out.show()
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["identical"], true);
+    assert_eq!(report["results"].as_array().unwrap().len(), 10);
+    assert!(report["results"][0]["artifacts"]["out/result.txt"].is_string());
+    // The artifact holds one run's line, not ten.
+    let art = std::fs::read_to_string(dir.path().join("out/result.txt")).unwrap();
+    assert_eq!(art.lines().count(), 1, "{art}");
+}
+
+/// A statically linked binary cannot be preloaded: its clock reads are real, so verify must
+/// exit 1 and show the moved line.
+#[test]
+fn static_binary_clock_differs() {
+    let probe = std::process::Command::new("cc")
+        .args(["-static", "-x", "c", "-o", "/dev/null", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(b"int main(){return 0;}")?;
+            c.wait()
+        });
+    if !probe.map(|s| s.success()).unwrap_or(false) {
+        eprintln!("note: cc -static is not available; static_binary_clock_differs skipped");
+        return;
+    }
+    let bin = build_c("verify_static_time", &["-static"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = in_dir(
+        &["verify", "-n", "5", "--", bin.to_str().unwrap()],
+        dir.path(),
+    );
+    assert_eq!(out.code, Some(1), "{}", out.show());
+    assert!(
+        out.stdout.contains("5 distinct results in 5 runs"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        out.stdout.contains("first difference: run 2 against run 1"),
+        "{}",
+        out.show()
+    );
+    assert!(out.stdout.contains("\n-now [-"), "{}", out.show());
+    assert!(out.stdout.contains("\n+now {+"), "{}", out.show());
+    assert!(out.stdout.contains(" static build\n"), "{}", out.show());
+}
+
+/// Threads printing in scheduler order: real nondeterminism no seal can pin; the diff shows
+/// the worker lines that moved.
+#[test]
+fn thread_interleaving_differs_with_moved_lines() {
+    let bin = build_c("verify_threads", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("v.json");
+    let out = in_dir(
+        &[
+            "verify",
+            "-n",
+            "30",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            bin.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.code, Some(1), "{}", out.show());
+    assert!(
+        out.stdout.contains("distinct results in 30 runs"),
+        "{}",
+        out.show()
+    );
+    let moved = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with('-') || l.starts_with('+'))
+        .filter(|l| l.contains("worker"))
+        .count();
+    assert!(moved >= 2, "{}", out.show());
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["identical"], false);
+    assert!(report["first_difference"]["stdout_diff"]
+        .as_str()
+        .unwrap()
+        .contains("worker"));
+}
+
+/// A family left unsealed on purpose: the census rows that moved are not required (counts
+/// can be equal), but the diff and exit 1 are; `-n 1` is a usage error.
+#[test]
+fn unsealed_time_differs_and_bad_n_is_usage() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = in_dir(
+        &[
+            "verify",
+            "-n",
+            "3",
+            "--unseal",
+            "time",
+            "--",
+            "python3",
+            "-c",
+            "import time; print('t', time.time_ns())",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.code, Some(1), "{}", out.show());
+    assert!(out.stdout.contains("\n-t [-"), "{}", out.show());
+    let out = in_dir(&["verify", "-n", "1", "--", "true"], dir.path());
+    assert_eq!(out.code, Some(2), "{}", out.show());
+}

@@ -2,6 +2,8 @@
 //!
 //! TODO(census table): `seal census` prints the JSON path only for now.
 
+pub mod diff;
+
 use std::process::ExitCode;
 
 use anyhow::Result;

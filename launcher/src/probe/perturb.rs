@@ -1,0 +1,335 @@
+//! The perturbations `seal probe` runs a command under (after Debian's reprotest: time zone,
+//! hash seed, locale, umask, HOME, host name, build path) and the two ways to run it: unsealed
+//! (spawned directly) or sealed (`run::run_captured`). Every run gets a fresh copy of the
+//! working tree in its own temporary directory, so runs never see each other's files and the
+//! path of the tree differs between runs (reprotest's build-path perturbation).
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result};
+
+use crate::config::Settings;
+use crate::run::{self, Input};
+
+/// One way of changing the environment a command runs in.
+#[derive(Debug, Clone)]
+pub struct Perturbation {
+    pub name: &'static str,
+    pub what: &'static str,
+    pub env: Vec<(&'static str, &'static str)>,
+    pub umask: Option<u32>,
+    /// HOME points at a fresh empty directory.
+    pub fresh_home: bool,
+    /// Host name set in a private UTS namespace (user namespaces permitting).
+    pub hostname: Option<&'static str>,
+}
+
+/// The perturbations, baseline first.
+pub fn all() -> Vec<Perturbation> {
+    let p = |name, what, env: &[(&'static str, &'static str)]| Perturbation {
+        name,
+        what,
+        env: env.to_vec(),
+        umask: None,
+        fresh_home: false,
+        hostname: None,
+    };
+    vec![
+        p("baseline", "the environment as it is", &[]),
+        p(
+            "tz-far",
+            "TZ=Pacific/Kiritimati (UTC+14)",
+            &[("TZ", "Pacific/Kiritimati")],
+        ),
+        p("hashseed-0", "PYTHONHASHSEED=0", &[("PYTHONHASHSEED", "0")]),
+        p(
+            "hashseed-4242",
+            "PYTHONHASHSEED=4242",
+            &[("PYTHONHASHSEED", "4242")],
+        ),
+        p(
+            "c-locale",
+            "LC_ALL=C LANG=C TZ=UTC",
+            &[("LC_ALL", "C"), ("LANG", "C"), ("TZ", "UTC")],
+        ),
+        Perturbation {
+            umask: Some(0o002),
+            ..p("umask", "umask 0002 (reprotest)", &[])
+        },
+        Perturbation {
+            fresh_home: true,
+            ..p("home", "HOME set to a fresh empty directory", &[])
+        },
+        Perturbation {
+            hostname: Some("seal-probe-host"),
+            ..p(
+                "hostname",
+                "host name seal-probe-host (private UTS namespace)",
+                &[],
+            )
+        },
+    ]
+}
+
+/// What one run printed.
+pub struct Output {
+    pub code: i32,
+    pub stdout: Vec<u8>,
+}
+
+/// A fresh copy of the working tree (and an empty HOME) in a private temporary directory.
+pub struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new(workdir: &Path) -> Result<Sandbox> {
+        let dir = tempfile::Builder::new()
+            .prefix("seal-probe-")
+            .tempdir()
+            .context("cannot create a temporary directory for a probe run")?;
+        let work = dir.path().join("work");
+        std::fs::create_dir(&work)?;
+        std::fs::create_dir(dir.path().join("home"))?;
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(workdir.join("."))
+            .arg(&work)
+            .stdin(Stdio::null())
+            .status()
+            .context("cannot run cp to copy the working tree")?;
+        if !st.success() {
+            anyhow::bail!("copying {} for a probe run failed", workdir.display());
+        }
+        Ok(Sandbox { dir })
+    }
+
+    pub fn work(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+}
+
+/// Runs `argv` unsealed under `p` in a fresh copy of `workdir`. `Ok(Err(why))` when the
+/// command could not be started (or the perturbation is not possible here).
+pub fn run_unsealed(
+    argv: &[OsString],
+    workdir: &Path,
+    p: &Perturbation,
+) -> Result<std::result::Result<Output, String>> {
+    let sandbox = Sandbox::new(workdir)?;
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(sandbox.work())
+        .stdin(Stdio::null());
+    for (k, v) in &p.env {
+        cmd.env(k, v);
+    }
+    if p.fresh_home {
+        cmd.env("HOME", sandbox.home());
+    }
+    if let Some(mask) = p.umask {
+        // SAFETY: umask is async-signal-safe and only affects the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::umask(mask as libc::mode_t);
+                Ok(())
+            });
+        }
+    }
+    if let Some(name) = p.hostname {
+        let uts = UtsSetup::new(name);
+        // SAFETY: UtsSetup::enter only makes raw syscalls on buffers prepared before fork.
+        unsafe {
+            cmd.pre_exec(move || uts.enter());
+        }
+    }
+    match cmd.output() {
+        Ok(o) => Ok(Ok(Output {
+            code: run::status_code(o.status),
+            stdout: o.stdout,
+        })),
+        Err(e) if p.hostname.is_some() && e.kind() != std::io::ErrorKind::NotFound => Ok(Err(
+            format!("cannot set a private host name here ({e}); perturbation skipped"),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Err(format!(
+            "{}: command not found",
+            argv[0].to_string_lossy()
+        ))),
+        Err(e) => Ok(Err(format!(
+            "{}: cannot run: {e}",
+            argv[0].to_string_lossy()
+        ))),
+    }
+}
+
+/// Runs `argv` sealed under `p` in a fresh copy of `workdir`. Variables the seal pins (TZ,
+/// LC_ALL/LANG, PYTHONHASHSEED) are the seal's unless that family is unsealed, so what differs
+/// between runs is what survives the seal. (The host-name perturbation is not applied under
+/// seal: the seal pins the host name.)
+pub fn run_sealed(
+    settings: &Settings,
+    argv: &[OsString],
+    workdir: &Path,
+    p: &Perturbation,
+    extra: &[(String, String)],
+) -> Result<std::result::Result<Output, String>> {
+    let sandbox = Sandbox::new(workdir)?;
+    let mut env: Vec<(String, String)> = p
+        .env
+        .iter()
+        .filter(|(k, _)| !pinned_by_seal(settings, k))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    if p.fresh_home {
+        env.push(("HOME".into(), sandbox.home().to_string_lossy().into_owned()));
+    }
+    env.extend(extra.iter().cloned());
+    // umask is inherited: set ours around the spawn (seal probe is single-threaded here).
+    // SAFETY: umask has no memory-safety preconditions.
+    let old = p.umask.map(|m| unsafe { libc::umask(m as libc::mode_t) });
+    let res = run::run_captured(settings, argv, Some(&sandbox.work()), &env, Input::Null);
+    if let Some(old) = old {
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+    }
+    Ok(match res? {
+        Ok(c) => Ok(Output {
+            code: c.code(),
+            stdout: c.stdout,
+        }),
+        Err(e) => Err(e.to_string()),
+    })
+}
+
+fn pinned_by_seal(settings: &Settings, key: &str) -> bool {
+    if settings.unsealed("env") {
+        return false;
+    }
+    match key {
+        "TZ" => !settings.unsealed("tz"),
+        "LC_ALL" | "LANG" => !settings.unsealed("locale"),
+        "PYTHONHASHSEED" => !settings.unsealed("hashseed"),
+        _ => false,
+    }
+}
+
+/// A private user + UTS namespace with the caller's own uid/gid mapped, and a host name:
+/// everything prepared before fork so the child only makes syscalls.
+struct UtsSetup {
+    hostname: Vec<u8>,
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+}
+
+impl UtsSetup {
+    fn new(hostname: &str) -> UtsSetup {
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        UtsSetup {
+            hostname: hostname.as_bytes().to_vec(),
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        }
+    }
+
+    /// Runs in the forked child before exec.
+    fn enter(&self) -> std::io::Result<()> {
+        // SAFETY: raw syscalls on buffers owned by self, which outlives the call.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWUTS) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            write_proc(c"/proc/self/uid_map", &self.uid_map)?;
+            write_proc(c"/proc/self/setgroups", b"deny")?;
+            write_proc(c"/proc/self/gid_map", &self.gid_map)?;
+            if libc::sethostname(self.hostname.as_ptr().cast(), self.hostname.len()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// # Safety
+/// Only raw syscalls; safe to call between fork and exec.
+unsafe fn write_proc(path: &std::ffi::CStr, data: &[u8]) -> std::io::Result<()> {
+    // SAFETY: path is NUL-terminated; data is a valid buffer.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        libc::close(fd);
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn settings(unseal: &[&str]) -> Settings {
+        let opts = crate::cli::SealOpts {
+            unseal: unseal.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        crate::config::resolve(&opts, &BTreeMap::new(), None).unwrap()
+    }
+
+    #[test]
+    fn the_issue_perturbations_are_there() {
+        let all = all();
+        assert_eq!(all[0].name, "baseline");
+        let env = |name: &str| all.iter().find(|p| p.name == name).unwrap().env.clone();
+        assert_eq!(env("tz-far"), [("TZ", "Pacific/Kiritimati")]);
+        assert_eq!(env("hashseed-0"), [("PYTHONHASHSEED", "0")]);
+        assert_eq!(env("hashseed-4242"), [("PYTHONHASHSEED", "4242")]);
+        assert_eq!(
+            env("c-locale"),
+            [("LC_ALL", "C"), ("LANG", "C"), ("TZ", "UTC")]
+        );
+        assert!(all.iter().any(|p| p.umask.is_some()));
+        assert!(all.iter().any(|p| p.fresh_home));
+        assert!(all.iter().any(|p| p.hostname.is_some()));
+    }
+
+    #[test]
+    fn the_seal_pins_what_it_seals() {
+        let s = settings(&[]);
+        assert!(pinned_by_seal(&s, "TZ") && pinned_by_seal(&s, "LC_ALL"));
+        assert!(pinned_by_seal(&s, "PYTHONHASHSEED") && !pinned_by_seal(&s, "HOME"));
+        let s = settings(&["tz"]);
+        assert!(!pinned_by_seal(&s, "TZ") && pinned_by_seal(&s, "LANG"));
+        assert!(!pinned_by_seal(&settings(&["env"]), "PYTHONHASHSEED"));
+    }
+
+    #[test]
+    fn each_run_gets_a_fresh_copy() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("input.txt"), "x").unwrap();
+        let (a, b) = (
+            Sandbox::new(src.path()).unwrap(),
+            Sandbox::new(src.path()).unwrap(),
+        );
+        assert_ne!(a.work(), b.work());
+        assert_eq!(
+            std::fs::read_to_string(a.work().join("input.txt")).unwrap(),
+            "x"
+        );
+        std::fs::write(a.work().join("out"), "y").unwrap();
+        assert!(!b.work().join("out").exists() && !src.path().join("out").exists());
+        assert!(a.home().is_dir());
+    }
+}
