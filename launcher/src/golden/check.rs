@@ -248,7 +248,8 @@ fn check_case(suite: &Suite, case: &Case, args: &GoldenCheckArgs) -> Checked {
         } else {
             "actual".to_string()
         };
-        let cmp = diff::compare(&golden.observed, &observed, ("golden", &actual));
+        let label = shown(&path);
+        let cmp = diff::compare(&golden.observed, &observed, (&label, &actual));
         if drift.is_empty() && !cmp.census_drift.is_empty() {
             drift = cmp.census_drift.clone();
         }
