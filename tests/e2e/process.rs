@@ -158,7 +158,9 @@ fn c_fork_kill_wait_exec_spawn_system_popen() {
     assert!(out.contains("pclose exit 0"), "{out}");
     assert_eq!(field(line_with(&out, "from popen"), "ppid"), Some("1000"));
     let thread = line_with(&out, "thread tid");
-    assert_eq!(field(thread, "tid"), field(thread, "syscall"));
+    let w: Vec<&str> = thread.split_whitespace().collect();
+    assert_eq!(w[2], w[5], "gettid() and syscall(SYS_gettid) agree: {thread}");
+    assert_ne!(w[2], "1000", "a second thread has its own virtual tid");
     assert_eq!(field(thread, "pid"), Some("1000"));
     if open_hooked() {
         assert!(
