@@ -223,7 +223,7 @@ fn check_well_formed(xml: &str) {
         let close = rest[open..].find('>').expect("unclosed tag") + open;
         let tag = &rest[open + 1..close];
         assert!(
-            tag.matches('"').count() % 2 == 0,
+            tag.matches('"').count().is_multiple_of(2),
             "unbalanced quotes in <{tag}>"
         );
         if let Some(name) = tag.strip_prefix('/') {
@@ -305,7 +305,7 @@ fn bad_suites_are_one_line_errors_and_write_nothing() {
     );
     // Only known after running: the command wrote nothing matching the glob.
     assert_rejected(
-        &format!("[[case]]\nname = \"w\"\ncmd = [\"./writer\", \"out\"]\ncwd = \"writer\"\nartifacts = [\"out/*.json\"]\n"),
+        "[[case]]\nname = \"w\"\ncmd = [\"./writer\", \"out\"]\ncwd = \"writer\"\nartifacts = [\"out/*.json\"]\n",
         "record",
         &["seal.toml:5", "case `w`", "`artifacts`", "out/*.json", "matched no file"],
     );
@@ -335,4 +335,42 @@ fn invalid_golden_json_is_named_and_other_cases_still_checked() {
         "{}",
         out.show()
     );
+}
+
+#[test]
+fn census_drift_is_a_note_unless_strict_and_update_rerecords() {
+    let p = project();
+    let rec = golden(p.path(), &["record", "writer"]);
+    assert_eq!(rec.code, Some(0), "{}", rec.show());
+    // Pretend the golden was recorded when the program read the clock twice more.
+    let path = p.path().join("golden/writer.json");
+    let mut v: serde_json::Value = serde_json::from_str(&read(path.clone())).unwrap();
+    let n = v["census"]["time"]["time"].as_u64().unwrap();
+    v["census"]["time"]["time"] = (n + 2).into();
+    std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap() + "\n").unwrap();
+    let out = golden(p.path(), &["check", "writer"]);
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    let drift = format!("census drift: time/time {} -> {n}", n + 2);
+    assert!(out.stdout.contains(&drift), "{}", out.show());
+    let out = golden(p.path(), &["check", "writer", "--strict-census"]);
+    assert_eq!(out.code, Some(1), "{}", out.show());
+    assert!(
+        out.stdout.contains("FAILED  writer") && out.stdout.contains(&drift),
+        "{}",
+        out.show()
+    );
+    // update re-records through the same gate and shows what changed in the golden.
+    let up = golden(p.path(), &["update", "writer"]);
+    assert_eq!(up.code, Some(0), "{}", up.show());
+    assert!(up.stdout.contains("(changed"), "{}", up.show());
+    let want = format!("\"time\": {n}");
+    assert!(
+        up.stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with('+') && l.ends_with(&want)),
+        "{}",
+        up.show()
+    );
+    let out = golden(p.path(), &["check", "writer", "--strict-census"]);
+    assert_eq!(out.code, Some(0), "{}", out.show());
 }

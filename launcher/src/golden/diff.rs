@@ -18,7 +18,7 @@ pub struct Difference {
 #[derive(Debug, Clone, Default)]
 pub struct Comparison {
     pub differences: Vec<Difference>,
-    /// `family/function: before -> after` rows.
+    /// `family/function before -> after` rows (a missing row counts 0).
     pub census_drift: Vec<String>,
 }
 
@@ -81,10 +81,7 @@ pub fn census_drift(old: &CensusTotals, new: &CensusTotals) -> Vec<String> {
     rows.into_iter()
         .filter_map(|(fam, f)| {
             let (a, b) = (get(old, &fam, &f), get(new, &fam, &f));
-            (a != b).then(|| {
-                let show = |v: Option<u64>| v.map_or("-".to_string(), |n| n.to_string());
-                format!("{fam}/{f} {} -> {}", show(a), show(b))
-            })
+            (a != b).then(|| format!("{fam}/{f} {} -> {}", a.unwrap_or(0), b.unwrap_or(0)))
         })
         .collect()
 }
@@ -205,7 +202,7 @@ mod tests {
             .insert("getrandom".into(), 1);
         assert_eq!(
             census_drift(&a, &b),
-            ["random/getrandom - -> 1", "time/time 2 -> 3"]
+            ["random/getrandom 0 -> 1", "time/time 2 -> 3"]
         );
     }
 }

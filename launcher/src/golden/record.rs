@@ -81,7 +81,13 @@ pub fn run(args: &GoldenRunArgs, update: bool) -> Result<ExitCode> {
         );
         if update && written {
             if let Some(old) = before {
-                for l in diff::unified(&old, &text, "before", "after") {
+                let label = shown(&path);
+                for l in diff::unified(
+                    &old,
+                    &text,
+                    &format!("{label} (before)"),
+                    &format!("{label} (after)"),
+                ) {
                     println!("    {}", paint(&l, colour));
                 }
             }
