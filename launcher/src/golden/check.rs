@@ -39,7 +39,7 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
     let suite = load_suite(args.config.as_deref(), args.dir.as_deref(), args.quiet)?;
     let cases = suite::select(&suite, &args.names).map_err(UsageError)?;
     if cases.is_empty() {
-        println!("no cases in {}", shown(&suite.config_path));
+        say!("no cases in {}", shown(&suite.config_path))?;
         return Ok(ExitCode::SUCCESS);
     }
     // Extract the shim once, before any worker needs it.
@@ -49,7 +49,7 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
     let width = cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
     let mut results: Vec<Option<Checked>> = (0..cases.len()).map(|_| None).collect();
     let mut next_to_print = 0;
-    let mut print_ready = |results: &mut Vec<Option<Checked>>| {
+    let mut print_ready = |results: &mut Vec<Option<Checked>>| -> std::io::Result<()> {
         while next_to_print < results.len() {
             let Some(c) = &results[next_to_print] else {
                 break;
@@ -69,15 +69,17 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
             };
             let name = &cases[next_to_print].name;
             match &c.verdict {
-                Verdict::Error { message, .. } => println!("{status}  {name:<width$}  {message}"),
-                Verdict::Failed { message, .. } => println!("{status}  {name:<width$}  {message}"),
-                Verdict::Passed => println!("{status}  {name}"),
+                Verdict::Error { message, .. } | Verdict::Failed { message, .. } => {
+                    say!("{status}  {name:<width$}  {message}")?
+                }
+                Verdict::Passed => say!("{status}  {name}")?,
             }
             for l in &c.lines {
-                println!("    {}", paint(l, colour));
+                say!("    {}", paint(l, colour))?;
             }
             next_to_print += 1;
         }
+        Ok(())
     };
 
     // Cases sharing a working directory run one after another, in file order.
@@ -113,9 +115,10 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
         drop(tx);
         for (i, checked) in rx {
             results[i] = Some(checked);
-            print_ready(&mut results);
+            print_ready(&mut results)?;
         }
-    });
+        std::io::Result::Ok(())
+    })?;
     let results: Vec<Checked> = results
         .into_iter()
         .map(|r| r.expect("every case checked"))
@@ -130,10 +133,10 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
         .filter(|r| matches!(r.verdict, Verdict::Error { .. }))
         .count();
     let passed = results.len() - failed - errors;
-    println!(
+    say!(
         "\n{} case(s): {passed} ok, {failed} failed, {errors} error(s)",
         results.len()
-    );
+    )?;
     if let Some(path) = &args.junit {
         let tcs: Vec<TestCase> = cases
             .iter()

@@ -6,6 +6,15 @@
 //! 2 a configuration error (nothing is written), or a case that could not be checked at all:
 //! its golden file is not valid JSON, or its command cannot be started. 2 wins over 1.
 
+/// `println!` that returns the write error (a closed pipe ends seal quietly, see main.rs)
+/// instead of panicking.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)
+    }};
+}
+
 mod check;
 mod diff;
 mod exec;
@@ -82,10 +91,10 @@ fn cmd_line(case: &Case) -> String {
 fn list(args: &GoldenListArgs) -> Result<ExitCode> {
     let suite = load_suite(args.config.as_deref(), args.dir.as_deref(), true)?;
     if suite.cases.is_empty() {
-        println!(
+        say!(
             "no cases in {} (add [[case]] tables)",
             shown(&suite.config_path)
-        );
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     let width = suite.cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
@@ -96,13 +105,13 @@ fn list(args: &GoldenListArgs) -> Result<ExitCode> {
             file::OnDisk::Invalid(_) => "invalid",
             file::OnDisk::Valid(_) => "recorded",
         };
-        println!(
+        say!(
             "{:<width$}  {:<8}  {}  ({})",
             case.name,
             state,
             shown(&path),
             cmd_line(case)
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -28,7 +28,7 @@ pub fn run(args: &GoldenRunArgs, update: bool) -> Result<ExitCode> {
     let suite = load_suite(args.config.as_deref(), args.dir.as_deref(), args.quiet)?;
     let cases = suite::select(&suite, &args.names).map_err(UsageError)?;
     if cases.is_empty() {
-        println!("no cases in {}", shown(&suite.config_path));
+        say!("no cases in {}", shown(&suite.config_path))?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.passes == 1 && !args.quiet {
@@ -74,11 +74,11 @@ pub fn run(args: &GoldenRunArgs, update: bool) -> Result<ExitCode> {
         } else {
             format!("; masked: {}", used.join(", "))
         };
-        println!(
+        say!(
             "recorded {}  {}  ({state}{masked})",
             case.name,
             shown(&path)
-        );
+        )?;
         if update && written {
             if let Some(old) = before {
                 let label = shown(&path);
@@ -88,13 +88,13 @@ pub fn run(args: &GoldenRunArgs, update: bool) -> Result<ExitCode> {
                     &format!("{label} (before)"),
                     &format!("{label} (after)"),
                 ) {
-                    println!("    {}", paint(&l, colour));
+                    say!("    {}", paint(&l, colour))?;
                 }
             }
         }
     }
     if refused > 0 {
-        println!("{refused} case(s) refused: their passes differ; no golden written for them");
+        say!("{refused} case(s) refused: their passes differ; no golden written for them")?;
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
@@ -147,26 +147,26 @@ fn record_case(
         );
         (!c.same_output() || !c.census_drift.is_empty()).then_some((k, c))
     }) {
-        println!(
+        say!(
             "REFUSED {}: pass 1 and pass {} differ; a golden recorded over nondeterminism would flake",
             case.name,
             k + 1
-        );
+        )?;
         for d in &cmp.differences {
-            println!("  {}", d.title);
+            say!("  {}", d.title)?;
             for l in &d.lines {
-                println!("    {}", paint(l, colour));
+                say!("    {}", paint(l, colour))?;
             }
         }
         if !cmp.census_drift.is_empty() {
-            println!("  census rows that differ (pass 1 .. pass {passes}):");
+            say!("  census rows that differ (pass 1 .. pass {passes}):")?;
             for row in census_rows(&runs) {
-                println!("    {row}");
+                say!("    {row}")?;
             }
         }
-        println!(
+        say!(
             "  hint: `seal probe --sealed -- CMD` shows which lines vary and why; mask what must vary (masks = [...])"
-        );
+        )?;
         return Ok(Ok(Outcome::Refused));
     }
     Ok(Ok(Outcome::Stable(
