@@ -114,13 +114,22 @@ fn record_then_check_passes_five_times() {
 #[test]
 fn golden_is_canonical_json_with_mask_placeholders_and_artifacts() {
     let p = project();
-    let rec = golden(p.path(), &["record", "report", "writer"]);
+    let rec = golden(p.path(), &["record"]);
     assert_eq!(rec.code, Some(0), "{}", rec.show());
     assert!(
         rec.stdout.contains("masked: iso8601, uuid"),
         "{}",
         rec.show()
     );
+    // The pipeline's date is sealed to the epoch; its mktemp path is masked.
+    let pipe = read(p.path().join("golden/pipeline.json"));
+    for line in [
+        r#""| scratch [tmppath]\n""#,
+        r#""| stamped 2026-01-01 00:00:00\n""#,
+        r#""|       3 the\n""#,
+    ] {
+        assert!(pipe.contains(line), "{line} not in\n{pipe}");
+    }
     let text = read(p.path().join("golden/report.json"));
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     // Canonical: sorted keys (serde_json's default map is sorted), 2-space indent, newline.
