@@ -121,10 +121,10 @@ fn golden_is_canonical_json_with_mask_placeholders_and_artifacts() {
         "{}",
         rec.show()
     );
-    // The pipeline's date is sealed to the epoch; its mktemp path is masked.
+    // The pipeline's date is sealed to the epoch, its mktemp name to the seed.
     let pipe = read(p.path().join("golden/pipeline.json"));
     for line in [
-        r#""| scratch [tmppath]\n""#,
+        r#""| scratch scratch/tmp."#,
         r#""| stamped 2026-01-01 00:00:00\n""#,
         r#""|       3 the\n""#,
     ] {
