@@ -97,7 +97,26 @@ fn list(args: &GoldenListArgs) -> Result<ExitCode> {
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let width = suite.cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    // Goldens no case writes any more (a renamed or removed case): delete or rename them.
+    let mut orphans: Vec<PathBuf> = std::fs::read_dir(&suite.dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "json")
+                && p.file_stem()
+                    .and_then(|s| s.to_str())
+                    .is_some_and(|stem| !suite.cases.iter().any(|c| c.name == stem))
+        })
+        .collect();
+    orphans.sort();
+    let width = suite
+        .cases
+        .iter()
+        .map(|c| c.name.len())
+        .chain(orphans.iter().map(|p| p.file_stem().map_or(0, |s| s.len())))
+        .max()
+        .unwrap_or(0);
     for case in &suite.cases {
         let path = golden_path(&suite, case);
         let state = match file::read(&path) {
@@ -111,6 +130,19 @@ fn list(args: &GoldenListArgs) -> Result<ExitCode> {
             state,
             shown(&path),
             cmd_line(case)
+        )?;
+    }
+    for p in orphans {
+        let stem = p
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        say!(
+            "{stem:<width$}  {:<8}  {}  (no such case in {})",
+            "orphan",
+            shown(&p),
+            shown(&suite.config_path)
         )?;
     }
     Ok(ExitCode::SUCCESS)

@@ -38,8 +38,6 @@ struct SuiteDoc {
     case: Vec<Spanned<SpannedTable>>,
     #[serde(default)]
     golden: Option<Spanned<SpannedTable>>,
-    #[serde(default)]
-    patterns: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
 /// One validated case.
@@ -180,7 +178,7 @@ pub fn load(
 
     // [patterns]: every regex must compile; the error points at its line.
     let mut patterns = BTreeMap::new();
-    for (name, re) in &doc.patterns {
+    for (name, re) in &loaded.file.patterns {
         if let Err(e) = regex::Regex::new(re.get_ref()) {
             let first = e
                 .to_string()
@@ -191,10 +189,10 @@ pub fn load(
                 .to_string();
             return Err(file_err(
                 re.span().start,
-                format!("pattern `{}` is not a valid regex: {first}", name.get_ref()),
+                format!("pattern `{name}` is not a valid regex: {first}"),
             ));
         }
-        patterns.insert(name.get_ref().clone(), re.get_ref().clone());
+        patterns.insert(name.clone(), re.get_ref().clone());
     }
     let all_masks = MaskSet::new(&patterns).map_err(|e| ConfigError::Io {
         file: loaded.path.display().to_string(),
@@ -212,7 +210,9 @@ pub fn load(
     // [golden]
     let mut dir = root.join("golden");
     let mut default_masks: Vec<String> = Vec::new();
-    if let Some(g) = &doc.golden {
+    // config.rs checked the shapes ([golden] a table, [[case]] tables); the spanned re-read
+    // gives each key its line.
+    if let Some(g) = doc.golden.as_ref().filter(|_| loaded.file.golden.is_some()) {
         for (k, v) in g.get_ref() {
             let here = |msg: String| {
                 file_err(k.span().start, format!("[golden] `{}`: {msg}", k.get_ref()))
@@ -260,7 +260,12 @@ pub fn load(
     let mut cases = Vec::new();
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
     for (i, table) in doc.case.iter().enumerate() {
-        let case_origin = loaded.origin(table.span().start);
+        let case_start = loaded
+            .file
+            .case
+            .get(i)
+            .map_or(table.span().start, |t| t.span().start);
+        let case_origin = loaded.origin(case_start);
         let get = |k: &str| table.get_ref().get(k);
         let mut origins: BTreeMap<String, String> = BTreeMap::new();
         origins.insert(String::new(), case_origin.clone());
