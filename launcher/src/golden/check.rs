@@ -222,7 +222,13 @@ fn check_case(suite: &Suite, case: &Case, args: &GoldenCheckArgs) -> Checked {
     let mut drift: Vec<String> = Vec::new();
     for pass in 0..args.passes {
         let observed = match exec::run_pass(case) {
-            Ok(p) => p.observed,
+            Ok(p) => {
+                // What the seal could not hold explains many a failure: say it once.
+                if pass == 0 && !args.quiet {
+                    notes.extend(p.warnings.iter().map(|w| format!("warning: {w}")));
+                }
+                p.observed
+            }
             Err(PassError::Case { key, msg }) => {
                 let message = case.error(key, msg).to_string();
                 return done(
