@@ -1,3 +1,385 @@
-//! End-to-end tests: golden.
-#[allow(unused_imports)]
+//! End-to-end tests: `seal golden` on the fixture project fixtures/golden (three cases: a
+//! Python report with timestamps and uuids, a shell pipeline with mktemp and date, a C program
+//! writing artifacts), copied into a fresh temp dir per test.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
 use crate::util::*;
+
+/// A fresh copy of fixtures/golden with writer/writer compiled.
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("seal-golden-")
+        .tempdir()
+        .unwrap();
+    copy_dir(&fixture("golden"), dir.path());
+    let st = Command::new("cc")
+        .args(["-O1", "-o"])
+        .arg(dir.path().join("writer/writer"))
+        .arg(dir.path().join("writer/writer.c"))
+        .status()
+        .expect("cc not found");
+    assert!(st.success(), "compiling writer.c failed");
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+/// `seal golden ARGS` run in `dir`.
+fn golden(dir: &Path, args: &[&str]) -> Output {
+    let mut c = seal(["golden"].iter().chain(args));
+    c.current_dir(dir);
+    run_timeout(c, TIMEOUT)
+}
+
+fn read(p: PathBuf) -> String {
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Changed lines of a unified diff (without the ---/+++ headers).
+fn changed_lines(out: &str) -> Vec<String> {
+    out.lines()
+        .map(str::trim_start)
+        .filter(|l| {
+            (l.starts_with('+') || l.starts_with('-'))
+                && !l.starts_with("+++")
+                && !l.starts_with("---")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn record_then_check_passes_five_times() {
+    let p = project();
+    let rec = golden(p.path(), &["record"]);
+    assert_eq!(rec.code, Some(0), "record\n{}", rec.show());
+    for name in ["report", "pipeline", "writer"] {
+        assert!(
+            rec.stdout.contains(&format!("recorded {name}")),
+            "{}",
+            rec.show()
+        );
+    }
+    let before: Vec<String> = ["report", "pipeline", "writer"]
+        .iter()
+        .map(|n| read(p.path().join(format!("golden/{n}.json"))))
+        .collect();
+    for i in 0..5 {
+        // Alternate serial and parallel: the three cases have three working directories.
+        let jobs = if i % 2 == 0 { "1" } else { "3" };
+        let out = golden(p.path(), &["check", "-j", jobs]);
+        assert_eq!(
+            out.code,
+            Some(0),
+            "check {} (-j {jobs})\n{}",
+            i + 1,
+            out.show()
+        );
+        assert!(out.stdout.contains("3 ok, 0 failed"), "{}", out.show());
+    }
+    // Checking never touches a golden; recording again over a stable suite changes nothing.
+    let again = golden(p.path(), &["record"]);
+    assert_eq!(again.code, Some(0), "{}", again.show());
+    assert_eq!(
+        again.stdout.matches("(unchanged").count(),
+        3,
+        "{}",
+        again.show()
+    );
+    for (n, old) in ["report", "pipeline", "writer"].iter().zip(&before) {
+        assert_eq!(&read(p.path().join(format!("golden/{n}.json"))), old, "{n}");
+    }
+    let list = golden(p.path(), &["list"]);
+    assert_eq!(
+        list.stdout.matches("recorded").count(),
+        3,
+        "{}",
+        list.show()
+    );
+}
+
+#[test]
+fn golden_is_canonical_json_with_mask_placeholders_and_artifacts() {
+    let p = project();
+    let rec = golden(p.path(), &["record"]);
+    assert_eq!(rec.code, Some(0), "{}", rec.show());
+    assert!(
+        rec.stdout.contains("masked: iso8601, uuid"),
+        "{}",
+        rec.show()
+    );
+    // The pipeline's date is sealed to the epoch, its mktemp name to the seed.
+    let pipe = read(p.path().join("golden/pipeline.json"));
+    for line in [
+        r#""| scratch scratch/tmp."#,
+        r#""| stamped 2026-01-01 00:00:00\n""#,
+        r#""|       3 the\n""#,
+    ] {
+        assert!(pipe.contains(line), "{line} not in\n{pipe}");
+    }
+    let text = read(p.path().join("golden/report.json"));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // Canonical: sorted keys (serde_json's default map is sorted), 2-space indent, newline.
+    let mut again = serde_json::to_string_pretty(&v).unwrap();
+    again.push('\n');
+    assert_eq!(text, again, "golden is not canonical JSON");
+    let stdout: String = v["stdout"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(stdout.contains("generated [iso8601]\n"), "{stdout}");
+    assert!(stdout.contains("run [uuid]\n"), "{stdout}");
+    assert_eq!(v["masks"], serde_json::json!(["iso8601", "uuid"]));
+    assert_eq!(
+        v["argv"],
+        serde_json::json!(["python3", "report.py", "--orders", "5"])
+    );
+    assert_eq!(v["exit_code"], 0);
+    assert!(
+        v["census"]["time"]["clock_gettime"].as_u64().unwrap() > 0,
+        "{text}"
+    );
+    let w: serde_json::Value =
+        serde_json::from_str(&read(p.path().join("golden/writer.json"))).unwrap();
+    let summary = w["artifacts"]["out/summary.txt"].as_array().unwrap();
+    assert_eq!(summary[0], "generated 2026-01-01T00:00:00Z\n");
+    assert_eq!(w["artifacts"]["out/blob.bin"]["bytes"], 64);
+    assert_eq!(
+        w["artifacts"]["out/blob.bin"]["sha256"]
+            .as_str()
+            .unwrap()
+            .len(),
+        64
+    );
+}
+
+#[test]
+fn changed_output_fails_with_only_that_change_and_junit_names_it() {
+    let p = project();
+    let rec = golden(p.path(), &["record"]);
+    assert_eq!(rec.code, Some(0), "{}", rec.show());
+    let script = p.path().join("report/report.py");
+    let src = read(script.clone());
+    std::fs::write(
+        &script,
+        src.replace("print(f\"total {total}\")", "print(f\"sum {total}\")"),
+    )
+    .unwrap();
+    let junit = p.path().join("junit.xml");
+    let out = golden(p.path(), &["check", "--junit", junit.to_str().unwrap()]);
+    assert_eq!(out.code, Some(1), "{}", out.show());
+    assert!(out.stdout.contains("FAILED  report"), "{}", out.show());
+    assert!(out.stdout.contains("ok      pipeline"), "{}", out.show());
+    assert!(out.stdout.contains("ok      writer"), "{}", out.show());
+    let changed = changed_lines(&out.stdout);
+    assert_eq!(changed.len(), 2, "only the changed line\n{}", out.show());
+    assert!(changed[0].starts_with("-total "), "{changed:?}");
+    assert!(changed[1].starts_with("+sum "), "{changed:?}");
+    assert_eq!(changed[0]["-total ".len()..], changed[1]["+sum ".len()..]);
+
+    let xml = read(junit);
+    check_well_formed(&xml);
+    let failing = xml
+        .split("<testcase ")
+        .find(|t| t.contains("name=\"report\""))
+        .expect("a testcase for report");
+    assert!(failing.contains("<failure"), "{xml}");
+    assert!(failing.contains("+sum "), "{xml}");
+    for ok in ["pipeline", "writer"] {
+        let t = xml
+            .split("<testcase ")
+            .find(|t| t.contains(&format!("name=\"{ok}\"")))
+            .unwrap();
+        assert!(!t.contains("<failure"), "{xml}");
+    }
+    assert!(
+        xml.contains("tests=\"3\" failures=\"1\" errors=\"0\""),
+        "{xml}"
+    );
+}
+
+/// A tiny XML well-formedness check: balanced tags, quoted attributes, known entities.
+fn check_well_formed(xml: &str) {
+    assert!(xml.starts_with("<?xml version=\"1.0\""), "{xml}");
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = &xml[xml.find("?>").unwrap() + 2..];
+    while let Some(open) = rest.find('<') {
+        let text = &rest[..open];
+        for (i, _) in text.match_indices('&') {
+            let ent = &text[i..];
+            assert!(
+                ["&amp;", "&lt;", "&gt;", "&quot;", "&apos;"]
+                    .iter()
+                    .any(|e| ent.starts_with(e)),
+                "bad entity in {text:?}"
+            );
+        }
+        let close = rest[open..].find('>').expect("unclosed tag") + open;
+        let tag = &rest[open + 1..close];
+        assert!(
+            tag.matches('"').count().is_multiple_of(2),
+            "unbalanced quotes in <{tag}>"
+        );
+        if let Some(name) = tag.strip_prefix('/') {
+            assert_eq!(stack.pop().as_deref(), Some(name), "mismatched </{name}>");
+        } else if !tag.ends_with('/') {
+            stack.push(tag.split_whitespace().next().unwrap().to_string());
+        }
+        rest = &rest[close + 1..];
+    }
+    assert!(stack.is_empty(), "unclosed {stack:?}");
+}
+
+#[test]
+fn static_binary_cannot_be_sealed_so_record_refuses_it() {
+    let p = project();
+    let st = Command::new("cc")
+        .args(["-static", "-o"])
+        .arg(p.path().join("static/now"))
+        .arg(p.path().join("static/now.c"))
+        .output()
+        .unwrap();
+    if !st.status.success() {
+        eprintln!("note: skipping: cc -static failed (no static libc?)");
+        return;
+    }
+    let out = golden(p.path(), &["record", "--config", "static.toml"]);
+    assert_eq!(out.code, Some(1), "{}", out.show());
+    assert!(
+        out.stdout.contains("REFUSED static-clock"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        out.stdout.contains("-now ") && out.stdout.contains("+now "),
+        "{}",
+        out.show()
+    );
+    assert!(
+        !p.path().join("golden/static-clock.json").exists(),
+        "a golden was written for an unstable case"
+    );
+}
+
+/// One bad seal.toml: exit 2, one line naming the case and the key, no golden written.
+fn assert_rejected(toml: &str, action: &str, needles: &[&str]) {
+    let p = project();
+    std::fs::write(p.path().join("seal.toml"), toml).unwrap();
+    let out = golden(p.path(), &[action]);
+    assert_eq!(out.code, Some(2), "{toml}\n{}", out.show());
+    let errors: Vec<&str> = out.stderr.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(errors.len(), 1, "{}", out.show());
+    for n in needles {
+        assert!(errors[0].contains(n), "{n:?} not in {:?}", errors[0]);
+    }
+    assert!(
+        !p.path().join("golden").exists(),
+        "golden dir was touched\n{}",
+        out.show()
+    );
+}
+
+#[test]
+fn bad_suites_are_one_line_errors_and_write_nothing() {
+    let ok = "[[case]]\nname = \"w\"\ncmd = [\"./writer\", \"out\"]\ncwd = \"writer\"\n";
+    assert_rejected(
+        &format!("{ok}\n[[case]]\nname = \"a\"\ncmd = \"echo\"\nmasks = [\"isodate\"]\n"),
+        "record",
+        &["seal.toml:9", "case `a`", "`masks`", "isodate"],
+    );
+    assert_rejected(
+        &format!("{ok}\n[[case]]\nname = \"w\"\ncmd = \"echo\"\n"),
+        "check",
+        &["seal.toml:7", "case `w`", "`name`", "duplicate"],
+    );
+    assert_rejected(
+        &format!("{ok}\n[[case]]\nname = \"nocmd\"\ncwd = \"writer\"\n"),
+        "record",
+        &["case `nocmd`", "`cmd`", "missing"],
+    );
+    // Only known after running: the command wrote nothing matching the glob.
+    assert_rejected(
+        "[[case]]\nname = \"w\"\ncmd = [\"./writer\", \"out\"]\ncwd = \"writer\"\nartifacts = [\"out/*.json\"]\n",
+        "record",
+        &["seal.toml:5", "case `w`", "`artifacts`", "out/*.json", "matched no file"],
+    );
+}
+
+#[test]
+fn invalid_golden_json_is_named_and_other_cases_still_checked() {
+    let p = project();
+    let rec = golden(p.path(), &["record", "report", "writer"]);
+    assert_eq!(rec.code, Some(0), "{}", rec.show());
+    let bad = p.path().join("golden/report.json");
+    std::fs::write(&bad, read(bad.clone()).replacen('{', "{ oops", 1)).unwrap();
+    let out = golden(p.path(), &["check", "report", "writer"]);
+    assert_eq!(out.code, Some(2), "{}", out.show());
+    assert!(
+        out.stdout.contains("ERROR") && out.stdout.contains("golden/report.json"),
+        "{}",
+        out.show()
+    );
+    assert!(out.stdout.contains("ok      writer"), "{}", out.show());
+    // A missing golden is a plain failure.
+    std::fs::remove_file(&bad).unwrap();
+    let out = golden(p.path(), &["check", "report"]);
+    assert_eq!(out.code, Some(1), "{}", out.show());
+    assert!(
+        out.stdout.contains("seal golden record report"),
+        "{}",
+        out.show()
+    );
+}
+
+#[test]
+fn census_drift_is_a_note_unless_strict_and_update_rerecords() {
+    let p = project();
+    let rec = golden(p.path(), &["record", "writer"]);
+    assert_eq!(rec.code, Some(0), "{}", rec.show());
+    // Pretend the golden was recorded when the program read the clock twice more.
+    let path = p.path().join("golden/writer.json");
+    let mut v: serde_json::Value = serde_json::from_str(&read(path.clone())).unwrap();
+    let n = v["census"]["time"]["time"].as_u64().unwrap();
+    v["census"]["time"]["time"] = (n + 2).into();
+    std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap() + "\n").unwrap();
+    let out = golden(p.path(), &["check", "writer"]);
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    let drift = format!("census drift: time/time {} -> {n}", n + 2);
+    assert!(out.stdout.contains(&drift), "{}", out.show());
+    let out = golden(p.path(), &["check", "writer", "--strict-census"]);
+    assert_eq!(out.code, Some(1), "{}", out.show());
+    assert!(
+        out.stdout.contains("FAILED  writer") && out.stdout.contains(&drift),
+        "{}",
+        out.show()
+    );
+    // update re-records through the same gate and shows what changed in the golden.
+    let up = golden(p.path(), &["update", "writer"]);
+    assert_eq!(up.code, Some(0), "{}", up.show());
+    assert!(up.stdout.contains("(changed"), "{}", up.show());
+    let want = format!("\"time\": {n}");
+    assert!(
+        up.stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with('+') && l.ends_with(&want)),
+        "{}",
+        up.show()
+    );
+    let out = golden(p.path(), &["check", "writer", "--strict-census"]);
+    assert_eq!(out.code, Some(0), "{}", out.show());
+}

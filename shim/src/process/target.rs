@@ -81,7 +81,27 @@ pub fn secure_exec(mode: u32, uid: u32, gid: u32, ruid: u32, rgid: u32) -> bool 
 /// Checks `path` (NUL-terminated): `Err((kind, program))` when it cannot be sealed.
 pub fn check(path: &[u8]) -> Result<(), (u32, Path)> {
     let mut cur = Path::new();
-    cur.push(&path[..path.len().saturating_sub(1)]);
+    let path = &path[..path.len().saturating_sub(1)];
+    if !path.starts_with(b"/") {
+        // Name the program by its absolute path, so the launcher's one-line-per-program
+        // dedup sees `./x` and `/dir/x` as the same program.
+        let mut cwd = [0u8; 4096];
+        // SAFETY: cwd is a valid buffer of its length.
+        let n = unsafe {
+            sys::syscall3(
+                libc::SYS_getcwd,
+                cwd.as_mut_ptr() as i64,
+                cwd.len() as i64,
+                0,
+            )
+        };
+        if n > 1 {
+            let len = cwd.iter().position(|&c| c == 0).unwrap_or(0);
+            cur.push(&cwd[..len]).push(b"/");
+        }
+    }
+    let rel = path.strip_prefix(b"./").unwrap_or(path);
+    cur.push(rel);
     for _ in 0..MAX_DEPTH {
         let fd = sys::open(cur.as_cstr(), libc::O_RDONLY | libc::O_CLOEXEC, 0);
         if fd < 0 {

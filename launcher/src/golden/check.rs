@@ -1,0 +1,308 @@
+//! `seal golden check`: each case runs sealed (`--passes N` times), masked, compared with its
+//! golden: `ok` or `FAILED` with a unified diff, a census drift line when the totals moved
+//! (`--strict-census` makes drift a failure), JUnit XML with `--junit`, and `-j N` cases at
+//! once when they do not share a working directory.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{mpsc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::diff::{self, paint};
+use super::exec::{self, PassError};
+use super::file::{self, OnDisk, SealRecord};
+use super::junit::{self, TestCase, Verdict};
+use super::suite::{self, Case, Suite};
+use super::{golden_path, load_suite, shown};
+use crate::cli::GoldenCheckArgs;
+use crate::UsageError;
+
+/// The result of checking one case.
+struct Checked {
+    verdict: Verdict,
+    /// Report lines under the case's status line (diffs, notes), uncoloured.
+    lines: Vec<String>,
+    notes: Vec<String>,
+    time: Duration,
+}
+
+pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
+    if args.passes == 0 {
+        return Err(UsageError("--passes must be at least 1".into()).into());
+    }
+    if args.jobs == 0 {
+        return Err(UsageError("-j must be at least 1".into()).into());
+    }
+    let suite = load_suite(args.config.as_deref(), args.dir.as_deref(), args.quiet)?;
+    let cases = suite::select(&suite, &args.names).map_err(UsageError)?;
+    if cases.is_empty() {
+        say!("no cases in {}", shown(&suite.config_path))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Extract the shim once, before any worker needs it.
+    crate::shim::extract()?;
+    let colour = diff::colour_stdout();
+    let start = Instant::now();
+    let width = cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    let mut results: Vec<Option<Checked>> = (0..cases.len()).map(|_| None).collect();
+    let mut next_to_print = 0;
+    let mut print_ready = |results: &mut Vec<Option<Checked>>| -> std::io::Result<()> {
+        while next_to_print < results.len() {
+            let Some(c) = &results[next_to_print] else {
+                break;
+            };
+            let status = match c.verdict {
+                Verdict::Passed => "ok",
+                Verdict::Failed { .. } => "FAILED",
+                Verdict::Error { .. } => "ERROR",
+            };
+            let status = if colour {
+                match c.verdict {
+                    Verdict::Passed => format!("\x1b[32m{status:<6}\x1b[0m"),
+                    _ => format!("\x1b[1;31m{status:<6}\x1b[0m"),
+                }
+            } else {
+                format!("{status:<6}")
+            };
+            let name = &cases[next_to_print].name;
+            match &c.verdict {
+                Verdict::Error { message, .. } | Verdict::Failed { message, .. } => {
+                    say!("{status}  {name:<width$}  {message}")?
+                }
+                Verdict::Passed => say!("{status}  {name}")?,
+            }
+            for l in &c.lines {
+                say!("    {}", paint(l, colour))?;
+            }
+            next_to_print += 1;
+        }
+        Ok(())
+    };
+
+    // Cases sharing a working directory run one after another, in file order.
+    let mut groups: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
+    for (i, c) in cases.iter().enumerate() {
+        let key = std::fs::canonicalize(&c.cwd).unwrap_or_else(|_| c.cwd.clone());
+        groups.entry(key).or_default().push(i);
+    }
+    let mut queue: Vec<Vec<usize>> = groups.into_values().collect();
+    queue.sort_by_key(|g| g[0]);
+    queue.reverse();
+    let queue = Mutex::new(queue);
+    let workers = args.jobs.min(cases.len());
+    let (tx, rx) = mpsc::channel::<(usize, Checked)>();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let queue = &queue;
+            let cases = &cases;
+            let suite = &suite;
+            s.spawn(move || loop {
+                let Some(group) = queue.lock().unwrap().pop() else {
+                    break;
+                };
+                for i in group {
+                    let checked = check_case(suite, cases[i], args);
+                    if tx.send((i, checked)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for (i, checked) in rx {
+            results[i] = Some(checked);
+            print_ready(&mut results)?;
+        }
+        std::io::Result::Ok(())
+    })?;
+    let results: Vec<Checked> = results
+        .into_iter()
+        .map(|r| r.expect("every case checked"))
+        .collect();
+
+    let failed = results
+        .iter()
+        .filter(|r| matches!(r.verdict, Verdict::Failed { .. }))
+        .count();
+    let errors = results
+        .iter()
+        .filter(|r| matches!(r.verdict, Verdict::Error { .. }))
+        .count();
+    let passed = results.len() - failed - errors;
+    say!(
+        "\n{} case(s): {passed} ok, {failed} failed, {errors} error(s)",
+        results.len()
+    )?;
+    if let Some(path) = &args.junit {
+        let tcs: Vec<TestCase> = cases
+            .iter()
+            .zip(results)
+            .map(|(c, r)| TestCase {
+                name: c.name.clone(),
+                time: r.time,
+                verdict: r.verdict,
+                notes: r.notes,
+            })
+            .collect();
+        let xml = junit::render("seal golden", &tcs, start.elapsed());
+        std::fs::write(path, xml)
+            .with_context(|| format!("cannot write JUnit XML to {}", path.display()))?;
+    }
+    Ok(ExitCode::from(if errors > 0 {
+        2
+    } else if failed > 0 {
+        1
+    } else {
+        0
+    }))
+}
+
+fn check_case(suite: &Suite, case: &Case, args: &GoldenCheckArgs) -> Checked {
+    let start = Instant::now();
+    let path = golden_path(suite, case);
+    let done = |verdict: Verdict, lines: Vec<String>, notes: Vec<String>| Checked {
+        verdict,
+        lines,
+        notes,
+        time: start.elapsed(),
+    };
+    let golden = match file::read(&path) {
+        OnDisk::Missing => {
+            let message = format!(
+                "no golden file {}; record it with `seal golden record {}`",
+                shown(&path),
+                case.name
+            );
+            return done(
+                Verdict::Failed {
+                    message: message.clone(),
+                    detail: message,
+                },
+                vec![],
+                vec![],
+            );
+        }
+        OnDisk::Invalid(message) => {
+            return done(
+                Verdict::Error {
+                    message: message.clone(),
+                    detail: message,
+                },
+                vec![],
+                vec![],
+            )
+        }
+        OnDisk::Valid(g) => g,
+    };
+    let mut notes = Vec::new();
+    if golden.argv != case.argv {
+        notes.push(format!(
+            "note: the command changed since recording (golden: {:?})",
+            golden.argv
+        ));
+    }
+    if golden.masks != case.mask_names {
+        notes.push(format!(
+            "note: the masks changed since recording (golden: {:?}, now: {:?})",
+            golden.masks, case.mask_names
+        ));
+    }
+    let now = SealRecord::of(&case.settings);
+    if golden.seal != now {
+        notes.push(format!(
+            "note: seal settings changed since recording (golden: {}; now: {})",
+            serde_json::to_string(&golden.seal).unwrap_or_default(),
+            serde_json::to_string(&now).unwrap_or_default()
+        ));
+    }
+    let mut drift: Vec<String> = Vec::new();
+    for pass in 0..args.passes {
+        let observed = match exec::run_pass(case) {
+            Ok(p) => {
+                // What the seal could not hold explains many a failure: say it once.
+                if pass == 0 && !args.quiet {
+                    notes.extend(p.warnings.iter().map(|w| format!("warning: {w}")));
+                }
+                p.observed
+            }
+            Err(PassError::Case { key, msg }) => {
+                let message = case.error(key, msg).to_string();
+                return done(
+                    Verdict::Error {
+                        message: message.clone(),
+                        detail: message,
+                    },
+                    notes.clone(),
+                    notes,
+                );
+            }
+            Err(PassError::Seal(e)) => {
+                let message = format!("seal failed: {e:#}");
+                return done(
+                    Verdict::Error {
+                        message: message.clone(),
+                        detail: message,
+                    },
+                    notes.clone(),
+                    notes,
+                );
+            }
+        };
+        let actual = if args.passes > 1 {
+            format!("actual (pass {})", pass + 1)
+        } else {
+            "actual".to_string()
+        };
+        let label = shown(&path);
+        let cmp = diff::compare(&golden.observed, &observed, (&label, &actual));
+        if drift.is_empty() && !cmp.census_drift.is_empty() {
+            drift = cmp.census_drift.clone();
+        }
+        if !cmp.same_output() {
+            let message = cmp
+                .differences
+                .iter()
+                .map(|d| d.title.clone())
+                .collect::<Vec<_>>()
+                .join("; ");
+            let mut lines = Vec::new();
+            for d in &cmp.differences {
+                if !d.lines.is_empty() {
+                    lines.extend(d.lines.iter().cloned());
+                }
+            }
+            if !drift.is_empty() {
+                notes.push(format!("census drift: {}", drift.join(", ")));
+            }
+            lines.extend(notes.iter().cloned());
+            return done(
+                Verdict::Failed {
+                    message,
+                    detail: lines.join("\n"),
+                },
+                lines,
+                notes,
+            );
+        }
+    }
+    if !drift.is_empty() {
+        let line = format!("census drift: {}", drift.join(", "));
+        if args.strict_census {
+            notes.push(line.clone());
+            return done(
+                Verdict::Failed {
+                    message: "census totals drifted (--strict-census)".into(),
+                    detail: notes.join("\n"),
+                },
+                notes.clone(),
+                notes,
+            );
+        }
+        notes.push(format!("{line} (not a failure without --strict-census)"));
+    }
+    done(Verdict::Passed, notes.clone(), notes)
+}

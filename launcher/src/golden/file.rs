@@ -1,0 +1,286 @@
+//! The golden file: one canonical JSON document per case (sorted keys, 2-space indent,
+//! trailing newline), so a reviewer reads its diff in a pull request. Text is stored as an array
+//! of lines (each with its own `\n`), so a changed output line is a changed JSON line; binary
+//! content is stored as its sha256 and size.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Output of a command, after masking: text lines, or the hash of bytes that are not text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    /// UTF-8 text without NUL bytes, split after each `\n` (concatenation gives the text back).
+    Text(Vec<String>),
+    Binary {
+        sha256: String,
+        bytes: u64,
+    },
+}
+
+impl Content {
+    /// Text (masked) when `raw` is UTF-8 without NUL, else the sha256 of the raw bytes.
+    pub fn from_bytes(raw: &[u8], mut mask: impl FnMut(&str) -> String) -> Content {
+        match std::str::from_utf8(raw) {
+            Ok(s) if !s.contains('\0') => Content::Text(split_lines(&mask(s))),
+            _ => Content::Binary {
+                sha256: hex(&Sha256::digest(raw)),
+                bytes: raw.len() as u64,
+            },
+        }
+    }
+
+    pub fn text(&self) -> Option<String> {
+        match self {
+            Content::Text(lines) => Some(lines.concat()),
+            Content::Binary { .. } => None,
+        }
+    }
+
+    /// A short description for a one-line report.
+    pub fn describe(&self) -> String {
+        match self {
+            Content::Text(l) => format!("text, {} lines", l.len()),
+            Content::Binary { sha256, bytes } => {
+                format!(
+                    "binary, {bytes} bytes, sha256 {}",
+                    &sha256[..16.min(sha256.len())]
+                )
+            }
+        }
+    }
+}
+
+pub fn split_lines(s: &str) -> Vec<String> {
+    s.split_inclusive('\n').map(str::to_string).collect()
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The seal settings a golden was recorded with (shown as a note when they change).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealRecord {
+    pub epoch: String,
+    pub seed: u64,
+    pub tick_ns: i64,
+    pub warp: bool,
+    pub tz: String,
+    pub locale: String,
+    pub hash_seed: u32,
+    pub hostname: String,
+    pub unseal: Vec<String>,
+}
+
+impl SealRecord {
+    pub fn of(s: &crate::config::Settings) -> SealRecord {
+        let epoch = time::OffsetDateTime::from_unix_timestamp_nanos(s.epoch_ns as i128)
+            .ok()
+            .and_then(|t| {
+                t.format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            })
+            .unwrap_or_else(|| format!("@{}", s.epoch_ns / 1_000_000_000));
+        SealRecord {
+            epoch,
+            seed: s.seed,
+            tick_ns: s.tick_ns,
+            warp: s.warp,
+            tz: s.tz.clone(),
+            locale: s.locale.clone(),
+            hash_seed: s.hash_seed,
+            hostname: s.hostname.clone(),
+            unseal: s.unseal.clone(),
+        }
+    }
+}
+
+/// Census totals: family -> function -> calls.
+pub type CensusTotals = BTreeMap<String, BTreeMap<String, u64>>;
+
+/// What one case produced, masked: the part of a golden that a run is compared against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observed {
+    pub exit_code: i32,
+    pub stdout: Content,
+    pub stderr: Content,
+    /// Relative path (from the case's cwd) -> content.
+    pub artifacts: BTreeMap<String, Content>,
+    pub census: CensusTotals,
+}
+
+/// A golden file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Golden {
+    pub version: u32,
+    pub name: String,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    /// Masks the case applies (placeholders `[name]` in the text show where each matched).
+    pub masks: Vec<String>,
+    pub seal: SealRecord,
+    #[serde(flatten)]
+    pub observed: Observed,
+}
+
+/// Rebuilds every object with its keys sorted (independent of serde_json's map order).
+fn canonical(v: Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            let sorted: BTreeMap<String, Value> =
+                map.into_iter().map(|(k, v)| (k, canonical(v))).collect();
+            Value::Object(sorted.into_iter().collect())
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(canonical).collect()),
+        other => other,
+    }
+}
+
+impl Golden {
+    /// Canonical JSON: sorted keys, 2-space indent, trailing newline.
+    pub fn to_canonical_json(&self) -> String {
+        let v = canonical(serde_json::to_value(self).expect("golden serializes"));
+        let mut s = serde_json::to_string_pretty(&v).expect("golden serializes");
+        s.push('\n');
+        s
+    }
+
+    pub fn parse(text: &str) -> std::result::Result<Golden, String> {
+        let g: Golden = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if g.version != FORMAT_VERSION {
+            return Err(format!(
+                "format version {} (this seal reads version {FORMAT_VERSION})",
+                g.version
+            ));
+        }
+        Ok(g)
+    }
+}
+
+/// The state of a case's golden file on disk.
+pub enum OnDisk {
+    Missing,
+    Invalid(String),
+    Valid(Box<Golden>),
+}
+
+pub fn read(path: &Path) -> OnDisk {
+    match std::fs::read_to_string(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => OnDisk::Missing,
+        Err(e) => OnDisk::Invalid(format!("{}: cannot read: {e}", path.display())),
+        Ok(text) => match Golden::parse(&text) {
+            Ok(g) => OnDisk::Valid(Box::new(g)),
+            Err(e) => OnDisk::Invalid(format!(
+                "{}: not a valid golden file ({e}); fix it or re-record it",
+                path.display()
+            )),
+        },
+    }
+}
+
+/// Writes `text` to `path` atomically (temporary file in the same directory, then rename).
+/// Returns false when the file already held exactly this text (left untouched).
+pub fn write(path: &Path, text: &str) -> Result<bool> {
+    if std::fs::read_to_string(path).ok().as_deref() == Some(text) {
+        return Ok(false);
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".golden-")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes())?;
+    // Goldens are committed files: the usual 0644, not tempfile's 0600.
+    use std::os::unix::fs::PermissionsExt;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Golden {
+        let mut artifacts = BTreeMap::new();
+        artifacts.insert(
+            "out/a.txt".to_string(),
+            Content::from_bytes(b"x\ny", |s| s.to_string()),
+        );
+        artifacts.insert(
+            "out/b.bin".to_string(),
+            Content::from_bytes(b"\0\x01", |s| s.to_string()),
+        );
+        let mut census = CensusTotals::new();
+        census
+            .entry("time".into())
+            .or_default()
+            .insert("clock_gettime".into(), 3);
+        Golden {
+            version: FORMAT_VERSION,
+            name: "a".into(),
+            argv: vec!["echo".into()],
+            cwd: ".".into(),
+            masks: vec!["uuid".into()],
+            seal: SealRecord::of(
+                &crate::config::resolve(
+                    &Default::default(),
+                    &BTreeMap::<String, String>::new(),
+                    None,
+                )
+                .unwrap(),
+            ),
+            observed: Observed {
+                exit_code: 0,
+                stdout: Content::from_bytes(b"id 1\n", |s| s.replace('1', "[n]")),
+                stderr: Content::Text(vec![]),
+                artifacts,
+                census,
+            },
+        }
+    }
+
+    #[test]
+    fn canonical_json_round_trips_sorted() {
+        let g = sample();
+        let text = g.to_canonical_json();
+        assert!(text.ends_with("}\n") && text.contains("\n  \"argv\": [\n    \"echo\"\n  ],"));
+        let keys: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("  \"") && !l.starts_with("   "))
+            .map(|l| l.trim().split('"').nth(1).unwrap())
+            .collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted);
+        assert!(text.contains("\"id [n]\\n\""));
+        assert!(text.contains("\"bytes\": 2"));
+        assert!(text.contains("\"epoch\": \"2026-01-01T00:00:00Z\""));
+        assert_eq!(Golden::parse(&text).unwrap(), g);
+        assert_eq!(Golden::parse(&text).unwrap().to_canonical_json(), text);
+        assert!(Golden::parse("{ nope").is_err());
+    }
+
+    #[test]
+    fn lines_keep_their_newlines() {
+        assert_eq!(split_lines("a\nb"), ["a\n", "b"]);
+        assert_eq!(split_lines(""), Vec::<String>::new());
+        assert_eq!(
+            Content::from_bytes(b"a\n\nb\n", |s| s.into())
+                .text()
+                .unwrap(),
+            "a\n\nb\n"
+        );
+    }
+}

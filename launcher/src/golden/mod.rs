@@ -1,0 +1,149 @@
+//! `seal golden`: a suite of golden commands that cannot flake. Cases live in `seal.toml`
+//! (`[[case]]`, see `suite`); `record`/`update` run each case sealed several times and write
+//! its golden only when every pass agrees; `check` runs each case and compares with its golden.
+//!
+//! Exit status: 0 all recorded / all passed; 1 a case was refused (record) or failed (check);
+//! 2 a configuration error (nothing is written), or a case that could not be checked at all:
+//! its golden file is not valid JSON, or its command cannot be started. 2 wins over 1.
+
+/// `println!` that returns the write error (a closed pipe ends seal quietly, see main.rs)
+/// instead of panicking.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)
+    }};
+}
+
+mod check;
+mod diff;
+mod exec;
+mod file;
+mod junit;
+mod record;
+mod suite;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::cli::{GoldenAction, GoldenArgs, GoldenListArgs};
+use crate::config::{self, ConfigError};
+use suite::{Case, Suite};
+
+pub fn run(args: GoldenArgs) -> Result<ExitCode> {
+    match args.action {
+        GoldenAction::Record(a) => record::run(&a, false),
+        GoldenAction::Update(a) => record::run(&a, true),
+        GoldenAction::Check(a) => check::run(&a),
+        GoldenAction::List(a) => list(&a),
+    }
+}
+
+/// The validated suite of `--config FILE` or the nearest `seal.toml`.
+fn load_suite(config_path: Option<&Path>, dir: Option<&Path>, quiet: bool) -> Result<Suite> {
+    let loaded = config::load_config(config_path)?.ok_or_else(|| ConfigError::Io {
+        file: "seal.toml".into(),
+        msg: "not found in this directory or any parent (the golden suite is its [[case]] tables; or give --config FILE)".into(),
+    })?;
+    Ok(suite::load(&loaded, dir, &config::ProcessEnv, quiet)?)
+}
+
+fn golden_path(suite: &Suite, case: &Case) -> PathBuf {
+    suite.dir.join(format!("{}.json", case.name))
+}
+
+/// A path as the user would type it: relative to the current directory when below it.
+fn shown(p: &Path) -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| {
+            let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+            p.strip_prefix(&cwd).ok().map(|r| r.display().to_string())
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+/// The command of a case as one line.
+fn cmd_line(case: &Case) -> String {
+    if case.argv.len() == 3 && case.argv[0] == "sh" && case.argv[1] == "-c" {
+        return case.argv[2].clone();
+    }
+    case.argv
+        .iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `seal golden list`: each case, whether its golden exists, and its command.
+fn list(args: &GoldenListArgs) -> Result<ExitCode> {
+    let suite = load_suite(args.config.as_deref(), args.dir.as_deref(), true)?;
+    if suite.cases.is_empty() {
+        say!(
+            "no cases in {} (add [[case]] tables)",
+            shown(&suite.config_path)
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Goldens no case writes any more (a renamed or removed case): delete or rename them.
+    let mut orphans: Vec<PathBuf> = std::fs::read_dir(&suite.dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "json")
+                && p.file_stem()
+                    .and_then(|s| s.to_str())
+                    .is_some_and(|stem| !suite.cases.iter().any(|c| c.name == stem))
+        })
+        .collect();
+    orphans.sort();
+    let width = suite
+        .cases
+        .iter()
+        .map(|c| c.name.len())
+        .chain(orphans.iter().map(|p| p.file_stem().map_or(0, |s| s.len())))
+        .max()
+        .unwrap_or(0);
+    for case in &suite.cases {
+        let path = golden_path(&suite, case);
+        let state = match file::read(&path) {
+            file::OnDisk::Missing => "missing",
+            file::OnDisk::Invalid(_) => "invalid",
+            file::OnDisk::Valid(_) => "recorded",
+        };
+        say!(
+            "{:<width$}  {:<8}  {}  ({})",
+            case.name,
+            state,
+            shown(&path),
+            cmd_line(case)
+        )?;
+    }
+    for p in orphans {
+        let stem = p
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        say!(
+            "{stem:<width$}  {:<8}  {}  (no such case in {})",
+            "orphan",
+            shown(&p),
+            shown(&suite.config_path)
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,211 @@
+//! `seal golden record` / `update`: each case runs sealed `--passes N` times; a golden is
+//! written only when every pass produced the same masked output, artifacts, exit code and
+//! census totals. A case whose passes differ is refused with the lines and census rows that
+//! moved: a golden recorded over nondeterminism is the failure this command exists to prevent.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use super::diff::{self, paint};
+use super::exec::{self, Pass, PassError};
+use super::file::{self, Golden, SealRecord, FORMAT_VERSION};
+use super::suite::{self, Case};
+use super::{golden_path, load_suite, shown};
+use crate::cli::GoldenRunArgs;
+use crate::UsageError;
+
+enum Outcome {
+    /// The golden, and the masks that matched somewhere.
+    Stable(Box<Golden>, Vec<String>),
+    Refused,
+}
+
+pub fn run(args: &GoldenRunArgs, update: bool) -> Result<ExitCode> {
+    if args.passes == 0 {
+        return Err(UsageError("--passes must be at least 1".into()).into());
+    }
+    let suite = load_suite(args.config.as_deref(), args.dir.as_deref(), args.quiet)?;
+    let cases = suite::select(&suite, &args.names).map_err(UsageError)?;
+    if cases.is_empty() {
+        say!("no cases in {}", shown(&suite.config_path))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.passes == 1 && !args.quiet {
+        eprintln!("seal: warning: --passes 1 records without a stability gate");
+    }
+    let colour = diff::colour_stdout();
+    let mut outcomes: Vec<(&Case, Outcome)> = Vec::new();
+    let mut config_errors: Vec<String> = Vec::new();
+    for case in cases {
+        match record_case(case, args.passes, colour, args.quiet)? {
+            Ok(o) => outcomes.push((case, o)),
+            Err(e) => config_errors.push(e),
+        }
+    }
+    // A configuration error anywhere: nothing is written.
+    if !config_errors.is_empty() {
+        for e in &config_errors {
+            eprintln!("seal: error: {e}");
+        }
+        eprintln!("seal: no golden file written");
+        return Ok(ExitCode::from(2));
+    }
+    let mut refused = 0;
+    for (case, outcome) in outcomes {
+        let (golden, used) = match outcome {
+            Outcome::Stable(g, used) => (g, used),
+            Outcome::Refused => {
+                refused += 1;
+                continue;
+            }
+        };
+        let path = golden_path(&suite, case);
+        let text = golden.to_canonical_json();
+        let before = std::fs::read_to_string(&path).ok();
+        let written = file::write(&path, &text)?;
+        let state = match (&before, written) {
+            (None, _) => "new",
+            (Some(_), false) => "unchanged",
+            (Some(_), true) => "changed",
+        };
+        let masked = if used.is_empty() {
+            String::new()
+        } else {
+            format!("; masked: {}", used.join(", "))
+        };
+        say!(
+            "recorded {}  {}  ({state}{masked})",
+            case.name,
+            shown(&path)
+        )?;
+        if update && written {
+            if let Some(old) = before {
+                let label = shown(&path);
+                for l in diff::unified(
+                    &old,
+                    &text,
+                    &format!("{label} (before)"),
+                    &format!("{label} (after)"),
+                ) {
+                    say!("    {}", paint(&l, colour))?;
+                }
+            }
+        }
+    }
+    if refused > 0 {
+        say!("{refused} case(s) refused: their passes differ; no golden written for them")?;
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the passes of one case. `Err(line)` is a configuration error of the case.
+fn record_case(
+    case: &Case,
+    passes: usize,
+    colour: bool,
+    quiet: bool,
+) -> Result<std::result::Result<Outcome, String>> {
+    let mut runs: Vec<Pass> = Vec::with_capacity(passes);
+    for _ in 0..passes {
+        match exec::run_pass(case) {
+            Ok(p) => runs.push(p),
+            Err(PassError::Case { key, msg }) => return Ok(Err(case.error(key, msg).to_string())),
+            Err(PassError::Seal(e)) => return Err(e),
+        }
+    }
+    let first = &runs[0];
+    if let Some(g) = first.unmatched.first() {
+        return Ok(Err(case
+            .error(
+                "artifacts",
+                format!(
+                    "{g:?} matched no file in {} after the run",
+                    shown(&case.cwd)
+                ),
+            )
+            .to_string()));
+    }
+    if !quiet {
+        for w in &first.warnings {
+            eprintln!("seal: warning: case {}: {w}", case.name);
+        }
+        if first.processes == 0 {
+            eprintln!(
+                "seal: warning: case {}: no process of this case was sealed (a static or setuid program cannot be)",
+                case.name
+            );
+        }
+    }
+    // Every pass must agree with the first.
+    if let Some((k, cmp)) = runs.iter().enumerate().skip(1).find_map(|(k, p)| {
+        let c = diff::compare(
+            &first.observed,
+            &p.observed,
+            ("pass 1", &format!("pass {}", k + 1)),
+        );
+        (!c.same_output() || !c.census_drift.is_empty()).then_some((k, c))
+    }) {
+        say!(
+            "REFUSED {}: pass 1 and pass {} differ; a golden recorded over nondeterminism would flake",
+            case.name,
+            k + 1
+        )?;
+        for d in &cmp.differences {
+            say!("  {}", d.title)?;
+            for l in &d.lines {
+                say!("    {}", paint(l, colour))?;
+            }
+        }
+        if !cmp.census_drift.is_empty() {
+            say!("  census rows that differ (pass 1 .. pass {passes}):")?;
+            for row in census_rows(&runs) {
+                say!("    {row}")?;
+            }
+        }
+        say!(
+            "  hint: `seal probe --sealed -- CMD` shows which lines vary and why; mask what must vary (masks = [...])"
+        )?;
+        return Ok(Ok(Outcome::Refused));
+    }
+    Ok(Ok(Outcome::Stable(
+        Box::new(Golden {
+            version: FORMAT_VERSION,
+            name: case.name.clone(),
+            argv: case.argv.clone(),
+            cwd: case.cwd_rel.clone(),
+            masks: case.mask_names.clone(),
+            seal: SealRecord::of(&case.settings),
+            observed: first.observed.clone(),
+        }),
+        first.masks_used.clone(),
+    )))
+}
+
+/// `family/function: n1 n2 n3` for every census row whose count is not the same in all passes.
+fn census_rows(runs: &[Pass]) -> Vec<String> {
+    let mut keys = std::collections::BTreeSet::new();
+    for r in runs {
+        for (fam, fns) in &r.observed.census {
+            for f in fns.keys() {
+                keys.insert((fam.clone(), f.clone()));
+            }
+        }
+    }
+    keys.into_iter()
+        .filter_map(|(fam, f)| {
+            let counts: Vec<Option<u64>> = runs
+                .iter()
+                .map(|r| r.observed.census.get(&fam).and_then(|m| m.get(&f)).copied())
+                .collect();
+            (counts.iter().any(|c| *c != counts[0])).then(|| {
+                let shown: Vec<String> = counts
+                    .iter()
+                    .map(|c| c.map_or("-".into(), |n| n.to_string()))
+                    .collect();
+                format!("{fam}/{f}: {}", shown.join(" "))
+            })
+        })
+        .collect()
+}
