@@ -33,16 +33,34 @@ extern "C" {
 /// slot with a CAS and makes sure the object that made the call is in the module list.
 #[inline(always)]
 pub fn count(fid: Fid, detail: u8, caller: u64) {
-    let file = FILE.load(Relaxed);
-    if file.is_null() {
+    let p = FILE.load(Relaxed);
+    if p.is_null() {
         return;
     }
-    // SAFETY: FILE points to a live mapping of CENSUS_FILE_SIZE bytes (never unmapped while
-    // published; a fork child replaces it before any other thread exists).
-    let file = unsafe { &*file };
-    if count_in(file, census_key(caller, fid, detail), single_threaded()) == Counted::NewSite {
+    // SAFETY: FILE points (bar its THREADS_BIT) to a live mapping of CENSUS_FILE_SIZE bytes,
+    // never unmapped while published; a fork child replaces it before any other thread exists.
+    let file = unsafe { &*(((p as usize) & !THREADS_BIT) as *const CensusFile) };
+    let single = (p as usize) & THREADS_BIT == 0 && single_threaded();
+    if count_in(file, census_key(caller, fid, detail), single) == Counted::NewSite {
         new_site(file, caller);
     }
+}
+
+/// Low bit of [`FILE`] (the mapping is page-aligned): set once a thread was started behind
+/// glibc's back (a raw `clone(CLONE_THREAD)`), which `__libc_single_threaded` does not see.
+const THREADS_BIT: usize = 1;
+
+/// Tells the census that this process now has (or may have) more than one thread although
+/// glibc's `pthread_create` was not used. Counting stays exact, at the bus-locked speed.
+pub fn note_thread() {
+    let _ = FILE.fetch_update(AcqRel, Acquire, |p| {
+        Some(((p as usize) | THREADS_BIT) as *mut CensusFile).filter(|_| !p.is_null())
+    });
+}
+
+/// The published census file, without the flag bit.
+fn file_ptr() -> *mut CensusFile {
+    ((FILE.load(Acquire) as usize) & !THREADS_BIT) as *mut CensusFile
 }
 
 /// Is this the only thread of the process? Then no other thread can touch the table, and a
@@ -152,7 +170,7 @@ fn overflow(file: &CensusFile, fid: u8) {
 
 /// Records an `unsealed` event once per (kind, detail) in this image.
 pub fn record_unsealed(kind: u32, detail: &[u8]) {
-    let file = FILE.load(Acquire);
+    let file = file_ptr();
     if file.is_null() {
         return;
     }
@@ -185,7 +203,7 @@ pub fn record_unsealed(kind: u32, detail: &[u8]) {
 /// Creates and maps this image's census file and fills its header. Called once per image
 /// (at initialisation) and again in a fork child (which must not write into its parent's).
 pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
-    let old = FILE.swap(core::ptr::null_mut(), AcqRel);
+    let old = ((FILE.swap(core::ptr::null_mut(), AcqRel) as usize) & !THREADS_BIT) as *mut CensusFile;
     if !old.is_null() {
         // SAFETY: the previous image's (the fork parent's) mapping; no other thread exists in a
         // fork child, and FILE no longer publishes it.
@@ -253,7 +271,7 @@ static REFRESH_WANTED: AtomicBool = AtomicBool::new(false);
 /// the request is left in [`REFRESH_WANTED`] and that walker walks again before it lets go,
 /// so an object loaded before the request is always listed by someone.
 pub fn refresh_modules() {
-    let file = FILE.load(Acquire);
+    let file = file_ptr();
     if file.is_null() {
         return;
     }
