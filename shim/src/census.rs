@@ -180,8 +180,7 @@ pub fn record_unsealed(kind: u32, detail: &[u8]) {
     for ev in file.unsealed.iter().take(n.min(file.unsealed.len())) {
         let len = ev.len.load(Relaxed) as usize;
         if ev.kind.load(Relaxed) == kind
-            && &ev.detail[..len.min(ev.detail.len())]
-                == &detail[..detail.len().min(ev.detail.len())]
+            && ev.detail[..len.min(ev.detail.len())] == detail[..detail.len().min(ev.detail.len())]
         {
             return;
         }
@@ -203,7 +202,8 @@ pub fn record_unsealed(kind: u32, detail: &[u8]) {
 /// Creates and maps this image's census file and fills its header. Called once per image
 /// (at initialisation) and again in a fork child (which must not write into its parent's).
 pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
-    let old = ((FILE.swap(core::ptr::null_mut(), AcqRel) as usize) & !THREADS_BIT) as *mut CensusFile;
+    let old =
+        ((FILE.swap(core::ptr::null_mut(), AcqRel) as usize) & !THREADS_BIT) as *mut CensusFile;
     if !old.is_null() {
         // SAFETY: the previous image's (the fork parent's) mapping; no other thread exists in a
         // fork child, and FILE no longer publishes it.
@@ -387,7 +387,9 @@ mod tests {
     impl Drop for Zeroed {
         fn drop(&mut self) {
             // SAFETY: allocated with this layout in new().
-            unsafe { std::alloc::dealloc(self.0 as *mut u8, std::alloc::Layout::new::<CensusFile>()) }
+            unsafe {
+                std::alloc::dealloc(self.0 as *mut u8, std::alloc::Layout::new::<CensusFile>())
+            }
         }
     }
 

@@ -14,7 +14,9 @@ use crate::util::*;
 fn built(name: &'static str, extra: &'static [&'static str]) -> PathBuf {
     static BUILT: Mutex<BTreeMap<&'static str, PathBuf>> = Mutex::new(BTreeMap::new());
     let mut m = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    m.entry(name).or_insert_with(|| build_c(name, extra)).clone()
+    m.entry(name)
+        .or_insert_with(|| build_c(name, extra))
+        .clone()
 }
 
 /// Runs `seal census --json FILE -- cmd`; returns the output and the parsed census.
@@ -112,7 +114,10 @@ fn counts_are_exact_per_process_with_the_program_as_caller() {
     let exe_s = exe.to_str().unwrap();
     let (out, c, _) = census_of(&[exe_s]);
     out.ok();
-    assert_eq!(out.stdout, "child exit 3\n", "stdout must stay the command's own");
+    assert_eq!(
+        out.stdout, "child exit 3\n",
+        "stdout must stay the command's own"
+    );
     let name = basename(exe_s);
 
     let root = process(&c, 1000);
@@ -184,7 +189,11 @@ fn counts_survive_sigkill() {
     let name = basename(exe_s);
     assert_eq!(count_from(root, "time", name), 5, "{root:#}");
     assert_eq!(count_from(root, "getrandom", name), 2, "{root:#}");
-    assert!(out.stderr.contains("killed by SIGKILL (9)"), "{}", out.show());
+    assert!(
+        out.stderr.contains("killed by SIGKILL (9)"),
+        "{}",
+        out.show()
+    );
 }
 
 /// The real interpreter behind `python3` (pyenv installs a shell-script shim on PATH).
@@ -296,7 +305,10 @@ fn a_three_level_tree_has_correct_parent_links() {
         basename(pyp["exe"].as_str().unwrap()).starts_with("python"),
         "parent of the C program is not python\n{c:#}"
     );
-    let root = process(&c, pyp["parent_vpid"].as_i64().expect("python has a parent"));
+    let root = process(
+        &c,
+        pyp["parent_vpid"].as_i64().expect("python has a parent"),
+    );
     assert_eq!(root["vpid"], 1000, "{c:#}");
     assert_eq!(basename(root["exe"].as_str().unwrap()), "bash");
     assert_eq!(root["parent_vpid"], Value::Null);
@@ -314,6 +326,9 @@ fn census_json_is_identical_across_runs() {
             first, again,
             "census JSON of run {run} differs from run 1\n=== run 1 ===\n{first}\n=== run {run} ===\n{again}"
         );
-        assert_eq!(first_out.stderr, out.stderr, "census table differs in run {run}");
+        assert_eq!(
+            first_out.stderr, out.stderr,
+            "census table differs in run {run}"
+        );
     }
 }

@@ -50,7 +50,12 @@ pub fn render(census: &Census, top: usize, width: usize) -> String {
 
 fn process_block(out: &mut String, p: &Process, depth: usize, top: usize, width: usize) {
     let calls: u64 = p.calls.iter().map(|c| c.count).sum();
-    let mut head = format!("{}{}  {}", "  ".repeat(depth.min(8)), p.vpid, image_names(p));
+    let mut head = format!(
+        "{}{}  {}",
+        "  ".repeat(depth.min(8)),
+        p.vpid,
+        image_names(p)
+    );
     if let Some(parent) = p.parent_vpid {
         let _ = write!(head, "  parent {parent}");
     }
@@ -73,11 +78,18 @@ fn process_block(out: &mut String, p: &Process, depth: usize, top: usize, width:
     if !rows.is_empty() {
         line(
             out,
-            &format!("{:>CALLS_W$}  {:<FAMILY_W$}  FUNCTION / CALLERS", "CALLS", "FAMILY"),
+            &format!(
+                "{:>CALLS_W$}  {:<FAMILY_W$}  FUNCTION / CALLERS",
+                "CALLS", "FAMILY"
+            ),
             width,
         );
     }
-    let shown = if top == 0 { rows.len() } else { top.min(rows.len()) };
+    let shown = if top == 0 {
+        rows.len()
+    } else {
+        top.min(rows.len())
+    };
     for call in &rows[..shown] {
         line(
             out,
@@ -138,15 +150,18 @@ fn process_block(out: &mut String, p: &Process, depth: usize, top: usize, width:
         );
     }
     for u in &p.unsealed {
-        line(out, &format!("  not sealed: {} {}", u.kind, u.detail), width);
+        line(
+            out,
+            &format!("  not sealed: {} {}", u.kind, u.detail),
+            width,
+        );
     }
 }
 
 /// Processes in tree order with their depth: each child right after its parent's subtree
 /// starts, siblings widest (most calls) first, then by virtual pid.
 fn tree_order(census: &Census) -> Vec<(usize, &Process)> {
-    let known: std::collections::BTreeSet<i32> =
-        census.processes.iter().map(|p| p.vpid).collect();
+    let known: std::collections::BTreeSet<i32> = census.processes.iter().map(|p| p.vpid).collect();
     let weight = |p: &Process| p.calls.iter().map(|c| c.count).sum::<u64>();
     let mut children: BTreeMap<Option<i32>, Vec<&Process>> = BTreeMap::new();
     for p in &census.processes {
@@ -234,7 +249,10 @@ fn signal_name(sig: i32) -> Option<&'static str> {
 }
 
 fn basename(path: &str) -> &str {
-    path.rsplit('/').next().filter(|s| !s.is_empty()).unwrap_or(path)
+    path.rsplit('/')
+        .next()
+        .filter(|s| !s.is_empty())
+        .unwrap_or(path)
 }
 
 /// Appends `s` as one line, cut with "…" to `width` characters.
@@ -254,7 +272,12 @@ mod tests {
     use super::*;
     use crate::census::{Caller, Total};
 
-    fn call(family: &str, symbol: &str, detail: Option<&str>, callers: &[(&str, &str, u64)]) -> Call {
+    fn call(
+        family: &str,
+        symbol: &str,
+        detail: Option<&str>,
+        callers: &[(&str, &str, u64)],
+    ) -> Call {
         Call {
             family: family.into(),
             symbol: symbol.into(),
@@ -297,7 +320,12 @@ mod tests {
                 code: None,
                 signal: Some(9),
             },
-            vec![call("time", "time", None, &[("/tmp/census_counts", "child_reads", 2)])],
+            vec![call(
+                "time",
+                "time",
+                None,
+                &[("/tmp/census_counts", "child_reads", 2)],
+            )],
         );
         child.execs = vec!["/usr/bin/bash".into()];
         Census {
@@ -309,7 +337,12 @@ mod tests {
                     None,
                     "/usr/bin/bash",
                     code(0),
-                    vec![call("random", "getrandom", None, &[("/usr/lib/libc.so.6", "", 1)])],
+                    vec![call(
+                        "random",
+                        "getrandom",
+                        None,
+                        &[("/usr/lib/libc.so.6", "", 1)],
+                    )],
                 ),
                 process(
                     1001,
@@ -317,13 +350,22 @@ mod tests {
                     "/usr/bin/python3.11",
                     code(3),
                     vec![
-                        call("random", "getrandom", None, &[("/usr/bin/python3.11", "pyurandom", 1)]),
+                        call(
+                            "random",
+                            "getrandom",
+                            None,
+                            &[("/usr/bin/python3.11", "pyurandom", 1)],
+                        ),
                         call(
                             "time",
                             "clock_gettime",
                             Some("CLOCK_MONOTONIC"),
                             &[
-                                ("/usr/lib/libpython3.11.so.1.0", "_PyTime_GetMonotonicClockWithInfo_and_a_very_long_tail", 50),
+                                (
+                                    "/usr/lib/libpython3.11.so.1.0",
+                                    "_PyTime_GetMonotonicClockWithInfo_and_a_very_long_tail",
+                                    50,
+                                ),
                                 ("/usr/lib/libpython3.11.so.1.0", "b", 5),
                                 ("/usr/lib/libpython3.11.so.1.0", "c", 4),
                                 ("/usr/lib/libpython3.11.so.1.0", "d", 3),
