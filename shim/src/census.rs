@@ -254,9 +254,28 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
     }
     FILE.store(file, Release);
     reset_refresh_lock();
+    record_families_off(config::flags());
     refresh_modules();
     // SAFETY: published above; `ready` is an atomic.
     unsafe { (*file).ready.store(1, Release) };
+}
+
+/// Families the user turned off (`--unseal`): the process still runs and is counted, but
+/// its census says these calls were answered by the real functions.
+fn record_families_off(flags: u32) {
+    use seal_abi::flags as f;
+    for (bit, name) in [
+        (f::TIME, &b"time"[..]),
+        (f::WAIT, b"wait"),
+        (f::RANDOM, b"random"),
+        (f::PID, b"pid"),
+        (f::HOST, b"host"),
+        (f::TEMPNAME, b"tempname"),
+    ] {
+        if flags & bit == 0 {
+            record_unsealed(unsealed::FAMILY_OFF, name);
+        }
+    }
 }
 
 /// Held by the thread that is walking the loaded objects into the module list.

@@ -196,6 +196,44 @@ fn counts_survive_sigkill() {
     );
 }
 
+#[test]
+fn a_child_killed_by_sigkill_keeps_its_counts_and_shows_signal_9() {
+    let exe = built("census_killed", &[]);
+    let exe_s = exe.to_str().unwrap();
+    let (out, c, _) = census_of(&[exe_s, "child"]);
+    out.ok();
+    assert_eq!(out.stdout, "about to be killed\nchild killed by 9\n");
+    let name = basename(exe_s);
+    let child = processes(&c)
+        .iter()
+        .find(|p| p["parent_vpid"] == 1000)
+        .unwrap_or_else(|| panic!("no child in\n{c:#}"));
+    assert_eq!(child["exit"]["signal"], 9, "{child:#}");
+    assert_eq!(count_from(child, "time", name), 2, "{child:#}");
+    assert_eq!(count_from(child, "getrandom", name), 2, "{child:#}");
+    assert_eq!(process(&c, 1000)["exit"]["code"], 0);
+}
+
+#[test]
+fn a_family_turned_off_is_an_unsealed_event_and_still_counted() {
+    let exe = built("census_counts", &[]);
+    let (out, c, _) = census_of(&["--unseal", "time", "--", exe.to_str().unwrap(), "nofork"]);
+    out.ok();
+    let root = process(&c, 1000);
+    assert_eq!(count_from(root, "time", basename(exe.to_str().unwrap())), 7);
+    let events = root["unsealed"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "family-off" && e["detail"] == "time"),
+        "{root:#}"
+    );
+    assert!(
+        !events.iter().any(|e| e["detail"] == "random"),
+        "random is sealed\n{root:#}"
+    );
+}
+
 /// The real interpreter behind `python3` (pyenv installs a shell-script shim on PATH).
 fn real_python(program: &str) -> Option<PathBuf> {
     let out = run_plain(program, ["-c", "import sys; print(sys.executable)"]);
