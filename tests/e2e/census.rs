@@ -197,6 +197,23 @@ fn counts_survive_sigkill() {
 }
 
 #[test]
+fn threads_counting_at_one_call_site_lose_no_call() {
+    let exe = built("census_threads", &[]);
+    let exe_s = exe.to_str().unwrap();
+    for _ in 0..3 {
+        let (out, c, _) = census_of(&[exe_s]);
+        out.ok();
+        let root = process(&c, 1000);
+        let name = basename(exe_s);
+        assert!(
+            callers(root, "time").contains(&(name.into(), Some("thread_reads".into()), 102_000)),
+            "{root:#}"
+        );
+        others_are_libc(root, "time", name);
+    }
+}
+
+#[test]
 fn a_child_killed_by_sigkill_keeps_its_counts_and_shows_signal_9() {
     let exe = built("census_killed", &[]);
     let exe_s = exe.to_str().unwrap();
