@@ -372,18 +372,33 @@ fn a_three_level_tree_has_correct_parent_links() {
 #[test]
 fn census_json_is_identical_across_runs() {
     let exe = built("census_counts", &[]);
-    let (first_out, _, first) = census_of(&[exe.to_str().unwrap()]);
-    first_out.ok();
-    for run in 2..=5 {
-        let (out, _, again) = census_of(&[exe.to_str().unwrap()]);
-        out.ok();
-        assert_eq!(
-            first, again,
-            "census JSON of run {run} differs from run 1\n=== run 1 ===\n{first}\n=== run {run} ===\n{again}"
-        );
-        assert_eq!(
-            first_out.stderr, out.stderr,
-            "census table differs in run {run}"
-        );
+    let exe_s = exe.to_str().unwrap();
+    let mut commands: Vec<Vec<String>> = vec![vec![exe_s.to_string()]];
+    // A tree with an interpreter in the middle: fork, exec, C extensions, pid translation.
+    if let Some(py) = pythons().into_iter().next() {
+        commands.push(vec![
+            "bash".into(),
+            fixture("bash/census_tree.sh").to_str().unwrap().into(),
+            py.to_str().unwrap().into(),
+            fixture("python/census_tree.py").to_str().unwrap().into(),
+            exe_s.into(),
+        ]);
+    }
+    for cmd in commands {
+        let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        let (first_out, _, first) = census_of(&cmd);
+        first_out.ok();
+        for run in 2..=5 {
+            let (out, _, again) = census_of(&cmd);
+            out.ok();
+            assert_eq!(
+                first, again,
+                "census JSON of run {run} of {cmd:?} differs from run 1\n=== run 1 ===\n{first}\n=== run {run} ===\n{again}"
+            );
+            assert_eq!(
+                first_out.stderr, out.stderr,
+                "census table of {cmd:?} differs in run {run}"
+            );
+        }
     }
 }
