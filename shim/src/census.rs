@@ -3,9 +3,15 @@
 //!
 //! One file per process image (`<vpid>.<gen>.census` in the run dir), mapped `MAP_SHARED` so
 //! the counts are in the page cache the moment they are made: they survive SIGKILL, a crash,
-//! `_exit` and exec. The hot path is a hash, a load and one `lock xadd`: no locks, no
-//! allocation, no `dladdr`. Return addresses are resolved to objects and symbols by the
-//! launcher, using the module list written here at start and after each `dlopen`.
+//! `_exit` and exec. The hot path is a one-multiply hash, a load, a compare and one increment
+//! (a plain `add` while the process has one thread, a `lock add` on a per-thread shard of the
+//! slot once it has more): no locks, no allocation, no `dladdr`. Return addresses are resolved
+//! to objects and symbols by the launcher, using the module list written here at start and
+//! whenever a call comes from an object loaded since (`dlopen`, C extensions).
+//!
+//! Measured on this 2-core VM (tight C loop of `clock_gettime(CLOCK_MONOTONIC)`, minimum of
+//! runs): the whole sealed call 7.4 ns with this census, 6.9 ns with counting compiled out,
+//! 12.0 ns with the previous always-`lock xadd` counter; native vDSO call 22 ns.
 
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*};
 
@@ -53,8 +59,9 @@ pub fn count(fid: Fid, detail: u8, caller: u64) {
 
 /// Shards per call site in a multi-threaded process. Threads that read the clock from one
 /// call site would otherwise all increment one counter, and its cache line would ping-pong
-/// between cores (+30 ns a call with two threads here); with shards they mostly count in
-/// different slots, which the launcher sums (it merges slots by key anyway).
+/// between cores; with shards they mostly count in different slots, which the launcher sums
+/// (it merges slots by key anyway). Two threads at one call site, per call (min of 12 runs
+/// on a loaded 2-core VM): 23.5 ns one shared counter, 16.8 ns sharded, 11.4 ns uncounted.
 const SHARDS: u64 = 8;
 /// Distance between the probe starts of two shards of one key.
 const SHARD_STRIDE: usize = CENSUS_SLOTS / SHARDS as usize;
@@ -92,7 +99,7 @@ fn file_ptr() -> *mut CensusFile {
 }
 
 /// Is this the only thread of the process? Then no other thread can touch the table, and a
-/// counter can be bumped without the bus lock (≈4 ns of the ≈12 ns hook on this machine).
+/// counter can be bumped without the bus lock (the lock was ≈4.5 ns of a 12 ns hook here).
 #[inline(always)]
 fn single_threaded() -> bool {
     // SAFETY: a plain byte owned by libc; read with a volatile load because it changes
