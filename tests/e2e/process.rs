@@ -228,7 +228,18 @@ fn static_and_setuid_targets_are_reported_once() {
         let dst = dir.path().join("static-prog");
         std::fs::copy(&bin, &dst).unwrap();
         script += &format!("{0}; {0}; sh -c {0}; ", dst.display());
-        expect.push(format!("not sealed (static-binary): {}", dst.display()));
+        let want = format!("not sealed (static-binary): {}", dst.display());
+        // Started by seal itself (no libseal in it at all): the launcher checks it.
+        let o = run_seal(["--", dst.to_str().unwrap()]);
+        o.ok();
+        assert_eq!(o.stdout, "static binary ran\n");
+        assert_eq!(
+            o.stderr.lines().filter(|l| l.ends_with(want.as_str())).count(),
+            1,
+            "{}",
+            o.show()
+        );
+        expect.push(want);
     } else {
         eprintln!("note: no static libc (libc.a); static binary case skipped");
     }
