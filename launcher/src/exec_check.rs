@@ -33,9 +33,11 @@ fn resolve(program: &OsStr) -> Option<PathBuf> {
         return std::path::absolute(p).ok();
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
-    std::env::split_paths(&path)
-        .map(|d| d.join(p))
-        .find(|c| c.metadata().map(|m| m.is_file() && m.mode() & 0o111 != 0).unwrap_or(false))
+    std::env::split_paths(&path).map(|d| d.join(p)).find(|c| {
+        c.metadata()
+            .map(|m| m.is_file() && m.mode() & 0o111 != 0)
+            .unwrap_or(false)
+    })
 }
 
 fn check(path: &Path) -> Option<(u32, PathBuf)> {

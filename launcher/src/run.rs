@@ -297,7 +297,9 @@ pub fn run_interactive(
         // The root command itself (no libseal in a static/setuid root, so no census of it),
         // then what the shim reported; one line per distinct program.
         let mut lines: std::collections::BTreeSet<String> =
-            crate::exec_check::root_warnings(&argv[0]).into_iter().collect();
+            crate::exec_check::root_warnings(&argv[0])
+                .into_iter()
+                .collect();
         lines.extend(census.unsealed_warnings());
         for line in lines {
             eprintln!("seal: warning: {line}");
