@@ -259,6 +259,11 @@ pub fn resolve_caller(
     }
 }
 
+/// `(object path, nearest symbol)` of a caller.
+type CallerId = (String, Option<String>);
+/// Calls of one `(fid, detail)`, per caller.
+type CallerCounts = BTreeMap<CallerId, u64>;
+
 /// Builds the census of a finished run. `root_status` is the status the launcher reaped.
 pub fn collect(
     dir: &Path,
@@ -276,9 +281,7 @@ pub fn collect(
     let mut totals: BTreeMap<(String, String), u64> = BTreeMap::new();
     for (vpid, imgs) in by_vpid {
         let last = imgs.last().unwrap();
-        // (fid, detail) -> caller -> count
-        let mut calls: BTreeMap<(u8, u8), BTreeMap<(String, Option<String>), u64>> =
-            BTreeMap::new();
+        let mut calls: BTreeMap<(u8, u8), CallerCounts> = BTreeMap::new();
         let mut unsealed_set = std::collections::BTreeSet::new();
         for img in &imgs {
             for &(addr, fid, detail, count) in &img.counts {

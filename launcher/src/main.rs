@@ -5,6 +5,7 @@ mod census;
 mod cli;
 mod config;
 mod demo;
+mod exec_check;
 mod golden;
 mod masks;
 mod probe;

@@ -294,7 +294,14 @@ pub fn run_interactive(
     let status = status?;
     let census = census::collect(run_dir.path(), argv, Some(status))?;
     if !settings.quiet {
-        for line in census.unsealed_warnings() {
+        // The root command itself (no libseal in a static/setuid root, so no census of it),
+        // then what the shim reported; one line per distinct program.
+        let mut lines: std::collections::BTreeSet<String> =
+            crate::exec_check::root_warnings(&argv[0])
+                .into_iter()
+                .collect();
+        lines.extend(census.unsealed_warnings());
+        for line in lines {
             eprintln!("seal: warning: {line}");
         }
     }

@@ -1,3 +1,404 @@
-//! End-to-end tests: census.
-#[allow(unused_imports)]
+//! End-to-end tests: census. Exact counts per process and per calling object (main
+//! executable, a dlopen'd plugin, libpython), counts that survive SIGKILL, parent links across
+//! bash -> python -> C, and a census JSON that is byte-identical run after run.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
 use crate::util::*;
+
+/// Builds a C fixture once per test binary run: tests run in parallel, and one test must not
+/// rewrite an executable while another runs it or reads its symbols.
+fn built(name: &'static str, extra: &'static [&'static str]) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<&'static str, PathBuf>> = Mutex::new(BTreeMap::new());
+    let mut m = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    m.entry(name)
+        .or_insert_with(|| build_c(name, extra))
+        .clone()
+}
+
+/// Runs `seal census --json FILE -- cmd`; returns the output and the parsed census.
+/// Seal options may precede the command when `cmd` contains its own `--`.
+fn census_of(cmd: &[&str]) -> (Output, Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("census.json");
+    let mut args = vec!["census", "--json", json.to_str().unwrap()];
+    if !cmd.contains(&"--") {
+        args.push("--");
+    }
+    args.extend_from_slice(cmd);
+    let out = run_seal(&args);
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("no census JSON ({e})\n{}", out.show()));
+    let v: Value = serde_json::from_str(&text).unwrap();
+    (out, v, text)
+}
+
+fn processes(c: &Value) -> &Vec<Value> {
+    c["processes"].as_array().expect("processes")
+}
+
+fn process(c: &Value, vpid: i64) -> &Value {
+    processes(c)
+        .iter()
+        .find(|p| p["vpid"] == vpid)
+        .unwrap_or_else(|| panic!("no process {vpid} in\n{c:#}"))
+}
+
+fn basename(p: &str) -> &str {
+    p.rsplit('/').next().unwrap_or(p)
+}
+
+/// Calls of `symbol` in process `p`, summed over details, as (object basename, caller symbol,
+/// count) triples.
+fn callers(p: &Value, symbol: &str) -> Vec<(String, Option<String>, u64)> {
+    let mut out = Vec::new();
+    for call in p["calls"].as_array().unwrap() {
+        if call["symbol"] != symbol {
+            continue;
+        }
+        for c in call["callers"].as_array().unwrap() {
+            out.push((
+                basename(c["object"].as_str().unwrap()).to_string(),
+                c["symbol"].as_str().map(str::to_string),
+                c["count"].as_u64().unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+/// Calls of any function of `family` in process `p`, as (object basename, count) pairs.
+fn family_callers(p: &Value, family: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for call in p["calls"].as_array().unwrap() {
+        if call["family"] == family {
+            for c in call["callers"].as_array().unwrap() {
+                out.push((
+                    basename(c["object"].as_str().unwrap()).to_string(),
+                    c["count"].as_u64().unwrap(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Calls of `symbol` made by the object named `object` (basename).
+fn count_from(p: &Value, symbol: &str, object: &str) -> u64 {
+    callers(p, symbol)
+        .iter()
+        .filter(|c| c.0 == object)
+        .map(|c| c.2)
+        .sum()
+}
+
+/// Every caller of `symbol` that is not `object` must be glibc or the loader (calls libc
+/// itself makes, e.g. at start-up, are attributed to libc, never to the program).
+fn others_are_libc(p: &Value, symbol: &str, object: &str) {
+    for (obj, sym, n) in callers(p, symbol) {
+        if obj != object {
+            assert!(
+                obj.starts_with("libc.so") || obj.starts_with("ld-linux"),
+                "{symbol}: {n} calls from unexpected object {obj} ({sym:?})\n{p:#}"
+            );
+        }
+    }
+}
+
+#[test]
+fn counts_are_exact_per_process_with_the_program_as_caller() {
+    let exe = built("census_counts", &[]);
+    let exe_s = exe.to_str().unwrap();
+    let (out, c, _) = census_of(&[exe_s]);
+    out.ok();
+    assert_eq!(
+        out.stdout, "child exit 3\n",
+        "stdout must stay the command's own"
+    );
+    let name = basename(exe_s);
+
+    let root = process(&c, 1000);
+    assert_eq!(root["parent_vpid"], Value::Null);
+    assert_eq!(root["exit"]["code"], 0, "{root:#}");
+    assert_eq!(count_from(root, "time", name), 7, "{root:#}");
+    assert_eq!(count_from(root, "getrandom", name), 3, "{root:#}");
+    assert!(callers(root, "time")
+        .iter()
+        .any(|c| c.0 == name && c.1.as_deref() == Some("parent_reads")));
+    others_are_libc(root, "time", name);
+    others_are_libc(root, "getrandom", name);
+
+    let children: Vec<&Value> = processes(&c)
+        .iter()
+        .filter(|p| p["parent_vpid"] == 1000)
+        .collect();
+    assert_eq!(children.len(), 1, "one forked child expected\n{c:#}");
+    let child = children[0];
+    assert_eq!(count_from(child, "time", name), 2, "{child:#}");
+    assert_eq!(count_from(child, "getrandom", name), 0, "{child:#}");
+    assert_eq!(child["exit"]["code"], 3, "{child:#}");
+    assert!(callers(child, "time")
+        .iter()
+        .any(|c| c.1.as_deref() == Some("child_reads")));
+
+    // The table (stderr) says the same, readable at 80 columns.
+    assert!(
+        out.stderr.contains(&format!("7 from {name} parent_reads")),
+        "{}",
+        out.show()
+    );
+    assert!(out.stderr.contains(&format!("2 from {name} child_reads")));
+    for l in out.stderr.lines() {
+        assert!(l.chars().count() <= 80, "table line wider than 80: {l:?}");
+    }
+}
+
+#[test]
+fn calls_from_a_dlopened_object_are_attributed_to_it() {
+    let plugin = built("census_plugin", &["-shared", "-fPIC"]);
+    let exe = built("census_dlopen", &["-ldl"]);
+    let (out, c, _) = census_of(&[exe.to_str().unwrap(), plugin.to_str().unwrap()]);
+    out.ok();
+    assert_eq!(out.stdout, "plugin made 4 reads\n");
+    let root = process(&c, 1000);
+    let pname = basename(plugin.to_str().unwrap());
+    assert!(
+        callers(root, "time").contains(&(pname.to_string(), Some("plugin_reads".into()), 4)),
+        "{root:#}"
+    );
+    assert_eq!(
+        count_from(root, "time", basename(exe.to_str().unwrap())),
+        1,
+        "{root:#}"
+    );
+    assert_eq!(count_from(root, "time", "[unknown]"), 0, "{root:#}");
+}
+
+#[test]
+fn counts_survive_sigkill() {
+    let exe = built("census_killed", &[]);
+    let exe_s = exe.to_str().unwrap();
+    let (out, c, _) = census_of(&[exe_s]);
+    assert_eq!(out.code, Some(128 + 9), "{}", out.show());
+    assert_eq!(out.stdout, "about to be killed\n");
+    let root = process(&c, 1000);
+    assert_eq!(root["exit"]["signal"], 9, "{root:#}");
+    let name = basename(exe_s);
+    assert_eq!(count_from(root, "time", name), 5, "{root:#}");
+    assert_eq!(count_from(root, "getrandom", name), 2, "{root:#}");
+    assert!(
+        out.stderr.contains("killed by SIGKILL (9)"),
+        "{}",
+        out.show()
+    );
+}
+
+#[test]
+fn threads_counting_at_one_call_site_lose_no_call() {
+    let exe = built("census_threads", &[]);
+    let exe_s = exe.to_str().unwrap();
+    for _ in 0..3 {
+        let (out, c, _) = census_of(&[exe_s]);
+        out.ok();
+        let root = process(&c, 1000);
+        let name = basename(exe_s);
+        assert!(
+            callers(root, "time").contains(&(name.into(), Some("thread_reads".into()), 102_000)),
+            "{root:#}"
+        );
+        others_are_libc(root, "time", name);
+    }
+}
+
+#[test]
+fn a_child_killed_by_sigkill_keeps_its_counts_and_shows_signal_9() {
+    let exe = built("census_killed", &[]);
+    let exe_s = exe.to_str().unwrap();
+    let (out, c, _) = census_of(&[exe_s, "child"]);
+    out.ok();
+    assert_eq!(out.stdout, "about to be killed\nchild killed by 9\n");
+    let name = basename(exe_s);
+    let child = processes(&c)
+        .iter()
+        .find(|p| p["parent_vpid"] == 1000)
+        .unwrap_or_else(|| panic!("no child in\n{c:#}"));
+    assert_eq!(child["exit"]["signal"], 9, "{child:#}");
+    assert_eq!(count_from(child, "time", name), 2, "{child:#}");
+    assert_eq!(count_from(child, "getrandom", name), 2, "{child:#}");
+    assert_eq!(process(&c, 1000)["exit"]["code"], 0);
+}
+
+#[test]
+fn a_family_turned_off_is_an_unsealed_event_and_still_counted() {
+    let exe = built("census_counts", &[]);
+    let (out, c, _) = census_of(&["--unseal", "time", "--", exe.to_str().unwrap(), "nofork"]);
+    out.ok();
+    let root = process(&c, 1000);
+    assert_eq!(count_from(root, "time", basename(exe.to_str().unwrap())), 7);
+    let events = root["unsealed"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "family-off" && e["detail"] == "time"),
+        "{root:#}"
+    );
+    assert!(
+        !events.iter().any(|e| e["detail"] == "random"),
+        "random is sealed\n{root:#}"
+    );
+}
+
+/// The real interpreter behind `python3` (pyenv installs a shell-script shim on PATH).
+fn real_python(program: &str) -> Option<PathBuf> {
+    let out = run_plain(program, ["-c", "import sys; print(sys.executable)"]);
+    (out.code == Some(0)).then(|| PathBuf::from(out.stdout.trim()))
+}
+
+fn pythons() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = Vec::new();
+    for p in ["python3", "/usr/bin/python3"] {
+        if (p.starts_with('/') && Path::new(p).exists()) || (!p.starts_with('/') && have(p)) {
+            if let Some(real) = real_python(p) {
+                let canon = std::fs::canonicalize(&real).unwrap_or(real);
+                if !v.contains(&canon) {
+                    v.push(canon);
+                }
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn python_reads_clocks_from_libpython_and_getrandom_at_startup() {
+    let pys = pythons();
+    if pys.is_empty() {
+        eprintln!("note: no python3; skipping");
+        return;
+    }
+    let script = fixture("python/census_clock.py");
+    for py in pys {
+        // The hash secret unsealed: the interpreter then reads the RNG at start-up, as it does
+        // outside seal; `import random` seeds from it once more.
+        let (out, c, _) = census_of(&[
+            "--unseal",
+            "hashseed",
+            "--",
+            py.to_str().unwrap(),
+            script.to_str().unwrap(),
+        ]);
+        out.ok();
+        assert_eq!(out.stdout, "ok\n");
+        let root = process(&c, 1000);
+        let exe = basename(root["exe"].as_str().unwrap()).to_string();
+        // libpython when the interpreter links it dynamically, else the executable itself.
+        let is_interp = |o: &str| o.starts_with("libpython") || o == exe;
+        let clock: u64 = callers(root, "clock_gettime")
+            .iter()
+            .filter(|c| is_interp(&c.0))
+            .map(|c| c.2)
+            .sum();
+        assert!(
+            clock >= 5,
+            "{}: clock_gettime from the interpreter: {clock}\n{root:#}",
+            py.display()
+        );
+        // getrandom(), or syscall(SYS_getrandom) on builds that bypass the libc wrapper.
+        let rng: u64 = family_callers(root, "random")
+            .iter()
+            .filter(|c| is_interp(&c.0))
+            .map(|c| c.1)
+            .sum();
+        assert!(
+            rng >= 2,
+            "{}: start-up and `random` RNG reads from the interpreter: {rng}\n{root:#}",
+            py.display()
+        );
+    }
+}
+
+#[test]
+fn a_three_level_tree_has_correct_parent_links() {
+    let Some(py) = pythons().into_iter().next() else {
+        eprintln!("note: no python3; skipping");
+        return;
+    };
+    let exe = built("census_counts", &[]);
+    let sh = fixture("bash/census_tree.sh");
+    let pyf = fixture("python/census_tree.py");
+    let (out, c, _) = census_of(&[
+        "bash",
+        sh.to_str().unwrap(),
+        py.to_str().unwrap(),
+        pyf.to_str().unwrap(),
+        exe.to_str().unwrap(),
+        "nofork",
+    ]);
+    out.ok();
+    assert_eq!(
+        out.stdout,
+        "done\npython: child exited 0\nbash: python exited 0\n"
+    );
+    let by_exe = |name: &str| -> Vec<&Value> {
+        processes(&c)
+            .iter()
+            .filter(|p| basename(p["exe"].as_str().unwrap()) == name)
+            .collect()
+    };
+    let cname = basename(exe.to_str().unwrap());
+    let cprocs = by_exe(cname);
+    assert_eq!(cprocs.len(), 1, "{c:#}");
+    let cp = cprocs[0];
+    assert_eq!(count_from(cp, "time", cname), 7, "{cp:#}");
+    assert_eq!(count_from(cp, "getrandom", cname), 3, "{cp:#}");
+    assert_eq!(cp["exit"]["code"], 0, "{cp:#}");
+    let pyp = process(&c, cp["parent_vpid"].as_i64().expect("C has a parent"));
+    assert!(
+        basename(pyp["exe"].as_str().unwrap()).starts_with("python"),
+        "parent of the C program is not python\n{c:#}"
+    );
+    let root = process(
+        &c,
+        pyp["parent_vpid"].as_i64().expect("python has a parent"),
+    );
+    assert_eq!(root["vpid"], 1000, "{c:#}");
+    assert_eq!(basename(root["exe"].as_str().unwrap()), "bash");
+    assert_eq!(root["parent_vpid"], Value::Null);
+}
+
+#[test]
+fn census_json_is_identical_across_runs() {
+    let exe = built("census_counts", &[]);
+    let exe_s = exe.to_str().unwrap();
+    let mut commands: Vec<Vec<String>> = vec![vec![exe_s.to_string()]];
+    // A tree with an interpreter in the middle: fork, exec, C extensions, pid translation.
+    if let Some(py) = pythons().into_iter().next() {
+        commands.push(vec![
+            "bash".into(),
+            fixture("bash/census_tree.sh").to_str().unwrap().into(),
+            py.to_str().unwrap().into(),
+            fixture("python/census_tree.py").to_str().unwrap().into(),
+            exe_s.into(),
+        ]);
+    }
+    for cmd in commands {
+        let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        let (first_out, _, first) = census_of(&cmd);
+        first_out.ok();
+        for run in 2..=5 {
+            let (out, _, again) = census_of(&cmd);
+            out.ok();
+            assert_eq!(
+                first, again,
+                "census JSON of run {run} of {cmd:?} differs from run 1\n=== run 1 ===\n{first}\n=== run {run} ===\n{again}"
+            );
+            assert_eq!(
+                first_out.stderr, out.stderr,
+                "census table of {cmd:?} differs in run {run}"
+            );
+        }
+    }
+}

@@ -1,18 +1,43 @@
-//! Human-readable output: the census table, line diffs.
+//! Human-readable output: `seal census` (run a command sealed, print its census as a table).
 //!
-//! TODO(census table): `seal census` prints the JSON path only for now.
+//! The table goes to stderr after the command has finished, so the command's own stdout
+//! stays intact and separable (`seal census -- cmd > out.txt` keeps `out.txt` clean).
+
+mod table;
 
 pub mod diff;
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
+use crate::census::Census;
+
+pub use table::render;
+
+/// `seal census [--json FILE] [--top N] -- cmd`.
 pub fn census_command(args: crate::cli::CensusArgs) -> Result<ExitCode> {
     let settings = crate::settings_for(&args.seal)?;
-    let path = args
-        .json
-        .clone()
-        .unwrap_or_else(|| std::path::PathBuf::from("/dev/stdout"));
-    crate::run::run_interactive(&settings, &args.cmd, Some(&path))
+    // The run writes the JSON to a private temporary file; the table and `--json` both come
+    // from that one document, so they can never disagree, and a command that could not be
+    // started (run_interactive said why) leaves it empty: no table, no stale JSON.
+    let tmp = tempfile::Builder::new()
+        .prefix("seal-census-")
+        .suffix(".json")
+        .tempfile()
+        .context("cannot create a temporary file for the census")?;
+    let path = tmp.path().to_path_buf();
+    let code = crate::run::run_interactive(&settings, &args.cmd, Some(&path))?;
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    if text.trim().is_empty() {
+        return Ok(code);
+    }
+    if let Some(out) = &args.json {
+        std::fs::write(out, &text)
+            .with_context(|| format!("cannot write census to {}", out.display()))?;
+    }
+    let census: Census = serde_json::from_str(&text)
+        .with_context(|| format!("cannot read the census back from {}", path.display()))?;
+    eprint!("{}", render(&census, args.top, table::WIDTH));
+    Ok(code)
 }

@@ -161,6 +161,40 @@ pub unsafe extern "C" fn setpgid(pid: pid_t, pgid: pid_t) -> c_int {
     unsafe { real(pid, pgid) }
 }
 
+/// The terminal's foreground process group: a pgid like any other (job-control shells).
+///
+/// # Safety
+/// As `tcgetpgrp(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn tcgetpgrp(fd: c_int) -> pid_t {
+    let ra = caller!();
+    census::count(Fid::Tcgetpgrp, NO_DETAIL, ra);
+    let real = real!(tcgetpgrp: fn(c_int) -> pid_t);
+    // SAFETY: forwarded.
+    let r = unsafe { real(fd) };
+    if vpid::sealed() {
+        vpid::to_virt(r)
+    } else {
+        r
+    }
+}
+
+/// # Safety
+/// As `tcsetpgrp(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn tcsetpgrp(fd: c_int, pgrp: pid_t) -> c_int {
+    let ra = caller!();
+    census::count(Fid::Tcsetpgrp, NO_DETAIL, ra);
+    let real = real!(tcsetpgrp: fn(c_int, pid_t) -> c_int);
+    let pgrp = if vpid::sealed() {
+        vpid::to_real(pgrp)
+    } else {
+        pgrp
+    };
+    // SAFETY: forwarded.
+    unsafe { real(fd, pgrp) }
+}
+
 /// # Safety
 /// As `pidfd_open(2)`.
 #[no_mangle]
@@ -824,7 +858,7 @@ pub unsafe extern "C" fn posix_spawnp(
 // system() and popen(): glibc spawns their shell internally with `__environ`, so they are
 // reimplemented here on top of the real posix_spawn, with the child's sealed environment.
 
-const SHELL: &[u8] = b"/bin/sh\0";
+const SHELL: &core::ffi::CStr = c"/bin/sh";
 
 fn real_posix_spawn() -> SpawnFn {
     real!(posix_spawn: fn(*mut pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, Argv, Argv) -> c_int)
@@ -891,9 +925,9 @@ pub unsafe extern "C" fn system(cmd: *const c_char) -> c_int {
             (libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETSIGMASK) as libc::c_short,
         );
         let argv: [*const c_char; 5] = [
-            b"sh\0".as_ptr() as *const c_char,
-            b"-c\0".as_ptr() as *const c_char,
-            b"--\0".as_ptr() as *const c_char,
+            c"sh".as_ptr(),
+            c"-c".as_ptr(),
+            c"--".as_ptr(),
             cmd,
             core::ptr::null(),
         ];
@@ -901,7 +935,7 @@ pub unsafe extern "C" fn system(cmd: *const c_char) -> c_int {
         let r = spawn_with(
             real_posix_spawn(),
             &mut pid,
-            SHELL.as_ptr() as *const c_char,
+            SHELL.as_ptr(),
             core::ptr::null(),
             &attr,
             argv.as_ptr(),
@@ -945,7 +979,7 @@ static POPEN_PID: [AtomicI32; POPEN_SLOTS] = [const { AtomicI32::new(0) }; POPEN
 static POPEN_FD: [AtomicI32; POPEN_SLOTS] = [const { AtomicI32::new(-1) }; POPEN_SLOTS];
 
 /// A marker FILE* value used to reserve a slot before fdopen returns.
-const RESERVED: *mut libc::FILE = 1 as *mut libc::FILE;
+const RESERVED: *mut libc::FILE = core::ptr::dangling_mut();
 
 /// # Safety
 /// As `popen(3)`.
@@ -999,16 +1033,16 @@ pub unsafe extern "C" fn popen(cmd: *const c_char, mode: *const c_char) -> *mut 
         libc::posix_spawn_file_actions_init(&mut fa);
         libc::posix_spawn_file_actions_adddup2(&mut fa, child_end, child_fd);
         // POSIX: the child must not keep the streams of earlier popen() calls open.
-        for i in 0..POPEN_SLOTS {
-            let fd = POPEN_FD[i].load(Acquire);
+        for (i, fd) in POPEN_FD.iter().enumerate() {
+            let fd = fd.load(Acquire);
             if i != slot && fd >= 0 && fd != child_fd {
                 libc::posix_spawn_file_actions_addclose(&mut fa, fd);
             }
         }
         let argv: [*const c_char; 5] = [
-            b"sh\0".as_ptr() as *const c_char,
-            b"-c\0".as_ptr() as *const c_char,
-            b"--\0".as_ptr() as *const c_char,
+            c"sh".as_ptr(),
+            c"-c".as_ptr(),
+            c"--".as_ptr(),
             cmd,
             core::ptr::null(),
         ];
@@ -1016,7 +1050,7 @@ pub unsafe extern "C" fn popen(cmd: *const c_char, mode: *const c_char) -> *mut 
         let r = spawn_with(
             real_posix_spawn(),
             &mut pid,
-            SHELL.as_ptr() as *const c_char,
+            SHELL.as_ptr(),
             &fa,
             core::ptr::null(),
             argv.as_ptr(),
@@ -1033,8 +1067,8 @@ pub unsafe extern "C" fn popen(cmd: *const c_char, mode: *const c_char) -> *mut 
         if !cloexec {
             libc::fcntl(parent_end, libc::F_SETFD, 0);
         }
-        let fmode: &[u8] = if reading { b"r\0" } else { b"w\0" };
-        let f = libc::fdopen(parent_end, fmode.as_ptr() as *const c_char);
+        let fmode = if reading { c"r" } else { c"w" };
+        let f = libc::fdopen(parent_end, fmode.as_ptr());
         if f.is_null() {
             let e = errno();
             libc::close(parent_end);

@@ -10,75 +10,11 @@ use crate::sys::{self, StackBuf};
 
 pub type Path = StackBuf<4200>;
 
-/// Levels of `#!` followed (the kernel allows 4).
-const MAX_DEPTH: usize = 4;
-
-/// What the first bytes of a file say.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Head<'a> {
-    /// `#!interpreter`
-    Script(&'a [u8]),
-    /// An ELF file: `Ok(())` loadable with libseal, `Err(kind)` not.
-    Elf(Result<(), u32>),
-    /// Neither (the caller's exec fails or falls back to a shell on its own).
-    Other,
-}
-
-/// Classifies a file from its first bytes (`head`) and a reader for its program headers.
-pub fn classify<'a>(head: &'a [u8], read_at: &mut dyn FnMut(u64, &mut [u8]) -> usize) -> Head<'a> {
-    if head.starts_with(b"#!") {
-        let rest = &head[2..];
-        let line = rest.split(|&c| c == b'\n').next().unwrap_or(rest);
-        let start = line
-            .iter()
-            .position(|&c| c != b' ' && c != b'\t')
-            .unwrap_or(line.len());
-        let line = &line[start..];
-        let end = line
-            .iter()
-            .position(|&c| c == b' ' || c == b'\t' || c == b'\r')
-            .unwrap_or(line.len());
-        return Head::Script(&line[..end]);
-    }
-    if !head.starts_with(b"\x7fELF") || head.len() < 64 {
-        return Head::Other;
-    }
-    let u16_at = |o: usize| u16::from_le_bytes([head[o], head[o + 1]]);
-    // EI_CLASS 2 = 64-bit, EI_DATA 1 = little endian, e_machine 62 = x86_64.
-    if head[4] != 2 || head[5] != 1 || u16_at(18) != 62 {
-        return Head::Elf(Err(unsealed::FOREIGN_ARCH));
-    }
-    let phoff = u64::from_le_bytes(head[32..40].try_into().unwrap_or([0; 8]));
-    let phentsize = u16_at(54) as usize;
-    let phnum = u16_at(56) as usize;
-    if phentsize < 56 || phnum == 0 {
-        return Head::Elf(Err(unsealed::STATIC_BINARY));
-    }
-    let mut buf = [0u8; 4096];
-    let want = (phentsize * phnum).min(buf.len());
-    let got = read_at(phoff, &mut buf[..want]);
-    for i in 0..got / phentsize {
-        let t = u32::from_le_bytes(
-            buf[i * phentsize..i * phentsize + 4]
-                .try_into()
-                .unwrap_or([0; 4]),
-        );
-        if t == 3 {
-            // PT_INTERP: the dynamic loader runs, reads LD_PRELOAD.
-            return Head::Elf(Ok(()));
-        }
-    }
-    Head::Elf(Err(unsealed::STATIC_BINARY))
-}
-
-/// Would the loader run in secure mode for a file with this mode/owner, for us?
-pub fn secure_exec(mode: u32, uid: u32, gid: u32, ruid: u32, rgid: u32) -> bool {
-    let setuid = mode & libc::S_ISUID != 0 && uid != ruid;
-    let setgid = mode & libc::S_ISGID != 0 && mode & libc::S_IXGRP != 0 && gid != rgid;
-    setuid || setgid
-}
+pub use seal_abi::exec_target::{classify, secure_exec, Head, MAX_SCRIPT_DEPTH as MAX_DEPTH};
 
 /// Checks `path` (NUL-terminated): `Err((kind, program))` when it cannot be sealed.
+// The path travels on the stack by design: this runs in fork children, where boxing is out.
+#[allow(clippy::result_large_err)]
 pub fn check(path: &[u8]) -> Result<(), (u32, Path)> {
     let mut cur = Path::new();
     let path = &path[..path.len().saturating_sub(1)];
@@ -280,7 +216,10 @@ mod tests {
         assert!(!secure_exec(0o4755, 0, 0, 0, 0), "setuid to ourselves");
         assert!(secure_exec(0o4755, 65534, 0, 0, 0));
         assert!(secure_exec(0o2755, 0, 65534, 0, 0));
-        assert!(!secure_exec(0o2745, 0, 65534, 0, 0), "setgid without group x");
+        assert!(
+            !secure_exec(0o2745, 0, 65534, 0, 0),
+            "setgid without group x"
+        );
         assert!(!secure_exec(0o755, 65534, 65534, 0, 0));
     }
 }
