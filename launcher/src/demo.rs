@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 
@@ -31,14 +32,21 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         .tempdir()
         .context("cannot create a temporary directory for the demo")?;
     let report = write_report(dir.path())?;
+    // writeln!, not println!: a closed pipe (`seal demo | head`) is an error main turns into exit 0.
+    let mut out = std::io::stdout().lock();
     let argv = report.argv;
 
-    println!("seal demo: a small report that reads {}.", report.reads);
-    println!(
+    writeln!(
+        out,
+        "seal demo: a small report that reads {}.",
+        report.reads
+    )?;
+    writeln!(
+        out,
         "It runs twice as it is, then twice under seal (`seal -- {}`).",
         report.shown
-    );
-    println!();
+    )?;
+    writeln!(out)?;
 
     // Plain runs first: sealed runs turn address-space randomisation off for our children.
     let plain = [plain_run(&argv, dir.path())?, plain_run(&argv, dir.path())?];
@@ -52,22 +60,32 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         sealed_run(&settings, &argv, dir.path())?,
     ];
 
-    let plain_diff = table("Unsealed: two plain runs", &plain[0], &plain[1]);
-    println!();
-    let sealed_diff = table("Sealed: two runs under seal", &sealed[0], &sealed[1]);
-    println!();
-    println!("Seal your own command the same way: seal -- CMD [ARGS...]");
+    let plain_diff = table(&mut out, "Unsealed: two plain runs", &plain[0], &plain[1])?;
+    writeln!(out)?;
+    let sealed_diff = table(
+        &mut out,
+        "Sealed: two runs under seal",
+        &sealed[0],
+        &sealed[1],
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Seal your own command the same way: seal -- CMD [ARGS...]"
+    )?;
     let lines = sealed[0].lines().count().max(sealed[1].lines().count());
     if sealed_diff == 0 {
-        println!(
+        writeln!(
+            out,
             "Verdict: unsealed, {plain_diff} of {} lines changed between two runs; sealed, all {lines} lines identical.",
             plain[0].lines().count().max(plain[1].lines().count())
-        );
+        )?;
         Ok(ExitCode::SUCCESS)
     } else {
-        println!(
+        writeln!(
+            out,
             "Verdict: NOT sealed: {sealed_diff} of {lines} lines still changed under seal (a bug: please report it)."
-        );
+        )?;
         Ok(ExitCode::from(1))
     }
 }
@@ -215,7 +233,7 @@ fn cut(s: &str, width: usize) -> String {
 }
 
 /// Prints the two runs side by side, `*` marking the lines that differ; returns how many do.
-fn table(title: &str, a: &str, b: &str) -> usize {
+fn table(out: &mut impl Write, title: &str, a: &str, b: &str) -> Result<usize> {
     let rows = rows(a, b);
     let lw = rows.iter().map(|r| r.label.len()).max().unwrap_or(0);
     let vw = rows
@@ -225,18 +243,23 @@ fn table(title: &str, a: &str, b: &str) -> usize {
         .unwrap_or(0)
         .clamp(5, VALUE_WIDTH);
     let differing = rows.iter().filter(|r| r.differs()).count();
-    println!("{title} ({differing} of {} lines differ, marked *)", rows.len());
-    println!("  {:lw$}  {:vw$}  run 2", "", "run 1");
+    writeln!(
+        out,
+        "{title} ({differing} of {} lines differ, marked *)",
+        rows.len()
+    )?;
+    writeln!(out, "  {:lw$}  {:vw$}  run 2", "", "run 1")?;
     for r in &rows {
-        println!(
+        writeln!(
+            out,
             "{} {:lw$}  {:vw$}  {}",
             if r.differs() { '*' } else { ' ' },
             r.label,
             cut(&r.a, vw),
             cut(&r.b, VALUE_WIDTH)
-        );
+        )?;
     }
-    differing
+    Ok(differing)
 }
 
 #[cfg(test)]

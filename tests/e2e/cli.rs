@@ -10,7 +10,10 @@ use crate::util::*;
 
 /// A fresh temporary directory (removed on drop).
 fn temp_dir() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("seal-cli-").tempdir().unwrap()
+    tempfile::Builder::new()
+        .prefix("seal-cli-")
+        .tempdir()
+        .unwrap()
 }
 
 /// `seal ARGS` run in `dir` with extra environment variables.
@@ -29,7 +32,11 @@ fn assert_usage_error(out: &Output, needles: &[&str]) {
     let err = out.stderr.trim_end();
     assert_eq!(err.lines().count(), 1, "expected one line\n{}", out.show());
     for n in needles {
-        assert!(err.contains(n), "stderr does not mention {n:?}\n{}", out.show());
+        assert!(
+            err.contains(n),
+            "stderr does not mention {n:?}\n{}",
+            out.show()
+        );
     }
 }
 
@@ -131,7 +138,11 @@ fn signal_is_128_plus_n() {
 fn no_command_is_usage_exit_2() {
     let out = run_seal(Vec::<&str>::new());
     assert_eq!(out.code, Some(2), "{}", out.show());
-    assert!(out.stderr.to_lowercase().contains("usage"), "{}", out.show());
+    assert!(
+        out.stderr.to_lowercase().contains("usage"),
+        "{}",
+        out.show()
+    );
     let out = run_seal(["run"]);
     assert_eq!(out.code, Some(2), "{}", out.show());
 }
@@ -233,9 +244,21 @@ fn demo_shows_unsealed_differ_and_sealed_agree() {
         "{}",
         out.show()
     );
-    assert!(out.stdout.contains("Unsealed: two plain runs"), "{}", out.show());
-    assert!(out.stdout.contains("(0 of "), "sealed runs differ\n{}", out.show());
-    assert!(out.stdout.lines().any(|l| l.starts_with("* ")), "{}", out.show());
+    assert!(
+        out.stdout.contains("Unsealed: two plain runs"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        out.stdout.contains("(0 of "),
+        "sealed runs differ\n{}",
+        out.show()
+    );
+    assert!(
+        out.stdout.lines().any(|l| l.starts_with("* ")),
+        "{}",
+        out.show()
+    );
 }
 
 #[test]
@@ -259,9 +282,17 @@ fn demo_falls_back_to_bash_without_python() {
     let out = run_timeout(cmd, TIMEOUT);
     out.ok();
     assert!(out.stdout.contains("bash report.sh"), "{}", out.show());
-    assert!(out.stdout.contains("(0 of "), "sealed runs differ\n{}", out.show());
     assert!(
-        out.stdout.lines().last().unwrap_or("").starts_with("Verdict: unsealed,"),
+        out.stdout.contains("(0 of "),
+        "sealed runs differ\n{}",
+        out.show()
+    );
+    assert!(
+        out.stdout
+            .lines()
+            .last()
+            .unwrap_or("")
+            .starts_with("Verdict: unsealed,"),
         "{}",
         out.show()
     );

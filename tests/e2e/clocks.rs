@@ -101,7 +101,10 @@ fn c_clocks_sealed_are_identical_and_exact() {
     assert_eq!(value(&out, "time"), "1767225600");
     assert_eq!(value(&out, "ftime"), "1767225600.000");
     assert_eq!(value(&out, "timespec_get"), "1767225600.000012000");
-    assert_eq!(value(&out, "SYS_clock_gettime(REALTIME)"), "1767225600.000015000");
+    assert_eq!(
+        value(&out, "SYS_clock_gettime(REALTIME)"),
+        "1767225600.000015000"
+    );
     assert_eq!(value(&out, "SYS_time"), "1767225600");
     for key in C_RANDOM {
         assert!(!value(&out, key).is_empty());
@@ -172,7 +175,12 @@ fn source_date_epoch_sets_the_epoch() {
     out.ok();
     assert_eq!(value(&out.stdout, "CLOCK_REALTIME"), "1000000000.000000000");
     // A flag still wins over SOURCE_DATE_EPOCH.
-    let mut cmd = seal(["--epoch".as_ref(), "@5".as_ref(), "--".as_ref(), bin.as_os_str()]);
+    let mut cmd = seal([
+        "--epoch".as_ref(),
+        "@5".as_ref(),
+        "--".as_ref(),
+        bin.as_os_str(),
+    ]);
     cmd.env("SOURCE_DATE_EPOCH", "1000000000");
     let out = run_timeout(cmd, TIMEOUT);
     out.ok();
@@ -184,9 +192,15 @@ fn unseal_time_lets_clocks_move_and_keeps_random_sealed() {
     let sealed = sealed_c(&[], &[]);
     let a = sealed_c(&["--unseal", "time"], &[]);
     let b = sealed_c(&["--unseal", "time"], &[]);
-    assert_ne!(value(&a.stdout, "CLOCK_REALTIME"), value(&b.stdout, "CLOCK_REALTIME"));
+    assert_ne!(
+        value(&a.stdout, "CLOCK_REALTIME"),
+        value(&b.stdout, "CLOCK_REALTIME")
+    );
     assert_ne!(value(&a.stdout, "CLOCK_REALTIME"), "1767225600.000000000");
-    assert_ne!(value(&a.stdout, "CLOCK_MONOTONIC"), value(&b.stdout, "CLOCK_MONOTONIC"));
+    assert_ne!(
+        value(&a.stdout, "CLOCK_MONOTONIC"),
+        value(&b.stdout, "CLOCK_MONOTONIC")
+    );
     assert_eq!(part(&a.stdout, true), part(&sealed.stdout, true));
 }
 
@@ -196,7 +210,11 @@ fn unseal_random_lets_bytes_move_and_keeps_time_sealed() {
     let a = sealed_c(&["--unseal", "random"], &[]);
     let b = sealed_c(&["--unseal", "random"], &[]);
     for key in ["getrandom", "getentropy", "arc4random_buf", "SYS_getrandom"] {
-        assert_ne!(value(&a.stdout, key), value(&b.stdout, key), "`{key}` stayed sealed");
+        assert_ne!(
+            value(&a.stdout, key),
+            value(&b.stdout, key),
+            "`{key}` stayed sealed"
+        );
     }
     assert_eq!(part(&a.stdout, false), part(&sealed.stdout, false));
 }
@@ -210,7 +228,10 @@ fn python_report_sealed_is_identical() {
     let script = fixture("python/report.py");
     let out = assert_sealed_stable(&["python3", script.to_str().unwrap()], RUNS);
     assert!(value(&out, "time.time").starts_with("17672256"), "{out}");
-    assert!(value(&out, "datetime.now").starts_with("2026-01-01T00:00:00"), "{out}");
+    assert!(
+        value(&out, "datetime.now").starts_with("2026-01-01T00:00:00"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -241,7 +262,10 @@ fn node_report_sealed_is_identical() {
     }
     let script = fixture("node/report.js");
     let out = assert_sealed_stable(&["node", script.to_str().unwrap()], RUNS);
-    assert!(value(&out, "toISOString").starts_with("2026-01-01T00:00:00"), "{out}");
+    assert!(
+        value(&out, "toISOString").starts_with("2026-01-01T00:00:00"),
+        "{out}"
+    );
     assert_eq!(value(&out, "setTimeout fired after"), ">=100ms");
 }
 
@@ -318,7 +342,10 @@ fn java_classes() -> Option<PathBuf> {
 fn java_report_sealed_is_identical() {
     let Some(dir) = java_classes() else { return };
     let out = assert_sealed_stable(&["java", "-cp", dir.to_str().unwrap(), "Report"], RUNS);
-    assert!(value(&out, "Instant.now").starts_with("2026-01-01T00:00:00"), "{out}");
+    assert!(
+        value(&out, "Instant.now").starts_with("2026-01-01T00:00:00"),
+        "{out}"
+    );
     assert_eq!(value(&out, "Thread.sleep(50) slept>=50ms"), "true");
 }
 
