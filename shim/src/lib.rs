@@ -32,12 +32,13 @@ pub mod wait;
 /// Runs once per sealed process image, right after its settings are loaded.
 pub(crate) fn on_process_start() {
     use core::sync::atomic::Ordering::Relaxed;
+    // First: it may correct the identity (vpid, generation) the census file is named after.
+    process::on_start();
     census::open_image(
         config::VPID.load(Relaxed),
         config::PPID.load(Relaxed),
         config::GEN.load(Relaxed),
     );
-    process::on_start();
 }
 
 /// libseal's constructor: initialise before `main` even if no hook has run yet.

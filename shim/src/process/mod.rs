@@ -1,24 +1,241 @@
 //! Processes: virtual pids, fork/exec/spawn (re-injecting the seal into every child, also when
 //! its environment was cleaned), the run-wide pid table, and reports of what cannot be sealed.
 //!
-//! TODO(process): not implemented yet.
+//! - `table`: the shared `run.table` (vpid <-> real pid, reaped statuses).
+//! - `vpid`: this process's identity, virtual tids, translation both ways.
+//! - `env`: the environment of a new image (LD_PRELOAD, settings, per-process state).
+//! - `target`: can libseal follow this exec (static, setuid, foreign architecture)?
+//! - `hooks`: the exported entry points (pids, signals, waits, fork, exec, spawn, threads).
+//!
+//! Virtual pids are allocated by the parent before it creates a child, from the child's
+//! lineage (its place in the process tree), so the same tree gets the same numbers when each
+//! process starts its children one after another. Concurrent spawns from different processes
+//! still get the same numbers unless two lineages hash to the same candidate (then the first
+//! to claim it wins and the other takes its next candidate); see docs/processes.md.
 
-/// Called once per process image after the configuration is loaded (and the census opened).
-pub fn on_start() {}
+pub mod env;
+#[cfg(not(test))]
+pub(crate) mod hooks;
+pub mod table;
+pub mod target;
+pub mod vpid;
 
-/// `syscall(SYS_getpid | SYS_gettid | …)`: `Some(result)` when handled here.
+use core::sync::atomic::Ordering::Relaxed;
+
+use seal_abi::Fid;
+
+use crate::{census, config, sys, thread};
+
+/// Called once per process image after the configuration is loaded, before its census file
+/// is opened (it may correct the identity the file is named after).
+pub fn on_start() {
+    vpid::on_start();
+}
+
+/// Checks an exec target and records an `unsealed` event when libseal cannot follow it. The
+/// shim prints nothing itself: the launcher prints one line per distinct program at the end
+/// of the run (unless `-q`), deduplicated across every process of the run.
+pub fn check_target(path: Option<&[u8]>) {
+    let Some(path) = path else { return };
+    let mut p = target::Path::new();
+    p.push(path);
+    if let Err((kind, prog)) = target::check(p.as_cstr()) {
+        census::record_unsealed(kind, prog.as_bytes());
+    }
+}
+
+/// Resolves a `p`-variant's file and checks it.
+pub fn check_search(file: &[u8]) {
+    if let Some(mut p) = target::search_path(file) {
+        if let Err((kind, prog)) = target::check(p.as_cstr()) {
+            census::record_unsealed(kind, prog.as_bytes());
+        }
+    }
+}
+
+/// The environment for an exec by this process (same pid, next image generation). `None`:
+/// pass the caller's own environment (not in a run, another run's environment, no memory).
+///
+/// # Safety
+/// `envp` is null or a NULL-terminated array of C strings.
+pub unsafe fn exec_env(envp: *const *const libc::c_char) -> Option<env::EnvBlock> {
+    if !config::in_run() {
+        return None;
+    }
+    let st = env::ImageState {
+        clock: thread::peek(),
+        vpid: vpid::current(),
+        ppid: config::PPID.load(Relaxed),
+        lineage: config::LINEAGE.load(Relaxed),
+        children: config::CHILDREN.load(Relaxed),
+        gen: config::GEN.load(Relaxed) + 1,
+    };
+    // SAFETY: forwarded.
+    unsafe { env::build(envp, &env::Settings::current(), &st) }
+}
+
+/// The environment for a new child process `p` (posix_spawn, system, popen).
+///
+/// # Safety
+/// As [`exec_env`].
+pub unsafe fn spawn_env(
+    envp: *const *const libc::c_char,
+    p: &vpid::Pending,
+) -> Option<env::EnvBlock> {
+    let st = env::ImageState {
+        clock: thread::peek(),
+        vpid: p.vpid,
+        ppid: p.parent,
+        lineage: p.lineage,
+        children: 0,
+        gen: 0,
+    };
+    // SAFETY: forwarded.
+    unsafe { env::build(envp, &env::Settings::current(), &st) }
+}
+
+/// `syscall(SYS_getpid | SYS_gettid | SYS_kill | …)`: `Some(result)` when handled here.
 ///
 /// # Safety
 /// Arguments as the system call takes them.
-#[allow(unused_variables)]
 pub unsafe fn sys_pid(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
-    None
+    use libc::c_long as L;
+    let raw = |n: L, a: [L; 6]| -> L {
+        let real = crate::real!(syscall: fn(L, L, L, L, L, L, L) -> L);
+        // SAFETY: the caller's system call with translated pid arguments.
+        unsafe { real(n, a[0], a[1], a[2], a[3], a[4], a[5]) }
+    };
+    let fid = match n {
+        libc::SYS_getpid => Fid::SysGetpid,
+        libc::SYS_gettid => Fid::SysGettid,
+        libc::SYS_getppid => Fid::Getppid,
+        libc::SYS_kill => Fid::Kill,
+        libc::SYS_tgkill => Fid::Tgkill,
+        libc::SYS_tkill => Fid::Tkill,
+        libc::SYS_wait4 => Fid::Wait4,
+        libc::SYS_pidfd_open => Fid::PidfdOpen,
+        libc::SYS_getpgid => Fid::Getpgid,
+        libc::SYS_getsid => Fid::Getsid,
+        libc::SYS_clone | libc::SYS_clone3 => Fid::Clone,
+        _ => return None,
+    };
+    census::count(fid, seal_abi::NO_DETAIL, ra);
+    if !vpid::sealed() {
+        return None;
+    }
+    let mut b = a;
+    Some(match n {
+        libc::SYS_getpid => vpid::current() as L,
+        libc::SYS_gettid => vpid::gettid_value() as L,
+        libc::SYS_getppid => vpid::getppid_value() as L,
+        libc::SYS_kill => {
+            b[0] = vpid::pid_arg_to_real(a[0] as i32) as L;
+            raw(n, b)
+        }
+        libc::SYS_tgkill => {
+            b[0] = vpid::to_real(a[0] as i32) as L;
+            b[1] = vpid::to_real(a[1] as i32) as L;
+            raw(n, b)
+        }
+        libc::SYS_tkill | libc::SYS_pidfd_open => {
+            b[0] = vpid::to_real(a[0] as i32) as L;
+            raw(n, b)
+        }
+        libc::SYS_getpgid | libc::SYS_getsid => {
+            b[0] = vpid::to_real(a[0] as i32) as L;
+            let r = raw(n, b);
+            if r > 0 {
+                vpid::to_virt(r as i32) as L
+            } else {
+                r
+            }
+        }
+        libc::SYS_wait4 => {
+            b[0] = vpid::pid_arg_to_real(a[0] as i32) as L;
+            let mut st = 0i32;
+            b[1] = &mut st as *mut i32 as L;
+            let r = raw(n, b);
+            if r > 0 {
+                let sp = a[1] as *mut i32;
+                if !sp.is_null() {
+                    // SAFETY: the caller's status pointer.
+                    unsafe { *sp = st };
+                }
+                reaped(r as i32, st) as L
+            } else {
+                r
+            }
+        }
+        // clone/clone3 through syscall(): counted, passed through (the child, if it is a
+        // process, takes a fresh identity when it first asks for its pid).
+        _ => return None,
+    })
 }
 
-/// If `path` is `/proc/<vpid>/…` (or `/proc/<vtid>/…`) for a virtual pid of this run, writes
-/// the same path with the real pid into `out` (NUL-terminated) and returns true. Called by
-/// every `open`-family hook (they live in `random::device`).
-#[allow(unused_variables)]
+/// After a successful wait for real pid `real` with wait status `status`: records the status
+/// (when the child was reaped, not merely stopped) and returns the pid to show.
+pub fn reaped(real: i32, status: i32) -> i32 {
+    let v = table::get().and_then(|t| t.virt(real));
+    if let Some(v) = v {
+        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            vpid::reaped(v, status);
+        }
+    }
+    match v {
+        Some(v) if vpid::sealed() => v,
+        _ => real,
+    }
+}
+
+/// If `path` is `/proc/<vpid>/…` (or `/proc/<vpid>/task/<vtid>/…`) for a virtual pid of this
+/// run, writes the same path with the real pids into `out` (NUL-terminated) and returns
+/// true. Called by every `open`-family hook (they live in `random::device`).
 pub fn translate_proc_path(path: &[u8], out: &mut [u8; 4096]) -> bool {
-    false
+    let path = match path.iter().position(|&c| c == 0) {
+        Some(n) => &path[..n],
+        None => path,
+    };
+    if !path.starts_with(b"/proc/") || !config::in_run() || !vpid::sealed() {
+        return false;
+    }
+    let mut b = sys::StackBuf::<4096>::new();
+    b.push(b"/proc/");
+    let rest = &path[6..];
+    let Some((changed, rest)) = translate_component(rest, &mut b) else {
+        return false;
+    };
+    let mut changed = changed;
+    let mut rest = rest;
+    if rest.starts_with(b"/task/") {
+        b.push(b"/task/");
+        if let Some((c, r)) = translate_component(&rest[6..], &mut b) {
+            changed |= c;
+            rest = r;
+        } else {
+            rest = &rest[6..];
+        }
+    }
+    if !changed || b.len + rest.len() >= out.len() - 1 {
+        return false;
+    }
+    b.push(rest);
+    out[..b.len].copy_from_slice(b.as_bytes());
+    out[b.len] = 0;
+    true
+}
+
+/// Translates the leading number of `s` into `b`; `(changed, rest)`; `None` if `s` does not
+/// start with a number followed by `/` or the end.
+fn translate_component<'a, const N: usize>(
+    s: &'a [u8],
+    b: &mut sys::StackBuf<N>,
+) -> Option<(bool, &'a [u8])> {
+    let n = s.iter().take_while(|c| c.is_ascii_digit()).count();
+    if n == 0 || n > 9 || (n < s.len() && s[n] != b'/') {
+        return None;
+    }
+    let v = sys::parse_i64(&s[..n])? as i32;
+    let real = vpid::to_real(v);
+    b.push_i64(real as i64);
+    Some((real != v, &s[n..]))
 }

@@ -1,0 +1,391 @@
+//! The environment handed to a new process image: the caller's own variables, plus libseal in
+//! `LD_PRELOAD`, the run's settings (re-added when the caller cleaned its environment: `env -i`,
+//! `subprocess.run(env={})`, `execve` with a new array) and the per-process state the new
+//! image continues from (`SEAL_CLOCK`, `SEAL_VPID`, `SEAL_PPID`, `SEAL_LINEAGE`,
+//! `SEAL_CHILDREN`, `SEAL_GEN`).
+//!
+//! Built without malloc, in anonymous memory from `mmap` (the exec may run in a fork child of
+//! a multi-threaded program, where malloc's locks may be held by threads that no longer exist).
+
+use core::sync::atomic::Ordering::Relaxed;
+
+use seal_abi::env as senv;
+
+use crate::{config, sys};
+
+/// What the new image starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageState {
+    pub clock: i64,
+    pub vpid: i32,
+    pub ppid: i32,
+    pub lineage: u64,
+    pub children: u64,
+    pub gen: u32,
+}
+
+/// The run's settings, as `NAME=value` strings are made from them.
+pub struct Settings<'a> {
+    pub run_dir: &'a [u8],
+    pub shim: &'a [u8],
+    pub epoch_ns: i64,
+    pub tick_ns: i64,
+    pub seed: u64,
+    pub flags: u32,
+    pub hostname: &'a [u8],
+}
+
+impl Settings<'static> {
+    /// This process's settings.
+    pub fn current() -> Settings<'static> {
+        Settings {
+            run_dir: config::RUN_DIR.get(),
+            shim: config::SHIM_PATH.get(),
+            epoch_ns: config::EPOCH_NS.load(Relaxed),
+            tick_ns: config::TICK_NS.load(Relaxed),
+            seed: config::SEED.load(Relaxed),
+            // Bit 30 ("in a run") is the shim's own marker, not part of the wire format.
+            flags: config::flags() & !(1 << 30),
+            hostname: config::HOSTNAME.get(),
+        }
+    }
+}
+
+/// Variables describing one process (replaced on every exec/spawn).
+const PER_PROCESS: [&str; 6] = [
+    senv::CLOCK,
+    senv::VPID,
+    senv::PPID,
+    senv::LINEAGE,
+    senv::CHILDREN,
+    senv::GEN,
+];
+/// Variables describing the run (kept when present, re-added when cleaned).
+const SETTINGS: [&str; 7] = [
+    senv::RUN_DIR,
+    senv::SHIM,
+    senv::EPOCH_NS,
+    senv::TICK_NS,
+    senv::SEED,
+    senv::FLAGS,
+    senv::HOSTNAME,
+];
+const LD_PRELOAD: &str = "LD_PRELOAD";
+
+/// Bytes of scratch for one variable we write ourselves (paths are at most 4095 bytes).
+const VAR_ROOM: usize = 4200;
+
+/// `NAME=value` split; `None` for an entry without `=`.
+fn split(entry: &[u8]) -> Option<(&[u8], &[u8])> {
+    let eq = entry.iter().position(|&c| c == b'=')?;
+    Some((&entry[..eq], &entry[eq + 1..]))
+}
+
+/// Does the `:`/space separated preload list already name `shim`?
+pub fn preload_has(list: &[u8], shim: &[u8]) -> bool {
+    !shim.is_empty()
+        && list
+            .split(|&c| c == b':' || c == b' ')
+            .any(|p| p == shim)
+}
+
+/// Appends bytes into a fixed region, failing (not overflowing) when it is full.
+struct Cursor {
+    base: *mut u8,
+    len: usize,
+    used: usize,
+}
+
+impl Cursor {
+    fn put(&mut self, parts: &[&[u8]]) -> Option<*const libc::c_char> {
+        let need: usize = parts.iter().map(|p| p.len()).sum::<usize>() + 1;
+        if self.used + need > self.len {
+            return None;
+        }
+        // SAFETY: base..base+len is our writable mapping; the range was checked above.
+        unsafe {
+            let start = self.base.add(self.used);
+            let mut p = start;
+            for part in parts {
+                core::ptr::copy_nonoverlapping(part.as_ptr(), p, part.len());
+                p = p.add(part.len());
+            }
+            *p = 0;
+            self.used += need;
+            Some(start as *const libc::c_char)
+        }
+    }
+}
+
+/// A built environment in its own mapping (unmapped on drop, i.e. when exec failed or after
+/// a spawn).
+pub struct EnvBlock {
+    base: *mut u8,
+    size: usize,
+    envp: *const *const libc::c_char,
+}
+
+impl EnvBlock {
+    pub fn envp(&self) -> *const *const libc::c_char {
+        self.envp
+    }
+}
+
+impl Drop for EnvBlock {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, no longer referenced.
+        unsafe { sys::munmap(self.base, self.size) };
+    }
+}
+
+/// How to treat the caller's environment.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// Build a sealed environment.
+    Seal,
+    /// The caller deliberately hands the child to another sealed run (a nested `seal`): leave
+    /// its environment alone.
+    Foreign,
+}
+
+/// Decides from the caller's `SEAL_RUN_DIR` (if any).
+pub fn plan(caller_run_dir: Option<&[u8]>, ours: &[u8]) -> Plan {
+    match caller_run_dir {
+        Some(d) if !d.is_empty() && d != ours => Plan::Foreign,
+        _ => Plan::Seal,
+    }
+}
+
+/// Builds the environment for a new image from `envp` (null = empty). `None` means "pass the
+/// caller's environment unchanged" (a foreign run, or no memory: then the child may run
+/// unsealed, which the caller reports).
+///
+/// # Safety
+/// `envp` is null or a NULL-terminated array of NUL-terminated strings.
+pub unsafe fn build(
+    envp: *const *const libc::c_char,
+    s: &Settings,
+    st: &ImageState,
+) -> Option<EnvBlock> {
+    // Pass 1: size and what is there.
+    let mut n = 0usize;
+    let mut bytes = 0usize;
+    let mut caller_run_dir = None;
+    // SAFETY: per the contract.
+    unsafe {
+        if !envp.is_null() {
+            while !(*envp.add(n)).is_null() {
+                let e = sys::cstr(*envp.add(n));
+                bytes += e.len() + 1;
+                if let Some((k, v)) = split(e) {
+                    if k == senv::RUN_DIR.as_bytes() {
+                        caller_run_dir = Some(v);
+                    }
+                }
+                n += 1;
+            }
+        }
+    }
+    if plan(caller_run_dir, s.run_dir) == Plan::Foreign {
+        return None;
+    }
+    let extra = PER_PROCESS.len() + SETTINGS.len() + 1;
+    let ptr_bytes = (n + extra + 1) * 8;
+    let size = (ptr_bytes + bytes + extra * VAR_ROOM + 4095) & !4095;
+    let base = sys::mmap_anon(size);
+    if base.is_null() {
+        return None;
+    }
+    let block = EnvBlock {
+        base,
+        size,
+        envp: base as *const *const libc::c_char,
+    };
+    let ptrs = base as *mut *const libc::c_char;
+    let mut cur = Cursor {
+        base,
+        len: size,
+        used: ptr_bytes,
+    };
+    let mut out = 0usize;
+    let mut seen_settings = [false; SETTINGS.len()];
+    let mut seen_preload = false;
+    let mut num = sys::StackBuf::<64>::new();
+    for i in 0..n {
+        // SAFETY: i < n entries counted above.
+        let (raw, e) = unsafe {
+            let raw = *envp.add(i);
+            (raw, sys::cstr(raw))
+        };
+        let Some((k, v)) = split(e) else {
+            // SAFETY: out < n + extra + 1 slots.
+            unsafe { *ptrs.add(out) = raw };
+            out += 1;
+            continue;
+        };
+        if PER_PROCESS.iter().any(|p| p.as_bytes() == k) {
+            continue; // rewritten below
+        }
+        if let Some(j) = SETTINGS.iter().position(|p| p.as_bytes() == k) {
+            if seen_settings[j] {
+                continue;
+            }
+            seen_settings[j] = true;
+        }
+        let mut entry = raw;
+        if k == LD_PRELOAD.as_bytes() {
+            if seen_preload {
+                continue;
+            }
+            seen_preload = true;
+            if !s.shim.is_empty() && !preload_has(v, s.shim) {
+                let sep: &[u8] = if v.is_empty() { b"" } else { b":" };
+                entry = cur.put(&[b"LD_PRELOAD=", s.shim, sep, v])?;
+            }
+        }
+        // SAFETY: out < n + extra + 1 slots.
+        unsafe { *ptrs.add(out) = entry };
+        out += 1;
+    }
+    let mut push = |parts: &[&[u8]]| -> Option<()> {
+        let p = cur.put(parts)?;
+        // SAFETY: at most `extra` pushes after at most n copies.
+        unsafe { *ptrs.add(out) = p };
+        out += 1;
+        Some(())
+    };
+    if !seen_preload && !s.shim.is_empty() {
+        push(&[b"LD_PRELOAD=", s.shim])?;
+    }
+    for (j, name) in SETTINGS.iter().enumerate() {
+        if seen_settings[j] {
+            continue;
+        }
+        num.len = 0;
+        let value: &[u8] = match *name {
+            senv::RUN_DIR => s.run_dir,
+            senv::SHIM => s.shim,
+            senv::EPOCH_NS => num.push_i64(s.epoch_ns).as_bytes(),
+            senv::TICK_NS => num.push_i64(s.tick_ns).as_bytes(),
+            senv::SEED => num.push_u64(s.seed).as_bytes(),
+            senv::FLAGS => num.push_u64(s.flags as u64).as_bytes(),
+            _ => s.hostname,
+        };
+        push(&[name.as_bytes(), b"=", value])?;
+    }
+    for name in PER_PROCESS {
+        num.len = 0;
+        let value: &[u8] = match name {
+            senv::CLOCK => num.push_i64(st.clock).as_bytes(),
+            senv::VPID => num.push_i64(st.vpid as i64).as_bytes(),
+            senv::PPID => num.push_i64(st.ppid as i64).as_bytes(),
+            senv::LINEAGE => num.push_hex(st.lineage).as_bytes(),
+            senv::CHILDREN => num.push_u64(st.children).as_bytes(),
+            _ => num.push_u64(st.gen as u64).as_bytes(),
+        };
+        push(&[name.as_bytes(), b"=", value])?;
+    }
+    // SAFETY: the terminating NULL (the mapping has room for n + extra + 1 pointers).
+    unsafe { *ptrs.add(out) = core::ptr::null() };
+    Some(block)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+
+    fn run(env: &[&str]) -> Option<Vec<String>> {
+        let owned: Vec<CString> = env.iter().map(|s| CString::new(*s).unwrap()).collect();
+        let mut ptrs: Vec<*const libc::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+        ptrs.push(core::ptr::null());
+        let s = Settings {
+            run_dir: b"/run/x",
+            shim: b"/c/libseal.so",
+            epoch_ns: 5,
+            tick_ns: 1000,
+            seed: 7,
+            flags: 63,
+            hostname: b"seal",
+        };
+        let st = ImageState {
+            clock: 1234,
+            vpid: 1500,
+            ppid: 1000,
+            lineage: 0xabc,
+            children: 2,
+            gen: 1,
+        };
+        // SAFETY: ptrs is a NULL-terminated array of C strings that outlive the call.
+        let b = unsafe { build(ptrs.as_ptr(), &s, &st) }?;
+        let mut out = Vec::new();
+        // SAFETY: build returns a NULL-terminated array.
+        unsafe {
+            let mut p = b.envp();
+            while !(*p).is_null() {
+                out.push(String::from_utf8(sys::cstr(*p).to_vec()).unwrap());
+                p = p.add(1);
+            }
+        }
+        Some(out)
+    }
+
+    #[test]
+    fn cleaned_environment_gets_everything_back() {
+        let e = run(&[]).unwrap();
+        assert_eq!(
+            e,
+            [
+                "LD_PRELOAD=/c/libseal.so",
+                "SEAL_RUN_DIR=/run/x",
+                "SEAL_SHIM=/c/libseal.so",
+                "SEAL_EPOCH_NS=5",
+                "SEAL_TICK_NS=1000",
+                "SEAL_SEED=7",
+                "SEAL_FLAGS=63",
+                "SEAL_HOSTNAME=seal",
+                "SEAL_CLOCK=1234",
+                "SEAL_VPID=1500",
+                "SEAL_PPID=1000",
+                "SEAL_LINEAGE=0000000000000abc",
+                "SEAL_CHILDREN=2",
+                "SEAL_GEN=1",
+            ]
+        );
+    }
+
+    #[test]
+    fn inherited_environment_keeps_order_and_replaces_state() {
+        let e = run(&[
+            "A=1",
+            "SEAL_SEED=9",
+            "LD_PRELOAD=/other.so",
+            "SEAL_VPID=1000",
+            "SEAL_FOO=kept",
+            "noequals",
+        ])
+        .unwrap();
+        assert_eq!(&e[0], "A=1");
+        assert_eq!(&e[1], "SEAL_SEED=9", "a setting present is kept as given");
+        assert_eq!(&e[2], "LD_PRELOAD=/c/libseal.so:/other.so");
+        assert_eq!(&e[3], "SEAL_FOO=kept");
+        assert_eq!(&e[4], "noequals");
+        assert!(e.contains(&"SEAL_VPID=1500".to_string()));
+        assert!(!e.contains(&"SEAL_VPID=1000".to_string()));
+        assert_eq!(e.iter().filter(|v| v.starts_with("SEAL_SEED=")).count(), 1);
+    }
+
+    #[test]
+    fn preload_already_there_is_untouched() {
+        let e = run(&["LD_PRELOAD=/x.so /c/libseal.so"]).unwrap();
+        assert_eq!(&e[0], "LD_PRELOAD=/x.so /c/libseal.so");
+    }
+
+    #[test]
+    fn another_run_is_left_alone() {
+        assert!(run(&["SEAL_RUN_DIR=/run/other"]).is_none());
+        assert!(run(&["SEAL_RUN_DIR=/run/x"]).is_some());
+        assert_eq!(plan(None, b"/a"), Plan::Seal);
+        assert_eq!(plan(Some(b""), b"/a"), Plan::Seal);
+    }
+}

@@ -1,0 +1,263 @@
+//! The run-wide pid table (`$SEAL_RUN_DIR/run.table`, layout [`seal_abi::RunTable`]): which
+//! virtual pid belongs to which real pid, in both directions, and the wait status of each
+//! reaped process (the census reports it as the process's exit).
+//!
+//! Every sealed process maps the file `MAP_SHARED` once per image; a fork child inherits the
+//! mapping. All updates are single atomic stores or CASes: no locks, safe in a fork or vfork
+//! child and in signal handlers.
+
+use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering::*};
+
+use seal_abi::{vpid_candidate, RunTable, VPID_LIMIT, VPID_MIN};
+
+use crate::{config, sys};
+
+/// A view of the three arrays of a run table.
+#[derive(Clone, Copy)]
+pub struct Table<'a> {
+    /// `real_of[vpid]`: 0 free, -1 reserved (allocated, child not started yet), else real pid.
+    pub real_of: &'a [AtomicI32],
+    /// `status_of[vpid]`: wait status + 1 once a sealed parent reaped it.
+    pub status_of: &'a [AtomicI32],
+    /// `vpid_of[real pid]`: 0 unknown, else the virtual pid or tid.
+    pub vpid_of: &'a [AtomicI32],
+}
+
+/// Candidates tried by hash before falling back to a linear scan.
+const HASH_ATTEMPTS: u64 = 64;
+
+impl<'a> Table<'a> {
+    /// Claims a free virtual pid for `lineage`: the first free `vpid_candidate(lineage, i)`,
+    /// then (when the space is crowded) the next free number after the first candidate.
+    /// Returns `None` when every virtual pid of the run is taken.
+    pub fn allocate(&self, lineage: u64) -> Option<i32> {
+        for attempt in 0..HASH_ATTEMPTS {
+            let v = vpid_candidate(lineage, attempt);
+            if self.claim(v) {
+                return Some(v);
+            }
+        }
+        let start = vpid_candidate(lineage, 0) as usize;
+        let span = VPID_LIMIT - VPID_MIN as usize - 1;
+        for i in 0..span {
+            let v = (VPID_MIN as usize + 1 + (start - VPID_MIN as usize - 1 + i) % span) as i32;
+            if self.claim(v) {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    fn claim(&self, v: i32) -> bool {
+        self.real_of[v as usize]
+            .compare_exchange(0, -1, AcqRel, Relaxed)
+            .is_ok()
+    }
+
+    /// Gives back a virtual pid whose process was never created (the spawn failed).
+    pub fn release(&self, v: i32) {
+        if let Some(slot) = self.slot(v) {
+            let _ = slot.compare_exchange(-1, 0, AcqRel, Relaxed);
+        }
+    }
+
+    /// Records that virtual pid (or tid) `v` is real pid `real`.
+    pub fn register(&self, v: i32, real: i32) {
+        if let Some(slot) = self.slot(v) {
+            slot.store(real, Release);
+        }
+        if let Some(slot) = self.vpid_of.get(real as usize).filter(|_| real > 0) {
+            slot.store(v, Release);
+        }
+    }
+
+    /// The real pid of virtual pid `v`, if `v` is a live entry of this run.
+    pub fn real(&self, v: i32) -> Option<i32> {
+        let r = self.slot(v)?.load(Acquire);
+        (r > 0).then_some(r)
+    }
+
+    /// Who holds `v` right now: 0 free, -1 reserved, else a real pid.
+    pub fn holder(&self, v: i32) -> i32 {
+        self.slot(v).map(|s| s.load(Acquire)).unwrap_or(0)
+    }
+
+    /// The virtual pid of real pid `real`, if a process of this run registered it.
+    pub fn virt(&self, real: i32) -> Option<i32> {
+        if real <= 0 {
+            return None;
+        }
+        let v = self.vpid_of.get(real as usize)?.load(Acquire);
+        // Only trust the entry if it still points back (the real pid may have been reused).
+        (v > 0 && self.real(v) == Some(real)).then_some(v)
+    }
+
+    /// Records the wait status of a reaped virtual pid.
+    pub fn set_status(&self, v: i32, status: i32) {
+        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
+            self.status_of[v as usize].store(status.wrapping_add(1), Release);
+        }
+    }
+
+    fn slot(&self, v: i32) -> Option<&'a AtomicI32> {
+        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
+            Some(&self.real_of[v as usize])
+        } else {
+            None
+        }
+    }
+}
+
+static BASE: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
+static PID_MAX: AtomicUsize = AtomicUsize::new(0);
+
+/// The mapped run table of this run, if any.
+#[inline]
+pub fn get() -> Option<Table<'static>> {
+    let p = BASE.load(Acquire);
+    if p.is_null() {
+        return None;
+    }
+    let pid_max = PID_MAX.load(Relaxed);
+    // SAFETY: BASE is a live MAP_SHARED mapping of RunTable::file_size(pid_max) bytes, never
+    // unmapped while published; the arrays are AtomicI32 at the offsets of the layout.
+    unsafe {
+        let rt = &*(p as *const RunTable);
+        let map = core::slice::from_raw_parts(
+            p.add(RunTable::REAL_MAP_OFFSET) as *const AtomicI32,
+            pid_max,
+        );
+        Some(Table {
+            real_of: &rt.real_of,
+            status_of: &rt.status_of,
+            vpid_of: map,
+        })
+    }
+}
+
+/// Maps `$SEAL_RUN_DIR/run.table` (once per image; a fork child keeps its parent's mapping).
+pub fn map() -> bool {
+    if !BASE.load(Acquire).is_null() {
+        return true;
+    }
+    let mut path = sys::StackBuf::<4200>::new();
+    path.push(config::RUN_DIR.get())
+        .push(b"/")
+        .push(seal_abi::RUN_TABLE_NAME.as_bytes());
+    let fd = sys::open(path.as_cstr(), libc::O_RDWR | libc::O_CLOEXEC, 0);
+    if fd < 0 {
+        return false;
+    }
+    let mut head = [0u8; 16];
+    // SAFETY: head is a valid 16-byte buffer.
+    let n = unsafe {
+        sys::syscall6(
+            libc::SYS_pread64,
+            fd as i64,
+            head.as_mut_ptr() as i64,
+            16,
+            0,
+            0,
+            0,
+        )
+    };
+    let magic = u64::from_le_bytes(head[..8].try_into().unwrap_or([0; 8]));
+    let pid_max = u32::from_le_bytes(head[12..16].try_into().unwrap_or([0; 4])) as usize;
+    if n != 16 || magic != seal_abi::RUN_MAGIC || pid_max == 0 {
+        sys::close(fd);
+        return false;
+    }
+    let p = sys::mmap_shared(fd, RunTable::file_size(pid_max));
+    sys::close(fd);
+    if p.is_null() {
+        return false;
+    }
+    PID_MAX.store(pid_max, Relaxed);
+    BASE.store(p, Release);
+    true
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// An in-memory table for unit tests.
+    pub struct Owned {
+        pub real_of: Vec<AtomicI32>,
+        pub status_of: Vec<AtomicI32>,
+        pub vpid_of: Vec<AtomicI32>,
+    }
+
+    impl Owned {
+        pub fn new() -> Owned {
+            let v = |n: usize| (0..n).map(|_| AtomicI32::new(0)).collect::<Vec<_>>();
+            Owned {
+                real_of: v(VPID_LIMIT),
+                status_of: v(VPID_LIMIT),
+                vpid_of: v(VPID_LIMIT),
+            }
+        }
+        pub fn table(&self) -> Table<'_> {
+            Table {
+                real_of: &self.real_of,
+                status_of: &self.status_of,
+                vpid_of: &self.vpid_of,
+            }
+        }
+    }
+
+    #[test]
+    fn allocation_is_deterministic_and_unique() {
+        let a = Owned::new();
+        let b = Owned::new();
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..2000u64 {
+            let l = seal_abi::child_lineage(seal_abi::ROOT_LINEAGE, seal_abi::KIND_PROCESS, i);
+            let va = a.table().allocate(l).unwrap();
+            let vb = b.table().allocate(l).unwrap();
+            assert_eq!(va, vb);
+            assert!(seen.insert(va), "duplicate vpid {va}");
+            assert!(va > VPID_MIN && (va as usize) < VPID_LIMIT);
+        }
+    }
+
+    #[test]
+    fn same_lineage_twice_gets_another_number() {
+        let a = Owned::new();
+        let t = a.table();
+        let v1 = t.allocate(42).unwrap();
+        let v2 = t.allocate(42).unwrap();
+        assert_ne!(v1, v2);
+        t.release(v2);
+        assert_eq!(t.allocate(42), Some(v2));
+    }
+
+    #[test]
+    fn full_space_is_reported() {
+        let a = Owned::new();
+        let t = a.table();
+        let n = VPID_LIMIT - VPID_MIN as usize - 1;
+        for i in 0..n as u64 {
+            assert!(t.allocate(i).is_some());
+        }
+        assert_eq!(t.allocate(7), None);
+    }
+
+    #[test]
+    fn translation_both_ways_checks_back_pointer() {
+        let a = Owned::new();
+        let t = a.table();
+        let v = t.allocate(9).unwrap();
+        assert_eq!(t.real(v), None, "reserved is not live");
+        t.register(v, 4321);
+        assert_eq!(t.real(v), Some(4321));
+        assert_eq!(t.virt(4321), Some(v));
+        // Real pid reused by another process of the run: the old vpid no longer resolves.
+        let w = t.allocate(10).unwrap();
+        t.register(w, 4321);
+        assert_eq!(t.virt(4321), Some(w));
+        assert_eq!(t.virt(0), None);
+        assert_eq!(t.virt(-5), None);
+        assert_eq!(t.real(5), None);
+    }
+}

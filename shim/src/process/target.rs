@@ -1,0 +1,286 @@
+//! What a process is about to exec, and whether libseal can follow it there: a statically
+//! linked ELF (no `PT_INTERP`, so no loader reads `LD_PRELOAD`), a setuid/setgid file that
+//! changes the user (the loader ignores preloads with slashes in secure mode), or an ELF for
+//! another architecture or class cannot be sealed. Scripts are followed through `#!` to their
+//! interpreter, a few levels deep. Raw syscalls only: this runs in fork children.
+
+use seal_abi::unsealed;
+
+use crate::sys::{self, StackBuf};
+
+pub type Path = StackBuf<4200>;
+
+/// Levels of `#!` followed (the kernel allows 4).
+const MAX_DEPTH: usize = 4;
+
+/// What the first bytes of a file say.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Head<'a> {
+    /// `#!interpreter`
+    Script(&'a [u8]),
+    /// An ELF file: `Ok(())` loadable with libseal, `Err(kind)` not.
+    Elf(Result<(), u32>),
+    /// Neither (the caller's exec fails or falls back to a shell on its own).
+    Other,
+}
+
+/// Classifies a file from its first bytes (`head`) and a reader for its program headers.
+pub fn classify<'a>(head: &'a [u8], read_at: &mut dyn FnMut(u64, &mut [u8]) -> usize) -> Head<'a> {
+    if head.starts_with(b"#!") {
+        let rest = &head[2..];
+        let line = rest.split(|&c| c == b'\n').next().unwrap_or(rest);
+        let start = line
+            .iter()
+            .position(|&c| c != b' ' && c != b'\t')
+            .unwrap_or(line.len());
+        let line = &line[start..];
+        let end = line
+            .iter()
+            .position(|&c| c == b' ' || c == b'\t' || c == b'\r')
+            .unwrap_or(line.len());
+        return Head::Script(&line[..end]);
+    }
+    if !head.starts_with(b"\x7fELF") || head.len() < 64 {
+        return Head::Other;
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([head[o], head[o + 1]]);
+    // EI_CLASS 2 = 64-bit, EI_DATA 1 = little endian, e_machine 62 = x86_64.
+    if head[4] != 2 || head[5] != 1 || u16_at(18) != 62 {
+        return Head::Elf(Err(unsealed::FOREIGN_ARCH));
+    }
+    let phoff = u64::from_le_bytes(head[32..40].try_into().unwrap_or([0; 8]));
+    let phentsize = u16_at(54) as usize;
+    let phnum = u16_at(56) as usize;
+    if phentsize < 56 || phnum == 0 {
+        return Head::Elf(Err(unsealed::STATIC_BINARY));
+    }
+    let mut buf = [0u8; 4096];
+    let want = (phentsize * phnum).min(buf.len());
+    let got = read_at(phoff, &mut buf[..want]);
+    for i in 0..got / phentsize {
+        let t = u32::from_le_bytes(
+            buf[i * phentsize..i * phentsize + 4]
+                .try_into()
+                .unwrap_or([0; 4]),
+        );
+        if t == 3 {
+            // PT_INTERP: the dynamic loader runs, reads LD_PRELOAD.
+            return Head::Elf(Ok(()));
+        }
+    }
+    Head::Elf(Err(unsealed::STATIC_BINARY))
+}
+
+/// Would the loader run in secure mode for a file with this mode/owner, for us?
+pub fn secure_exec(mode: u32, uid: u32, gid: u32, ruid: u32, rgid: u32) -> bool {
+    let setuid = mode & libc::S_ISUID != 0 && uid != ruid;
+    let setgid = mode & libc::S_ISGID != 0 && mode & libc::S_IXGRP != 0 && gid != rgid;
+    setuid || setgid
+}
+
+/// Checks `path` (NUL-terminated): `Err((kind, program))` when it cannot be sealed.
+pub fn check(path: &[u8]) -> Result<(), (u32, Path)> {
+    let mut cur = Path::new();
+    let path = &path[..path.len().saturating_sub(1)];
+    if !path.starts_with(b"/") {
+        // Name the program by its absolute path, so the launcher's one-line-per-program
+        // dedup sees `./x` and `/dir/x` as the same program.
+        let mut cwd = [0u8; 4096];
+        // SAFETY: cwd is a valid buffer of its length.
+        let n = unsafe {
+            sys::syscall3(
+                libc::SYS_getcwd,
+                cwd.as_mut_ptr() as i64,
+                cwd.len() as i64,
+                0,
+            )
+        };
+        if n > 1 {
+            let len = cwd.iter().position(|&c| c == 0).unwrap_or(0);
+            cur.push(&cwd[..len]).push(b"/");
+        }
+    }
+    let rel = path.strip_prefix(b"./").unwrap_or(path);
+    cur.push(rel);
+    for _ in 0..MAX_DEPTH {
+        let fd = sys::open(cur.as_cstr(), libc::O_RDONLY | libc::O_CLOEXEC, 0);
+        if fd < 0 {
+            return Ok(()); // exec will fail (or the file is unreadable: nothing to say)
+        }
+        // SAFETY: an all-zero stat is a valid out-buffer.
+        let mut st: libc::stat = unsafe { core::mem::zeroed() };
+        // SAFETY: fd is open, st is writable.
+        let r = unsafe { sys::syscall3(libc::SYS_fstat, fd as i64, &mut st as *mut _ as i64, 0) };
+        // SAFETY: no arguments.
+        let (ruid, rgid) = unsafe {
+            (
+                sys::syscall3(libc::SYS_getuid, 0, 0, 0) as u32,
+                sys::syscall3(libc::SYS_getgid, 0, 0, 0) as u32,
+            )
+        };
+        if r == 0 && secure_exec(st.st_mode, st.st_uid, st.st_gid, ruid, rgid) {
+            sys::close(fd);
+            return Err((unsealed::SETUID, cur));
+        }
+        let mut head = [0u8; 256];
+        let n = pread(fd, &mut head, 0);
+        let mut read_at = |off: u64, buf: &mut [u8]| pread(fd, buf, off);
+        let verdict = match classify(&head[..n], &mut read_at) {
+            Head::Script(interp) => {
+                let mut next = Path::new();
+                next.push(interp);
+                Some(next)
+            }
+            Head::Elf(Ok(())) | Head::Other => None,
+            Head::Elf(Err(kind)) => {
+                sys::close(fd);
+                return Err((kind, cur));
+            }
+        };
+        sys::close(fd);
+        match verdict {
+            Some(next) if next.len > 0 => cur = next,
+            _ => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
+fn pread(fd: i32, buf: &mut [u8], off: u64) -> usize {
+    // SAFETY: buf is valid for its length.
+    let n = unsafe {
+        sys::syscall6(
+            libc::SYS_pread64,
+            fd as i64,
+            buf.as_mut_ptr() as i64,
+            buf.len() as i64,
+            off as i64,
+            0,
+            0,
+        )
+    };
+    n.max(0) as usize
+}
+
+/// Resolves `file` the way `execvp` does: as is when it contains a slash, else the first
+/// executable regular file in `$PATH` (default `/bin:/usr/bin`). `None` when not found.
+pub fn search_path(file: &[u8]) -> Option<Path> {
+    let mut out = Path::new();
+    if file.is_empty() {
+        return None;
+    }
+    if file.contains(&b'/') {
+        out.push(file);
+        return Some(out);
+    }
+    let path = crate::config::getenv("PATH").unwrap_or(b"/bin:/usr/bin");
+    for dir in path.split(|&c| c == b':') {
+        out.len = 0;
+        out.push(if dir.is_empty() { b"." } else { dir })
+            .push(b"/")
+            .push(file);
+        if executable_file(out.as_cstr()) {
+            return Some(out);
+        }
+    }
+    None
+}
+
+fn executable_file(path: &[u8]) -> bool {
+    // SAFETY: path is NUL-terminated.
+    let ok = unsafe {
+        sys::syscall6(
+            libc::SYS_faccessat,
+            libc::AT_FDCWD as i64,
+            path.as_ptr() as i64,
+            libc::X_OK as i64,
+            0,
+            0,
+            0,
+        )
+    } == 0;
+    if !ok {
+        return false;
+    }
+    // SAFETY: as in check().
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: path NUL-terminated, st writable.
+    let r = unsafe {
+        sys::syscall6(
+            libc::SYS_newfstatat,
+            libc::AT_FDCWD as i64,
+            path.as_ptr() as i64,
+            &mut st as *mut _ as i64,
+            0,
+            0,
+            0,
+        )
+    };
+    r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_check(p: &str) -> Result<(), u32> {
+        let mut b = Path::new();
+        b.push(p.as_bytes());
+        check(b.as_cstr()).map_err(|(k, _)| k)
+    }
+
+    #[test]
+    fn scripts_name_their_interpreter() {
+        let mut none = |_: u64, _: &mut [u8]| 0usize;
+        assert_eq!(
+            classify(b"#! /usr/bin/env  python3\nx", &mut none),
+            Head::Script(b"/usr/bin/env")
+        );
+        assert_eq!(classify(b"#!/bin/sh", &mut none), Head::Script(b"/bin/sh"));
+        assert_eq!(classify(b"hello", &mut none), Head::Other);
+    }
+
+    #[test]
+    fn elf_class_and_machine() {
+        let mut h = [0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = 1; // 32-bit
+        h[5] = 1;
+        h[18] = 3;
+        let mut none = |_: u64, _: &mut [u8]| 0usize;
+        assert_eq!(
+            classify(&h, &mut none),
+            Head::Elf(Err(unsealed::FOREIGN_ARCH))
+        );
+        h[4] = 2;
+        h[18] = 62;
+        h[54] = 56;
+        h[56] = 1;
+        assert_eq!(
+            classify(&h, &mut none),
+            Head::Elf(Err(unsealed::STATIC_BINARY))
+        );
+        let mut interp = |_: u64, b: &mut [u8]| {
+            b[..4].copy_from_slice(&3u32.to_le_bytes());
+            b.len()
+        };
+        assert_eq!(classify(&h, &mut interp), Head::Elf(Ok(())));
+    }
+
+    #[test]
+    fn real_files() {
+        assert_eq!(file_check("/bin/sh"), Ok(()));
+        assert_eq!(file_check("/nonexistent/x"), Ok(()));
+        assert!(search_path(b"sh").is_some());
+        assert!(search_path(b"no-such-program-here").is_none());
+    }
+
+    #[test]
+    fn secure_mode_rules() {
+        assert!(!secure_exec(0o4755, 0, 0, 0, 0), "setuid to ourselves");
+        assert!(secure_exec(0o4755, 65534, 0, 0, 0));
+        assert!(secure_exec(0o2755, 0, 65534, 0, 0));
+        assert!(!secure_exec(0o2745, 0, 65534, 0, 0), "setgid without group x");
+        assert!(!secure_exec(0o755, 65534, 65534, 0, 0));
+    }
+}

@@ -1,0 +1,296 @@
+//! Identity of this process and thread in the run: virtual pid, parent, virtual tids, and the
+//! translation of pids between the program's (virtual) view and the kernel's (real) one.
+//!
+//! The identity is set when an image starts ([`on_start`]), in a fork child ([`become_child`])
+//! and, as a fallback, when a process created behind the shim's back (raw `clone`, `_Fork`
+//! called by a library, an unsealed intermediate that passed on a stale environment) first
+//! asks for its pid ([`adopt`]).
+
+use core::cell::Cell;
+use core::sync::atomic::{AtomicI32, Ordering::*};
+
+use seal_abi::{child_lineage, flags, unsealed, KIND_PROCESS, LAUNCHER_VPID, ROOT_VPID};
+
+use super::table;
+use crate::{census, config, sys, thread};
+
+/// Real pid the current identity (config::VPID) belongs to; another value means this is a
+/// new process that has not been set up yet.
+static REAL_PID: AtomicI32 = AtomicI32::new(0);
+/// Real parent pid when the identity was set (getppid answers PPID while it still holds).
+static REAL_PPID: AtomicI32 = AtomicI32::new(0);
+
+/// Lineage kind of processes the shim did not see being created (kept apart from ordinary
+/// children so they never take an ordinary child's lineage).
+const KIND_STRAY_PROCESS: u64 = KIND_PROCESS ^ 0x5354_5241_5900;
+
+/// A child the current thread is creating with fork: `(vpid, lineage, parent vpid)`. Thread
+/// local, so the fork child (whose only thread is this one) finds it even when an atfork
+/// handler asks for its pid before `fork` returns.
+#[derive(Clone, Copy)]
+pub struct Pending {
+    pub vpid: i32,
+    pub lineage: u64,
+    pub parent: i32,
+}
+
+thread_local! {
+    static PENDING: Cell<Option<Pending>> = const { Cell::new(None) };
+}
+
+/// Is the pid family sealed (virtual pids shown to the program)?
+#[inline]
+pub fn sealed() -> bool {
+    config::sealed(flags::PID)
+}
+
+/// Sets up the identity of a new process image (called once per image, before its census
+/// file is opened, so a corrected identity names the right file).
+pub fn on_start() {
+    if !table::map() {
+        sys::warn(b"cannot map the run table; pids of this process are not virtualised");
+        REAL_PID.store(sys::getpid(), Relaxed);
+        REAL_PPID.store(sys::getppid(), Relaxed);
+        return;
+    }
+    let me = sys::getpid();
+    if config::VPID.load(Relaxed) <= 0 {
+        // The parent had no virtual pid to give (run table full): keep the real one.
+        config::VPID.store(me, Relaxed);
+    }
+    let v = config::VPID.load(Relaxed);
+    let Some(t) = table::get() else { return };
+    let holder = t.holder(v);
+    if holder == 0 || holder == -1 || holder == me {
+        t.register(v, me);
+        REAL_PID.store(me, Relaxed);
+        REAL_PPID.store(sys::getppid(), Relaxed);
+        if v == ROOT_VPID {
+            let launcher = sys::getppid();
+            if t.virt(launcher).is_none() {
+                t.register(LAUNCHER_VPID, launcher);
+            }
+        }
+    } else {
+        // SEAL_VPID names another live process of the run: this image was started by
+        // something that passed its own (stale) environment on, e.g. an unsealed static
+        // binary. Take a fresh identity instead of impersonating it.
+        adopt_identity(me, false);
+    }
+}
+
+/// The virtual pid of the calling process (setting it up first if it is new).
+#[inline]
+pub fn current() -> i32 {
+    let real = sys::getpid();
+    if real == REAL_PID.load(Relaxed) {
+        return config::VPID.load(Relaxed);
+    }
+    adopt(real)
+}
+
+/// The pid to show the program: virtual when sealed, else real.
+#[inline]
+pub fn getpid_value() -> i32 {
+    if sealed() {
+        current()
+    } else {
+        sys::getpid()
+    }
+}
+
+pub fn getppid_value() -> i32 {
+    let real = sys::getppid();
+    if !sealed() {
+        return real;
+    }
+    current();
+    if real == REAL_PPID.load(Relaxed) {
+        config::PPID.load(Relaxed)
+    } else {
+        // Reparented (the parent died): to init, a subreaper, or the launcher.
+        to_virt(real)
+    }
+}
+
+/// The virtual tid of the calling thread (allocated on first use for non-main threads).
+pub fn gettid_value() -> i32 {
+    if !sealed() {
+        return sys::gettid();
+    }
+    let vpid = current();
+    let real_tid = sys::gettid();
+    if real_tid == REAL_PID.load(Relaxed) {
+        return vpid;
+    }
+    let (vtid, lineage) = thread::with(|t| (t.vtid, t.lineage));
+    if vtid > 0 && vtid != vpid {
+        return vtid;
+    }
+    let Some(t) = table::get() else {
+        return real_tid;
+    };
+    let Some(v) = t.allocate(lineage) else {
+        census::record_unsealed(unsealed::PID_SPACE_FULL, b"no virtual tid left");
+        return real_tid;
+    };
+    t.register(v, real_tid);
+    thread::with(|t| t.vtid = v);
+    v
+}
+
+/// A process the shim has not set up yet (see the module doc).
+#[cold]
+fn adopt(real: i32) -> i32 {
+    if let Some(p) = PENDING.with(|c| c.take()) {
+        become_child(p);
+        return p.vpid;
+    }
+    adopt_identity(real, true);
+    config::VPID.load(Relaxed)
+}
+
+#[cold]
+fn adopt_identity(real: i32, reopen_census: bool) {
+    let ppid_real = sys::getppid();
+    let t = table::get();
+    let parent = t
+        .and_then(|t| t.virt(ppid_real))
+        .unwrap_or_else(|| config::VPID.load(Relaxed));
+    let lineage = child_lineage(
+        config::LINEAGE.load(Relaxed),
+        KIND_STRAY_PROCESS,
+        config::CHILDREN.load(Relaxed),
+    );
+    let vpid = t.and_then(|t| t.allocate(lineage)).unwrap_or(real);
+    set_identity(vpid, parent, lineage, real, ppid_real);
+    if let Some(t) = t {
+        t.register(vpid, real);
+    }
+    if reopen_census && config::in_run() {
+        census::open_image(vpid, parent, 0);
+    }
+}
+
+fn set_identity(vpid: i32, parent: i32, lineage: u64, real: i32, real_ppid: i32) {
+    config::VPID.store(vpid, Relaxed);
+    config::PPID.store(parent, Relaxed);
+    config::LINEAGE.store(lineage, Relaxed);
+    config::GEN.store(0, Relaxed);
+    config::CHILDREN.store(0, Relaxed);
+    config::START_CLOCK.store(thread::peek(), Relaxed);
+    REAL_PID.store(real, Relaxed);
+    REAL_PPID.store(real_ppid, Relaxed);
+    let lineage = thread::image_lineage();
+    thread::with(|t| {
+        t.lineage = lineage;
+        t.vtid = vpid;
+        t.threads = 0;
+    });
+}
+
+/// Marks a fork in progress on this thread (see [`Pending`]).
+pub fn set_pending(p: Option<Pending>) {
+    PENDING.with(|c| c.set(p));
+}
+
+/// In a fork child: take the identity the parent allocated, a fresh census file, and the
+/// run-table entry. Idempotent (an atfork handler may have done it already).
+pub fn become_child(p: Pending) {
+    PENDING.with(|c| c.set(None));
+    let real = sys::getpid();
+    if REAL_PID.load(Relaxed) == real {
+        return;
+    }
+    let vpid = if p.vpid > 0 { p.vpid } else { real };
+    set_identity(vpid, p.parent, p.lineage, real, sys::getppid());
+    census::open_image(vpid, p.parent, 0);
+    if let Some(t) = table::get() {
+        t.register(vpid, real);
+    }
+}
+
+/// Allocates the identity of the next child of this process (fork, spawn): its lineage and
+/// virtual pid (0 when the run table is missing or full; the child then keeps its real pid).
+pub fn next_child() -> Pending {
+    let index = config::CHILDREN.fetch_add(1, Relaxed);
+    let lineage = child_lineage(config::LINEAGE.load(Relaxed), KIND_PROCESS, index);
+    let vpid = match table::get() {
+        Some(t) => t.allocate(lineage).unwrap_or_else(|| {
+            census::record_unsealed(
+                unsealed::PID_SPACE_FULL,
+                b"every virtual pid of this run is taken; new children keep real pids",
+            );
+            0
+        }),
+        None => 0,
+    };
+    Pending {
+        vpid,
+        lineage,
+        parent: current(),
+    }
+}
+
+/// The parent side after a child was created (`real > 0`) or not (`real <= 0`). Returns the
+/// pid to hand to the program.
+pub fn parent_done(p: &Pending, real: i32) -> i32 {
+    let t = table::get();
+    if real <= 0 {
+        if let Some(t) = t {
+            if p.vpid > 0 {
+                t.release(p.vpid);
+            }
+        }
+        return real;
+    }
+    if p.vpid <= 0 {
+        return real;
+    }
+    if let Some(t) = t {
+        t.register(p.vpid, real);
+    }
+    if sealed() {
+        p.vpid
+    } else {
+        real
+    }
+}
+
+/// Virtual pid/tid -> real (unknown numbers pass through unchanged).
+#[inline]
+pub fn to_real(v: i32) -> i32 {
+    if v <= 0 {
+        return v;
+    }
+    table::get().and_then(|t| t.real(v)).unwrap_or(v)
+}
+
+/// Real pid -> virtual (pids of processes outside the run pass through unchanged).
+#[inline]
+pub fn to_virt(r: i32) -> i32 {
+    if r <= 0 {
+        return r;
+    }
+    table::get().and_then(|t| t.virt(r)).unwrap_or(r)
+}
+
+/// A `kill`/`waitpid`-style pid argument: `> 0` a process, `0` and `-1` as is, `< -1` a
+/// process group.
+#[inline]
+pub fn pid_arg_to_real(p: i32) -> i32 {
+    if p > 0 {
+        to_real(p)
+    } else if p < -1 {
+        -to_real(-p)
+    } else {
+        p
+    }
+}
+
+/// Records the status of a reaped child (virtual pid `v`).
+pub fn reaped(v: i32, status: i32) {
+    if let Some(t) = table::get() {
+        t.set_status(v, status);
+    }
+}
