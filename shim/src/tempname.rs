@@ -1,3 +1,431 @@
-//! Temp names: `mkstemp` & co. draw their names from the seeded stream.
+//! Temp names: `mkstemp`, `mkostemp`, `mkstemps`, `mkostemps` (and their `*64` aliases),
+//! `mkdtemp`, `mktemp`, `tempnam`, `tmpnam`, `tmpnam_r` draw their names from the calling
+//! thread's seeded stream when the `tempname` family is sealed.
 //!
-//! TODO(tempname): not implemented yet.
+//! glibc's own versions fill the `XXXXXX` from an internal `getrandom` the shim cannot see,
+//! so the public functions are replaced whole, with glibc's semantics: `EINVAL` for a template
+//! without six trailing `X`s (before the suffix), files `O_RDWR|O_CREAT|O_EXCL` mode 0600,
+//! directories 0700, and up to 62³ deterministic retries on `EEXIST`. The files and
+//! directories are made with raw system calls (never through the shim's own `open` hook).
+//!
+//! Not here: coreutils `mktemp` and Python's `tempfile` do not call these; they use gnulib's
+//! `gen_tempname` (which calls the public `getrandom`) and `random.Random` seeded from
+//! `os.urandom` (`getrandom`), so their names are sealed by the `random` family.
+
+use crate::{config, random, sys};
+
+/// The letters glibc draws name characters from.
+const LETTERS: &[u8; 62] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+/// glibc's attempt budget (62³).
+const ATTEMPTS: u32 = 62 * 62 * 62;
+/// glibc's `L_tmpnam` and `P_tmpdir`.
+pub const L_TMPNAM: usize = 20;
+const P_TMPDIR: &[u8] = b"/tmp";
+
+/// What to make once a name is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Make {
+    /// A file, `O_RDWR|O_CREAT|O_EXCL` plus these extra open flags, mode 0600.
+    File(i32),
+    /// A directory, mode 0700.
+    Dir,
+    /// Nothing: a name that does not exist now (`mktemp`, `tempnam`, `tmpnam`).
+    Name,
+}
+
+/// Fills the six `X`s before `suffix` bytes of `tmpl` (a NUL-terminated template without its
+/// NUL in the slice) from the thread's stream until `make` succeeds. Returns the fd for
+/// [`Make::File`], 0 otherwise, or an errno.
+pub fn gen_tempname(tmpl: &mut [u8], suffix: usize, make: Make) -> Result<i32, i32> {
+    if tmpl.len() < 6 + suffix || &tmpl[tmpl.len() - 6 - suffix..tmpl.len() - suffix] != b"XXXXXX" {
+        return Err(libc::EINVAL);
+    }
+    let start = tmpl.len() - 6 - suffix;
+    let mut path = [0u8; 4096];
+    if tmpl.len() >= path.len() {
+        return Err(libc::ENAMETOOLONG);
+    }
+    for _ in 0..ATTEMPTS {
+        random::with_stream(|s| {
+            for c in &mut tmpl[start..start + 6] {
+                *c = LETTERS[random::uniform(s, 62) as usize];
+            }
+        });
+        path[..tmpl.len()].copy_from_slice(tmpl);
+        path[tmpl.len()] = 0;
+        match try_make(&path[..=tmpl.len()], make) {
+            Err(libc::EEXIST) => continue,
+            r => return r,
+        }
+    }
+    Err(libc::EEXIST)
+}
+
+fn check(r: i64) -> Result<i32, i32> {
+    if (-4095..0).contains(&r) {
+        Err(-r as i32)
+    } else {
+        Ok(r as i32)
+    }
+}
+
+/// One attempt at `path` (NUL-terminated).
+fn try_make(path: &[u8], make: Make) -> Result<i32, i32> {
+    match make {
+        Make::File(extra) => {
+            let fl = (extra & !libc::O_ACCMODE) | libc::O_RDWR | libc::O_CREAT | libc::O_EXCL;
+            check(sys::open(path, fl, 0o600) as i64)
+        }
+        // SAFETY: path is NUL-terminated.
+        Make::Dir => check(unsafe {
+            sys::syscall3(
+                libc::SYS_mkdirat,
+                libc::AT_FDCWD as i64,
+                path.as_ptr() as i64,
+                0o700,
+            )
+        })
+        .map(|_| 0),
+        Make::Name => match lstat_mode(path) {
+            Ok(_) => Err(libc::EEXIST),
+            Err(libc::ENOENT) => Ok(0),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+/// `st_mode` of `path` (NUL-terminated) without following a final symlink.
+fn lstat_mode(path: &[u8]) -> Result<u32, i32> {
+    stat_mode(path, libc::AT_SYMLINK_NOFOLLOW)
+}
+
+fn stat_mode(path: &[u8], fl: i32) -> Result<u32, i32> {
+    // SAFETY: an all-zero stat is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: path is NUL-terminated, st a valid out-pointer.
+    check(unsafe {
+        sys::syscall6(
+            libc::SYS_newfstatat,
+            libc::AT_FDCWD as i64,
+            path.as_ptr() as i64,
+            &mut st as *mut libc::stat as i64,
+            fl as i64,
+            0,
+            0,
+        )
+    })?;
+    Ok(st.st_mode)
+}
+
+fn dir_exists(dir: &[u8]) -> bool {
+    let mut b = sys::StackBuf::<4096>::new();
+    if dir.len() >= 4095 {
+        return false;
+    }
+    b.push(dir);
+    matches!(stat_mode(b.as_cstr(), 0), Ok(m) if m & libc::S_IFMT == libc::S_IFDIR)
+}
+
+/// glibc's `__path_search`: writes `DIR/PFXXXXXXX` (NUL-terminated) into `out` and returns its
+/// length without the NUL. `try_tmpdir` honours `$TMPDIR` (`tempnam`), `dir` is the caller's
+/// preferred directory.
+pub fn path_search(
+    out: &mut [u8],
+    dir: Option<&[u8]>,
+    pfx: Option<&[u8]>,
+    try_tmpdir: bool,
+) -> Result<usize, i32> {
+    let pfx = match pfx {
+        Some(p) if !p.is_empty() => &p[..p.len().min(5)],
+        _ => b"file",
+    };
+    let mut chosen: Option<&[u8]> = None;
+    if try_tmpdir {
+        if let Some(d) = config::getenv("TMPDIR").filter(|d| dir_exists(d)) {
+            chosen = Some(d);
+        } else if let Some(d) = dir.filter(|d| dir_exists(d)) {
+            chosen = Some(d);
+        }
+    } else {
+        chosen = dir;
+    }
+    let dir = match chosen {
+        Some(d) => d,
+        None if dir_exists(P_TMPDIR) => P_TMPDIR,
+        None => return Err(libc::ENOENT),
+    };
+    let mut dlen = dir.len();
+    while dlen > 1 && dir[dlen - 1] == b'/' {
+        dlen -= 1;
+    }
+    let need = dlen + 1 + pfx.len() + 6;
+    if out.len() < need + 1 {
+        return Err(libc::EINVAL);
+    }
+    out[..dlen].copy_from_slice(&dir[..dlen]);
+    out[dlen] = b'/';
+    out[dlen + 1..dlen + 1 + pfx.len()].copy_from_slice(pfx);
+    out[need - 6..need].copy_from_slice(b"XXXXXX");
+    out[need] = 0;
+    Ok(need)
+}
+
+#[cfg(not(test))]
+mod hooks {
+    use core::cell::UnsafeCell;
+
+    use seal_abi::{flags, Fid, NO_DETAIL};
+
+    use super::{gen_tempname, path_search, Make, L_TMPNAM};
+    use crate::{caller, census, config, real, sys};
+
+    fn set_errno(e: i32) {
+        // SAFETY: errno is thread-local.
+        unsafe { *libc::__errno_location() = e };
+    }
+
+    /// The template as a mutable byte slice (without its NUL).
+    ///
+    /// # Safety
+    /// `t` is a writable NUL-terminated string.
+    unsafe fn template<'a>(t: *mut libc::c_char) -> &'a mut [u8] {
+        // SAFETY: per the contract.
+        unsafe { core::slice::from_raw_parts_mut(t as *mut u8, sys::cstr_len(t)) }
+    }
+
+    /// The `mk*stemp*` body: sealed generation, or the real function.
+    macro_rules! mkstemp_hook {
+        ($name:ident, $fid:ident, ($($arg:ident : $t:ty),*), $suffix:expr, $extra:expr) => {
+            /// # Safety
+            /// As glibc's function of the same name: the template is a writable C string.
+            #[no_mangle]
+            pub unsafe extern "C" fn $name(tmpl: *mut libc::c_char $(, $arg: $t)*) -> libc::c_int {
+                let ra = caller!();
+                census::count(Fid::$fid, NO_DETAIL, ra);
+                if config::sealed(flags::TEMPNAME) && !tmpl.is_null() {
+                    let suffix: libc::c_int = $suffix;
+                    if suffix < 0 {
+                        set_errno(libc::EINVAL);
+                        return -1;
+                    }
+                    // SAFETY: the caller's writable template.
+                    let t = unsafe { template(tmpl) };
+                    return match gen_tempname(t, suffix as usize, Make::File($extra)) {
+                        Ok(fd) => fd,
+                        Err(e) => {
+                            set_errno(e);
+                            -1
+                        }
+                    };
+                }
+                let real = real!($name: fn(*mut libc::c_char $(, $t)*) -> libc::c_int);
+                // SAFETY: forwarded.
+                unsafe { real(tmpl $(, $arg)*) }
+            }
+        };
+    }
+
+    mkstemp_hook!(mkstemp, Mkstemp, (), 0, 0);
+    mkstemp_hook!(mkstemp64, Mkstemp, (), 0, 0);
+    mkstemp_hook!(mkostemp, Mkostemp, (fl: libc::c_int), 0, fl);
+    mkstemp_hook!(mkostemp64, Mkostemp, (fl: libc::c_int), 0, fl);
+    mkstemp_hook!(mkstemps, Mkstemps, (sl: libc::c_int), sl, 0);
+    mkstemp_hook!(mkstemps64, Mkstemps, (sl: libc::c_int), sl, 0);
+    mkstemp_hook!(mkostemps, Mkostemps, (sl: libc::c_int, fl: libc::c_int), sl, fl);
+    mkstemp_hook!(mkostemps64, Mkostemps, (sl: libc::c_int, fl: libc::c_int), sl, fl);
+
+    /// # Safety
+    /// As `mkdtemp(3)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn mkdtemp(tmpl: *mut libc::c_char) -> *mut libc::c_char {
+        let ra = caller!();
+        census::count(Fid::Mkdtemp, NO_DETAIL, ra);
+        if config::sealed(flags::TEMPNAME) && !tmpl.is_null() {
+            // SAFETY: the caller's writable template.
+            let t = unsafe { template(tmpl) };
+            return match gen_tempname(t, 0, Make::Dir) {
+                Ok(_) => tmpl,
+                Err(e) => {
+                    set_errno(e);
+                    core::ptr::null_mut()
+                }
+            };
+        }
+        let real = real!(mkdtemp: fn(*mut libc::c_char) -> *mut libc::c_char);
+        // SAFETY: forwarded.
+        unsafe { real(tmpl) }
+    }
+
+    /// # Safety
+    /// As `mktemp(3)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn mktemp(tmpl: *mut libc::c_char) -> *mut libc::c_char {
+        let ra = caller!();
+        census::count(Fid::Mktemp, NO_DETAIL, ra);
+        if config::sealed(flags::TEMPNAME) && !tmpl.is_null() {
+            // SAFETY: the caller's writable template.
+            let t = unsafe { template(tmpl) };
+            if let Err(e) = gen_tempname(t, 0, Make::Name) {
+                set_errno(e);
+                // SAFETY: tmpl is writable (at least its NUL).
+                unsafe { *tmpl = 0 };
+            }
+            return tmpl;
+        }
+        let real = real!(mktemp: fn(*mut libc::c_char) -> *mut libc::c_char);
+        // SAFETY: forwarded.
+        unsafe { real(tmpl) }
+    }
+
+    /// `buf` gets a fresh name from `path_search` + `gen_tempname(Name)`.
+    fn fresh_name(
+        buf: &mut [u8],
+        dir: Option<&[u8]>,
+        pfx: Option<&[u8]>,
+        try_tmpdir: bool,
+    ) -> Result<usize, i32> {
+        let n = path_search(buf, dir, pfx, try_tmpdir)?;
+        gen_tempname(&mut buf[..n], 0, Make::Name)?;
+        Ok(n)
+    }
+
+    /// # Safety
+    /// As `tempnam(3)`: the result is `malloc`ed.
+    #[no_mangle]
+    pub unsafe extern "C" fn tempnam(
+        dir: *const libc::c_char,
+        pfx: *const libc::c_char,
+    ) -> *mut libc::c_char {
+        let ra = caller!();
+        census::count(Fid::Tempnam, NO_DETAIL, ra);
+        if config::sealed(flags::TEMPNAME) {
+            let mut buf = [0u8; 4096];
+            // SAFETY: null or NUL-terminated per the contract.
+            let (d, p) = unsafe {
+                (
+                    (!dir.is_null()).then(|| sys::cstr(dir)),
+                    (!pfx.is_null()).then(|| sys::cstr(pfx)),
+                )
+            };
+            return match fresh_name(&mut buf, d, p, true) {
+                Ok(n) => {
+                    // SAFETY: malloc is not interposed by the shim; we copy n+1 bytes in.
+                    unsafe {
+                        let out = libc::malloc(n + 1) as *mut u8;
+                        if !out.is_null() {
+                            core::ptr::copy_nonoverlapping(buf.as_ptr(), out, n + 1);
+                        }
+                        out as *mut libc::c_char
+                    }
+                }
+                Err(e) => {
+                    set_errno(e);
+                    core::ptr::null_mut()
+                }
+            };
+        }
+        let real =
+            real!(tempnam: fn(*const libc::c_char, *const libc::c_char) -> *mut libc::c_char);
+        // SAFETY: forwarded.
+        unsafe { real(dir, pfx) }
+    }
+
+    struct StaticName(UnsafeCell<[u8; L_TMPNAM]>);
+    // SAFETY: like glibc's own static tmpnam buffer: not thread-safe by the function's contract.
+    unsafe impl Sync for StaticName {}
+    static TMPNAM_BUF: StaticName = StaticName(UnsafeCell::new([0; L_TMPNAM]));
+
+    /// # Safety
+    /// `s` null (for `tmpnam` only) or writable for `L_tmpnam` bytes.
+    unsafe fn tmpnam_into(s: *mut libc::c_char) -> *mut libc::c_char {
+        let mut buf = [0u8; L_TMPNAM];
+        match fresh_name(&mut buf, None, None, false) {
+            Ok(n) => {
+                let out = if s.is_null() {
+                    TMPNAM_BUF.0.get() as *mut u8
+                } else {
+                    s as *mut u8
+                };
+                // SAFETY: out is writable for L_TMPNAM >= n + 1 bytes.
+                unsafe { core::ptr::copy_nonoverlapping(buf.as_ptr(), out, n + 1) };
+                out as *mut libc::c_char
+            }
+            Err(e) => {
+                set_errno(e);
+                core::ptr::null_mut()
+            }
+        }
+    }
+
+    /// # Safety
+    /// As `tmpnam(3)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn tmpnam(s: *mut libc::c_char) -> *mut libc::c_char {
+        let ra = caller!();
+        census::count(Fid::Tmpnam, NO_DETAIL, ra);
+        if config::sealed(flags::TEMPNAME) {
+            // SAFETY: forwarded contract.
+            return unsafe { tmpnam_into(s) };
+        }
+        let real = real!(tmpnam: fn(*mut libc::c_char) -> *mut libc::c_char);
+        // SAFETY: forwarded.
+        unsafe { real(s) }
+    }
+
+    /// # Safety
+    /// As `tmpnam_r(3)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn tmpnam_r(s: *mut libc::c_char) -> *mut libc::c_char {
+        let ra = caller!();
+        census::count(Fid::Tmpnam, NO_DETAIL, ra);
+        if config::sealed(flags::TEMPNAME) {
+            if s.is_null() {
+                return core::ptr::null_mut();
+            }
+            // SAFETY: forwarded contract.
+            return unsafe { tmpnam_into(s) };
+        }
+        let real = real!(tmpnam_r: fn(*mut libc::c_char) -> *mut libc::c_char);
+        // SAFETY: forwarded.
+        unsafe { real(s) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_templates_are_einval() {
+        let mut t = *b"/tmp/abcXXXXX";
+        assert_eq!(gen_tempname(&mut t, 0, Make::Name), Err(libc::EINVAL));
+        let mut t = *b"XXXXXX.c";
+        assert_eq!(gen_tempname(&mut t, 3, Make::Name), Err(libc::EINVAL));
+        let mut t = *b"XX";
+        assert_eq!(gen_tempname(&mut t, 0, Make::Name), Err(libc::EINVAL));
+    }
+
+    #[test]
+    fn fills_only_the_xs() {
+        let mut t = *b"/nonexistent-dir-for-seal/aXXXXXX.c";
+        assert_eq!(gen_tempname(&mut t, 2, Make::Name), Ok(0));
+        assert!(t.starts_with(b"/nonexistent-dir-for-seal/a"));
+        assert!(t.ends_with(b".c"));
+        assert!(t[27..33].iter().all(|c| LETTERS.contains(c)));
+        assert_ne!(&t[27..33], b"XXXXXX");
+    }
+
+    #[test]
+    fn path_search_like_glibc() {
+        let mut b = [0u8; 64];
+        let n = path_search(&mut b, Some(b"/nonexistent"), Some(b"abcdefgh"), true).unwrap();
+        assert_eq!(&b[..n], b"/tmp/abcdeXXXXXX");
+        let n = path_search(&mut b, None, None, false).unwrap();
+        assert_eq!(&b[..n], b"/tmp/fileXXXXXX");
+        let mut small = [0u8; 10];
+        assert_eq!(
+            path_search(&mut small, None, None, false),
+            Err(libc::EINVAL)
+        );
+    }
+}
