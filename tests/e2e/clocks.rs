@@ -341,7 +341,26 @@ fn java_classes() -> Option<PathBuf> {
 #[test]
 fn java_report_sealed_is_identical() {
     let Some(dir) = java_classes() else { return };
-    let out = assert_sealed_stable(&["java", "-cp", dir.to_str().unwrap(), "Report"], RUNS);
+    // Two JVM knobs, without which sealed runs still differ (docs/runtimes.md has the detail):
+    // -Xint: a Java thread that queues a JIT compile reads the monotonic clock
+    //   (CompilationPolicy::update_rate), and how many it queues depends on how far the
+    //   background compiler threads got, and on which thread first trips a shared method's
+    //   counter. (-Xbatch, waiting for each compile, fixes the first cause, not the second.)
+    // -XX:-UsePerfData: class load/link/init timers read the clock on whichever thread gets to
+    //   a class first (main or a helper thread); the off switch also stops sealed JVMs, which
+    //   all have virtual pid 1000, fighting over /tmp/hsperfdata_$USER/1000.
+    let out = assert_sealed_stable(
+        &[
+            "java",
+            "-Xint",
+            "-XX:-UsePerfData",
+            "-cp",
+            dir.to_str().unwrap(),
+            "Report",
+        ],
+        RUNS,
+    );
+    assert_eq!(value(&out, "currentTimeMillis"), "1767225600000");
     assert!(
         value(&out, "Instant.now").starts_with("2026-01-01T00:00:00"),
         "{out}"

@@ -87,7 +87,10 @@ fn python_children_three_ways_and_fork_are_sealed() {
         let pid = field(l, "pid").unwrap();
         assert!(pids.insert(pid.to_string()), "pid {pid} reused: {out}");
         // The child continues the parent's logical time: the epoch, a few µs in.
-        assert!(field(l, "time").unwrap().starts_with("1767225600.00"), "{l}");
+        assert!(
+            field(l, "time").unwrap().starts_with("1767225600.00"),
+            "{l}"
+        );
     }
     assert!(out.contains("cleaned exit 0") && out.contains("env-i exit 0"));
     let forked = line_with(&out, "forked ");
@@ -97,10 +100,8 @@ fn python_children_three_ways_and_fork_are_sealed() {
         "{out}"
     );
     // Distinct children draw distinct random streams.
-    let randoms: std::collections::BTreeSet<_> = out
-        .lines()
-        .filter_map(|l| field(l, "random"))
-        .collect();
+    let randoms: std::collections::BTreeSet<_> =
+        out.lines().filter_map(|l| field(l, "random")).collect();
     assert_eq!(randoms.len(), 7, "{out}");
 }
 
@@ -108,10 +109,17 @@ fn python_children_three_ways_and_fork_are_sealed() {
 fn bash_pids_jobs_subshells_and_pipelines_are_sealed() {
     let script = fixture("bash/proc_shell.sh");
     let out = stable(&["bash", script.to_str().unwrap()]);
-    assert!(out.starts_with("top pid 1000 bashpid 1000 ppid 999\n"), "{out}");
+    assert!(
+        out.starts_with("top pid 1000 bashpid 1000 ppid 999\n"),
+        "{out}"
+    );
     let sub = line_with(&out, "subshell pid");
     assert_eq!(field(sub, "pid"), Some("1000"), "$$ stays the parent's");
-    assert_ne!(field(sub, "bashpid"), Some("1000"), "$BASHPID is the subshell's");
+    assert_ne!(
+        field(sub, "bashpid"),
+        Some("1000"),
+        "$BASHPID is the subshell's"
+    );
     assert!(out.contains("background status 0"));
     assert!(out.contains("subshell date 2026-01-01T00:00:00"), "{out}");
     assert!(out.contains("subshell exit 3"));
@@ -126,9 +134,7 @@ fn c_fork_kill_wait_exec_spawn_system_popen() {
     let bin = build_c("proc_signals", &[]);
     let out = stable(&[bin.to_str().unwrap()]);
     assert!(
-        out.starts_with(
-            "pid 1000 ppid 999 tid 1000 syscall pid 1000 tid 1000 pgid-is-self 1\n"
-        ),
+        out.starts_with("pid 1000 ppid 999 tid 1000 syscall pid 1000 tid 1000 pgid-is-self 1\n"),
         "{out}"
     );
     let child = line_with(&out, "child pid ");
@@ -159,7 +165,10 @@ fn c_fork_kill_wait_exec_spawn_system_popen() {
     assert_eq!(field(line_with(&out, "from popen"), "ppid"), Some("1000"));
     let thread = line_with(&out, "thread tid");
     let w: Vec<&str> = thread.split_whitespace().collect();
-    assert_eq!(w[2], w[5], "gettid() and syscall(SYS_gettid) agree: {thread}");
+    assert_eq!(
+        w[2], w[5],
+        "gettid() and syscall(SYS_gettid) agree: {thread}"
+    );
     assert_ne!(w[2], "1000", "a second thread has its own virtual tid");
     assert_eq!(field(thread, "pid"), Some("1000"));
     if open_hooked() {
@@ -219,7 +228,11 @@ fn unseal_pid_shows_real_pids_but_children_stay_sealed() {
 #[test]
 fn static_and_setuid_targets_are_reported_once() {
     let dir = tempfile::tempdir().unwrap();
-    let libc_a = ["/usr/lib/x86_64-linux-gnu/libc.a", "/usr/lib64/libc.a", "/usr/lib/libc.a"];
+    let libc_a = [
+        "/usr/lib/x86_64-linux-gnu/libc.a",
+        "/usr/lib64/libc.a",
+        "/usr/lib/libc.a",
+    ];
     let have_static = libc_a.iter().any(|p| Path::new(p).exists());
     let mut script = String::new();
     let mut expect = Vec::new();
@@ -254,7 +267,11 @@ fn static_and_setuid_targets_are_reported_once() {
     o.ok();
     assert!(o.stdout.contains("finished"), "{}", o.show());
     for want in &expect {
-        let n = o.stderr.lines().filter(|l| l.ends_with(want.as_str())).count();
+        let n = o
+            .stderr
+            .lines()
+            .filter(|l| l.ends_with(want.as_str()))
+            .count();
         assert_eq!(n, 1, "want exactly one {want:?} warning\n{}", o.show());
     }
     // -q keeps stderr quiet.

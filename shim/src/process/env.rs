@@ -83,10 +83,7 @@ fn split(entry: &[u8]) -> Option<(&[u8], &[u8])> {
 
 /// Does the `:`/space separated preload list already name `shim`?
 pub fn preload_has(list: &[u8], shim: &[u8]) -> bool {
-    !shim.is_empty()
-        && list
-            .split(|&c| c == b':' || c == b' ')
-            .any(|p| p == shim)
+    !shim.is_empty() && list.split(|&c| c == b':' || c == b' ').any(|p| p == shim)
 }
 
 /// Appends bytes into a fixed region, failing (not overflowing) when it is full.

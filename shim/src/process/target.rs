@@ -280,7 +280,10 @@ mod tests {
         assert!(!secure_exec(0o4755, 0, 0, 0, 0), "setuid to ourselves");
         assert!(secure_exec(0o4755, 65534, 0, 0, 0));
         assert!(secure_exec(0o2755, 0, 65534, 0, 0));
-        assert!(!secure_exec(0o2745, 0, 65534, 0, 0), "setgid without group x");
+        assert!(
+            !secure_exec(0o2745, 0, 65534, 0, 0),
+            "setgid without group x"
+        );
         assert!(!secure_exec(0o755, 65534, 65534, 0, 0));
     }
 }
