@@ -106,14 +106,14 @@ fn write_report(dir: &Path) -> Result<Report> {
             "report.py",
             REPORT_PY,
             "python3",
-            "the clock, random numbers, a uuid, urandom bytes, set order and an object address",
+            "the clock, random numbers, a uuid, urandom bytes, set order, an object address, its pid and a temp name",
         )
     } else {
         (
             "report.sh",
             REPORT_SH,
             "bash",
-            "the clock and random numbers (python3 is missing, so it is a bash script)",
+            "the clock, random numbers, urandom bytes, its pid and a temp name (python3 is missing, so it is a bash script)",
         )
     };
     let path = dir.join(name);

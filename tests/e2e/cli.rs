@@ -269,7 +269,7 @@ fn demo_falls_back_to_bash_without_python() {
     }
     // A PATH with the tools the bash report needs, and no python3.
     let bin = temp_dir();
-    for tool in ["bash", "date", "seq", "env", "sh"] {
+    for tool in ["bash", "date", "seq", "env", "sh", "od", "tr", "mktemp"] {
         let found = std::env::split_paths(&std::env::var_os("PATH").unwrap())
             .map(|d| d.join(tool))
             .find(|p| p.is_file());
