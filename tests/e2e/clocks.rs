@@ -20,6 +20,10 @@ const C_RANDOM: &[&str] = &[
     "arc4random_buf",
     "arc4random_uniform",
     "SYS_getrandom",
+    "read(/dev/urandom)",
+    "fread(/dev/urandom)",
+    "read(/dev/random)",
+    "fread(/dev/random)",
 ];
 
 fn c_clocks() -> PathBuf {
@@ -126,6 +130,8 @@ fn c_clocks_differ_unsealed() {
             "getentropy",
             "arc4random_buf",
             "SYS_getrandom",
+            "read(/dev/urandom)",
+            "fread(/dev/random)",
         ],
     );
 }
@@ -209,7 +215,13 @@ fn unseal_random_lets_bytes_move_and_keeps_time_sealed() {
     let sealed = sealed_c(&[], &[]);
     let a = sealed_c(&["--unseal", "random"], &[]);
     let b = sealed_c(&["--unseal", "random"], &[]);
-    for key in ["getrandom", "getentropy", "arc4random_buf", "SYS_getrandom"] {
+    for key in [
+        "getrandom",
+        "getentropy",
+        "arc4random_buf",
+        "SYS_getrandom",
+        "read(/dev/urandom)",
+    ] {
         assert_ne!(
             value(&a.stdout, key),
             value(&b.stdout, key),
