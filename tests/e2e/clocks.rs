@@ -395,3 +395,39 @@ fn java_report_differs_unsealed() {
         ],
     );
 }
+
+#[test]
+fn java_report_frozen_clock_is_identical_without_jvm_flags() {
+    let Some(dir) = java_classes() else { return };
+    // With --tick 0 the number of clock reads a thread makes no longer matters, so the JIT and
+    // class-loading reads that move the default JVM's clocks (see above) cannot move any value.
+    // -XX:+PerfDisableSharedMem only keeps sealed JVMs (all virtual pid 1000) from fighting over
+    // /tmp/hsperfdata_$USER/1000 when tests run at once.
+    let args = [
+        "--tick",
+        "0",
+        "--",
+        "java",
+        "-XX:+PerfDisableSharedMem",
+        "-cp",
+        dir.to_str().unwrap(),
+        "Report",
+    ];
+    let first = run_seal(args);
+    first.ok();
+    for i in 1..RUNS {
+        let again = run_seal(args);
+        again.ok();
+        assert_eq!(
+            first.stdout,
+            again.stdout,
+            "sealed run {} differs from run 1\n{}\n{}",
+            i + 1,
+            first.show(),
+            again.show()
+        );
+    }
+    assert_eq!(value(&first.stdout, "nanoTime delta"), "0");
+    assert_eq!(value(&first.stdout, "Instant.now"), "2026-01-01T00:00:00Z");
+    assert_eq!(value(&first.stdout, "Thread.sleep(50) slept>=50ms"), "true");
+}
