@@ -175,7 +175,8 @@ pub fn load_file(path: &Path) -> Result<LoadedFile, ConfigError> {
         ConfigError::File {
             file: path.display().to_string(),
             line,
-            msg: e.message().trim().to_string(),
+            // One line: toml's messages can span several ("invalid array\nexpected `]`").
+            msg: e.message().split_whitespace().collect::<Vec<_>>().join(" "),
         }
     })?;
     Ok(LoadedFile {

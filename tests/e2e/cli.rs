@@ -1,3 +1,299 @@
-//! End-to-end tests: cli.
-#[allow(unused_imports)]
+//! End-to-end tests: the command line. Bad input is one line naming what is wrong with exit 2;
+//! a command that cannot run exits 126/127 as a shell would; the child's status, signals and
+//! stdin pass through; settings come from flag > `SEAL_*` > seal.toml; `seal demo` works.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
 use crate::util::*;
+
+/// A fresh temporary directory (removed on drop).
+fn temp_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("seal-cli-")
+        .tempdir()
+        .unwrap()
+}
+
+/// `seal ARGS` run in `dir` with extra environment variables.
+fn seal_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = seal(args);
+    cmd.current_dir(dir);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_timeout(cmd, TIMEOUT)
+}
+
+/// Asserts a usage/config error: exit 2, one line on stderr containing every one of `needles`.
+fn assert_usage_error(out: &Output, needles: &[&str]) {
+    assert_eq!(out.code, Some(2), "expected exit 2\n{}", out.show());
+    let err = out.stderr.trim_end();
+    assert_eq!(err.lines().count(), 1, "expected one line\n{}", out.show());
+    for n in needles {
+        assert!(
+            err.contains(n),
+            "stderr does not mention {n:?}\n{}",
+            out.show()
+        );
+    }
+}
+
+#[test]
+fn malformed_epoch_is_one_line_naming_the_key() {
+    let out = run_seal(["--epoch", "yesterday", "--", "true"]);
+    assert_usage_error(&out, &["epoch", "yesterday"]);
+    let out = run_seal(["--tick", "fast", "--", "true"]);
+    assert_usage_error(&out, &["tick", "fast"]);
+    let out = run_seal(["--seed=-1", "--", "true"]);
+    assert_usage_error(&out, &["seed"]);
+}
+
+#[test]
+fn unknown_unseal_family_is_exit_2() {
+    let out = run_seal(["--unseal", "gravity", "--", "true"]);
+    assert_usage_error(&out, &["unseal", "gravity"]);
+}
+
+fn with_config(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = temp_dir();
+    let path = dir.path().join("seal.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+#[test]
+fn broken_seal_toml_names_the_key_and_line() {
+    // A bad value: key and file:line.
+    let (dir, path) = with_config("[seal]\nseed = 1\nepoch = \"last tuesday\"\n");
+    let out = seal_in(dir.path(), &["--", "true"], &[]);
+    assert_usage_error(&out, &["epoch", &format!("{}:3", path.display())]);
+    // An unknown key.
+    let (dir, path) = with_config("[seal]\nseed = 1\n\ncolour = \"blue\"\n");
+    let out = seal_in(dir.path(), &["--", "true"], &[]);
+    assert_usage_error(&out, &["colour", &format!("{}:4", path.display())]);
+    // Not TOML at all.
+    let (dir, path) = with_config("[seal]\nseed = 1\ntick = [\n");
+    let out = seal_in(dir.path(), &["--", "true"], &[]);
+    assert_usage_error(&out, &[&format!("{}:", path.display())]);
+    // A bad value of the right TOML type.
+    let (dir, path) = with_config("[seal]\nunseal = [\"time\", \"moon\"]\n");
+    let out = seal_in(dir.path(), &["--", "true"], &[]);
+    assert_usage_error(&out, &["moon", &format!("{}:2", path.display())]);
+    // Found from a subdirectory too.
+    let (dir, path) = with_config("[seal]\ntick = \"soon\"\n");
+    let sub = dir.path().join("a/b");
+    std::fs::create_dir_all(&sub).unwrap();
+    let out = seal_in(&sub, &["--", "true"], &[]);
+    assert_usage_error(&out, &["tick", &format!("{}:2", path.display())]);
+}
+
+#[test]
+fn bad_environment_value_names_the_variable() {
+    let out = seal_in(Path::new("/"), &["--", "true"], &[("SEAL_SEED", "many")]);
+    assert_usage_error(&out, &["SEAL_SEED", "many"]);
+}
+
+#[test]
+fn missing_command_is_127() {
+    let out = run_seal(["--", "seal-no-such-command-anywhere"]);
+    assert_eq!(out.code, Some(127), "{}", out.show());
+    assert!(out.stderr.contains("not found"), "{}", out.show());
+    let out = run_seal(["--", "/nonexistent/dir/prog"]);
+    assert_eq!(out.code, Some(127), "{}", out.show());
+}
+
+#[test]
+fn non_executable_file_is_126() {
+    let dir = temp_dir();
+    let file = dir.path().join("data.txt");
+    std::fs::write(&file, "not a program\n").unwrap();
+    let out = run_seal(["--", file.to_str().unwrap()]);
+    assert_eq!(out.code, Some(126), "{}", out.show());
+    // A directory is not executable either.
+    let out = run_seal(["--", dir.path().to_str().unwrap()]);
+    assert_eq!(out.code, Some(126), "{}", out.show());
+}
+
+#[test]
+fn exit_status_passes_through() {
+    let out = run_seal(["--", "sh", "-c", "exit 3"]);
+    assert_eq!(out.code, Some(3), "{}", out.show());
+    let out = run_seal(["run", "--", "sh", "-c", "exit 0"]);
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    let out = run_seal(["--", "false"]);
+    assert_eq!(out.code, Some(1), "{}", out.show());
+}
+
+#[test]
+fn signal_is_128_plus_n() {
+    let out = run_seal(["--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(out.code, Some(143), "{}", out.show());
+    let out = run_seal(["--", "sh", "-c", "kill -KILL $$"]);
+    assert_eq!(out.code, Some(137), "{}", out.show());
+}
+
+#[test]
+fn no_command_is_usage_exit_2() {
+    let out = run_seal(Vec::<&str>::new());
+    assert_eq!(out.code, Some(2), "{}", out.show());
+    assert!(
+        out.stderr.to_lowercase().contains("usage"),
+        "{}",
+        out.show()
+    );
+    let out = run_seal(["run"]);
+    assert_eq!(out.code, Some(2), "{}", out.show());
+}
+
+#[test]
+fn stdin_passes_through() {
+    let mut cmd = seal(["--", "cat"]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"hi\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(out.stdout, b"hi\n");
+    // And through a shell pipeline.
+    let mut cmd = command("sh");
+    cmd.args([
+        "-c",
+        &format!("echo hi | '{}' -- cat", seal_bin().display()),
+    ]);
+    let out = run_timeout(cmd, TIMEOUT);
+    out.ok();
+    assert_eq!(out.stdout, "hi\n");
+}
+
+#[test]
+fn help_mentions_exit_codes() {
+    let out = run_seal(["--help"]);
+    out.ok();
+    for s in ["Exit status", "125", "126", "127", "128+N"] {
+        assert!(out.stdout.contains(s), "--help lacks {s:?}\n{}", out.show());
+    }
+}
+
+/// The epoch a sealed `date` prints, as UNIX seconds.
+fn sealed_epoch(dir: &Path, flags: &[&str], env: &[(&str, &str)]) -> String {
+    let mut args = flags.to_vec();
+    args.extend(["--", "date", "+%s"]);
+    let out = seal_in(dir, &args, env);
+    out.ok();
+    out.stdout.trim().to_string()
+}
+
+#[test]
+fn settings_precedence_is_flag_env_file() {
+    let (dir, _) = with_config("[seal]\nepoch = \"@1000\"\n");
+    let d = dir.path();
+    assert_eq!(sealed_epoch(d, &[], &[]), "1000");
+    assert_eq!(sealed_epoch(d, &[], &[("SEAL_EPOCH", "@2000")]), "2000");
+    assert_eq!(
+        sealed_epoch(d, &["--epoch", "@3000"], &[("SEAL_EPOCH", "@2000")]),
+        "3000"
+    );
+    // --config names a file explicitly, in place of the one found by searching.
+    let other = temp_dir();
+    let cfg = other.path().join("other.toml");
+    std::fs::write(&cfg, "[seal]\nepoch = \"@4000\"\n").unwrap();
+    assert_eq!(
+        sealed_epoch(d, &["--config", cfg.to_str().unwrap()], &[]),
+        "4000"
+    );
+}
+
+#[test]
+fn seed_precedence_is_flag_env_file() {
+    // Its own build (-DSEAL_CLI), so it never races clocks.rs writing the same binary.
+    let prog = build_c("clocks", &["-DSEAL_CLI"]);
+    let prog = prog.to_str().unwrap();
+    let getrandom = |dir: &Path, flags: &[&str], env: &[(&str, &str)]| {
+        let mut args = flags.to_vec();
+        args.extend(["--", prog]);
+        let out = seal_in(dir, &args, env);
+        out.ok();
+        out.stdout
+            .lines()
+            .find(|l| l.starts_with("getrandom "))
+            .unwrap()
+            .to_string()
+    };
+    let bare = temp_dir();
+    let seed = |n: &str| getrandom(bare.path(), &["--seed", n], &[]);
+    let (s1, s2, s3) = (seed("1"), seed("2"), seed("3"));
+    assert!(s1 != s2 && s2 != s3 && s1 != s3);
+    let (dir, _) = with_config("[seal]\nseed = 1\n");
+    let d = dir.path();
+    assert_eq!(getrandom(d, &[], &[]), s1);
+    assert_eq!(getrandom(d, &[], &[("SEAL_SEED", "2")]), s2);
+    assert_eq!(getrandom(d, &["--seed", "3"], &[("SEAL_SEED", "2")]), s3);
+}
+
+#[test]
+fn demo_shows_unsealed_differ_and_sealed_agree() {
+    let out = run_timeout(seal(["demo"]), TIMEOUT);
+    out.ok();
+    let verdict = out.stdout.lines().last().unwrap_or("");
+    assert!(
+        verdict.starts_with("Verdict: unsealed,") && verdict.contains("sealed, all"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        out.stdout.contains("Unsealed: two plain runs"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        out.stdout.contains("(0 of "),
+        "sealed runs differ\n{}",
+        out.show()
+    );
+    assert!(
+        out.stdout.lines().any(|l| l.starts_with("* ")),
+        "{}",
+        out.show()
+    );
+}
+
+#[test]
+fn demo_falls_back_to_bash_without_python() {
+    if !have("bash") {
+        eprintln!("note: bash not on PATH; skipping the demo fallback");
+        return;
+    }
+    // A PATH with the tools the bash report needs, and no python3.
+    let bin = temp_dir();
+    for tool in ["bash", "date", "seq", "env", "sh", "od", "tr", "mktemp"] {
+        let found = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+            .map(|d| d.join(tool))
+            .find(|p| p.is_file());
+        if let Some(p) = found {
+            std::os::unix::fs::symlink(p, bin.path().join(tool)).unwrap();
+        }
+    }
+    let mut cmd = seal(["demo"]);
+    cmd.env("PATH", bin.path());
+    let out = run_timeout(cmd, TIMEOUT);
+    out.ok();
+    assert!(out.stdout.contains("bash report.sh"), "{}", out.show());
+    assert!(
+        out.stdout.contains("(0 of "),
+        "sealed runs differ\n{}",
+        out.show()
+    );
+    assert!(
+        out.stdout
+            .lines()
+            .last()
+            .unwrap_or("")
+            .starts_with("Verdict: unsealed,"),
+        "{}",
+        out.show()
+    );
+}

@@ -1,3 +1,433 @@
-//! End-to-end tests: clocks.
-#[allow(unused_imports)]
+//! End-to-end tests: clocks and randomness across runtimes (C, Python, Node, Rust, Java).
+//! Each fixture prints every nondeterministic value it meets; sealed it must print the same
+//! bytes every run (exit 0, within the harness timeout), unsealed two runs must differ (the
+//! proof that the seal, not luck, makes the output stable).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
 use crate::util::*;
+
+/// Sealed runs per fixture.
+const RUNS: usize = 5;
+
+/// Lines of fixtures/c/clocks.c that come from a randomness entry point.
+const C_RANDOM: &[&str] = &[
+    "getrandom",
+    "getentropy",
+    "arc4random",
+    "arc4random_buf",
+    "arc4random_uniform",
+    "SYS_getrandom",
+    "read(/dev/urandom)",
+    "fread(/dev/urandom)",
+    "read(/dev/random)",
+    "fread(/dev/random)",
+];
+
+fn c_clocks() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| build_c("clocks", &[])).clone()
+}
+
+/// The value of the first line `KEY VALUE...` of `out`.
+fn value<'a>(out: &'a str, key: &str) -> &'a str {
+    let prefix = format!("{key} ");
+    out.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no line `{key} ...` in\n{out}"))
+}
+
+/// Every value of every line `KEY VALUE...`.
+fn values<'a>(out: &'a str, key: &str) -> Vec<&'a str> {
+    let prefix = format!("{key} ");
+    out.lines()
+        .filter_map(|l| l.strip_prefix(prefix.as_str()))
+        .collect()
+}
+
+/// The lines of clocks.c's output that are clock reads (`random == false`) or random bytes.
+fn part(out: &str, random: bool) -> String {
+    out.lines()
+        .filter(|l| {
+            let key = l.split(' ').next().unwrap_or("");
+            C_RANDOM.contains(&key) == random
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn sealed_c(flags: &[&str], extra: &[&str]) -> Output {
+    let bin = c_clocks();
+    let mut args: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+    args.push("--".into());
+    args.push(bin.display().to_string());
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let out = run_seal(&args);
+    out.ok();
+    out
+}
+
+/// Asserts that two unsealed runs of `cmd` differ on each of `keys` (values that must change:
+/// time, random). Returns the first run.
+fn assert_plain_differs(program: &str, args: &[&str], keys: &[&str]) -> String {
+    let a = run_plain(program, args);
+    a.ok();
+    let b = run_plain(program, args);
+    b.ok();
+    for key in keys {
+        assert_ne!(
+            value(&a.stdout, key),
+            value(&b.stdout, key),
+            "unsealed runs agree on `{key}`: the fixture does not exercise it\n{}\n{}",
+            a.show(),
+            b.show()
+        );
+    }
+    a.stdout
+}
+
+#[test]
+fn c_clocks_sealed_are_identical_and_exact() {
+    let bin = c_clocks();
+    let out = assert_sealed_stable(&[bin.to_str().unwrap()], RUNS);
+    // Default epoch 2026-01-01T00:00:00Z, tick 1us, and the first clock read is ours.
+    assert_eq!(value(&out, "CLOCK_REALTIME"), "1767225600.000000000");
+    assert_eq!(value(&out, "CLOCK_MONOTONIC"), "86400.000001000");
+    assert_eq!(value(&out, "CLOCK_MONOTONIC_RAW"), "86400.000002000");
+    assert_eq!(value(&out, "CLOCK_BOOTTIME"), "86400.000003000");
+    assert_eq!(value(&out, "CLOCK_REALTIME_COARSE"), "1767225600.000004000");
+    assert_eq!(value(&out, "CLOCK_TAI"), "1767225637.000006000");
+    assert_eq!(value(&out, "CLOCK_PROCESS_CPUTIME_ID"), "0.000007000");
+    assert_eq!(value(&out, "CLOCK_THREAD_CPUTIME_ID"), "0.000008000");
+    assert_eq!(value(&out, "gettimeofday"), "1767225600.000009");
+    assert_eq!(value(&out, "time"), "1767225600");
+    assert_eq!(value(&out, "ftime"), "1767225600.000");
+    assert_eq!(value(&out, "timespec_get"), "1767225600.000012000");
+    assert_eq!(
+        value(&out, "SYS_clock_gettime(REALTIME)"),
+        "1767225600.000015000"
+    );
+    assert_eq!(value(&out, "SYS_time"), "1767225600");
+    for key in C_RANDOM {
+        assert!(!value(&out, key).is_empty());
+    }
+}
+
+#[test]
+fn c_clocks_differ_unsealed() {
+    let bin = c_clocks();
+    assert_plain_differs(
+        bin.to_str().unwrap(),
+        &[],
+        &[
+            "CLOCK_REALTIME",
+            "CLOCK_MONOTONIC",
+            "gettimeofday",
+            "SYS_clock_gettime(REALTIME)",
+            "getrandom",
+            "getentropy",
+            "arc4random_buf",
+            "SYS_getrandom",
+            "read(/dev/urandom)",
+            "fread(/dev/random)",
+        ],
+    );
+}
+
+#[test]
+fn epoch_flag_sets_the_clock() {
+    let out = sealed_c(&["--epoch", "@0"], &[]);
+    assert_eq!(value(&out.stdout, "CLOCK_REALTIME"), "0.000000000");
+    assert_eq!(value(&out.stdout, "time"), "0");
+    let out = sealed_c(&["--epoch", "2000-01-01T00:00:00Z"], &[]);
+    assert_eq!(value(&out.stdout, "CLOCK_REALTIME"), "946684800.000000000");
+}
+
+#[test]
+fn tick_zero_freezes_reads() {
+    let out = sealed_c(&["--tick", "0"], &["twice"]);
+    assert_eq!(
+        values(&out.stdout, "CLOCK_REALTIME"),
+        ["1767225600.000000000", "1767225600.000000000"]
+    );
+    assert_eq!(value(&out.stdout, "CLOCK_MONOTONIC"), "86400.000000000");
+    assert_eq!(value(&out.stdout, "timespec_get"), "1767225600.000000000");
+}
+
+#[test]
+fn seed_changes_random_not_time() {
+    let one = sealed_c(&["--seed", "1"], &[]);
+    let two = sealed_c(&["--seed", "2"], &[]);
+    let one_again = sealed_c(&["--seed", "1"], &[]);
+    assert_eq!(one.stdout, one_again.stdout);
+    assert_eq!(part(&one.stdout, false), part(&two.stdout, false));
+    for key in C_RANDOM {
+        assert_ne!(
+            value(&one.stdout, key),
+            value(&two.stdout, key),
+            "`{key}` is the same under seeds 1 and 2"
+        );
+    }
+}
+
+#[test]
+fn source_date_epoch_sets_the_epoch() {
+    let bin = c_clocks();
+    let mut cmd = seal(["--".as_ref(), bin.as_os_str()]);
+    cmd.env("SOURCE_DATE_EPOCH", "1000000000");
+    let out = run_timeout(cmd, TIMEOUT);
+    out.ok();
+    assert_eq!(value(&out.stdout, "CLOCK_REALTIME"), "1000000000.000000000");
+    // A flag still wins over SOURCE_DATE_EPOCH.
+    let mut cmd = seal([
+        "--epoch".as_ref(),
+        "@5".as_ref(),
+        "--".as_ref(),
+        bin.as_os_str(),
+    ]);
+    cmd.env("SOURCE_DATE_EPOCH", "1000000000");
+    let out = run_timeout(cmd, TIMEOUT);
+    out.ok();
+    assert_eq!(value(&out.stdout, "CLOCK_REALTIME"), "5.000000000");
+}
+
+#[test]
+fn unseal_time_lets_clocks_move_and_keeps_random_sealed() {
+    let sealed = sealed_c(&[], &[]);
+    let a = sealed_c(&["--unseal", "time"], &[]);
+    let b = sealed_c(&["--unseal", "time"], &[]);
+    assert_ne!(
+        value(&a.stdout, "CLOCK_REALTIME"),
+        value(&b.stdout, "CLOCK_REALTIME")
+    );
+    assert_ne!(value(&a.stdout, "CLOCK_REALTIME"), "1767225600.000000000");
+    assert_ne!(
+        value(&a.stdout, "CLOCK_MONOTONIC"),
+        value(&b.stdout, "CLOCK_MONOTONIC")
+    );
+    assert_eq!(part(&a.stdout, true), part(&sealed.stdout, true));
+}
+
+#[test]
+fn unseal_random_lets_bytes_move_and_keeps_time_sealed() {
+    let sealed = sealed_c(&[], &[]);
+    let a = sealed_c(&["--unseal", "random"], &[]);
+    let b = sealed_c(&["--unseal", "random"], &[]);
+    for key in [
+        "getrandom",
+        "getentropy",
+        "arc4random_buf",
+        "SYS_getrandom",
+        "read(/dev/urandom)",
+    ] {
+        assert_ne!(
+            value(&a.stdout, key),
+            value(&b.stdout, key),
+            "`{key}` stayed sealed"
+        );
+    }
+    assert_eq!(part(&a.stdout, false), part(&sealed.stdout, false));
+}
+
+#[test]
+fn python_report_sealed_is_identical() {
+    if !have("python3") {
+        eprintln!("note: python3 not on PATH; skipping the Python fixture");
+        return;
+    }
+    let script = fixture("python/report.py");
+    let out = assert_sealed_stable(&["python3", script.to_str().unwrap()], RUNS);
+    assert!(value(&out, "time.time").starts_with("17672256"), "{out}");
+    assert!(
+        value(&out, "datetime.now").starts_with("2026-01-01T00:00:00"),
+        "{out}"
+    );
+}
+
+#[test]
+fn python_report_differs_unsealed() {
+    if !have("python3") {
+        eprintln!("note: python3 not on PATH; skipping the Python fixture");
+        return;
+    }
+    let script = fixture("python/report.py");
+    assert_plain_differs(
+        "python3",
+        &[script.to_str().unwrap()],
+        &[
+            "time.time",
+            "random.random",
+            "uuid4",
+            "os.urandom",
+            "secrets.token_hex",
+        ],
+    );
+}
+
+#[test]
+fn node_report_sealed_is_identical() {
+    if !have("node") {
+        eprintln!("note: node not on PATH; skipping the Node fixture");
+        return;
+    }
+    let script = fixture("node/report.js");
+    let out = assert_sealed_stable(&["node", script.to_str().unwrap()], RUNS);
+    assert!(
+        value(&out, "toISOString").starts_with("2026-01-01T00:00:00"),
+        "{out}"
+    );
+    assert_eq!(value(&out, "setTimeout fired after"), ">=100ms");
+}
+
+#[test]
+fn node_report_differs_unsealed() {
+    if !have("node") {
+        eprintln!("note: node not on PATH; skipping the Node fixture");
+        return;
+    }
+    let script = fixture("node/report.js");
+    assert_plain_differs(
+        "node",
+        &[script.to_str().unwrap()],
+        &["Date.now", "Math.random", "randomUUID", "randomBytes"],
+    );
+}
+
+fn rust_report() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| build_rust("report")).clone()
+}
+
+#[test]
+fn rust_report_sealed_is_identical() {
+    let bin = rust_report();
+    let out = assert_sealed_stable(&[bin.to_str().unwrap()], RUNS);
+    assert_eq!(values(&out, "SystemTime::now")[0], "1767225600.000000000");
+    assert!(
+        value(&out, "Condvar::wait_timeout").starts_with("timed_out=true elapsed 100."),
+        "{out}"
+    );
+}
+
+#[test]
+fn rust_report_differs_unsealed() {
+    let bin = rust_report();
+    assert_plain_differs(bin.to_str().unwrap(), &[], &["SystemTime::now"]);
+    // HashMap order varies too, but 8 keys can land in the same order by chance: try a few.
+    let orders: std::collections::BTreeSet<String> = (0..4)
+        .map(|_| {
+            let o = run_plain(bin.to_str().unwrap(), Vec::<&str>::new());
+            o.ok();
+            value(&o.stdout, "HashMap order").to_string()
+        })
+        .collect();
+    assert!(orders.len() > 1, "HashMap order never changed unsealed");
+}
+
+/// Compiles fixtures/java/Report.java into target/e2e-fixtures/java; None when the JDK is
+/// missing.
+fn java_classes() -> Option<PathBuf> {
+    if !have("java") || !have("javac") {
+        eprintln!("note: java/javac not on PATH; skipping the Java fixture");
+        return None;
+    }
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    Some(
+        DIR.get_or_init(|| {
+            let dir = build_dir().join("java");
+            let st = Command::new("javac")
+                .arg("-d")
+                .arg(&dir)
+                .arg(fixture("java/Report.java"))
+                .status()
+                .expect("javac");
+            assert!(st.success(), "javac failed");
+            dir
+        })
+        .clone(),
+    )
+}
+
+#[test]
+fn java_report_sealed_is_identical() {
+    let Some(dir) = java_classes() else { return };
+    // Two JVM knobs, without which sealed runs still differ (docs/runtimes.md has the detail):
+    // -Xint: a Java thread that queues a JIT compile reads the monotonic clock
+    //   (CompilationPolicy::update_rate), and how many it queues depends on how far the
+    //   background compiler threads got, and on which thread first trips a shared method's
+    //   counter. (-Xbatch, waiting for each compile, fixes the first cause, not the second.)
+    // -XX:-UsePerfData: class load/link/init timers read the clock on whichever thread gets to
+    //   a class first (main or a helper thread); the off switch also stops sealed JVMs, which
+    //   all have virtual pid 1000, fighting over /tmp/hsperfdata_$USER/1000.
+    let out = assert_sealed_stable(
+        &[
+            "java",
+            "-Xint",
+            "-XX:-UsePerfData",
+            "-cp",
+            dir.to_str().unwrap(),
+            "Report",
+        ],
+        RUNS,
+    );
+    assert_eq!(value(&out, "currentTimeMillis"), "1767225600000");
+    assert!(
+        value(&out, "Instant.now").starts_with("2026-01-01T00:00:00"),
+        "{out}"
+    );
+    assert_eq!(value(&out, "Thread.sleep(50) slept>=50ms"), "true");
+}
+
+#[test]
+fn java_report_differs_unsealed() {
+    let Some(dir) = java_classes() else { return };
+    assert_plain_differs(
+        "java",
+        &["-cp", dir.to_str().unwrap(), "Report"],
+        &[
+            "currentTimeMillis",
+            "Random.nextInt",
+            "UUID.randomUUID",
+            "Math.random",
+            "Instant.now",
+        ],
+    );
+}
+
+#[test]
+fn java_report_frozen_clock_is_identical_without_jvm_flags() {
+    let Some(dir) = java_classes() else { return };
+    // With --tick 0 the number of clock reads a thread makes no longer matters, so the JIT and
+    // class-loading reads that move the default JVM's clocks (see above) cannot move any value.
+    // -XX:+PerfDisableSharedMem only keeps sealed JVMs (all virtual pid 1000) from fighting over
+    // /tmp/hsperfdata_$USER/1000 when tests run at once.
+    let args = [
+        "--tick",
+        "0",
+        "--",
+        "java",
+        "-XX:+PerfDisableSharedMem",
+        "-cp",
+        dir.to_str().unwrap(),
+        "Report",
+    ];
+    let first = run_seal(args);
+    first.ok();
+    for i in 1..RUNS {
+        let again = run_seal(args);
+        again.ok();
+        assert_eq!(
+            first.stdout,
+            again.stdout,
+            "sealed run {} differs from run 1\n{}\n{}",
+            i + 1,
+            first.show(),
+            again.show()
+        );
+    }
+    assert_eq!(value(&first.stdout, "nanoTime delta"), "0");
+    assert_eq!(value(&first.stdout, "Instant.now"), "2026-01-01T00:00:00Z");
+    assert_eq!(value(&first.stdout, "Thread.sleep(50) slept>=50ms"), "true");
+}

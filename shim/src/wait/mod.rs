@@ -1,24 +1,647 @@
-//! Timed waits and sleeps under logical time: absolute deadlines are translated
-//! (real deadline = real now + (logical deadline − logical now)), relative ones wait the same
-//! real time; a wait that times out advances the logical clock to its deadline; `--warp`
-//! returns sleeps that would time out at once.
+//! Timed waits and sleeps under logical time (DESIGN.md, "Logical time").
 //!
-//! TODO(wait): not implemented yet.
+//! A program computes `deadline = now + timeout` from our logical clock and hands it to glibc
+//! or the kernel, which compare it with the real clock. So absolute deadlines are translated
+//! (real deadline = real now + (logical deadline − logical now)), relative timeouts wait the
+//! same real time, and a wait that runs to its end advances the thread's logical clock `L` to
+//! its deadline (by its timeout): a timed-out wait reads the same elapsed time every run. A
+//! wait that ends early because another thread signalled leaves `L` alone.
+//!
+//! `--warp`: sleeps (and fd-less `poll`/`select` used as sleeps) return at once and advance
+//! `L`. A timed wait on a sync object (condvar, semaphore, mutex, rwlock, futex, join) is only
+//! warped when nothing could end it early: the object is process-private and the process has a
+//! single thread. Otherwise it waits its real time (never a fake timeout). docs/waits.md says
+//! it for users.
+//!
+//! Exports are in `hooks.rs`; this file is the logic, plus the `syscall()` futex and
+//! `clock_nanosleep` paths (called by `crate::syscall`).
 
-/// `syscall(SYS_futex, …)`: `Some(result)` when handled here, `None` to pass through.
+#[cfg(not(test))]
+pub(crate) mod hooks;
+
+use core::cell::Cell;
+
+use seal_abi::{flags, Fid};
+
+use crate::clock::{self, Domain};
+use crate::{census, config, real, sys, thread};
+
+pub const NS_PER_SEC: i64 = 1_000_000_000;
+
+/// The real deadline that is as far from `real_now` as the logical deadline is from the
+/// logical now (never before `real_now`: a past deadline becomes "now").
+#[inline]
+pub fn real_deadline(real_now: i64, logical_deadline: i64, logical_now: i64) -> i64 {
+    let remaining = logical_deadline.saturating_sub(logical_now);
+    real_now.saturating_add(remaining.max(0))
+}
+
+/// A timespec is a valid duration / deadline for the kernel (else the real call reports
+/// EINVAL, and we pass it through untouched).
+#[inline]
+pub fn valid_timespec(ts: &libc::timespec) -> bool {
+    ts.tv_sec >= 0 && (0..NS_PER_SEC).contains(&ts.tv_nsec)
+}
+
+/// The real clock, in nanoseconds (raw syscall: the vDSO one is ours).
+#[inline]
+pub fn real_now(clock: libc::clockid_t) -> i64 {
+    clock::from_timespec(&sys::clock_gettime(clock))
+}
+
+/// The real `CLOCK_MONOTONIC`, for measuring how long an interrupted wait waited.
+#[inline]
+fn mono_now() -> i64 {
+    real_now(libc::CLOCK_MONOTONIC)
+}
+
+/// The deadline of the last absolute wait this thread translated, with the real deadline it
+/// got. A wait re-issued with the same logical deadline (after `EINTR`, a spurious or a
+/// broadcast wakeup that did not satisfy the waiter) keeps its real deadline instead of
+/// restarting the whole timeout: otherwise a stream of wakeups could postpone it forever.
+#[derive(Clone, Copy)]
+struct Anchor {
+    /// Target logical clock (`L` at the deadline); `i64::MIN` = none.
+    target: i64,
+    clock: libc::clockid_t,
+    real: i64,
+}
+
+const NO_ANCHOR: Anchor = Anchor {
+    target: i64::MIN,
+    clock: 0,
+    real: 0,
+};
+
+thread_local! {
+    static ANCHOR: Cell<Anchor> = const { Cell::new(NO_ANCHOR) };
+}
+
+fn anchored(target: i64, clock: libc::clockid_t, fresh: i64) -> i64 {
+    ANCHOR.with(|a| {
+        let cur = a.get();
+        if cur.target == target && cur.clock == clock {
+            return cur.real;
+        }
+        a.set(Anchor {
+            target,
+            clock,
+            real: fresh,
+        });
+        fresh
+    })
+}
+
+fn forget_anchor() {
+    ANCHOR.with(|a| a.set(NO_ANCHOR));
+}
+
+/// A wait reached its deadline: `L` moves to it (never backwards).
+fn timed_out_at(target: i64) {
+    forget_anchor();
+    thread::advance_to(target);
+}
+
+/// A relative wait ran `ns`: `L` moves forward by it.
+fn ran_for(ns: i64) {
+    forget_anchor();
+    thread::advance_by(ns);
+}
+
+#[inline]
+pub fn errno() -> i32 {
+    // SAFETY: errno is thread-local and always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+#[inline]
+pub fn set_errno(e: i32) {
+    // SAFETY: as in errno().
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// `--warp` is on (and the wait family sealed).
+#[inline]
+pub fn warping() -> bool {
+    config::flags() & (flags::WARP | flags::WAIT) == flags::WARP | flags::WAIT
+}
+
+/// How an absolute wait reports that it reached its deadline.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Reached {
+    /// A sleep: success (0) means the deadline came.
+    OnSuccess,
+    /// A timed wait: `ETIMEDOUT` means the deadline came.
+    OnTimedout,
+}
+
+/// An absolute wait on `abstime` (a value of `clock`, in the domain of the clock the program
+/// read). `real_clock` is the clock the real function compares with. `call` runs the real
+/// function with a (translated) deadline and returns its result as an error number (0 =
+/// success). `warpable` says whether nothing but the deadline can end this wait.
 ///
 /// # Safety
-/// Arguments as the futex system call takes them.
-#[allow(unused_variables)]
-pub unsafe fn sys_futex(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
+/// `abstime` is null or valid for reads.
+pub unsafe fn absolute(
+    clock_id: libc::clockid_t,
+    real_clock: libc::clockid_t,
+    abstime: *const libc::timespec,
+    reached: Reached,
+    warpable: impl FnOnce() -> bool,
+    call: impl FnOnce(*const libc::timespec) -> i32,
+) -> i32 {
+    let domain = clock::domain(clock_id);
+    if !config::sealed(flags::WAIT) || abstime.is_null() || domain == Domain::PassThrough {
+        return call(abstime);
+    }
+    // SAFETY: non-null, valid per the contract.
+    let ts = unsafe { *abstime };
+    if !(0..NS_PER_SEC).contains(&ts.tv_nsec) {
+        return call(abstime);
+    }
+    let target = clock::logical_of(domain, clock::from_timespec(&ts));
+    let now_l = thread::peek();
+    let rnow = real_now(real_clock);
+    let real = if target <= now_l || (warping() && warpable()) {
+        rnow
+    } else {
+        anchored(target, real_clock, real_deadline(rnow, target, now_l))
+    };
+    let rts = clock::to_timespec(real);
+    let err = call(&rts);
+    let done = match reached {
+        Reached::OnSuccess => err == 0,
+        Reached::OnTimedout => err == libc::ETIMEDOUT,
+    };
+    if done {
+        timed_out_at(target);
+    }
+    err
+}
+
+/// How a relative wait ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Ran {
+    /// It ran its whole timeout.
+    Full,
+    /// A signal interrupted it after this many (real) nanoseconds, if known.
+    Interrupted(Option<i64>),
+    /// Something it waited for happened (an fd, a wakeup): `L` stays.
+    Early,
+}
+
+/// A relative wait of `ns` (> 0) nanoseconds. `warped` is the at-once variant (used under
+/// `--warp` when `warpable`), `call` the real wait; both say how it ended.
+///
+/// A wait interrupted by a signal advances `L` by the real time it waited (capped at the
+/// timeout): a retry loop under a periodic signal (a profiler's timer) still ends, and the
+/// logical time of interrupted-and-resumed sleeps adds up to the whole sleep.
+pub fn relative<R>(
+    ns: i64,
+    warpable: bool,
+    warped: impl FnOnce() -> (R, Ran),
+    call: impl FnOnce() -> (R, Ran),
+) -> R {
+    let use_warp = warpable && warping();
+    let t0 = if use_warp { 0 } else { mono_now() };
+    let (r, ran) = if use_warp { warped() } else { call() };
+    match ran {
+        Ran::Full => ran_for(ns),
+        Ran::Interrupted(Some(e)) => ran_for(e.clamp(0, ns)),
+        Ran::Interrupted(None) if !use_warp => ran_for((mono_now() - t0).clamp(0, ns)),
+        Ran::Interrupted(None) | Ran::Early => {}
+    }
+    r
+}
+
+/// A relative sleep of `req` through a nanosleep-like `call(req, rem)` returning an error
+/// number. `rem` (may be null) gets the kernel's remaining time on `EINTR`.
+///
+/// # Safety
+/// `rem` is null or valid for writes.
+pub unsafe fn sleep_for(
+    req: &libc::timespec,
+    rem: *mut libc::timespec,
+    call: impl FnOnce(*const libc::timespec, *mut libc::timespec) -> i32,
+) -> i32 {
+    let ns = clock::from_timespec(req);
+    if !config::sealed(flags::WAIT) || !valid_timespec(req) || ns == 0 {
+        return call(req, rem);
+    }
+    relative(
+        ns,
+        true,
+        || (0, Ran::Full),
+        || {
+            let mut left = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            let err = call(req, &mut left);
+            if err == libc::EINTR && !rem.is_null() {
+                // SAFETY: rem valid per the contract.
+                unsafe { *rem = left };
+            }
+            let ran = match err {
+                0 => Ran::Full,
+                libc::EINTR => Ran::Interrupted(Some(ns - clock::from_timespec(&left))),
+                _ => Ran::Early,
+            };
+            (err, ran)
+        },
+    )
+}
+
+/// `clock_nanosleep` logic, shared by the libc function and `syscall(SYS_clock_nanosleep)`.
+/// Returns an error number.
+///
+/// # Safety
+/// As `clock_nanosleep(2)`.
+pub unsafe fn clock_nanosleep_impl(
+    clock_id: libc::clockid_t,
+    fl: libc::c_int,
+    req: *const libc::timespec,
+    rem: *mut libc::timespec,
+    call: impl Fn(libc::clockid_t, libc::c_int, *const libc::timespec, *mut libc::timespec) -> i32,
+) -> i32 {
+    if req.is_null() || clock::domain(clock_id) == Domain::PassThrough {
+        return call(clock_id, fl, req, rem);
+    }
+    if fl & libc::TIMER_ABSTIME != 0 {
+        // SAFETY: req valid per the contract.
+        unsafe {
+            absolute(
+                clock_id,
+                clock_id,
+                req,
+                Reached::OnSuccess,
+                || true,
+                |ts| call(clock_id, fl, ts, rem),
+            )
+        }
+    } else {
+        // SAFETY: req valid per the contract (non-null checked).
+        let r = unsafe { &*req };
+        // SAFETY: rem forwarded.
+        unsafe { sleep_for(r, rem, |q, m| call(clock_id, fl, q, m)) }
+    }
+}
+
+/// Number of threads of this process (from `/proc/self/stat`), if readable.
+pub fn thread_count() -> Option<u64> {
+    let mut buf = [0u8; 1024];
+    let n = sys::read_file(b"/proc/self/stat\0", &mut buf);
+    parse_stat_threads(&buf[..n])
+}
+
+/// The process has one thread: no other thread can signal a private sync object.
+pub fn single_threaded() -> bool {
+    thread_count() == Some(1)
+}
+
+/// `num_threads` (field 20) of a `/proc/<pid>/stat` line.
+pub fn parse_stat_threads(s: &[u8]) -> Option<u64> {
+    let close = s.iter().rposition(|&c| c == b')')?;
+    s[close + 1..]
+        .split(|&c| c == b' ' || c == b'\n')
+        .filter(|f| !f.is_empty())
+        .nth(17)
+        .and_then(sys::parse_u64)
+}
+
+/// The value of the first `key` line (`key:` then blanks, a decimal integer) of a `/proc`
+/// text file such as `/proc/self/fdinfo/N`.
+pub fn parse_key_i64(text: &[u8], key: &[u8]) -> Option<i64> {
+    text.split(|&c| c == b'\n').find_map(|line| {
+        let rest = line.strip_prefix(key)?;
+        let rest = rest.strip_prefix(b":")?;
+        let start = rest.iter().position(|&c| c != b' ' && c != b'\t')?;
+        let end = rest[start..]
+            .iter()
+            .position(|&c| !(c.is_ascii_digit() || c == b'-'))
+            .map_or(rest.len(), |e| start + e);
+        sys::parse_i64(&rest[start..end])
+    })
+}
+
+/// The `ClockID` of kernel timer `id` in a `/proc/self/timers` listing.
+pub fn parse_timer_clock(text: &[u8], id: i64) -> Option<i64> {
+    let mut in_timer = false;
+    for line in text.split(|&c| c == b'\n') {
+        if line.starts_with(b"ID:") {
+            in_timer = parse_key_i64(line, b"ID") == Some(id);
+        } else if in_timer && line.starts_with(b"ClockID:") {
+            return parse_key_i64(line, b"ClockID");
+        }
+    }
     None
 }
 
-/// `syscall(SYS_clock_nanosleep, …)`.
+/// The clock a timerfd was created with (`/proc/self/fdinfo/FD`).
+pub fn timerfd_clock(fd: libc::c_int) -> Option<libc::clockid_t> {
+    let mut path = sys::StackBuf::<64>::new();
+    path.push(b"/proc/self/fdinfo/").push_i64(fd as i64);
+    let mut buf = [0u8; 512];
+    let n = sys::read_file(path.as_cstr(), &mut buf);
+    parse_key_i64(&buf[..n], b"clockid").map(|c| c as libc::clockid_t)
+}
+
+/// The kernel id behind a glibc `timer_t` (glibc 2.34+: a `SIGEV_THREAD` timer is a pointer
+/// to glibc's `struct timer`, shifted right by one with the top bit set; its first field is
+/// the kernel id. Any other timer_t is the kernel id itself).
+///
+/// # Safety
+/// `t` is a timer_t returned by glibc's `timer_create`.
+pub unsafe fn kernel_timer_id(t: libc::timer_t) -> i64 {
+    let v = t as isize;
+    if v < 0 {
+        let p = ((v as usize) << 1) as *const libc::c_int;
+        // SAFETY: per glibc's encoding, p is its live `struct timer`.
+        unsafe { *p as i64 }
+    } else {
+        v as i64
+    }
+}
+
+/// The clock of a POSIX timer (`/proc/self/timers`).
+///
+/// # Safety
+/// As [`kernel_timer_id`].
+pub unsafe fn posix_timer_clock(t: libc::timer_t) -> Option<libc::clockid_t> {
+    // SAFETY: forwarded.
+    let id = unsafe { kernel_timer_id(t) };
+    let mut buf = [0u8; 8192];
+    let n = sys::read_file(b"/proc/self/timers\0", &mut buf);
+    parse_timer_clock(&buf[..n], id).map(|c| c as libc::clockid_t)
+}
+
+/// Translates an absolute `it_value` of a timer on `clock_id` (for `timerfd_settime` /
+/// `timer_settime` with ABSTIME): real deadline = real now + (logical − logical now). A zero
+/// `it_value` (disarm) and invalid values are kept.
+pub fn translate_itimer(clock_id: libc::clockid_t, its: &libc::itimerspec) -> libc::itimerspec {
+    let v = &its.it_value;
+    let domain = clock::domain(clock_id);
+    if domain == Domain::PassThrough || (v.tv_sec == 0 && v.tv_nsec == 0) || !valid_timespec(v) {
+        return *its;
+    }
+    let target = clock::logical_of(domain, clock::from_timespec(v));
+    let real = real_deadline(real_now(clock_id), target, thread::peek()).max(1);
+    libc::itimerspec {
+        it_interval: its.it_interval,
+        it_value: clock::to_timespec(real),
+    }
+}
+
+const FUTEX_WAIT: libc::c_long = 0;
+const FUTEX_LOCK_PI: libc::c_long = 6;
+const FUTEX_WAIT_BITSET: libc::c_long = 9;
+const FUTEX_WAIT_REQUEUE_PI: libc::c_long = 11;
+const FUTEX_LOCK_PI2: libc::c_long = 13;
+const FUTEX_PRIVATE_FLAG: libc::c_long = 128;
+const FUTEX_CLOCK_REALTIME: libc::c_long = 256;
+
+/// What a futex operation does with its timeout argument.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FutexTimeout {
+    /// No timeout, or an op without one: not a timed wait (passed through, not counted).
+    None,
+    /// `FUTEX_WAIT`: a relative timeout.
+    Relative,
+    /// An absolute deadline on this clock.
+    Absolute(libc::clockid_t),
+}
+
+pub fn futex_timeout(op: libc::c_long, has_timeout: bool) -> FutexTimeout {
+    if !has_timeout {
+        return FutexTimeout::None;
+    }
+    let rt = op & FUTEX_CLOCK_REALTIME != 0;
+    match op & !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) {
+        FUTEX_WAIT => FutexTimeout::Relative,
+        FUTEX_WAIT_BITSET | FUTEX_WAIT_REQUEUE_PI | FUTEX_LOCK_PI2 => {
+            FutexTimeout::Absolute(if rt {
+                libc::CLOCK_REALTIME
+            } else {
+                libc::CLOCK_MONOTONIC
+            })
+        }
+        FUTEX_LOCK_PI => FutexTimeout::Absolute(libc::CLOCK_REALTIME),
+        _ => FutexTimeout::None,
+    }
+}
+
+type SyscallFn = unsafe extern "C" fn(
+    libc::c_long,
+    libc::c_long,
+    libc::c_long,
+    libc::c_long,
+    libc::c_long,
+    libc::c_long,
+    libc::c_long,
+) -> libc::c_long;
+
+fn real_syscall() -> SyscallFn {
+    real!(syscall: fn(libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long) -> libc::c_long)
+}
+
+/// Runs the real `syscall(n, a…)` and returns its outcome as an error number (0 = success).
+///
+/// # Safety
+/// Arguments valid for `n`.
+unsafe fn syscall_err(n: libc::c_long, a: [libc::c_long; 6]) -> i32 {
+    // SAFETY: forwarded.
+    let r = unsafe { real_syscall()(n, a[0], a[1], a[2], a[3], a[4], a[5]) };
+    if r == -1 {
+        errno()
+    } else {
+        0
+    }
+}
+
+/// The `syscall()` convention for an error number: 0, or -1 with errno set.
+fn syscall_ret(err: i32) -> libc::c_long {
+    if err == 0 {
+        0
+    } else {
+        set_errno(err);
+        -1
+    }
+}
+
+/// `syscall(SYS_futex, …)`: `Some(result)` when handled here, `None` to pass through. Timed
+/// waits are counted and translated (Rust's std: `Condvar::wait_timeout`, thread parking and
+/// `mpsc::recv_timeout` use `FUTEX_WAIT_BITSET` on `CLOCK_MONOTONIC`); other futex ops
+/// (wakes, untimed waits) pass through uncounted: they carry no time.
+///
+/// # Safety
+/// Arguments as the futex system call takes them.
+pub unsafe fn sys_futex(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
+    let op = a[1];
+    let ts = a[3] as *const libc::timespec;
+    let kind = futex_timeout(op, !ts.is_null());
+    let clock_detail = match kind {
+        FutexTimeout::None => return None,
+        FutexTimeout::Relative => clock::detail(if op & FUTEX_CLOCK_REALTIME != 0 {
+            libc::CLOCK_REALTIME
+        } else {
+            libc::CLOCK_MONOTONIC
+        }),
+        FutexTimeout::Absolute(c) => clock::detail(c),
+    };
+    census::count(Fid::SysFutex, clock_detail, ra);
+    if !config::sealed(flags::WAIT) {
+        return None;
+    }
+    let private = op & FUTEX_PRIVATE_FLAG != 0;
+    let warpable = || private && single_threaded();
+    let with_ts = |t: *const libc::timespec| {
+        let mut b = a;
+        b[3] = t as libc::c_long;
+        // SAFETY: the caller's arguments with an equivalent timeout.
+        unsafe { syscall_err(libc::SYS_futex, b) }
+    };
+    match kind {
+        FutexTimeout::None => None,
+        FutexTimeout::Relative => {
+            // SAFETY: non-null, valid per the contract.
+            let rel = unsafe { *ts };
+            let ns = clock::from_timespec(&rel);
+            if !valid_timespec(&rel) || ns == 0 {
+                return None;
+            }
+            let zero = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            let classify = |err: i32| match err {
+                libc::ETIMEDOUT => Ran::Full,
+                libc::EINTR => Ran::Interrupted(None),
+                _ => Ran::Early,
+            };
+            let err = relative(
+                ns,
+                warpable(),
+                || {
+                    let e = with_ts(&zero);
+                    (e, classify(e))
+                },
+                || {
+                    let e = with_ts(ts);
+                    (e, classify(e))
+                },
+            );
+            Some(syscall_ret(err))
+        }
+        FutexTimeout::Absolute(c) => {
+            // SAFETY: ts valid per the contract.
+            let err = unsafe { absolute(c, c, ts, Reached::OnTimedout, warpable, with_ts) };
+            Some(syscall_ret(err))
+        }
+    }
+}
+
+/// `syscall(SYS_clock_nanosleep, …)`: as `clock_nanosleep`, with the `syscall()` convention.
 ///
 /// # Safety
 /// Arguments as the system call takes them.
-#[allow(unused_variables)]
 pub unsafe fn sys_clock_nanosleep(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
-    None
+    let clock_id = a[0] as libc::clockid_t;
+    census::count(Fid::SysNanosleep, clock::detail(clock_id), ra);
+    if !config::sealed(flags::WAIT) {
+        return None;
+    }
+    let call =
+        |c: libc::clockid_t, f: libc::c_int, q: *const libc::timespec, m: *mut libc::timespec| {
+            let mut b = a;
+            b[0] = c as libc::c_long;
+            b[1] = f as libc::c_long;
+            b[2] = q as libc::c_long;
+            b[3] = m as libc::c_long;
+            // SAFETY: the caller's arguments with an equivalent request.
+            unsafe { syscall_err(libc::SYS_clock_nanosleep, b) }
+        };
+    // SAFETY: forwarded contract.
+    let err = unsafe {
+        clock_nanosleep_impl(
+            clock_id,
+            a[1] as libc::c_int,
+            a[2] as *const libc::timespec,
+            a[3] as *mut libc::timespec,
+            call,
+        )
+    };
+    Some(syscall_ret(err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_translate_by_the_logical_distance() {
+        // 0.2 s ahead logically -> 0.2 s ahead of the real now.
+        assert_eq!(
+            real_deadline(1_000, 5_200_000_000, 5_000_000_000),
+            200_001_000
+        );
+        // Already past: "now", never earlier.
+        assert_eq!(real_deadline(1_000, 4, 5), 1_000);
+        // Far future saturates instead of wrapping.
+        assert_eq!(real_deadline(1_000, i64::MAX, i64::MIN + 1), i64::MAX);
+    }
+
+    #[test]
+    fn num_threads_from_stat() {
+        let line = b"1234 (my (odd) prog) S 1 1234 1234 0 -1 4194304 100 0 0 0 1 2 0 0 20 0 7 0 \
+                     12345 1000000 300 18446744073709551615\n";
+        assert_eq!(parse_stat_threads(line), Some(7));
+        assert_eq!(parse_stat_threads(b"garbage"), None);
+    }
+
+    #[test]
+    fn fdinfo_and_timers() {
+        let fdinfo = b"pos:\t0\nflags:\t02\nmnt_id:\t17\nino:\t1038\nclockid: 1\nticks: 0\n";
+        assert_eq!(parse_key_i64(fdinfo, b"clockid"), Some(1));
+        assert_eq!(parse_key_i64(fdinfo, b"nope"), None);
+        let timers = b"ID: 1\nsignal: 32/0000559a4d09f470\nnotify: signal/tid.2774\nClockID: 0\n\
+                       ID: 0\nsignal: 10/0000000000000000\nnotify: signal/pid.2773\nClockID: 1\n";
+        assert_eq!(parse_timer_clock(timers, 0), Some(1));
+        assert_eq!(parse_timer_clock(timers, 1), Some(0));
+        assert_eq!(parse_timer_clock(timers, 2), None);
+    }
+
+    #[test]
+    fn futex_ops() {
+        assert_eq!(
+            futex_timeout(FUTEX_WAIT | FUTEX_PRIVATE_FLAG, true),
+            FutexTimeout::Relative
+        );
+        assert_eq!(
+            futex_timeout(FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, true),
+            FutexTimeout::Absolute(libc::CLOCK_MONOTONIC)
+        );
+        assert_eq!(
+            futex_timeout(FUTEX_WAIT_BITSET | FUTEX_CLOCK_REALTIME, true),
+            FutexTimeout::Absolute(libc::CLOCK_REALTIME)
+        );
+        assert_eq!(
+            futex_timeout(FUTEX_LOCK_PI, true),
+            FutexTimeout::Absolute(libc::CLOCK_REALTIME)
+        );
+        assert_eq!(futex_timeout(FUTEX_WAIT_BITSET, false), FutexTimeout::None);
+        assert_eq!(futex_timeout(1 /* WAKE */, true), FutexTimeout::None);
+    }
+
+    #[test]
+    fn anchor_keeps_the_first_real_deadline() {
+        forget_anchor();
+        assert_eq!(anchored(100, 1, 5_000), 5_000);
+        // Re-issued with the same logical deadline: the first real deadline holds.
+        assert_eq!(anchored(100, 1, 9_000), 5_000);
+        // Another deadline, or another clock: fresh.
+        assert_eq!(anchored(100, 0, 9_000), 9_000);
+        assert_eq!(anchored(200, 0, 7_000), 7_000);
+        forget_anchor();
+        assert_eq!(anchored(200, 0, 8_000), 8_000);
+    }
 }
