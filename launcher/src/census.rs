@@ -109,6 +109,47 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
     u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
 }
 
+/// The `unsealed` events of every image in a run directory, as warning lines, reading only the
+/// file headers: what `seal run` needs when no census was asked for (no symbol tables, no
+/// counter tables, so the launcher adds next to nothing to a short command's run time).
+pub fn unsealed_warnings_in(dir: &Path) -> Result<Vec<String>> {
+    use std::io::Read;
+    let header = offset_of!(CensusFile, modules);
+    let ev_size = std::mem::size_of::<seal_abi::UnsealedEvent>();
+    let mut seen = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read run directory {}", dir.display()))?
+    {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("census") {
+            continue;
+        }
+        let mut b = Vec::with_capacity(header);
+        std::fs::File::open(&path)
+            .with_context(|| format!("cannot read census file {}", path.display()))?
+            .take(header as u64)
+            .read_to_end(&mut b)?;
+        if b.len() < header || u64_at(&b, offset_of!(CensusFile, magic)) != CENSUS_MAGIC {
+            continue;
+        }
+        let n = (u32_at(&b, offset_of!(CensusFile, n_unsealed)) as usize).min(MAX_UNSEALED);
+        for i in 0..n {
+            let base = offset_of!(CensusFile, unsealed) + i * ev_size;
+            let kind = u32_at(&b, base);
+            let len = (u32_at(&b, base + 4) as usize).min(248);
+            if kind != 0 && kind != unsealed::FAMILY_OFF {
+                let detail = String::from_utf8_lossy(&b[base + 8..base + 8 + len]);
+                seen.insert(warning_line(unsealed::name(kind), &detail));
+            }
+        }
+    }
+    Ok(seen.into_iter().collect())
+}
+
+fn warning_line(kind: &str, detail: &str) -> String {
+    format!("not sealed ({kind}): {detail}")
+}
+
 /// Decodes one census file (`None` if it is not one, or its header never got written).
 pub fn read_image(path: &Path) -> Result<Option<Image>> {
     let b = std::fs::read(path)
@@ -402,7 +443,7 @@ impl Census {
                 if u.kind == "family-off" {
                     continue;
                 }
-                seen.insert(format!("not sealed ({}): {}", u.kind, u.detail));
+                seen.insert(warning_line(&u.kind, &u.detail));
             }
         }
         seen.into_iter().collect()

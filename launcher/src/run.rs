@@ -29,7 +29,20 @@ pub struct RunDir {
 }
 
 impl RunDir {
+    /// Creates the run directory on a memory file system when one with room is at hand
+    /// (`$XDG_RUNTIME_DIR`, else `/dev/shm`): every sealed process creates and maps its census
+    /// file there, which costs ~1 ms more per process on a disk. The name is unpredictable and
+    /// the mode 0700 (mkdtemp), so a shared `/dev/shm` is safe; the cache dir is the fallback.
     pub fn create() -> Result<RunDir> {
+        for parent in memory_dirs() {
+            if let Ok(dir) = tempfile::Builder::new()
+                .prefix("seal-run-")
+                .tempdir_in(&parent)
+            {
+                create_run_table(dir.path())?;
+                return Ok(RunDir { dir });
+            }
+        }
         let parent = shim::cache_dir()?.join("runs");
         shim::private_dir(&parent)?;
         let dir = tempfile::Builder::new()
@@ -42,6 +55,34 @@ impl RunDir {
 
     pub fn path(&self) -> &Path {
         self.dir.path()
+    }
+}
+
+/// Free space a memory file system must have to hold a run directory. A census page that
+/// cannot be allocated on a full tmpfs would kill the sealed process with SIGBUS, so small
+/// ones (containers often have a 64 MiB /dev/shm) are passed over.
+const MIN_MEMORY_FS_FREE: u64 = 512 << 20;
+
+fn memory_dirs() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        out.push(PathBuf::from(d));
+    }
+    out.push(PathBuf::from("/dev/shm"));
+    out.retain(|d| free_bytes(d).is_some_and(|f| f >= MIN_MEMORY_FS_FREE));
+    out
+}
+
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs fills the zeroed struct for a NUL-terminated path.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return None;
+        }
+        Some(st.f_bavail as u64 * st.f_frsize as u64)
     }
 }
 
@@ -292,7 +333,11 @@ pub fn run_interactive(
     let status = child.wait().context("waiting for the sealed command");
     restore_signals(old);
     let status = status?;
-    let census = census::collect(run_dir.path(), argv, Some(status))?;
+    // The full census (symbol tables of every object) only when it was asked for.
+    let census = match census_json {
+        Some(_) => Some(census::collect(run_dir.path(), argv, Some(status))?),
+        None => None,
+    };
     if !settings.quiet {
         // The root command itself (no libseal in a static/setuid root, so no census of it),
         // then what the shim reported; one line per distinct program.
@@ -300,12 +345,15 @@ pub fn run_interactive(
             crate::exec_check::root_warnings(&argv[0])
                 .into_iter()
                 .collect();
-        lines.extend(census.unsealed_warnings());
+        match &census {
+            Some(c) => lines.extend(c.unsealed_warnings()),
+            None => lines.extend(census::unsealed_warnings_in(run_dir.path())?),
+        }
         for line in lines {
             eprintln!("seal: warning: {line}");
         }
     }
-    if let Some(path) = census_json {
+    if let (Some(path), Some(census)) = (census_json, &census) {
         census.write_json(path)?;
     }
     Ok(ExitCode::from(status_code(status).clamp(0, 255) as u8))
