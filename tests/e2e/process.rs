@@ -334,3 +334,25 @@ fn census_has_one_process_per_child_with_its_parent() {
     let p = procs.iter().find(|p| p["vpid"] == pid).unwrap();
     assert_eq!(p["exit"]["code"], 7, "reaped status recorded: {p:#}");
 }
+
+/// `/proc/<vpid>` reaches the real process through the path calls too (stat, readlink, …).
+#[test]
+fn proc_paths_of_virtual_pids_reach_the_real_process() {
+    let o = run_seal([
+        "--",
+        "bash",
+        "-c",
+        "[ -d /proc/$$ ] && echo alive; readlink /proc/$$/exe; \
+         (readlink /proc/$BASHPID/exe; stat -c %F /proc/$BASHPID/status)",
+    ]);
+    o.ok();
+    let bash = std::fs::canonicalize(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap())
+            .map(|d| d.join("bash"))
+            .find(|p| p.is_file())
+            .unwrap(),
+    )
+    .unwrap();
+    let want = format!("alive\n{0}\n{0}\nregular empty file\n", bash.display());
+    assert_eq!(o.stdout, want, "{}", o.show());
+}

@@ -1113,3 +1113,103 @@ pub unsafe extern "C" fn pclose(f: *mut libc::FILE) -> c_int {
     }
     status
 }
+
+// ---------------------------------------------------------------------------------------------
+// /proc/<vpid>/… through the path calls that are not `open` (the open family lives in
+// `random::device`): `[ -d /proc/$pid ]`, `ls /proc/$$/fd`, `readlink /proc/$$/exe`. Only
+// paths that start with `/proc/<digit>` are looked at (and counted).
+
+/// Calls `f` with `path`, or with the real-pid path when it names a virtual pid of the run.
+///
+/// # Safety
+/// `path` is null or a C string.
+#[inline(always)]
+unsafe fn with_proc_path<R>(path: *const c_char, ra: u64, f: impl FnOnce(*const c_char) -> R) -> R {
+    // SAFETY: path is a C string; we read at most 7 bytes, stopping at its NUL.
+    let proc_pid = !path.is_null()
+        && unsafe {
+            let p = path as *const u8;
+            (0..6).all(|i| *p.add(i) == b"/proc/"[i]) && (*p.add(6)).is_ascii_digit()
+        };
+    if !proc_pid {
+        return f(path);
+    }
+    census::count(Fid::ProcPath, NO_DETAIL, ra);
+    let mut out = [0u8; 4096];
+    // SAFETY: path is a C string.
+    if super::translate_proc_path(unsafe { sys::cstr(path) }, &mut out) {
+        return f(out.as_ptr() as *const c_char);
+    }
+    f(path)
+}
+
+macro_rules! proc_path_hook {
+    ($name:ident($($arg:ident: $t:ty),*) -> $r:ty) => {
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(path: *const c_char $(, $arg: $t)*) -> $r {
+            let ra = caller!();
+            let real = real!($name: fn(*const c_char $(, $t)*) -> $r);
+            // SAFETY: forwarded, with the path translated.
+            unsafe { with_proc_path(path, ra, |p| real(p $(, $arg)*)) }
+        }
+    };
+}
+
+proc_path_hook!(stat(buf: *mut libc::stat) -> c_int);
+proc_path_hook!(stat64(buf: *mut libc::stat64) -> c_int);
+proc_path_hook!(lstat(buf: *mut libc::stat) -> c_int);
+proc_path_hook!(lstat64(buf: *mut libc::stat64) -> c_int);
+proc_path_hook!(access(mode: c_int) -> c_int);
+proc_path_hook!(readlink(buf: *mut c_char, len: libc::size_t) -> libc::ssize_t);
+proc_path_hook!(opendir() -> *mut libc::DIR);
+proc_path_hook!(chdir() -> c_int);
+
+/// # Safety
+/// As `statx(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn statx(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mask: libc::c_uint,
+    buf: *mut libc::statx,
+) -> c_int {
+    let ra = caller!();
+    let real =
+        real!(statx: fn(c_int, *const c_char, c_int, libc::c_uint, *mut libc::statx) -> c_int);
+    // SAFETY: forwarded, with the path translated (absolute /proc paths ignore dirfd).
+    unsafe { with_proc_path(path, ra, |p| real(dirfd, p, flags, mask, buf)) }
+}
+
+/// # Safety
+/// As `fstatat(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn fstatat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
+    let ra = caller!();
+    let real = real!(fstatat: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int);
+    // SAFETY: forwarded, with the path translated.
+    unsafe { with_proc_path(path, ra, |p| real(dirfd, p, buf, flags)) }
+}
+
+/// # Safety
+/// As `readlinkat(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn readlinkat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut c_char,
+    len: libc::size_t,
+) -> libc::ssize_t {
+    let ra = caller!();
+    let real =
+        real!(readlinkat: fn(c_int, *const c_char, *mut c_char, libc::size_t) -> libc::ssize_t);
+    // SAFETY: forwarded, with the path translated.
+    unsafe { with_proc_path(path, ra, |p| real(dirfd, p, buf, len)) }
+}
