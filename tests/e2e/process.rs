@@ -356,3 +356,35 @@ fn proc_paths_of_virtual_pids_reach_the_real_process() {
     let want = format!("alive\n{0}\n{0}\nregular empty file\n", bash.display());
     assert_eq!(o.stdout, want, "{}", o.show());
 }
+
+#[test]
+fn node_process_pid_is_sealed() {
+    if !have("node") {
+        eprintln!("note: node not found; Node pid test skipped");
+        return;
+    }
+    let js = fixture("node/proc_pid.js");
+    let out = stable(&["node", js.to_str().unwrap()]);
+    assert!(out.starts_with("node pid 1000 ppid 999\n"), "{out}");
+    assert!(
+        out.contains(" 1000\n"),
+        "cleaned child's parent is node: {out}"
+    );
+    let spawned = line_with(&out, "spawned ");
+    assert!(spawned.ends_with("exit 3"), "{out}");
+}
+
+#[test]
+fn jvm_process_handle_pid_is_sealed() {
+    if !have("java") {
+        eprintln!("note: java not found; JVM pid test skipped");
+        return;
+    }
+    let src = fixture("java/ProcPid.java");
+    let out = stable(&["java", src.to_str().unwrap()]);
+    assert!(out.starts_with("jvm pid 1000\n"), "{out}");
+    let child = line_with(&out, "child pid ");
+    let pid = field(child, "pid").unwrap();
+    assert!(out.contains(&format!("child {pid} 1000\n")), "{out}");
+    assert!(child.ends_with("exit 0"), "{out}");
+}
