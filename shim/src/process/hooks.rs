@@ -520,6 +520,30 @@ pub unsafe extern "C" fn pthread_create(
 // ---------------------------------------------------------------------------------------------
 // The exec family: the new image gets the sealed environment; unsealable targets are reported.
 
+// One call site per real exec function, so [`resolve_early`] can resolve them in the parent:
+// exec hooks mostly run in fork children, where `dlsym` could wait forever on a loader lock
+// held by a thread of the parent that does not exist in the child.
+fn real_execve() -> unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int {
+    real!(execve: fn(*const c_char, Argv, Argv) -> c_int)
+}
+fn real_execvpe() -> unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int {
+    real!(execvpe: fn(*const c_char, Argv, Argv) -> c_int)
+}
+fn real_fexecve() -> unsafe extern "C" fn(c_int, Argv, Argv) -> c_int {
+    real!(fexecve: fn(c_int, Argv, Argv) -> c_int)
+}
+fn real_execveat() -> unsafe extern "C" fn(c_int, *const c_char, Argv, Argv, c_int) -> c_int {
+    real!(execveat: fn(c_int, *const c_char, Argv, Argv, c_int) -> c_int)
+}
+
+/// Resolves the real functions a fork child may need (called once per image at start).
+pub fn resolve_early() {
+    real_execve();
+    real_execvpe();
+    real_fexecve();
+    real_execveat();
+}
+
 /// The environment to pass: ours when built, else the caller's.
 macro_rules! env_or {
     ($block:expr, $envp:expr) => {
@@ -540,7 +564,7 @@ pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> 
 /// # Safety
 /// As `execve(2)`.
 unsafe fn execve_impl(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
-    let real = real!(execve: fn(*const c_char, Argv, Argv) -> c_int);
+    let real = real_execve();
     if config::in_run() && !path.is_null() {
         // SAFETY: path is a C string.
         check_target(Some(unsafe { sys::cstr(path) }));
@@ -554,7 +578,7 @@ unsafe fn execve_impl(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
 /// # Safety
 /// As `execvpe(3)`.
 unsafe fn execvpe_impl(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
-    let real = real!(execvpe: fn(*const c_char, Argv, Argv) -> c_int);
+    let real = real_execvpe();
     if config::in_run() && !file.is_null() {
         // SAFETY: file is a C string.
         check_search(unsafe { sys::cstr(file) });
@@ -610,7 +634,7 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) ->
 pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
     let ra = caller!();
     census::count(Fid::Fexecve, NO_DETAIL, ra);
-    let real = real!(fexecve: fn(c_int, Argv, Argv) -> c_int);
+    let real = real_fexecve();
     if config::in_run() {
         let mut p = target::Path::new();
         p.push(b"/proc/self/fd/").push_i64(fd as i64);
@@ -634,7 +658,7 @@ pub unsafe extern "C" fn execveat(
 ) -> c_int {
     let ra = caller!();
     census::count(Fid::Execveat, NO_DETAIL, ra);
-    let real = real!(execveat: fn(c_int, *const c_char, Argv, Argv, c_int) -> c_int);
+    let real = real_execveat();
     if config::in_run() {
         // SAFETY: path is null or a C string.
         let rel = unsafe { sys::cstr(path) };
