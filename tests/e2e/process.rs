@@ -395,3 +395,28 @@ fn jvm_process_handle_pid_is_sealed() {
     assert!(out.contains(&format!("child {pid} 1000\n")), "{out}");
     assert!(child.ends_with("exit 0"), "{out}");
 }
+
+/// Many processes spawning at the same time (xargs -P): the order of the lines is the
+/// scheduler's, the set of virtual pids is not.
+#[test]
+fn concurrent_spawns_from_different_parents_get_the_same_pids() {
+    let cmd = r#"seq 40 | xargs -P 8 -I{} sh -c 'sh -c "echo \$\$ \$PPID"' | sort"#;
+    let out = stable(&["bash", "-c", cmd]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 40, "{out}");
+    let pids: std::collections::BTreeSet<&str> =
+        lines.iter().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(pids.len(), 40, "unique: {out}");
+}
+
+/// Children started one after another get the same numbers, and never the same number twice.
+#[test]
+fn many_sequential_children_are_unique_and_stable() {
+    let out = stable(&[
+        "bash",
+        "-c",
+        "for i in $(seq 200); do (echo $BASHPID); done | sort -n | uniq -d | wc -l; \
+         for i in $(seq 200); do sh -c 'echo $$'; done | md5sum",
+    ]);
+    assert!(out.starts_with("0\n"), "no duplicate pids: {out}");
+}
