@@ -520,6 +520,30 @@ pub unsafe extern "C" fn pthread_create(
 // ---------------------------------------------------------------------------------------------
 // The exec family: the new image gets the sealed environment; unsealable targets are reported.
 
+// One call site per real exec function, so [`resolve_early`] can resolve them in the parent:
+// exec hooks mostly run in fork children, where `dlsym` could wait forever on a loader lock
+// held by a thread of the parent that does not exist in the child.
+fn real_execve() -> unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int {
+    real!(execve: fn(*const c_char, Argv, Argv) -> c_int)
+}
+fn real_execvpe() -> unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int {
+    real!(execvpe: fn(*const c_char, Argv, Argv) -> c_int)
+}
+fn real_fexecve() -> unsafe extern "C" fn(c_int, Argv, Argv) -> c_int {
+    real!(fexecve: fn(c_int, Argv, Argv) -> c_int)
+}
+fn real_execveat() -> unsafe extern "C" fn(c_int, *const c_char, Argv, Argv, c_int) -> c_int {
+    real!(execveat: fn(c_int, *const c_char, Argv, Argv, c_int) -> c_int)
+}
+
+/// Resolves the real functions a fork child may need (called once per image at start).
+pub fn resolve_early() {
+    real_execve();
+    real_execvpe();
+    real_fexecve();
+    real_execveat();
+}
+
 /// The environment to pass: ours when built, else the caller's.
 macro_rules! env_or {
     ($block:expr, $envp:expr) => {
@@ -540,7 +564,7 @@ pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> 
 /// # Safety
 /// As `execve(2)`.
 unsafe fn execve_impl(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
-    let real = real!(execve: fn(*const c_char, Argv, Argv) -> c_int);
+    let real = real_execve();
     if config::in_run() && !path.is_null() {
         // SAFETY: path is a C string.
         check_target(Some(unsafe { sys::cstr(path) }));
@@ -554,7 +578,7 @@ unsafe fn execve_impl(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
 /// # Safety
 /// As `execvpe(3)`.
 unsafe fn execvpe_impl(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
-    let real = real!(execvpe: fn(*const c_char, Argv, Argv) -> c_int);
+    let real = real_execvpe();
     if config::in_run() && !file.is_null() {
         // SAFETY: file is a C string.
         check_search(unsafe { sys::cstr(file) });
@@ -610,7 +634,7 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) ->
 pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
     let ra = caller!();
     census::count(Fid::Fexecve, NO_DETAIL, ra);
-    let real = real!(fexecve: fn(c_int, Argv, Argv) -> c_int);
+    let real = real_fexecve();
     if config::in_run() {
         let mut p = target::Path::new();
         p.push(b"/proc/self/fd/").push_i64(fd as i64);
@@ -634,7 +658,7 @@ pub unsafe extern "C" fn execveat(
 ) -> c_int {
     let ra = caller!();
     census::count(Fid::Execveat, NO_DETAIL, ra);
-    let real = real!(execveat: fn(c_int, *const c_char, Argv, Argv, c_int) -> c_int);
+    let real = real_execveat();
     if config::in_run() {
         // SAFETY: path is null or a C string.
         let rel = unsafe { sys::cstr(path) };
@@ -1112,4 +1136,104 @@ pub unsafe extern "C" fn pclose(f: *mut libc::FILE) -> c_int {
         return -1;
     }
     status
+}
+
+// ---------------------------------------------------------------------------------------------
+// /proc/<vpid>/… through the path calls that are not `open` (the open family lives in
+// `random::device`): `[ -d /proc/$pid ]`, `ls /proc/$$/fd`, `readlink /proc/$$/exe`. Only
+// paths that start with `/proc/<digit>` are looked at (and counted).
+
+/// Calls `f` with `path`, or with the real-pid path when it names a virtual pid of the run.
+///
+/// # Safety
+/// `path` is null or a C string.
+#[inline(always)]
+unsafe fn with_proc_path<R>(path: *const c_char, ra: u64, f: impl FnOnce(*const c_char) -> R) -> R {
+    // SAFETY: path is a C string; we read at most 7 bytes, stopping at its NUL.
+    let proc_pid = !path.is_null()
+        && unsafe {
+            let p = path as *const u8;
+            (0..6).all(|i| *p.add(i) == b"/proc/"[i]) && (*p.add(6)).is_ascii_digit()
+        };
+    if !proc_pid {
+        return f(path);
+    }
+    census::count(Fid::ProcPath, NO_DETAIL, ra);
+    let mut out = [0u8; 4096];
+    // SAFETY: path is a C string.
+    if super::translate_proc_path(unsafe { sys::cstr(path) }, &mut out) {
+        return f(out.as_ptr() as *const c_char);
+    }
+    f(path)
+}
+
+macro_rules! proc_path_hook {
+    ($name:ident($($arg:ident: $t:ty),*) -> $r:ty) => {
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(path: *const c_char $(, $arg: $t)*) -> $r {
+            let ra = caller!();
+            let real = real!($name: fn(*const c_char $(, $t)*) -> $r);
+            // SAFETY: forwarded, with the path translated.
+            unsafe { with_proc_path(path, ra, |p| real(p $(, $arg)*)) }
+        }
+    };
+}
+
+proc_path_hook!(stat(buf: *mut libc::stat) -> c_int);
+proc_path_hook!(stat64(buf: *mut libc::stat64) -> c_int);
+proc_path_hook!(lstat(buf: *mut libc::stat) -> c_int);
+proc_path_hook!(lstat64(buf: *mut libc::stat64) -> c_int);
+proc_path_hook!(access(mode: c_int) -> c_int);
+proc_path_hook!(readlink(buf: *mut c_char, len: libc::size_t) -> libc::ssize_t);
+proc_path_hook!(opendir() -> *mut libc::DIR);
+proc_path_hook!(chdir() -> c_int);
+
+/// # Safety
+/// As `statx(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn statx(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mask: libc::c_uint,
+    buf: *mut libc::statx,
+) -> c_int {
+    let ra = caller!();
+    let real =
+        real!(statx: fn(c_int, *const c_char, c_int, libc::c_uint, *mut libc::statx) -> c_int);
+    // SAFETY: forwarded, with the path translated (absolute /proc paths ignore dirfd).
+    unsafe { with_proc_path(path, ra, |p| real(dirfd, p, flags, mask, buf)) }
+}
+
+/// # Safety
+/// As `fstatat(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn fstatat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
+    let ra = caller!();
+    let real = real!(fstatat: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int);
+    // SAFETY: forwarded, with the path translated.
+    unsafe { with_proc_path(path, ra, |p| real(dirfd, p, buf, flags)) }
+}
+
+/// # Safety
+/// As `readlinkat(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn readlinkat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut c_char,
+    len: libc::size_t,
+) -> libc::ssize_t {
+    let ra = caller!();
+    let real =
+        real!(readlinkat: fn(c_int, *const c_char, *mut c_char, libc::size_t) -> libc::ssize_t);
+    // SAFETY: forwarded, with the path translated.
+    unsafe { with_proc_path(path, ra, |p| real(dirfd, p, buf, len)) }
 }

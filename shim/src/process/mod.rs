@@ -30,6 +30,8 @@ use crate::{census, config, sys, thread};
 /// is opened (it may correct the identity the file is named after).
 pub fn on_start() {
     vpid::on_start();
+    #[cfg(not(test))]
+    hooks::resolve_early();
 }
 
 /// Checks an exec target and records an `unsealed` event when libseal cannot follow it. The
@@ -191,28 +193,32 @@ pub fn reaped(real: i32, status: i32) -> i32 {
 /// run, writes the same path with the real pids into `out` (NUL-terminated) and returns
 /// true. Called by every `open`-family hook (they live in `random::device`).
 pub fn translate_proc_path(path: &[u8], out: &mut [u8; 4096]) -> bool {
+    if !path.starts_with(b"/proc/") || !config::in_run() || !vpid::sealed() {
+        return false;
+    }
+    rewrite_proc_path(path, out, &vpid::to_real)
+}
+
+/// The pure part of [`translate_proc_path`], with the translation passed in.
+fn rewrite_proc_path(path: &[u8], out: &mut [u8; 4096], to_real: &dyn Fn(i32) -> i32) -> bool {
     let path = match path.iter().position(|&c| c == 0) {
         Some(n) => &path[..n],
         None => path,
     };
-    if !path.starts_with(b"/proc/") || !config::in_run() || !vpid::sealed() {
+    if !path.starts_with(b"/proc/") {
         return false;
     }
     let mut b = sys::StackBuf::<4096>::new();
     b.push(b"/proc/");
-    let rest = &path[6..];
-    let Some((changed, rest)) = translate_component(rest, &mut b) else {
+    let Some((mut changed, mut rest)) = translate_component(&path[6..], &mut b, to_real) else {
         return false;
     };
-    let mut changed = changed;
-    let mut rest = rest;
     if rest.starts_with(b"/task/") {
         b.push(b"/task/");
-        if let Some((c, r)) = translate_component(&rest[6..], &mut b) {
+        rest = &rest[6..];
+        if let Some((c, r)) = translate_component(rest, &mut b, to_real) {
             changed |= c;
             rest = r;
-        } else {
-            rest = &rest[6..];
         }
     }
     if !changed || b.len + rest.len() >= out.len() - 1 {
@@ -229,13 +235,68 @@ pub fn translate_proc_path(path: &[u8], out: &mut [u8; 4096]) -> bool {
 fn translate_component<'a, const N: usize>(
     s: &'a [u8],
     b: &mut sys::StackBuf<N>,
+    to_real: &dyn Fn(i32) -> i32,
 ) -> Option<(bool, &'a [u8])> {
     let n = s.iter().take_while(|c| c.is_ascii_digit()).count();
     if n == 0 || n > 9 || (n < s.len() && s[n] != b'/') {
         return None;
     }
     let v = sys::parse_i64(&s[..n])? as i32;
-    let real = vpid::to_real(v);
+    let real = to_real(v);
     b.push_i64(real as i64);
     Some((real != v, &s[n..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewrite(p: &str) -> Option<String> {
+        let mut out = [0u8; 4096];
+        let map = |v: i32| match v {
+            1000 => 4242,
+            1234 => 777,
+            v => v,
+        };
+        rewrite_proc_path(p.as_bytes(), &mut out, &map).then(|| {
+            let n = out.iter().position(|&c| c == 0).unwrap();
+            String::from_utf8(out[..n].to_vec()).unwrap()
+        })
+    }
+
+    #[test]
+    fn proc_paths_of_virtual_pids_are_rewritten() {
+        assert_eq!(
+            rewrite("/proc/1000/status").as_deref(),
+            Some("/proc/4242/status")
+        );
+        assert_eq!(rewrite("/proc/1000").as_deref(), Some("/proc/4242"));
+        assert_eq!(rewrite("/proc/1000\0junk").as_deref(), Some("/proc/4242"));
+        assert_eq!(
+            rewrite("/proc/1000/task/1234/stat").as_deref(),
+            Some("/proc/4242/task/777/stat")
+        );
+        assert_eq!(
+            rewrite("/proc/self/task/1234/comm").as_deref(),
+            None,
+            "only numeric first components"
+        );
+        assert_eq!(
+            rewrite("/proc/55/task/1234").as_deref(),
+            Some("/proc/55/task/777")
+        );
+    }
+
+    #[test]
+    fn other_paths_are_left_alone() {
+        for p in [
+            "/proc/self/status",
+            "/proc/999x/status",
+            "/proc/55/status",
+            "/etc/1000",
+            "/proc/",
+        ] {
+            assert_eq!(rewrite(p), None, "{p}");
+        }
+    }
 }
