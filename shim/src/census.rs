@@ -241,11 +241,16 @@ pub fn record_unsealed(kind: u32, detail: &[u8]) {
 pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
     let old =
         ((FILE.swap(core::ptr::null_mut(), AcqRel) as usize) & !THREADS_BIT) as *mut CensusFile;
-    if !old.is_null() {
-        // SAFETY: the previous image's (the fork parent's) mapping; no other thread exists in a
-        // fork child, and FILE no longer publishes it.
-        unsafe { sys::munmap(old as *mut u8, CENSUS_FILE_SIZE) };
-    }
+    // The previous image's mapping exists only in a fork child (the parent's file): its module
+    // list is copied below instead of asking the loader, whose lock another parent thread may
+    // have held at fork time (dl_iterate_phdr in the child would then wait forever).
+    let unmap_old = || {
+        if !old.is_null() {
+            // SAFETY: the fork parent's mapping; no other thread exists in a fork child, and
+            // FILE no longer publishes it.
+            unsafe { sys::munmap(old as *mut u8, CENSUS_FILE_SIZE) };
+        }
+    };
     let mut path = sys::StackBuf::<4200>::new();
     let mut name = [0u8; 40];
     let n = seal_abi::census_file_name(vpid, gen, &mut name);
@@ -261,6 +266,7 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
             .push(path.as_bytes())
             .push(b"; this process is sealed but not counted");
         sys::warn(m.as_bytes());
+        unmap_old();
         return;
     }
     let ok = sys::ftruncate(fd, CENSUS_FILE_SIZE) == 0;
@@ -272,6 +278,7 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
     sys::close(fd);
     if p.is_null() {
         sys::warn(b"cannot map the census file; this process is sealed but not counted");
+        unmap_old();
         return;
     }
     let file = p as *mut CensusFile;
@@ -289,10 +296,27 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
         (*file).argv_len = n as u32;
         (*file).argv_truncated = (n == (*file).argv.len()) as u32;
     }
+    let inherited = !old.is_null();
+    if inherited {
+        // SAFETY: both mappings are live and CENSUS_FILE_SIZE long; counts are bounded by the
+        // arrays' lengths; the new file is not yet published.
+        unsafe {
+            let (from, to) = (&*old, &mut *file);
+            let n = (from.n_modules.load(Acquire) as usize).min(to.modules.len());
+            let used = (from.strings_used.load(Acquire) as usize).min(to.strings.len());
+            core::ptr::copy_nonoverlapping(from.modules.as_ptr(), to.modules.as_mut_ptr(), n);
+            to.strings[..used].copy_from_slice(&from.strings[..used]);
+            to.strings_used.store(used as u32, Relaxed);
+            to.n_modules.store(n as u32, Release);
+        }
+    }
+    unmap_old();
     FILE.store(file, Release);
     reset_refresh_lock();
     record_families_off(config::flags());
-    refresh_modules();
+    if !inherited {
+        refresh_modules();
+    }
     // SAFETY: published above; `ready` is an atomic.
     unsafe { (*file).ready.store(1, Release) };
 }
