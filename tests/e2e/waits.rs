@@ -77,17 +77,37 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
             "{name}: want exactly 100 ms + 1 tick, got {l:?}\n{out}"
         );
     }
-    assert!(line(&out, "sleep(1)").ends_with("rc=0    elapsed=1.000001000"), "{out}");
+    assert!(
+        line(&out, "sleep(1)").ends_with("rc=0    elapsed=1.000001000"),
+        "{out}"
+    );
     // A deadline already past does not move the clock back or forward.
-    assert!(line(&out, "clock_nanosleep(ABS, past)").ends_with("elapsed=0.000002000"), "{out}");
+    assert!(
+        line(&out, "clock_nanosleep(ABS, past)").ends_with("elapsed=0.000002000"),
+        "{out}"
+    );
     // Timers armed with absolute (monotonic) deadlines fire 100 ms later, not in a day.
-    assert!(line(&out, "timerfd_settime(ABS) fired").contains("rc=1 "), "{out}");
-    assert!(out.contains("timer_settime(ABS) armed within 100ms: yes"), "{out}");
+    assert!(
+        line(&out, "timerfd_settime(ABS) fired").contains("rc=1 "),
+        "{out}"
+    );
+    assert!(
+        out.contains("timer_settime(ABS) armed within 100ms: yes"),
+        "{out}"
+    );
     // 55 ms of 10 ms sleeps (each loop also reads the clock once): 6 rounds.
     assert!(out.contains("usleep loop iterations: 6\n"), "{out}");
+    // Interrupted every 7 ms by SIGALRM and resumed: still exactly 200 ms in the end.
+    for name in ["nanosleep(EINTR", "clock_nanosleep(ABS, EINTR"] {
+        assert!(line(&out, name).ends_with("elapsed=0.200001000"), "{out}");
+    }
+    assert!(out.contains("interrupted at least once: yes\n"), "{out}");
     // Woken early by another thread: the clock did not jump to the 5 s deadline.
     let l = line(&out, "pthread_cond_timedwait(signalled)");
-    assert!(l.contains("rc=0 ") && l.ends_with("elapsed=0.000002000"), "{out}");
+    assert!(
+        l.contains("rc=0 ") && l.ends_with("elapsed=0.000002000"),
+        "{out}"
+    );
 }
 
 /// With `--tick 0` a timed-out wait reads exactly its timeout: nothing real leaks in.
@@ -99,6 +119,8 @@ fn c_waits_read_exactly_their_timeout_with_frozen_reads() {
     for l in out.stdout.lines().filter(|l| l.contains("elapsed=")) {
         let want = if l.starts_with("sleep(1)") {
             "elapsed=1.000000000"
+        } else if l.contains("EINTR") {
+            "elapsed=0.200000000"
         } else if l.contains("past") || l.contains("signalled") || l.contains("timerfd") {
             "elapsed=0.000000000"
         } else {
@@ -116,7 +138,10 @@ fn c_waits_differ_unsealed() {
     let b = run_plain(&bin, [] as [&str; 0]);
     a.ok();
     b.ok();
-    assert_ne!(a.stdout, b.stdout, "two unsealed runs printed the same times");
+    assert_ne!(
+        a.stdout, b.stdout,
+        "two unsealed runs printed the same times"
+    );
     assert!(!a.stdout.contains("elapsed=0.100001000\n"), "{}", a.show());
 }
 
@@ -136,7 +161,11 @@ fn unsealed_time_passes_waits_through_and_counts_them() {
         &bin,
     ]);
     out.ok();
-    assert!(!out.stdout.contains("elapsed=0.100001000\n"), "{}", out.show());
+    assert!(
+        !out.stdout.contains("elapsed=0.100001000\n"),
+        "{}",
+        out.show()
+    );
     let json = std::fs::read_to_string(&census).unwrap();
     for sym in [
         "\"pthread_cond_timedwait\"",
@@ -193,17 +222,41 @@ fn sealed_waits_are_counted_with_their_clock() {
 #[test]
 fn warp_returns_sleeps_at_once() {
     let bin = c_waits();
-    let out = run_timeout(seal(["--warp", "--", &bin, "warp"]), Duration::from_secs(20));
+    let out = run_timeout(
+        seal(["--warp", "--", &bin, "warp"]),
+        Duration::from_secs(20),
+    );
     out.ok();
     let s = &out.stdout;
-    assert!(line(s, "sleep(10)").ends_with("elapsed=10.000001000"), "{}", out.show());
-    for name in ["nanosleep(5s)", "usleep(5s)", "clock_nanosleep(ABS,", "poll(no"] {
-        assert!(line(s, name).ends_with("elapsed=5.000001000"), "{}", out.show());
+    assert!(
+        line(s, "sleep(10)").ends_with("elapsed=10.000001000"),
+        "{}",
+        out.show()
+    );
+    for name in [
+        "nanosleep(5s)",
+        "usleep(5s)",
+        "clock_nanosleep(ABS,",
+        "poll(no",
+    ] {
+        assert!(
+            line(s, name).ends_with("elapsed=5.000001000"),
+            "{}",
+            out.show()
+        );
     }
     let l = line(s, "cond_timedwait(alone, 5s)");
-    assert!(l.contains("rc=110") && l.ends_with("elapsed=5.000001000"), "{}", out.show());
+    assert!(
+        l.contains("rc=110") && l.ends_with("elapsed=5.000001000"),
+        "{}",
+        out.show()
+    );
     let l = line(s, "cond_timedwait(signalled)");
-    assert!(l.contains("rc=0 ") && l.ends_with("elapsed=0.000002000"), "{}", out.show());
+    assert!(
+        l.contains("rc=0 ") && l.ends_with("elapsed=0.000002000"),
+        "{}",
+        out.show()
+    );
 
     let py = fixture("python/waits.py");
     let out = run_timeout(
@@ -247,7 +300,10 @@ fn rust_waits_are_stable_and_exact() {
     let bin = build_rust("waits");
     let bin = bin.to_str().unwrap();
     let out = assert_sealed_stable(&[bin], RUNS);
-    assert!(out.contains("Condvar::wait_timeout timed_out=true elapsed=100.001ms\n"), "{out}");
+    assert!(
+        out.contains("Condvar::wait_timeout timed_out=true elapsed=100.001ms\n"),
+        "{out}"
+    );
     assert!(out.contains("Ok(7)"), "{out}");
     let exact = run_seal(["--tick", "0", "--", bin]);
     exact.ok();
@@ -300,4 +356,3 @@ fn node_set_timeout_does_not_hang() {
     out.ok();
     assert_eq!(out.stdout, "node timeout fired\n", "{}", out.show());
 }
-

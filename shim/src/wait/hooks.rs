@@ -13,8 +13,8 @@ use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use seal_abi::{flags, Fid, NO_DETAIL};
 
 use super::{
-    absolute, clock_nanosleep_impl, errno, posix_timer_clock, relative, set_errno,
-    single_threaded, sleep_for, timerfd_clock, translate_itimer, Ran, Reached,
+    absolute, clock_nanosleep_impl, errno, posix_timer_clock, relative, set_errno, single_threaded,
+    sleep_for, timerfd_clock, translate_itimer, Ran, Reached,
 };
 use crate::{caller, census, clock, config, real};
 
@@ -633,10 +633,7 @@ pub unsafe extern "C" fn __ppoll_chk(
 ///
 /// # Safety
 /// Each set null or a valid `fd_set`.
-unsafe fn select_fd_less(
-    nfds: libc::c_int,
-    sets: [*const libc::fd_set; 3],
-) -> bool {
+unsafe fn select_fd_less(nfds: libc::c_int, sets: [*const libc::fd_set; 3]) -> bool {
     if nfds <= 0 {
         return true;
     }
@@ -682,7 +679,12 @@ pub unsafe extern "C" fn select(
         if zero {
             // The kernel leaves a timed-out select's timeout at zero.
             // SAFETY: tv non-null, valid.
-            unsafe { *tv = libc::timeval { tv_sec: 0, tv_usec: 0 } };
+            unsafe {
+                *tv = libc::timeval {
+                    tv_sec: 0,
+                    tv_usec: 0,
+                }
+            };
         }
         // SAFETY: forwarded.
         unsafe { real(nfds, r, w, e, tv) }
@@ -706,9 +708,11 @@ pub unsafe extern "C" fn pselect(
     // SAFETY: forwarded contract.
     match unsafe { ts_wait(ts) } {
         // SAFETY: the sets are null or valid; forwarded contract.
-        Some(ns) => timed_poll(ns, unsafe { select_fd_less(nfds, [r, w, e]) }, |zero| unsafe {
-            real(nfds, r, w, e, if zero { &ZERO_TS } else { ts }, mask)
-        }),
+        Some(ns) => timed_poll(
+            ns,
+            unsafe { select_fd_less(nfds, [r, w, e]) },
+            |zero| unsafe { real(nfds, r, w, e, if zero { &ZERO_TS } else { ts }, mask) },
+        ),
         // SAFETY: forwarded.
         None => unsafe { real(nfds, r, w, e, ts, mask) },
     }
@@ -806,7 +810,9 @@ pub unsafe extern "C" fn timerfd_settime(
     }
     let Some(clk) = timerfd_clock(fd) else {
         census::count(Fid::TimerfdSettime, NO_DETAIL, ra);
-        timer_clock_unknown(b"timerfd_settime: clock of the timerfd unknown, ABSTIME deadline not translated");
+        timer_clock_unknown(
+            b"timerfd_settime: clock of the timerfd unknown, ABSTIME deadline not translated",
+        );
         // SAFETY: forwarded.
         return unsafe { real(fd, fl, new, old) };
     };
@@ -836,7 +842,9 @@ pub unsafe extern "C" fn timer_settime(
     // SAFETY: t came from timer_create per the contract.
     let Some(clk) = (unsafe { posix_timer_clock(t) }) else {
         census::count(Fid::TimerSettime, NO_DETAIL, ra);
-        timer_clock_unknown(b"timer_settime: clock of the timer unknown, ABSTIME deadline not translated");
+        timer_clock_unknown(
+            b"timer_settime: clock of the timer unknown, ABSTIME deadline not translated",
+        );
         // SAFETY: forwarded.
         return unsafe { real(t, fl, new, old) };
     };

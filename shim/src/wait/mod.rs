@@ -550,15 +550,16 @@ pub unsafe fn sys_clock_nanosleep(a: [libc::c_long; 6], ra: u64) -> Option<libc:
     if !config::sealed(flags::WAIT) {
         return None;
     }
-    let call = |c: libc::clockid_t, f: libc::c_int, q: *const libc::timespec, m: *mut libc::timespec| {
-        let mut b = a;
-        b[0] = c as libc::c_long;
-        b[1] = f as libc::c_long;
-        b[2] = q as libc::c_long;
-        b[3] = m as libc::c_long;
-        // SAFETY: the caller's arguments with an equivalent request.
-        unsafe { syscall_err(libc::SYS_clock_nanosleep, b) }
-    };
+    let call =
+        |c: libc::clockid_t, f: libc::c_int, q: *const libc::timespec, m: *mut libc::timespec| {
+            let mut b = a;
+            b[0] = c as libc::c_long;
+            b[1] = f as libc::c_long;
+            b[2] = q as libc::c_long;
+            b[3] = m as libc::c_long;
+            // SAFETY: the caller's arguments with an equivalent request.
+            unsafe { syscall_err(libc::SYS_clock_nanosleep, b) }
+        };
     // SAFETY: forwarded contract.
     let err = unsafe {
         clock_nanosleep_impl(
@@ -579,7 +580,10 @@ mod tests {
     #[test]
     fn deadlines_translate_by_the_logical_distance() {
         // 0.2 s ahead logically -> 0.2 s ahead of the real now.
-        assert_eq!(real_deadline(1_000, 5_200_000_000, 5_000_000_000), 200_001_000);
+        assert_eq!(
+            real_deadline(1_000, 5_200_000_000, 5_000_000_000),
+            200_001_000
+        );
         // Already past: "now", never earlier.
         assert_eq!(real_deadline(1_000, 4, 5), 1_000);
         // Far future saturates instead of wrapping.
@@ -608,7 +612,10 @@ mod tests {
 
     #[test]
     fn futex_ops() {
-        assert_eq!(futex_timeout(FUTEX_WAIT | FUTEX_PRIVATE_FLAG, true), FutexTimeout::Relative);
+        assert_eq!(
+            futex_timeout(FUTEX_WAIT | FUTEX_PRIVATE_FLAG, true),
+            FutexTimeout::Relative
+        );
         assert_eq!(
             futex_timeout(FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, true),
             FutexTimeout::Absolute(libc::CLOCK_MONOTONIC)
