@@ -785,11 +785,10 @@ pub unsafe extern "C" fn epoll_pwait2(
 
 // ---- timers -------------------------------------------------------------------------------
 
-/// Says once per image that a timer's clock could not be found (its ABSTIME deadline then
-/// reaches the kernel untranslated).
+/// Records that a timer's clock could not be found (its ABSTIME deadline then reaches the
+/// kernel untranslated); the launcher warns.
 fn timer_clock_unknown(what: &[u8]) {
     census::record_unsealed(seal_abi::unsealed::UNSUPPORTED_CALL, what);
-    crate::sys::warn(what);
 }
 
 /// # Safety
