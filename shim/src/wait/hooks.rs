@@ -430,7 +430,7 @@ pub unsafe extern "C" fn nanosleep(
         return ret_of(real_nanosleep(req, rem));
     }
     // SAFETY: req non-null and valid, rem null or valid, per the contract.
-    ret_of(unsafe { sleep_for(&*req, rem, real_nanosleep) })
+    ret_of(unsafe { sleep_for(req, rem, real_nanosleep) })
 }
 
 /// glibc's `usleep` calls its internal nanosleep, so it is hooked itself.

@@ -240,14 +240,16 @@ pub fn relative<R>(
 /// number. `rem` (may be null) gets the kernel's remaining time on `EINTR`.
 ///
 /// # Safety
-/// `rem` is null or valid for writes.
+/// `req` is valid for reads; `rem` is null or valid for writes (it may alias `req`).
 pub unsafe fn sleep_for(
-    req: &libc::timespec,
+    req: *const libc::timespec,
     rem: *mut libc::timespec,
     call: impl FnOnce(*const libc::timespec, *mut libc::timespec) -> i32,
 ) -> i32 {
-    let ns = clock::from_timespec(req);
-    if !config::sealed(flags::WAIT) || !valid_timespec(req) || ns == 0 {
+    // SAFETY: valid per the contract; copied, since `rem` may point to the same timespec.
+    let asked = unsafe { *req };
+    let ns = clock::from_timespec(&asked);
+    if !config::sealed(flags::WAIT) || !valid_timespec(&asked) || ns == 0 {
         return call(req, rem);
     }
     relative(
@@ -302,10 +304,8 @@ pub unsafe fn clock_nanosleep_impl(
             )
         }
     } else {
-        // SAFETY: req valid per the contract (non-null checked).
-        let r = unsafe { &*req };
-        // SAFETY: rem forwarded.
-        unsafe { sleep_for(r, rem, |q, m| call(clock_id, fl, q, m)) }
+        // SAFETY: req non-null and valid, rem null or valid, per the contract.
+        unsafe { sleep_for(req, rem, |q, m| call(clock_id, fl, q, m)) }
     }
 }
 
