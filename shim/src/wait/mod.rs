@@ -183,13 +183,15 @@ pub unsafe fn absolute(
     err
 }
 
-/// A deadline nearer the real clock than the logical one was computed from a clock seal does
-/// not see (a raw `syscall` instruction, a vDSO entry found by hand): translating it would
-/// turn a 0.1 s wait into months. It is passed through untranslated, and the census says so.
+/// A future deadline nearer the real clock than the logical one was computed from a clock
+/// seal does not see (a raw `syscall` instruction, a vDSO entry found by hand): translating
+/// it would turn a 0.1 s wait into months. It is passed through untranslated, and the census
+/// says so. (A deadline already past logically, such as `{0, 0}` for "don't block", is
+/// simply past.)
 pub fn from_real_clock(value: i64, logical_now: i64, real_now: i64) -> bool {
-    let logical_gap = value.saturating_sub(logical_now).unsigned_abs();
+    let logical_gap = value.saturating_sub(logical_now);
     let real_gap = value.saturating_sub(real_now).unsigned_abs();
-    if real_gap >= logical_gap {
+    if logical_gap <= 0 || real_gap >= logical_gap.unsigned_abs() {
         return false;
     }
     // The launcher warns about unsealed events once, on stderr.
@@ -633,6 +635,8 @@ mod tests {
         ));
         // Real uptime of 30 minutes: a logical deadline is still taken as logical.
         assert!(!from_real_clock(day + 100_000_000, day, 1_800 * NS_PER_SEC));
+        // "Don't block" deadlines in the past are just past.
+        assert!(!from_real_clock(0, day, 1_800 * NS_PER_SEC));
     }
 
     #[test]
