@@ -198,6 +198,10 @@ functions! {
     System = Exec "system",
     Popen = Exec "popen",
     PthreadCreate = Exec "pthread_create",
+    // wait (appended: waits whose glibc implementation bypasses the PLT or the kernel's own)
+    MqTimedreceive = Wait "mq_timedreceive",
+    MqTimedsend = Wait "mq_timedsend",
+    MtxTimedlock = Wait "mtx_timedlock",
 }
 
 impl Fid {

@@ -43,6 +43,8 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
         "futex(WAIT,",
         "futex(WAIT_BITSET, monotonic)",
         "futex(WAIT_BITSET, realtime)",
+        "mq_timedreceive",
+        "mq_timedsend",
     ];
     for name in timed_out {
         let l = line(&out, name);
@@ -51,9 +53,12 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
             "{name}: want ETIMEDOUT after exactly 100 ms + 1 tick, got {l:?}\n{out}"
         );
     }
-    assert!(line(&out, "cnd_timedwait").contains("rc=4 "), "{out}"); // thrd_timedout
+    for name in ["cnd_timedwait", "mtx_timedlock"] {
+        assert!(line(&out, name).contains("rc=4 "), "{out}"); // thrd_timedout
+    }
     let slept = [
         "cnd_timedwait",
+        "mtx_timedlock",
         "clock_nanosleep(monotonic, rel)",
         "clock_nanosleep(monotonic, ABS)",
         "clock_nanosleep(realtime, ABS)",
@@ -138,6 +143,24 @@ fn c_waits_read_exactly_their_timeout_with_frozen_reads() {
         };
         assert!(l.ends_with(want), "want {want} in {l:?}\n{}", out.show());
     }
+}
+
+/// Realtime deadlines under an epoch in the future (years ahead of the real clock) are
+/// translated like any other: same output, no wait of years.
+#[test]
+fn c_waits_do_not_care_where_the_epoch_is() {
+    let bin = c_waits();
+    let now = run_seal(["--", &bin]);
+    let future = run_seal(["--epoch", "2031-01-01T00:00:00Z", "--", &bin]);
+    now.ok();
+    future.ok();
+    assert_eq!(
+        now.stdout,
+        future.stdout,
+        "{}\n{}",
+        now.show(),
+        future.show()
+    );
 }
 
 /// Unsealed, the same fixture prints real (different) elapsed times: the seal does the work.
@@ -225,6 +248,9 @@ fn sealed_waits_are_counted_with_their_clock() {
     assert_eq!(count("timerfd_settime", mono), 1);
     assert_eq!(count("timer_settime", mono), 1);
     assert_eq!(count("epoll_pwait", None), 2); // epoll_pwait + epoll_pwait2
+    assert_eq!(count("mtx_timedlock", rt), 1);
+    assert_eq!(count("mq_timedreceive", rt), 1);
+    assert_eq!(count("mq_timedsend", rt), 1);
 }
 
 /// `--warp`: 30 s of sleeps return at once (well inside a 20 s limit) and still move the

@@ -184,6 +184,108 @@ pub unsafe extern "C" fn cnd_timedwait(
     }
 }
 
+/// C11 `mtx_timedlock` (glibc calls its mutex internally): a `CLOCK_REALTIME` deadline.
+///
+/// # Safety
+/// As `mtx_timedlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn mtx_timedlock(
+    m: *mut libc::pthread_mutex_t,
+    abstime: *const libc::timespec,
+) -> libc::c_int {
+    let ra = caller!();
+    census::count(Fid::MtxTimedlock, clock::detail(libc::CLOCK_REALTIME), ra);
+    let real =
+        real!(mtx_timedlock: fn(*mut libc::pthread_mutex_t, *const libc::timespec) -> libc::c_int);
+    const THRD_TIMEDOUT: libc::c_int = 4;
+    // SAFETY: forwarded contract. thrd_timedout is mapped to ETIMEDOUT and back.
+    let r = unsafe {
+        absolute(
+            libc::CLOCK_REALTIME,
+            libc::CLOCK_REALTIME,
+            abstime,
+            Reached::OnTimedout,
+            || !m.is_null() && mutex_private(m) && single_threaded(),
+            |ts| match real(m, ts) {
+                THRD_TIMEDOUT => libc::ETIMEDOUT,
+                r => r,
+            },
+        )
+    };
+    if r == libc::ETIMEDOUT {
+        THRD_TIMEDOUT
+    } else {
+        r
+    }
+}
+
+// ---- message queues (process-shared by nature: never warped) ----------------------------
+
+/// # Safety
+/// As `mq_timedreceive(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn mq_timedreceive(
+    q: libc::mqd_t,
+    msg: *mut libc::c_char,
+    len: libc::size_t,
+    prio: *mut libc::c_uint,
+    abstime: *const libc::timespec,
+) -> libc::ssize_t {
+    let ra = caller!();
+    census::count(Fid::MqTimedreceive, clock::detail(libc::CLOCK_REALTIME), ra);
+    let real = real!(mq_timedreceive: fn(libc::mqd_t, *mut libc::c_char, libc::size_t, *mut libc::c_uint, *const libc::timespec) -> libc::ssize_t);
+    let mut got: libc::ssize_t = -1;
+    // SAFETY: forwarded contract.
+    let err = unsafe {
+        absolute(
+            libc::CLOCK_REALTIME,
+            libc::CLOCK_REALTIME,
+            abstime,
+            Reached::OnTimedout,
+            || false,
+            |ts| {
+                got = real(q, msg, len, prio, ts);
+                if got < 0 {
+                    errno()
+                } else {
+                    0
+                }
+            },
+        )
+    };
+    if err != 0 {
+        set_errno(err);
+        return -1;
+    }
+    got
+}
+
+/// # Safety
+/// As `mq_timedsend(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn mq_timedsend(
+    q: libc::mqd_t,
+    msg: *const libc::c_char,
+    len: libc::size_t,
+    prio: libc::c_uint,
+    abstime: *const libc::timespec,
+) -> libc::c_int {
+    let ra = caller!();
+    census::count(Fid::MqTimedsend, clock::detail(libc::CLOCK_REALTIME), ra);
+    let real = real!(mq_timedsend: fn(libc::mqd_t, *const libc::c_char, libc::size_t, libc::c_uint, *const libc::timespec) -> libc::c_int);
+    // SAFETY: forwarded contract.
+    ret_of(unsafe {
+        absolute(
+            libc::CLOCK_REALTIME,
+            libc::CLOCK_REALTIME,
+            abstime,
+            Reached::OnTimedout,
+            || false,
+            |ts| err_of(real(q, msg, len, prio, ts)),
+        )
+    })
+}
+
 // ---- semaphores ---------------------------------------------------------------------------
 
 /// # Safety
