@@ -15,8 +15,12 @@ fn line<'a>(out: &'a str, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no line {name:?} in\n{out}"))
 }
 
+/// The C fixture, compiled once per test binary (tests run in parallel: recompiling it while
+/// another test runs it fails with ETXTBSY).
 fn c_waits() -> String {
-    build_c("waits", &[]).to_string_lossy().into_owned()
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| build_c("waits", &[]).to_string_lossy().into_owned())
+        .clone()
 }
 
 /// Every C timed wait times out at exactly its 100 ms deadline, every run alike.

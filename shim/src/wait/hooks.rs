@@ -739,12 +739,12 @@ unsafe fn select_fd_less(nfds: libc::c_int, sets: [*const libc::fd_set; 3]) -> b
     if nfds <= 0 {
         return true;
     }
-    let words = ((nfds as usize).min(libc::FD_SETSIZE as usize)).div_ceil(64);
+    let words = ((nfds as usize).min(libc::FD_SETSIZE)).div_ceil(64);
     sets.iter().all(|&s| {
         s.is_null()
             // SAFETY: a valid fd_set is 16 u64 words; we read at most that.
             || (0..words).all(|w| unsafe { *(s as *const u64).add(w) } == 0)
-    }) && nfds as usize <= libc::FD_SETSIZE as usize
+    }) && nfds as usize <= libc::FD_SETSIZE
 }
 
 /// # Safety
