@@ -201,6 +201,10 @@ functions! {
     // appended by the process module (keep numbering of the ones above)
     Tcgetpgrp = Pid "tcgetpgrp",
     Tcsetpgrp = Pid "tcsetpgrp",
+    // wait (appended: waits whose glibc implementation bypasses the PLT or the kernel's own)
+    MqTimedreceive = Wait "mq_timedreceive",
+    MqTimedsend = Wait "mq_timedsend",
+    MtxTimedlock = Wait "mtx_timedlock",
 }
 
 impl Fid {

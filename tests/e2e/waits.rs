@@ -1,3 +1,399 @@
-//! End-to-end tests: waits.
-#[allow(unused_imports)]
+//! End-to-end tests: timed waits and sleeps under logical time. Each fixture runs sealed
+//! several times (byte-identical stdout, exit 0, a hang is a HANG failure); with `--tick 0`
+//! every elapsed value it prints is exactly its timeout, which proves the deadlines were
+//! translated and the logical clock advanced to them.
+use std::time::Duration;
+
 use crate::util::*;
+
+const RUNS: usize = 5;
+
+/// Lines of `out` whose name (first column) is `name`.
+fn line<'a>(out: &'a str, name: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.split_whitespace().next() == Some(name) || l.starts_with(name))
+        .unwrap_or_else(|| panic!("no line {name:?} in\n{out}"))
+}
+
+/// The C fixture, compiled once per test binary (tests run in parallel: recompiling it while
+/// another test runs it fails with ETXTBSY).
+fn c_waits() -> String {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| build_c("waits", &[]).to_string_lossy().into_owned())
+        .clone()
+}
+
+/// Every C timed wait times out at exactly its 100 ms deadline, every run alike.
+#[test]
+fn c_waits_are_stable_and_end_at_their_deadlines() {
+    let bin = c_waits();
+    let out = assert_sealed_stable(&[&bin], RUNS);
+    // Clock read before, 100 ms wait, clock read after: 100 ms and one 1 µs tick.
+    let timed_out = [
+        "pthread_cond_timedwait(realtime)",
+        "pthread_cond_timedwait(monotonic)",
+        "pthread_cond_clockwait(monotonic)",
+        "pthread_cond_clockwait(realtime)",
+        "sem_timedwait",
+        "sem_clockwait(monotonic)",
+        "pthread_mutex_timedlock",
+        "pthread_mutex_clocklock(monotonic)",
+        "pthread_rwlock_timedrdlock",
+        "pthread_rwlock_timedwrlock",
+        "pthread_rwlock_clockrdlock",
+        "pthread_rwlock_clockwrlock",
+        "pthread_timedjoin_np",
+        "pthread_clockjoin_np(monotonic)",
+        "futex(WAIT,",
+        "futex(WAIT_BITSET, monotonic)",
+        "futex(WAIT_BITSET, realtime)",
+        "mq_timedreceive",
+        "mq_timedsend",
+    ];
+    for name in timed_out {
+        let l = line(&out, name);
+        assert!(
+            l.contains("rc=110 ") && l.ends_with("elapsed=0.100001000"),
+            "{name}: want ETIMEDOUT after exactly 100 ms + 1 tick, got {l:?}\n{out}"
+        );
+    }
+    for name in ["cnd_timedwait", "mtx_timedlock"] {
+        assert!(line(&out, name).contains("rc=4 "), "{out}"); // thrd_timedout
+    }
+    let slept = [
+        "cnd_timedwait",
+        "mtx_timedlock",
+        "clock_nanosleep(monotonic, rel)",
+        "clock_nanosleep(monotonic, ABS)",
+        "clock_nanosleep(realtime, ABS)",
+        "nanosleep",
+        "usleep",
+        "syscall(clock_nanosleep, ABS)",
+        "poll(no fds)",
+        "poll(pipe)",
+        "ppoll(pipe)",
+        "select(no fds)",
+        "select(pipe)",
+        "pselect(pipe)",
+        "epoll_wait",
+        "epoll_pwait",
+        "epoll_pwait2",
+    ];
+    for name in slept {
+        let l = line(&out, name);
+        assert!(
+            l.ends_with("elapsed=0.100001000"),
+            "{name}: want exactly 100 ms + 1 tick, got {l:?}\n{out}"
+        );
+    }
+    assert!(
+        line(&out, "sleep(1)").ends_with("rc=0    elapsed=1.000001000"),
+        "{out}"
+    );
+    // A deadline from the real clock waits its real 100 ms, without moving the logical clock.
+    let l = line(&out, "cond_timedwait(real-clock deadline)");
+    assert!(
+        l.contains("rc=110 ") && l.ends_with("elapsed=0.000001000"),
+        "{out}"
+    );
+    // A deadline already past does not move the clock back or forward.
+    assert!(
+        line(&out, "clock_nanosleep(ABS, past)").ends_with("elapsed=0.000002000"),
+        "{out}"
+    );
+    // Timers armed with absolute (monotonic) deadlines fire 100 ms later, not in a day.
+    assert!(
+        line(&out, "timerfd_settime(ABS) fired").contains("rc=1 "),
+        "{out}"
+    );
+    assert!(
+        out.contains("timer_settime(ABS) armed within 100ms: yes"),
+        "{out}"
+    );
+    // 55 ms of 10 ms sleeps (each loop also reads the clock once): 6 rounds.
+    assert!(out.contains("usleep loop iterations: 6\n"), "{out}");
+    // Interrupted every 7 ms by SIGALRM and resumed: still exactly 200 ms in the end.
+    for name in ["nanosleep(EINTR", "clock_nanosleep(ABS, EINTR"] {
+        assert!(line(&out, name).ends_with("elapsed=0.200001000"), "{out}");
+    }
+    assert!(out.contains("interrupted at least once: yes\n"), "{out}");
+    // Woken early by another thread: the clock did not jump to the 5 s deadline.
+    let l = line(&out, "pthread_cond_timedwait(signalled)");
+    assert!(
+        l.contains("rc=0 ") && l.ends_with("elapsed=0.000002000"),
+        "{out}"
+    );
+}
+
+/// With `--tick 0` a timed-out wait reads exactly its timeout: nothing real leaks in.
+#[test]
+fn c_waits_read_exactly_their_timeout_with_frozen_reads() {
+    let bin = c_waits();
+    let out = run_seal(["--tick", "0", "--", &bin]);
+    out.ok();
+    for l in out.stdout.lines().filter(|l| l.contains("elapsed=")) {
+        let want = if l.starts_with("sleep(1)") {
+            "elapsed=1.000000000"
+        } else if l.contains("EINTR") {
+            "elapsed=0.200000000"
+        } else if l.contains("past")
+            || l.contains("real-clock")
+            || l.contains("signalled")
+            || l.contains("timerfd")
+        {
+            "elapsed=0.000000000"
+        } else {
+            "elapsed=0.100000000"
+        };
+        assert!(l.ends_with(want), "want {want} in {l:?}\n{}", out.show());
+    }
+}
+
+/// Realtime deadlines under an epoch in the future (years ahead of the real clock) are
+/// translated like any other: same output, no wait of years.
+#[test]
+fn c_waits_do_not_care_where_the_epoch_is() {
+    let bin = c_waits();
+    let now = run_seal(["--", &bin]);
+    let future = run_seal(["--epoch", "2031-01-01T00:00:00Z", "--", &bin]);
+    now.ok();
+    future.ok();
+    assert_eq!(
+        now.stdout,
+        future.stdout,
+        "{}\n{}",
+        now.show(),
+        future.show()
+    );
+}
+
+/// Unsealed, the same fixture prints real (different) elapsed times: the seal does the work.
+#[test]
+fn c_waits_differ_unsealed() {
+    let bin = c_waits();
+    let a = run_plain(&bin, [] as [&str; 0]);
+    let b = run_plain(&bin, [] as [&str; 0]);
+    a.ok();
+    b.ok();
+    assert_ne!(
+        a.stdout, b.stdout,
+        "two unsealed runs printed the same times"
+    );
+    assert!(!a.stdout.contains("elapsed=0.100001000\n"), "{}", a.show());
+}
+
+/// `--unseal time`: waits pass through to the real functions (real times), still counted.
+#[test]
+fn unsealed_time_passes_waits_through_and_counts_them() {
+    let bin = c_waits();
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let census = dir.join("census.json");
+    let out = run_seal([
+        "--unseal",
+        "time",
+        "--census",
+        census.to_str().unwrap(),
+        "--",
+        &bin,
+    ]);
+    out.ok();
+    assert!(
+        !out.stdout.contains("elapsed=0.100001000\n"),
+        "{}",
+        out.show()
+    );
+    let json = std::fs::read_to_string(&census).unwrap();
+    for sym in [
+        "\"pthread_cond_timedwait\"",
+        "\"sem_clockwait\"",
+        "\"clock_nanosleep\"",
+        "\"syscall(SYS_futex)\"",
+        "\"epoll_pwait\"",
+    ] {
+        assert!(json.contains(sym), "census lacks {sym}\n{json}");
+    }
+}
+
+/// The census names every wait entry point the fixture used, with its clock.
+#[test]
+fn sealed_waits_are_counted_with_their_clock() {
+    let bin = c_waits();
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let census = dir.join("census.json");
+    run_seal(["--census", census.to_str().unwrap(), "--", &bin]).ok();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&census).unwrap()).unwrap();
+    let calls = json["processes"][0]["calls"].as_array().unwrap();
+    let count = |sym: &str, detail: Option<&str>| -> u64 {
+        calls
+            .iter()
+            .filter(|c| c["symbol"] == sym && c["detail"].as_str() == detail)
+            .map(|c| c["count"].as_u64().unwrap())
+            .sum()
+    };
+    let rt = Some("CLOCK_REALTIME");
+    let mono = Some("CLOCK_MONOTONIC");
+    assert_eq!(count("pthread_cond_timedwait", mono), 2, "{json:#}"); // + real-clock deadline
+    assert!(count("pthread_cond_timedwait", rt) >= 3, "{json:#}"); // + cnd + signalled loop
+    assert_eq!(count("pthread_cond_clockwait", mono), 1);
+    assert_eq!(count("sem_timedwait", rt), 1);
+    assert_eq!(count("sem_clockwait", mono), 1);
+    assert_eq!(count("pthread_mutex_timedlock", rt), 1);
+    assert_eq!(count("pthread_rwlock_clockwrlock", mono), 1);
+    assert_eq!(count("pthread_timedjoin_np", rt), 1);
+    // Three sleeps, then one retried on every SIGALRM (how often is up to the signal).
+    assert!(count("clock_nanosleep", mono) >= 4);
+    assert_eq!(count("syscall(SYS_clock_nanosleep)", mono), 1);
+    assert_eq!(count("syscall(SYS_futex)", mono), 2);
+    assert_eq!(count("syscall(SYS_futex)", rt), 1);
+    assert_eq!(count("sleep", None), 1);
+    assert_eq!(count("timerfd_settime", mono), 1);
+    assert_eq!(count("timer_settime", mono), 1);
+    assert_eq!(count("epoll_pwait", None), 2); // epoll_pwait + epoll_pwait2
+    assert_eq!(count("mtx_timedlock", rt), 1);
+    assert_eq!(count("mq_timedreceive", rt), 1);
+    assert_eq!(count("mq_timedsend", rt), 1);
+}
+
+/// `--warp`: 30 s of sleeps return at once (well inside a 20 s limit) and still move the
+/// clock 30 s; a single-threaded condvar wait is warped; a wait another thread signals is not
+/// turned into a timeout.
+#[test]
+fn warp_returns_sleeps_at_once() {
+    let bin = c_waits();
+    let out = run_timeout(
+        seal(["--warp", "--", &bin, "warp"]),
+        Duration::from_secs(20),
+    );
+    out.ok();
+    let s = &out.stdout;
+    assert!(
+        line(s, "sleep(10)").ends_with("elapsed=10.000001000"),
+        "{}",
+        out.show()
+    );
+    for name in [
+        "nanosleep(5s)",
+        "usleep(5s)",
+        "clock_nanosleep(ABS,",
+        "poll(no",
+    ] {
+        assert!(
+            line(s, name).ends_with("elapsed=5.000001000"),
+            "{}",
+            out.show()
+        );
+    }
+    let l = line(s, "cond_timedwait(alone, 5s)");
+    assert!(
+        l.contains("rc=110") && l.ends_with("elapsed=5.000001000"),
+        "{}",
+        out.show()
+    );
+    let l = line(s, "cond_timedwait(signalled)");
+    assert!(
+        l.contains("rc=0 ") && l.ends_with("elapsed=0.000002000"),
+        "{}",
+        out.show()
+    );
+
+    let py = fixture("python/waits.py");
+    let out = run_timeout(
+        seal(["--warp", "--", "python3", py.to_str().unwrap(), "warp"]),
+        Duration::from_secs(20),
+    );
+    out.ok();
+    assert!(out.stdout.starts_with("warped 30.0000"), "{}", out.show());
+}
+
+/// Python: Event.wait, Queue.get, time.sleep, a deadline loop and threading.Timer.
+#[test]
+fn python_waits_are_stable_and_exact() {
+    if !have("python3") {
+        eprintln!("note: python3 missing, skipped");
+        return;
+    }
+    let py = fixture("python/waits.py");
+    let py = py.to_str().unwrap();
+    let out = assert_sealed_stable(&["python3", py], RUNS);
+    assert!(out.contains("sleep loop iterations 5\n"), "{out}");
+    assert!(out.contains("threading.Timer fired True\n"), "{out}");
+    let exact = run_seal(["--tick", "0", "--", "python3", py]);
+    exact.ok();
+    assert_eq!(
+        exact.stdout,
+        "Event().wait(0.2) False 0.200000\n\
+         Queue().get(timeout=0.2) Empty 0.200000\n\
+         time.sleep(0.1) 0.100000\n\
+         sleep loop iterations 5\n\
+         threading.Timer fired True\n\
+         Lock().acquire(timeout=0.1) False 0.100000\n",
+        "{}",
+        exact.show()
+    );
+}
+
+/// Rust's std: Condvar::wait_timeout, thread::sleep, park_timeout, mpsc::recv_timeout.
+#[test]
+fn rust_waits_are_stable_and_exact() {
+    let bin = build_rust("waits");
+    let bin = bin.to_str().unwrap();
+    let out = assert_sealed_stable(&[bin], RUNS);
+    assert!(
+        out.contains("Condvar::wait_timeout timed_out=true elapsed=100.001ms\n"),
+        "{out}"
+    );
+    assert!(out.contains("Ok(7)"), "{out}");
+    let exact = run_seal(["--tick", "0", "--", bin]);
+    exact.ok();
+    assert_eq!(
+        exact.stdout,
+        "Condvar::wait_timeout timed_out=true elapsed=100ms\n\
+         thread::sleep elapsed=100ms\n\
+         mpsc::recv_timeout Err(Timeout) elapsed=100ms\n\
+         thread::park_timeout elapsed=100ms\n\
+         mpsc::recv_timeout(signalled) Ok(7) elapsed=0ns\n\
+         sleep loop iterations 6\n",
+        "{}",
+        exact.show()
+    );
+}
+
+/// The JVM parks on monotonic condvars: `java -version`, Thread.sleep and Object.wait must
+/// return (no hang; output determinism is the Java fixture owner's).
+#[test]
+fn java_waits_do_not_hang() {
+    if !have("java") || !have("javac") {
+        eprintln!("note: java/javac missing, skipped");
+        return;
+    }
+    let out = run_seal(["--", "java", "-version"]);
+    out.ok();
+    let classes = build_dir().join("java-waits");
+    std::fs::create_dir_all(&classes).unwrap();
+    let st = std::process::Command::new("javac")
+        .arg("-d")
+        .arg(&classes)
+        .arg(fixture("java/Waits.java"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "javac failed");
+    let out = run_seal(["--", "java", "-cp", classes.to_str().unwrap(), "Waits"]);
+    out.ok();
+    assert_eq!(out.stdout, "java waits done\n", "{}", out.show());
+}
+
+/// libuv waits in epoll_pwait with a timeout from the sealed clock: setTimeout fires.
+#[test]
+fn node_set_timeout_does_not_hang() {
+    if !have("node") {
+        eprintln!("note: node missing, skipped");
+        return;
+    }
+    let js = fixture("node/waits.js");
+    let out = run_seal(["--", "node", js.to_str().unwrap()]);
+    out.ok();
+    assert_eq!(out.stdout, "node timeout fired\n", "{}", out.show());
+}

@@ -184,6 +184,108 @@ pub unsafe extern "C" fn cnd_timedwait(
     }
 }
 
+/// C11 `mtx_timedlock` (glibc calls its mutex internally): a `CLOCK_REALTIME` deadline.
+///
+/// # Safety
+/// As `mtx_timedlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn mtx_timedlock(
+    m: *mut libc::pthread_mutex_t,
+    abstime: *const libc::timespec,
+) -> libc::c_int {
+    let ra = caller!();
+    census::count(Fid::MtxTimedlock, clock::detail(libc::CLOCK_REALTIME), ra);
+    let real =
+        real!(mtx_timedlock: fn(*mut libc::pthread_mutex_t, *const libc::timespec) -> libc::c_int);
+    const THRD_TIMEDOUT: libc::c_int = 4;
+    // SAFETY: forwarded contract. thrd_timedout is mapped to ETIMEDOUT and back.
+    let r = unsafe {
+        absolute(
+            libc::CLOCK_REALTIME,
+            libc::CLOCK_REALTIME,
+            abstime,
+            Reached::OnTimedout,
+            || !m.is_null() && mutex_private(m) && single_threaded(),
+            |ts| match real(m, ts) {
+                THRD_TIMEDOUT => libc::ETIMEDOUT,
+                r => r,
+            },
+        )
+    };
+    if r == libc::ETIMEDOUT {
+        THRD_TIMEDOUT
+    } else {
+        r
+    }
+}
+
+// ---- message queues (process-shared by nature: never warped) ----------------------------
+
+/// # Safety
+/// As `mq_timedreceive(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn mq_timedreceive(
+    q: libc::mqd_t,
+    msg: *mut libc::c_char,
+    len: libc::size_t,
+    prio: *mut libc::c_uint,
+    abstime: *const libc::timespec,
+) -> libc::ssize_t {
+    let ra = caller!();
+    census::count(Fid::MqTimedreceive, clock::detail(libc::CLOCK_REALTIME), ra);
+    let real = real!(mq_timedreceive: fn(libc::mqd_t, *mut libc::c_char, libc::size_t, *mut libc::c_uint, *const libc::timespec) -> libc::ssize_t);
+    let mut got: libc::ssize_t = -1;
+    // SAFETY: forwarded contract.
+    let err = unsafe {
+        absolute(
+            libc::CLOCK_REALTIME,
+            libc::CLOCK_REALTIME,
+            abstime,
+            Reached::OnTimedout,
+            || false,
+            |ts| {
+                got = real(q, msg, len, prio, ts);
+                if got < 0 {
+                    errno()
+                } else {
+                    0
+                }
+            },
+        )
+    };
+    if err != 0 {
+        set_errno(err);
+        return -1;
+    }
+    got
+}
+
+/// # Safety
+/// As `mq_timedsend(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn mq_timedsend(
+    q: libc::mqd_t,
+    msg: *const libc::c_char,
+    len: libc::size_t,
+    prio: libc::c_uint,
+    abstime: *const libc::timespec,
+) -> libc::c_int {
+    let ra = caller!();
+    census::count(Fid::MqTimedsend, clock::detail(libc::CLOCK_REALTIME), ra);
+    let real = real!(mq_timedsend: fn(libc::mqd_t, *const libc::c_char, libc::size_t, libc::c_uint, *const libc::timespec) -> libc::c_int);
+    // SAFETY: forwarded contract.
+    ret_of(unsafe {
+        absolute(
+            libc::CLOCK_REALTIME,
+            libc::CLOCK_REALTIME,
+            abstime,
+            Reached::OnTimedout,
+            || false,
+            |ts| err_of(real(q, msg, len, prio, ts)),
+        )
+    })
+}
+
 // ---- semaphores ---------------------------------------------------------------------------
 
 /// # Safety
@@ -430,7 +532,7 @@ pub unsafe extern "C" fn nanosleep(
         return ret_of(real_nanosleep(req, rem));
     }
     // SAFETY: req non-null and valid, rem null or valid, per the contract.
-    ret_of(unsafe { sleep_for(&*req, rem, real_nanosleep) })
+    ret_of(unsafe { sleep_for(req, rem, real_nanosleep) })
 }
 
 /// glibc's `usleep` calls its internal nanosleep, so it is hooked itself.
@@ -637,12 +739,12 @@ unsafe fn select_fd_less(nfds: libc::c_int, sets: [*const libc::fd_set; 3]) -> b
     if nfds <= 0 {
         return true;
     }
-    let words = ((nfds as usize).min(libc::FD_SETSIZE as usize)).div_ceil(64);
+    let words = ((nfds as usize).min(libc::FD_SETSIZE)).div_ceil(64);
     sets.iter().all(|&s| {
         s.is_null()
             // SAFETY: a valid fd_set is 16 u64 words; we read at most that.
             || (0..words).all(|w| unsafe { *(s as *const u64).add(w) } == 0)
-    }) && nfds as usize <= libc::FD_SETSIZE as usize
+    }) && nfds as usize <= libc::FD_SETSIZE
 }
 
 /// # Safety
@@ -785,11 +887,10 @@ pub unsafe extern "C" fn epoll_pwait2(
 
 // ---- timers -------------------------------------------------------------------------------
 
-/// Says once per image that a timer's clock could not be found (its ABSTIME deadline then
-/// reaches the kernel untranslated).
+/// Records that a timer's clock could not be found (its ABSTIME deadline then reaches the
+/// kernel untranslated); the launcher warns.
 fn timer_clock_unknown(what: &[u8]) {
     census::record_unsealed(seal_abi::unsealed::UNSUPPORTED_CALL, what);
-    crate::sys::warn(what);
 }
 
 /// # Safety

@@ -21,7 +21,7 @@ pub(crate) mod hooks;
 
 use core::cell::Cell;
 
-use seal_abi::{flags, Fid};
+use seal_abi::{flags, unsealed, Fid};
 
 use crate::clock::{self, Domain};
 use crate::{census, config, real, sys, thread};
@@ -159,9 +159,13 @@ pub unsafe fn absolute(
     if !(0..NS_PER_SEC).contains(&ts.tv_nsec) {
         return call(abstime);
     }
-    let target = clock::logical_of(domain, clock::from_timespec(&ts));
+    let value = clock::from_timespec(&ts);
+    let target = clock::logical_of(domain, value);
     let now_l = thread::peek();
     let rnow = real_now(real_clock);
+    if from_real_clock(value, clock::value_at(domain, now_l), rnow) {
+        return call(abstime);
+    }
     let real = if target <= now_l || (warping() && warpable()) {
         rnow
     } else {
@@ -177,6 +181,26 @@ pub unsafe fn absolute(
         timed_out_at(target);
     }
     err
+}
+
+/// A future deadline nearer the real clock than the logical one was computed from a clock
+/// seal does not see (a raw `syscall` instruction, a vDSO entry found by hand): translating
+/// it would turn a 0.1 s wait into months. It is passed through untranslated, and the census
+/// says so. (A deadline already past logically, such as `{0, 0}` for "don't block", is
+/// simply past.)
+pub fn from_real_clock(value: i64, logical_now: i64, real_now: i64) -> bool {
+    let logical_gap = value.saturating_sub(logical_now);
+    let real_gap = value.saturating_sub(real_now).unsigned_abs();
+    if logical_gap <= 0 || real_gap >= logical_gap.unsigned_abs() {
+        return false;
+    }
+    // The launcher warns about unsealed events once, on stderr.
+    census::record_unsealed(
+        unsealed::UNSUPPORTED_CALL,
+        b"a wait's deadline was read from the real clock, not the sealed one; \
+          passed through untranslated",
+    );
+    true
 }
 
 /// How a relative wait ended.
@@ -218,14 +242,16 @@ pub fn relative<R>(
 /// number. `rem` (may be null) gets the kernel's remaining time on `EINTR`.
 ///
 /// # Safety
-/// `rem` is null or valid for writes.
+/// `req` is valid for reads; `rem` is null or valid for writes (it may alias `req`).
 pub unsafe fn sleep_for(
-    req: &libc::timespec,
+    req: *const libc::timespec,
     rem: *mut libc::timespec,
     call: impl FnOnce(*const libc::timespec, *mut libc::timespec) -> i32,
 ) -> i32 {
-    let ns = clock::from_timespec(req);
-    if !config::sealed(flags::WAIT) || !valid_timespec(req) || ns == 0 {
+    // SAFETY: valid per the contract; copied, since `rem` may point to the same timespec.
+    let asked = unsafe { *req };
+    let ns = clock::from_timespec(&asked);
+    if !config::sealed(flags::WAIT) || !valid_timespec(&asked) || ns == 0 {
         return call(req, rem);
     }
     relative(
@@ -280,10 +306,8 @@ pub unsafe fn clock_nanosleep_impl(
             )
         }
     } else {
-        // SAFETY: req valid per the contract (non-null checked).
-        let r = unsafe { &*req };
-        // SAFETY: rem forwarded.
-        unsafe { sleep_for(r, rem, |q, m| call(clock_id, fl, q, m)) }
+        // SAFETY: req non-null and valid, rem null or valid, per the contract.
+        unsafe { sleep_for(req, rem, |q, m| call(clock_id, fl, q, m)) }
     }
 }
 
@@ -370,7 +394,7 @@ pub unsafe fn kernel_timer_id(t: libc::timer_t) -> i64 {
 pub unsafe fn posix_timer_clock(t: libc::timer_t) -> Option<libc::clockid_t> {
     // SAFETY: forwarded.
     let id = unsafe { kernel_timer_id(t) };
-    let mut buf = [0u8; 8192];
+    let mut buf = [0u8; 4096];
     let n = sys::read_file(b"/proc/self/timers\0", &mut buf);
     parse_timer_clock(&buf[..n], id).map(|c| c as libc::clockid_t)
 }
@@ -384,8 +408,13 @@ pub fn translate_itimer(clock_id: libc::clockid_t, its: &libc::itimerspec) -> li
     if domain == Domain::PassThrough || (v.tv_sec == 0 && v.tv_nsec == 0) || !valid_timespec(v) {
         return *its;
     }
-    let target = clock::logical_of(domain, clock::from_timespec(v));
-    let real = real_deadline(real_now(clock_id), target, thread::peek()).max(1);
+    let value = clock::from_timespec(v);
+    let target = clock::logical_of(domain, value);
+    let (now_l, rnow) = (thread::peek(), real_now(clock_id));
+    if from_real_clock(value, clock::value_at(domain, now_l), rnow) {
+        return *its;
+    }
+    let real = real_deadline(rnow, target, now_l).max(1);
     libc::itimerspec {
         it_interval: its.it_interval,
         it_value: clock::to_timespec(real),
@@ -588,6 +617,26 @@ mod tests {
         assert_eq!(real_deadline(1_000, 4, 5), 1_000);
         // Far future saturates instead of wrapping.
         assert_eq!(real_deadline(1_000, i64::MAX, i64::MIN + 1), i64::MAX);
+    }
+
+    #[test]
+    fn deadlines_from_the_real_clock_are_recognised() {
+        let day = 86_400 * NS_PER_SEC;
+        // Logical monotonic 1 day + 5 s, real uptime 10 days.
+        assert!(!from_real_clock(
+            day + 5_100_000_000,
+            day + 5 * NS_PER_SEC,
+            10 * day
+        ));
+        assert!(from_real_clock(
+            10 * day + 100_000_000,
+            day + 5 * NS_PER_SEC,
+            10 * day
+        ));
+        // Real uptime of 30 minutes: a logical deadline is still taken as logical.
+        assert!(!from_real_clock(day + 100_000_000, day, 1_800 * NS_PER_SEC));
+        // "Don't block" deadlines in the past are just past.
+        assert!(!from_real_clock(0, day, 1_800 * NS_PER_SEC));
     }
 
     #[test]
