@@ -201,28 +201,45 @@ pub fn build_c(name: &str, extra: &[&str]) -> PathBuf {
     let src = fixture(&format!("c/{name}.c"));
     let suffix = extra.join("").replace(['-', ' ', '/'], "");
     let out = build_dir().join(format!("{name}{suffix}"));
+    let tmp = unique_tmp(&out);
     let st = Command::new("cc")
         .args(["-O1", "-g", "-o"])
-        .arg(&out)
+        .arg(&tmp)
         .arg(&src)
         .args(extra)
         .args(["-lpthread", "-lrt"])
         .status()
         .expect("cc not found");
     assert!(st.success(), "compiling {} failed", src.display());
+    install(&tmp, &out);
     out
+}
+
+/// A private output path next to `out`: tests run in parallel and may build the same fixture;
+/// writing over a binary another test is running fails with "Text file busy".
+fn unique_tmp(out: &Path) -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    out.with_extension(format!("tmp{}-{n}", std::process::id()))
+}
+
+/// Moves a freshly built binary into place atomically (rename never touches a running file).
+fn install(tmp: &Path, out: &Path) {
+    std::fs::rename(tmp, out).unwrap_or_else(|e| panic!("cannot install {}: {e}", out.display()));
 }
 
 /// Compiles a Rust fixture (fixtures/rust/NAME.rs) with rustc into target/e2e-fixtures/NAME.
 pub fn build_rust(name: &str) -> PathBuf {
     let src = fixture(&format!("rust/{name}.rs"));
     let out = build_dir().join(format!("{name}-rs"));
+    let tmp = unique_tmp(&out);
     let st = Command::new("rustc")
         .args(["-O", "--edition", "2021", "-o"])
-        .arg(&out)
+        .arg(&tmp)
         .arg(&src)
         .status()
         .expect("rustc not found");
     assert!(st.success(), "compiling {} failed", src.display());
+    install(&tmp, &out);
     out
 }
