@@ -38,6 +38,7 @@ pub(crate) fn on_process_start() {
         config::GEN.load(Relaxed),
     );
     process::on_start();
+    random::device::on_start();
 }
 
 /// libseal's constructor: initialise before `main` even if no hook has run yet.
