@@ -198,6 +198,9 @@ functions! {
     System = Exec "system",
     Popen = Exec "popen",
     PthreadCreate = Exec "pthread_create",
+    // host (appended): name resolution of the sealed host name
+    Getaddrinfo = Host "getaddrinfo(host name)",
+    Gethostbyname = Host "gethostbyname(host name)",
 }
 
 impl Fid {

@@ -152,3 +152,39 @@ fn coreutils_mktemp_is_stable() {
     let a = run_timeout(c, TIMEOUT);
     assert_ne!(a.stdout, runs[0]);
 }
+
+/// The JVM: `FileInputStream("/dev/urandom")`, `NativePRNG`, `InetAddress.getLocalHost()` (the
+/// sealed name must resolve, or the JVM throws) and `File.createTempFile`.
+#[test]
+fn java_devices_host_and_temp_names_are_sealed() {
+    if !have("java") || !have("javac") {
+        eprintln!("note: java/javac not found, skipping");
+        return;
+    }
+    let classes = build_dir().join("java-names");
+    std::fs::create_dir_all(&classes).unwrap();
+    let st = std::process::Command::new("javac")
+        .arg("-d")
+        .arg(&classes)
+        .arg(fixture("java/Names.java"))
+        .status()
+        .expect("javac");
+    assert!(st.success(), "javac failed");
+    let dir = scratch("java");
+    let (cp, d) = (classes.to_str().unwrap(), dir.to_str().unwrap());
+    // `--unseal time`: this test is about devices, host and temp names; the JVM's timed waits
+    // belong to the time/wait families and their own tests.
+    let args = ["--unseal", "time", "--", "java", "-cp", cp, "Names", d];
+    let out = run_seal(args);
+    out.ok();
+    let out = out.stdout;
+    for i in 1..RUNS {
+        let again = run_seal(args);
+        again.ok();
+        assert_eq!(again.stdout, out, "sealed run {} differs", i + 1);
+    }
+    assert!(out.contains("getLocalHost seal 127.0.0.1\n"), "{out}");
+    let plain = run_plain("java", ["-cp", cp, "Names", d]);
+    plain.ok();
+    assert_ne!(plain.stdout, out);
+}

@@ -468,8 +468,8 @@ fn is_device_fd_slow(fd: i32) -> bool {
 }
 
 /// `read` on a device pipe: like the real device, fill the whole buffer (a pipe hands out at
-/// most what the feeder has written so far). Stops early only on EOF, an error, or `EAGAIN`
-/// after some bytes on a non-blocking descriptor.
+/// most what the feeder has written so far), and never fail with `EAGAIN` on a non-blocking
+/// descriptor. Stops early only on EOF or an error.
 ///
 /// # Safety
 /// `buf` is valid for `len` bytes.
@@ -494,6 +494,17 @@ pub unsafe fn read_full(fd: i32, buf: *mut u8, len: usize) -> isize {
                 return -1;
             }
             Err(libc::EINTR) => {}
+            Err(libc::EAGAIN) => {
+                // Non-blocking: the real device never says "try again", and the feeder is
+                // about to write. Wait for it.
+                let mut pfd = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd, no timeout, no signal mask.
+                unsafe { sys::syscall6(libc::SYS_ppoll, &mut pfd as *mut _ as i64, 1, 0, 0, 8, 0) };
+            }
             Err(_) if done > 0 => break,
             Err(e) => {
                 // SAFETY: errno is thread-local.
