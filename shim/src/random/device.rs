@@ -891,6 +891,39 @@ mod tests {
     }
 
     #[test]
+    fn read_full_waits_for_the_writer_and_tracking_follows_the_pipe() {
+        let mut fds = [0i32; 2];
+        // SAFETY: a valid out-array.
+        assert_eq!(
+            unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK) },
+            0
+        );
+        let [r, w] = fds;
+        assert!(!is_device_fd(r));
+        track_ino(r, fifo_ino(r).unwrap());
+        assert!(is_device_fd(r));
+        let writer = std::thread::spawn(move || {
+            for i in 0..3u8 {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                // SAFETY: a valid buffer and our pipe.
+                unsafe { libc::write(w, [i; 1000].as_ptr() as *const libc::c_void, 1000) };
+            }
+            // SAFETY: our fd.
+            unsafe { libc::close(w) };
+        });
+        let mut buf = vec![0u8; 3000];
+        // SAFETY: buf is valid for its length.
+        let n = unsafe { read_full(r, buf.as_mut_ptr(), buf.len()) };
+        writer.join().unwrap();
+        assert_eq!(n, 3000);
+        assert_eq!((buf[0], buf[1500], buf[2999]), (0, 1, 2));
+        // SAFETY: our fd.
+        unsafe { libc::close(r) };
+        // The number now names something else (or nothing): no longer a device pipe.
+        assert!(!is_device_fd(r));
+    }
+
+    #[test]
     fn uuid_text_is_v4() {
         let t = uuid_text([0xff; 16]);
         assert_eq!(&t, b"ffffffff-ffff-4fff-bfff-ffffffffffff\n");

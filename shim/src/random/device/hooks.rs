@@ -4,7 +4,7 @@
 
 use seal_abi::Fid;
 
-use super::{classify, open_sealed, Outcome};
+use super::{classify, open_sealed, Outcome, Target};
 use crate::{caller, census, real, sys};
 
 type OpenFn = unsafe extern "C" fn(*const libc::c_char, libc::c_int, libc::c_uint) -> libc::c_int;
@@ -51,7 +51,13 @@ unsafe fn front(
     // SAFETY: per the contract.
     let bytes = unsafe { sys::cstr(path) };
     if let Some(target) = classify(bytes) {
-        census::count(Fid::OpenDevice, target.detail(), ra);
+        // The hostname files count as a host-name read, the rest as a device open.
+        let fid = if target == Target::HostName {
+            Fid::Gethostname
+        } else {
+            Fid::OpenDevice
+        };
+        census::count(fid, target.detail(), ra);
         match open_sealed(target, oflags) {
             Outcome::Fd(fd) => return Ok(fd),
             Outcome::Err(e) => {
