@@ -205,6 +205,9 @@ functions! {
     MqTimedreceive = Wait "mq_timedreceive",
     MqTimedsend = Wait "mq_timedsend",
     MtxTimedlock = Wait "mtx_timedlock",
+    // host (appended): name resolution of the sealed host name
+    Getaddrinfo = Host "getaddrinfo(host name)",
+    Gethostbyname = Host "gethostbyname(host name)",
 }
 
 impl Fid {

@@ -34,12 +34,36 @@ pub fn set_field(field: &mut [libc::c_char], name: &[u8]) {
     }
 }
 
+/// Is `node` the sealed host name (ASCII case-insensitive, one trailing dot allowed)?
+pub fn is_sealed_name(node: &[u8], name: &[u8]) -> bool {
+    let node = node.strip_suffix(b".").unwrap_or(node);
+    !name.is_empty() && node.eq_ignore_ascii_case(name)
+}
+
 #[cfg(not(test))]
 mod hooks {
     use seal_abi::{flags, Fid, NO_DETAIL};
 
-    use super::{copy_name, set_field, DOMAINNAME};
-    use crate::{caller, census, config, real};
+    use super::{copy_name, is_sealed_name, set_field, DOMAINNAME};
+    use crate::{caller, census, config, real, sys};
+
+    const LOCALHOST: *const libc::c_char = c"localhost".as_ptr();
+
+    /// Should a lookup of `node` be answered as the sealed host (resolving like `localhost`)?
+    ///
+    /// # Safety
+    /// `node` is null or a NUL-terminated string.
+    unsafe fn resolves_sealed(node: *const libc::c_char) -> bool {
+        // SAFETY: per the contract.
+        !node.is_null()
+            && config::sealed(flags::HOST)
+            && is_sealed_name(unsafe { sys::cstr(node) }, config::HOSTNAME.get())
+    }
+
+    /// The sealed name as a C string that lives as long as the process.
+    fn sealed_cname() -> *mut libc::c_char {
+        config::HOSTNAME.get_cstr().as_ptr() as *mut libc::c_char
+    }
 
     fn set_errno(e: i32) {
         // SAFETY: errno is thread-local.
@@ -109,6 +133,154 @@ mod hooks {
         // SAFETY: forwarded.
         unsafe { real(name, len) }
     }
+
+    /// The sealed name resolves like `localhost` (a sealed program asking for its own address,
+    /// as the JVM's `InetAddress.getLocalHost()` and `hostname -f` do, must not fail because
+    /// the name is not in DNS); its canonical name stays the sealed name.
+    ///
+    /// # Safety
+    /// As `getaddrinfo(3)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn getaddrinfo(
+        node: *const libc::c_char,
+        service: *const libc::c_char,
+        hints: *const libc::addrinfo,
+        res: *mut *mut libc::addrinfo,
+    ) -> libc::c_int {
+        let ra = caller!();
+        let real = real!(getaddrinfo: fn(*const libc::c_char, *const libc::c_char, *const libc::addrinfo, *mut *mut libc::addrinfo) -> libc::c_int);
+        // SAFETY: forwarded contract.
+        if !unsafe { resolves_sealed(node) } {
+            // SAFETY: forwarded.
+            return unsafe { real(node, service, hints, res) };
+        }
+        census::count(Fid::Getaddrinfo, NO_DETAIL, ra);
+        // SAFETY: forwarded, with a constant node.
+        let r = unsafe { real(LOCALHOST, service, hints, res) };
+        // SAFETY: on success *res is glibc's list; its canonname is malloc'ed (freeaddrinfo
+        // frees it), so replacing it with another malloc'ed string keeps that contract.
+        unsafe {
+            if r == 0 && !res.is_null() && !(*res).is_null() && !(**res).ai_canonname.is_null() {
+                let name = config::HOSTNAME.get_cstr();
+                let copy = libc::malloc(name.len()) as *mut u8;
+                if !copy.is_null() {
+                    core::ptr::copy_nonoverlapping(name.as_ptr(), copy, name.len());
+                    libc::free((**res).ai_canonname as *mut libc::c_void);
+                    (**res).ai_canonname = copy as *mut libc::c_char;
+                }
+            }
+        }
+        r
+    }
+
+    /// # Safety
+    /// As `gethostbyname(3)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn gethostbyname(name: *const libc::c_char) -> *mut libc::hostent {
+        let ra = caller!();
+        let real = real!(gethostbyname: fn(*const libc::c_char) -> *mut libc::hostent);
+        // SAFETY: forwarded contract.
+        if !unsafe { resolves_sealed(name) } {
+            // SAFETY: forwarded.
+            return unsafe { real(name) };
+        }
+        census::count(Fid::Gethostbyname, NO_DETAIL, ra);
+        // SAFETY: forwarded with a constant name; the result is libc's static hostent.
+        unsafe {
+            let h = real(LOCALHOST);
+            if !h.is_null() {
+                (*h).h_name = sealed_cname();
+            }
+            h
+        }
+    }
+
+    /// # Safety
+    /// As `gethostbyname2(3)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn gethostbyname2(
+        name: *const libc::c_char,
+        af: libc::c_int,
+    ) -> *mut libc::hostent {
+        let ra = caller!();
+        let real =
+            real!(gethostbyname2: fn(*const libc::c_char, libc::c_int) -> *mut libc::hostent);
+        // SAFETY: forwarded contract.
+        if !unsafe { resolves_sealed(name) } {
+            // SAFETY: forwarded.
+            return unsafe { real(name, af) };
+        }
+        census::count(Fid::Gethostbyname, NO_DETAIL, ra);
+        // SAFETY: as in gethostbyname.
+        unsafe {
+            let h = real(LOCALHOST, af);
+            if !h.is_null() {
+                (*h).h_name = sealed_cname();
+            }
+            h
+        }
+    }
+
+    /// # Safety
+    /// As `gethostbyname_r(3)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn gethostbyname_r(
+        name: *const libc::c_char,
+        ret: *mut libc::hostent,
+        buf: *mut libc::c_char,
+        buflen: libc::size_t,
+        result: *mut *mut libc::hostent,
+        h_errnop: *mut libc::c_int,
+    ) -> libc::c_int {
+        let ra = caller!();
+        let real = real!(gethostbyname_r: fn(*const libc::c_char, *mut libc::hostent, *mut libc::c_char, libc::size_t, *mut *mut libc::hostent, *mut libc::c_int) -> libc::c_int);
+        // SAFETY: forwarded contract.
+        let sealed = unsafe { resolves_sealed(name) };
+        if sealed {
+            census::count(Fid::Gethostbyname, NO_DETAIL, ra);
+        }
+        let n = if sealed { LOCALHOST } else { name };
+        // SAFETY: forwarded.
+        let r = unsafe { real(n, ret, buf, buflen, result, h_errnop) };
+        // SAFETY: on success *result is `ret`, the caller's struct.
+        unsafe {
+            if sealed && r == 0 && !result.is_null() && !(*result).is_null() {
+                (**result).h_name = sealed_cname();
+            }
+        }
+        r
+    }
+
+    /// # Safety
+    /// As `gethostbyname2_r(3)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn gethostbyname2_r(
+        name: *const libc::c_char,
+        af: libc::c_int,
+        ret: *mut libc::hostent,
+        buf: *mut libc::c_char,
+        buflen: libc::size_t,
+        result: *mut *mut libc::hostent,
+        h_errnop: *mut libc::c_int,
+    ) -> libc::c_int {
+        let ra = caller!();
+        let real = real!(gethostbyname2_r: fn(*const libc::c_char, libc::c_int, *mut libc::hostent, *mut libc::c_char, libc::size_t, *mut *mut libc::hostent, *mut libc::c_int) -> libc::c_int);
+        // SAFETY: forwarded contract.
+        let sealed = unsafe { resolves_sealed(name) };
+        if sealed {
+            census::count(Fid::Gethostbyname, NO_DETAIL, ra);
+        }
+        let n = if sealed { LOCALHOST } else { name };
+        // SAFETY: forwarded.
+        let r = unsafe { real(n, af, ret, buf, buflen, result, h_errnop) };
+        // SAFETY: on success *result is `ret`, the caller's struct.
+        unsafe {
+            if sealed && r == 0 && !result.is_null() && !(*result).is_null() {
+                (**result).h_name = sealed_cname();
+            }
+        }
+        r
+    }
 }
 
 #[cfg(test)]
@@ -127,5 +299,14 @@ mod tests {
         set_field(&mut f, b"seal");
         assert_eq!(f[3], b'l' as libc::c_char);
         assert!(f[4..].iter().all(|&c| c == 0));
+    }
+
+    #[test]
+    fn sealed_name_matches_case_insensitively() {
+        assert!(is_sealed_name(b"SEAL", b"seal"));
+        assert!(is_sealed_name(b"seal.", b"seal"));
+        assert!(!is_sealed_name(b"seal.example", b"seal"));
+        assert!(!is_sealed_name(b"localhost", b"seal"));
+        assert!(!is_sealed_name(b"", b""));
     }
 }

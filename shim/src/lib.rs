@@ -39,6 +39,7 @@ pub(crate) fn on_process_start() {
         config::PPID.load(Relaxed),
         config::GEN.load(Relaxed),
     );
+    random::device::on_start();
 }
 
 /// libseal's constructor: initialise before `main` even if no hook has run yet.

@@ -1,3 +1,184 @@
-//! End-to-end tests: random.
-#[allow(unused_imports)]
+//! End-to-end tests: random devices (`/dev/urandom`, `/dev/random`, the kernel's uuid and
+//! boot_id files) read through real programs, however opened and read.
 use crate::util::*;
+
+const RUNS: usize = 5;
+
+/// Every open and read path of a C program gives the same bytes every sealed run.
+#[test]
+fn c_devices_every_open_and_read_path_is_sealed() {
+    let prog = build_c("devices", &[]);
+    let p = prog.to_str().unwrap();
+    let out = assert_sealed_stable(&[p], RUNS);
+    for label in [
+        "open ",
+        "open64 ",
+        "openat ",
+        "openat64 ",
+        "__open_2 ",
+        "__open64_2 ",
+        "__openat_2 ",
+        "__openat64 ",
+        "random ",
+        "nonblock ",
+        "fopen ",
+        "fopen64 ",
+        "freopen ",
+        "inherited ",
+        "4MiB sum ",
+    ] {
+        assert!(
+            out.lines().any(|l| l.starts_with(label)),
+            "no {label:?} line in\n{out}"
+        );
+    }
+    assert!(
+        out.contains("cloexec    1 0"),
+        "O_CLOEXEC not honoured\n{out}"
+    );
+    assert!(
+        out.contains("missing    -1 No such file or directory"),
+        "{out}"
+    );
+    // Two opens of the uuid file: two v4 uuids, different; boot_id: one per run.
+    let uuids: Vec<&str> = out.lines().filter(|l| l.starts_with("uuid ")).collect();
+    assert_eq!(uuids.len(), 2, "{out}");
+    assert_ne!(
+        uuids[0], uuids[1],
+        "two opens of uuid gave the same uuid\n{out}"
+    );
+    assert_eq!(
+        uuids[0].trim().as_bytes()[11 + 14],
+        b'4',
+        "not a v4 uuid: {}",
+        uuids[0]
+    );
+    let boots: Vec<&str> = out.lines().filter(|l| l.starts_with("boot_id ")).collect();
+    assert_eq!(boots.len(), 2, "{out}");
+    assert_eq!(boots[0], boots[1], "boot_id changed within a run\n{out}");
+    // Sixteen distinct 16-byte values: no two opens share a stream.
+    let mut hexes: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter(|h| h.len() == 32)
+        .collect();
+    let n = hexes.len();
+    hexes.sort();
+    hexes.dedup();
+    assert_eq!(hexes.len(), n, "two reads gave the same bytes\n{out}");
+
+    // Unsealed, the same program differs from run to run (the seal does the work).
+    let a = run_plain(p, [] as [&str; 0]);
+    let b = run_plain(p, [] as [&str; 0]);
+    a.ok();
+    b.ok();
+    assert_ne!(a.stdout, b.stdout, "unsealed runs are identical?");
+    assert_ne!(a.stdout, out);
+    // --unseal random passes the devices through.
+    let u1 = run_seal(["--unseal", "random", "--", p]);
+    let u2 = run_seal(["--unseal", "random", "--", p]);
+    u1.ok();
+    u2.ok();
+    assert_ne!(
+        u1.stdout, u2.stdout,
+        "--unseal random still sealed the devices"
+    );
+}
+
+/// `od`, `head -c`, `tr -dc … < /dev/urandom | head -c 16` (an inherited fd in a child),
+/// `cat` of the uuid file twice, a megabyte: byte-identical sealed runs.
+#[test]
+fn bash_urandom_tools_are_sealed() {
+    let script = fixture("bash/urandom.sh");
+    let s = script.to_str().unwrap();
+    let out = assert_sealed_stable(&["bash", s], RUNS);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.len() >= 10, "{out}");
+    assert_eq!(lines[2].len(), 16, "tr | head -c 16 gave {:?}", lines[2]);
+    assert!(lines[2]
+        .bytes()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
+    assert_ne!(
+        lines[3], lines[4],
+        "two `cat uuid` gave the same uuid\n{out}"
+    );
+    assert!(lines.last().unwrap().ends_with(" 1000000"), "{out}");
+    let a = run_plain("bash", [s]);
+    let b = run_plain("bash", [s]);
+    a.ok();
+    b.ok();
+    assert_ne!(a.stdout, b.stdout, "unsealed runs are identical?");
+}
+
+/// Python's `open('/dev/urandom','rb').read(16)` and the uuid file.
+#[test]
+fn python_reads_urandom_sealed() {
+    if !have("python3") {
+        eprintln!("note: python3 not found, skipping");
+        return;
+    }
+    let code = "print(open('/dev/urandom','rb').read(16).hex()); \
+                print(open('/proc/sys/kernel/random/uuid').read().strip())";
+    let out = assert_sealed_stable(&["python3", "-c", code], RUNS);
+    assert_eq!(out.lines().next().unwrap().len(), 32, "{out}");
+    let a = run_plain("python3", ["-c", code]);
+    let b = run_plain("python3", ["-c", code]);
+    assert_ne!(a.stdout, b.stdout);
+}
+
+/// The feeder behind a sealed `/dev/urandom` is invisible to `wait()`/`waitpid(-1)` (a program
+/// reaping "all" its children neither hangs nor sees it) and exits when the reader closes.
+#[test]
+fn feeder_is_invisible_to_wait_and_dies_with_its_reader() {
+    let prog = build_c("reaper", &[]);
+    let token = format!("seal-reaper-token-{}", std::process::id());
+    let out = run_seal(["--", prog.to_str().unwrap(), &token]);
+    out.ok();
+    let expected_tail = "feeders while open: 1\n\
+        wait() reaped 3 children (status sum 33), then ECHILD\n\
+        waitpid(-1) reaped 3 children (status sum 33), then ECHILD\n\
+        feeders after close: 0\n";
+    assert!(out.stdout.ends_with(expected_tail), "{}", out.show());
+    // Nothing of this run is left running.
+    assert_eq!(live_feeders(&token), 0, "a feeder outlived the run");
+}
+
+/// Live (not zombie) `seal-random` processes whose command line mentions `token`.
+fn live_feeders(token: &str) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let p = e.path();
+        let Ok(stat) = std::fs::read_to_string(p.join("stat")) else {
+            continue;
+        };
+        let Some(rp) = stat.rfind(')') else { continue };
+        if !stat.contains("(seal-random)") || stat[rp + 2..].starts_with('Z') {
+            continue;
+        }
+        let cmd = std::fs::read(p.join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains(token) {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// A reader that stops early (`head -c 16` closing the pipe) leaves no feeder behind.
+#[test]
+fn short_readers_leave_no_feeder() {
+    let token = format!("seal-short-reader-{}", std::process::id());
+    let script =
+        format!("for i in 1 2 3; do head -c 16 /dev/urandom | od -An -tx1; done # {token}");
+    let out = run_seal(["--", "bash", "-c", &script]);
+    out.ok();
+    assert_eq!(out.stdout.lines().count(), 3, "{}", out.show());
+    let mut left = usize::MAX;
+    for _ in 0..200 {
+        left = live_feeders(&token);
+        if left == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(left, 0, "feeders still running after their readers exited");
+}

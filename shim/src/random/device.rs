@@ -42,7 +42,7 @@
 //! path, a directory fd, or a raw `SYS_open` system call is not recognised (see docs/names.md).
 
 use core::cell::Cell;
-use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use seal_abi::{device, flags, unsealed};
 
@@ -361,7 +361,159 @@ fn open_stream(mut stream: EntropyStream, cloexec: bool, nonblock: bool) -> Resu
             );
         }
     }
+    register(rfd);
     Ok(rfd)
+}
+
+/// Descriptors (below [`TRACKED`]) that this process opened as a sealed device pipe, and the
+/// pipe's inode, so `read` can tell a device pipe from whatever reused the number later.
+const TRACKED: usize = 1 << 16;
+static DEVICE_FD_BITS: [AtomicU64; TRACKED / 64] = [const { AtomicU64::new(0) }; TRACKED / 64];
+static DEVICE_FD_INO: [AtomicU64; TRACKED] = [const { AtomicU64::new(0) }; TRACKED];
+
+fn fifo_ino(fd: i32) -> Option<u64> {
+    // SAFETY: an all-zero stat is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: st is a valid out-pointer.
+    let r = unsafe { sys::syscall3(libc::SYS_fstat, fd as i64, &mut st as *mut _ as i64, 0) };
+    (r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO).then_some(st.st_ino)
+}
+
+fn track_ino(fd: i32, ino: u64) {
+    if fd >= 0 && (fd as usize) < TRACKED {
+        DEVICE_FD_INO[fd as usize].store(ino, Relaxed);
+        DEVICE_FD_BITS[fd as usize / 64].fetch_or(1 << (fd % 64), Relaxed);
+    }
+}
+
+/// `dup2(old, new)` and friends succeeded: `new` is a device pipe if `old` is.
+pub fn on_dup(old: i32, new: i32) {
+    if is_device_fd(old) {
+        track_ino(new, DEVICE_FD_INO[old as usize].load(Relaxed));
+    }
+}
+
+/// `<run dir>/devpipe.<inode>`: the run-wide registry of device pipes, so a process that
+/// inherited one across exec (`cmd < /dev/urandom`) recognises it at start.
+fn registry_path(ino: u64, out: &mut sys::StackBuf<4200>) {
+    out.push(config::RUN_DIR.get())
+        .push(b"/devpipe.")
+        .push_u64(ino);
+}
+
+fn register(fd: i32) {
+    if let Some(ino) = fifo_ino(fd) {
+        track_ino(fd, ino);
+        let mut p = sys::StackBuf::<4200>::new();
+        registry_path(ino, &mut p);
+        let f = sys::open(
+            p.as_cstr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
+            0o600,
+        );
+        if f >= 0 {
+            sys::close(f);
+        }
+    }
+}
+
+/// At process start: standard descriptors that are device pipes made earlier in this run
+/// (inherited through exec) read full buffers too.
+pub fn on_start() {
+    for fd in 0..3 {
+        if let Some(ino) = fifo_ino(fd) {
+            let mut p = sys::StackBuf::<4200>::new();
+            registry_path(ino, &mut p);
+            // SAFETY: an all-zero stat is a valid value of this plain C struct.
+            let mut st: libc::stat = unsafe { core::mem::zeroed() };
+            // SAFETY: NUL-terminated path, valid out-pointer.
+            let r = unsafe {
+                sys::syscall6(
+                    libc::SYS_newfstatat,
+                    libc::AT_FDCWD as i64,
+                    p.as_cstr().as_ptr() as i64,
+                    &mut st as *mut _ as i64,
+                    0,
+                    0,
+                    0,
+                )
+            };
+            if r == 0 {
+                track_ino(fd, ino);
+            }
+        }
+    }
+}
+
+/// Is `fd` (still) a device pipe this process opened? One load for every other descriptor.
+#[inline(always)]
+pub fn is_device_fd(fd: i32) -> bool {
+    if fd < 0 || fd as usize >= TRACKED {
+        return false;
+    }
+    if DEVICE_FD_BITS[fd as usize / 64].load(Relaxed) & (1 << (fd % 64)) == 0 {
+        return false;
+    }
+    is_device_fd_slow(fd)
+}
+
+#[cold]
+fn is_device_fd_slow(fd: i32) -> bool {
+    if fifo_ino(fd) == Some(DEVICE_FD_INO[fd as usize].load(Relaxed)) {
+        return true;
+    }
+    // Closed and reused for something else: forget it.
+    DEVICE_FD_BITS[fd as usize / 64].fetch_and(!(1 << (fd % 64)), Relaxed);
+    false
+}
+
+/// `read` on a device pipe: like the real device, fill the whole buffer (a pipe hands out at
+/// most what the feeder has written so far), and never fail with `EAGAIN` on a non-blocking
+/// descriptor. Stops early only on EOF or an error.
+///
+/// # Safety
+/// `buf` is valid for `len` bytes.
+pub unsafe fn read_full(fd: i32, buf: *mut u8, len: usize) -> isize {
+    let mut done = 0usize;
+    while done < len {
+        // SAFETY: the tail of buf is valid per the contract.
+        let r = unsafe {
+            sys::syscall3(
+                libc::SYS_read,
+                fd as i64,
+                buf.add(done) as i64,
+                (len - done) as i64,
+            )
+        };
+        match check(r) {
+            Ok(0) => break,
+            Ok(n) => done += n as usize,
+            Err(libc::EINTR) if done == 0 => {
+                // SAFETY: errno is thread-local.
+                unsafe { *libc::__errno_location() = libc::EINTR };
+                return -1;
+            }
+            Err(libc::EINTR) => {}
+            Err(libc::EAGAIN) => {
+                // Non-blocking: the real device never says "try again", and the feeder is
+                // about to write. Wait for it.
+                let mut pfd = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd, no timeout, no signal mask.
+                unsafe { sys::syscall6(libc::SYS_ppoll, &mut pfd as *mut _ as i64, 1, 0, 0, 8, 0) };
+            }
+            Err(_) if done > 0 => break,
+            Err(e) => {
+                // SAFETY: errno is thread-local.
+                unsafe { *libc::__errno_location() = e };
+                return -1;
+            }
+        }
+    }
+    done as isize
 }
 
 /// Raw `clone` with no flags and exit signal 0: a copy-on-write copy of this process (like
@@ -374,7 +526,9 @@ unsafe fn raw_fork_silent() -> i64 {
     unsafe { sys::syscall6(libc::SYS_clone, 0, 0, 0, 0, 0, 0) }
 }
 
-/// Starts the detached feeder for `wfd`, continuing `stream`.
+/// Starts the detached feeder for `wfd`, continuing `stream`: on its own stack in a
+/// seal-owned address range when it can (no copy of the opener's page tables), else as a
+/// copy-on-write copy of the opener.
 fn spawn_feeder(wfd: i32, stream: &mut EntropyStream) -> Result<(), i32> {
     // Block every signal around clone: the children start with all signals blocked, so no
     // handler of the program ever runs in them.
@@ -392,17 +546,11 @@ fn spawn_feeder(wfd: i32, stream: &mut EntropyStream) -> Result<(), i32> {
             0,
         )
     };
-    // SAFETY: the child branch below only makes raw system calls.
-    let pid = unsafe { raw_fork_silent() };
-    if pid == 0 {
-        // The intermediate: fork the feeder and leave at once, so the feeder is reparented.
-        // SAFETY: as above.
-        let p2 = unsafe { raw_fork_silent() };
-        if p2 == 0 {
-            feeder_main(wfd, stream);
-        }
-        sys::exit_group(0);
-    }
+    let pid = match shared::spawn(wfd, stream) {
+        Some(pid) => pid,
+        // SAFETY: the child branch only makes raw system calls.
+        None => unsafe { spawn_copy(wfd, stream) },
+    };
     // SAFETY: restoring the mask saved above.
     unsafe {
         sys::syscall6(
@@ -426,15 +574,220 @@ fn spawn_feeder(wfd: i32, stream: &mut EntropyStream) -> Result<(), i32> {
     Ok(())
 }
 
-/// The feeder: a copy of the opener. Raw system calls only; never returns.
-fn feeder_main(wfd: i32, stream: &mut EntropyStream) -> ! {
-    // SAFETY (all): raw system calls with integer arguments or pointers to our own stack.
+/// The fallback: the intermediate and the feeder are copy-on-write copies of the opener
+/// (`fork` without glibc's handlers). Costs two page-table copies of the opener.
+///
+/// # Safety
+/// Signals must be blocked; the children only make raw system calls.
+unsafe fn spawn_copy(wfd: i32, stream: &mut EntropyStream) -> i64 {
+    // SAFETY: the child branch below only makes raw system calls.
+    let pid = unsafe { raw_fork_silent() };
+    if pid == 0 {
+        // The intermediate: fork the feeder and leave at once, so the feeder is reparented.
+        // SAFETY: as above.
+        let p2 = unsafe { raw_fork_silent() };
+        if p2 == 0 {
+            feeder_setup(wfd);
+            feed(wfd, stream);
+            sys::exit_group(0);
+        }
+        sys::exit_group(0);
+    }
+    pid
+}
+
+/// The feeder on its own stack, sharing the opener's memory (`CLONE_VM`), so starting it costs
+/// no page-table copy whatever the opener's size.
+///
+/// Its stack lives in a seal-owned range far below where the kernel places mappings
+/// (`REGION_BASE`, mapped with `MAP_FIXED_NOREPLACE` and `MADV_DONTFORK`): the kernel's
+/// top-down allocator picks the highest free gap, so these mappings (made and freed at times
+/// only the feeder decides) never move where the program's own `mmap`s land. The
+/// intermediate runs on a buffer in the opener's frame, which `CLONE_VFORK` keeps suspended
+/// until the intermediate exits. The feeder unmaps its stack and exits in assembly.
+mod shared {
+    use core::arch::asm;
+    use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    use super::{feed, feeder_setup, EntropyStream};
+    use crate::sys;
+
+    const CLONE_VM: i64 = 0x100;
+    const CLONE_VFORK: i64 = 0x4000;
+    const MAP_FIXED_NOREPLACE: i64 = 0x10_0000;
+    const MADV_DONTFORK: i64 = 10;
+    /// 62 TiB: far below the mmap area (just under 128 TiB) and far above brk heaps.
+    const REGION_BASE: u64 = 0x3e5e_0000_0000;
+    const STACK: usize = 64 * 1024;
+    const SLOTS: u64 = 1 << 16;
+    static NEXT_SLOT: AtomicU64 = AtomicU64::new(0);
+
+    #[repr(C)]
+    struct Args {
+        wfd: i32,
+        region: u64,
+        stack_top: u64,
+        stream: EntropyStream,
+    }
+
+    /// Maps a free 64 KiB stack slot; `None` when the range is unusable.
+    fn map_slot() -> Option<u64> {
+        for _ in 0..64 {
+            let slot = NEXT_SLOT.fetch_add(1, Relaxed) % SLOTS;
+            let want = REGION_BASE + slot * STACK as u64;
+            // SAFETY: a fixed mapping that refuses to replace anything already there.
+            let got = unsafe {
+                sys::syscall6(
+                    libc::SYS_mmap,
+                    want as i64,
+                    STACK as i64,
+                    (libc::PROT_READ | libc::PROT_WRITE) as i64,
+                    (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as i64 | MAP_FIXED_NOREPLACE,
+                    -1,
+                    0,
+                )
+            };
+            if got == want as i64 {
+                // SAFETY: our own fresh mapping.
+                unsafe { sys::syscall3(libc::SYS_madvise, got, STACK as i64, MADV_DONTFORK) };
+                return Some(want);
+            }
+            if got >= 0 {
+                // An old kernel took the address as a hint: not ours to use.
+                // SAFETY: the mapping just made.
+                unsafe { sys::munmap(got as *mut u8, STACK) };
+                return None;
+            }
+            if got != -(libc::EEXIST as i64) {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Starts intermediate + feeder; `Some(intermediate pid or -errno)`, or `None` to fall
+    /// back to copies.
+    pub(super) fn spawn(wfd: i32, stream: &EntropyStream) -> Option<i64> {
+        let region = map_slot()?;
+        let args_at = (region + STACK as u64 - core::mem::size_of::<Args>() as u64) & !63;
+        let args = args_at as *mut Args;
+        // SAFETY: args lies inside our fresh, writable mapping.
+        unsafe {
+            args.write(Args {
+                wfd,
+                region,
+                stack_top: args_at & !15,
+                stream: *stream,
+            })
+        };
+        let mut istack = [0u64; 1024];
+        let itop = (istack.as_mut_ptr() as u64 + 8 * 1024) & !15;
+        // SAFETY: the intermediate shares our memory and runs on `istack` while this thread is
+        // suspended (CLONE_VFORK) until it exits; it only makes raw system calls.
+        let pid = unsafe {
+            clone_on(
+                CLONE_VM | CLONE_VFORK,
+                itop,
+                intermediate as extern "C" fn(*mut Args) -> ! as usize as u64,
+                args as u64,
+            )
+        };
+        core::hint::black_box(&mut istack);
+        if pid < 0 {
+            // SAFETY: nobody else uses the slot.
+            unsafe { sys::munmap(region as *mut u8, STACK) };
+        }
+        Some(pid)
+    }
+
+    /// `clone(flags)` with the child starting on `stack_top` in `entry(arg)` (never returns).
+    ///
+    /// # Safety
+    /// `stack_top` is 16-byte aligned writable memory the child may use; `entry` never
+    /// returns and only makes raw system calls.
+    unsafe fn clone_on(flags: i64, stack_top: u64, entry: u64, arg: u64) -> i64 {
+        let ret: i64;
+        // SAFETY: per the contract; the child never comes back into this frame.
+        unsafe {
+            asm!(
+                "syscall",
+                "test rax, rax",
+                "jnz 2f",
+                "xor ebp, ebp",
+                "mov rdi, r12",
+                "call r13",
+                "ud2",
+                "2:",
+                inlateout("rax") libc::SYS_clone => ret,
+                in("rdi") flags,
+                in("rsi") stack_top,
+                in("rdx") 0,
+                in("r10") 0,
+                in("r8") 0,
+                in("r12") arg,
+                in("r13") entry,
+                lateout("rcx") _,
+                lateout("r11") _,
+            );
+        }
+        ret
+    }
+
+    /// The intermediate: start the feeder (exit signal 0, shared memory) and exit.
+    extern "C" fn intermediate(args: *mut Args) -> ! {
+        // SAFETY: args points into the feeder's mapping, written before clone.
+        let top = unsafe { (*args).stack_top };
+        // SAFETY: the feeder runs on its own slot and never returns.
+        unsafe {
+            clone_on(
+                CLONE_VM,
+                top,
+                feeder as extern "C" fn(*mut Args) -> ! as usize as u64,
+                args as u64,
+            )
+        };
+        loop {
+            // SAFETY: ends this task only.
+            unsafe { sys::syscall3(libc::SYS_exit, 0, 0, 0) };
+        }
+    }
+
+    /// The feeder: write the stream until the reader is gone, then unmap the stack it runs on
+    /// and exit, in assembly (no stack use after the unmap).
+    extern "C" fn feeder(args: *mut Args) -> ! {
+        // SAFETY: args points into our own stack slot, written before clone.
+        let a = unsafe { &mut *args };
+        feeder_setup(a.wfd);
+        feed(a.wfd, &mut a.stream);
+        let region = a.region;
+        // SAFETY: after munmap nothing touches memory; exit ends the task.
+        unsafe {
+            asm!(
+                "syscall",
+                "mov eax, {exit}",
+                "xor edi, edi",
+                "syscall",
+                "ud2",
+                exit = const libc::SYS_exit,
+                in("rax") libc::SYS_munmap,
+                in("rdi") region,
+                in("rsi") STACK,
+                options(noreturn),
+            );
+        }
+    }
+}
+
+/// First thing a feeder does: its own session (no terminal signals), a name, no descriptor but
+/// the pipe's write end.
+fn feeder_setup(wfd: i32) {
+    // SAFETY (all): raw system calls with integer arguments or pointers to constants.
     unsafe {
         sys::syscall3(libc::SYS_setsid, 0, 0, 0);
         sys::syscall6(
             libc::SYS_prctl,
             libc::PR_SET_NAME as i64,
-            b"seal-random\0".as_ptr() as i64,
+            c"seal-random".as_ptr() as i64,
             0,
             0,
             0,
@@ -442,6 +795,10 @@ fn feeder_main(wfd: i32, stream: &mut EntropyStream) -> ! {
         );
         close_all_but(wfd);
     }
+}
+
+/// Writes `stream` into `wfd` until the reader is gone (`EPIPE`: SIGPIPE is blocked).
+fn feed(wfd: i32, stream: &mut EntropyStream) {
     let mut buf = [0u8; CHUNK];
     loop {
         stream.fill(&mut buf);
@@ -460,8 +817,7 @@ fn feeder_main(wfd: i32, stream: &mut EntropyStream) -> ! {
                 continue;
             }
             if r <= 0 {
-                // EPIPE: the last reader is gone (SIGPIPE is blocked, so we get the error).
-                sys::exit_group(0);
+                return;
             }
             done += r as usize;
         }
@@ -532,6 +888,39 @@ mod tests {
         }
         let long = [b'/'; 300];
         assert_eq!(classify(&long), None);
+    }
+
+    #[test]
+    fn read_full_waits_for_the_writer_and_tracking_follows_the_pipe() {
+        let mut fds = [0i32; 2];
+        // SAFETY: a valid out-array.
+        assert_eq!(
+            unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK) },
+            0
+        );
+        let [r, w] = fds;
+        assert!(!is_device_fd(r));
+        track_ino(r, fifo_ino(r).unwrap());
+        assert!(is_device_fd(r));
+        let writer = std::thread::spawn(move || {
+            for i in 0..3u8 {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                // SAFETY: a valid buffer and our pipe.
+                unsafe { libc::write(w, [i; 1000].as_ptr() as *const libc::c_void, 1000) };
+            }
+            // SAFETY: our fd.
+            unsafe { libc::close(w) };
+        });
+        let mut buf = vec![0u8; 3000];
+        // SAFETY: buf is valid for its length.
+        let n = unsafe { read_full(r, buf.as_mut_ptr(), buf.len()) };
+        writer.join().unwrap();
+        assert_eq!(n, 3000);
+        assert_eq!((buf[0], buf[1500], buf[2999]), (0, 1, 2));
+        // SAFETY: our fd.
+        unsafe { libc::close(r) };
+        // The number now names something else (or nothing): no longer a device pipe.
+        assert!(!is_device_fd(r));
     }
 
     #[test]

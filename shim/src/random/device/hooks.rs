@@ -4,7 +4,7 @@
 
 use seal_abi::Fid;
 
-use super::{classify, open_sealed, Outcome};
+use super::{classify, open_sealed, Outcome, Target};
 use crate::{caller, census, real, sys};
 
 type OpenFn = unsafe extern "C" fn(*const libc::c_char, libc::c_int, libc::c_uint) -> libc::c_int;
@@ -51,7 +51,13 @@ unsafe fn front(
     // SAFETY: per the contract.
     let bytes = unsafe { sys::cstr(path) };
     if let Some(target) = classify(bytes) {
-        census::count(Fid::OpenDevice, target.detail(), ra);
+        // The hostname files count as a host-name read, the rest as a device open.
+        let fid = if target == Target::HostName {
+            Fid::Gethostname
+        } else {
+            Fid::OpenDevice
+        };
+        census::count(fid, target.detail(), ra);
         match open_sealed(target, oflags) {
             Outcome::Fd(fd) => return Ok(fd),
             Outcome::Err(e) => {
@@ -277,3 +283,81 @@ macro_rules! freopen_hooks {
 
 fopen_hooks!(fopen, fopen64);
 freopen_hooks!(freopen, freopen64);
+
+/// # Safety
+/// As `read(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn read(
+    fd: libc::c_int,
+    buf: *mut libc::c_void,
+    len: libc::size_t,
+) -> libc::ssize_t {
+    let ra = caller!();
+    if super::is_device_fd(fd) && !buf.is_null() {
+        census::count(Fid::ReadDevice, seal_abi::NO_DETAIL, ra);
+        // SAFETY: forwarded contract.
+        return unsafe { super::read_full(fd, buf as *mut u8, len) };
+    }
+    let real = real!(read: fn(libc::c_int, *mut libc::c_void, libc::size_t) -> libc::ssize_t);
+    // SAFETY: forwarded.
+    unsafe { real(fd, buf, len) }
+}
+
+/// # Safety
+/// As glibc's fortified `__read_chk` (`len <= buflen`, else it aborts).
+#[no_mangle]
+pub unsafe extern "C" fn __read_chk(
+    fd: libc::c_int,
+    buf: *mut libc::c_void,
+    len: libc::size_t,
+    buflen: libc::size_t,
+) -> libc::ssize_t {
+    let ra = caller!();
+    if len <= buflen && super::is_device_fd(fd) && !buf.is_null() {
+        census::count(Fid::ReadDevice, seal_abi::NO_DETAIL, ra);
+        // SAFETY: forwarded contract.
+        return unsafe { super::read_full(fd, buf as *mut u8, len) };
+    }
+    let real = real!(__read_chk: fn(libc::c_int, *mut libc::c_void, libc::size_t, libc::size_t) -> libc::ssize_t);
+    // SAFETY: forwarded.
+    unsafe { real(fd, buf, len, buflen) }
+}
+
+/// # Safety
+/// As `dup2(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn dup2(old: libc::c_int, new: libc::c_int) -> libc::c_int {
+    let real = real!(dup2: fn(libc::c_int, libc::c_int) -> libc::c_int);
+    // SAFETY: forwarded.
+    let r = unsafe { real(old, new) };
+    if r >= 0 {
+        super::on_dup(old, r);
+    }
+    r
+}
+
+/// # Safety
+/// As `dup3(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn dup3(old: libc::c_int, new: libc::c_int, fl: libc::c_int) -> libc::c_int {
+    let real = real!(dup3: fn(libc::c_int, libc::c_int, libc::c_int) -> libc::c_int);
+    // SAFETY: forwarded.
+    let r = unsafe { real(old, new, fl) };
+    if r >= 0 {
+        super::on_dup(old, r);
+    }
+    r
+}
+
+/// # Safety
+/// As `dup(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn dup(old: libc::c_int) -> libc::c_int {
+    let real = real!(dup: fn(libc::c_int) -> libc::c_int);
+    // SAFETY: forwarded.
+    let r = unsafe { real(old) };
+    if r >= 0 {
+        super::on_dup(old, r);
+    }
+    r
+}

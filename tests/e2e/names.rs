@@ -1,0 +1,190 @@
+//! End-to-end tests: host names (`gethostname`, `uname`, `getdomainname`, the `hostname`
+//! command, Python) and temp names (`mkstemp` & co., coreutils `mktemp`, Python `tempfile`).
+use std::path::PathBuf;
+
+use crate::util::*;
+
+const RUNS: usize = 5;
+
+/// A per-test scratch directory (fixed path, so names are comparable across runs; emptied
+/// first, so a leftover never forces a retry).
+fn scratch(name: &str) -> PathBuf {
+    let d = build_dir().join(format!("names-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn c_host_and_temp_names_are_sealed() {
+    let prog = build_c("names", &[]);
+    let dir = scratch("c");
+    let (p, d) = (prog.to_str().unwrap(), dir.to_str().unwrap());
+    let out = assert_sealed_stable(&[p, d], RUNS);
+    for want in [
+        "gethostname seal\n",
+        "uname.nodename seal\n",
+        "uname.sysname Linux\n",
+        "getdomainname (none)\n",
+        "short buffer -1 File name too long\n",
+        "mkostemp cloexec 1\n",
+        "bad template -1 Invalid argument\n",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+    let line = |label: &str| -> String {
+        out.lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} in\n{out}"))
+            .to_string()
+    };
+    assert!(line("mkstemp ").ends_with(" 600"));
+    assert!(line("mkstemps ").contains(".txt 600"));
+    assert!(line("mkdtemp ").ends_with(" 700"));
+    assert!(line("tempnam ").contains(&format!("{d}/pfx")));
+    assert!(line("tmpnam ").contains("/tmp/file"));
+    assert!(!out.contains("XXXXXX"), "a template was not filled\n{out}");
+    // Everything the fixture made it removed: the directory is empty.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+
+    // --unseal tempname: glibc's own names, different every run.
+    let u1 = run_seal(["--unseal", "tempname", "--", p, d]);
+    let u2 = run_seal(["--unseal", "tempname", "--", p, d]);
+    u1.ok();
+    u2.ok();
+    let pick = |s: &str| {
+        s.lines()
+            .find(|l| l.starts_with("mkstemp "))
+            .unwrap()
+            .to_string()
+    };
+    assert_ne!(
+        pick(&u1.stdout),
+        pick(&u2.stdout),
+        "--unseal tempname still sealed"
+    );
+    assert_ne!(pick(&u1.stdout), line("mkstemp "));
+
+    // --unseal host: the machine's name.
+    let real = run_plain("hostname", [] as [&str; 0]).stdout;
+    let u = run_seal(["--unseal", "host", "--", p, d]);
+    u.ok();
+    assert!(
+        u.stdout.contains(&format!("gethostname {real}")),
+        "{}",
+        u.show()
+    );
+}
+
+#[test]
+fn hostname_command_and_flag() {
+    if have("hostname") {
+        assert_eq!(assert_sealed_stable(&["hostname"], RUNS), "seal\n");
+        let x = run_seal(["--hostname", "x", "--", "hostname"]);
+        x.ok();
+        assert_eq!(x.stdout, "x\n");
+    }
+    assert_eq!(assert_sealed_stable(&["uname", "-n"], 2), "seal\n");
+    assert_eq!(
+        assert_sealed_stable(&["cat", "/proc/sys/kernel/hostname"], 2),
+        "seal\n"
+    );
+    let x = run_seal(["--hostname", "build-7", "--", "uname", "-n"]);
+    x.ok();
+    assert_eq!(x.stdout, "build-7\n");
+}
+
+#[test]
+fn python_host_and_temp_names_are_sealed() {
+    if !have("python3") {
+        eprintln!("note: python3 not found, skipping");
+        return;
+    }
+    let dir = scratch("py");
+    let script = fixture("python/names.py");
+    let mut runs = Vec::new();
+    for _ in 0..RUNS {
+        let mut c = seal(["--", "python3", script.to_str().unwrap()]);
+        c.env("TMPDIR", &dir);
+        let o = run_timeout(c, TIMEOUT);
+        o.ok();
+        runs.push(o.stdout);
+    }
+    assert!(runs.iter().all(|r| r == &runs[0]), "runs differ: {runs:#?}");
+    let out = &runs[0];
+    assert!(out.contains("gethostname seal\n"), "{out}");
+    assert!(out.contains("uname seal seal\n"), "{out}");
+    assert!(
+        out.contains(" 0o600\n") && out.contains(" 0o700\n"),
+        "{out}"
+    );
+    assert!(out.contains(dir.to_str().unwrap()), "{out}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    let mut c = command("python3");
+    c.arg(&script).env("TMPDIR", &dir);
+    let a = run_timeout(c, TIMEOUT);
+    assert_ne!(&a.stdout, out, "unsealed Python printed the sealed names");
+}
+
+/// coreutils `mktemp` (gnulib's own tempname, seeded through `getrandom`) prints the same path
+/// every sealed run.
+#[test]
+fn coreutils_mktemp_is_stable() {
+    if !have("mktemp") {
+        eprintln!("note: mktemp not found, skipping");
+        return;
+    }
+    let dir = scratch("mktemp");
+    let script = "f=$(mktemp); d=$(mktemp -d); echo \"$f\"; echo \"$d\"; \
+                  stat -c %a \"$f\" \"$d\"; rm -f \"$f\"; rmdir \"$d\"";
+    let mut runs = Vec::new();
+    for _ in 0..RUNS {
+        let mut c = seal(["--", "bash", "-c", script]);
+        c.env("TMPDIR", &dir);
+        let o = run_timeout(c, TIMEOUT);
+        o.ok();
+        runs.push(o.stdout);
+    }
+    assert!(runs.iter().all(|r| r == &runs[0]), "runs differ: {runs:#?}");
+    assert!(runs[0].contains("600\n700\n"), "{}", runs[0]);
+    let mut c = command("bash");
+    c.args(["-c", script]).env("TMPDIR", &dir);
+    let a = run_timeout(c, TIMEOUT);
+    assert_ne!(a.stdout, runs[0]);
+}
+
+/// The JVM: `FileInputStream("/dev/urandom")`, `NativePRNG`, `InetAddress.getLocalHost()` (the
+/// sealed name must resolve, or the JVM throws) and `File.createTempFile`.
+#[test]
+fn java_devices_host_and_temp_names_are_sealed() {
+    if !have("java") || !have("javac") {
+        eprintln!("note: java/javac not found, skipping");
+        return;
+    }
+    let classes = build_dir().join("java-names");
+    std::fs::create_dir_all(&classes).unwrap();
+    let st = std::process::Command::new("javac")
+        .arg("-d")
+        .arg(&classes)
+        .arg(fixture("java/Names.java"))
+        .status()
+        .expect("javac");
+    assert!(st.success(), "javac failed");
+    let dir = scratch("java");
+    let (cp, d) = (classes.to_str().unwrap(), dir.to_str().unwrap());
+    // `--unseal time`: this test is about devices, host and temp names; the JVM's timed waits
+    // belong to the time/wait families and their own tests.
+    let args = ["--unseal", "time", "--", "java", "-cp", cp, "Names", d];
+    let out = run_seal(args);
+    out.ok();
+    let out = out.stdout;
+    for i in 1..RUNS {
+        let again = run_seal(args);
+        again.ok();
+        assert_eq!(again.stdout, out, "sealed run {} differs", i + 1);
+    }
+    assert!(out.contains("getLocalHost seal 127.0.0.1\n"), "{out}");
+    let plain = run_plain("java", ["-cp", cp, "Names", d]);
+    plain.ok();
+    assert_ne!(plain.stdout, out);
+}
