@@ -43,6 +43,7 @@ pub(crate) fn on_process_start() {
 }
 
 /// libseal's constructor: initialise before `main` even if no hook has run yet.
+#[cfg(not(test))]
 extern "C" fn seal_init(
     _argc: libc::c_int,
     _argv: *const *const libc::c_char,
