@@ -380,7 +380,7 @@ pub const VPID_MIN: i32 = 1000;
 
 /// Layout of the run table (`run.table` in the run dir), shared by every process of one run.
 /// `real_of[vpid]` is the real pid (0 free, -1 reserved); `status_of[vpid]` the wait status
-/// + 1 once reaped (0 = unknown); `vpid_of[real]` follows at [`RunTable::REAL_MAP_OFFSET`],
+/// plus 1 once reaped (0 = unknown); `vpid_of[real]` follows at [`RunTable::REAL_MAP_OFFSET`],
 /// sized by the kernel's `pid_max`.
 #[repr(C)]
 pub struct RunTable {
