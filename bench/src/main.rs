@@ -129,7 +129,7 @@ fn build_seal(root: &Path) -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(root)
-        .args(["build", "--release", "-p", "seal"])
+        .args(["build", "--release", "--quiet", "-p", "seal"])
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !status.success() {
