@@ -306,6 +306,11 @@ fn measure_all(
         machine,
         load_after: machine::load_average(),
         faketime: launch.faketime.is_some(),
+        faketime_skipped: if o.faketime {
+            "it is not installed (`apt-get install -y faketime`)"
+        } else {
+            "skipped with `--no-faketime`"
+        },
         percall,
         percall_rounds: o.rounds,
         iterations: o.iterations,
@@ -315,6 +320,11 @@ fn measure_all(
         python_exe: py
             .as_ref()
             .map_or("python3".into(), |p| p.display().to_string()),
+        python_skipped: if o.python {
+            "python3 not found"
+        } else {
+            "skipped with `--no-python`"
+        },
         callgrind,
         callgrind_note,
         command_line: std::iter::once("cargo run --release -p seal-bench".to_string())

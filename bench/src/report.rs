@@ -18,6 +18,8 @@ pub struct Results {
     pub machine: Machine,
     pub load_after: String,
     pub faketime: bool,
+    /// Why libfaketime was not measured (when `faketime` is false).
+    pub faketime_skipped: &'static str,
     pub percall: PerCall,
     pub percall_rounds: usize,
     pub iterations: u64,
@@ -25,6 +27,8 @@ pub struct Results {
     pub startup: Runs,
     pub python: Option<Runs>,
     pub python_exe: String,
+    /// Why the Python workload was not measured (when `python` is None).
+    pub python_skipped: &'static str,
     /// (mode, op) -> instructions per call; empty when valgrind is absent or skipped.
     pub callgrind: BTreeMap<(&'static str, &'static str), f64>,
     pub callgrind_note: Option<String>,
@@ -135,7 +139,8 @@ pub fn render(r: &Results) -> String {
     } else {
         let _ = writeln!(
             s,
-            "| Python workload ≤ 1.05× unsealed | not measured (no python3) | – |"
+            "| Python workload ≤ 1.05× unsealed | not measured ({}) | – |",
+            r.python_skipped
         );
     }
     let _ = writeln!(
@@ -208,9 +213,7 @@ pub fn render(r: &Results) -> String {
                  start-at mode; `getrandom` is not faked without `FAKERANDOM_SEED`)."
             )
         } else {
-            "libfaketime is not installed on this machine (`apt-get install -y faketime`), so \
-             its column is absent."
-                .to_string()
+            format!("libfaketime was not measured: {}.", r.faketime_skipped)
         }
     );
 
