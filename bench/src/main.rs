@@ -143,6 +143,26 @@ fn build_seal(root: &Path) -> Result<PathBuf, String> {
     Ok(seal)
 }
 
+/// `git` commit of the measured tree, marked when it had uncommitted changes.
+fn revision(root: &Path) -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .current_dir(root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(rev) => match git(&["status", "--porcelain", "--untracked-files=no"]) {
+            Some(changes) if !changes.is_empty() => format!("`{rev}` plus uncommitted changes"),
+            _ => format!("`{rev}`"),
+        },
+        None => "not a git checkout".into(),
+    }
+}
+
 /// A program's full path from PATH.
 fn which(prog: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
@@ -327,6 +347,7 @@ fn measure_all(
         },
         callgrind,
         callgrind_note,
+        revision: revision(root),
         command_line: std::iter::once("cargo run --release -p seal-bench".to_string())
             .chain(if std::env::args().len() > 1 {
                 Some("--".to_string())

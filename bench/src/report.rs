@@ -33,6 +33,8 @@ pub struct Results {
     pub callgrind: BTreeMap<(&'static str, &'static str), f64>,
     pub callgrind_note: Option<String>,
     pub command_line: String,
+    /// The measured source tree: short commit, and whether it had uncommitted changes.
+    pub revision: String,
 }
 
 fn ns(v: f64) -> String {
@@ -68,11 +70,11 @@ pub fn render(r: &Results) -> String {
     let _ = writeln!(s, "# Benchmarks\n");
     let _ = writeln!(
         s,
-        "Written by `cargo run --release -p seal-bench` on {} (`{}`). Every figure below comes \
-         from that one run: bare, sealed and libfaketime measured side by side in interleaved \
-         rounds, reported as medians. These are benchmarks, never timed tests: the machine is \
-         shared and noisy.\n",
-        m.date, r.command_line
+        "Written by `cargo run --release -p seal-bench` on {} (`{}`, source {}). Every figure \
+         below comes from that one run: bare, sealed and libfaketime measured side by side in \
+         interleaved rounds, reported as medians. These are benchmarks, never timed tests: the \
+         machine is shared and noisy.\n",
+        m.date, r.command_line, r.revision
     );
 
     let _ = writeln!(s, "## Machine\n");
