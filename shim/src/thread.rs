@@ -1,8 +1,7 @@
 //! Per-thread state: the logical clock, the thread's place in the creation tree, its virtual
-//! tid. `Copy` fields in a `const`-initialised thread local, so access never allocates and
-//! never registers a destructor.
+//! tid. `Copy` fields in a zero-initialised initial-exec TLS slot, so access never allocates,
+//! never registers a destructor and never calls `__tls_get_addr`.
 
-use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use seal_abi::{child_lineage, KIND_IMAGE, KIND_THREAD};
@@ -10,6 +9,7 @@ use seal_abi::{child_lineage, KIND_IMAGE, KIND_THREAD};
 use crate::config;
 
 #[derive(Clone, Copy)]
+#[repr(C)]
 pub struct ThreadState {
     pub ready: bool,
     /// The logical clock `L`, in nanoseconds since the epoch / the monotonic base.
@@ -32,8 +32,41 @@ impl ThreadState {
     };
 }
 
-thread_local! {
-    static STATE: UnsafeCell<ThreadState> = const { UnsafeCell::new(ThreadState::EMPTY) };
+// The state lives in the static TLS block, reached as `fs:0 + offset` (the initial-exec model).
+// Rust's `thread_local!` in a cdylib uses the general-dynamic model: a call to `__tls_get_addr`
+// on every clock read, about a fifth of a sealed `time()` (BENCHMARKS.md). Initial-exec is
+// sound here because libseal is loaded at start-up by LD_PRELOAD, so its TLS is in the static
+// block; were it ever `dlopen`ed, glibc serves the 48 bytes from its static TLS surplus.
+// `.tbss` is zero-filled for every new thread, and all zeros is `ThreadState::EMPTY`.
+core::arch::global_asm!(
+    ".pushsection .tbss.seal_thread_state,\"awT\",@nobits",
+    // Global so every codegen unit can reach it, hidden so libseal does not export it.
+    ".globl seal_thread_state",
+    ".hidden seal_thread_state",
+    ".type seal_thread_state,@object",
+    ".size seal_thread_state,{size}",
+    ".p2align 4",
+    "seal_thread_state:",
+    ".zero {size}",
+    ".popsection",
+    size = const core::mem::size_of::<ThreadState>(),
+);
+
+/// This thread's state slot.
+#[inline(always)]
+fn state_ptr() -> *mut ThreadState {
+    let p: *mut ThreadState;
+    // SAFETY: fs:0 holds the thread pointer on x86_64 Linux; the GOT entry holds the slot's
+    // (negative) offset from it, filled by the loader (R_X86_64_TPOFF64). Reads memory only.
+    unsafe {
+        core::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            "add {p}, qword ptr [rip + seal_thread_state@GOTTPOFF]",
+            p = out(reg) p,
+            options(nostack, pure, readonly),
+        );
+    }
+    p
 }
 
 /// Threads that started without our `pthread_create` trampoline (glibc helper threads, raw
@@ -73,16 +106,15 @@ fn init_thread(t: &mut ThreadState) {
 /// Runs `f` on this thread's state (initialising it on first use).
 #[inline(always)]
 pub fn with<R>(f: impl FnOnce(&mut ThreadState) -> R) -> R {
-    STATE.with(|c| {
-        // SAFETY: the state is only touched by its own thread, and no caller holds the
-        // reference across a call that could re-enter `with` (signal handlers that interrupt
-        // an update at worst lose one tick, never tear memory: the fields are plain words).
-        let t = unsafe { &mut *c.get() };
-        if !t.ready {
-            init_thread(t);
-        }
-        f(t)
-    })
+    // SAFETY: the slot is only touched by its own thread, and no caller holds the reference
+    // across a call that could re-enter `with` (signal handlers that interrupt an update at
+    // worst lose one tick, never tear memory: the fields are plain words). All-zero bytes are
+    // a valid `ThreadState` (`EMPTY`).
+    let t = unsafe { &mut *state_ptr() };
+    if !t.ready {
+        init_thread(t);
+    }
+    f(t)
 }
 
 /// Reads the logical clock and advances it by one tick: the value every clock read returns.
@@ -136,4 +168,28 @@ pub fn spawn_child_state() -> ThreadState {
 /// Installs `s` as this thread's state (a thread started by our trampoline, a fork child).
 pub fn install(s: ThreadState) {
     with(|t| *t = s);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_thread_has_its_own_zeroed_state() {
+        // The TLS slot must start as EMPTY (all zero) in every thread, then hold its own clock.
+        let here = with(|t| {
+            t.clock = 42;
+            t.ready
+        });
+        assert!(here);
+        let other = std::thread::spawn(|| with(|t| t.clock == config::START_CLOCK.load(Relaxed)))
+            .join()
+            .unwrap();
+        assert!(other);
+        assert_eq!(peek(), 42);
+        advance_to(41);
+        assert_eq!(peek(), 42);
+        advance_by(8);
+        assert_eq!(peek(), 50);
+    }
 }

@@ -1,0 +1,365 @@
+//! seal-bench: measures seal side by side with bare runs and libfaketime in one run and
+//! (re)writes BENCHMARKS.md. Run it with `cargo run --release -p seal-bench`.
+//!
+//! Three measurements, each in interleaved rounds and reported as medians (a benchmark, never
+//! a timed test): per-call cost of the clock and randomness entry points (percall.rs), startup
+//! of `seal run -- true` and a Python workload (process.rs), and optionally instructions per
+//! call under callgrind (callgrind.rs). report.rs renders the markdown.
+
+mod callgrind;
+mod machine;
+mod measure;
+mod percall;
+mod process;
+mod report;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use measure::{Launch, Mode};
+
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+const USAGE: &str = "\
+usage: cargo run --release -p seal-bench -- [OPTIONS]
+
+Measures seal against bare runs and libfaketime and rewrites BENCHMARKS.md.
+
+Options:
+  --quick              few rounds: a quick look, not figures to publish
+  --no-write           print the markdown only; leave BENCHMARKS.md alone
+  --out FILE           write here instead of BENCHMARKS.md at the workspace root
+  --seal PATH          measure this seal binary instead of building the release one
+  --rounds N           per-call rounds (default 9)
+  --iterations N       calls per per-call batch (default 400000)
+  --startup-runs N     runs of `true` per mode (default 150)
+  --python-rounds N    rounds of the Python workload (default 7)
+  --no-faketime        skip libfaketime even when installed
+  --no-callgrind       skip the instruction counts even when valgrind is installed
+  --no-python          skip the Python workload";
+
+struct Options {
+    quick: bool,
+    write: bool,
+    out: Option<PathBuf>,
+    seal: Option<PathBuf>,
+    rounds: usize,
+    iterations: u64,
+    startup_runs: usize,
+    python_rounds: usize,
+    faketime: bool,
+    callgrind: bool,
+    python: bool,
+}
+
+fn parse_args() -> Result<Options, String> {
+    let mut o = Options {
+        quick: false,
+        write: true,
+        out: None,
+        seal: None,
+        rounds: 9,
+        iterations: 400_000,
+        startup_runs: 150,
+        python_rounds: 7,
+        faketime: true,
+        callgrind: true,
+        python: true,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        let number = |name: &str, v: String| {
+            v.parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or(format!("{name}: not a positive number: {v}"))
+        };
+        match a.as_str() {
+            "--quick" => {
+                o.quick = true;
+                o.rounds = 3;
+                o.iterations = 200_000;
+                o.startup_runs = 20;
+                o.python_rounds = 2;
+            }
+            "--no-write" => o.write = false,
+            "--out" => o.out = Some(value("--out")?.into()),
+            "--seal" => o.seal = Some(value("--seal")?.into()),
+            "--rounds" => o.rounds = number(&a, value(&a)?)? as usize,
+            "--iterations" => o.iterations = number(&a, value(&a)?)?.max(8),
+            "--startup-runs" => o.startup_runs = number(&a, value(&a)?)? as usize,
+            "--python-rounds" => o.python_rounds = number(&a, value(&a)?)? as usize,
+            "--no-faketime" => o.faketime = false,
+            "--no-callgrind" => o.callgrind = false,
+            "--no-python" => o.python = false,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other}\n\n{USAGE}")),
+        }
+    }
+    Ok(o)
+}
+
+fn main() -> ExitCode {
+    match parse_args().and_then(|o| run(&o)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("seal-bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root (this crate lives in `<root>/bench`).
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("bench crate has a parent directory")
+        .to_path_buf()
+}
+
+/// Builds the release `seal` next to this binary (same target directory) and returns it.
+fn build_seal(root: &Path) -> Result<PathBuf, String> {
+    eprintln!("seal-bench: building the release seal (cargo build --release -p seal)");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(root)
+        .args(["build", "--release", "--quiet", "-p", "seal"])
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err("cargo build --release -p seal failed".into());
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let seal = exe.with_file_name("seal");
+    if !seal.is_file() {
+        return Err(format!("built seal not found at {}", seal.display()));
+    }
+    Ok(seal)
+}
+
+/// `git` commit of the measured tree, marked when it had uncommitted changes.
+fn revision(root: &Path) -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .current_dir(root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(rev) => match git(&["status", "--porcelain", "--untracked-files=no"]) {
+            Some(changes) if !changes.is_empty() => format!("`{rev}` plus uncommitted changes"),
+            _ => format!("`{rev}`"),
+        },
+        None => "not a git checkout".into(),
+    }
+}
+
+/// A program's full path from PATH.
+fn which(prog: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(prog))
+        .find(|p| p.is_file())
+}
+
+/// The real Python interpreter (not a pyenv shim script, whose own start-up would dominate).
+fn python_exe() -> Option<PathBuf> {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()?;
+    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    (out.status.success() && p.is_file()).then_some(p)
+}
+
+fn run(o: &Options) -> Result<(), String> {
+    let root = workspace_root();
+    let seal = match &o.seal {
+        Some(p) => p
+            .canonicalize()
+            .map_err(|e| format!("--seal {}: {e}", p.display()))?,
+        None => build_seal(&root)?,
+    };
+    let faketime = Path::new(LIBFAKETIME);
+    let faketime = (o.faketime && faketime.is_file()).then(|| faketime.to_path_buf());
+    if o.faketime && faketime.is_none() {
+        eprintln!(
+            "seal-bench: libfaketime is not installed ({LIBFAKETIME}); measuring without it \
+             (apt-get install -y faketime)"
+        );
+    }
+    let workdir = std::env::temp_dir().join(format!("seal-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&workdir)
+        .map_err(|e| format!("cannot create {}: {e}", workdir.display()))?;
+    let result = measure_all(o, &root, seal, faketime, &workdir);
+    let _ = std::fs::remove_dir_all(&workdir);
+    let markdown = result?;
+    print!("{markdown}");
+    if o.write {
+        let out = o.out.clone().unwrap_or_else(|| root.join("BENCHMARKS.md"));
+        let kept = std::fs::read_to_string(&out)
+            .ok()
+            .and_then(|old| {
+                old.find(report::KEEP_MARKER)
+                    .map(|i| old[i + report::KEEP_MARKER.len()..].to_string())
+            })
+            .unwrap_or_else(|| "\n".into());
+        let text = format!("{markdown}{}{kept}", report::KEEP_MARKER);
+        std::fs::write(&out, text).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        eprintln!("seal-bench: wrote {}", out.display());
+    }
+    Ok(())
+}
+
+fn measure_all(
+    o: &Options,
+    root: &Path,
+    seal: PathBuf,
+    faketime: Option<PathBuf>,
+    workdir: &Path,
+) -> Result<String, String> {
+    let machine = machine::Machine::probe(faketime.as_deref());
+    let launch = Launch {
+        seal,
+        faketime,
+        workdir: workdir.to_path_buf(),
+    };
+    let mut modes = vec![Mode::Bare, Mode::Seal];
+    if launch.faketime.is_some() {
+        modes.push(Mode::Faketime);
+    }
+    let percall_bin = percall::compile(root, workdir)?;
+    let true_bin = which("true").ok_or("`true` is not on PATH")?;
+
+    // Warm: the first seal run extracts the shim to the cache directory.
+    measure::run(launch.command(Mode::Seal, &true_bin, &[]), false)?;
+
+    let batches = 3;
+    eprint!(
+        "seal-bench: per-call cost, {} rounds × {} modes ",
+        o.rounds,
+        modes.len()
+    );
+    let percall = percall::measure(
+        &launch,
+        &percall_bin,
+        &modes,
+        o.rounds,
+        o.iterations,
+        batches,
+    )?;
+
+    eprint!(
+        "seal-bench: startup, {} runs × {} modes ",
+        o.startup_runs,
+        modes.len()
+    );
+    let startup = process::measure(&launch, &true_bin, &[], &modes, 5, o.startup_runs, 10)?;
+
+    let py = if o.python { python_exe() } else { None };
+    let python = match &py {
+        Some(exe) => {
+            eprint!(
+                "seal-bench: Python workload, {} rounds × {} modes ",
+                o.python_rounds,
+                modes.len()
+            );
+            let args: Vec<OsString> = vec![root.join("fixtures/bench/workload.py").into()];
+            Some(process::measure(
+                &launch,
+                exe,
+                &args,
+                &modes,
+                1,
+                o.python_rounds,
+                1,
+            )?)
+        }
+        None => {
+            if o.python {
+                eprintln!("seal-bench: python3 not found; skipping the Python workload");
+            }
+            None
+        }
+    };
+
+    let mut callgrind = BTreeMap::new();
+    let mut callgrind_note = None;
+    if o.callgrind && which("valgrind").is_some() {
+        eprint!("seal-bench: instructions per call (callgrind) ");
+        'modes: for &mode in &modes {
+            for (op, _) in percall::OPS {
+                match callgrind::per_call(&launch, mode, &percall_bin, op, callgrind::divisor(op)) {
+                    Ok(v) => {
+                        callgrind.insert((mode.name(), *op), v);
+                    }
+                    Err(e) => {
+                        eprintln!("\nseal-bench: callgrind: {e}");
+                        callgrind_note = Some(format!(
+                            "Callgrind could not measure the {} mode on this machine: {e}",
+                            mode.name()
+                        ));
+                        continue 'modes;
+                    }
+                }
+                eprint!(".");
+            }
+        }
+        eprintln!();
+    } else if o.callgrind {
+        callgrind_note = Some(
+            "Instruction counts were skipped: valgrind is not installed \
+             (`apt-get install -y valgrind`)."
+                .into(),
+        );
+    }
+
+    let results = report::Results {
+        machine,
+        load_after: machine::load_average(),
+        faketime: launch.faketime.is_some(),
+        faketime_skipped: if o.faketime {
+            "it is not installed (`apt-get install -y faketime`)"
+        } else {
+            "skipped with `--no-faketime`"
+        },
+        percall,
+        percall_rounds: o.rounds,
+        iterations: o.iterations,
+        batches,
+        startup,
+        python,
+        python_exe: py
+            .as_ref()
+            .map_or("python3".into(), |p| p.display().to_string()),
+        python_skipped: if o.python {
+            "python3 not found"
+        } else {
+            "skipped with `--no-python`"
+        },
+        callgrind,
+        callgrind_note,
+        revision: revision(root),
+        command_line: std::iter::once("cargo run --release -p seal-bench".to_string())
+            .chain(if std::env::args().len() > 1 {
+                Some("--".to_string())
+            } else {
+                None
+            })
+            .chain(std::env::args().skip(1))
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    if o.quick {
+        eprintln!("seal-bench: --quick: few rounds; do not publish these figures");
+    }
+    Ok(report::render(&results))
+}
