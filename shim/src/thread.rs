@@ -32,42 +32,53 @@ impl ThreadState {
     };
 }
 
-// The state lives in the static TLS block, reached as `fs:0 + offset` (the initial-exec model).
-// Rust's `thread_local!` in a cdylib uses the general-dynamic model: a call to `__tls_get_addr`
-// on every clock read, about a fifth of a sealed `time()` (BENCHMARKS.md). Initial-exec is
-// sound here because libseal is loaded at start-up by LD_PRELOAD, so its TLS is in the static
-// block; were it ever `dlopen`ed, glibc serves the 48 bytes from its static TLS surplus.
-// `.tbss` is zero-filled for every new thread, and all zeros is `ThreadState::EMPTY`.
-core::arch::global_asm!(
-    ".pushsection .tbss.seal_thread_state,\"awT\",@nobits",
-    // Global so every codegen unit can reach it, hidden so libseal does not export it.
-    ".globl seal_thread_state",
-    ".hidden seal_thread_state",
-    ".type seal_thread_state,@object",
-    ".size seal_thread_state,{size}",
-    ".p2align 4",
-    "seal_thread_state:",
-    ".zero {size}",
-    ".popsection",
-    size = const core::mem::size_of::<ThreadState>(),
-);
-
-/// This thread's state slot.
-#[inline(always)]
-fn state_ptr() -> *mut ThreadState {
-    let p: *mut ThreadState;
-    // SAFETY: fs:0 holds the thread pointer on x86_64 Linux; the GOT entry holds the slot's
-    // (negative) offset from it, filled by the loader (R_X86_64_TPOFF64). Reads memory only.
-    unsafe {
-        core::arch::asm!(
-            "mov {p}, qword ptr fs:[0]",
-            "add {p}, qword ptr [rip + seal_thread_state@GOTTPOFF]",
-            p = out(reg) p,
-            options(nostack, pure, readonly),
+/// Declares a zero-filled per-thread slot of type `$ty` in the static TLS block and a function
+/// `$ptr()` returning this thread's slot, reached as `fs:0 + offset` (the initial-exec model).
+///
+/// Rust's `thread_local!` in a cdylib uses the general-dynamic model: a call to
+/// `__tls_get_addr` on every access, about a fifth of a sealed `time()` (BENCHMARKS.md).
+/// Initial-exec is sound here because libseal is loaded at start-up by LD_PRELOAD, so its TLS
+/// is in the static block (were it ever `dlopen`ed, glibc serves small slots from its static
+/// TLS surplus). `.tbss` is zero-filled for every new thread: all-zero bytes must be a valid
+/// `$ty`, which its owner documents.
+#[macro_export]
+macro_rules! initial_exec_tls {
+    ($sym:literal, $ty:ty, $ptr:ident) => {
+        core::arch::global_asm!(
+            concat!(".pushsection .tbss.", $sym, ",\"awT\",@nobits"),
+            // Global so every codegen unit can reach it, hidden so libseal does not export it.
+            concat!(".globl ", $sym),
+            concat!(".hidden ", $sym),
+            concat!(".type ", $sym, ",@object"),
+            concat!(".size ", $sym, ",{size}"),
+            ".p2align 4",
+            concat!($sym, ":"),
+            ".zero {size}",
+            ".popsection",
+            size = const core::mem::size_of::<$ty>(),
         );
-    }
-    p
+
+        /// This thread's slot.
+        #[inline(always)]
+        fn $ptr() -> *mut $ty {
+            let p: *mut $ty;
+            // SAFETY: fs:0 holds the thread pointer on x86_64 Linux; the GOT entry holds the
+            // slot's (negative) offset from it, filled by the loader (R_X86_64_TPOFF64).
+            unsafe {
+                core::arch::asm!(
+                    "mov {p}, qword ptr fs:[0]",
+                    concat!("add {p}, qword ptr [rip + ", $sym, "@GOTTPOFF]"),
+                    p = out(reg) p,
+                    options(nostack, pure, readonly),
+                );
+            }
+            p
+        }
+    };
 }
+
+// All zeros is `ThreadState::EMPTY`.
+crate::initial_exec_tls!("seal_thread_state", ThreadState, state_ptr);
 
 /// Threads that started without our `pthread_create` trampoline (glibc helper threads, raw
 /// `clone`): numbered in the order they first reach the shim.

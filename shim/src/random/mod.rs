@@ -10,7 +10,6 @@ pub mod device;
 #[cfg(not(test))]
 pub(crate) mod hooks;
 
-use core::cell::UnsafeCell;
 use core::sync::atomic::Ordering::Relaxed;
 
 use crate::{config, thread};
@@ -84,23 +83,21 @@ impl EntropyStream {
     }
 }
 
-thread_local! {
-    static STREAM: UnsafeCell<EntropyStream> = const { UnsafeCell::new(EntropyStream::EMPTY) };
-}
+// This thread's stream. All-zero bytes are a valid, never-keyed stream (`keyed_for` 0):
+// `with_stream` keys it before first use, which also empties its buffer.
+crate::initial_exec_tls!("seal_entropy_stream", EntropyStream, stream_ptr);
 
 /// Runs `f` on this thread's stream, (re)keying it when the thread's lineage changed (first
 /// use, or this thread is now the main thread of a fork child).
 #[inline(always)]
 pub fn with_stream<R>(f: impl FnOnce(&mut EntropyStream) -> R) -> R {
     let lineage = thread::with(|t| t.lineage);
-    STREAM.with(|c| {
-        // SAFETY: only this thread touches its stream; no caller re-enters while holding it.
-        let s = unsafe { &mut *c.get() };
-        if s.keyed_for != lineage || lineage == 0 {
-            s.rekey(config::SEED.load(Relaxed), lineage);
-        }
-        f(s)
-    })
+    // SAFETY: only this thread touches its stream; no caller re-enters while holding it.
+    let s = unsafe { &mut *stream_ptr() };
+    if s.keyed_for != lineage || lineage == 0 {
+        s.rekey(config::SEED.load(Relaxed), lineage);
+    }
+    f(s)
 }
 
 /// Fills `out` from this thread's stream.
