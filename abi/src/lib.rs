@@ -39,6 +39,9 @@ pub mod env {
     pub const GEN: &str = "SEAL_GEN";
     /// Every variable the shim reads or writes starts with this.
     pub const PREFIX: &str = "SEAL_";
+    /// Variables describing one process image (rewritten on every exec/spawn; a nested
+    /// `seal` must not inherit them).
+    pub const PER_PROCESS: [&str; 6] = [CLOCK, VPID, PPID, LINEAGE, CHILDREN, GEN];
 }
 
 /// Bits of [`env::FLAGS`]. A set `SEAL_*` bit means the family is sealed.

@@ -113,16 +113,6 @@ fn create_run_table(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Variables the shim sets per process; a nested `seal` must not inherit them.
-const PER_PROCESS_VARS: &[&str] = &[
-    senv::CLOCK,
-    senv::VPID,
-    senv::PPID,
-    senv::LINEAGE,
-    senv::CHILDREN,
-    senv::GEN,
-];
-
 /// Builds the sealed command for `argv` in `run_dir` (not yet spawned).
 pub fn sealed_command(
     settings: &Settings,
@@ -132,7 +122,7 @@ pub fn sealed_command(
 ) -> Command {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
-    for v in PER_PROCESS_VARS {
+    for v in senv::PER_PROCESS {
         cmd.env_remove(v);
     }
     let mut preload = OsString::from(shim_path);

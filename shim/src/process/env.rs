@@ -51,15 +51,6 @@ impl Settings<'static> {
     }
 }
 
-/// Variables describing one process (replaced on every exec/spawn).
-const PER_PROCESS: [&str; 6] = [
-    senv::CLOCK,
-    senv::VPID,
-    senv::PPID,
-    senv::LINEAGE,
-    senv::CHILDREN,
-    senv::GEN,
-];
 /// Variables describing the run (kept when present, re-added when cleaned).
 const SETTINGS: [&str; 7] = [
     senv::RUN_DIR,
@@ -186,7 +177,7 @@ pub unsafe fn build(
     if plan(caller_run_dir, s.run_dir) == Plan::Foreign {
         return None;
     }
-    let extra = PER_PROCESS.len() + SETTINGS.len() + 1;
+    let extra = senv::PER_PROCESS.len() + SETTINGS.len() + 1;
     let ptr_bytes = (n + extra + 1) * 8;
     let size = (ptr_bytes + bytes + extra * VAR_ROOM + 4095) & !4095;
     let base = sys::mmap_anon(size);
@@ -220,7 +211,7 @@ pub unsafe fn build(
             out += 1;
             continue;
         };
-        if PER_PROCESS.iter().any(|p| p.as_bytes() == k) {
+        if senv::PER_PROCESS.iter().any(|p| p.as_bytes() == k) {
             continue; // rewritten below
         }
         if let Some(j) = SETTINGS.iter().position(|p| p.as_bytes() == k) {
@@ -270,7 +261,7 @@ pub unsafe fn build(
         };
         push(&[name.as_bytes(), b"=", value])?;
     }
-    for name in PER_PROCESS {
+    for name in senv::PER_PROCESS {
         num.len = 0;
         let value: &[u8] = match name {
             senv::CLOCK => num.push_i64(st.clock).as_bytes(),
