@@ -120,10 +120,42 @@ pub fn set_errno(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
-/// `--warp` is on (and the wait family sealed).
+/// `--warp` is on (and the wait family sealed), and no real-time interval timer is armed.
+///
+/// `alarm(2)` and `setitimer(ITIMER_REAL)` deliver `SIGALRM` after *real* time: a warped
+/// sleep would return before the timer could fire, and the program would take another path
+/// than it takes unwarped (`alarm(1); sleep(3)` would never see its alarm; a loop sleeping
+/// until a periodic timer has fired n times would race it). While such a timer is armed,
+/// waits run their real (translated) time; once it has fired or been cancelled, warping
+/// resumes. (`ITIMER_VIRTUAL`/`ITIMER_PROF` count CPU time, which a sleep does not use.)
 #[inline]
 pub fn warping() -> bool {
     config::flags() & (flags::WARP | flags::WAIT) == flags::WARP | flags::WAIT
+        && !real_timer_armed()
+}
+
+/// `getitimer(ITIMER_REAL)` (a raw syscall) reports a pending expiry.
+fn real_timer_armed() -> bool {
+    let mut it = libc::itimerval {
+        it_interval: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+        it_value: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+    };
+    // SAFETY: getitimer writes one itimerval to a valid pointer.
+    let r = unsafe {
+        sys::syscall3(
+            libc::SYS_getitimer,
+            i64::from(libc::ITIMER_REAL),
+            core::ptr::addr_of_mut!(it) as i64,
+            0,
+        )
+    };
+    r == 0 && (it.it_value.tv_sec != 0 || it.it_value.tv_usec != 0)
 }
 
 /// How an absolute wait reports that it reached its deadline.
