@@ -639,6 +639,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_armed_real_timer_is_seen_until_cancelled() {
+        // ITIMER_REAL is per process: this test arms it (far in the future, so it never
+        // fires) and cancels it again at once.
+        let set = |secs: i64| {
+            let it = libc::itimerval {
+                it_interval: libc::timeval {
+                    tv_sec: 0,
+                    tv_usec: 0,
+                },
+                it_value: libc::timeval {
+                    tv_sec: secs,
+                    tv_usec: 0,
+                },
+            };
+            // SAFETY: a valid itimerval; the old value is not asked for.
+            unsafe { libc::setitimer(libc::ITIMER_REAL, &it, core::ptr::null_mut()) };
+        };
+        assert!(!real_timer_armed());
+        set(3600);
+        assert!(real_timer_armed());
+        set(0);
+        assert!(!real_timer_armed());
+    }
+
+    #[test]
     fn deadlines_translate_by_the_logical_distance() {
         // 0.2 s ahead logically -> 0.2 s ahead of the real now.
         assert_eq!(
