@@ -120,10 +120,42 @@ pub fn set_errno(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
-/// `--warp` is on (and the wait family sealed).
+/// `--warp` is on (and the wait family sealed), and no real-time interval timer is armed.
+///
+/// `alarm(2)` and `setitimer(ITIMER_REAL)` deliver `SIGALRM` after *real* time: a warped
+/// sleep would return before the timer could fire, and the program would take another path
+/// than it takes unwarped (`alarm(1); sleep(3)` would never see its alarm; a loop sleeping
+/// until a periodic timer has fired n times would race it). While such a timer is armed,
+/// waits run their real (translated) time; once it has fired or been cancelled, warping
+/// resumes. (`ITIMER_VIRTUAL`/`ITIMER_PROF` count CPU time, which a sleep does not use.)
 #[inline]
 pub fn warping() -> bool {
     config::flags() & (flags::WARP | flags::WAIT) == flags::WARP | flags::WAIT
+        && !real_timer_armed()
+}
+
+/// `getitimer(ITIMER_REAL)` (a raw syscall) reports a pending expiry.
+fn real_timer_armed() -> bool {
+    let mut it = libc::itimerval {
+        it_interval: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+        it_value: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+    };
+    // SAFETY: getitimer writes one itimerval to a valid pointer.
+    let r = unsafe {
+        sys::syscall3(
+            libc::SYS_getitimer,
+            i64::from(libc::ITIMER_REAL),
+            core::ptr::addr_of_mut!(it) as i64,
+            0,
+        )
+    };
+    r == 0 && (it.it_value.tv_sec != 0 || it.it_value.tv_usec != 0)
 }
 
 /// How an absolute wait reports that it reached its deadline.
@@ -605,6 +637,31 @@ pub unsafe fn sys_clock_nanosleep(a: [libc::c_long; 6], ra: u64) -> Option<libc:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_armed_real_timer_is_seen_until_cancelled() {
+        // ITIMER_REAL is per process: this test arms it (far in the future, so it never
+        // fires) and cancels it again at once.
+        let set = |secs: i64| {
+            let it = libc::itimerval {
+                it_interval: libc::timeval {
+                    tv_sec: 0,
+                    tv_usec: 0,
+                },
+                it_value: libc::timeval {
+                    tv_sec: secs,
+                    tv_usec: 0,
+                },
+            };
+            // SAFETY: a valid itimerval; the old value is not asked for.
+            unsafe { libc::setitimer(libc::ITIMER_REAL, &it, core::ptr::null_mut()) };
+        };
+        assert!(!real_timer_armed());
+        set(3600);
+        assert!(real_timer_armed());
+        set(0);
+        assert!(!real_timer_armed());
+    }
 
     #[test]
     fn deadlines_translate_by_the_logical_distance() {

@@ -1,0 +1,369 @@
+//! Real programs and their tools under seal (docs/runtimes-realworld.md): pytest, unittest,
+//! asyncio, process pools with every start method, subprocess timeouts, signals and timers,
+//! Node's event loop, workers and child processes, npm, javac and a JVM with executors, cargo
+//! building and testing a crate, a Rust program using std's threads, channels and processes.
+//! Each runs several times under `seal` with a hard time limit (a hang fails with HANG) and
+//! must print the same thing every run. Tests skip, with a note, when the tool is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::util::*;
+
+/// Runs `seal ARGS` `n` times (in `cwd` if given, with `limit` per run); asserts exit 0 and
+/// byte-identical stdout; returns it.
+fn stable_in(cwd: Option<&Path>, args: &[&str], n: usize, limit: Duration) -> String {
+    let run = || {
+        let mut c = seal(args);
+        if let Some(d) = cwd {
+            c.current_dir(d);
+        }
+        let o = run_timeout(c, limit);
+        o.ok();
+        o
+    };
+    let first = run();
+    for i in 1..n {
+        let again = run();
+        assert_eq!(
+            first.stdout,
+            again.stdout,
+            "sealed run {} of {args:?} differs from run 1\n=== run 1 ===\n{}\n=== run {} ===\n{}",
+            i + 1,
+            first.show(),
+            i + 1,
+            again.show()
+        );
+    }
+    first.stdout
+}
+
+fn python_has(module: &str) -> bool {
+    have("python3")
+        && Command::new("python3")
+            .args(["-c", &format!("import {module}")])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+}
+
+#[test]
+fn python_pytest_is_stable() {
+    if !python_has("pytest") {
+        eprintln!("note: pytest not installed; skipping the pytest workload");
+        return;
+    }
+    let dir = fixture("python/realworld_tests");
+    let out = stable_in(
+        Some(&dir),
+        &[
+            "--",
+            "python3",
+            "-m",
+            "pytest",
+            "-q",
+            "-s",
+            "-p",
+            "no:cacheprovider",
+        ],
+        3,
+        TIMEOUT,
+    );
+    assert!(out.contains("5 passed"), "{out}");
+}
+
+#[test]
+fn python_unittest_is_stable() {
+    if !have("python3") {
+        eprintln!("note: python3 not on PATH; skipping");
+        return;
+    }
+    let dir = fixture("python/realworld_tests");
+    // unittest reports on stderr ("Ran 2 tests in 0.020s"): check that it is stable too.
+    let args = [
+        "--",
+        "python3",
+        "-m",
+        "unittest",
+        "-v",
+        "test_unittest_style",
+    ];
+    let mut errs = Vec::new();
+    for _ in 0..3 {
+        let mut c = seal(args);
+        c.current_dir(&dir);
+        let o = run_timeout(c, TIMEOUT);
+        o.ok();
+        errs.push(o.stderr);
+    }
+    assert!(errs[0].contains("Ran 2 tests in 0.020s"), "{}", errs[0]);
+    assert!(errs.iter().all(|e| *e == errs[0]), "{errs:#?}");
+}
+
+#[test]
+fn python_stdlib_workloads_are_stable_and_time_out_on_time() {
+    if !have("python3") {
+        eprintln!("note: python3 not on PATH; skipping");
+        return;
+    }
+    let f = fixture("python/realworld_stdlib.py");
+    let out = stable_in(None, &["--", "python3", f.to_str().unwrap()], 3, TIMEOUT);
+    // subprocess.run(..., timeout=1) on a 30 s child times out after 1 s (logical and real:
+    // the run takes ~5 s in all, far below the 30 s the children would sleep).
+    assert!(
+        out.contains("subprocess timeout 1.0\nsubprocess timeout 2.0\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("asyncio wait_for timeout after 0.250025"),
+        "{out}"
+    );
+    assert!(out.contains("asyncio subprocess killed -9"), "{out}");
+    for m in ["fork", "spawn", "forkserver"] {
+        assert!(
+            out.contains(&format!("{m} pool [0, 1, 2, 3, 4, 5]")),
+            "{out}"
+        );
+        assert!(out.contains(&format!("{m} queue empty after 0.3")), "{out}");
+        assert!(out.contains(&format!("{m} terminated -15")), "{out}");
+    }
+    assert!(
+        out.contains("2026-01-01 00:00:02,002 INFO 2001 1000 hello"),
+        "{out}"
+    );
+}
+
+#[test]
+fn python_http_server_serves_and_stops() {
+    if !have("python3") || !have("bash") {
+        eprintln!("note: python3 or bash not on PATH; skipping");
+        return;
+    }
+    let script = r#"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+python3 -m http.server "$port" --bind 127.0.0.1 >/dev/null 2>&1 &
+pid=$!
+for i in $(seq 1 100); do
+  python3 -c 'import sys, urllib.request
+r = urllib.request.urlopen("http://127.0.0.1:%s/" % sys.argv[1], timeout=2)
+print(r.status, r.headers["Date"])' "$port" 2>/dev/null && break
+  sleep 0.1
+done
+kill $pid; wait $pid; echo "server exit $?"
+"#;
+    let o = run_seal(["--", "bash", "-c", script]);
+    o.ok();
+    assert!(
+        o.stdout.starts_with("200 Thu, 01 Jan 2026 00:00:0")
+            && o.stdout.ends_with("server exit 143\n"),
+        "{}",
+        o.show()
+    );
+}
+
+#[test]
+fn python_alarm_and_itimer_fire_and_warp_keeps_their_outcome() {
+    if !have("python3") {
+        eprintln!("note: python3 not on PATH; skipping");
+        return;
+    }
+    let f = fixture("python/realworld_timers.py");
+    let f = f.to_str().unwrap();
+    let expect = "alarm fired 1 sleep returned at 3.0\n\
+                  itimer at least 5: True elapsed 1.0\n\
+                  plain sleep after the timers 3.0\n";
+    let plain = run_seal(["--", "python3", f]);
+    plain.ok();
+    assert_eq!(plain.stdout, expect, "{}", plain.show());
+    // Under --warp a sleep used to return at once even with SIGALRM armed: the alarm never
+    // fired ("alarm fired 0") and the itimer loop's logical time depended on the scheduler.
+    for _ in 0..2 {
+        let warped = run_seal(["--warp", "--", "python3", f]);
+        warped.ok();
+        assert_eq!(warped.stdout, expect, "{}", warped.show());
+        // The last sleep (no timer armed any more) is still warped.
+        assert!(warped.elapsed < plain.elapsed, "{:?}", warped.elapsed);
+    }
+}
+
+#[test]
+fn node_event_loop_workers_and_children_are_stable() {
+    if !have("node") {
+        eprintln!("note: node not on PATH; skipping the Node workloads");
+        return;
+    }
+    let f = fixture("node/realworld.js");
+    // With the default tick the main thread's sub-millisecond time depends on how often the
+    // event loop woke (one clock read per wakeup); --tick 0 makes every value stable.
+    let out = stable_in(
+        None,
+        &["--tick", "0", "--", "node", f.to_str().unwrap()],
+        3,
+        TIMEOUT,
+    );
+    assert!(
+        out.starts_with("interval 5 100\nafter timeout 150 150\n"),
+        "{out}"
+    );
+    assert!(out.contains(r#"workers [{"n":2,"t":1767225600160},{"n":4,"t":1767225600170},{"n":6,"t":1767225600180}]"#), "{out}");
+    assert!(out.contains("host seal pid 1000 999"), "{out}");
+    // Default settings: completes, same event-loop outcome.
+    let o = run_seal(["--", "node", f.to_str().unwrap()]);
+    o.ok();
+    assert!(o.stdout.starts_with("interval 5 100\n"), "{}", o.show());
+}
+
+#[test]
+fn npm_and_npx_report_their_version() {
+    if !have("npm") || !have("npx") {
+        eprintln!("note: npm/npx not on PATH; skipping");
+        return;
+    }
+    for tool in ["npm", "npx"] {
+        let plain = run_plain(tool, ["--version"]);
+        plain.ok();
+        let out = stable_in(None, &["--", tool, "--version"], 2, TIMEOUT);
+        assert_eq!(out, plain.stdout);
+    }
+}
+
+/// Compiles fixtures/java/RealWorld.java under seal (twice: the class files must match).
+fn java_realworld_classes(base: &Path) -> Option<PathBuf> {
+    if !have("java") || !have("javac") {
+        eprintln!("note: java/javac not on PATH; skipping the JVM workloads");
+        return None;
+    }
+    let src = fixture("java/RealWorld.java");
+    let mut classes = Vec::new();
+    for i in 0..2 {
+        let out = base.join(format!("classes{i}"));
+        let o = run_seal([
+            "--",
+            "javac",
+            "-J-XX:+PerfDisableSharedMem",
+            "-d",
+            out.to_str().unwrap(),
+            src.to_str().unwrap(),
+        ]);
+        o.ok();
+        classes.push(std::fs::read(out.join("RealWorld.class")).unwrap());
+    }
+    assert!(
+        classes[0] == classes[1],
+        "sealed javac wrote different class files"
+    );
+    Some(base.join("classes0"))
+}
+
+#[test]
+fn java_executors_timers_and_processes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(dir) = java_realworld_classes(tmp.path()) else {
+        return;
+    };
+    let cp = dir.to_str().unwrap();
+    let head = "timeout ok 200 ms\nsum 55\nscheduled 5\nsleeps [30, 60, 90, 120]\n\
+                date Thu Jan  1 00:00:00 UTC 2026 rc=0\n\
+                Jan 01, 2026 12:00:00 AM RealWorld main\nINFO: hello\n";
+    // --tick 0: every line stable, the last included.
+    let args = [
+        "--tick",
+        "0",
+        "--",
+        "java",
+        "-XX:+PerfDisableSharedMem",
+        "-cp",
+        cp,
+        "RealWorld",
+    ];
+    let out = stable_in(None, &args, 5, TIMEOUT);
+    assert!(out.starts_with(head), "{out}");
+    // Default tick: nothing hangs, and the lines that hold no sub-millisecond time are
+    // stable. The others move with the JIT's clock reads on the main thread (inherited by the
+    // threads it starts): "timeout ok 200/201 ms", "sleeps [30, 61, 90, 120]" when a thread
+    // started at x.999 ms, the last line.
+    for _ in 0..3 {
+        let o = run_seal([
+            "--",
+            "java",
+            "-XX:+PerfDisableSharedMem",
+            "-cp",
+            cp,
+            "RealWorld",
+        ]);
+        o.ok();
+        assert!(o.stdout.starts_with("timeout ok 20"), "{}", o.show());
+        for line in [
+            "sum 55",
+            "scheduled 5",
+            "date Thu Jan  1 00:00:00 UTC 2026 rc=0",
+            "INFO: hello",
+        ] {
+            assert!(o.stdout.lines().any(|l| l == line), "{line}\n{}", o.show());
+        }
+    }
+}
+
+#[test]
+fn cargo_new_build_and_test_a_crate() {
+    if !have("cargo") {
+        eprintln!("note: cargo not on PATH; skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cargo = |args: &[&str], dir: &Path| {
+        let mut a = vec!["--", "cargo"];
+        a.extend_from_slice(args);
+        let mut c = seal(&a);
+        c.current_dir(dir).env_remove("CARGO_TARGET_DIR");
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("CARGO_") && k != "CARGO_HOME" {
+                c.env_remove(&k);
+            }
+        }
+        let o = run_timeout(c, Duration::from_secs(120));
+        o.ok();
+        o
+    };
+    cargo(&["new", "--offline", "--vcs", "none", "hello"], tmp.path());
+    let crate_dir = tmp.path().join("hello");
+    let main = crate_dir.join("src/main.rs");
+    let mut src = std::fs::read_to_string(&main).unwrap();
+    src.push_str(
+        "#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() { assert_eq!(2, 1 + 1); }\n    \
+         #[test]\n    fn sleeps() { std::thread::sleep(std::time::Duration::from_millis(20)); }\n}\n",
+    );
+    std::fs::write(&main, src).unwrap();
+    let mut bins = Vec::new();
+    for _ in 0..2 {
+        let _ = std::fs::remove_dir_all(crate_dir.join("target"));
+        cargo(&["build", "--offline"], &crate_dir);
+        bins.push(std::fs::read(crate_dir.join("target/debug/hello")).unwrap());
+    }
+    assert!(
+        bins[0] == bins[1],
+        "sealed cargo build wrote different binaries"
+    );
+    let t = cargo(&["test", "--offline"], &crate_dir);
+    assert!(t.stdout.contains("2 passed"), "{}", t.show());
+    let run = cargo(&["run", "--offline", "-q"], &crate_dir);
+    assert_eq!(run.stdout, "Hello, world!\n");
+}
+
+#[test]
+fn rust_std_threads_channels_and_commands_are_stable() {
+    if !have("rustc") {
+        eprintln!("note: rustc not on PATH; skipping");
+        return;
+    }
+    let bin = build_rust("realworld");
+    let out = assert_sealed_stable(&[bin.to_str().unwrap()], 5);
+    assert!(
+        out.starts_with(
+            "scoped [1767225600000001, 1767225600010001, 1767225600020001, 1767225600030001]\n\
+             recv_timeout Err(Timeout) after 150.004ms\nrecv Ok(7)\n"
+        ),
+        "{out}"
+    );
+}
