@@ -7,7 +7,7 @@
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
+use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
 
 /// Environment variables set by the launcher (and re-injected by the shim on exec).
 pub mod env {
@@ -208,6 +208,9 @@ functions! {
     // host (appended): name resolution of the sealed host name
     Getaddrinfo = Host "getaddrinfo(host name)",
     Gethostbyname = Host "gethostbyname(host name)",
+    // process end (appended): `_exit`/`_Exit` publish the exit clock a waiting parent adopts
+    Exit = Exec "_exit",
+    ExitUpper = Exec "_Exit",
 }
 
 impl Fid {
@@ -402,6 +405,9 @@ pub struct RunTable {
     pub reserved: [u64; 6],
     pub real_of: [AtomicI32; VPID_LIMIT],
     pub status_of: [AtomicI32; VPID_LIMIT],
+    /// `exit_clock[vpid]`: the logical clock of the thread that ended the process (0 unknown),
+    /// written at exit; a parent that reaps it with a blocking wait moves its clock there.
+    pub exit_clock: [AtomicI64; VPID_LIMIT],
 }
 
 impl RunTable {

@@ -12,5 +12,6 @@ mod names;
 mod probe;
 mod process;
 mod random;
+mod realworld;
 mod verify;
 mod waits;

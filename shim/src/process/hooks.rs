@@ -280,7 +280,7 @@ unsafe fn wait4_impl(
         // SAFETY: the caller's status pointer.
         unsafe { *status = st };
     }
-    reaped(r, st)
+    reaped(r, st, options & libc::WNOHANG == 0)
 }
 
 /// # Safety
@@ -358,7 +358,9 @@ pub unsafe extern "C" fn waitid(
                 _ => None,
             };
             let shown = match status {
-                Some(ws) if options & libc::WNOWAIT == 0 => reaped(*pid_p, ws),
+                Some(ws) if options & libc::WNOWAIT == 0 => {
+                    reaped(*pid_p, ws, options & libc::WNOHANG == 0)
+                }
                 _ if vpid::sealed() => vpid::to_virt(*pid_p),
                 _ => *pid_p,
             };
@@ -898,7 +900,7 @@ fn wait_real(real: pid_t, status: &mut c_int) -> pid_t {
             continue;
         }
         if r > 0 {
-            reaped(r, *status);
+            reaped(r, *status, true);
         }
         return r;
     }
@@ -1236,4 +1238,28 @@ pub unsafe extern "C" fn readlinkat(
         real!(readlinkat: fn(c_int, *const c_char, *mut c_char, libc::size_t) -> libc::ssize_t);
     // SAFETY: forwarded, with the path translated.
     unsafe { with_proc_path(path, ra, |p| real(dirfd, p, buf, len)) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Process end: `exit` publishes the exit clock from the shim's destructor; `_exit`/`_Exit`
+// skip destructors (fork children, Python's `os._exit`), so they publish it here.
+
+/// # Safety
+/// As `_exit(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    let ra = caller!();
+    census::count(Fid::Exit, NO_DETAIL, ra);
+    vpid::on_exit();
+    sys::exit_group(status)
+}
+
+/// # Safety
+/// As `_Exit(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    let ra = caller!();
+    census::count(Fid::ExitUpper, NO_DETAIL, ra);
+    vpid::on_exit();
+    sys::exit_group(status)
 }

@@ -6,7 +6,7 @@
 //! mapping. All updates are single atomic stores or CASes: no locks, safe in a fork or vfork
 //! child and in signal handlers.
 
-use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicI32, AtomicI64, AtomicPtr, AtomicUsize, Ordering::*};
 
 use seal_abi::{vpid_candidate, RunTable, VPID_LIMIT, VPID_MIN};
 
@@ -19,6 +19,8 @@ pub struct Table<'a> {
     pub real_of: &'a [AtomicI32],
     /// `status_of[vpid]`: wait status + 1 once a sealed parent reaped it.
     pub status_of: &'a [AtomicI32],
+    /// `exit_clock[vpid]`: logical clock at exit (0 unknown).
+    pub exit_clock: &'a [AtomicI64],
     /// `vpid_of[real pid]`: 0 unknown, else the virtual pid or tid.
     pub vpid_of: &'a [AtomicI32],
 }
@@ -49,9 +51,15 @@ impl<'a> Table<'a> {
     }
 
     fn claim(&self, v: i32) -> bool {
-        self.real_of[v as usize]
+        let ok = self.real_of[v as usize]
             .compare_exchange(0, -1, AcqRel, Relaxed)
-            .is_ok()
+            .is_ok();
+        if ok {
+            // A vpid can be handed out again: forget the exit clock of its last holder
+            // (here, before the child exists, so the child's own exit clock always wins).
+            self.exit_clock[v as usize].store(0, Release);
+        }
+        ok
     }
 
     /// Gives back a virtual pid whose process was never created (the spawn failed).
@@ -99,6 +107,22 @@ impl<'a> Table<'a> {
         }
     }
 
+    /// Records the logical clock with which virtual pid `v` ends.
+    pub fn set_exit_clock(&self, v: i32, clock: i64) {
+        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
+            self.exit_clock[v as usize].store(clock, Release);
+        }
+    }
+
+    /// The logical clock with which virtual pid `v` ended (0 unknown).
+    pub fn exit_clock(&self, v: i32) -> i64 {
+        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
+            self.exit_clock[v as usize].load(Acquire)
+        } else {
+            0
+        }
+    }
+
     fn slot(&self, v: i32) -> Option<&'a AtomicI32> {
         if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
             Some(&self.real_of[v as usize])
@@ -130,6 +154,7 @@ pub fn get() -> Option<Table<'static>> {
         Some(Table {
             real_of: &rt.real_of,
             status_of: &rt.status_of,
+            exit_clock: &rt.exit_clock,
             vpid_of: map,
         })
     }
@@ -185,6 +210,7 @@ pub(crate) mod tests {
     pub struct Owned {
         pub real_of: Vec<AtomicI32>,
         pub status_of: Vec<AtomicI32>,
+        pub exit_clock: Vec<AtomicI64>,
         pub vpid_of: Vec<AtomicI32>,
     }
 
@@ -194,6 +220,7 @@ pub(crate) mod tests {
             Owned {
                 real_of: v(VPID_LIMIT),
                 status_of: v(VPID_LIMIT),
+                exit_clock: (0..VPID_LIMIT).map(|_| AtomicI64::new(0)).collect(),
                 vpid_of: v(VPID_LIMIT),
             }
         }
@@ -201,6 +228,7 @@ pub(crate) mod tests {
             Table {
                 real_of: &self.real_of,
                 status_of: &self.status_of,
+                exit_clock: &self.exit_clock,
                 vpid_of: &self.vpid_of,
             }
         }

@@ -288,9 +288,37 @@ pub fn pid_arg_to_real(p: i32) -> i32 {
     }
 }
 
-/// Records the status of a reaped child (virtual pid `v`).
-pub fn reaped(v: i32, status: i32) {
+/// Records the status of a reaped child (virtual pid `v`). A parent that waited for it
+/// (`blocking`) has seen it end, so its clock moves to the child's exit clock: `sleep 1; date`
+/// in a shell shows the second, and `while [ $SECONDS -lt $end ]; do sleep 1; done` ends.
+/// Non-blocking reaps (a SIGCHLD handler's `WNOHANG` loop) happen at a moment chosen by the
+/// scheduler, so they leave the clock alone.
+pub fn reaped(v: i32, status: i32, blocking: bool) {
     if let Some(t) = table::get() {
         t.set_status(v, status);
+        if blocking && config::sealed(flags::TIME) {
+            thread::advance_to(t.exit_clock(v));
+        }
+    }
+}
+
+/// Publishes this process's logical clock as its exit clock (called when it exits).
+pub fn on_exit() {
+    if !config::in_run() {
+        return;
+    }
+    let Some(t) = table::get() else { return };
+    // No `current()`: in a vfork child it would set up an identity in the parent's memory.
+    let real = sys::getpid();
+    let v = if real == REAL_PID.load(Relaxed) {
+        Some(config::VPID.load(Relaxed))
+    } else if let Some(p) = PENDING.with(|c| c.get()).filter(|p| p.vpid > 0) {
+        // A fork or vfork child that never asked who it is.
+        Some(p.vpid)
+    } else {
+        t.virt(real)
+    };
+    if let Some(v) = v {
+        t.set_exit_clock(v, thread::peek());
     }
 }

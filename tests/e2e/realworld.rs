@@ -1,0 +1,87 @@
+//! End-to-end tests found by sweeping real native programs (coreutils, bash, make, git, …)
+//! under seal: each pins a problem that no fixture had shown. Tools that are not installed
+//! are skipped with a printed note. See docs/realworld.md for the sweep and what varies by
+//! design.
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::util::*;
+
+/// A per-test scratch directory at a fixed path (so paths are comparable across runs),
+/// emptied first.
+fn scratch(name: &str) -> PathBuf {
+    let d = build_dir().join(format!("realworld-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn skip(tool: &str) -> bool {
+    if have(tool) {
+        return false;
+    }
+    eprintln!("note: {tool} is not installed; skipping");
+    true
+}
+
+/// A shell that polls the clock until some time has passed (`SECONDS`, `date +%s`) while an
+/// external `sleep` does the waiting: the parent's clock must take in the child's time when
+/// it reaps it, or the loop never ends (it did, before parents adopted the exit clock).
+#[test]
+fn shell_elapsed_time_loops_end() {
+    if skip("bash") {
+        return;
+    }
+    let script = r#"
+end=$((SECONDS+2)); n=0
+while [ $SECONDS -lt $end ]; do sleep 0.5; n=$((n+1)); done
+echo seconds-loop $n
+s=$(date +%s); m=0
+while [ $(( $(date +%s) - s )) -lt 2 ]; do sleep 0.5; m=$((m+1)); done
+echo date-loop $m
+a=$EPOCHREALTIME; sleep 0.25; b=$EPOCHREALTIME
+echo slept ${a} ${b}
+"#;
+    let out = run_timeout(seal(["--", "bash", "-c", script]), Duration::from_secs(30));
+    out.ok();
+    assert!(out.stdout.contains("seconds-loop 4\n"), "{}", out.show());
+    assert!(out.stdout.contains("date-loop 4\n"), "{}", out.show());
+    let again = run_seal(["--", "bash", "-c", script]);
+    assert_eq!(out.stdout, again.stdout, "{}", again.show());
+    // The sleep's quarter second shows in the parent's own clock.
+    let slept: Vec<f64> = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("slept "))
+        .unwrap()
+        .split(' ')
+        .skip(1)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let d = slept[1] - slept[0];
+    assert!((0.25..0.26).contains(&d), "elapsed {d}\n{}", out.show());
+}
+
+/// `_exit` (fork children, Python's `os._exit`) publishes the exit clock too, and `system()`
+/// waits like a shell does.
+#[test]
+fn exit_clock_survives_underscore_exit_and_system() {
+    if skip("python3") {
+        return;
+    }
+    let script = r#"
+import os, time
+t0 = time.time()
+pid = os.fork()
+if pid == 0:
+    time.sleep(0.3)
+    os._exit(0)
+os.waitpid(pid, 0)
+t1 = time.time()
+os.system("sleep 0.2")
+t2 = time.time()
+print(round(t1 - t0, 3), round(t2 - t1, 3))
+"#;
+    let out = assert_sealed_stable(&["python3", "-c", script], 3);
+    assert_eq!(out, "0.3 0.2\n");
+}
