@@ -280,7 +280,7 @@ unsafe fn wait4_impl(
         // SAFETY: the caller's status pointer.
         unsafe { *status = st };
     }
-    reaped(r, st, options & libc::WNOHANG == 0)
+    reaped(r, st)
 }
 
 /// # Safety
@@ -358,9 +358,7 @@ pub unsafe extern "C" fn waitid(
                 _ => None,
             };
             let shown = match status {
-                Some(ws) if options & libc::WNOWAIT == 0 => {
-                    reaped(*pid_p, ws, options & libc::WNOHANG == 0)
-                }
+                Some(ws) if options & libc::WNOWAIT == 0 => reaped(*pid_p, ws),
                 _ if vpid::sealed() => vpid::to_virt(*pid_p),
                 _ => *pid_p,
             };
@@ -900,7 +898,7 @@ fn wait_real(real: pid_t, status: &mut c_int) -> pid_t {
             continue;
         }
         if r > 0 {
-            reaped(r, *status, true);
+            reaped(r, *status);
         }
         return r;
     }

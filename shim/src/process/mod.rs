@@ -163,7 +163,7 @@ pub unsafe fn sys_pid(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Option<
                     // SAFETY: the caller's status pointer.
                     unsafe { *sp = st };
                 }
-                reaped(r as i32, st, a[2] as i32 & libc::WNOHANG == 0) as L
+                reaped(r as i32, st) as L
             } else {
                 r
             }
@@ -175,13 +175,12 @@ pub unsafe fn sys_pid(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Option<
 }
 
 /// After a successful wait for real pid `real` with wait status `status`: records the status
-/// (when the child was reaped, not merely stopped) and returns the pid to show. `blocking`:
-/// the wait had no `WNOHANG` (see [`vpid::reaped`]).
-pub fn reaped(real: i32, status: i32, blocking: bool) -> i32 {
+/// (when the child was reaped, not merely stopped) and returns the pid to show.
+pub fn reaped(real: i32, status: i32) -> i32 {
     let v = table::get().and_then(|t| t.virt(real));
     if let Some(v) = v {
         if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
-            vpid::reaped(v, status, blocking);
+            vpid::reaped(v, status);
         }
     }
     match v {

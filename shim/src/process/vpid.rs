@@ -288,15 +288,17 @@ pub fn pid_arg_to_real(p: i32) -> i32 {
     }
 }
 
-/// Records the status of a reaped child (virtual pid `v`). A parent that waited for it
-/// (`blocking`) has seen it end, so its clock moves to the child's exit clock: `sleep 1; date`
-/// in a shell shows the second, and `while [ $SECONDS -lt $end ]; do sleep 1; done` ends.
-/// Non-blocking reaps (a SIGCHLD handler's `WNOHANG` loop) happen at a moment chosen by the
-/// scheduler, so they leave the clock alone.
-pub fn reaped(v: i32, status: i32, blocking: bool) {
+/// Records the status of a reaped child (virtual pid `v`) and moves the caller's clock to
+/// the child's exit clock (a Lamport receive): the parent has seen the child end, so
+/// `sleep 1; date` in a shell shows the second, and `while [ $SECONDS -lt $end ]; do sleep 1;
+/// done` ends. Every reap counts, `WNOHANG` ones too: shells reap foreground children from
+/// their SIGCHLD handler as often as from their blocking wait, and which one wins is up to
+/// the scheduler. (A background child reaped while the parent is busy moves the parent's
+/// clock at a moment the scheduler picks; docs/realworld.md says so.)
+pub fn reaped(v: i32, status: i32) {
     if let Some(t) = table::get() {
         t.set_status(v, status);
-        if blocking && config::sealed(flags::TIME) {
+        if config::sealed(flags::TIME) {
             thread::advance_to(t.exit_clock(v));
         }
     }
