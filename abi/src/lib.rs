@@ -211,6 +211,8 @@ functions! {
     // process end (appended): `_exit`/`_Exit` publish the exit clock a waiting parent adopts
     Exit = Exec "_exit",
     ExitUpper = Exec "_Exit",
+    // time (appended): CPU time in resource usage (bash's `time` and `times`, GNU time)
+    Getrusage = Time "getrusage",
 }
 
 impl Fid {

@@ -85,3 +85,27 @@ print(round(t1 - t0, 3), round(t2 - t1, 3))
     let out = assert_sealed_stable(&["python3", "-c", script], 3);
     assert_eq!(out, "0.3 0.2\n");
 }
+
+/// bash's `time` keyword and `times` builtin, and GNU time, print CPU times from `getrusage`
+/// and `wait4`'s resource usage: sealed like `CLOCK_PROCESS_CPUTIME_ID` (they varied run to
+/// run before).
+#[test]
+fn shell_time_and_times_are_stable() {
+    if skip("bash") {
+        return;
+    }
+    let mut script =
+        String::from("{ time sleep 0.1; TIMEFORMAT=%R/%U/%S; time (sleep 0.2); times\n");
+    let gnu = std::path::Path::new("/usr/bin/time").exists();
+    if gnu {
+        script.push_str("/usr/bin/time -f 'gnu %e %U %S' sleep 0.3\n");
+    } else {
+        eprintln!("note: /usr/bin/time is not installed; GNU time not checked");
+    }
+    script.push_str("} 2>&1\n");
+    let out = assert_sealed_stable(&["bash", "-c", &script], 3);
+    assert!(out.contains("\n0.200/"), "{out}");
+    if gnu {
+        assert!(out.contains("gnu 0.30 0.00 0.00"), "{out}");
+    }
+}

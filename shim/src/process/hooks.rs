@@ -280,6 +280,10 @@ unsafe fn wait4_impl(
         // SAFETY: the caller's status pointer.
         unsafe { *status = st };
     }
+    if !rusage.is_null() && config::sealed(seal_abi::flags::TIME) {
+        // SAFETY: the kernel just filled the caller's rusage.
+        unsafe { crate::clock::seal_rusage(libc::RUSAGE_CHILDREN, 0, rusage) };
+    }
     reaped(r, st)
 }
 
