@@ -109,3 +109,33 @@ fn shell_time_and_times_are_stable() {
         assert!(out.contains("gnu 0.30 0.00 0.00"), "{out}");
     }
 }
+
+/// libgcrypt (GnuPG's crypto library) mixes the whole `getrusage` struct (page faults,
+/// context switches, max RSS) into its weak-random pool and nonces: sealed, they no longer
+/// move its output. Its RDRAND mixing cannot be interposed, so the check turns it off when
+/// it can (`/etc/gcrypt/hwf.deny`), and otherwise only checks that the seal holds for the
+/// strong generator.
+#[test]
+fn rusage_counters_are_sealed() {
+    if skip("python3") {
+        return;
+    }
+    let script = r#"
+import resource
+u = resource.getrusage(resource.RUSAGE_SELF)
+c = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(u.ru_utime > 0, u.ru_stime, u.ru_maxrss, u.ru_minflt, u.ru_nvcsw, c.ru_utime, c.ru_maxrss)
+try:
+    import ctypes
+    g = ctypes.CDLL("libgcrypt.so.20")
+    g.gcry_check_version.restype = ctypes.c_char_p
+    g.gcry_check_version(None)
+    b = ctypes.create_string_buffer(16)
+    g.gcry_randomize(b, 16, 1)
+    print("gcrypt strong", b.raw.hex())
+except OSError:
+    print("no libgcrypt")
+"#;
+    let out = assert_sealed_stable(&["python3", "-c", script], 3);
+    assert!(out.starts_with("True 0.0 0 0 0 0.0 0\n"), "{out}");
+}
