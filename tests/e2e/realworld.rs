@@ -139,3 +139,31 @@ except OSError:
     let out = assert_sealed_stable(&["python3", "-c", script], 3);
     assert!(out.starts_with("True 0.0 0 0 0 0.0 0\n"), "{out}");
 }
+
+/// A background job that outlives the run (`cmd &` as the script's last act, a daemon) and
+/// then forks or execs finds the run dir gone: one clear line per process, not two confusing
+/// ones about census files and run tables, and its output still sealed.
+#[test]
+fn processes_outliving_the_run_say_so_once() {
+    if skip("bash") {
+        return;
+    }
+    // The job holds stdout/stderr open, so the harness reads until it ends.
+    let out = run_seal(["--", "bash", "-c", "(sleep 0.3; date +%s) & echo started"]);
+    out.ok();
+    assert_eq!(out.stdout, "started\n1767225600\n", "{}", out.show());
+    assert!(
+        out.stderr.contains("started after its sealed run ended"),
+        "{}",
+        out.show()
+    );
+    assert!(!out.stderr.contains("cannot "), "{}", out.show());
+    let quiet = run_seal([
+        "-q",
+        "--",
+        "bash",
+        "-c",
+        "(sleep 0.3; date +%s) & echo started",
+    ]);
+    assert_eq!(quiet.stderr, "", "{}", quiet.show());
+}

@@ -48,7 +48,9 @@ pub fn sealed() -> bool {
 /// file is opened, so a corrected identity names the right file).
 pub fn on_start() {
     if !table::map() {
-        sys::warn(b"cannot map the run table; pids of this process are not virtualised");
+        if !config::run_ended() {
+            sys::warn(b"cannot map the run table; pids of this process are not virtualised");
+        }
         REAL_PID.store(sys::getpid(), Relaxed);
         REAL_PPID.store(sys::getppid(), Relaxed);
         return;
