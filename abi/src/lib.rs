@@ -208,9 +208,6 @@ functions! {
     // host (appended): name resolution of the sealed host name
     Getaddrinfo = Host "getaddrinfo(host name)",
     Gethostbyname = Host "gethostbyname(host name)",
-    // process end (appended): `_exit`/`_Exit` publish the exit clock a waiting parent adopts
-    Exit = Exec "_exit",
-    ExitUpper = Exec "_Exit",
     // time (appended): CPU time in resource usage (bash's `time` and `times`, GNU time)
     Getrusage = Time "getrusage",
 }
@@ -407,9 +404,10 @@ pub struct RunTable {
     pub reserved: [u64; 6],
     pub real_of: [AtomicI32; VPID_LIMIT],
     pub status_of: [AtomicI32; VPID_LIMIT],
-    /// `exit_clock[vpid]`: the logical clock of the thread that ended the process (0 unknown),
-    /// written at exit; a parent that reaps it with a blocking wait moves its clock there.
-    pub exit_clock: [AtomicI64; VPID_LIMIT],
+    /// `wait_clock[vpid]`: the highest logical clock a wait of the process (a sleep or timed
+    /// wait that ran out, a reaped child's own wait clock) moved one of its threads to; 0
+    /// none. A parent that reaps the process moves its clock there.
+    pub wait_clock: [AtomicI64; VPID_LIMIT],
 }
 
 impl RunTable {

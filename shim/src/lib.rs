@@ -60,15 +60,3 @@ static SEAL_INIT: extern "C" fn(
     *const *const libc::c_char,
     *const *const libc::c_char,
 ) = seal_init;
-
-/// libseal's destructor (runs from `exit`, after the program's own atexit handlers): publish
-/// this process's exit clock for the parent that waits for it.
-#[cfg(not(test))]
-extern "C" fn seal_fini() {
-    process::vpid::on_exit();
-}
-
-#[cfg(not(test))]
-#[used]
-#[link_section = ".fini_array"]
-static SEAL_FINI: extern "C" fn() = seal_fini;

@@ -26,7 +26,7 @@ fn skip(tool: &str) -> bool {
 
 /// A shell that polls the clock until some time has passed (`SECONDS`, `date +%s`) while an
 /// external `sleep` does the waiting: the parent's clock must take in the child's time when
-/// it reaps it, or the loop never ends (it did, before parents adopted the exit clock).
+/// it reaps it, or the loop never ends (it did, before parents adopted children's waits).
 #[test]
 fn shell_elapsed_time_loops_end() {
     if skip("bash") {
@@ -62,10 +62,10 @@ echo slept ${a} ${b}
     assert!((0.25..0.26).contains(&d), "elapsed {d}\n{}", out.show());
 }
 
-/// `_exit` (fork children, Python's `os._exit`) publishes the exit clock too, and `system()`
-/// waits like a shell does.
+/// A fork child that sleeps and ends with `os._exit` (no destructors), and `system()`: the
+/// parent's clock moves by the child's sleep.
 #[test]
-fn exit_clock_survives_underscore_exit_and_system() {
+fn fork_child_and_system_waits_reach_the_parent() {
     if skip("python3") {
         return;
     }
@@ -166,4 +166,58 @@ fn processes_outliving_the_run_say_so_once() {
         "(sleep 0.3; date +%s) & echo started",
     ]);
     assert_eq!(quiet.stderr, "", "{}", quiet.show());
+}
+
+/// `xargs -P4` reaps its children in whatever order they end. Children that only read the
+/// clock must not move the parent's clock (their ends would then shift the next child's start
+/// by a few ticks, differently every run); children that sleep move it by their sleep.
+#[test]
+fn parallel_children_keep_their_start_times() {
+    if skip("xargs") {
+        return;
+    }
+    let script = "seq 12 | xargs -P4 -n1 sh -c 'date +%s.%N' | sort; \
+                  seq 8 | xargs -P4 -n1 sh -c 'sleep 0.$0; date +%s.%N' | sort; date +%s.%N";
+    let out = assert_sealed_stable(&["sh", "-c", script], 5);
+    // Four slots: the sleeps of 0.5..0.8 s start as those of 0.1..0.4 s end, so the last
+    // ends at 1.2 s, as in real time.
+    assert!(out.ends_with("\n1767225601.200000000\n"), "{out}");
+}
+
+/// Everyday tools in one script, run from a fixed fresh directory each time: `make -j2` builds
+/// and then rebuilds only what `touch` made newer (make compares real file times with each
+/// other, which seal leaves alone), git commit hashes (dates from the sealed clock), `mktemp`
+/// in a fresh `TMPDIR`, `sort -R`, `shuf`, and `cc`'s `__DATE__`.
+#[test]
+fn make_git_mktemp_sort_are_stable() {
+    for tool in ["make", "cc", "git", "mktemp", "shuf"] {
+        if skip(tool) {
+            return;
+        }
+    }
+    let dir = scratch("tools");
+    let script = format!(
+        r#"set -e
+cd {d}; rm -rf w; mkdir w; cd w
+printf 'int f(void);\nint main(void){{return f();}}\n' > m.c
+printf 'int f(void){{return 0;}}\n' > f.c
+printf 'prog: m.o f.o\n\tcc -o prog m.o f.o\n%%.o: %%.c\n\tcc -c $< -o $@\n' > Makefile
+make -j2 2>/dev/null | sort
+sleep 0.01; touch f.c; make 2>/dev/null
+./prog && echo built
+git init -q r; cd r; git config user.email a@b; git config user.name A
+echo x > f; git add f; git commit -qm one; git log --format='%H %ad'; cd ..
+TMPDIR=$PWD mktemp; TMPDIR=$PWD mktemp -d
+seq 10 | sort -R | tr '\n' ' '; seq 10 | shuf | tr '\n' ' '; echo
+printf '#include <stdio.h>\nint main(void){{puts(__DATE__);return 0;}}\n' > d.c; cc -o d d.c; ./d
+"#,
+        d = dir.display()
+    );
+    let out = assert_sealed_stable(&["bash", "-c", &script], 3);
+    assert!(
+        out.contains("cc -c f.c -o f.o\ncc -o prog m.o f.o\nbuilt\n"),
+        "the touched file was not rebuilt alone:\n{out}"
+    );
+    assert!(out.contains(" Thu Jan 1 00:00:00 2026 +0000\n"), "{out}");
+    assert!(out.ends_with("Jan  1 2026\n"), "{out}");
 }

@@ -1241,27 +1241,3 @@ pub unsafe extern "C" fn readlinkat(
     // SAFETY: forwarded, with the path translated.
     unsafe { with_proc_path(path, ra, |p| real(dirfd, p, buf, len)) }
 }
-
-// ---------------------------------------------------------------------------------------------
-// Process end: `exit` publishes the exit clock from the shim's destructor; `_exit`/`_Exit`
-// skip destructors (fork children, Python's `os._exit`), so they publish it here.
-
-/// # Safety
-/// As `_exit(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn _exit(status: c_int) -> ! {
-    let ra = caller!();
-    census::count(Fid::Exit, NO_DETAIL, ra);
-    vpid::on_exit();
-    sys::exit_group(status)
-}
-
-/// # Safety
-/// As `_Exit(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
-    let ra = caller!();
-    census::count(Fid::ExitUpper, NO_DETAIL, ra);
-    vpid::on_exit();
-    sys::exit_group(status)
-}

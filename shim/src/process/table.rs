@@ -19,8 +19,8 @@ pub struct Table<'a> {
     pub real_of: &'a [AtomicI32],
     /// `status_of[vpid]`: wait status + 1 once a sealed parent reaped it.
     pub status_of: &'a [AtomicI32],
-    /// `exit_clock[vpid]`: logical clock at exit (0 unknown).
-    pub exit_clock: &'a [AtomicI64],
+    /// `wait_clock[vpid]`: highest clock a wait of the process reached (0 none).
+    pub wait_clock: &'a [AtomicI64],
     /// `vpid_of[real pid]`: 0 unknown, else the virtual pid or tid.
     pub vpid_of: &'a [AtomicI32],
 }
@@ -55,9 +55,9 @@ impl<'a> Table<'a> {
             .compare_exchange(0, -1, AcqRel, Relaxed)
             .is_ok();
         if ok {
-            // A vpid can be handed out again: forget the exit clock of its last holder
-            // (here, before the child exists, so the child's own exit clock always wins).
-            self.exit_clock[v as usize].store(0, Release);
+            // A vpid can be handed out again: forget the wait clock of its last holder
+            // (here, before the child exists, so only the child's own waits count).
+            self.wait_clock[v as usize].store(0, Release);
         }
         ok
     }
@@ -107,17 +107,17 @@ impl<'a> Table<'a> {
         }
     }
 
-    /// Records the logical clock with which virtual pid `v` ends.
-    pub fn set_exit_clock(&self, v: i32, clock: i64) {
+    /// Raises the wait clock of virtual pid `v` to `clock` (never lowers it).
+    pub fn raise_wait_clock(&self, v: i32, clock: i64) {
         if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
-            self.exit_clock[v as usize].store(clock, Release);
+            self.wait_clock[v as usize].fetch_max(clock, AcqRel);
         }
     }
 
-    /// The logical clock with which virtual pid `v` ended (0 unknown).
-    pub fn exit_clock(&self, v: i32) -> i64 {
+    /// The wait clock of virtual pid `v` (0 none).
+    pub fn wait_clock(&self, v: i32) -> i64 {
         if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
-            self.exit_clock[v as usize].load(Acquire)
+            self.wait_clock[v as usize].load(Acquire)
         } else {
             0
         }
@@ -154,7 +154,7 @@ pub fn get() -> Option<Table<'static>> {
         Some(Table {
             real_of: &rt.real_of,
             status_of: &rt.status_of,
-            exit_clock: &rt.exit_clock,
+            wait_clock: &rt.wait_clock,
             vpid_of: map,
         })
     }
@@ -210,7 +210,7 @@ pub(crate) mod tests {
     pub struct Owned {
         pub real_of: Vec<AtomicI32>,
         pub status_of: Vec<AtomicI32>,
-        pub exit_clock: Vec<AtomicI64>,
+        pub wait_clock: Vec<AtomicI64>,
         pub vpid_of: Vec<AtomicI32>,
     }
 
@@ -220,7 +220,7 @@ pub(crate) mod tests {
             Owned {
                 real_of: v(VPID_LIMIT),
                 status_of: v(VPID_LIMIT),
-                exit_clock: (0..VPID_LIMIT).map(|_| AtomicI64::new(0)).collect(),
+                wait_clock: (0..VPID_LIMIT).map(|_| AtomicI64::new(0)).collect(),
                 vpid_of: v(VPID_LIMIT),
             }
         }
@@ -228,7 +228,7 @@ pub(crate) mod tests {
             Table {
                 real_of: &self.real_of,
                 status_of: &self.status_of,
-                exit_clock: &self.exit_clock,
+                wait_clock: &self.wait_clock,
                 vpid_of: &self.vpid_of,
             }
         }
@@ -258,6 +258,23 @@ pub(crate) mod tests {
         assert_ne!(v1, v2);
         t.release(v2);
         assert_eq!(t.allocate(42), Some(v2));
+    }
+
+    #[test]
+    fn wait_clock_only_rises_and_is_forgotten_when_the_vpid_is_handed_out_again() {
+        let a = Owned::new();
+        let t = a.table();
+        let v = t.allocate(77).unwrap();
+        assert_eq!(t.wait_clock(v), 0);
+        t.raise_wait_clock(v, 500);
+        t.raise_wait_clock(v, 300);
+        assert_eq!(t.wait_clock(v), 500);
+        t.register(v, 1234);
+        t.set_status(v, 0);
+        // The process is gone; its number is free again for someone else.
+        a.real_of[v as usize].store(0, Relaxed);
+        assert_eq!(t.allocate(77), Some(v));
+        assert_eq!(t.wait_clock(v), 0);
     }
 
     #[test]

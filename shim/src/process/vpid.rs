@@ -290,39 +290,47 @@ pub fn pid_arg_to_real(p: i32) -> i32 {
     }
 }
 
-/// Records the status of a reaped child (virtual pid `v`) and moves the caller's clock to
-/// the child's exit clock (a Lamport receive): the parent has seen the child end, so
+/// Records the status of a reaped child (virtual pid `v`) and moves the caller's clock to the
+/// child's wait clock (a Lamport receive): the parent has seen the child end, so
 /// `sleep 1; date` in a shell shows the second, and `while [ $SECONDS -lt $end ]; do sleep 1;
-/// done` ends. Every reap counts, `WNOHANG` ones too: shells reap foreground children from
-/// their SIGCHLD handler as often as from their blocking wait, and which one wins is up to
-/// the scheduler. (A background child reaped while the parent is busy moves the parent's
-/// clock at a moment the scheduler picks; docs/realworld.md says so.)
+/// done` ends. Only the child's waits count, not its clock reads: children that merely
+/// compute (`xargs -P4 date`, `make -j` compiling) leave their parent's clock alone however
+/// the scheduler orders their ends. Every reap counts, `WNOHANG` ones too: shells reap
+/// foreground children from their SIGCHLD handler as often as from their blocking wait.
 pub fn reaped(v: i32, status: i32) {
     if let Some(t) = table::get() {
         t.set_status(v, status);
-        if config::sealed(flags::TIME) {
-            thread::advance_to(t.exit_clock(v));
+        let waited = t.wait_clock(v);
+        if waited > 0 && config::sealed(flags::TIME) {
+            thread::advance_to(waited);
+            note_waited();
         }
     }
 }
 
-/// Publishes this process's logical clock as its exit clock (called when it exits).
-pub fn on_exit() {
+/// A wait moved this thread's clock (or a reaped child's waits did): raise this process's
+/// wait clock in the run table, where the parent that reaps it will find it. Only the main
+/// thread's waits count: a runtime's background threads (a JVM's periodic tasks, timer
+/// threads) time out as often as real time allows before the process ends, and would make
+/// the parent's clock depend on it.
+pub fn note_waited() {
     if !config::in_run() {
         return;
     }
     let Some(t) = table::get() else { return };
-    // No `current()`: in a vfork child it would set up an identity in the parent's memory.
     let real = sys::getpid();
+    if sys::gettid() != real {
+        return;
+    }
+    // No `current()`: in a fork child that has not set up its identity yet, it would.
     let v = if real == REAL_PID.load(Relaxed) {
         Some(config::VPID.load(Relaxed))
     } else if let Some(p) = PENDING.with(|c| c.get()).filter(|p| p.vpid > 0) {
-        // A fork or vfork child that never asked who it is.
         Some(p.vpid)
     } else {
         t.virt(real)
     };
     if let Some(v) = v {
-        t.set_exit_clock(v, thread::peek());
+        t.raise_wait_clock(v, thread::peek());
     }
 }
