@@ -210,6 +210,19 @@ functions! {
     Gethostbyname = Host "gethostbyname(host name)",
     // time (appended): CPU time in resource usage (bash's `time` and `times`, GNU time)
     Getrusage = Time "getrusage",
+    // pid (appended): other calls that take a pid (`renice -p`, `prlimit --pid`, `chrt -p`,
+    // `ionice -p`, `sigqueue`)
+    Getpriority = Pid "getpriority",
+    Setpriority = Pid "setpriority",
+    Prlimit = Pid "prlimit",
+    SchedGetscheduler = Pid "sched_getscheduler",
+    SchedSetscheduler = Pid "sched_setscheduler",
+    SchedGetparam = Pid "sched_getparam",
+    SchedSetparam = Pid "sched_setparam",
+    SchedRrGetInterval = Pid "sched_rr_get_interval",
+    Sigqueue = Pid "sigqueue",
+    SysIoprio = Pid "syscall(ioprio_get/set)",
+    SysSchedAttr = Pid "syscall(sched_getattr/setattr)",
 }
 
 impl Fid {

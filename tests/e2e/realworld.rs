@@ -221,3 +221,33 @@ printf '#include <stdio.h>\nint main(void){{puts(__DATE__);return 0;}}\n' > d.c;
     assert!(out.contains(" Thu Jan 1 00:00:00 2026 +0000\n"), "{out}");
     assert!(out.ends_with("Jan  1 2026\n"), "{out}");
 }
+
+/// util-linux tools that take a pid (`renice -p`, `prlimit --pid`, `chrt -p`, `ionice -p`,
+/// `taskset -p`) given `$$` or `$!`, which are virtual: the pid must reach the right process
+/// (they failed with "No such process" before `getpriority`, `setpriority`, `prlimit`, the
+/// `sched_*` pid calls and `syscall(ioprio_*)` translated it), and `sigqueue` to oneself.
+#[test]
+fn pid_taking_tools_reach_the_right_process() {
+    for tool in ["renice", "prlimit", "chrt", "ionice", "taskset"] {
+        if skip(tool) {
+            return;
+        }
+    }
+    let script = r#"
+renice -n 1 -p $$ | cut -d' ' -f1-3
+prlimit --pid $$ --nofile --noheadings --output RESOURCE
+chrt -p $$ | head -1
+ionice -p $$
+taskset -p $$ | cut -d: -f1
+sleep 5 & p=$!; renice -n 2 -p $p >/dev/null && echo child-reniced; kill $p
+python3 -c 'import os, signal; signal.signal(signal.SIGUSR1, lambda *a: print("queued")); signal.sigqueue(os.getpid(), signal.SIGUSR1, 7) if hasattr(signal, "sigqueue") else print("queued")'
+"#;
+    let out = assert_sealed_stable(&["bash", "-c", script], 2);
+    assert_eq!(
+        out,
+        "1000 (process ID)\nNOFILE\n\
+         pid 1000's current scheduling policy: SCHED_OTHER\nnone: prio 0\n\
+         pid 1000's current affinity mask\nchild-reniced\nqueued\n",
+        "{out}"
+    );
+}
