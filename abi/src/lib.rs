@@ -567,6 +567,11 @@ pub mod exec_target {
 
     /// Levels of `#!` followed (the kernel allows 4).
     pub const MAX_SCRIPT_DEPTH: usize = 4;
+
+    /// The x86_64 dynamic loader. It has no `PT_INTERP` (it is one), but run as a program
+    /// (`ldd`, `ld.so /path/prog`) it honours `LD_PRELOAD` like any loaded program: a file
+    /// that is this one (same device and inode) is not a static binary.
+    pub const SYSTEM_LOADER: &str = "/lib64/ld-linux-x86-64.so.2";
 }
 
 #[cfg(test)]

@@ -251,3 +251,23 @@ python3 -c 'import os, signal; signal.signal(signal.SIGUSR1, lambda *a: print("q
         "{out}"
     );
 }
+
+/// `ldd` runs the dynamic loader as a program, and so does `ld.so /path/prog`: the loader has
+/// no `PT_INTERP` (it is the interpreter) but reads `LD_PRELOAD` like any loaded program, so
+/// it must not be reported as an unsealable static binary, and what it runs is sealed.
+#[test]
+fn the_dynamic_loader_run_as_a_program_is_sealed() {
+    let loader = "/lib64/ld-linux-x86-64.so.2";
+    if !std::path::Path::new(loader).exists() || skip("ldd") {
+        return;
+    }
+    let script = format!("ldd /bin/true >/dev/null && echo ldd-ok; {loader} /bin/date +%s");
+    let out = run_seal(["--", "bash", "-c", &script]);
+    out.ok();
+    assert_eq!(out.stdout, "ldd-ok\n1767225600\n", "{}", out.show());
+    assert!(!out.stderr.contains("not sealed"), "{}", out.show());
+    let root = run_seal(["--", loader, "/bin/date", "+%s"]);
+    root.ok();
+    assert_eq!(root.stdout, "1767225600\n", "{}", root.show());
+    assert!(!root.stderr.contains("not sealed"), "{}", root.show());
+}
