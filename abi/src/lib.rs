@@ -7,7 +7,7 @@
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
+use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
 
 /// Environment variables set by the launcher (and re-injected by the shim on exec).
 pub mod env {
@@ -211,6 +211,21 @@ functions! {
     // host (appended): name resolution of the sealed host name
     Getaddrinfo = Host "getaddrinfo(host name)",
     Gethostbyname = Host "gethostbyname(host name)",
+    // time (appended): CPU time in resource usage (bash's `time` and `times`, GNU time)
+    Getrusage = Time "getrusage",
+    // pid (appended): other calls that take a pid (`renice -p`, `prlimit --pid`, `chrt -p`,
+    // `ionice -p`, `sigqueue`)
+    Getpriority = Pid "getpriority",
+    Setpriority = Pid "setpriority",
+    Prlimit = Pid "prlimit",
+    SchedGetscheduler = Pid "sched_getscheduler",
+    SchedSetscheduler = Pid "sched_setscheduler",
+    SchedGetparam = Pid "sched_getparam",
+    SchedSetparam = Pid "sched_setparam",
+    SchedRrGetInterval = Pid "sched_rr_get_interval",
+    Sigqueue = Pid "sigqueue",
+    SysIoprio = Pid "syscall(ioprio_get/set)",
+    SysSchedAttr = Pid "syscall(sched_getattr/setattr)",
 }
 
 impl Fid {
@@ -405,6 +420,10 @@ pub struct RunTable {
     pub reserved: [u64; 6],
     pub real_of: [AtomicI32; VPID_LIMIT],
     pub status_of: [AtomicI32; VPID_LIMIT],
+    /// `wait_clock[vpid]`: the highest logical clock a wait of the process (a sleep or timed
+    /// wait that ran out, a reaped child's own wait clock) moved one of its threads to; 0
+    /// none. A parent that reaps the process moves its clock there.
+    pub wait_clock: [AtomicI64; VPID_LIMIT],
 }
 
 impl RunTable {
@@ -551,6 +570,11 @@ pub mod exec_target {
 
     /// Levels of `#!` followed (the kernel allows 4).
     pub const MAX_SCRIPT_DEPTH: usize = 4;
+
+    /// The x86_64 dynamic loader. It has no `PT_INTERP` (it is one), but run as a program
+    /// (`ldd`, `ld.so /path/prog`) it honours `LD_PRELOAD` like any loaded program: a file
+    /// that is this one (same device and inode) is not a static binary.
+    pub const SYSTEM_LOADER: &str = "/lib64/ld-linux-x86-64.so.2";
 }
 
 #[cfg(test)]

@@ -63,11 +63,19 @@ fn check(path: &Path) -> Option<(u32, PathBuf)> {
             Head::Script(interp) if !interp.is_empty() => {
                 cur = PathBuf::from(OsStr::from_bytes(interp));
             }
+            Head::Elf(Err(unsealed::STATIC_BINARY)) if is_system_loader(&meta) => return None,
             Head::Elf(Err(kind)) => return Some((kind, cur)),
             _ => return None,
         }
     }
     None
+}
+
+/// Is this file the dynamic loader itself (see [`seal_abi::exec_target::SYSTEM_LOADER`])?
+fn is_system_loader(meta: &std::fs::Metadata) -> bool {
+    std::fs::metadata(seal_abi::exec_target::SYSTEM_LOADER)
+        .map(|l| l.dev() == meta.dev() && l.ino() == meta.ino())
+        .unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -78,5 +86,9 @@ mod tests {
     fn dynamic_programs_and_scripts_are_fine() {
         assert!(root_warnings(OsStr::new("sh")).is_empty());
         assert!(root_warnings(OsStr::new("/nonexistent/prog")).is_empty());
+        let loader = seal_abi::exec_target::SYSTEM_LOADER;
+        if Path::new(loader).exists() {
+            assert!(root_warnings(OsStr::new(loader)).is_empty());
+        }
     }
 }

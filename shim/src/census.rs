@@ -260,6 +260,10 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
         libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
         0o600,
     );
+    if fd < 0 && config::run_ended() {
+        unmap_old();
+        return;
+    }
     if fd < 0 {
         let mut m = sys::StackBuf::<4300>::new();
         m.push(b"cannot create census file ")

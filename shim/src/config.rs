@@ -223,3 +223,32 @@ pub fn tick() -> i64 {
 pub fn epoch_ns() -> i64 {
     EPOCH_NS.load(Relaxed)
 }
+
+/// Has this process's sealed run ended (its run dir removed because `seal` already exited)?
+/// A background process that outlives the run and then forks or execs lands here. Says so
+/// on stderr, once per process, and returns true; the caller then skips its own warning.
+pub fn run_ended() -> bool {
+    use core::sync::atomic::AtomicBool;
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let mut path = sys::StackBuf::<4200>::new();
+    path.push(RUN_DIR.get());
+    let fd = sys::open(
+        path.as_cstr(),
+        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        0,
+    );
+    if fd >= 0 {
+        sys::close(fd);
+        return false;
+    }
+    if fd != -libc::ENOENT {
+        return false;
+    }
+    if !SAID.swap(true, Relaxed) {
+        sys::warn(
+            b"this process started after its sealed run ended (seal has exited): \
+              it stays sealed, but is not counted in the census",
+        );
+    }
+    true
+}

@@ -13,5 +13,6 @@ mod probe;
 mod process;
 mod random;
 mod runtimes_realworld;
+mod realworld;
 mod verify;
 mod waits;

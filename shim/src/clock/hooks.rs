@@ -3,7 +3,7 @@
 
 use seal_abi::{flags, Fid, NO_DETAIL};
 
-use super::{detail, domain, read, realtime_ns, to_timespec, Domain, MONO_BASE_NS};
+use super::{detail, domain, read, realtime_ns, seal_rusage, to_timespec, Domain, MONO_BASE_NS};
 use crate::{caller, census, config, real, thread};
 
 /// # Safety
@@ -206,4 +206,25 @@ pub unsafe extern "C" fn times(buf: *mut libc::tms) -> libc::clock_t {
     let real = real!(times: fn(*mut libc::tms) -> libc::clock_t);
     // SAFETY: forwarded.
     unsafe { real(buf) }
+}
+
+/// # Safety
+/// As `getrusage(2)`: `usage` must be valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn getrusage(who: libc::c_int, usage: *mut libc::rusage) -> libc::c_int {
+    let ra = caller!();
+    census::count(Fid::Getrusage, NO_DETAIL, ra);
+    let real = real!(getrusage: fn(libc::c_int, *mut libc::rusage) -> libc::c_int);
+    // SAFETY: forwarded.
+    let r = unsafe { real(who, usage) };
+    if r == 0 && !usage.is_null() && config::sealed(flags::TIME) {
+        let l = if who == libc::RUSAGE_CHILDREN {
+            0
+        } else {
+            thread::read_and_tick()
+        };
+        // SAFETY: the kernel just filled *usage.
+        unsafe { seal_rusage(who, l, usage) };
+    }
+    r
 }

@@ -98,6 +98,42 @@ pub fn read(domain: Domain) -> i64 {
     value_at(domain, thread::read_and_tick())
 }
 
+/// The sealed CPU times of a `getrusage`/`wait4` answer: `(user, system)` in nanoseconds.
+/// The caller's own usage is its logical clock (like `CLOCK_PROCESS_CPUTIME_ID`), all of it
+/// user time; children's usage is zero (like `times()`'s `tms_cutime`), so `time cmd` and
+/// `times` in a shell print the same every run.
+pub fn rusage_times(who: i32, l: i64) -> (i64, i64) {
+    if who == libc::RUSAGE_SELF || who == libc::RUSAGE_THREAD {
+        (l, 0)
+    } else {
+        (0, 0)
+    }
+}
+
+/// A nanosecond count as a `timeval`.
+pub fn to_timeval(ns: i64) -> libc::timeval {
+    libc::timeval {
+        tv_sec: ns.div_euclid(1_000_000_000),
+        tv_usec: ns.rem_euclid(1_000_000_000) / 1000,
+    }
+}
+
+/// Replaces a resource usage the kernel filled: CPU times from [`rusage_times`], every other
+/// counter (max RSS, page faults, context switches, block I/O) zero. They differ every run,
+/// and RNGs mix the whole struct into their pools (libgcrypt's fast poll does).
+///
+/// # Safety
+/// `usage` must be valid for writes.
+pub unsafe fn seal_rusage(who: libc::c_int, l: i64, usage: *mut libc::rusage) {
+    let (user, system) = rusage_times(who, l);
+    // SAFETY: caller's contract; rusage is plain data, all-zero is a valid value.
+    unsafe {
+        *usage = core::mem::zeroed();
+        (*usage).ru_utime = to_timeval(user);
+        (*usage).ru_stime = to_timeval(system);
+    }
+}
+
 /// Realtime now, in nanoseconds, as one sealed read.
 #[inline(always)]
 pub fn realtime_ns() -> i64 {
@@ -107,6 +143,25 @@ pub fn realtime_ns() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rusage_cpu_times_follow_the_logical_clock() {
+        assert_eq!(rusage_times(libc::RUSAGE_SELF, 1_500_000), (1_500_000, 0));
+        assert_eq!(rusage_times(libc::RUSAGE_THREAD, 7), (7, 0));
+        assert_eq!(rusage_times(libc::RUSAGE_CHILDREN, 99), (0, 0));
+        let tv = to_timeval(2_345_678_999);
+        assert_eq!((tv.tv_sec, tv.tv_usec), (2, 345_678));
+        // SAFETY: rusage is plain data.
+        let mut u: libc::rusage = unsafe { core::mem::zeroed() };
+        u.ru_maxrss = 5;
+        u.ru_stime.tv_sec = 3;
+        // SAFETY: u is a local rusage.
+        unsafe { seal_rusage(libc::RUSAGE_SELF, 1_000_000_000, &mut u) };
+        assert_eq!(
+            (u.ru_utime.tv_sec, u.ru_stime.tv_sec, u.ru_maxrss),
+            (1, 0, 0)
+        );
+    }
 
     #[test]
     fn domains() {

@@ -280,6 +280,10 @@ unsafe fn wait4_impl(
         // SAFETY: the caller's status pointer.
         unsafe { *status = st };
     }
+    if !rusage.is_null() && config::sealed(seal_abi::flags::TIME) {
+        // SAFETY: the kernel just filled the caller's rusage.
+        unsafe { crate::clock::seal_rusage(libc::RUSAGE_CHILDREN, 0, rusage) };
+    }
     reaped(r, st)
 }
 
@@ -1237,3 +1241,69 @@ pub unsafe extern "C" fn readlinkat(
     // SAFETY: forwarded, with the path translated.
     unsafe { with_proc_path(path, ra, |p| real(dirfd, p, buf, len)) }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Other calls that take a pid: `renice -p`, `prlimit --pid`, `chrt -p`, `sigqueue`.
+
+/// # Safety
+/// As `getpriority(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn getpriority(which: c_int, who: libc::id_t) -> c_int {
+    let ra = caller!();
+    census::count(Fid::Getpriority, NO_DETAIL, ra);
+    let real = real!(getpriority: fn(c_int, libc::id_t) -> c_int);
+    let who = if vpid::sealed() {
+        super::priority_who_to_real(libc::SYS_getpriority, which, who as i32) as libc::id_t
+    } else {
+        who
+    };
+    // SAFETY: forwarded.
+    unsafe { real(which, who) }
+}
+
+/// # Safety
+/// As `setpriority(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn setpriority(which: c_int, who: libc::id_t, prio: c_int) -> c_int {
+    let ra = caller!();
+    census::count(Fid::Setpriority, NO_DETAIL, ra);
+    let real = real!(setpriority: fn(c_int, libc::id_t, c_int) -> c_int);
+    let who = if vpid::sealed() {
+        super::priority_who_to_real(libc::SYS_setpriority, which, who as i32) as libc::id_t
+    } else {
+        who
+    };
+    // SAFETY: forwarded.
+    unsafe { real(which, who, prio) }
+}
+
+/// A libc function whose first argument is a pid (0 = the caller).
+macro_rules! pid_first {
+    ($name:ident, $fid:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(pid: pid_t, $($arg: $ty),*) -> $ret {
+            let ra = caller!();
+            census::count(Fid::$fid, NO_DETAIL, ra);
+            let real = real!($name: fn(pid_t, $($ty),*) -> $ret);
+            let pid = if vpid::sealed() {
+                vpid::to_real(pid)
+            } else {
+                pid
+            };
+            // SAFETY: forwarded.
+            unsafe { real(pid, $($arg),*) }
+        }
+    };
+}
+
+pid_first!(prlimit, Prlimit, (resource: c_int, new: *const libc::rlimit, old: *mut libc::rlimit) -> c_int);
+pid_first!(prlimit64, Prlimit, (resource: c_int, new: *const libc::rlimit64, old: *mut libc::rlimit64) -> c_int);
+pid_first!(sched_getscheduler, SchedGetscheduler, () -> c_int);
+pid_first!(sched_setscheduler, SchedSetscheduler, (policy: c_int, param: *const libc::sched_param) -> c_int);
+pid_first!(sched_getparam, SchedGetparam, (param: *mut libc::sched_param) -> c_int);
+pid_first!(sched_setparam, SchedSetparam, (param: *const libc::sched_param) -> c_int);
+pid_first!(sched_rr_get_interval, SchedRrGetInterval, (tp: *mut libc::timespec) -> c_int);
+// `union sigval` is one pointer-sized integer in a register on x86_64.
+pid_first!(sigqueue, Sigqueue, (sig: c_int, value: usize) -> c_int);

@@ -119,6 +119,17 @@ pub unsafe fn sys_pid(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Option<
         libc::SYS_getpgid => Fid::Getpgid,
         libc::SYS_getsid => Fid::Getsid,
         libc::SYS_clone | libc::SYS_clone3 => Fid::Clone,
+        libc::SYS_getpriority => Fid::Getpriority,
+        libc::SYS_setpriority => Fid::Setpriority,
+        libc::SYS_prlimit64 => Fid::Prlimit,
+        libc::SYS_sched_getscheduler => Fid::SchedGetscheduler,
+        libc::SYS_sched_setscheduler => Fid::SchedSetscheduler,
+        libc::SYS_sched_getparam => Fid::SchedGetparam,
+        libc::SYS_sched_setparam => Fid::SchedSetparam,
+        libc::SYS_sched_rr_get_interval => Fid::SchedRrGetInterval,
+        libc::SYS_rt_sigqueueinfo => Fid::Sigqueue,
+        libc::SYS_ioprio_get | libc::SYS_ioprio_set => Fid::SysIoprio,
+        libc::SYS_sched_getattr | libc::SYS_sched_setattr => Fid::SysSchedAttr,
         _ => return None,
     };
     census::count(fid, seal_abi::NO_DETAIL, ra);
@@ -168,10 +179,47 @@ pub unsafe fn sys_pid(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Option<
                 r
             }
         }
+        // A pid (0 = the caller) first.
+        libc::SYS_prlimit64
+        | libc::SYS_sched_getscheduler
+        | libc::SYS_sched_setscheduler
+        | libc::SYS_sched_getparam
+        | libc::SYS_sched_setparam
+        | libc::SYS_sched_rr_get_interval
+        | libc::SYS_rt_sigqueueinfo
+        | libc::SYS_sched_getattr
+        | libc::SYS_sched_setattr => {
+            b[0] = vpid::to_real(a[0] as i32) as L;
+            raw(n, b)
+        }
+        // (which, who): a process or process group id unless `which` names a user.
+        libc::SYS_getpriority
+        | libc::SYS_setpriority
+        | libc::SYS_ioprio_get
+        | libc::SYS_ioprio_set => {
+            b[1] = priority_who_to_real(n, a[0] as i32, a[1] as i32) as L;
+            raw(n, b)
+        }
         // clone/clone3 through syscall(): counted, passed through (the child, if it is a
         // process, takes a fresh identity when it first asks for its pid).
         _ => return None,
     })
+}
+
+/// The `who` of `getpriority`/`setpriority` (`which` = PRIO_PROCESS 0, PRIO_PGRP 1, PRIO_USER
+/// 2) or `ioprio_get`/`ioprio_set` (IOPRIO_WHO_PROCESS 1, IOPRIO_WHO_PGRP 2, IOPRIO_WHO_USER
+/// 3), with a virtual process or group id made real (0, the caller, stays 0).
+pub fn priority_who_to_real(n: libc::c_long, which: i32, who: i32) -> i32 {
+    let is_user = if n == libc::SYS_ioprio_get || n == libc::SYS_ioprio_set {
+        which == 3
+    } else {
+        which == libc::PRIO_USER as i32
+    };
+    if is_user {
+        who
+    } else {
+        vpid::to_real(who)
+    }
 }
 
 /// After a successful wait for real pid `real` with wait status `status`: records the status

@@ -6,7 +6,7 @@
 //! mapping. All updates are single atomic stores or CASes: no locks, safe in a fork or vfork
 //! child and in signal handlers.
 
-use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicI32, AtomicI64, AtomicPtr, AtomicUsize, Ordering::*};
 
 use seal_abi::{vpid_candidate, RunTable, VPID_LIMIT, VPID_MIN};
 
@@ -19,6 +19,8 @@ pub struct Table<'a> {
     pub real_of: &'a [AtomicI32],
     /// `status_of[vpid]`: wait status + 1 once a sealed parent reaped it.
     pub status_of: &'a [AtomicI32],
+    /// `wait_clock[vpid]`: highest clock a wait of the process reached (0 none).
+    pub wait_clock: &'a [AtomicI64],
     /// `vpid_of[real pid]`: 0 unknown, else the virtual pid or tid.
     pub vpid_of: &'a [AtomicI32],
 }
@@ -49,9 +51,15 @@ impl<'a> Table<'a> {
     }
 
     fn claim(&self, v: i32) -> bool {
-        self.real_of[v as usize]
+        let ok = self.real_of[v as usize]
             .compare_exchange(0, -1, AcqRel, Relaxed)
-            .is_ok()
+            .is_ok();
+        if ok {
+            // A vpid can be handed out again: forget the wait clock of its last holder
+            // (here, before the child exists, so only the child's own waits count).
+            self.wait_clock[v as usize].store(0, Release);
+        }
+        ok
     }
 
     /// Gives back a virtual pid whose process was never created (the spawn failed).
@@ -99,6 +107,22 @@ impl<'a> Table<'a> {
         }
     }
 
+    /// Raises the wait clock of virtual pid `v` to `clock` (never lowers it).
+    pub fn raise_wait_clock(&self, v: i32, clock: i64) {
+        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
+            self.wait_clock[v as usize].fetch_max(clock, AcqRel);
+        }
+    }
+
+    /// The wait clock of virtual pid `v` (0 none).
+    pub fn wait_clock(&self, v: i32) -> i64 {
+        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
+            self.wait_clock[v as usize].load(Acquire)
+        } else {
+            0
+        }
+    }
+
     fn slot(&self, v: i32) -> Option<&'a AtomicI32> {
         if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
             Some(&self.real_of[v as usize])
@@ -130,6 +154,7 @@ pub fn get() -> Option<Table<'static>> {
         Some(Table {
             real_of: &rt.real_of,
             status_of: &rt.status_of,
+            wait_clock: &rt.wait_clock,
             vpid_of: map,
         })
     }
@@ -185,6 +210,7 @@ pub(crate) mod tests {
     pub struct Owned {
         pub real_of: Vec<AtomicI32>,
         pub status_of: Vec<AtomicI32>,
+        pub wait_clock: Vec<AtomicI64>,
         pub vpid_of: Vec<AtomicI32>,
     }
 
@@ -194,6 +220,7 @@ pub(crate) mod tests {
             Owned {
                 real_of: v(VPID_LIMIT),
                 status_of: v(VPID_LIMIT),
+                wait_clock: (0..VPID_LIMIT).map(|_| AtomicI64::new(0)).collect(),
                 vpid_of: v(VPID_LIMIT),
             }
         }
@@ -201,6 +228,7 @@ pub(crate) mod tests {
             Table {
                 real_of: &self.real_of,
                 status_of: &self.status_of,
+                wait_clock: &self.wait_clock,
                 vpid_of: &self.vpid_of,
             }
         }
@@ -230,6 +258,23 @@ pub(crate) mod tests {
         assert_ne!(v1, v2);
         t.release(v2);
         assert_eq!(t.allocate(42), Some(v2));
+    }
+
+    #[test]
+    fn wait_clock_only_rises_and_is_forgotten_when_the_vpid_is_handed_out_again() {
+        let a = Owned::new();
+        let t = a.table();
+        let v = t.allocate(77).unwrap();
+        assert_eq!(t.wait_clock(v), 0);
+        t.raise_wait_clock(v, 500);
+        t.raise_wait_clock(v, 300);
+        assert_eq!(t.wait_clock(v), 500);
+        t.register(v, 1234);
+        t.set_status(v, 0);
+        // The process is gone; its number is free again for someone else.
+        a.real_of[v as usize].store(0, Relaxed);
+        assert_eq!(t.allocate(77), Some(v));
+        assert_eq!(t.wait_clock(v), 0);
     }
 
     #[test]

@@ -68,6 +68,7 @@ pub fn check(path: &[u8]) -> Result<(), (u32, Path)> {
                 Some(next)
             }
             Head::Elf(Ok(())) | Head::Other => None,
+            Head::Elf(Err(unsealed::STATIC_BINARY)) if r == 0 && is_system_loader(&st) => None,
             Head::Elf(Err(kind)) => {
                 sys::close(fd);
                 return Err((kind, cur));
@@ -80,6 +81,25 @@ pub fn check(path: &[u8]) -> Result<(), (u32, Path)> {
         }
     }
     Ok(())
+}
+
+/// Is the file with this `stat` the dynamic loader itself (run as a program, it reads
+/// `LD_PRELOAD`; see [`seal_abi::exec_target::SYSTEM_LOADER`])?
+fn is_system_loader(st: &libc::stat) -> bool {
+    let mut path = StackBuf::<64>::new();
+    path.push(seal_abi::exec_target::SYSTEM_LOADER.as_bytes());
+    // SAFETY: an all-zero stat is a valid out-buffer.
+    let mut l: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: path is NUL-terminated, l is writable.
+    let r = unsafe {
+        sys::syscall3(
+            libc::SYS_stat,
+            path.as_cstr().as_ptr() as i64,
+            &mut l as *mut _ as i64,
+            0,
+        )
+    };
+    r == 0 && l.st_dev == st.st_dev && l.st_ino == st.st_ino
 }
 
 fn pread(fd: i32, buf: &mut [u8], off: u64) -> usize {

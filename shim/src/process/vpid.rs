@@ -48,7 +48,9 @@ pub fn sealed() -> bool {
 /// file is opened, so a corrected identity names the right file).
 pub fn on_start() {
     if !table::map() {
-        sys::warn(b"cannot map the run table; pids of this process are not virtualised");
+        if !config::run_ended() {
+            sys::warn(b"cannot map the run table; pids of this process are not virtualised");
+        }
         REAL_PID.store(sys::getpid(), Relaxed);
         REAL_PPID.store(sys::getppid(), Relaxed);
         return;
@@ -288,9 +290,47 @@ pub fn pid_arg_to_real(p: i32) -> i32 {
     }
 }
 
-/// Records the status of a reaped child (virtual pid `v`).
+/// Records the status of a reaped child (virtual pid `v`) and moves the caller's clock to the
+/// child's wait clock (a Lamport receive): the parent has seen the child end, so
+/// `sleep 1; date` in a shell shows the second, and `while [ $SECONDS -lt $end ]; do sleep 1;
+/// done` ends. Only the child's waits count, not its clock reads: children that merely
+/// compute (`xargs -P4 date`, `make -j` compiling) leave their parent's clock alone however
+/// the scheduler orders their ends. Every reap counts, `WNOHANG` ones too: shells reap
+/// foreground children from their SIGCHLD handler as often as from their blocking wait.
 pub fn reaped(v: i32, status: i32) {
     if let Some(t) = table::get() {
         t.set_status(v, status);
+        let waited = t.wait_clock(v);
+        if waited > 0 && config::sealed(flags::TIME) {
+            thread::advance_to(waited);
+            note_waited();
+        }
+    }
+}
+
+/// A wait moved this thread's clock (or a reaped child's waits did): raise this process's
+/// wait clock in the run table, where the parent that reaps it will find it. Only the main
+/// thread's waits count: a runtime's background threads (a JVM's periodic tasks, timer
+/// threads) time out as often as real time allows before the process ends, and would make
+/// the parent's clock depend on it.
+pub fn note_waited() {
+    if !config::in_run() {
+        return;
+    }
+    let Some(t) = table::get() else { return };
+    let real = sys::getpid();
+    if sys::gettid() != real {
+        return;
+    }
+    // No `current()`: in a fork child that has not set up its identity yet, it would.
+    let v = if real == REAL_PID.load(Relaxed) {
+        Some(config::VPID.load(Relaxed))
+    } else if let Some(p) = PENDING.with(|c| c.get()).filter(|p| p.vpid > 0) {
+        Some(p.vpid)
+    } else {
+        t.virt(real)
+    };
+    if let Some(v) = v {
+        t.raise_wait_clock(v, thread::peek());
     }
 }

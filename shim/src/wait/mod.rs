@@ -99,13 +99,19 @@ fn forget_anchor() {
 /// A wait reached its deadline: `L` moves to it (never backwards).
 fn timed_out_at(target: i64) {
     forget_anchor();
-    thread::advance_to(target);
+    if target > thread::peek() {
+        thread::advance_to(target);
+        crate::process::vpid::note_waited();
+    }
 }
 
 /// A relative wait ran `ns`: `L` moves forward by it.
 fn ran_for(ns: i64) {
     forget_anchor();
-    thread::advance_by(ns);
+    if ns > 0 {
+        thread::advance_by(ns);
+        crate::process::vpid::note_waited();
+    }
 }
 
 #[inline]
