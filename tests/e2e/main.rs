@@ -12,7 +12,7 @@ mod names;
 mod probe;
 mod process;
 mod random;
-mod runtimes_realworld;
 mod realworld;
+mod runtimes_realworld;
 mod verify;
 mod waits;

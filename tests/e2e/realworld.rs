@@ -148,23 +148,20 @@ fn processes_outliving_the_run_say_so_once() {
     if skip("bash") {
         return;
     }
-    // The job holds stdout/stderr open, so the harness reads until it ends.
-    let out = run_seal(["--", "bash", "-c", "(sleep 0.3; date +%s) & echo started"]);
+    // The job holds stdout/stderr open, so the harness reads until it ends. It waits for the
+    // launcher (virtual pid 999) to be gone, rather than for a fixed time that a loaded
+    // machine may not honour, then starts `date` after the run.
+    let job = "(while kill -0 999 2>/dev/null; do sleep 0.05; done; date +%Y >/dev/null; echo after) & echo started";
+    let out = run_seal(["--", "bash", "-c", job]);
     out.ok();
-    assert_eq!(out.stdout, "started\n1767225600\n", "{}", out.show());
+    assert_eq!(out.stdout, "started\nafter\n", "{}", out.show());
     assert!(
         out.stderr.contains("started after its sealed run ended"),
         "{}",
         out.show()
     );
     assert!(!out.stderr.contains("cannot "), "{}", out.show());
-    let quiet = run_seal([
-        "-q",
-        "--",
-        "bash",
-        "-c",
-        "(sleep 0.3; date +%s) & echo started",
-    ]);
+    let quiet = run_seal(["-q", "--", "bash", "-c", job]);
     assert_eq!(quiet.stderr, "", "{}", quiet.show());
 }
 
