@@ -76,6 +76,7 @@ pub fn extract() -> Result<PathBuf> {
         bail!("the shim path {s} contains ':' or white space, which LD_PRELOAD cannot express; set XDG_CACHE_HOME to a plain path");
     }
     if verify(&path)? {
+        mark_used(&path);
         return Ok(path);
     }
     let mut tmp = tempfile::Builder::new()
@@ -93,7 +94,54 @@ pub fn extract() -> Result<PathBuf> {
             path.display()
         );
     }
+    prune_old_versions(&dir, &path);
     Ok(path)
+}
+
+/// How long a shim of another seal version may go unused before a new extraction removes it.
+const UNUSED_FOR: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// Keeps the shim's modification time within a day of its last use (at most one metadata
+/// write a day), so [`prune_old_versions`] can tell versions in use from abandoned ones.
+fn mark_used(path: &Path) {
+    let day = std::time::Duration::from_secs(24 * 3600);
+    let stale = fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > day);
+    if stale {
+        if let Ok(f) = fs::File::open(path) {
+            let _ = f.set_modified(std::time::SystemTime::now());
+        }
+    }
+}
+
+/// Removes the shims of other seal versions that no `seal` used for [`UNUSED_FOR`]: each build
+/// of seal extracts its own content-addressed copy, and nothing else would ever delete them.
+/// A running sealed process keeps its mapped copy even when the file goes; only a version
+/// idle for a week is removed, and a `seal` of that version would simply extract it again.
+fn prune_old_versions(dir: &Path, keep: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if path == keep || !name.starts_with("libseal-") || !name.ends_with(".so") {
+            continue;
+        }
+        let idle = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > UNUSED_FOR);
+        if idle {
+            let _ = fs::remove_file(&path);
+        }
+    }
 }
 
 /// True when `path` exists, is ours, private, and byte-identical to the embedded shim.

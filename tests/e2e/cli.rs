@@ -297,3 +297,39 @@ fn demo_falls_back_to_bash_without_python() {
         out.show()
     );
 }
+
+/// Each seal build extracts its own content-addressed shim; copies of other versions idle for a
+/// week are removed when a new one is written, recent ones are kept (another installed seal may
+/// be using them).
+#[test]
+fn old_shim_versions_are_pruned_on_extraction() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = cache.path().join("seal");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let old = dir.join("libseal-0000000000000000.so");
+    let recent = dir.join("libseal-1111111111111111.so");
+    std::fs::write(&old, b"old").unwrap();
+    std::fs::write(&recent, b"recent").unwrap();
+    let ten_days = std::time::Duration::from_secs(10 * 24 * 3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - ten_days)
+        .unwrap();
+    let mut cmd = seal(["--", "true"]);
+    cmd.env("XDG_CACHE_HOME", cache.path());
+    run_timeout(cmd, TIMEOUT).ok();
+    assert!(!old.exists(), "a shim idle for 10 days was kept");
+    assert!(recent.exists(), "a recently used shim was removed");
+    let ours = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            let n = e.as_ref().unwrap().file_name();
+            let n = n.to_string_lossy().into_owned();
+            n.starts_with("libseal-") && n != "libseal-1111111111111111.so"
+        })
+        .count();
+    assert_eq!(ours, 1, "the current shim was not extracted");
+}
