@@ -26,6 +26,9 @@ pub const EXIT_NOT_FOUND: u8 = 127;
 /// unpredictable name; removed on drop.
 pub struct RunDir {
     dir: tempfile::TempDir,
+    /// The run table, locked (`flock`) for as long as this launcher lives: a run directory
+    /// whose lock nobody holds was left by a launcher that was killed.
+    _lock: std::fs::File,
 }
 
 impl RunDir {
@@ -35,22 +38,24 @@ impl RunDir {
     /// the mode 0700 (mkdtemp), so a shared `/dev/shm` is safe; the cache dir is the fallback.
     pub fn create() -> Result<RunDir> {
         for parent in memory_dirs() {
+            remove_stale_runs(&parent, "seal-run-");
             if let Ok(dir) = tempfile::Builder::new()
                 .prefix("seal-run-")
                 .tempdir_in(&parent)
             {
-                create_run_table(dir.path())?;
-                return Ok(RunDir { dir });
+                let _lock = create_run_table(dir.path())?;
+                return Ok(RunDir { dir, _lock });
             }
         }
         let parent = shim::cache_dir()?.join("runs");
         shim::private_dir(&parent)?;
+        remove_stale_runs(&parent, "run-");
         let dir = tempfile::Builder::new()
             .prefix("run-")
             .tempdir_in(&parent)
             .with_context(|| format!("cannot create a run directory in {}", parent.display()))?;
-        create_run_table(dir.path())?;
-        Ok(RunDir { dir })
+        let _lock = create_run_table(dir.path())?;
+        Ok(RunDir { dir, _lock })
     }
 
     pub fn path(&self) -> &Path {
@@ -95,7 +100,47 @@ fn pid_max() -> usize {
 }
 
 /// The run-wide pid table every sealed process maps (sparse: only touched pages cost memory).
-fn create_run_table(dir: &Path) -> Result<()> {
+/// Removes this user's run directories under `parent` that no live launcher holds: a `seal`
+/// killed with SIGKILL cannot remove its own. A directory younger than a minute is left alone
+/// (its launcher may not have locked it yet).
+fn remove_stale_runs(parent: &Path, prefix: &str) {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(prefix) {
+            continue;
+        }
+        let Ok(meta) = entry.path().symlink_metadata() else {
+            continue;
+        };
+        let young = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_none_or(|age| age.as_secs() < 60);
+        if !meta.is_dir() || meta.uid() != uid || young {
+            continue;
+        }
+        let table = entry.path().join(seal_abi::RUN_TABLE_NAME);
+        let Ok(f) = std::fs::File::open(&table) else {
+            continue;
+        };
+        // SAFETY: a non-blocking lock attempt on a descriptor we own.
+        let free = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        if free {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Creates the run table and returns it locked (see [`RunDir`]).
+fn create_run_table(dir: &Path) -> Result<std::fs::File> {
+    use std::os::unix::io::AsRawFd;
     let pid_max = pid_max();
     let path = dir.join(seal_abi::RUN_TABLE_NAME);
     let mut f = std::fs::OpenOptions::new()
@@ -104,13 +149,15 @@ fn create_run_table(dir: &Path) -> Result<()> {
         .read(true)
         .open(&path)
         .with_context(|| format!("cannot create {}", path.display()))?;
+    // SAFETY: locking a descriptor we own (O_CLOEXEC: the command does not inherit it).
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
     f.set_len(seal_abi::RunTable::file_size(pid_max) as u64)?;
     let mut header = Vec::with_capacity(16);
     header.extend_from_slice(&seal_abi::RUN_MAGIC.to_le_bytes());
     header.extend_from_slice(&seal_abi::LAYOUT_VERSION.to_le_bytes());
     header.extend_from_slice(&(pid_max as u32).to_le_bytes());
     f.write_all(&header)?;
-    Ok(())
+    Ok(f)
 }
 
 /// Builds the sealed command for `argv` in `run_dir` (not yet spawned).

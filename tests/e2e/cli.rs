@@ -333,3 +333,75 @@ fn old_shim_versions_are_pruned_on_extraction() {
         .count();
     assert_eq!(ours, 1, "the current shim was not extracted");
 }
+
+/// A `seal` killed with SIGKILL cannot remove its run directory; the next `seal` removes it
+/// once no launcher holds its lock, and leaves a live run's directory alone.
+#[test]
+fn run_dirs_of_killed_launchers_are_removed() {
+    if !std::path::Path::new("/dev/shm").is_dir() {
+        eprintln!("note: no /dev/shm, skipping");
+        return;
+    }
+    let runtime = tempfile::Builder::new()
+        .prefix("seal-e2e-rt-")
+        .tempdir_in("/dev/shm")
+        .unwrap();
+    let run_dirs = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(runtime.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("seal-run-")
+            })
+            .collect()
+    };
+    let age = |dir: &std::path::Path| {
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+        std::fs::File::open(dir).unwrap().set_modified(old).unwrap();
+    };
+    let start = |secs: &str| {
+        let mut cmd = seal(["--", "sleep", secs]);
+        cmd.env("XDG_RUNTIME_DIR", runtime.path());
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        cmd.spawn().unwrap()
+    };
+    let wait_for_dir = || {
+        for _ in 0..200 {
+            if let Some(d) = run_dirs().pop() {
+                return d;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!(
+            "no run directory appeared under {}",
+            runtime.path().display()
+        );
+    };
+    let mut killed = start("5");
+    let stale = wait_for_dir();
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    age(&stale);
+    let mut live = start("5");
+    let mut fresh = None;
+    for _ in 0..200 {
+        fresh = run_dirs().into_iter().find(|d| *d != stale);
+        if fresh.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let fresh = fresh.expect("the second run made no directory");
+    assert!(!stale.exists(), "the killed launcher's run dir was kept");
+    age(&fresh);
+    let mut cmd = seal(["--", "true"]);
+    cmd.env("XDG_RUNTIME_DIR", runtime.path());
+    run_timeout(cmd, TIMEOUT).ok();
+    assert!(fresh.exists(), "a live run's directory was removed");
+    live.kill().unwrap();
+    live.wait().unwrap();
+}
