@@ -278,6 +278,8 @@ impl SpawnError {
 
 /// Everything a sealed run produced, for the multi-run commands.
 pub struct Captured {
+    /// The run was killed (with its whole process group) when its time limit ran out.
+    pub timed_out: bool,
     pub status: ExitStatus,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
@@ -304,6 +306,19 @@ pub fn run_captured(
     extra_env: &[(String, String)],
     input: Input,
 ) -> Result<std::result::Result<Captured, SpawnError>> {
+    run_captured_within(settings, argv, cwd, extra_env, input, None)
+}
+
+/// [`run_captured`] with a time limit: the command runs in a process group of its own, which
+/// is killed (SIGKILL) when `limit` runs out; the result then has `timed_out` set.
+pub fn run_captured_within(
+    settings: &Settings,
+    argv: &[OsString],
+    cwd: Option<&Path>,
+    extra_env: &[(String, String)],
+    input: Input,
+    limit: Option<std::time::Duration>,
+) -> Result<std::result::Result<Captured, SpawnError>> {
     let shim_path = shim::extract()?;
     let run_dir = RunDir::create()?;
     disable_aslr(settings);
@@ -319,6 +334,10 @@ pub fn run_captured(
         Input::Null => Stdio::null(),
         Input::Bytes(_) => Stdio::piped(),
     });
+    if limit.is_some() {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return Ok(Err(SpawnError::from_io(&argv[0], e))),
@@ -332,19 +351,86 @@ pub fn run_captured(
         }
         _ => None,
     };
-    let out = child
-        .wait_with_output()
-        .context("waiting for the sealed command")?;
+    let (out, timed_out) = match limit {
+        None => (
+            child
+                .wait_with_output()
+                .context("waiting for the sealed command")?,
+            false,
+        ),
+        Some(limit) => wait_within(child, limit)?,
+    };
     if let Some(w) = writer {
         let _ = w.join();
     }
     let census = census::collect(run_dir.path(), argv, Some(out.status))?;
     Ok(Ok(Captured {
+        timed_out,
         status: out.status,
         stdout: out.stdout,
         stderr: out.stderr,
         census,
     }))
+}
+
+/// Waits for `child` (the leader of its own process group) for at most `limit`, reading its
+/// output meanwhile; past the limit the whole group is killed. Returns the output and whether
+/// the limit ran out.
+fn wait_within(
+    mut child: std::process::Child,
+    limit: std::time::Duration,
+) -> Result<(std::process::Output, bool)> {
+    use std::io::Read;
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out_t = reader(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err_t = reader(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = std::time::Instant::now() + limit;
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(st) = child.try_wait().context("waiting for the sealed command")? {
+            break st;
+        }
+        if std::time::Instant::now() >= deadline {
+            timed_out = true;
+            // SAFETY: signals the process group the child leads (process_group(0) at spawn).
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            break child.wait().context("waiting for the killed command")?;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    if timed_out {
+        // Whatever the command started in its group dies with it; pipes then reach EOF.
+        // SAFETY: as above.
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    }
+    let stdout = out_t.join().unwrap_or_default();
+    let stderr = err_t.join().unwrap_or_default();
+    Ok((
+        std::process::Output {
+            status,
+            stdout,
+            stderr,
+        },
+        timed_out,
+    ))
 }
 
 /// `seal run`: the command with the terminal and stdio untouched; returns its status.

@@ -383,3 +383,60 @@ fn census_drift_is_a_note_unless_strict_and_update_rerecords() {
     let out = golden(p.path(), &["check", "writer", "--strict-census"]);
     assert_eq!(out.code, Some(0), "{}", out.show());
 }
+
+/// A case that hangs is killed, with every process it started, when its `timeout` runs out,
+/// and reported as an error naming the case and the key: the suite ends instead of hanging CI.
+#[test]
+fn hanging_case_is_killed_at_its_timeout() {
+    let dir = tempfile::Builder::new()
+        .prefix("seal-golden-timeout-")
+        .tempdir()
+        .unwrap();
+    let marker = format!("seal-e2e-hang-{}", std::process::id());
+    std::fs::write(
+        dir.path().join("seal.toml"),
+        format!(
+            "[golden]\ntimeout = \"20s\"\n\n[[case]]\nname = \"quick\"\ncmd = [\"echo\", \"hi\"]\n\n\
+             [[case]]\nname = \"hangs\"\ncmd = [\"bash\", \"-c\", \"exec -a {marker} sleep 300 & wait\"]\ntimeout = \"1s\"\n"
+        ),
+    )
+    .unwrap();
+    let rec = golden(dir.path(), &["record", "quick"]);
+    assert_eq!(rec.code, Some(0), "{}", rec.show());
+    let out = golden(dir.path(), &["record", "hangs"]);
+    assert_eq!(out.code, Some(2), "{}", out.show());
+    assert!(
+        out.stderr.contains("case `hangs`")
+            && out.stderr.contains("`timeout`")
+            && out.stderr.contains("killed"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        !dir.path().join("golden/hangs.json").exists(),
+        "a golden was written for a hang"
+    );
+    let check = golden(dir.path(), &["check", "quick"]);
+    assert_eq!(check.code, Some(0), "{}", check.show());
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", &marker])
+        .output();
+    if let Ok(left) = left {
+        assert!(
+            left.stdout.is_empty(),
+            "the hanging case's child outlived the timeout"
+        );
+    }
+    std::fs::write(
+        dir.path().join("seal.toml"),
+        "[[case]]\nname = \"x\"\ncmd = [\"true\"]\ntimeout = \"soon\"\n",
+    )
+    .unwrap();
+    let bad = golden(dir.path(), &["check"]);
+    assert_eq!(bad.code, Some(2), "{}", bad.show());
+    assert!(
+        bad.stderr.contains("seal.toml:4") && bad.stderr.contains("`timeout`"),
+        "{}",
+        bad.show()
+    );
+}

@@ -96,12 +96,28 @@ pub fn run_pass(case: &Case) -> Result<Pass, PassError> {
         None => Input::Null,
     };
     let argv: Vec<OsString> = case.argv.iter().map(OsString::from).collect();
-    let captured = run::run_captured(&case.settings, &argv, Some(&case.cwd), &case.env, input)
-        .map_err(PassError::Seal)?
-        .map_err(|e| PassError::Case {
-            key: "cmd",
-            msg: e.to_string(),
-        })?;
+    let captured = run::run_captured_within(
+        &case.settings,
+        &argv,
+        Some(&case.cwd),
+        &case.env,
+        input,
+        case.timeout,
+    )
+    .map_err(PassError::Seal)?
+    .map_err(|e| PassError::Case {
+        key: "cmd",
+        msg: e.to_string(),
+    })?;
+    if let (true, Some(limit)) = (captured.timed_out, case.timeout) {
+        return Err(PassError::Case {
+            key: "timeout",
+            msg: format!(
+                "did not finish within {} and was killed (with every process it started)",
+                humantime::format_duration(limit)
+            ),
+        });
+    }
     let mut used: Vec<String> = Vec::new();
     let mut mask = |s: &str| {
         let (out, names) = case.masks.apply(s);

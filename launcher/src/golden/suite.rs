@@ -25,9 +25,18 @@ pub const SEAL_KEYS: &[&str] = &[
     "unseal",
 ];
 /// Keys of a case that describe the command.
-pub const CASE_KEYS: &[&str] = &["name", "cmd", "cwd", "stdin", "env", "artifacts", "masks"];
+pub const CASE_KEYS: &[&str] = &[
+    "name",
+    "cmd",
+    "cwd",
+    "stdin",
+    "env",
+    "artifacts",
+    "masks",
+    "timeout",
+];
 /// Keys of `[golden]`.
-pub const GOLDEN_KEYS: &[&str] = &["dir", "masks"];
+pub const GOLDEN_KEYS: &[&str] = &["dir", "masks", "timeout"];
 
 type SpannedTable = BTreeMap<Spanned<String>, Spanned<Value>>;
 
@@ -60,6 +69,9 @@ pub struct Case {
     pub mask_names: Vec<String>,
     pub masks: MaskSet,
     pub settings: Settings,
+    /// Time limit of one sealed pass (`timeout`, else `[golden] timeout`): a case that hangs
+    /// is killed and reported instead of hanging the suite.
+    pub timeout: Option<std::time::Duration>,
     /// `file:line` of each key of the case (and of the case itself under "").
     pub origins: BTreeMap<String, String>,
 }
@@ -117,6 +129,26 @@ fn type_name(v: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Table(_) => "a table",
     }
+}
+
+/// A time limit: a duration string (`"30s"`, `"2m"`) or a number of seconds, above zero.
+fn parse_timeout(v: &Value) -> Result<std::time::Duration, String> {
+    let d = match v {
+        Value::Integer(n) if *n > 0 => std::time::Duration::from_secs(*n as u64),
+        Value::Float(f) if *f > 0.0 && f.is_finite() => std::time::Duration::from_secs_f64(*f),
+        Value::String(s) => humantime::parse_duration(s.trim())
+            .map_err(|e| format!("{s:?} is not a duration such as \"30s\" or \"2m\": {e}"))?,
+        other => {
+            return Err(format!(
+                "expected a duration such as \"30s\" or a number of seconds, found {}",
+                type_name(other)
+            ))
+        }
+    };
+    if d.is_zero() {
+        return Err("must be more than zero".into());
+    }
+    Ok(d)
 }
 
 fn string_list(v: &Value) -> Option<Vec<String>> {
@@ -210,6 +242,7 @@ pub fn load(
     // [golden]
     let mut dir = root.join("golden");
     let mut default_masks: Vec<String> = Vec::new();
+    let mut default_timeout: Option<std::time::Duration> = None;
     // config.rs checked the shapes ([golden] a table, [[case]] tables); the spanned re-read
     // gives each key its line.
     if let Some(g) = doc.golden.as_ref().filter(|_| loaded.file.golden.is_some()) {
@@ -227,6 +260,9 @@ pub fn load(
                         )))
                     }
                 },
+                "timeout" => {
+                    default_timeout = Some(parse_timeout(v.get_ref()).map_err(here)?);
+                }
                 "masks" => {
                     default_masks = string_list(v.get_ref())
                         .ok_or_else(|| here("expected an array of mask names".into()))?;
@@ -468,6 +504,10 @@ pub fn load(
             }
             other => other,
         })?;
+        let timeout = match get("timeout").map(|v| v.get_ref()) {
+            None => default_timeout,
+            Some(v) => Some(parse_timeout(v).map_err(|m| err("timeout", m))?),
+        };
         cases.push(Case {
             name,
             argv,
@@ -479,6 +519,7 @@ pub fn load(
             mask_names,
             masks,
             settings,
+            timeout,
             origins,
         });
     }
