@@ -706,8 +706,12 @@ mod tests {
             e.contains("seal.toml:4") && e.contains("case `a`") && e.contains("`seed`"),
             "{e}"
         );
-        let e = err_of("[[case]]\nname = 'a'\ncmd = 'x'\ntimeout = 3\n");
-        assert!(e.contains("`timeout`") && e.contains("unknown key"), "{e}");
+        let e = err_of("[[case]]\nname = 'a'\ncmd = 'x'\nretries = 3\n");
+        assert!(e.contains("`retries`") && e.contains("unknown key"), "{e}");
+        let e = err_of("[[case]]\nname = 'a'\ncmd = 'x'\ntimeout = 0\n");
+        assert!(e.contains("seal.toml:4") && e.contains("`timeout`"), "{e}");
+        let e = err_of("[golden]\ntimeout = 'later'\n");
+        assert!(e.contains("seal.toml:2") && e.contains("timeout"), "{e}");
         let e = err_of("[[case]]\nname = 'a/b'\ncmd = 'x'\n");
         assert!(e.contains("not a valid case name"), "{e}");
         let e = err_of("[[case]]\nname = 'a'\ncmd = 'x'\nartifacts = ['../up']\n");
