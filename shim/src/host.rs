@@ -65,10 +65,7 @@ mod hooks {
         config::HOSTNAME.get_cstr().as_ptr() as *mut libc::c_char
     }
 
-    fn set_errno(e: i32) {
-        // SAFETY: errno is thread-local.
-        unsafe { *libc::__errno_location() = e };
-    }
+    use crate::sys::set_errno;
 
     /// # Safety
     /// As `gethostname(2)`: `name` valid for `len` bytes.

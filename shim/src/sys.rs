@@ -216,6 +216,20 @@ pub fn exit_group(code: i32) -> ! {
     }
 }
 
+/// This thread's `errno`.
+#[inline]
+pub fn errno() -> i32 {
+    // SAFETY: errno is thread-local and always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sets this thread's `errno` (a hook answering for libc reports failures through it).
+#[inline]
+pub fn set_errno(e: i32) {
+    // SAFETY: as in errno().
+    unsafe { *libc::__errno_location() = e };
+}
+
 /// A fixed-size, stack-allocated byte string builder (for messages and paths).
 pub struct StackBuf<const N: usize> {
     pub buf: [u8; N],

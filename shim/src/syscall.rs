@@ -7,10 +7,6 @@ use seal_abi::Fid;
 
 use crate::{caller, real};
 
-fn set_errno_from(ret: libc::c_long) -> libc::c_long {
-    ret
-}
-
 /// # Safety
 /// As `syscall(2)`.
 #[no_mangle]
@@ -58,7 +54,7 @@ pub unsafe extern "C" fn syscall(
         }
     };
     if let Some(r) = handled {
-        return set_errno_from(r);
+        return r;
     }
     let real = real!(syscall: fn(libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long) -> libc::c_long);
     // SAFETY: forwarded.

@@ -179,10 +179,7 @@ mod hooks {
     use super::{gen_tempname, path_search, Make, L_TMPNAM};
     use crate::{caller, census, config, real, sys};
 
-    fn set_errno(e: i32) {
-        // SAFETY: errno is thread-local.
-        unsafe { *libc::__errno_location() = e };
-    }
+    use crate::sys::set_errno;
 
     /// The template as a mutable byte slice (without its NUL).
     ///

@@ -15,15 +15,7 @@ use crate::{caller, census, config, real, sys, thread};
 
 type Argv = *const *const c_char;
 
-fn errno() -> c_int {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() }
-}
-
-fn set_errno(e: c_int) {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() = e };
-}
+use crate::sys::{errno, set_errno};
 
 // ---------------------------------------------------------------------------------------------
 // Identity

@@ -114,17 +114,7 @@ fn ran_for(ns: i64) {
     }
 }
 
-#[inline]
-pub fn errno() -> i32 {
-    // SAFETY: errno is thread-local and always valid.
-    unsafe { *libc::__errno_location() }
-}
-
-#[inline]
-pub fn set_errno(e: i32) {
-    // SAFETY: as in errno().
-    unsafe { *libc::__errno_location() = e };
-}
+pub use crate::sys::{errno, set_errno};
 
 /// `--warp` is on (and the wait family sealed), and no real-time interval timer is armed.
 ///

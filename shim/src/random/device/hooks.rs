@@ -23,10 +23,7 @@ type FreopenFn = unsafe extern "C" fn(
     *mut libc::FILE,
 ) -> *mut libc::FILE;
 
-fn set_errno(e: i32) {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() = e };
-}
+use crate::sys::set_errno;
 
 /// A path buffer for the pid family's `/proc/<vpid>` rewrite.
 struct Path {
