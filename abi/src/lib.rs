@@ -7,7 +7,7 @@
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
+use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, AtomicU8};
 
 /// Environment variables set by the launcher (and re-injected by the shim on exec).
 pub mod env {
@@ -226,6 +226,18 @@ functions! {
     Sigqueue = Pid "sigqueue",
     SysIoprio = Pid "syscall(ioprio_get/set)",
     SysSchedAttr = Pid "syscall(sched_getattr/setattr)",
+    // time and host (appended): setters act on the sealed world, never on the machine
+    ClockSettime = Time "clock_settime",
+    Settimeofday = Time "settimeofday",
+    Stime = Time "stime",
+    Adjtime = Time "adjtime",
+    Adjtimex = Time "adjtimex",
+    ClockAdjtime = Time "clock_adjtime",
+    NtpGettime = Time "ntp_gettime",
+    SysClockSettime = Time "syscall(clock_settime/settimeofday/adjtimex)",
+    Sethostname = Host "sethostname",
+    Setdomainname = Host "setdomainname",
+    SysSethostname = Host "syscall(sethostname/setdomainname)",
 }
 
 impl Fid {
@@ -416,14 +428,64 @@ pub struct RunTable {
     pub version: u32,
     /// Entries in the `vpid_of` array that follows this struct.
     pub pid_max: u32,
-    /// Count of distinct unsealable programs warned about (dedup is in the launcher).
-    pub reserved: [u64; 6],
+    /// What the run's setters did to the sealed world (`clock_settime`, `sethostname`, …):
+    /// shared by every process of the run, so a change made by one is seen by all.
+    pub world: World,
     pub real_of: [AtomicI32; VPID_LIMIT],
     pub status_of: [AtomicI32; VPID_LIMIT],
     /// `wait_clock[vpid]`: the highest logical clock a wait of the process (a sleep or timed
     /// wait that ran out, a reaped child's own wait clock) moved one of its threads to; 0
     /// none. A parent that reaps the process moves its clock there.
     pub wait_clock: [AtomicI64; VPID_LIMIT],
+}
+
+/// Longest host or domain name the kernel accepts (`HOST_NAME_MAX`, `__NEW_UTS_LEN`).
+pub const NAME_MAX: usize = 64;
+
+/// A name set inside the run: `len` is 0 until set, else the name's length + 1.
+#[repr(C)]
+pub struct SealedName {
+    pub len: AtomicU8,
+    pub bytes: [AtomicU8; NAME_MAX],
+}
+
+/// Run-wide changes that sealed setters make instead of changing the machine.
+#[repr(C)]
+pub struct World {
+    /// Nanoseconds added to every sealed realtime clock read (`clock_settime(CLOCK_REALTIME)`,
+    /// `settimeofday`, `stime`, `adjtime`, `adjtimex(ADJ_SETOFFSET)` move it).
+    pub realtime_shift: AtomicI64,
+    /// Seqlock over the names: odd while a writer is inside.
+    pub names_seq: AtomicU32,
+    pub _pad: u32,
+    /// `sethostname` inside the run.
+    pub hostname: SealedName,
+    /// `setdomainname` inside the run.
+    pub domainname: SealedName,
+    pub _reserved: [u8; 6],
+}
+
+impl SealedName {
+    pub const fn unset() -> SealedName {
+        SealedName {
+            len: AtomicU8::new(0),
+            bytes: [const { AtomicU8::new(0) }; NAME_MAX],
+        }
+    }
+}
+
+impl World {
+    /// Nothing changed yet (what a zero-filled run table holds).
+    pub const fn unchanged() -> World {
+        World {
+            realtime_shift: AtomicI64::new(0),
+            names_seq: AtomicU32::new(0),
+            _pad: 0,
+            hostname: SealedName::unset(),
+            domainname: SealedName::unset(),
+            _reserved: [0; 6],
+        }
+    }
 }
 
 impl RunTable {

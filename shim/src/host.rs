@@ -12,6 +12,41 @@
 /// The NIS domain name a sealed process sees.
 pub const DOMAINNAME: &[u8] = b"(none)";
 
+/// The NIS domain name a sealed process sees now: set inside the run, else [`DOMAINNAME`].
+pub fn domainname(out: &mut [u8; seal_abi::NAME_MAX]) -> &[u8] {
+    match crate::world::name(crate::world::Name::Domain, out) {
+        Some(n) => &out[..n],
+        None => DOMAINNAME,
+    }
+}
+
+/// `sethostname`/`setdomainname` on the sealed world, in the kernel's order of checks.
+///
+/// # Safety
+/// `name` null or valid for `len` bytes.
+pub unsafe fn set_name(
+    which: crate::world::Name,
+    name: *const libc::c_char,
+    len: usize,
+) -> Result<(), i32> {
+    if !crate::world::may(crate::world::CAP_SYS_ADMIN) {
+        return Err(libc::EPERM);
+    }
+    if len > seal_abi::NAME_MAX {
+        return Err(libc::EINVAL);
+    }
+    if name.is_null() && len > 0 {
+        return Err(libc::EFAULT);
+    }
+    let bytes = if len == 0 {
+        &[][..]
+    } else {
+        // SAFETY: per the contract.
+        unsafe { core::slice::from_raw_parts(name as *const u8, len) }
+    };
+    crate::world::set_name(which, bytes)
+}
+
 /// `gethostname` semantics (glibc): copy as much as fits of `name` plus its NUL into `out`;
 /// `Err(ENAMETOOLONG)` when the whole name with its NUL does not fit.
 pub fn copy_name(name: &[u8], out: &mut [u8]) -> Result<(), i32> {
@@ -41,11 +76,13 @@ pub fn is_sealed_name(node: &[u8], name: &[u8]) -> bool {
 }
 
 #[cfg(not(test))]
-mod hooks {
-    use seal_abi::{flags, Fid, NO_DETAIL};
+pub(crate) mod hooks {
+    use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
-    use super::{copy_name, is_sealed_name, set_field, DOMAINNAME};
-    use crate::{caller, census, config, real, sys};
+    use seal_abi::{flags, Fid, NAME_MAX, NO_DETAIL};
+
+    use super::{copy_name, domainname, is_sealed_name, set_field};
+    use crate::{caller, census, config, real, sys, world};
 
     const LOCALHOST: *const libc::c_char = c"localhost".as_ptr();
 
@@ -54,15 +91,27 @@ mod hooks {
     /// # Safety
     /// `node` is null or a NUL-terminated string.
     unsafe fn resolves_sealed(node: *const libc::c_char) -> bool {
+        let mut cur = [0u8; NAME_MAX];
         // SAFETY: per the contract.
         !node.is_null()
             && config::sealed(flags::HOST)
-            && is_sealed_name(unsafe { sys::cstr(node) }, config::HOSTNAME.get())
+            && is_sealed_name(unsafe { sys::cstr(node) }, world::hostname(&mut cur))
     }
 
-    /// The sealed name as a C string that lives as long as the process.
+    /// The sealed name as a C string that lives as long as the process (a `hostent`'s
+    /// `h_name`): the configured one, or a copy of the one set inside the run.
     fn sealed_cname() -> *mut libc::c_char {
-        config::HOSTNAME.get_cstr().as_ptr() as *mut libc::c_char
+        static SET: [AtomicU8; NAME_MAX + 1] = [const { AtomicU8::new(0) }; NAME_MAX + 1];
+        let mut cur = [0u8; NAME_MAX];
+        match world::name(world::Name::Host, &mut cur) {
+            None => config::HOSTNAME.get_cstr().as_ptr() as *mut libc::c_char,
+            Some(n) => {
+                for (i, slot) in SET.iter().enumerate() {
+                    slot.store(if i < n { cur[i] } else { 0 }, Relaxed);
+                }
+                SET.as_ptr() as *mut libc::c_char
+            }
+        }
     }
 
     use crate::sys::set_errno;
@@ -79,7 +128,8 @@ mod hooks {
         if config::sealed(flags::HOST) && !name.is_null() {
             // SAFETY: the caller guarantees `len` writable bytes.
             let out = unsafe { core::slice::from_raw_parts_mut(name as *mut u8, len) };
-            return match copy_name(config::HOSTNAME.get(), out) {
+            let mut cur = [0u8; NAME_MAX];
+            return match copy_name(world::hostname(&mut cur), out) {
                 Ok(()) => 0,
                 Err(e) => {
                     set_errno(e);
@@ -104,8 +154,9 @@ mod hooks {
         if r == 0 && !buf.is_null() && config::sealed(flags::HOST) {
             // SAFETY: the real uname filled it, so it is a valid utsname.
             let u = unsafe { &mut *buf };
-            set_field(&mut u.nodename, config::HOSTNAME.get());
-            set_field(&mut u.domainname, DOMAINNAME);
+            let mut cur = [0u8; NAME_MAX];
+            set_field(&mut u.nodename, world::hostname(&mut cur));
+            set_field(&mut u.domainname, domainname(&mut cur));
         }
         r
     }
@@ -123,7 +174,8 @@ mod hooks {
             // glibc copies min(len, strlen + 1) bytes and never fails for a short buffer.
             // SAFETY: the caller guarantees `len` writable bytes.
             let out = unsafe { core::slice::from_raw_parts_mut(name as *mut u8, len) };
-            let _ = copy_name(DOMAINNAME, out);
+            let mut cur = [0u8; NAME_MAX];
+            let _ = copy_name(domainname(&mut cur), out);
             return 0;
         }
         let real = real!(getdomainname: fn(*mut libc::c_char, libc::size_t) -> libc::c_int);
@@ -158,10 +210,12 @@ mod hooks {
         // frees it), so replacing it with another malloc'ed string keeps that contract.
         unsafe {
             if r == 0 && !res.is_null() && !(*res).is_null() && !(**res).ai_canonname.is_null() {
-                let name = config::HOSTNAME.get_cstr();
-                let copy = libc::malloc(name.len()) as *mut u8;
+                let mut cur = [0u8; NAME_MAX];
+                let name = world::hostname(&mut cur);
+                let copy = libc::malloc(name.len() + 1) as *mut u8;
                 if !copy.is_null() {
                     core::ptr::copy_nonoverlapping(name.as_ptr(), copy, name.len());
+                    *copy.add(name.len()) = 0;
                     libc::free((**res).ai_canonname as *mut libc::c_void);
                     (**res).ai_canonname = copy as *mut libc::c_char;
                 }
@@ -277,6 +331,70 @@ mod hooks {
             }
         }
         r
+    }
+
+    /// Shared by `sethostname`, `setdomainname` and their `syscall()` forms: while `host` is
+    /// sealed the name changes for every process of the run, and the machine keeps its own.
+    ///
+    /// # Safety
+    /// `name` null or valid for `len` bytes.
+    pub unsafe fn set_name_impl(
+        which: world::Name,
+        name: *const libc::c_char,
+        len: libc::size_t,
+        fid: Fid,
+        ra: u64,
+    ) -> Option<libc::c_int> {
+        census::count(fid, NO_DETAIL, ra);
+        if !config::sealed(flags::HOST) {
+            return None;
+        }
+        // SAFETY: per the contract.
+        Some(match unsafe { super::set_name(which, name, len) } {
+            Ok(()) => 0,
+            Err(e) => {
+                set_errno(e);
+                -1
+            }
+        })
+    }
+
+    /// # Safety
+    /// As `sethostname(2)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn sethostname(
+        name: *const libc::c_char,
+        len: libc::size_t,
+    ) -> libc::c_int {
+        let ra = caller!();
+        // SAFETY: forwarded contract.
+        if let Some(r) =
+            unsafe { set_name_impl(world::Name::Host, name, len, Fid::Sethostname, ra) }
+        {
+            return r;
+        }
+        let real = real!(sethostname: fn(*const libc::c_char, libc::size_t) -> libc::c_int);
+        // SAFETY: forwarded.
+        unsafe { real(name, len) }
+    }
+
+    /// # Safety
+    /// As `setdomainname(2)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn setdomainname(
+        name: *const libc::c_char,
+        len: libc::size_t,
+    ) -> libc::c_int {
+        let ra = caller!();
+        // SAFETY: forwarded contract.
+        if let Some(r) =
+            unsafe { set_name_impl(world::Name::Domain, name, len, Fid::Setdomainname, ra) }
+        {
+            return r;
+        }
+        let real = real!(setdomainname: fn(*const libc::c_char, libc::size_t) -> libc::c_int);
+        // SAFETY: forwarded.
+        unsafe { real(name, len) }
     }
 }
 

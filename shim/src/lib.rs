@@ -9,7 +9,8 @@
 //! One module per family of calls: `clock`, `wait`, `random`, `process`, `host`, `tempname`,
 //! plus `census` (recording), `config` (process settings), `thread` (per-thread state),
 //! `syscall` (the `syscall()` dispatcher), `real` (real symbols, re-entry guard), `sys` (raw
-//! system calls).
+//! system calls), `world` (what the run's clock and name setters changed, instead of the
+//! machine).
 #![deny(unsafe_op_in_unsafe_fn)]
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
@@ -28,6 +29,7 @@ mod syscall;
 pub mod tempname;
 pub mod thread;
 pub mod wait;
+pub mod world;
 
 /// Runs once per sealed process image, right after its settings are loaded.
 pub(crate) fn on_process_start() {

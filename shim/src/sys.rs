@@ -38,6 +38,11 @@ pub fn gettid() -> i32 {
     unsafe { syscall3(libc::SYS_gettid, 0, 0, 0) as i32 }
 }
 
+pub fn geteuid() -> u32 {
+    // SAFETY: no arguments.
+    unsafe { syscall3(libc::SYS_geteuid, 0, 0, 0) as u32 }
+}
+
 pub fn getppid() -> i32 {
     // SAFETY: no arguments.
     unsafe { syscall3(libc::SYS_getppid, 0, 0, 0) as i32 }

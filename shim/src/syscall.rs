@@ -48,6 +48,44 @@ pub unsafe extern "C" fn syscall(
                 Fid::SysGetrandom,
                 ra,
             ) as libc::c_long),
+            libc::SYS_clock_settime => Some(crate::clock::hooks::clock_settime_impl(
+                a1 as libc::clockid_t,
+                a2 as *const libc::timespec,
+                Fid::SysClockSettime,
+                ra,
+            ) as libc::c_long),
+            libc::SYS_settimeofday => Some(crate::clock::hooks::settimeofday_impl(
+                a1 as *const libc::timeval,
+                a2 as *const libc::c_void,
+                Fid::SysClockSettime,
+                ra,
+            ) as libc::c_long),
+            libc::SYS_adjtimex => Some(crate::clock::hooks::adjtimex_impl(
+                a1 as *mut libc::timex,
+                Fid::SysClockSettime,
+                ra,
+            ) as libc::c_long),
+            libc::SYS_clock_adjtime => Some(crate::clock::hooks::clock_adjtime_impl(
+                a1 as libc::clockid_t,
+                a2 as *mut libc::timex,
+                Fid::SysClockSettime,
+                ra,
+            ) as libc::c_long),
+            libc::SYS_sethostname | libc::SYS_setdomainname => {
+                let which = if n == libc::SYS_sethostname {
+                    crate::world::Name::Host
+                } else {
+                    crate::world::Name::Domain
+                };
+                crate::host::hooks::set_name_impl(
+                    which,
+                    a1 as *const libc::c_char,
+                    a2 as libc::size_t,
+                    Fid::SysSethostname,
+                    ra,
+                )
+                .map(|r| r as libc::c_long)
+            }
             libc::SYS_futex => crate::wait::sys_futex(args, ra),
             libc::SYS_clock_nanosleep => crate::wait::sys_clock_nanosleep(args, ra),
             _ => crate::process::sys_pid(n, args, ra),

@@ -14,5 +14,6 @@ mod process;
 mod random;
 mod realworld;
 mod runtimes_realworld;
+mod setters;
 mod verify;
 mod waits;

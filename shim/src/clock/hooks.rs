@@ -3,7 +3,9 @@
 
 use seal_abi::{flags, Fid, NO_DETAIL};
 
-use super::{detail, domain, read, realtime_ns, seal_rusage, to_timespec, Domain, MONO_BASE_NS};
+use super::{
+    detail, domain, read, realtime_ns, seal_rusage, set, to_timespec, Domain, MONO_BASE_NS,
+};
 use crate::{caller, census, config, real, thread};
 
 /// # Safety
@@ -227,4 +229,282 @@ pub unsafe extern "C" fn getrusage(who: libc::c_int, usage: *mut libc::rusage) -
         unsafe { seal_rusage(who, l, usage) };
     }
     r
+}
+
+// ---------------------------------------------------------------------------------------------
+// Setters: while `time` is sealed they change the run's sealed world (`super::set`), never the
+// machine's clock.
+
+/// Ends a setter: 0, or -1 with `errno`.
+fn setter_result(r: Result<(), i32>) -> libc::c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            crate::sys::set_errno(e);
+            -1
+        }
+    }
+}
+
+/// Shared by `clock_settime` and `syscall(SYS_clock_settime, …)`.
+///
+/// # Safety
+/// As `clock_settime(2)`: `ts` null or readable.
+pub unsafe fn clock_settime_impl(
+    clock: libc::clockid_t,
+    ts: *const libc::timespec,
+    fid: Fid,
+    ra: u64,
+) -> libc::c_int {
+    census::count(fid, detail(clock), ra);
+    if config::sealed(flags::TIME) {
+        // SAFETY: null or readable per the contract.
+        return setter_result(set::settime(clock, unsafe { ts.as_ref() }));
+    }
+    let real = real!(clock_settime: fn(libc::clockid_t, *const libc::timespec) -> libc::c_int);
+    // SAFETY: forwarded.
+    unsafe { real(clock, ts) }
+}
+
+/// # Safety
+/// As `clock_settime(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn clock_settime(
+    clock: libc::clockid_t,
+    ts: *const libc::timespec,
+) -> libc::c_int {
+    let ra = caller!();
+    // SAFETY: forwarded contract.
+    unsafe { clock_settime_impl(clock, ts, Fid::ClockSettime, ra) }
+}
+
+/// Shared by `settimeofday` and `syscall(SYS_settimeofday, …)`.
+///
+/// # Safety
+/// As `settimeofday(2)`: each pointer null or readable.
+pub unsafe fn settimeofday_impl(
+    tv: *const libc::timeval,
+    tz: *const libc::c_void,
+    fid: Fid,
+    ra: u64,
+) -> libc::c_int {
+    census::count(fid, NO_DETAIL, ra);
+    if config::sealed(flags::TIME) {
+        // SAFETY: null or readable per the contract.
+        return setter_result(set::settimeofday(unsafe { tv.as_ref() }));
+    }
+    let real = real!(settimeofday: fn(*const libc::timeval, *const libc::c_void) -> libc::c_int);
+    // SAFETY: forwarded.
+    unsafe { real(tv, tz) }
+}
+
+/// # Safety
+/// As `settimeofday(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn settimeofday(
+    tv: *const libc::timeval,
+    tz: *const libc::c_void,
+) -> libc::c_int {
+    let ra = caller!();
+    // SAFETY: forwarded contract.
+    unsafe { settimeofday_impl(tv, tz, Fid::Settimeofday, ra) }
+}
+
+/// `stime(2)`: only old binaries link it (glibc keeps it as a compatibility symbol).
+///
+/// # Safety
+/// As `stime(2)`: `t` null or readable.
+#[no_mangle]
+pub unsafe extern "C" fn stime(t: *const libc::time_t) -> libc::c_int {
+    let ra = caller!();
+    census::count(Fid::Stime, NO_DETAIL, ra);
+    if config::sealed(flags::TIME) {
+        // SAFETY: null or readable per the contract.
+        let tv = unsafe { t.as_ref() }.map(|&s| libc::timeval {
+            tv_sec: s,
+            tv_usec: 0,
+        });
+        return setter_result(match tv {
+            Some(tv) => set::settimeofday(Some(&tv)),
+            None => Err(libc::EFAULT),
+        });
+    }
+    let real = real!(stime: fn(*const libc::time_t) -> libc::c_int);
+    // SAFETY: forwarded.
+    unsafe { real(t) }
+}
+
+/// # Safety
+/// As `adjtime(3)`: each pointer null or valid.
+#[no_mangle]
+pub unsafe extern "C" fn adjtime(
+    delta: *const libc::timeval,
+    olddelta: *mut libc::timeval,
+) -> libc::c_int {
+    let ra = caller!();
+    census::count(Fid::Adjtime, NO_DETAIL, ra);
+    if config::sealed(flags::TIME) {
+        // SAFETY: null or readable per the contract.
+        let r = set::adjtime(unsafe { delta.as_ref() });
+        if r.is_ok() && !olddelta.is_null() {
+            // Corrections apply at once in the sealed world: nothing is left to slew.
+            // SAFETY: writable per the contract.
+            unsafe {
+                *olddelta = libc::timeval {
+                    tv_sec: 0,
+                    tv_usec: 0,
+                }
+            };
+        }
+        return setter_result(r);
+    }
+    let real = real!(adjtime: fn(*const libc::timeval, *mut libc::timeval) -> libc::c_int);
+    // SAFETY: forwarded.
+    unsafe { real(delta, olddelta) }
+}
+
+/// `adjtimex`, `ntp_adjtime` and `clock_adjtime(CLOCK_REALTIME)` in a sealed process: a
+/// read-only call asks the kernel (it changes nothing) and gets the sealed time back; one that
+/// would change the clock changes the sealed world, then reports the kernel's clock state as
+/// a read-only call would. `real_read` makes the read-only kernel call.
+///
+/// # Safety
+/// `buf` null or valid for reads and writes.
+unsafe fn adjtimex_sealed(
+    buf: *mut libc::timex,
+    real_read: impl Fn(*mut libc::timex) -> libc::c_int,
+) -> libc::c_int {
+    // SAFETY: null or valid per the contract.
+    let Some(tx) = (unsafe { buf.as_mut() }) else {
+        crate::sys::set_errno(libc::EFAULT);
+        return -1;
+    };
+    if !set::adjtimex_reads_only(tx.modes) {
+        if let Err(e) = set::adjtimex(tx.modes, &tx.time) {
+            crate::sys::set_errno(e);
+            return -1;
+        }
+        tx.modes = 0;
+    }
+    let r = real_read(tx);
+    if r >= 0 {
+        let ns = realtime_ns();
+        let unit = if tx.status & set::STA_NANO != 0 {
+            1
+        } else {
+            1000
+        };
+        tx.time = libc::timeval {
+            tv_sec: ns.div_euclid(1_000_000_000),
+            tv_usec: ns.rem_euclid(1_000_000_000) / unit,
+        };
+    }
+    r
+}
+
+/// Shared by `adjtimex`, `ntp_adjtime` and `syscall(SYS_adjtimex, …)`.
+///
+/// # Safety
+/// As `adjtimex(2)`.
+pub unsafe fn adjtimex_impl(buf: *mut libc::timex, fid: Fid, ra: u64) -> libc::c_int {
+    census::count(fid, NO_DETAIL, ra);
+    let real = real!(adjtimex: fn(*mut libc::timex) -> libc::c_int);
+    if config::sealed(flags::TIME) {
+        // SAFETY: forwarded contract; the real call only reads (modes is 0 by then).
+        return unsafe { adjtimex_sealed(buf, |b| real(b)) };
+    }
+    // SAFETY: forwarded.
+    unsafe { real(buf) }
+}
+
+/// # Safety
+/// As `adjtimex(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn adjtimex(buf: *mut libc::timex) -> libc::c_int {
+    let ra = caller!();
+    // SAFETY: forwarded contract.
+    unsafe { adjtimex_impl(buf, Fid::Adjtimex, ra) }
+}
+
+/// # Safety
+/// As `ntp_adjtime(3)` (glibc's other name for `adjtimex`).
+#[no_mangle]
+pub unsafe extern "C" fn ntp_adjtime(buf: *mut libc::timex) -> libc::c_int {
+    let ra = caller!();
+    // SAFETY: forwarded contract.
+    unsafe { adjtimex_impl(buf, Fid::Adjtimex, ra) }
+}
+
+/// Shared by `clock_adjtime` and `syscall(SYS_clock_adjtime, …)`. Clocks other than
+/// `CLOCK_REALTIME` (dynamic clocks behind a file descriptor) go to the kernel.
+///
+/// # Safety
+/// As `clock_adjtime(2)`.
+pub unsafe fn clock_adjtime_impl(
+    clock: libc::clockid_t,
+    buf: *mut libc::timex,
+    fid: Fid,
+    ra: u64,
+) -> libc::c_int {
+    census::count(fid, detail(clock), ra);
+    let real = real!(clock_adjtime: fn(libc::clockid_t, *mut libc::timex) -> libc::c_int);
+    if config::sealed(flags::TIME) && clock == libc::CLOCK_REALTIME {
+        // SAFETY: forwarded contract; the real call only reads (modes is 0 by then).
+        return unsafe { adjtimex_sealed(buf, |b| real(clock, b)) };
+    }
+    // SAFETY: forwarded.
+    unsafe { real(clock, buf) }
+}
+
+/// # Safety
+/// As `clock_adjtime(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn clock_adjtime(
+    clock: libc::clockid_t,
+    buf: *mut libc::timex,
+) -> libc::c_int {
+    let ra = caller!();
+    // SAFETY: forwarded contract.
+    unsafe { clock_adjtime_impl(clock, buf, Fid::ClockAdjtime, ra) }
+}
+
+/// `ntp_gettime`/`ntp_gettimex`: the kernel's NTP state with the sealed time. Both structs
+/// start with a `timeval` in microseconds.
+///
+/// # Safety
+/// `buf` points to a writable `ntptimeval` of either layout.
+unsafe fn ntp_gettime_sealed(buf: *mut libc::timeval, r: libc::c_int) -> libc::c_int {
+    if r >= 0 && !buf.is_null() && config::sealed(flags::TIME) {
+        let ns = realtime_ns();
+        // SAFETY: the struct's first member, writable per the contract.
+        unsafe {
+            *buf = libc::timeval {
+                tv_sec: ns.div_euclid(1_000_000_000),
+                tv_usec: ns.rem_euclid(1_000_000_000) / 1000,
+            }
+        };
+    }
+    r
+}
+
+/// # Safety
+/// As `ntp_gettime(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn ntp_gettime(buf: *mut libc::ntptimeval) -> libc::c_int {
+    let ra = caller!();
+    census::count(Fid::NtpGettime, NO_DETAIL, ra);
+    let real = real!(ntp_gettime: fn(*mut libc::ntptimeval) -> libc::c_int);
+    // SAFETY: forwarded, then the leading timeval replaced.
+    unsafe { ntp_gettime_sealed(buf as *mut libc::timeval, real(buf)) }
+}
+
+/// # Safety
+/// As `ntp_gettimex(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn ntp_gettimex(buf: *mut libc::c_void) -> libc::c_int {
+    let ra = caller!();
+    census::count(Fid::NtpGettime, NO_DETAIL, ra);
+    let real = real!(ntp_gettimex: fn(*mut libc::c_void) -> libc::c_int);
+    // SAFETY: forwarded, then the leading timeval replaced.
+    unsafe { ntp_gettime_sealed(buf as *mut libc::timeval, real(buf)) }
 }

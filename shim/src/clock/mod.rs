@@ -6,6 +6,7 @@
 
 #[cfg(not(test))]
 pub(crate) mod hooks;
+pub mod set;
 
 use seal_abi::NO_DETAIL;
 
@@ -57,11 +58,18 @@ pub fn detail(clock: libc::clockid_t) -> u8 {
     }
 }
 
+/// What `CLOCK_REALTIME` reads at `L = 0`: the epoch, moved by whatever the run's setters did
+/// (`clock_settime`, `settimeofday`, …; see `crate::world`).
+#[inline(always)]
+pub fn realtime_base() -> i64 {
+    config::epoch_ns().wrapping_add(crate::world::realtime_shift())
+}
+
 /// The value of `clock` in the given domain when the logical clock reads `l`.
 #[inline(always)]
 pub fn value_at(domain: Domain, l: i64) -> i64 {
     match domain {
-        Domain::Realtime(off) => config::epoch_ns().wrapping_add(l).wrapping_add(off),
+        Domain::Realtime(off) => realtime_base().wrapping_add(l).wrapping_add(off),
         Domain::Monotonic => MONO_BASE_NS.wrapping_add(l),
         Domain::Cputime | Domain::PassThrough => l,
     }
@@ -71,7 +79,7 @@ pub fn value_at(domain: Domain, l: i64) -> i64 {
 #[inline]
 pub fn logical_of(domain: Domain, value: i64) -> i64 {
     match domain {
-        Domain::Realtime(off) => value.wrapping_sub(config::epoch_ns()).wrapping_sub(off),
+        Domain::Realtime(off) => value.wrapping_sub(realtime_base()).wrapping_sub(off),
         Domain::Monotonic => value.wrapping_sub(MONO_BASE_NS),
         Domain::Cputime | Domain::PassThrough => value,
     }

@@ -815,6 +815,25 @@ unsafe fn spawn_with(
         // SAFETY: forwarded.
         return unsafe { f(pid, path, fa, attr, argv, envp) };
     }
+    // A process group named in the attributes is a virtual pid (what getpgrp() showed):
+    // spawn with a copy that names the real one. glibc's posix_spawnattr_t is plain data.
+    let mut real_attr: libc::posix_spawnattr_t;
+    let mut attr = attr;
+    if vpid::sealed() && !attr.is_null() {
+        // SAFETY: a valid, initialised attribute object per the contract; copying it is what
+        // glibc's own posix_spawn does with it.
+        unsafe {
+            let mut fl: libc::c_short = 0;
+            let mut pg: pid_t = 0;
+            libc::posix_spawnattr_getflags(attr, &mut fl);
+            libc::posix_spawnattr_getpgroup(attr, &mut pg);
+            if fl as c_int & libc::POSIX_SPAWN_SETPGROUP != 0 && pg > 0 {
+                real_attr = core::ptr::read(attr);
+                libc::posix_spawnattr_setpgroup(&mut real_attr, vpid::to_real(pg));
+                attr = &real_attr;
+            }
+        }
+    }
     let p = vpid::next_child();
     // SAFETY: envp per the contract.
     let block = unsafe { spawn_env(envp, &p) };

@@ -160,6 +160,14 @@ pub fn get() -> Option<Table<'static>> {
     }
 }
 
+/// The run-wide state the setters change ([`seal_abi::World`]), if the run table is mapped.
+#[inline(always)]
+pub fn world() -> Option<&'static seal_abi::World> {
+    let p = BASE.load(Acquire);
+    // SAFETY: as in `get`: a live mapping that starts with a RunTable.
+    (!p.is_null()).then(|| unsafe { &(*(p as *const RunTable)).world })
+}
+
 /// Maps `$SEAL_RUN_DIR/run.table` (once per image; a fork child keeps its parent's mapping).
 pub fn map() -> bool {
     if !BASE.load(Acquire).is_null() {

@@ -68,7 +68,10 @@ pub enum Target {
     Stream(u8),
     Uuid,
     BootId,
-    HostName,
+    /// The host name file: the kernel's (`/proc/sys/kernel/hostname`) or `/etc/hostname`.
+    HostName {
+        kernel: bool,
+    },
 }
 
 impl Target {
@@ -78,13 +81,13 @@ impl Target {
             Target::Stream(d) => d,
             Target::Uuid => device::UUID,
             Target::BootId => device::BOOT_ID,
-            Target::HostName => seal_abi::NO_DETAIL,
+            Target::HostName { .. } => seal_abi::NO_DETAIL,
         }
     }
     /// The family that must be sealed for us to answer.
     pub fn family(self) -> u32 {
         match self {
-            Target::HostName => flags::HOST,
+            Target::HostName { .. } => flags::HOST,
             _ => flags::RANDOM,
         }
     }
@@ -103,7 +106,8 @@ pub fn classify(path: &[u8]) -> Option<Target> {
         b"/dev/random" => Some(Target::Stream(device::RANDOM)),
         b"/proc/sys/kernel/random/uuid" => Some(Target::Uuid),
         b"/proc/sys/kernel/random/boot_id" => Some(Target::BootId),
-        b"/proc/sys/kernel/hostname" | b"/etc/hostname" => Some(Target::HostName),
+        b"/proc/sys/kernel/hostname" => Some(Target::HostName { kernel: true }),
+        b"/etc/hostname" => Some(Target::HostName { kernel: false }),
         _ => None,
     }
 }
@@ -201,6 +205,24 @@ pub fn open_sealed(target: Target, oflags: i32) -> Outcome {
         return Outcome::PassThrough;
     }
     let acc = oflags & libc::O_ACCMODE;
+    if target == (Target::HostName { kernel: true })
+        && acc != libc::O_RDONLY
+        && (sys::geteuid() == 0 || crate::world::may(crate::world::CAP_DAC_OVERRIDE))
+    {
+        // Writing the kernel's host name file would rename the machine (the kernel asks only
+        // for write access to the root-owned file, no capability): the write goes to
+        // /dev/null instead, and says so (sethostname changes the sealed name). Whoever may
+        // not write it gets the kernel's refusal, as bare.
+        let m = b"a write to /proc/sys/kernel/hostname is dropped (sethostname changes the sealed name)";
+        census::record_unsealed(unsealed::UNSUPPORTED_CALL, m);
+        sys::warn(m);
+        let fd = sys::open(b"/dev/null\0", acc | (oflags & libc::O_CLOEXEC), 0);
+        return if fd >= 0 {
+            Outcome::Fd(fd)
+        } else {
+            Outcome::Err(-fd)
+        };
+    }
     if oflags & libc::O_PATH != 0 || acc == libc::O_WRONLY {
         return Outcome::PassThrough;
     }
@@ -226,9 +248,10 @@ pub fn open_sealed(target: Target, oflags: i32) -> Outcome {
             memfd_with(b"seal-uuid\0", &uuid_text(b), cloexec)
         }
         Target::BootId => memfd_with(b"seal-boot_id\0", &boot_id(), cloexec),
-        Target::HostName => {
+        Target::HostName { .. } => {
             let mut b = sys::StackBuf::<80>::new();
-            b.push(config::HOSTNAME.get()).push(b"\n");
+            let mut cur = [0u8; seal_abi::NAME_MAX];
+            b.push(crate::world::hostname(&mut cur)).push(b"\n");
             memfd_with(b"seal-hostname\0", b.as_bytes(), cloexec)
         }
     };
@@ -256,7 +279,7 @@ fn path_of(target: Target) -> &'static [u8] {
         Target::Stream(d) => device::PATHS[d as usize].as_bytes(),
         Target::Uuid => device::PATHS[device::UUID as usize].as_bytes(),
         Target::BootId => device::PATHS[device::BOOT_ID as usize].as_bytes(),
-        Target::HostName => b"the hostname file",
+        Target::HostName { .. } => b"the hostname file",
     }
 }
 
@@ -873,7 +896,10 @@ mod tests {
             classify(b"/proc/sys/kernel/random/boot_id"),
             Some(Target::BootId)
         );
-        assert_eq!(classify(b"/etc/hostname"), Some(Target::HostName));
+        assert_eq!(
+            classify(b"/etc/hostname"),
+            Some(Target::HostName { kernel: false })
+        );
         for p in [
             &b"/dev/urandom2"[..],
             b"dev/urandom",

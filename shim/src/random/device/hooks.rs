@@ -49,7 +49,7 @@ unsafe fn front(
     let bytes = unsafe { sys::cstr(path) };
     if let Some(target) = classify(bytes) {
         // The hostname files count as a host-name read, the rest as a device open.
-        let fid = if target == Target::HostName {
+        let fid = if matches!(target, Target::HostName { .. }) {
             Fid::Gethostname
         } else {
             Fid::OpenDevice
