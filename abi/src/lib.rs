@@ -9,42 +9,9 @@
 
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, AtomicU8};
 
-/// Environment variables set by the launcher (and re-injected by the shim on exec).
-pub mod env {
-    /// Path of the per-run directory (census files + run table). Its presence means "sealed".
-    pub const RUN_DIR: &str = "SEAL_RUN_DIR";
-    /// Path of libseal itself, re-added to `LD_PRELOAD` when a child's environment was cleaned.
-    pub const SHIM: &str = "SEAL_SHIM";
-    /// Epoch in nanoseconds since 1970 (i64, decimal).
-    pub const EPOCH_NS: &str = "SEAL_EPOCH_NS";
-    /// Logical clock tick in nanoseconds (u64, decimal; 0 freezes reads).
-    pub const TICK_NS: &str = "SEAL_TICK_NS";
-    /// Seed of every entropy stream (u64, decimal).
-    pub const SEED: &str = "SEAL_SEED";
-    /// Bit set of sealed families and options, see [`flags`] (u32, decimal).
-    pub const FLAGS: &str = "SEAL_FLAGS";
-    /// Fixed host name.
-    pub const HOSTNAME: &str = "SEAL_HOSTNAME";
-    /// Logical clock (ns) of the thread that called exec; the new image starts from it.
-    pub const CLOCK: &str = "SEAL_CLOCK";
-    /// Virtual pid of this process (set by the parent before spawn/exec).
-    pub const VPID: &str = "SEAL_VPID";
-    /// Virtual pid of the parent process.
-    pub const PPID: &str = "SEAL_PPID";
-    /// 64-bit key of this process's place in the process creation tree (hex).
-    pub const LINEAGE: &str = "SEAL_LINEAGE";
-    /// How many children this process (across its exec'd images) has already created.
-    pub const CHILDREN: &str = "SEAL_CHILDREN";
-    /// Exec generation of this process image (0 for the first image of a process).
-    pub const GEN: &str = "SEAL_GEN";
-    /// Every variable the shim reads or writes starts with this.
-    pub const PREFIX: &str = "SEAL_";
-    /// Variables describing one process image (rewritten on every exec/spawn; a nested
-    /// `seal` must not inherit them).
-    pub const PER_PROCESS: [&str; 6] = [CLOCK, VPID, PPID, LINEAGE, CHILDREN, GEN];
-}
+pub mod settings;
 
-/// Bits of [`env::FLAGS`]. A set `SEAL_*` bit means the family is sealed.
+/// Bits of [`settings::FLAGS`]. A set `SEAL_*` bit means the family is sealed.
 pub mod flags {
     pub const TIME: u32 = 1 << 0;
     pub const RANDOM: u32 = 1 << 1;

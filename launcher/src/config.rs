@@ -12,15 +12,8 @@ use toml::Spanned;
 
 use crate::cli::SealOpts;
 
-/// 2026-01-01T00:00:00Z: a fixed constant forever, so goldens pinned today pass next year.
-pub const DEFAULT_EPOCH_NS: i64 = 1_767_225_600 * 1_000_000_000;
-pub const DEFAULT_TICK_NS: i64 = 1_000;
-
-/// Families `--unseal` accepts. The first five are sealed inside the shim; the others are the
-/// launcher's environment and layout settings.
-pub const FAMILIES: &[&str] = &[
-    "time", "random", "pid", "host", "tempname", "hashseed", "tz", "locale", "env", "aslr",
-];
+/// The defaults are the contract's: 2026-01-01T00:00:00Z forever, one microsecond a read.
+pub use seal_abi::settings::{DEFAULT_EPOCH_NS, DEFAULT_TICK_NS};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -63,7 +56,7 @@ pub struct Settings {
     pub locale: String,
     pub hash_seed: u32,
     pub hostname: String,
-    /// Families left unsealed, validated names from [`FAMILIES`].
+    /// Families left unsealed, validated names from `seal_abi::settings::FAMILIES`.
     pub unseal: Vec<String>,
     pub quiet: bool,
     /// `[env]` of seal.toml: extra variables for the command.
@@ -78,20 +71,7 @@ impl Settings {
     /// The flags word handed to the shim.
     pub fn shim_flags(&self) -> u32 {
         use seal_abi::flags::*;
-        let mut f = 0;
-        if !self.unsealed("time") {
-            f |= TIME | WAIT;
-        }
-        for (name, bit) in [
-            ("random", RANDOM),
-            ("pid", PID),
-            ("host", HOST),
-            ("tempname", TEMPNAME),
-        ] {
-            if !self.unsealed(name) {
-                f |= bit;
-            }
-        }
+        let mut f = seal_abi::settings::shim_flags(|name| self.unsealed(name));
         if self.warp {
             f |= WARP;
         }
@@ -394,12 +374,19 @@ pub fn resolve(
     };
     let mut unseal = Vec::new();
     for fam in unseal_raw {
-        if !FAMILIES.contains(&fam.as_str()) {
+        if seal_abi::settings::family(&fam).is_none() {
             return Err(ConfigError::invalid(
                 &unseal_origin,
                 "unseal",
                 &fam,
-                format!("unknown family; expected one of {}", FAMILIES.join(", ")),
+                format!(
+                    "unknown family; expected one of {}",
+                    seal_abi::settings::FAMILIES
+                        .iter()
+                        .map(|f| f.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             ));
         }
         if !unseal.contains(&fam) {

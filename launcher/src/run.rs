@@ -6,12 +6,13 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
 
 use anyhow::{Context, Result};
-use seal_abi::env as senv;
+use seal_abi::settings as senv;
 
 use crate::census::{self, Census};
 use crate::config::Settings;
@@ -184,14 +185,20 @@ pub fn sealed_command(
             preload.push(part);
         }
     }
-    cmd.env("LD_PRELOAD", preload)
-        .env(senv::SHIM, shim_path)
-        .env(senv::RUN_DIR, run_dir)
-        .env(senv::EPOCH_NS, settings.epoch_ns.to_string())
-        .env(senv::TICK_NS, settings.tick_ns.to_string())
-        .env(senv::SEED, settings.seed.to_string())
-        .env(senv::FLAGS, settings.shim_flags().to_string())
-        .env(senv::HOSTNAME, &settings.hostname);
+    cmd.env("LD_PRELOAD", preload);
+    let (shim, dir) = (shim_path.as_os_str(), run_dir.as_os_str());
+    senv::Settings {
+        run_dir: dir.as_bytes(),
+        shim: shim.as_bytes(),
+        epoch_ns: settings.epoch_ns,
+        tick_ns: settings.tick_ns,
+        seed: settings.seed,
+        flags: settings.shim_flags(),
+        hostname: settings.hostname.as_bytes(),
+    }
+    .encode(|name, value| {
+        cmd.env(name, OsStr::from_bytes(value));
+    });
     if !settings.unsealed("env") {
         if !settings.unsealed("hashseed") {
             cmd.env("PYTHONHASHSEED", settings.hash_seed.to_string());

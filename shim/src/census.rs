@@ -328,17 +328,9 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
 /// Families the user turned off (`--unseal`): the process still runs and is counted, but
 /// its census says these calls were answered by the real functions.
 fn record_families_off(flags: u32) {
-    use seal_abi::flags as f;
-    for (bit, name) in [
-        (f::TIME, &b"time"[..]),
-        (f::WAIT, b"wait"),
-        (f::RANDOM, b"random"),
-        (f::PID, b"pid"),
-        (f::HOST, b"host"),
-        (f::TEMPNAME, b"tempname"),
-    ] {
-        if flags & bit == 0 {
-            record_unsealed(unsealed::FAMILY_OFF, name);
+    for fam in seal_abi::settings::FAMILIES.iter().filter(|f| f.flags != 0) {
+        if flags & fam.flags == 0 {
+            record_unsealed(unsealed::FAMILY_OFF, fam.name.as_bytes());
         }
     }
 }

@@ -8,7 +8,8 @@
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 
-use seal_abi::{env, flags as f};
+use seal_abi::flags as f;
+use seal_abi::settings::{self, parse_hex, parse_i64, parse_u64, Settings};
 
 use crate::sys;
 
@@ -19,8 +20,8 @@ const READY: u32 = 1 << 31;
 static ACTIVE: AtomicU32 = AtomicU32::new(0);
 static INIT: AtomicU8 = AtomicU8::new(0); // 0 not started, 1 running, 2 done
 
-pub static EPOCH_NS: AtomicI64 = AtomicI64::new(1_767_225_600_000_000_000);
-pub static TICK_NS: AtomicI64 = AtomicI64::new(1_000);
+pub static EPOCH_NS: AtomicI64 = AtomicI64::new(settings::DEFAULT_EPOCH_NS);
+pub static TICK_NS: AtomicI64 = AtomicI64::new(settings::DEFAULT_TICK_NS);
 pub static SEED: AtomicU64 = AtomicU64::new(0);
 /// Logical clock the first thread of this image starts at.
 pub static START_CLOCK: AtomicI64 = AtomicI64::new(0);
@@ -147,7 +148,7 @@ extern "C" {
 
 /// Looks `name` up in the process environment without calling getenv (which a program may
 /// have replaced) and without allocating.
-pub fn getenv(name: &str) -> Option<&'static [u8]> {
+pub fn getenv(name: &'static str) -> Option<&'static [u8]> {
     // SAFETY: environ is a NULL-terminated array of NUL-terminated strings owned by libc.
     unsafe {
         let mut p = environ;
@@ -167,50 +168,38 @@ pub fn getenv(name: &str) -> Option<&'static [u8]> {
 
 /// Reads the settings; returns the flags word (0 = this process is not sealed).
 fn load_from_env() -> u32 {
-    let Some(run_dir) = getenv(env::RUN_DIR) else {
+    let Some(s) = Settings::decode(getenv) else {
         return 0;
     };
-    if run_dir.is_empty() {
-        return 0;
-    }
-    RUN_DIR.set(run_dir);
-    if let Some(p) = getenv(env::SHIM) {
-        SHIM_PATH.set(p);
-    }
-    HOSTNAME.set(getenv(env::HOSTNAME).unwrap_or(b"seal"));
-    if let Some(v) = getenv(env::EPOCH_NS).and_then(sys::parse_i64) {
-        EPOCH_NS.store(v, Relaxed);
-    }
-    if let Some(v) = getenv(env::TICK_NS).and_then(sys::parse_i64) {
-        TICK_NS.store(v.max(0), Relaxed);
-    }
-    if let Some(v) = getenv(env::SEED).and_then(sys::parse_u64) {
-        SEED.store(v, Relaxed);
-    }
-    if let Some(v) = getenv(env::CLOCK).and_then(sys::parse_i64) {
+    RUN_DIR.set(s.run_dir);
+    SHIM_PATH.set(s.shim);
+    HOSTNAME.set(s.hostname);
+    EPOCH_NS.store(s.epoch_ns, Relaxed);
+    TICK_NS.store(s.tick_ns, Relaxed);
+    SEED.store(s.seed, Relaxed);
+    if let Some(v) = getenv(settings::CLOCK).and_then(parse_i64) {
         START_CLOCK.store(v, Relaxed);
     }
-    if let Some(v) = getenv(env::VPID).and_then(sys::parse_i64) {
+    if let Some(v) = getenv(settings::VPID).and_then(parse_i64) {
         VPID.store(v as i32, Relaxed);
     }
-    if let Some(v) = getenv(env::PPID).and_then(sys::parse_i64) {
+    if let Some(v) = getenv(settings::PPID).and_then(parse_i64) {
         PPID.store(v as i32, Relaxed);
     }
-    if let Some(v) = getenv(env::LINEAGE).and_then(sys::parse_hex) {
+    if let Some(v) = getenv(settings::LINEAGE).and_then(parse_hex) {
         LINEAGE.store(v, Relaxed);
     }
-    if let Some(v) = getenv(env::CHILDREN).and_then(sys::parse_u64) {
+    if let Some(v) = getenv(settings::CHILDREN).and_then(parse_u64) {
         CHILDREN.store(v, Relaxed);
     }
-    if let Some(v) = getenv(env::GEN).and_then(sys::parse_u64) {
+    if let Some(v) = getenv(settings::GEN).and_then(parse_u64) {
         GEN.store(v as u32, Relaxed);
     }
-    let flags = getenv(env::FLAGS)
-        .and_then(sys::parse_u64)
-        .map(|v| v as u32)
-        .unwrap_or(f::ALL_FAMILIES);
+    if s.flags & f::QUIET != 0 {
+        sys::QUIET.store(true, Relaxed);
+    }
     // Bit 30 marks "in a run" even when every family is unsealed.
-    flags | (1 << 30)
+    s.flags | (1 << 30)
 }
 
 /// Logical-clock tick in nanoseconds.

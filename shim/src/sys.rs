@@ -289,9 +289,13 @@ impl<const N: usize> Default for StackBuf<N> {
     }
 }
 
+/// Set once at start-up when the run is quiet (`-q`). Held here, not read from `config`, so
+/// this module of raw system calls depends on nothing else in the shim.
+pub static QUIET: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
 /// Prints `libseal: <msg>` on stderr unless the run is quiet.
 pub fn warn(msg: &[u8]) {
-    if crate::config::flags() & seal_abi::flags::QUIET != 0 {
+    if QUIET.load(core::sync::atomic::Ordering::Relaxed) {
         return;
     }
     let mut b = StackBuf::<512>::new();
@@ -299,55 +303,7 @@ pub fn warn(msg: &[u8]) {
     write_all(2, b.as_bytes());
 }
 
-/// Parses a decimal (optionally negative) integer.
-pub fn parse_i64(s: &[u8]) -> Option<i64> {
-    let (neg, digits) = match s.first() {
-        Some(b'-') => (true, &s[1..]),
-        _ => (false, s),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: i64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as i64)?;
-    }
-    Some(if neg { -v } else { v })
-}
-
-pub fn parse_u64(s: &[u8]) -> Option<u64> {
-    if s.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in s {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    Some(v)
-}
-
-pub fn parse_hex(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 16 {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in s {
-        let d = match c {
-            b'0'..=b'9' => c - b'0',
-            b'a'..=b'f' => c - b'a' + 10,
-            b'A'..=b'F' => c - b'A' + 10,
-            _ => return None,
-        };
-        v = (v << 4) | d as u64;
-    }
-    Some(v)
-}
+pub use seal_abi::settings::{parse_hex, parse_i64, parse_u64};
 
 /// Length of a NUL-terminated C string.
 ///

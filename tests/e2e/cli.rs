@@ -405,3 +405,36 @@ fn run_dirs_of_killed_launchers_are_removed() {
     live.kill().unwrap();
     live.wait().unwrap();
 }
+
+/// A `seal` started inside a sealed run reads its own seal.toml, flags and environment: the
+/// outer run's contract variables (`LIBSEAL_*`) are not its configuration. The outer run's
+/// seed 0 used to win over the inner directory's `seed = 7`.
+#[test]
+fn a_nested_seal_reads_its_own_configuration_not_the_outer_runs() {
+    let dir = build_dir().join("nested-seed");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("seal.toml"), "[seal]\nseed = 7\n").unwrap();
+    let py = "import random; print(random.random())";
+    let mut direct = seal(["--", "python3", "-c", py]);
+    direct.current_dir(&dir);
+    let direct = run_timeout(direct, TIMEOUT);
+    direct.ok();
+    let mut nested = seal([
+        "--",
+        "sh",
+        "-c",
+        &format!("cd '{}' && \"$SEAL\" -- python3 -c '{py}'", dir.display()),
+    ]);
+    nested.env("SEAL", seal_bin()).current_dir(root());
+    let nested = run_timeout(nested, TIMEOUT);
+    nested.ok();
+    assert_eq!(
+        direct.stdout,
+        nested.stdout,
+        "the inner seal took the outer run's settings\n{}",
+        nested.show()
+    );
+    // And the seed really is 7, not the default 0.
+    let default = run_seal(["--", "python3", "-c", py]);
+    assert_ne!(default.stdout, direct.stdout, "seed = 7 was not read");
+}

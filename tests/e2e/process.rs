@@ -211,7 +211,7 @@ fn unseal_pid_shows_real_pids_but_children_stay_sealed() {
         "--",
         "sh",
         "-c",
-        "echo $$; env -i sh -c 'echo $SEAL_VPID'",
+        "echo $$; env -i sh -c 'echo $LIBSEAL_VPID'",
     ]);
     o.ok();
     let mut lines = o.stdout.lines();

@@ -76,7 +76,11 @@ pub fn command<S: AsRef<OsStr>>(program: S) -> Command {
     let mut cmd = Command::new(program);
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy().into_owned();
-        if k.starts_with("SEAL_") || k == "LD_PRELOAD" || k == "SOURCE_DATE_EPOCH" {
+        if k.starts_with("SEAL_")
+            || k.starts_with("LIBSEAL_")
+            || k == "LD_PRELOAD"
+            || k == "SOURCE_DATE_EPOCH"
+        {
             cmd.env_remove(&k);
         }
     }

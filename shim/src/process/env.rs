@@ -1,15 +1,15 @@
 //! The environment handed to a new process image: the caller's own variables, plus libseal in
 //! `LD_PRELOAD`, the run's settings (re-added when the caller cleaned its environment: `env -i`,
 //! `subprocess.run(env={})`, `execve` with a new array) and the per-process state the new
-//! image continues from (`SEAL_CLOCK`, `SEAL_VPID`, `SEAL_PPID`, `SEAL_LINEAGE`,
-//! `SEAL_CHILDREN`, `SEAL_GEN`).
+//! image continues from (`LIBSEAL_CLOCK`, `LIBSEAL_VPID`, `LIBSEAL_PPID`, `LIBSEAL_LINEAGE`,
+//! `LIBSEAL_CHILDREN`, `LIBSEAL_GEN`). The names and the encoding are `seal_abi::settings`.
 //!
 //! Built without malloc, in anonymous memory from `mmap` (the exec may run in a fork child of
 //! a multi-threaded program, where malloc's locks may be held by threads that no longer exist).
 
 use core::sync::atomic::Ordering::Relaxed;
 
-use seal_abi::env as senv;
+use seal_abi::settings::{self as senv, Settings};
 
 use crate::{config, sys};
 
@@ -24,43 +24,22 @@ pub struct ImageState {
     pub gen: u32,
 }
 
-/// The run's settings, as `NAME=value` strings are made from them.
-pub struct Settings<'a> {
-    pub run_dir: &'a [u8],
-    pub shim: &'a [u8],
-    pub epoch_ns: i64,
-    pub tick_ns: i64,
-    pub seed: u64,
-    pub flags: u32,
-    pub hostname: &'a [u8],
-}
-
-impl Settings<'static> {
-    /// This process's settings.
-    pub fn current() -> Settings<'static> {
-        Settings {
-            run_dir: config::RUN_DIR.get(),
-            shim: config::SHIM_PATH.get(),
-            epoch_ns: config::EPOCH_NS.load(Relaxed),
-            tick_ns: config::TICK_NS.load(Relaxed),
-            seed: config::SEED.load(Relaxed),
-            // Bit 30 ("in a run") is the shim's own marker, not part of the wire format.
-            flags: config::flags() & !(1 << 30),
-            hostname: config::HOSTNAME.get(),
-        }
+/// This process's settings, to hand on.
+pub fn current_settings() -> Settings<'static> {
+    Settings {
+        run_dir: config::RUN_DIR.get(),
+        shim: config::SHIM_PATH.get(),
+        epoch_ns: config::EPOCH_NS.load(Relaxed),
+        tick_ns: config::TICK_NS.load(Relaxed),
+        seed: config::SEED.load(Relaxed),
+        // Bit 30 ("in a run") is the shim's own marker, not part of the wire format.
+        flags: config::flags() & !(1 << 30),
+        hostname: config::HOSTNAME.get(),
     }
 }
 
 /// Variables describing the run (kept when present, re-added when cleaned).
-const SETTINGS: [&str; 7] = [
-    senv::RUN_DIR,
-    senv::SHIM,
-    senv::EPOCH_NS,
-    senv::TICK_NS,
-    senv::SEED,
-    senv::FLAGS,
-    senv::HOSTNAME,
-];
+const SETTINGS: [&str; 7] = senv::VARS;
 const LD_PRELOAD: &str = "LD_PRELOAD";
 
 /// Bytes of scratch for one variable we write ourselves (paths are at most 4095 bytes).
@@ -136,7 +115,7 @@ pub enum Plan {
     Foreign,
 }
 
-/// Decides from the caller's `SEAL_RUN_DIR` (if any).
+/// Decides from the caller's `LIBSEAL_RUN_DIR` (if any).
 pub fn plan(caller_run_dir: Option<&[u8]>, ours: &[u8]) -> Plan {
     match caller_run_dir {
         Some(d) if !d.is_empty() && d != ours => Plan::Foreign,
@@ -249,16 +228,8 @@ pub unsafe fn build(
         if seen_settings[j] {
             continue;
         }
-        num.len = 0;
-        let value: &[u8] = match *name {
-            senv::RUN_DIR => s.run_dir,
-            senv::SHIM => s.shim,
-            senv::EPOCH_NS => num.push_i64(s.epoch_ns).as_bytes(),
-            senv::TICK_NS => num.push_i64(s.tick_ns).as_bytes(),
-            senv::SEED => num.push_u64(s.seed).as_bytes(),
-            senv::FLAGS => num.push_u64(s.flags as u64).as_bytes(),
-            _ => s.hostname,
-        };
+        let mut buf: senv::NumBuf = [0; 24];
+        let value = s.value(name, &mut buf);
         push(&[name.as_bytes(), b"=", value])?;
     }
     for name in senv::PER_PROCESS {
@@ -325,19 +296,19 @@ mod tests {
             e,
             [
                 "LD_PRELOAD=/c/libseal.so",
-                "SEAL_RUN_DIR=/run/x",
-                "SEAL_SHIM=/c/libseal.so",
-                "SEAL_EPOCH_NS=5",
-                "SEAL_TICK_NS=1000",
-                "SEAL_SEED=7",
-                "SEAL_FLAGS=63",
-                "SEAL_HOSTNAME=seal",
-                "SEAL_CLOCK=1234",
-                "SEAL_VPID=1500",
-                "SEAL_PPID=1000",
-                "SEAL_LINEAGE=0000000000000abc",
-                "SEAL_CHILDREN=2",
-                "SEAL_GEN=1",
+                "LIBSEAL_RUN_DIR=/run/x",
+                "LIBSEAL_SHIM=/c/libseal.so",
+                "LIBSEAL_EPOCH_NS=5",
+                "LIBSEAL_TICK_NS=1000",
+                "LIBSEAL_SEED=7",
+                "LIBSEAL_FLAGS=63",
+                "LIBSEAL_HOSTNAME=seal",
+                "LIBSEAL_CLOCK=1234",
+                "LIBSEAL_VPID=1500",
+                "LIBSEAL_PPID=1000",
+                "LIBSEAL_LINEAGE=0000000000000abc",
+                "LIBSEAL_CHILDREN=2",
+                "LIBSEAL_GEN=1",
             ]
         );
     }
@@ -346,21 +317,27 @@ mod tests {
     fn inherited_environment_keeps_order_and_replaces_state() {
         let e = run(&[
             "A=1",
-            "SEAL_SEED=9",
+            "LIBSEAL_SEED=9",
             "LD_PRELOAD=/other.so",
-            "SEAL_VPID=1000",
+            "LIBSEAL_VPID=1000",
             "SEAL_FOO=kept",
             "noequals",
         ])
         .unwrap();
         assert_eq!(&e[0], "A=1");
-        assert_eq!(&e[1], "SEAL_SEED=9", "a setting present is kept as given");
+        assert_eq!(
+            &e[1], "LIBSEAL_SEED=9",
+            "a setting present is kept as given"
+        );
         assert_eq!(&e[2], "LD_PRELOAD=/c/libseal.so:/other.so");
         assert_eq!(&e[3], "SEAL_FOO=kept");
         assert_eq!(&e[4], "noequals");
-        assert!(e.contains(&"SEAL_VPID=1500".to_string()));
-        assert!(!e.contains(&"SEAL_VPID=1000".to_string()));
-        assert_eq!(e.iter().filter(|v| v.starts_with("SEAL_SEED=")).count(), 1);
+        assert!(e.contains(&"LIBSEAL_VPID=1500".to_string()));
+        assert!(!e.contains(&"LIBSEAL_VPID=1000".to_string()));
+        assert_eq!(
+            e.iter().filter(|v| v.starts_with("LIBSEAL_SEED=")).count(),
+            1
+        );
     }
 
     #[test]
@@ -371,8 +348,8 @@ mod tests {
 
     #[test]
     fn another_run_is_left_alone() {
-        assert!(run(&["SEAL_RUN_DIR=/run/other"]).is_none());
-        assert!(run(&["SEAL_RUN_DIR=/run/x"]).is_some());
+        assert!(run(&["LIBSEAL_RUN_DIR=/run/other"]).is_none());
+        assert!(run(&["LIBSEAL_RUN_DIR=/run/x"]).is_some());
         assert_eq!(plan(None, b"/a"), Plan::Seal);
         assert_eq!(plan(Some(b""), b"/a"), Plan::Seal);
     }

@@ -73,7 +73,7 @@ pub unsafe fn exec_env(envp: *const *const libc::c_char) -> Option<env::EnvBlock
         gen: config::GEN.load(Relaxed) + 1,
     };
     // SAFETY: forwarded.
-    unsafe { env::build(envp, &env::Settings::current(), &st) }
+    unsafe { env::build(envp, &env::current_settings(), &st) }
 }
 
 /// The environment for a new child process `p` (posix_spawn, system, popen).
@@ -93,7 +93,7 @@ pub unsafe fn spawn_env(
         gen: 0,
     };
     // SAFETY: forwarded.
-    unsafe { env::build(envp, &env::Settings::current(), &st) }
+    unsafe { env::build(envp, &env::current_settings(), &st) }
 }
 
 /// `syscall(SYS_getpid | SYS_gettid | SYS_kill | …)`: `Some(result)` when handled here.

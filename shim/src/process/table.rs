@@ -1,4 +1,4 @@
-//! The run-wide pid table (`$SEAL_RUN_DIR/run.table`, layout [`seal_abi::RunTable`]): which
+//! The run-wide pid table (`$LIBSEAL_RUN_DIR/run.table`, layout [`seal_abi::RunTable`]): which
 //! virtual pid belongs to which real pid, in both directions, and the wait status of each
 //! reaped process (the census reports it as the process's exit).
 //!
@@ -168,7 +168,7 @@ pub fn world() -> Option<&'static seal_abi::World> {
     (!p.is_null()).then(|| unsafe { &(*(p as *const RunTable)).world })
 }
 
-/// Maps `$SEAL_RUN_DIR/run.table` (once per image; a fork child keeps its parent's mapping).
+/// Maps `$LIBSEAL_RUN_DIR/run.table` (once per image; a fork child keeps its parent's mapping).
 pub fn map() -> bool {
     if !BASE.load(Acquire).is_null() {
         return true;

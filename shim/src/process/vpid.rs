@@ -74,7 +74,7 @@ pub fn on_start() {
             }
         }
     } else {
-        // SEAL_VPID names another live process of the run: this image was started by
+        // LIBSEAL_VPID names another live process of the run: this image was started by
         // something that passed its own (stale) environment on, e.g. an unsealed static
         // binary. Take a fresh identity instead of impersonating it.
         adopt_identity(me, false);

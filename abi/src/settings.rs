@@ -1,0 +1,284 @@
+//! The run's settings as they travel from the launcher to every sealed process: one type, one
+//! encoding into environment variables, one decoding, and one table of families (the name a
+//! user types after `--unseal`, the shim's flag bits, the census family).
+//!
+//! The variables live in their own namespace ([`PREFIX`], `LIBSEAL_*`), apart from the
+//! user-facing `SEAL_*` configuration: a `seal` started inside a sealed run reads only its own
+//! flags, environment and seal.toml, never the outer run's contract.
+
+use crate::{flags, Family};
+
+/// Every contract variable starts with this.
+pub const PREFIX: &str = "LIBSEAL_";
+
+/// Path of the per-run directory (census files + run table). Its presence means "sealed".
+pub const RUN_DIR: &str = "LIBSEAL_RUN_DIR";
+/// Path of libseal itself, re-added to `LD_PRELOAD` when a child's environment was cleaned.
+pub const SHIM: &str = "LIBSEAL_SHIM";
+/// Epoch in nanoseconds since 1970 (i64, decimal).
+pub const EPOCH_NS: &str = "LIBSEAL_EPOCH_NS";
+/// Logical clock tick in nanoseconds (i64, decimal; 0 freezes reads).
+pub const TICK_NS: &str = "LIBSEAL_TICK_NS";
+/// Seed of every entropy stream (u64, decimal).
+pub const SEED: &str = "LIBSEAL_SEED";
+/// Bit set of sealed families and options, see [`flags`] (u32, decimal).
+pub const FLAGS: &str = "LIBSEAL_FLAGS";
+/// Fixed host name.
+pub const HOSTNAME: &str = "LIBSEAL_HOSTNAME";
+
+/// The run-wide variables, in the order they are written.
+pub const VARS: [&str; 7] = [RUN_DIR, SHIM, EPOCH_NS, TICK_NS, SEED, FLAGS, HOSTNAME];
+
+/// Logical clock (ns) of the thread that called exec; the new image starts from it.
+pub const CLOCK: &str = "LIBSEAL_CLOCK";
+/// Virtual pid of this process (set by the parent before spawn/exec).
+pub const VPID: &str = "LIBSEAL_VPID";
+/// Virtual pid of the parent process.
+pub const PPID: &str = "LIBSEAL_PPID";
+/// 64-bit key of this process's place in the process creation tree (hex).
+pub const LINEAGE: &str = "LIBSEAL_LINEAGE";
+/// How many children this process (across its exec'd images) has already created.
+pub const CHILDREN: &str = "LIBSEAL_CHILDREN";
+/// Exec generation of this process image (0 for the first image of a process).
+pub const GEN: &str = "LIBSEAL_GEN";
+/// Variables describing one process image (rewritten on every exec/spawn; a nested `seal`
+/// must not inherit them).
+pub const PER_PROCESS: [&str; 6] = [CLOCK, VPID, PPID, LINEAGE, CHILDREN, GEN];
+
+/// The run's settings. Byte strings, so the shim can decode them from `environ` in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings<'a> {
+    pub run_dir: &'a [u8],
+    pub shim: &'a [u8],
+    pub epoch_ns: i64,
+    pub tick_ns: i64,
+    pub seed: u64,
+    /// [`flags`] bits: the sealed families and options.
+    pub flags: u32,
+    pub hostname: &'a [u8],
+}
+
+/// Room for one encoded number.
+pub type NumBuf = [u8; 24];
+
+impl<'a> Settings<'a> {
+    /// Hands each variable of [`VARS`] to `put` as `(name, value)`, numbers in decimal.
+    pub fn encode(&self, mut put: impl FnMut(&'static str, &[u8])) {
+        let mut buf: NumBuf = [0; 24];
+        for name in VARS {
+            put(name, self.value(name, &mut buf));
+        }
+    }
+
+    /// The encoded value of variable `name` (one of [`VARS`]; empty for any other name).
+    pub fn value<'b>(&'b self, name: &str, buf: &'b mut NumBuf) -> &'b [u8] {
+        let n = match name {
+            RUN_DIR => return self.run_dir,
+            SHIM => return self.shim,
+            HOSTNAME => return self.hostname,
+            EPOCH_NS => write_i64(self.epoch_ns, buf),
+            TICK_NS => write_i64(self.tick_ns, buf),
+            SEED => crate::write_u64(self.seed, buf),
+            FLAGS => crate::write_u64(self.flags as u64, buf),
+            _ => 0,
+        };
+        &buf[..n]
+    }
+
+    /// Reads the settings through `get`; `None` when there is no run directory (not sealed).
+    /// A missing or malformed number keeps its default (the launcher always writes them all).
+    pub fn decode(get: impl Fn(&'static str) -> Option<&'a [u8]>) -> Option<Settings<'a>> {
+        let run_dir = get(RUN_DIR).filter(|d| !d.is_empty())?;
+        Some(Settings {
+            run_dir,
+            shim: get(SHIM).unwrap_or(b""),
+            epoch_ns: get(EPOCH_NS)
+                .and_then(parse_i64)
+                .unwrap_or(DEFAULT_EPOCH_NS),
+            tick_ns: get(TICK_NS)
+                .and_then(parse_i64)
+                .unwrap_or(DEFAULT_TICK_NS)
+                .max(0),
+            seed: get(SEED).and_then(parse_u64).unwrap_or(0),
+            flags: get(FLAGS)
+                .and_then(parse_u64)
+                .map(|v| v as u32)
+                .unwrap_or(flags::ALL_FAMILIES),
+            hostname: get(HOSTNAME).unwrap_or(DEFAULT_HOSTNAME),
+        })
+    }
+}
+
+/// 2026-01-01T00:00:00Z: a fixed constant forever, so goldens pinned today pass next year.
+pub const DEFAULT_EPOCH_NS: i64 = 1_767_225_600 * 1_000_000_000;
+/// One microsecond per clock read.
+pub const DEFAULT_TICK_NS: i64 = 1_000;
+/// The host name a sealed process sees unless configured.
+pub const DEFAULT_HOSTNAME: &[u8] = b"seal";
+
+/// A family a user can unseal (`--unseal NAME`, `unseal = [...]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FamilyInfo {
+    pub name: &'static str,
+    /// The shim's [`flags`] bits this family sets when sealed; 0 for the launcher's own
+    /// settings (environment and address layout).
+    pub flags: u32,
+    /// The census family of the calls it seals, if the shim seals any.
+    pub census: Option<Family>,
+}
+
+const fn fam(name: &'static str, flags: u32, census: Option<Family>) -> FamilyInfo {
+    FamilyInfo {
+        name,
+        flags,
+        census,
+    }
+}
+
+/// Every family, shim-sealed first. `time` covers waits too (they translate logical time).
+pub const FAMILIES: &[FamilyInfo] = &[
+    fam("time", flags::TIME | flags::WAIT, Some(Family::Time)),
+    fam("random", flags::RANDOM, Some(Family::Random)),
+    fam("pid", flags::PID, Some(Family::Pid)),
+    fam("host", flags::HOST, Some(Family::Host)),
+    fam("tempname", flags::TEMPNAME, Some(Family::Tempname)),
+    fam("hashseed", 0, None),
+    fam("tz", 0, None),
+    fam("locale", 0, None),
+    fam("env", 0, None),
+    fam("aslr", 0, None),
+];
+
+/// The family called `name`.
+pub fn family(name: &str) -> Option<&'static FamilyInfo> {
+    FAMILIES.iter().find(|f| f.name == name)
+}
+
+/// The shim flag bits for a run that unseals the families for which `unsealed` says true.
+pub fn shim_flags(unsealed: impl Fn(&str) -> bool) -> u32 {
+    FAMILIES
+        .iter()
+        .filter(|f| !unsealed(f.name))
+        .fold(0, |acc, f| acc | f.flags)
+}
+
+/// Writes `v` in decimal into `out`, returning the length.
+pub fn write_i64(v: i64, out: &mut [u8]) -> usize {
+    if v < 0 {
+        out[0] = b'-';
+        1 + crate::write_u64(v.unsigned_abs(), &mut out[1..])
+    } else {
+        crate::write_u64(v as u64, out)
+    }
+}
+
+/// Parses a decimal (optionally negative) integer.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        _ => (false, s),
+    };
+    let v = parse_u64(digits)?;
+    if neg {
+        0i64.checked_sub_unsigned(v)
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+/// Parses a decimal unsigned integer.
+pub fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in s {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    Some(v)
+}
+
+/// Parses up to 16 hex digits.
+pub fn parse_hex(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 16 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in s {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return None,
+        };
+        v = (v << 4) | d as u64;
+    }
+    Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::collections::BTreeMap;
+    use std::vec::Vec;
+
+    use super::*;
+
+    #[test]
+    fn settings_round_trip_through_the_environment() {
+        let s = Settings {
+            run_dir: b"/dev/shm/seal-run-x",
+            shim: b"/c/libseal.so",
+            epoch_ns: -5,
+            tick_ns: 1000,
+            seed: u64::MAX,
+            flags: 63,
+            hostname: b"box",
+        };
+        let mut env: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
+        s.encode(|k, v| {
+            env.insert(k, v.to_vec());
+        });
+        assert_eq!(env.len(), VARS.len());
+        assert!(env.keys().all(|k| k.starts_with(PREFIX)));
+        let back = Settings::decode(|k| env.get(k).map(|v| v.as_slice())).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn no_run_dir_means_not_sealed_and_defaults_fill_gaps() {
+        assert_eq!(Settings::decode(|_| None), None);
+        assert_eq!(
+            Settings::decode(|k| (k == RUN_DIR).then_some(&b""[..])),
+            None
+        );
+        let s = Settings::decode(|k| (k == RUN_DIR).then_some(&b"/r"[..])).unwrap();
+        assert_eq!(s.epoch_ns, DEFAULT_EPOCH_NS);
+        assert_eq!(s.flags, flags::ALL_FAMILIES);
+        assert_eq!(s.hostname, DEFAULT_HOSTNAME);
+    }
+
+    #[test]
+    fn the_family_table_gives_the_flags() {
+        assert_eq!(shim_flags(|_| false), flags::ALL_FAMILIES);
+        assert_eq!(
+            shim_flags(|f| f == "time" || f == "tz"),
+            flags::ALL_FAMILIES & !(flags::TIME | flags::WAIT)
+        );
+        assert_eq!(family("pid").unwrap().census, Some(Family::Pid));
+        assert!(family("nope").is_none());
+    }
+
+    #[test]
+    fn numbers() {
+        let mut b = [0u8; 24];
+        let n = write_i64(i64::MIN, &mut b);
+        assert_eq!(parse_i64(&b[..n]), Some(i64::MIN));
+        assert_eq!(parse_i64(b"-"), None);
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_hex(b"abc"), Some(0xabc));
+    }
+}
