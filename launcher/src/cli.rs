@@ -115,7 +115,7 @@ pub struct CensusArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub top: usize,
     /// The command and its arguments, after `--`
-    #[arg(last = true, required = true, value_name = "CMD")]
+    #[arg(last = true, value_name = "CMD")]
     pub cmd: Vec<OsString>,
 }
 
@@ -137,7 +137,7 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// The command and its arguments, after `--`
-    #[arg(last = true, required = true, value_name = "CMD")]
+    #[arg(last = true, value_name = "CMD")]
     pub cmd: Vec<OsString>,
 }
 
@@ -170,7 +170,7 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
     /// The command and its arguments, after `--`
-    #[arg(last = true, required = true, value_name = "CMD")]
+    #[arg(last = true, value_name = "CMD")]
     pub cmd: Vec<OsString>,
 }
 

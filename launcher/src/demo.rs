@@ -169,7 +169,7 @@ fn sealed_run(settings: &config::Settings, argv: &[OsString], dir: &Path) -> Res
     }
     if !settings.quiet {
         for line in cap.census.unsealed_warnings() {
-            eprintln!("seal: warning: {line}");
+            crate::term::warn(line);
         }
     }
     Ok(String::from_utf8_lossy(&cap.stdout).into_owned())

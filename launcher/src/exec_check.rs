@@ -27,7 +27,7 @@ pub fn root_warnings(program: &OsStr) -> Vec<String> {
 }
 
 /// `program` as execvp would find it (absolute, so it dedups with the shim's reports).
-fn resolve(program: &OsStr) -> Option<PathBuf> {
+pub fn resolve(program: &OsStr) -> Option<PathBuf> {
     let p = Path::new(program);
     if program.as_bytes().contains(&b'/') {
         return std::path::absolute(p).ok();

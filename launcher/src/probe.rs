@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::ProbeArgs;
 use crate::masks::MaskSet;
-use crate::UsageError;
+use crate::usage::UsageError;
 use classify::{Drift, LineReport, RunLines, Status};
 
 pub const EXIT_UNSTABLE: u8 = 2;
@@ -67,6 +67,7 @@ pub struct Summary {
 }
 
 pub fn run(args: ProbeArgs) -> Result<ExitCode> {
+    crate::usage::require_command(&args.cmd, "seal probe")?;
     if args.runs == 0 {
         return Err(UsageError("-n 0: at least one run per perturbation".into()).into());
     }
@@ -133,7 +134,7 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode> {
                 }
                 Err(why) if runs.is_empty() => {
                     progress.finish_and_clear();
-                    eprintln!("seal: {why}");
+                    crate::term::note(&why);
                     return Ok(ExitCode::from(crate::run::EXIT_NOT_FOUND));
                 }
                 Err(why) => {

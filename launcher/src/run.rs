@@ -449,12 +449,15 @@ pub fn run_interactive(
     let shim_path = shim::extract()?;
     let run_dir = RunDir::create()?;
     disable_aslr(settings);
+    if let Some(line) = unsealed_note(settings) {
+        crate::term::note(line);
+    }
     let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
             let err = SpawnError::from_io(&argv[0], e);
-            eprintln!("seal: {err}");
+            crate::term::note(&err);
             return Ok(ExitCode::from(err.exit_code()));
         }
     };
@@ -480,13 +483,20 @@ pub fn run_interactive(
             None => lines.extend(census::unsealed_warnings_in(run_dir.path())?),
         }
         for line in lines {
-            eprintln!("seal: warning: {line}");
+            crate::term::warn(line);
         }
     }
     if let (Some(path), Some(census)) = (census_json, &census) {
         census.write_json(path)?;
     }
     Ok(ExitCode::from(status_code(status).clamp(0, 255) as u8))
+}
+
+/// The one line that says which families the user left unsealed (none when quiet: `-q` or
+/// `SEAL_QUIET`, the same switch that silences the warnings).
+pub fn unsealed_note(settings: &Settings) -> Option<String> {
+    (!settings.quiet && !settings.unseal.is_empty())
+        .then(|| format!("not sealed (--unseal): {}", settings.unseal.join(", ")))
 }
 
 type SigHandlers = [libc::sighandler_t; 2];
@@ -506,5 +516,36 @@ fn restore_signals(old: SigHandlers) {
     unsafe {
         libc::signal(libc::SIGINT, old[0]);
         libc::signal(libc::SIGQUIT, old[1]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn settings(args: &[&str], env: &[(&str, &str)]) -> Settings {
+        let opts = crate::cli::SealOpts {
+            unseal: args.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        let env: BTreeMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        crate::config::resolve(&opts, &env, None).unwrap()
+    }
+
+    #[test]
+    fn unsealed_families_are_named_once_unless_quiet() {
+        assert_eq!(
+            unsealed_note(&settings(&["random", "time"], &[])).as_deref(),
+            Some("not sealed (--unseal): random, time")
+        );
+        assert_eq!(unsealed_note(&settings(&[], &[])), None);
+        assert_eq!(
+            unsealed_note(&settings(&["random"], &[("SEAL_QUIET", "1")])),
+            None
+        );
     }
 }

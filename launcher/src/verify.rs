@@ -21,7 +21,7 @@ use crate::census::Census;
 use crate::cli::VerifyArgs;
 use crate::report::diff;
 use crate::run::{self, Captured, Input};
-use crate::UsageError;
+use crate::usage::UsageError;
 
 /// One run, reduced to what is compared.
 struct RunResult {
@@ -88,6 +88,7 @@ pub struct CensusRowDiff {
 }
 
 pub fn run(args: VerifyArgs) -> Result<ExitCode> {
+    crate::usage::require_command(&args.cmd, "seal verify")?;
     if args.runs < 2 {
         return Err(UsageError(format!(
             "-n {}: verify needs at least 2 runs to compare",
@@ -98,17 +99,17 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
     if args.jobs == 0 {
         return Err(UsageError("-j 0: at least one job".into()).into());
     }
-    let settings = crate::settings_for(&args.seal)?;
+    let settings = crate::usage::settings_for(&args.seal)?;
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let globs = compile_globs(&args.artifacts)?;
     if args.jobs > 1 && !settings.quiet {
         // Parallel runs in one working directory could see each other's files, and private
         // copies would change the paths the command sees: either way the harness would create
         // differences. So runs always go one after another.
-        eprintln!(
-            "seal: note: runs share the working directory {}; running them one after another",
+        crate::term::note(format_args!(
+            "note: runs share the working directory {}; running them one after another",
             cwd.display()
-        );
+        ));
     }
     let before = snapshot(&cwd, &globs)?;
     let progress = progress_bar(args.runs);
@@ -122,7 +123,7 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
             Ok(c) => c,
             Err(e) => {
                 progress.finish_and_clear();
-                eprintln!("seal: {e}");
+                crate::term::note(&e);
                 return Ok(ExitCode::from(e.exit_code()));
             }
         };
@@ -154,7 +155,7 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
         let mut warned = std::collections::BTreeSet::new();
         for w in results[0].captured.census.unsealed_warnings() {
             if warned.insert(w.clone()) {
-                eprintln!("seal: warning: {w}");
+                crate::term::warn(w);
             }
         }
     }
@@ -197,7 +198,7 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
 
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let style = diff::Style::for_terminal(std::io::stdout().is_terminal());
+    let style = diff::Style::for_stdout();
     if groups.len() == 1 {
         let code = results[0].captured.code();
         let note = if code != 0 {

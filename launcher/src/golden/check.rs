@@ -18,7 +18,7 @@ use super::junit::{self, TestCase, Verdict};
 use super::suite::{self, Case, Suite};
 use super::{golden_path, load_suite, shown};
 use crate::cli::GoldenCheckArgs;
-use crate::UsageError;
+use crate::usage::UsageError;
 
 /// The result of checking one case.
 struct Checked {
@@ -44,7 +44,7 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
     }
     // Extract the shim once, before any worker needs it.
     crate::shim::extract()?;
-    let colour = diff::colour_stdout();
+    let colour = crate::term::colour_stdout();
     let start = Instant::now();
     let width = cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
     let mut results: Vec<Option<Checked>> = (0..cases.len()).map(|_| None).collect();

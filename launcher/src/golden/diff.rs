@@ -133,12 +133,6 @@ pub fn compare(old: &Observed, new: &Observed, labels: (&str, &str)) -> Comparis
     }
 }
 
-/// Whether to colour what goes to stdout.
-pub fn colour_stdout() -> bool {
-    use std::io::IsTerminal;
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
-}
-
 /// A diff line coloured for a terminal.
 pub fn paint(line: &str, colour: bool) -> String {
     if !colour {

@@ -6,15 +6,6 @@
 //! 2 a configuration error (nothing is written), or a case that could not be checked at all:
 //! its golden file is not valid JSON, or its command cannot be started. 2 wins over 1.
 
-/// `println!` that returns the write error (a closed pipe ends seal quietly, see main.rs)
-/// instead of panicking.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        writeln!(std::io::stdout(), $($arg)*)
-    }};
-}
-
 mod check;
 mod diff;
 mod exec;
@@ -71,20 +62,7 @@ fn cmd_line(case: &Case) -> String {
     if case.argv.len() == 3 && case.argv[0] == "sh" && case.argv[1] == "-c" {
         return case.argv[2].clone();
     }
-    case.argv
-        .iter()
-        .map(|a| {
-            if !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-            {
-                a.clone()
-            } else {
-                format!("'{}'", a.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    crate::usage::shell_line(&case.argv)
 }
 
 /// `seal golden list`: each case, whether its golden exists, and its command.

@@ -13,7 +13,7 @@ use super::file::{self, Golden, SealRecord, FORMAT_VERSION};
 use super::suite::{self, Case};
 use super::{golden_path, load_suite, shown};
 use crate::cli::GoldenRunArgs;
-use crate::UsageError;
+use crate::usage::UsageError;
 
 enum Outcome {
     /// The golden, and the masks that matched somewhere.
@@ -32,9 +32,9 @@ pub fn run(args: &GoldenRunArgs, update: bool) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if args.passes == 1 && !args.quiet {
-        eprintln!("seal: warning: --passes 1 records without a stability gate");
+        crate::term::warn("--passes 1 records without a stability gate");
     }
-    let colour = diff::colour_stdout();
+    let colour = crate::term::colour_stdout();
     let mut outcomes: Vec<(&Case, Outcome)> = Vec::new();
     let mut config_errors: Vec<String> = Vec::new();
     for case in cases {
@@ -46,9 +46,9 @@ pub fn run(args: &GoldenRunArgs, update: bool) -> Result<ExitCode> {
     // A configuration error anywhere: nothing is written.
     if !config_errors.is_empty() {
         for e in &config_errors {
-            eprintln!("seal: error: {e}");
+            crate::term::note(format_args!("error: {e}"));
         }
-        eprintln!("seal: no golden file written");
+        crate::term::note("no golden file written");
         return Ok(ExitCode::from(2));
     }
     let mut refused = 0;
@@ -129,13 +129,13 @@ fn record_case(
     }
     if !quiet {
         for w in &first.warnings {
-            eprintln!("seal: warning: case {}: {w}", case.name);
+            crate::term::warn(format_args!("case {}: {w}", case.name));
         }
         if first.processes == 0 {
-            eprintln!(
-                "seal: warning: case {}: no process of this case was sealed (a static or setuid program cannot be)",
+            crate::term::warn(format_args!(
+                "case {}: no process of this case was sealed (a static or setuid program cannot be)",
                 case.name
-            );
+            ));
         }
     }
     // Every pass must agree with the first.

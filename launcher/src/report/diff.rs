@@ -31,10 +31,10 @@ impl Style {
         }
     }
 
-    /// Colour when `stream` is a terminal and `NO_COLOR` is not set.
-    pub fn for_terminal(is_terminal: bool) -> Style {
+    /// Colour as the colour policy says for stdout (see `term::colour`).
+    pub fn for_stdout() -> Style {
         Style {
-            color: is_terminal && std::env::var_os("NO_COLOR").is_none(),
+            color: crate::term::colour_stdout(),
             ..Style::plain()
         }
     }
@@ -243,9 +243,11 @@ mod tests {
 
     #[test]
     fn colour_uses_ansi() {
-        let d = render("x 1\n", "x 2\n", "1", "2", Style::for_terminal(true));
-        if std::env::var_os("NO_COLOR").is_none() {
-            assert!(d.contains("\x1b[1;41;97m1"), "{d:?}");
-        }
+        let style = Style {
+            color: true,
+            ..Style::plain()
+        };
+        let d = render("x 1\n", "x 2\n", "1", "2", style);
+        assert!(d.contains("\x1b[1;41;97m1"), "{d:?}");
     }
 }

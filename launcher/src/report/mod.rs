@@ -7,6 +7,7 @@ mod table;
 
 pub mod diff;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -17,7 +18,11 @@ pub use table::render;
 
 /// `seal census [--json FILE] [--top N] -- cmd`.
 pub fn census_command(args: crate::cli::CensusArgs) -> Result<ExitCode> {
-    let settings = crate::settings_for(&args.seal)?;
+    crate::usage::require_command(&args.cmd, "seal census")?;
+    if let Some(out) = &args.json {
+        crate::usage::writable_file("--json", out)?;
+    }
+    let settings = crate::usage::settings_for(&args.seal)?;
     // The run writes the JSON to a private temporary file; the table and `--json` both come
     // from that one document, so they can never disagree, and a command that could not be
     // started (run_interactive said why) leaves it empty: no table, no stale JSON.
@@ -38,6 +43,11 @@ pub fn census_command(args: crate::cli::CensusArgs) -> Result<ExitCode> {
     }
     let census: Census = serde_json::from_str(&text)
         .with_context(|| format!("cannot read the census back from {}", path.display()))?;
-    eprint!("{}", render(&census, args.top, table::WIDTH));
+    // The table is what was asked for: a failed write is an error (a closed pipe a quiet one).
+    let table = render(&census, args.top, crate::term::stderr_width());
+    std::io::stderr()
+        .lock()
+        .write_all(table.as_bytes())
+        .context("cannot write the census table")?;
     Ok(code)
 }

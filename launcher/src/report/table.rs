@@ -1,4 +1,4 @@
-//! The census as a table for people, at most [`WIDTH`] columns: one block per process in
+//! The census as a table for people: a summary line, then at most [`WIDTH`] columns: one block per process in
 //! process-tree order (a child under its parent, indented; the widest sibling first), one row
 //! per function with its call count (widest first), and the objects that made the calls below
 //! each row. Everything here comes from the JSON [`Census`]; nothing is measured again.
@@ -19,8 +19,9 @@ const FAMILY_W: usize = 8;
 /// Indentation of caller lines.
 const CALLER_INDENT: usize = 14;
 
-/// Renders `census`; `top` limits the rows per process (0 = all).
-pub fn render(census: &Census, top: usize, width: usize) -> String {
+/// Renders `census`; `top` limits the rows per process (0 = all); `summary_width` cuts the
+/// summary line (`None`: never, as when stderr is not a terminal).
+pub fn render(census: &Census, top: usize, summary_width: Option<usize>) -> String {
     let mut out = String::new();
     let total: u64 = census.totals.iter().map(|t| t.count).sum();
     let mut families: BTreeMap<&str, u64> = BTreeMap::new();
@@ -39,11 +40,11 @@ pub fn render(census: &Census, top: usize, width: usize) -> String {
         let parts: Vec<String> = families.iter().map(|(f, c)| format!("{f} {c}")).collect();
         let _ = write!(head, " ({})", parts.join(", "));
     }
-    line(&mut out, &head, width);
+    line(&mut out, &head, summary_width.unwrap_or(usize::MAX));
 
     for (depth, p) in tree_order(census) {
         out.push('\n');
-        process_block(&mut out, p, depth, top, width);
+        process_block(&mut out, p, depth, top, WIDTH);
     }
     out
 }
@@ -393,7 +394,7 @@ mod tests {
 
     #[test]
     fn table_is_a_tree_widest_first_within_80_columns() {
-        let t = render(&sample(), 0, WIDTH);
+        let t = render(&sample(), 0, Some(WIDTH));
         for l in t.lines() {
             assert!(l.chars().count() <= WIDTH, "too wide: {l:?}");
         }
@@ -425,8 +426,31 @@ seal census: 3 processes, 66 calls (time 64, random 2)
 
     #[test]
     fn top_limits_rows_per_process() {
-        let t = render(&sample(), 1, WIDTH);
+        let t = render(&sample(), 1, None);
         assert!(t.contains("… and 1 more function (1 calls)"), "{t}");
         assert!(!t.contains("pyurandom"), "{t}");
+    }
+
+    #[test]
+    fn the_summary_is_cut_only_on_a_terminal() {
+        let mut c = sample();
+        for f in [
+            "tempname",
+            "hostname",
+            "pid",
+            "hashseed",
+            "locale",
+            "environment",
+        ] {
+            c.totals.push(Total {
+                family: f.into(),
+                symbol: f.into(),
+                count: 1_000_000,
+            });
+        }
+        let head = |w| render(&c, 0, w).lines().next().unwrap().to_string();
+        assert!(head(None).chars().count() > WIDTH && head(None).ends_with("random 2)"));
+        assert_eq!(head(Some(100)).chars().count(), 100);
+        assert!(head(Some(100)).ends_with('…'));
     }
 }

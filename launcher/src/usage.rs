@@ -1,0 +1,218 @@
+//! What every command shares on the command line: parsing (with a tip for a forgotten `--`),
+//! usage errors, the missing-command message, a command's settings, and the one-line error and
+//! exit code `main` ends with.
+
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::Parser;
+
+use crate::cli::{Cli, SealOpts};
+use crate::config::{self, Settings};
+use crate::term;
+
+/// A usage error found after parsing (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// The command line, parsed; a clap error (with a tip when the user forgot `--` before a
+/// command) ends the process as clap does, with exit 2.
+pub fn parse() -> Cli {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    Cli::try_parse_from(&args).unwrap_or_else(|e| with_dash_dash_tip(e, &args, is_command).exit())
+}
+
+/// Adds `tip: to run a command sealed, put -- before it: seal -- CMD` to a clap error about an
+/// unexpected argument that names a command.
+fn with_dash_dash_tip(
+    mut err: clap::Error,
+    args: &[OsString],
+    is_command: impl Fn(&OsStr) -> bool,
+) -> clap::Error {
+    if !matches!(
+        err.kind(),
+        ErrorKind::UnknownArgument | ErrorKind::InvalidSubcommand
+    ) {
+        return err;
+    }
+    let offending = [ContextKind::InvalidArg, ContextKind::InvalidSubcommand]
+        .into_iter()
+        .find_map(|k| match err.get(k) {
+            Some(ContextValue::String(s)) => Some(s.clone()),
+            _ => None,
+        });
+    let Some(word) = offending.filter(|w| !w.starts_with('-')) else {
+        return err;
+    };
+    let Some(at) = args.iter().skip(1).position(|a| a == word.as_str()) else {
+        return err;
+    };
+    if !is_command(OsStr::new(&word)) {
+        return err;
+    }
+    let at = at + 1;
+    let text = |a: &OsString| a.to_string_lossy().into_owned();
+    let mut fixed: Vec<String> = vec!["seal".into()];
+    fixed.extend(args[1..at].iter().map(text));
+    fixed.push("--".into());
+    fixed.extend(args[at..].iter().map(text));
+    let tip = format!(
+        "to run a command sealed, put -- before it: {}",
+        shell_line(&fixed)
+    );
+    let mut tips = match err.get(ContextKind::Suggested) {
+        Some(ContextValue::StyledStrs(t)) => t.clone(),
+        _ => Vec::new(),
+    };
+    tips.push(tip.into());
+    err.insert(ContextKind::Suggested, ContextValue::StyledStrs(tips));
+    err
+}
+
+/// A program `execvp` would find: on PATH, or a path to an executable file.
+fn is_command(program: &OsStr) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    crate::exec_check::resolve(program).is_some_and(|p| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// Arguments as one shell line: plain words as they are, anything else in single quotes.
+pub fn shell_line(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The usage error of a command run without one: the same line for every command.
+pub fn require_command(cmd: &[OsString], usage: &str) -> Result<(), UsageError> {
+    if cmd.is_empty() {
+        return Err(UsageError(format!(
+            "no command given; usage: {usage} [OPTIONS] -- CMD [ARGS...] (see {usage} --help)"
+        )));
+    }
+    Ok(())
+}
+
+/// Resolves the seal settings of a command from its flags, the environment and seal.toml.
+pub fn settings_for(opts: &SealOpts) -> anyhow::Result<Settings> {
+    let file = config::load_config(opts.config.as_deref())?;
+    Ok(config::resolve(opts, &config::ProcessEnv, file.as_ref())?)
+}
+
+/// Validates a path seal will write a JSON document to after the command ran (`--census`,
+/// `--json`), so that a bad path fails before the command runs instead of after, when its
+/// exit status would be lost.
+pub fn writable_file(flag: &str, path: &Path) -> Result<(), UsageError> {
+    let bad = |why: &str| Err(UsageError(format!("{flag} {}: {why}", path.display())));
+    if path.is_dir() {
+        return bad("is a directory");
+    }
+    if path.exists() {
+        return match std::fs::OpenOptions::new().append(true).open(path) {
+            Ok(_) => Ok(()),
+            Err(e) => bad(&format!("cannot write: {e}")),
+        };
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return bad(&format!("{} is not a directory", parent.display()));
+    }
+    Ok(())
+}
+
+/// The one line and the exit code of a failed command: nothing and 0 for a closed pipe (as
+/// ripgrep does), 2 for a usage or configuration error, else 125 (seal itself failed).
+pub fn exit_code(err: &anyhow::Error) -> ExitCode {
+    if term::is_broken_pipe(err) {
+        return ExitCode::SUCCESS;
+    }
+    term::note(format_args!("error: {}", one_line(err)));
+    let usage = err.chain().any(|c| {
+        c.downcast_ref::<config::ConfigError>().is_some()
+            || c.downcast_ref::<UsageError>().is_some()
+    });
+    ExitCode::from(if usage {
+        2
+    } else {
+        crate::run::EXIT_SEAL_FAILED
+    })
+}
+
+fn one_line(err: &anyhow::Error) -> String {
+    err.chain()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn error_of(args: &[&str], commands: &[&str]) -> String {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        let err = Cli::try_parse_from(&args).unwrap_err();
+        with_dash_dash_tip(err, &args, |p| commands.iter().any(|c| OsStr::new(c) == p))
+            .render()
+            .to_string()
+    }
+
+    #[test]
+    fn a_forgotten_dash_dash_gets_a_tip() {
+        let e = error_of(&["seal", "date"], &["date"]);
+        assert!(e.contains("unexpected argument 'date'"), "{e}");
+        assert!(
+            e.contains("tip: to run a command sealed, put -- before it: seal -- date\n"),
+            "{e}"
+        );
+        let e = error_of(&["seal", "--seed", "3", "date", "+%s x"], &["date"]);
+        assert!(e.contains("seal --seed 3 -- date '+%s x'"), "{e}");
+        let e = error_of(&["seal", "run", "date"], &["date"]);
+        assert!(e.contains("put -- before it: seal run -- date"), "{e}");
+        // Not a command: clap's error as it is.
+        let e = error_of(&["seal", "nosuchprog"], &["date"]);
+        assert!(!e.contains("tip:"), "{e}");
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_missing_command_is_one_line_for_every_command() {
+        let run = require_command(&[], "seal run").unwrap_err().to_string();
+        let census = require_command(&[], "seal census").unwrap_err().to_string();
+        assert_eq!(
+            run.replace("seal run", "X"),
+            census.replace("seal census", "X")
+        );
+        assert_eq!(run.lines().count(), 1);
+        assert!(require_command(&["true".into()], "seal run").is_ok());
+    }
+
+    #[test]
+    fn json_paths_are_checked_before_the_run() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(writable_file("--census", d.path()).is_err());
+        assert!(writable_file("--census", &d.path().join("no/such/c.json")).is_err());
+        assert!(writable_file("--census", &d.path().join("c.json")).is_ok());
+        assert!(!d.path().join("c.json").exists(), "checking writes nothing");
+        assert!(writable_file("--census", Path::new("c.json")).is_ok());
+    }
+}
