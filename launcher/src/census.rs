@@ -16,7 +16,7 @@ use seal_abi::{
 };
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Census {
     pub version: u32,
     pub command: Vec<String>,

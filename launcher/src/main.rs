@@ -11,6 +11,7 @@ mod demo;
 mod exec_check;
 mod golden;
 mod masks;
+mod observe;
 mod probe;
 mod report;
 mod run;

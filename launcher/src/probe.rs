@@ -125,7 +125,7 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode> {
             progress.inc(1);
             match out {
                 Ok(o) => {
-                    exits.push(o.code);
+                    exits.push(o.exit_code);
                     runs.push(RunLines {
                         label: format!("{}#{}", p.name, r + 1),
                         perturbation: p.name.to_string(),

@@ -10,24 +10,26 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::census::Census;
 use crate::cli::VerifyArgs;
-use crate::report::diff;
-use crate::run::{self, Captured, Input};
+use crate::observe::compare::{self, Change, Part};
+use crate::observe::diff;
+use crate::observe::{artifacts, hex, Content, Observation, Observed};
+use crate::run::{self, Input};
 use crate::usage::UsageError;
 
 /// One run, reduced to what is compared.
 struct RunResult {
-    captured: Captured,
-    artifacts: BTreeMap<String, Vec<u8>>,
     digest: String,
+    summary: JsonRun,
+    /// The whole observation: kept for run 1 and the first differing run only.
+    observation: Option<Observation>,
 }
 
 #[derive(Serialize)]
@@ -49,7 +51,7 @@ struct JsonDigest {
     runs: Vec<usize>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct JsonRun {
     run: usize,
     digest: String,
@@ -87,6 +89,12 @@ pub struct CensusRowDiff {
     pub counts: [u64; 2],
 }
 
+/// Context and cut of verify's diffs.
+const DIFF: diff::Options = diff::Options {
+    context: 2,
+    max_changed: 200,
+};
+
 pub fn run(args: VerifyArgs) -> Result<ExitCode> {
     crate::usage::require_command(&args.cmd, "seal verify")?;
     if args.runs < 2 {
@@ -101,7 +109,9 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
     }
     let settings = crate::usage::settings_for(&args.seal)?;
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
-    let globs = compile_globs(&args.artifacts)?;
+    for p in &args.artifacts {
+        glob::Pattern::new(p).map_err(|e| UsageError(format!("--artifact {p:?}: {e}")))?;
+    }
     if args.jobs > 1 && !settings.quiet {
         // Parallel runs in one working directory could see each other's files, and private
         // copies would change the paths the command sees: either way the harness would create
@@ -111,141 +121,156 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
             cwd.display()
         ));
     }
-    let before = snapshot(&cwd, &globs)?;
+    let (results, first_diff) = match run_all(&args, &settings, &cwd)? {
+        Ok(r) => r,
+        Err(code) => return Ok(code),
+    };
+    let first = results[0].observation.as_ref().expect("run 1 is kept");
+    if !settings.quiet {
+        for w in first.census.unsealed_warnings() {
+            crate::term::warn(w);
+        }
+    }
+    let groups = group_digests(&results);
+    let difference = first_diff.map(|i| {
+        let other = results[i]
+            .observation
+            .as_ref()
+            .expect("the first differing run is kept");
+        (i, first, other)
+    });
+    print_result(&args, &results, &groups, difference, &settings.unseal)?;
+    if let Some(path) = &args.json {
+        let report = JsonReport {
+            command: args
+                .cmd
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            runs: args.runs,
+            identical: groups.len() == 1,
+            digests: groups
+                .iter()
+                .map(|(d, runs)| JsonDigest {
+                    digest: format!("sha256:{d}"),
+                    count: runs.len(),
+                    runs: runs.clone(),
+                })
+                .collect(),
+            results: results.iter().map(|r| r.summary.clone()).collect(),
+            first_difference: difference.map(|(i, a, b)| json_difference(a, b, i)),
+        };
+        let mut s = serde_json::to_string_pretty(&report)?;
+        s.push('\n');
+        std::fs::write(path, s).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(ExitCode::from(if groups.len() == 1 { 0 } else { 1 }))
+}
+
+/// The runs, and the first one that differs from run 1.
+type Runs = (Vec<RunResult>, Option<usize>);
+
+/// Runs the command `args.runs` times, artifacts put back before each run. Returns the runs and
+/// the first one that differs from run 1, or the exit code when the command cannot start.
+fn run_all(
+    args: &VerifyArgs,
+    settings: &crate::config::Settings,
+    cwd: &Path,
+) -> Result<std::result::Result<Runs, ExitCode>> {
+    let before = artifacts::read(cwd, &args.artifacts)?.0;
     let progress = progress_bar(args.runs);
     let mut results: Vec<RunResult> = Vec::with_capacity(args.runs);
     let mut first_diff: Option<usize> = None;
     for i in 0..args.runs {
         if i > 0 {
-            restore(&cwd, &globs, &before)?;
+            restore(cwd, &args.artifacts, &before)?;
         }
-        let captured = match run::run_captured(&settings, &args.cmd, None, &[], Input::Null)? {
+        let captured = match run::run_captured(settings, &args.cmd, None, &[], Input::Null)? {
             Ok(c) => c,
             Err(e) => {
                 progress.finish_and_clear();
                 crate::term::note(&e);
-                return Ok(ExitCode::from(e.exit_code()));
+                return Ok(Err(ExitCode::from(e.exit_code())));
             }
         };
-        let artifacts = snapshot(&cwd, &globs)?;
-        let digest = digest_of(&captured, &artifacts);
+        let observation = Observation::of(captured, artifacts::read(cwd, &args.artifacts)?.0);
+        let digest = observation.digest();
         if first_diff.is_none() && i > 0 && digest != results[0].digest {
             first_diff = Some(i);
         }
         // Keep full outputs only of run 1 and the first differing run.
         let keep = i == 0 || first_diff == Some(i);
-        let result = RunResult {
-            captured: if keep { captured } else { strip(captured) },
-            artifacts: if keep {
-                artifacts
-            } else {
-                artifacts.into_keys().map(|k| (k, Vec::new())).collect()
+        results.push(RunResult {
+            summary: JsonRun {
+                run: i + 1,
+                digest: format!("sha256:{digest}"),
+                exit: observation.exit_code,
+                stdout_bytes: observation.stdout.len(),
+                stderr_bytes: observation.stderr.len(),
+                artifacts: observation
+                    .artifacts
+                    .iter()
+                    .map(|(p, c)| (p.clone(), hex(&Sha256::digest(c))))
+                    .collect(),
             },
             digest,
-        };
-        results.push(result);
+            observation: keep.then_some(observation),
+        });
         progress.inc(1);
         if first_diff.is_some() {
             progress.set_message("differs");
         }
     }
     progress.finish_and_clear();
+    Ok(Ok((results, first_diff)))
+}
 
-    if !settings.quiet {
-        let mut warned = std::collections::BTreeSet::new();
-        for w in results[0].captured.census.unsealed_warnings() {
-            if warned.insert(w.clone()) {
-                crate::term::warn(w);
-            }
-        }
-    }
-
-    let groups = group_digests(&results);
-    let report_json = JsonReport {
-        command: args
-            .cmd
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        runs: args.runs,
-        identical: groups.len() == 1,
-        digests: groups
-            .iter()
-            .map(|(d, runs)| JsonDigest {
-                digest: format!("sha256:{d}"),
-                count: runs.len(),
-                runs: runs.clone(),
-            })
-            .collect(),
-        results: results
-            .iter()
-            .enumerate()
-            .map(|(i, r)| JsonRun {
-                run: i + 1,
-                digest: format!("sha256:{}", r.digest),
-                exit: r.captured.code(),
-                stdout_bytes: r.captured.stdout.len(),
-                stderr_bytes: r.captured.stderr.len(),
-                artifacts: r
-                    .artifacts
-                    .iter()
-                    .map(|(p, c)| (p.clone(), hex(&Sha256::digest(c))))
-                    .collect(),
-            })
-            .collect(),
-        first_difference: first_diff.map(|i| difference(&results[0], &results[i], i)),
-    };
-
+fn print_result(
+    args: &VerifyArgs,
+    results: &[RunResult],
+    groups: &[(String, Vec<usize>)],
+    difference: Option<(usize, &Observation, &Observation)>,
+    unsealed: &[String],
+) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let style = diff::Style::for_stdout();
-    if groups.len() == 1 {
-        let code = results[0].captured.code();
-        let note = if code != 0 {
-            format!("  (every run exited {code})")
-        } else {
-            String::new()
-        };
-        writeln!(
-            out,
-            "{n}/{n} identical  sha256:{}…{note}",
-            &results[0].digest[..16],
-            n = args.runs
-        )?;
-    } else {
-        let i = first_diff.expect("a differing run");
-        writeln!(
-            out,
-            "seal verify: {} distinct results in {} runs",
-            groups.len(),
-            args.runs
-        )?;
-        for (d, runs) in &groups {
+    match difference {
+        None => {
+            let code = results[0].summary.exit;
+            let note = if code != 0 {
+                format!("  (every run exited {code})")
+            } else {
+                String::new()
+            };
             writeln!(
                 out,
-                "  sha256:{}…  {:>3}× ({} {})",
-                &d[..16],
-                runs.len(),
-                if runs.len() == 1 { "run" } else { "runs" },
-                list_runs(runs)
+                "{n}/{n} identical  sha256:{}…{note}",
+                &results[0].digest[..16],
+                n = args.runs
             )?;
         }
-        write_difference(
-            &mut out,
-            &results[0],
-            &results[i],
-            i,
-            style,
-            &settings.unseal,
-        )?;
+        Some((i, a, b)) => {
+            writeln!(
+                out,
+                "seal verify: {} distinct results in {} runs",
+                groups.len(),
+                args.runs
+            )?;
+            for (d, runs) in groups {
+                writeln!(
+                    out,
+                    "  sha256:{}…  {:>3}× ({} {})",
+                    &d[..16],
+                    runs.len(),
+                    if runs.len() == 1 { "run" } else { "runs" },
+                    list_runs(runs)
+                )?;
+            }
+            write_difference(&mut out, a, b, i, crate::term::colour_stdout(), unsealed)?;
+        }
     }
     out.flush()?;
-    if let Some(path) = &args.json {
-        let mut s = serde_json::to_string_pretty(&report_json)?;
-        s.push('\n');
-        std::fs::write(path, s).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(ExitCode::from(if groups.len() == 1 { 0 } else { 1 }))
+    Ok(())
 }
 
 fn progress_bar(n: usize) -> indicatif::ProgressBar {
@@ -258,20 +283,6 @@ fn progress_bar(n: usize) -> indicatif::ProgressBar {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     pb
-}
-
-fn strip(c: Captured) -> Captured {
-    Captured {
-        stdout: Vec::new(),
-        stderr: Vec::new(),
-        census: Census {
-            version: c.census.version,
-            command: Vec::new(),
-            processes: Vec::new(),
-            totals: Vec::new(),
-        },
-        ..c
-    }
 }
 
 /// Distinct digests with the (1-based) runs that produced each, most frequent first, ties in
@@ -296,226 +307,130 @@ fn list_runs(runs: &[usize]) -> String {
     s.join(", ")
 }
 
-/// sha256 over the exit status, stdout, stderr and each artifact (sorted by path), each part
-/// length-prefixed so that bytes cannot move between parts unnoticed.
-fn digest_of(c: &Captured, artifacts: &BTreeMap<String, Vec<u8>>) -> String {
-    let mut h = Sha256::new();
-    h.update(format!("exit {}\n", c.code()));
-    h.update(format!("stdout {}\n", c.stdout.len()));
-    h.update(&c.stdout);
-    h.update(format!("stderr {}\n", c.stderr.len()));
-    h.update(&c.stderr);
-    for (path, content) in artifacts {
-        h.update(format!("artifact {} {}\n", path, content.len()));
-        h.update(content);
-    }
-    hex(&h.finalize())
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn compile_globs(patterns: &[String]) -> Result<Vec<glob::Pattern>> {
-    patterns
-        .iter()
-        .map(|p| {
-            glob::Pattern::new(p).map_err(|e| UsageError(format!("--artifact {p:?}: {e}")).into())
-        })
-        .collect()
-}
-
-/// The files matching the artifact globs (relative to `cwd`), with their contents.
-fn snapshot(cwd: &Path, globs: &[glob::Pattern]) -> Result<BTreeMap<String, Vec<u8>>> {
-    let mut files = BTreeMap::new();
-    for g in globs {
-        let full = cwd.join(g.as_str());
-        let entries = glob::glob(&full.to_string_lossy())
-            .map_err(|e| UsageError(format!("--artifact {:?}: {e}", g.as_str())))?;
-        for entry in entries.flatten() {
-            if !entry.is_file() {
-                continue;
-            }
-            let rel = entry
-                .strip_prefix(cwd)
-                .unwrap_or(&entry)
-                .to_string_lossy()
-                .into_owned();
-            let content = std::fs::read(&entry)
-                .with_context(|| format!("cannot read artifact {}", entry.display()))?;
-            files.insert(rel, content);
-        }
-    }
-    Ok(files)
-}
-
 /// Puts the artifact files back as they were before run 1: files that did not exist are
 /// removed, the others rewritten.
-fn restore(cwd: &Path, globs: &[glob::Pattern], before: &BTreeMap<String, Vec<u8>>) -> Result<()> {
-    for path in snapshot(cwd, globs)?.keys() {
-        if !before.contains_key(path) {
-            let p = cwd.join(path);
-            std::fs::remove_file(&p).with_context(|| format!("cannot remove {}", p.display()))?;
+fn restore(cwd: &Path, globs: &[String], before: &BTreeMap<String, Vec<u8>>) -> Result<()> {
+    for g in globs {
+        for path in artifacts::matching(cwd, g) {
+            if !before.contains_key(&path) {
+                let p = cwd.join(&path);
+                std::fs::remove_file(&p)
+                    .with_context(|| format!("cannot remove {}", p.display()))?;
+            }
         }
     }
     for (path, content) in before {
-        let p: PathBuf = cwd.join(path);
+        let p = cwd.join(path);
         std::fs::write(&p, content).with_context(|| format!("cannot restore {}", p.display()))?;
     }
     Ok(())
 }
 
-fn difference(a: &RunResult, b: &RunResult, i: usize) -> JsonDifference {
-    let plain = diff::Style::plain();
+/// Every part of run `i` that differs from run 1 (the exit code apart), as text: a line diff
+/// (coloured with `colour`, else with `[-…-]`/`{+…+}` marks) or a one-line note.
+fn part_diffs(a: &Observation, b: &Observation, i: usize, colour: bool) -> Vec<(Part, String)> {
+    let same = |s: &str| s.to_string();
+    let (a, b): (Observed, Observed) = (a.masked(same), b.masked(same));
     let name_b = format!("run {}", i + 1);
+    let size = |c: &Content| match c {
+        Content::Binary { bytes, .. } => *bytes,
+        Content::Text(lines) => lines.iter().map(|l| l.len() as u64).sum(),
+    };
+    compare::compare(&a, &b)
+        .into_iter()
+        .filter_map(|d| {
+            let (old_name, new_name) = match &d.part {
+                Part::Artifact(p) => (format!("{p} (run 1)"), format!("{p} ({name_b})")),
+                _ => ("run 1".to_string(), name_b.clone()),
+            };
+            let text = match d.change {
+                Change::Exit(..) => return None,
+                Change::Text(x, y) => {
+                    let lines = diff::diff(&x, &y, &old_name, &new_name, DIFF);
+                    diff::to_text(&lines, colour, true)
+                }
+                Change::Opaque(x, y) => format!(
+                    "binary {} differs ({} vs {} bytes)\n",
+                    if matches!(d.part, Part::Artifact(_)) {
+                        "file"
+                    } else {
+                        "output"
+                    },
+                    size(x),
+                    size(y)
+                ),
+                Change::Gone(_) => format!("missing in {name_b}\n"),
+                Change::New(_) => "missing in run 1\n".to_string(),
+            };
+            Some((d.part, text))
+        })
+        .collect()
+}
+
+fn json_difference(a: &Observation, b: &Observation, i: usize) -> JsonDifference {
+    let parts = part_diffs(a, b, i, false);
+    let text_of = |want: Part| {
+        parts
+            .iter()
+            .find(|(p, _)| *p == want)
+            .map(|(_, t)| t.clone())
+            .unwrap_or_default()
+    };
     JsonDifference {
         run: i + 1,
         against: 1,
-        exit: [a.captured.code(), b.captured.code()],
-        stdout_diff: diff::render(
-            &String::from_utf8_lossy(&a.captured.stdout),
-            &String::from_utf8_lossy(&b.captured.stdout),
-            "run 1",
-            &name_b,
-            plain,
-        ),
-        stderr_diff: diff::render(
-            &String::from_utf8_lossy(&a.captured.stderr),
-            &String::from_utf8_lossy(&b.captured.stderr),
-            "run 1",
-            &name_b,
-            plain,
-        ),
-        artifacts: artifact_diffs(a, b, &name_b, plain),
-        census_rows: census_diff(&a.captured.census, &b.captured.census),
+        exit: [a.exit_code, b.exit_code],
+        stdout_diff: text_of(Part::Stdout),
+        stderr_diff: text_of(Part::Stderr),
+        artifacts: parts
+            .iter()
+            .filter_map(|(p, t)| match p {
+                Part::Artifact(path) => Some(JsonArtifactDiff {
+                    path: path.clone(),
+                    diff: t.clone(),
+                }),
+                _ => None,
+            })
+            .collect(),
+        census_rows: census_diff(a, b),
     }
-}
-
-fn artifact_diffs(
-    a: &RunResult,
-    b: &RunResult,
-    name_b: &str,
-    style: diff::Style,
-) -> Vec<JsonArtifactDiff> {
-    let mut paths: Vec<&String> = a.artifacts.keys().chain(b.artifacts.keys()).collect();
-    paths.sort();
-    paths.dedup();
-    let mut out = Vec::new();
-    for p in paths {
-        let diff = match (a.artifacts.get(p), b.artifacts.get(p)) {
-            (Some(x), Some(y)) if x == y => continue,
-            (Some(x), Some(y)) => match (std::str::from_utf8(x), std::str::from_utf8(y)) {
-                (Ok(x), Ok(y)) => diff::render(
-                    x,
-                    y,
-                    &format!("{p} (run 1)"),
-                    &format!("{p} ({name_b})"),
-                    style,
-                ),
-                _ => format!("binary file differs ({} vs {} bytes)\n", x.len(), y.len()),
-            },
-            (Some(_), None) => format!("missing in {name_b}\n"),
-            (None, _) => "missing in run 1\n".to_string(),
-        };
-        out.push(JsonArtifactDiff {
-            path: p.clone(),
-            diff,
-        });
-    }
-    out
 }
 
 /// Census rows (process executable, function, detail) whose counts differ; rows of
 /// processes with the same executable are summed so that virtual pids need not match.
-pub fn census_diff(a: &Census, b: &Census) -> Vec<CensusRowDiff> {
-    type Key = (String, String, String, Option<String>);
-    fn rows(c: &Census) -> BTreeMap<Key, u64> {
-        let mut m = BTreeMap::new();
-        for p in &c.processes {
-            let exe = Path::new(&p.exe)
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_else(|| p.exe.clone());
-            for call in &p.calls {
-                *m.entry((
-                    exe.clone(),
-                    call.family.clone(),
-                    call.symbol.clone(),
-                    call.detail.clone(),
-                ))
-                .or_default() += call.count;
-            }
-            for u in &p.unsealed {
-                *m.entry((
-                    exe.clone(),
-                    "unsealed".to_string(),
-                    u.kind.clone(),
-                    Some(u.detail.clone()),
-                ))
-                .or_default() += 1;
-            }
-        }
-        m
-    }
-    let (ra, rb) = (rows(a), rows(b));
-    let mut keys: Vec<&Key> = ra.keys().chain(rb.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    keys.into_iter()
-        .filter_map(|k| {
-            let (x, y) = (
-                ra.get(k).copied().unwrap_or(0),
-                rb.get(k).copied().unwrap_or(0),
-            );
-            (x != y).then(|| CensusRowDiff {
-                process: k.0.clone(),
-                family: k.1.clone(),
-                symbol: k.2.clone(),
-                detail: k.3.clone(),
-                counts: [x, y],
-            })
+pub fn census_diff(a: &Observation, b: &Observation) -> Vec<CensusRowDiff> {
+    let (ra, rb) = (a.census_rows(), b.census_rows());
+    compare::moved_rows(&[&ra, &rb])
+        .into_iter()
+        .map(|((process, family, symbol, detail), n)| CensusRowDiff {
+            process,
+            family,
+            symbol,
+            detail,
+            counts: [n[0].unwrap_or(0), n[1].unwrap_or(0)],
         })
         .collect()
 }
 
 fn write_difference(
     out: &mut impl Write,
-    a: &RunResult,
-    b: &RunResult,
+    a: &Observation,
+    b: &Observation,
     i: usize,
-    style: diff::Style,
+    colour: bool,
     unsealed: &[String],
 ) -> Result<()> {
     let name_b = format!("run {}", i + 1);
     writeln!(out, "\nfirst difference: {name_b} against run 1")?;
-    let (ca, cb) = (a.captured.code(), b.captured.code());
+    let (ca, cb) = (a.exit_code, b.exit_code);
     if ca != cb {
         writeln!(out, "exit status: {ca} in run 1, {cb} in {name_b}")?;
     }
-    for (what, x, y) in [
-        ("stdout", &a.captured.stdout, &b.captured.stdout),
-        ("stderr", &a.captured.stderr, &b.captured.stderr),
-    ] {
-        if x == y {
-            continue;
-        }
-        writeln!(out, "\n{what}:")?;
-        out.write_all(
-            diff::render(
-                &String::from_utf8_lossy(x),
-                &String::from_utf8_lossy(y),
-                "run 1",
-                &name_b,
-                style,
-            )
-            .as_bytes(),
-        )?;
+    for (part, text) in part_diffs(a, b, i, colour) {
+        writeln!(out, "\n{part}:")?;
+        out.write_all(text.as_bytes())?;
     }
-    for d in artifact_diffs(a, b, &name_b, style) {
-        writeln!(out, "\nartifact {}:", d.path)?;
-        out.write_all(d.diff.as_bytes())?;
-    }
-    let rows = census_diff(&a.captured.census, &b.captured.census);
+    let rows = census_diff(a, b);
     if rows.is_empty() {
         let why = if unsealed.is_empty() {
             "the difference comes from something seal does not intercept: thread scheduling, \
@@ -558,8 +473,8 @@ fn row_name(r: &CensusRowDiff) -> String {
 mod tests {
     use super::*;
 
-    fn census(rows: &[(&str, &str, u64)]) -> Census {
-        Census {
+    fn census(rows: &[(&str, &str, u64)]) -> Observation {
+        let census = crate::census::Census {
             version: 1,
             command: vec![],
             processes: vec![crate::census::Process {
@@ -582,6 +497,10 @@ mod tests {
                 unsealed: vec![],
             }],
             totals: vec![],
+        };
+        Observation {
+            census,
+            ..Default::default()
         }
     }
 

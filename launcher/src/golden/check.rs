@@ -11,20 +11,21 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::diff::{self, paint};
+use super::compare::{self, show};
 use super::exec::{self, PassError};
 use super::file::{self, OnDisk, SealRecord};
 use super::junit::{self, TestCase, Verdict};
 use super::suite::{self, Case, Suite};
 use super::{golden_path, load_suite, shown};
 use crate::cli::GoldenCheckArgs;
+use crate::observe::diff::Line;
 use crate::usage::UsageError;
 
 /// The result of checking one case.
 struct Checked {
     verdict: Verdict,
-    /// Report lines under the case's status line (diffs, notes), uncoloured.
-    lines: Vec<String>,
+    /// Report lines under the case's status line (diffs, notes).
+    lines: Vec<Line>,
     notes: Vec<String>,
     time: Duration,
 }
@@ -75,7 +76,7 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
                 Verdict::Passed => say!("{status}  {name}")?,
             }
             for l in &c.lines {
-                say!("    {}", paint(l, colour))?;
+                say!("    {}", show(l, colour))?;
             }
             next_to_print += 1;
         }
@@ -164,12 +165,14 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
 fn check_case(suite: &Suite, case: &Case, args: &GoldenCheckArgs) -> Checked {
     let start = Instant::now();
     let path = golden_path(suite, case);
-    let done = |verdict: Verdict, lines: Vec<String>, notes: Vec<String>| Checked {
+    let done = |verdict: Verdict, lines: Vec<Line>, notes: Vec<String>| Checked {
         verdict,
         lines,
         notes,
         time: start.elapsed(),
     };
+    // A verdict whose report lines are the notes.
+    let noted = |verdict: Verdict, notes: Vec<String>| done(verdict, note_lines(&notes), notes);
     let golden = match file::read(&path) {
         OnDisk::Missing => {
             let message = format!(
@@ -177,27 +180,79 @@ fn check_case(suite: &Suite, case: &Case, args: &GoldenCheckArgs) -> Checked {
                 shown(&path),
                 case.name
             );
-            return done(
-                Verdict::Failed {
-                    message: message.clone(),
-                    detail: message,
-                },
-                vec![],
-                vec![],
-            );
+            return noted(Verdict::failed(message), vec![]);
         }
-        OnDisk::Invalid(message) => {
-            return done(
-                Verdict::Error {
-                    message: message.clone(),
-                    detail: message,
-                },
-                vec![],
-                vec![],
-            )
-        }
+        OnDisk::Invalid(message) => return noted(Verdict::error(message), vec![]),
         OnDisk::Valid(g) => g,
     };
+    let mut notes = changed_since_recording(&golden, case);
+    let mut drift: Vec<String> = Vec::new();
+    for pass in 0..args.passes {
+        let observed = match exec::run_pass(case) {
+            Ok(p) => {
+                // What the seal could not hold explains many a failure: say it once.
+                if pass == 0 && !args.quiet {
+                    notes.extend(p.warnings.iter().map(|w| format!("warning: {w}")));
+                }
+                p.observed
+            }
+            Err(PassError::Case { key, msg }) => {
+                let message = case.error(key, msg).to_string();
+                return noted(Verdict::error(message), notes);
+            }
+            Err(PassError::Seal(e)) => {
+                return noted(Verdict::error(format!("seal failed: {e:#}")), notes);
+            }
+        };
+        let actual = if args.passes > 1 {
+            format!("actual (pass {})", pass + 1)
+        } else {
+            "actual".to_string()
+        };
+        let label = shown(&path);
+        let cmp = compare::compare(&golden.observed, &observed, (&label, &actual));
+        if drift.is_empty() && !cmp.census_drift.is_empty() {
+            drift = cmp.census_drift.clone();
+        }
+        if !cmp.same_output() {
+            let message = cmp
+                .differences
+                .iter()
+                .map(|d| d.title.clone())
+                .collect::<Vec<_>>()
+                .join("; ");
+            if !drift.is_empty() {
+                notes.push(format!("census drift: {}", drift.join(", ")));
+            }
+            let mut lines: Vec<Line> = cmp.differences.into_iter().flat_map(|d| d.lines).collect();
+            lines.extend(note_lines(&notes));
+            let detail = lines
+                .iter()
+                .map(|l| show(l, false))
+                .collect::<Vec<_>>()
+                .join("\n");
+            return done(Verdict::Failed { message, detail }, lines, notes);
+        }
+    }
+    if !drift.is_empty() {
+        let line = format!("census drift: {}", drift.join(", "));
+        if args.strict_census {
+            notes.push(line);
+            return noted(
+                Verdict::Failed {
+                    message: "census totals drifted (--strict-census)".into(),
+                    detail: notes.join("\n"),
+                },
+                notes,
+            );
+        }
+        notes.push(format!("{line} (not a failure without --strict-census)"));
+    }
+    noted(Verdict::Passed, notes)
+}
+
+/// Notes on what changed since the golden was recorded: the command, the masks, the settings.
+fn changed_since_recording(golden: &file::Golden, case: &Case) -> Vec<String> {
     let mut notes = Vec::new();
     if golden.argv != case.argv {
         notes.push(format!(
@@ -219,90 +274,9 @@ fn check_case(suite: &Suite, case: &Case, args: &GoldenCheckArgs) -> Checked {
             serde_json::to_string(&now).unwrap_or_default()
         ));
     }
-    let mut drift: Vec<String> = Vec::new();
-    for pass in 0..args.passes {
-        let observed = match exec::run_pass(case) {
-            Ok(p) => {
-                // What the seal could not hold explains many a failure: say it once.
-                if pass == 0 && !args.quiet {
-                    notes.extend(p.warnings.iter().map(|w| format!("warning: {w}")));
-                }
-                p.observed
-            }
-            Err(PassError::Case { key, msg }) => {
-                let message = case.error(key, msg).to_string();
-                return done(
-                    Verdict::Error {
-                        message: message.clone(),
-                        detail: message,
-                    },
-                    notes.clone(),
-                    notes,
-                );
-            }
-            Err(PassError::Seal(e)) => {
-                let message = format!("seal failed: {e:#}");
-                return done(
-                    Verdict::Error {
-                        message: message.clone(),
-                        detail: message,
-                    },
-                    notes.clone(),
-                    notes,
-                );
-            }
-        };
-        let actual = if args.passes > 1 {
-            format!("actual (pass {})", pass + 1)
-        } else {
-            "actual".to_string()
-        };
-        let label = shown(&path);
-        let cmp = diff::compare(&golden.observed, &observed, (&label, &actual));
-        if drift.is_empty() && !cmp.census_drift.is_empty() {
-            drift = cmp.census_drift.clone();
-        }
-        if !cmp.same_output() {
-            let message = cmp
-                .differences
-                .iter()
-                .map(|d| d.title.clone())
-                .collect::<Vec<_>>()
-                .join("; ");
-            let mut lines = Vec::new();
-            for d in &cmp.differences {
-                if !d.lines.is_empty() {
-                    lines.extend(d.lines.iter().cloned());
-                }
-            }
-            if !drift.is_empty() {
-                notes.push(format!("census drift: {}", drift.join(", ")));
-            }
-            lines.extend(notes.iter().cloned());
-            return done(
-                Verdict::Failed {
-                    message,
-                    detail: lines.join("\n"),
-                },
-                lines,
-                notes,
-            );
-        }
-    }
-    if !drift.is_empty() {
-        let line = format!("census drift: {}", drift.join(", "));
-        if args.strict_census {
-            notes.push(line.clone());
-            return done(
-                Verdict::Failed {
-                    message: "census totals drifted (--strict-census)".into(),
-                    detail: notes.join("\n"),
-                },
-                notes.clone(),
-                notes,
-            );
-        }
-        notes.push(format!("{line} (not a failure without --strict-census)"));
-    }
-    done(Verdict::Passed, notes.clone(), notes)
+    notes
+}
+
+fn note_lines(notes: &[String]) -> Vec<Line> {
+    notes.iter().map(|n| Line::note(n.as_str())).collect()
 }

@@ -1,7 +1,7 @@
 //! The golden file: one canonical JSON document per case (sorted keys, 2-space indent,
-//! trailing newline), so a reviewer reads its diff in a pull request. Text is stored as an array
-//! of lines (each with its own `\n`), so a changed output line is a changed JSON line; binary
-//! content is stored as its sha256 and size.
+//! trailing newline), so a reviewer reads its diff in a pull request. Its output part is an
+//! [`Observed`]: text as an array of lines (each with its own `\n`), so a changed output line is
+//! a changed JSON line; binary content as its sha256 and size.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -9,62 +9,10 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+
+use crate::observe::Observed;
 
 pub const FORMAT_VERSION: u32 = 1;
-
-/// Output of a command, after masking: text lines, or the hash of bytes that are not text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Content {
-    /// UTF-8 text without NUL bytes, split after each `\n` (concatenation gives the text back).
-    Text(Vec<String>),
-    Binary {
-        sha256: String,
-        bytes: u64,
-    },
-}
-
-impl Content {
-    /// Text (masked) when `raw` is UTF-8 without NUL, else the sha256 of the raw bytes.
-    pub fn from_bytes(raw: &[u8], mut mask: impl FnMut(&str) -> String) -> Content {
-        match std::str::from_utf8(raw) {
-            Ok(s) if !s.contains('\0') => Content::Text(split_lines(&mask(s))),
-            _ => Content::Binary {
-                sha256: hex(&Sha256::digest(raw)),
-                bytes: raw.len() as u64,
-            },
-        }
-    }
-
-    pub fn text(&self) -> Option<String> {
-        match self {
-            Content::Text(lines) => Some(lines.concat()),
-            Content::Binary { .. } => None,
-        }
-    }
-
-    /// A short description for a one-line report.
-    pub fn describe(&self) -> String {
-        match self {
-            Content::Text(l) => format!("text, {} lines", l.len()),
-            Content::Binary { sha256, bytes } => {
-                format!(
-                    "binary, {bytes} bytes, sha256 {}",
-                    &sha256[..16.min(sha256.len())]
-                )
-            }
-        }
-    }
-}
-
-pub fn split_lines(s: &str) -> Vec<String> {
-    s.split_inclusive('\n').map(str::to_string).collect()
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// The seal settings a golden was recorded with (shown as a note when they change).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,20 +49,6 @@ impl SealRecord {
             unseal: s.unseal.clone(),
         }
     }
-}
-
-/// Census totals: family -> function -> calls.
-pub type CensusTotals = BTreeMap<String, BTreeMap<String, u64>>;
-
-/// What one case produced, masked: the part of a golden that a run is compared against.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Observed {
-    pub exit_code: i32,
-    pub stdout: Content,
-    pub stderr: Content,
-    /// Relative path (from the case's cwd) -> content.
-    pub artifacts: BTreeMap<String, Content>,
-    pub census: CensusTotals,
 }
 
 /// A golden file.
@@ -211,6 +145,7 @@ pub fn write(path: &Path, text: &str) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observe::{CensusTotals, Content};
 
     fn sample() -> Golden {
         let mut artifacts = BTreeMap::new();
@@ -270,17 +205,5 @@ mod tests {
         assert_eq!(Golden::parse(&text).unwrap(), g);
         assert_eq!(Golden::parse(&text).unwrap().to_canonical_json(), text);
         assert!(Golden::parse("{ nope").is_err());
-    }
-
-    #[test]
-    fn lines_keep_their_newlines() {
-        assert_eq!(split_lines("a\nb"), ["a\n", "b"]);
-        assert_eq!(split_lines(""), Vec::<String>::new());
-        assert_eq!(
-            Content::from_bytes(b"a\n\nb\n", |s| s.into())
-                .text()
-                .unwrap(),
-            "a\n\nb\n"
-        );
     }
 }

@@ -10,6 +10,24 @@ pub enum Verdict {
     Error { message: String, detail: String },
 }
 
+impl Verdict {
+    /// A failure whose detail is its message.
+    pub fn failed(message: String) -> Verdict {
+        Verdict::Failed {
+            detail: message.clone(),
+            message,
+        }
+    }
+
+    /// An error whose detail is its message.
+    pub fn error(message: String) -> Verdict {
+        Verdict::Error {
+            detail: message.clone(),
+            message,
+        }
+    }
+}
+
 pub struct TestCase {
     pub name: String,
     pub time: Duration,

@@ -7,7 +7,7 @@
 //! its golden file is not valid JSON, or its command cannot be started. 2 wins over 1.
 
 mod check;
-mod diff;
+mod compare;
 mod exec;
 mod file;
 mod junit;

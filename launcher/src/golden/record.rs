@@ -7,12 +7,13 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use super::diff::{self, paint};
+use super::compare::{self, show};
 use super::exec::{self, Pass, PassError};
 use super::file::{self, Golden, SealRecord, FORMAT_VERSION};
 use super::suite::{self, Case};
 use super::{golden_path, load_suite, shown};
 use crate::cli::GoldenRunArgs;
+use crate::observe;
 use crate::usage::UsageError;
 
 enum Outcome {
@@ -82,13 +83,13 @@ pub fn run(args: &GoldenRunArgs, update: bool) -> Result<ExitCode> {
         if update && written {
             if let Some(old) = before {
                 let label = shown(&path);
-                for l in diff::unified(
+                for l in compare::unified(
                     &old,
                     &text,
                     &format!("{label} (before)"),
                     &format!("{label} (after)"),
                 ) {
-                    say!("    {}", paint(&l, colour))?;
+                    say!("    {}", show(&l, colour))?;
                 }
             }
         }
@@ -140,7 +141,7 @@ fn record_case(
     }
     // Every pass must agree with the first.
     if let Some((k, cmp)) = runs.iter().enumerate().skip(1).find_map(|(k, p)| {
-        let c = diff::compare(
+        let c = compare::compare(
             &first.observed,
             &p.observed,
             ("pass 1", &format!("pass {}", k + 1)),
@@ -155,7 +156,7 @@ fn record_case(
         for d in &cmp.differences {
             say!("  {}", d.title)?;
             for l in &d.lines {
-                say!("    {}", paint(l, colour))?;
+                say!("    {}", show(l, colour))?;
             }
         }
         if !cmp.census_drift.is_empty() {
@@ -185,27 +186,18 @@ fn record_case(
 
 /// `family/function: n1 n2 n3` for every census row whose count is not the same in all passes.
 fn census_rows(runs: &[Pass]) -> Vec<String> {
-    let mut keys = std::collections::BTreeSet::new();
-    for r in runs {
-        for (fam, fns) in &r.observed.census {
-            for f in fns.keys() {
-                keys.insert((fam.clone(), f.clone()));
-            }
-        }
-    }
-    keys.into_iter()
-        .filter_map(|(fam, f)| {
-            let counts: Vec<Option<u64>> = runs
+    let rows: Vec<_> = runs
+        .iter()
+        .map(|r| observe::compare::total_rows(&r.observed.census))
+        .collect();
+    observe::compare::moved_rows(&rows.iter().collect::<Vec<_>>())
+        .into_iter()
+        .map(|((fam, f), counts)| {
+            let shown: Vec<String> = counts
                 .iter()
-                .map(|r| r.observed.census.get(&fam).and_then(|m| m.get(&f)).copied())
+                .map(|c| c.map_or("-".into(), |n| n.to_string()))
                 .collect();
-            (counts.iter().any(|c| *c != counts[0])).then(|| {
-                let shown: Vec<String> = counts
-                    .iter()
-                    .map(|c| c.map_or("-".into(), |n| n.to_string()))
-                    .collect();
-                format!("{fam}/{f}: {}", shown.join(" "))
-            })
+            format!("{fam}/{f}: {}", shown.join(" "))
         })
         .collect()
 }

@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result};
 
 use crate::config::Settings;
+use crate::observe::Observation;
 use crate::run::{self, Input};
 
 /// One way of changing the environment a command runs in.
@@ -74,12 +75,6 @@ pub fn all() -> Vec<Perturbation> {
     ]
 }
 
-/// What one run printed.
-pub struct Output {
-    pub code: i32,
-    pub stdout: Vec<u8>,
-}
-
 /// A fresh copy of the working tree (and an empty HOME) in a private temporary directory.
 pub struct Sandbox {
     dir: tempfile::TempDir,
@@ -122,7 +117,7 @@ pub fn run_unsealed(
     argv: &[OsString],
     workdir: &Path,
     p: &Perturbation,
-) -> Result<std::result::Result<Output, String>> {
+) -> Result<std::result::Result<Observation, String>> {
     let sandbox = Sandbox::new(workdir)?;
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
@@ -151,9 +146,11 @@ pub fn run_unsealed(
         }
     }
     match cmd.output() {
-        Ok(o) => Ok(Ok(Output {
-            code: run::status_code(o.status),
+        Ok(o) => Ok(Ok(Observation {
+            exit_code: run::status_code(o.status),
             stdout: o.stdout,
+            stderr: o.stderr,
+            ..Default::default()
         })),
         Err(e) if p.hostname.is_some() && e.kind() != std::io::ErrorKind::NotFound => Ok(Err(
             format!("cannot set a private host name here ({e}); perturbation skipped"),
@@ -179,7 +176,7 @@ pub fn run_sealed(
     workdir: &Path,
     p: &Perturbation,
     extra: &[(String, String)],
-) -> Result<std::result::Result<Output, String>> {
+) -> Result<std::result::Result<Observation, String>> {
     let sandbox = Sandbox::new(workdir)?;
     let mut env: Vec<(String, String)> = p
         .env
@@ -200,10 +197,7 @@ pub fn run_sealed(
         unsafe { libc::umask(old) };
     }
     Ok(match res? {
-        Ok(c) => Ok(Output {
-            code: c.code(),
-            stdout: c.stdout,
-        }),
+        Ok(c) => Ok(Observation::of(c, Default::default())),
         Err(e) => Err(e.to_string()),
     })
 }

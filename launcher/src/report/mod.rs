@@ -5,8 +5,6 @@
 
 mod table;
 
-pub mod diff;
-
 use std::io::Write;
 use std::process::ExitCode;
 
