@@ -206,219 +206,250 @@ fn value_text(v: &toml::Value) -> String {
     }
 }
 
+/// A raw value of a setting in seal.toml and its byte offset there.
+type InFile = Option<(String, usize)>;
+
+fn spanned_val(s: &Option<Spanned<toml::Value>>) -> InFile {
+    s.as_ref()
+        .map(|v| (value_text(v.get_ref()), v.span().start))
+}
+
+fn spanned_str(s: &Option<Spanned<String>>) -> InFile {
+    s.as_ref().map(|v| (v.get_ref().clone(), v.span().start))
+}
+
+/// Where settings come from, highest precedence first: flags, `SEAL_*` variables, then the
+/// `[seal]`-shaped layers of seal.toml (a golden case's own keys above `[seal]`), then defaults.
+struct Sources<'a> {
+    opts: &'a SealOpts,
+    env: &'a dyn EnvSource,
+    file: Option<&'a LoadedFile>,
+    /// Layers of `file`, highest first.
+    layers: Vec<&'a SealSection>,
+}
+
+impl Sources<'_> {
+    /// The highest-precedence raw value of a setting, and where it came from.
+    fn pick(
+        &self,
+        flag: &Option<String>,
+        key: &str,
+        var: &str,
+        in_file: impl Fn(&SealSection) -> InFile,
+    ) -> Option<(String, String)> {
+        if let Some(v) = flag {
+            return Some((v.clone(), format!("--{}", key.replace('_', "-"))));
+        }
+        if let Some(v) = self.env.var(var) {
+            return Some((v, format!("environment variable {var}")));
+        }
+        let (v, off) = self.layers.iter().find_map(|l| in_file(l))?;
+        Some((v, self.file?.origin(off)))
+    }
+
+    /// [`Sources::pick`], parsed: a bad value names the key and its origin.
+    fn parsed<T>(
+        &self,
+        flag: &Option<String>,
+        key: &str,
+        var: &str,
+        in_file: impl Fn(&SealSection) -> InFile,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, ConfigError> {
+        self.pick(flag, key, var, in_file)
+            .map(|(v, origin)| parse(&v).map_err(|why| ConfigError::invalid(&origin, key, &v, why)))
+            .transpose()
+    }
+
+    /// A one-line text setting (time zone, locale, host name).
+    fn text(
+        &self,
+        flag: &Option<String>,
+        key: &str,
+        var: &str,
+        in_file: impl Fn(&SealSection) -> &Option<Spanned<String>>,
+        default: &str,
+    ) -> Result<String, ConfigError> {
+        let one_line = |v: &str| {
+            if v.is_empty() || v.contains('\0') || v.contains('\n') {
+                Err("must be a non-empty single line".to_string())
+            } else {
+                Ok(v.to_string())
+            }
+        };
+        let v = self.parsed(flag, key, var, |s| spanned_str(in_file(s)), one_line)?;
+        Ok(v.unwrap_or_else(|| default.to_string()))
+    }
+
+    fn epoch_ns(&self) -> Result<i64, ConfigError> {
+        let epoch = self.parsed(
+            &self.opts.epoch,
+            "epoch",
+            "SEAL_EPOCH",
+            |s| spanned_val(&s.epoch),
+            parse_epoch,
+        )?;
+        match (epoch, self.env.var("SOURCE_DATE_EPOCH")) {
+            (Some(ns), _) => Ok(ns),
+            (None, Some(v)) => parse_epoch(&format!("@{v}")).map_err(|why| {
+                ConfigError::invalid("environment variable SOURCE_DATE_EPOCH", "epoch", &v, why)
+            }),
+            (None, None) => Ok(DEFAULT_EPOCH_NS),
+        }
+    }
+
+    fn warp(&self) -> Result<bool, ConfigError> {
+        if self.opts.warp {
+            return Ok(true);
+        }
+        if let Some(v) = self.env.var("SEAL_WARP") {
+            return parse_bool(&v).ok_or_else(|| {
+                let origin = "environment variable SEAL_WARP";
+                ConfigError::invalid(origin, "warp", &v, "expected 1/0/true/false")
+            });
+        }
+        Ok(self
+            .layers
+            .iter()
+            .find_map(|l| l.warp.as_ref())
+            .is_some_and(|w| *w.get_ref()))
+    }
+
+    /// The families left unsealed, validated, each once.
+    fn unseal(&self) -> Result<Vec<String>, ConfigError> {
+        let split = |v: &str| -> Vec<String> {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        let (raw, origin): (Vec<String>, String) = if !self.opts.unseal.is_empty() {
+            let raw = self.opts.unseal.iter().flat_map(|s| s.split(','));
+            (
+                raw.map(|s| s.trim().to_string()).collect(),
+                "--unseal".into(),
+            )
+        } else if let Some(v) = self.env.var("SEAL_UNSEAL") {
+            (split(&v), "environment variable SEAL_UNSEAL".into())
+        } else if let Some(u) = self.layers.iter().find_map(|l| l.unseal.as_ref()) {
+            let origin = self.file.map(|f| f.origin(u.span().start));
+            (u.get_ref().clone(), origin.unwrap_or_default())
+        } else {
+            (vec![], String::new())
+        };
+        let mut unseal = Vec::new();
+        for fam in raw {
+            if seal_abi::settings::family(&fam).is_none() {
+                let names: Vec<&str> = seal_abi::settings::FAMILIES
+                    .iter()
+                    .map(|f| f.name)
+                    .collect();
+                let why = format!("unknown family; expected one of {}", names.join(", "));
+                return Err(ConfigError::invalid(&origin, "unseal", &fam, why));
+            }
+            if !unseal.contains(&fam) {
+                unseal.push(fam);
+            }
+        }
+        Ok(unseal)
+    }
+}
+
 /// Merges flags, environment and file into [`Settings`].
 pub fn resolve(
     opts: &SealOpts,
     env: &dyn EnvSource,
     file: Option<&LoadedFile>,
 ) -> Result<Settings, ConfigError> {
-    let sec = file.map(|f| &f.file.seal);
-    // Picks the highest-precedence raw value of a setting and says where it came from.
-    let pick = |flag: &Option<String>,
-                key: &str,
-                var: &str,
-                from_file: Option<(String, usize)>|
-     -> Option<(String, String)> {
-        if let Some(v) = flag {
-            return Some((v.clone(), format!("--{}", key.replace('_', "-"))));
-        }
-        if let Some(v) = env.var(var) {
-            return Some((v, format!("environment variable {var}")));
-        }
-        let (v, off) = from_file?;
-        Some((v, file.unwrap().origin(off)))
-    };
-    let spanned_val = |s: &Option<Spanned<toml::Value>>| {
-        s.as_ref()
-            .map(|v| (value_text(v.get_ref()), v.span().start))
-    };
-    let spanned_str =
-        |s: &Option<Spanned<String>>| s.as_ref().map(|v| (v.get_ref().clone(), v.span().start));
+    resolve_with(opts, env, file, None)
+}
 
-    let epoch_ns = match pick(
-        &opts.epoch,
-        "epoch",
-        "SEAL_EPOCH",
-        sec.and_then(|s| spanned_val(&s.epoch)),
-    ) {
-        Some((v, origin)) => {
-            parse_epoch(&v).map_err(|why| ConfigError::invalid(&origin, "epoch", &v, why))?
-        }
-        None => match env.var("SOURCE_DATE_EPOCH") {
-            Some(v) => parse_epoch(&format!("@{v}")).map_err(|why| {
-                ConfigError::invalid("environment variable SOURCE_DATE_EPOCH", "epoch", &v, why)
-            })?,
-            None => DEFAULT_EPOCH_NS,
-        },
+/// [`resolve`] with a layer of `file` above its `[seal]`: a golden case's own settings, so that
+/// flags > `SEAL_*` > the case > `[seal]` > defaults, and errors point at the case's line.
+pub fn resolve_with(
+    opts: &SealOpts,
+    env: &dyn EnvSource,
+    file: Option<&LoadedFile>,
+    above: Option<&SealSection>,
+) -> Result<Settings, ConfigError> {
+    let src = Sources {
+        opts,
+        env,
+        file,
+        layers: above
+            .into_iter()
+            .chain(file.map(|f| &f.file.seal))
+            .collect(),
     };
-    let seed = match pick(
+    // In this order, so that the first bad value reported is the same as ever.
+    let epoch_ns = src.epoch_ns()?;
+    let seed = src.parsed(
         &opts.seed,
         "seed",
         "SEAL_SEED",
-        sec.and_then(|s| spanned_val(&s.seed)),
-    ) {
-        Some((v, origin)) => v.trim().parse::<u64>().map_err(|_| {
-            ConfigError::invalid(&origin, "seed", &v, "expected an unsigned 64-bit integer")
-        })?,
-        None => 0,
-    };
-    let tick_ns = match pick(
+        |s| spanned_val(&s.seed),
+        |v| {
+            v.trim()
+                .parse::<u64>()
+                .map_err(|_| "expected an unsigned 64-bit integer".to_string())
+        },
+    )?;
+    let tick = src.parsed(
         &opts.tick,
         "tick",
         "SEAL_TICK",
-        sec.and_then(|s| spanned_val(&s.tick)),
-    ) {
-        Some((v, origin)) => {
-            parse_tick(&v).map_err(|why| ConfigError::invalid(&origin, "tick", &v, why))?
-        }
-        None => DEFAULT_TICK_NS,
-    };
-    let warp = if opts.warp {
-        true
-    } else if let Some(v) = env.var("SEAL_WARP") {
-        parse_bool(&v).ok_or_else(|| {
-            ConfigError::invalid(
-                "environment variable SEAL_WARP",
-                "warp",
-                &v,
-                "expected 1/0/true/false",
-            )
-        })?
-    } else {
-        sec.and_then(|s| s.warp.as_ref())
-            .map(|w| *w.get_ref())
-            .unwrap_or(false)
-    };
-    let text_setting = |flag: &Option<String>,
-                        key: &str,
-                        var: &str,
-                        f: Option<&Option<Spanned<String>>>,
-                        default: &str|
-     -> Result<String, ConfigError> {
-        match pick(flag, key, var, f.and_then(spanned_str)) {
-            Some((v, origin)) => {
-                if v.is_empty() || v.contains('\0') || v.contains('\n') {
-                    Err(ConfigError::invalid(
-                        &origin,
-                        key,
-                        &v,
-                        "must be a non-empty single line",
-                    ))
-                } else {
-                    Ok(v)
-                }
-            }
-            None => Ok(default.to_string()),
-        }
-    };
-    let tz = text_setting(&opts.tz, "tz", "SEAL_TZ", sec.map(|s| &s.tz), "UTC")?;
-    let locale = text_setting(
+        |s| spanned_val(&s.tick),
+        parse_tick,
+    )?;
+    let warp = src.warp()?;
+    let tz = src.text(&opts.tz, "tz", "SEAL_TZ", |s| &s.tz, "UTC")?;
+    let locale = src.text(
         &opts.locale,
         "locale",
         "SEAL_LOCALE",
-        sec.map(|s| &s.locale),
+        |s| &s.locale,
         "C.UTF-8",
     )?;
-    let hostname = text_setting(
+    let hostname = src.text(
         &opts.hostname,
         "hostname",
         "SEAL_HOSTNAME",
-        sec.map(|s| &s.hostname),
+        |s| &s.hostname,
         "seal",
     )?;
     if hostname.len() > 64 {
-        return Err(ConfigError::invalid(
-            "hostname",
-            "hostname",
-            &hostname,
-            "at most 64 bytes",
-        ));
+        let why = "at most 64 bytes";
+        return Err(ConfigError::invalid("hostname", "hostname", &hostname, why));
     }
-    let hash_seed = match pick(
+    let hash_seed = src.parsed(
         &opts.hash_seed,
         "hash_seed",
         "SEAL_HASH_SEED",
-        sec.and_then(|s| spanned_val(&s.hash_seed)),
-    ) {
-        Some((v, origin)) => v.trim().parse::<u32>().map_err(|_| {
-            ConfigError::invalid(
-                &origin,
-                "hash_seed",
-                &v,
-                "expected an integer 0..=4294967295",
-            )
-        })?,
-        None => 0,
-    };
-    let (unseal_raw, unseal_origin): (Vec<String>, String) = if !opts.unseal.is_empty() {
-        (
-            opts.unseal
-                .iter()
-                .flat_map(|s| s.split(','))
-                .map(|s| s.trim().to_string())
-                .collect(),
-            "--unseal".into(),
-        )
-    } else if let Some(v) = env.var("SEAL_UNSEAL") {
-        (
-            v.split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect(),
-            "environment variable SEAL_UNSEAL".into(),
-        )
-    } else if let Some(u) = sec.and_then(|s| s.unseal.as_ref()) {
-        (u.get_ref().clone(), file.unwrap().origin(u.span().start))
-    } else {
-        (vec![], String::new())
-    };
-    let mut unseal = Vec::new();
-    for fam in unseal_raw {
-        if seal_abi::settings::family(&fam).is_none() {
-            return Err(ConfigError::invalid(
-                &unseal_origin,
-                "unseal",
-                &fam,
-                format!(
-                    "unknown family; expected one of {}",
-                    seal_abi::settings::FAMILIES
-                        .iter()
-                        .map(|f| f.name)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ));
-        }
-        if !unseal.contains(&fam) {
-            unseal.push(fam);
-        }
-    }
-    let quiet = opts.quiet
-        || env
-            .var("SEAL_QUIET")
-            .and_then(|v| parse_bool(&v))
-            .unwrap_or(false);
-    let env_vars = file
-        .map(|f| {
-            f.file
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.get_ref().clone()))
-                .collect()
-        })
-        .unwrap_or_default();
+        |s| spanned_val(&s.hash_seed),
+        |v| {
+            v.trim()
+                .parse::<u32>()
+                .map_err(|_| "expected an integer 0..=4294967295".to_string())
+        },
+    )?;
     Ok(Settings {
         epoch_ns,
-        seed,
-        tick_ns,
+        seed: seed.unwrap_or(0),
+        tick_ns: tick.unwrap_or(DEFAULT_TICK_NS),
         warp,
         tz,
         locale,
-        hash_seed,
+        hash_seed: hash_seed.unwrap_or(0),
         hostname,
-        unseal,
-        quiet,
-        env: env_vars,
+        unseal: src.unseal()?,
+        quiet: opts.quiet || env.var("SEAL_QUIET").and_then(|v| parse_bool(&v)) == Some(true),
+        env: file
+            .map(|f| {
+                let vars = f.file.env.iter();
+                vars.map(|(k, v)| (k.clone(), v.get_ref().clone()))
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 

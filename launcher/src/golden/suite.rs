@@ -9,7 +9,7 @@ use serde::Deserialize;
 use toml::{Spanned, Value};
 
 use crate::cli::SealOpts;
-use crate::config::{self, ConfigError, ConfigFile, EnvSource, LoadedFile, Settings};
+use crate::config::{self, ConfigError, EnvSource, LoadedFile, SealSection, Settings};
 use crate::masks::MaskSet;
 
 /// Keys of a case that override `[seal]` for that case only.
@@ -487,23 +487,29 @@ pub fn load(
             .filter(|(k, _)| SEAL_KEYS.contains(&k.get_ref().as_str()))
             .map(|(k, v)| (k.get_ref().as_str(), v))
             .collect();
-        let settings = case_settings(loaded, &overrides, env, quiet).map_err(|e| match e {
-            ConfigError::Invalid {
-                origin,
-                key,
-                value,
-                why,
-            } => ConfigError::Invalid {
-                origin: format!("{origin}: case `{name}`"),
-                key,
-                value,
-                why,
-            },
-            ConfigError::File { file, line, msg } => {
-                config_error(&format!("{file}:{line}"), &name, "", msg)
-            }
-            other => other,
-        })?;
+        let opts = SealOpts {
+            quiet,
+            ..Default::default()
+        };
+        let settings = case_layer(loaded, &overrides)
+            .and_then(|layer| config::resolve_with(&opts, env, Some(loaded), Some(&layer)))
+            .map_err(|e| match e {
+                ConfigError::Invalid {
+                    origin,
+                    key,
+                    value,
+                    why,
+                } => ConfigError::Invalid {
+                    origin: format!("{origin}: case `{name}`"),
+                    key,
+                    value,
+                    why,
+                },
+                ConfigError::File { file, line, msg } => {
+                    config_error(&format!("{file}:{line}"), &name, "", msg)
+                }
+                other => other,
+            })?;
         let timeout = match get("timeout").map(|v| v.get_ref()) {
             None => default_timeout,
             Some(v) => Some(parse_timeout(v).map_err(|m| err("timeout", m))?),
@@ -530,27 +536,16 @@ pub fn load(
     })
 }
 
-/// `[seal]` with the case's overrides on top, resolved like any other command's settings
-/// (so flags > `SEAL_*` > the case > `[seal]` > defaults, and errors point at the case's line).
-fn case_settings(
+/// The case's own `[seal]` keys as a settings layer above `[seal]` (no re-read of the file:
+/// the values keep their spans in it, so errors point at the case's lines).
+fn case_layer(
     loaded: &LoadedFile,
     overrides: &BTreeMap<&str, &Spanned<Value>>,
-    env: &dyn EnvSource,
-    quiet: bool,
-) -> Result<Settings, ConfigError> {
-    let mut file: ConfigFile = toml::from_str(&loaded.text).map_err(|e| ConfigError::Io {
+) -> Result<SealSection, ConfigError> {
+    let wrong = |key: &str, v: &Spanned<Value>, want: &str| ConfigError::File {
         file: loaded.path.display().to_string(),
-        msg: e.message().to_string(),
-    })?;
-    let origin = |v: &Spanned<Value>| loaded.origin(v.span().start);
-    let wrong = |key: &str, v: &Spanned<Value>, want: &str| {
-        let o = origin(v);
-        let (f, l) = o.rsplit_once(':').unwrap();
-        ConfigError::File {
-            file: f.to_string(),
-            line: l.parse().unwrap_or(1),
-            msg: format!("`{key}`: expected {want}, found {}", type_name(v.get_ref())),
-        }
+        line: config::line_of(&loaded.text, v.span().start),
+        msg: format!("`{key}`: expected {want}, found {}", type_name(v.get_ref())),
     };
     let text = |key: &str, v: &Spanned<Value>| -> Result<Spanned<String>, ConfigError> {
         match v.get_ref() {
@@ -558,7 +553,7 @@ fn case_settings(
             _ => Err(wrong(key, v, "a string")),
         }
     };
-    let sec = &mut file.seal;
+    let mut sec = SealSection::default();
     for (&key, &v) in overrides {
         match key {
             "epoch" => sec.epoch = Some(v.clone()),
@@ -579,16 +574,7 @@ fn case_settings(
             _ => unreachable!("SEAL_KEYS"),
         }
     }
-    let case_file = LoadedFile {
-        path: loaded.path.clone(),
-        text: loaded.text.clone(),
-        file,
-    };
-    let opts = SealOpts {
-        quiet,
-        ..Default::default()
-    };
-    config::resolve(&opts, env, Some(&case_file))
+    Ok(sec)
 }
 
 /// Selects cases by name (all when `names` is empty); an unknown name is a usage error.
