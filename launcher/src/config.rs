@@ -92,13 +92,16 @@ pub struct ConfigFile {
     pub env: BTreeMap<String, Spanned<String>>,
     #[serde(default)]
     pub patterns: BTreeMap<String, Spanned<String>>,
-    /// `[[case]]` tables of the golden suite, validated by `golden.rs`.
+    /// `[[case]]` tables of the golden suite, validated by `golden::case`.
     #[serde(default)]
-    pub case: Vec<Spanned<toml::Table>>,
+    pub case: Vec<Spanned<SpannedTable>>,
     /// `[golden]` options of the golden suite (e.g. `dir`).
     #[serde(default)]
-    pub golden: Option<toml::Table>,
+    pub golden: Option<Spanned<SpannedTable>>,
 }
+
+/// A TOML table with the position of every key and value in the file.
+pub type SpannedTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

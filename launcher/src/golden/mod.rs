@@ -6,6 +6,7 @@
 //! 2 a configuration error (nothing is written), or a case that could not be checked at all:
 //! its golden file is not valid JSON, or its command cannot be started. 2 wins over 1.
 
+mod case;
 mod check;
 mod compare;
 mod exec;
