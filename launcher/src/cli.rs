@@ -192,6 +192,17 @@ pub enum GoldenAction {
     List(GoldenListArgs),
 }
 
+/// Where the golden suite is: options every `seal golden` action shares.
+#[derive(Args, Debug, Clone)]
+pub struct SuiteArgs {
+    /// seal.toml to use instead of searching upwards
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory of golden files [default: golden, next to seal.toml]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct GoldenRunArgs {
     /// Cases to record (default: all)
@@ -199,12 +210,8 @@ pub struct GoldenRunArgs {
     /// Sealed passes that must agree before a golden is written
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub passes: usize,
-    /// seal.toml to use instead of searching upwards
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Directory of golden files [default: golden, next to seal.toml]
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub suite: SuiteArgs,
     /// Print no warnings
     #[arg(short, long)]
     pub quiet: bool,
@@ -226,12 +233,8 @@ pub struct GoldenCheckArgs {
     /// Cases at once (cases sharing a working directory still run one after another)
     #[arg(short = 'j', long, default_value_t = 1, value_name = "N")]
     pub jobs: usize,
-    /// seal.toml to use instead of searching upwards
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Directory of golden files [default: golden, next to seal.toml]
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub suite: SuiteArgs,
     /// Print no warnings
     #[arg(short, long)]
     pub quiet: bool,
@@ -239,12 +242,8 @@ pub struct GoldenCheckArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct GoldenListArgs {
-    /// seal.toml to use instead of searching upwards
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Directory of golden files [default: golden, next to seal.toml]
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub suite: SuiteArgs,
 }
 
 #[derive(Args, Debug, Clone)]

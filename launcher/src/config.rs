@@ -391,11 +391,7 @@ pub fn resolve_with(
         "seed",
         "SEAL_SEED",
         |s| spanned_val(&s.seed),
-        |v| {
-            v.trim()
-                .parse::<u64>()
-                .map_err(|_| "expected an unsigned 64-bit integer".to_string())
-        },
+        integer::<u64>("expected an unsigned 64-bit integer"),
     )?;
     let tick = src.parsed(
         &opts.tick,
@@ -429,11 +425,7 @@ pub fn resolve_with(
         "hash_seed",
         "SEAL_HASH_SEED",
         |s| spanned_val(&s.hash_seed),
-        |v| {
-            v.trim()
-                .parse::<u32>()
-                .map_err(|_| "expected an integer 0..=4294967295".to_string())
-        },
+        integer::<u32>("expected an integer 0..=4294967295"),
     )?;
     Ok(Settings {
         epoch_ns,
@@ -454,6 +446,11 @@ pub fn resolve_with(
             })
             .unwrap_or_default(),
     })
+}
+
+/// A parser of integers of type `T` that says `why` when a value is not one.
+fn integer<T: std::str::FromStr>(why: &'static str) -> impl Fn(&str) -> Result<T, String> {
+    move |v| v.trim().parse::<T>().map_err(|_| why.to_string())
 }
 
 fn parse_bool(v: &str) -> Option<bool> {

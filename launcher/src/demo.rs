@@ -156,7 +156,7 @@ fn plain_run(argv: &[OsString], dir: &Path) -> Result<String> {
 }
 
 fn sealed_run(settings: &config::Settings, argv: &[OsString], dir: &Path) -> Result<String> {
-    let cap = match run::run_captured(settings, argv, Some(dir), &[], Input::Null)? {
+    let cap = match run::run_captured(settings, argv, Some(dir), &[], Input::Null, None)? {
         Ok(c) => c,
         Err(e) => bail!("{e}"),
     };

@@ -305,20 +305,10 @@ pub enum Input<'a> {
     Bytes(&'a [u8]),
 }
 
-/// Runs `argv` sealed with output captured; the census is read from the run directory.
+/// Runs `argv` sealed with output captured; the census is read from the run directory. With a
+/// time `limit`, the command runs in a process group of its own, which is killed (SIGKILL) when
+/// the limit runs out; the result then has `timed_out` set.
 pub fn run_captured(
-    settings: &Settings,
-    argv: &[OsString],
-    cwd: Option<&Path>,
-    extra_env: &[(String, String)],
-    input: Input,
-) -> Result<std::result::Result<Captured, SpawnError>> {
-    run_captured_within(settings, argv, cwd, extra_env, input, None)
-}
-
-/// [`run_captured`] with a time limit: the command runs in a process group of its own, which
-/// is killed (SIGKILL) when `limit` runs out; the result then has `timed_out` set.
-pub fn run_captured_within(
     settings: &Settings,
     argv: &[OsString],
     cwd: Option<&Path>,

@@ -185,7 +185,7 @@ fn run_all(
         if i > 0 {
             restore(cwd, &args.artifacts, &before)?;
         }
-        let captured = match run::run_captured(settings, &args.cmd, None, &[], Input::Null)? {
+        let captured = match run::run_captured(settings, &args.cmd, None, &[], Input::Null, None)? {
             Ok(c) => c,
             Err(e) => {
                 progress.finish_and_clear();

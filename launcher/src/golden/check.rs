@@ -15,8 +15,8 @@ use super::compare::{self, show};
 use super::exec::{self, PassError};
 use super::file::{self, OnDisk, SealRecord};
 use super::junit::{self, TestCase, Verdict};
-use super::suite::{self, Case, Suite};
-use super::{golden_path, load_suite, shown};
+use super::suite::{Case, Suite};
+use super::{at_least_one_pass, golden_path, load_suite, selected, shown};
 use crate::cli::GoldenCheckArgs;
 use crate::observe::diff::Line;
 use crate::usage::UsageError;
@@ -31,18 +31,14 @@ struct Checked {
 }
 
 pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
-    if args.passes == 0 {
-        return Err(UsageError("--passes must be at least 1".into()).into());
-    }
+    at_least_one_pass(args.passes)?;
     if args.jobs == 0 {
         return Err(UsageError("-j must be at least 1".into()).into());
     }
-    let suite = load_suite(args.config.as_deref(), args.dir.as_deref(), args.quiet)?;
-    let cases = suite::select(&suite, &args.names).map_err(UsageError)?;
-    if cases.is_empty() {
-        say!("no cases in {}", shown(&suite.config_path))?;
+    let suite = load_suite(&args.suite, args.quiet)?;
+    let Some(cases) = selected(&suite, &args.names)? else {
         return Ok(ExitCode::SUCCESS);
-    }
+    };
     // Extract the shim once, before any worker needs it.
     crate::shim::extract()?;
     let colour = crate::term::colour_stdout();
@@ -125,14 +121,7 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
         .map(|r| r.expect("every case checked"))
         .collect();
 
-    let failed = results
-        .iter()
-        .filter(|r| matches!(r.verdict, Verdict::Failed { .. }))
-        .count();
-    let errors = results
-        .iter()
-        .filter(|r| matches!(r.verdict, Verdict::Error { .. }))
-        .count();
+    let (failed, errors) = junit::tally(results.iter().map(|r| &r.verdict));
     let passed = results.len() - failed - errors;
     say!(
         "\n{} case(s): {passed} ok, {failed} failed, {errors} error(s)",

@@ -47,7 +47,7 @@ pub fn run_pass(case: &Case) -> Result<Pass, PassError> {
         None => Input::Null,
     };
     let argv: Vec<OsString> = case.argv.iter().map(OsString::from).collect();
-    let captured = run::run_captured_within(
+    let captured = run::run_captured(
         &case.settings,
         &argv,
         Some(&case.cwd),

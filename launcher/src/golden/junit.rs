@@ -56,15 +56,17 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// How many of `verdicts` are failures, and how many errors.
+pub fn tally<'a>(verdicts: impl Iterator<Item = &'a Verdict>) -> (usize, usize) {
+    verdicts.fold((0, 0), |(f, e), v| match v {
+        Verdict::Failed { .. } => (f + 1, e),
+        Verdict::Error { .. } => (f, e + 1),
+        Verdict::Passed => (f, e),
+    })
+}
+
 pub fn render(suite: &str, cases: &[TestCase], total: Duration) -> String {
-    let failures = cases
-        .iter()
-        .filter(|c| matches!(c.verdict, Verdict::Failed { .. }))
-        .count();
-    let errors = cases
-        .iter()
-        .filter(|c| matches!(c.verdict, Verdict::Error { .. }))
-        .count();
+    let (failures, errors) = tally(cases.iter().map(|c| &c.verdict));
     let mut x = String::new();
     let _ = writeln!(x, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
     let head = format!(

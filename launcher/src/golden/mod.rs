@@ -20,8 +20,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use crate::cli::{GoldenAction, GoldenArgs, GoldenListArgs};
+use crate::cli::{GoldenAction, GoldenArgs, GoldenListArgs, SuiteArgs};
 use crate::config::{self, ConfigError};
+use crate::usage::UsageError;
 use suite::{Case, Suite};
 
 pub fn run(args: GoldenArgs) -> Result<ExitCode> {
@@ -34,12 +35,36 @@ pub fn run(args: GoldenArgs) -> Result<ExitCode> {
 }
 
 /// The validated suite of `--config FILE` or the nearest `seal.toml`.
-fn load_suite(config_path: Option<&Path>, dir: Option<&Path>, quiet: bool) -> Result<Suite> {
-    let loaded = config::load_config(config_path)?.ok_or_else(|| ConfigError::Io {
+fn load_suite(args: &SuiteArgs, quiet: bool) -> Result<Suite> {
+    let loaded = config::load_config(args.config.as_deref())?.ok_or_else(|| ConfigError::Io {
         file: "seal.toml".into(),
         msg: "not found in this directory or any parent (the golden suite is its [[case]] tables; or give --config FILE)".into(),
     })?;
-    Ok(suite::load(&loaded, dir, &config::ProcessEnv, quiet)?)
+    Ok(suite::load(
+        &loaded,
+        args.dir.as_deref(),
+        &config::ProcessEnv,
+        quiet,
+    )?)
+}
+
+/// The cases named on the command line (all when none); `None`, after saying so, when the suite
+/// has no case at all.
+fn selected<'a>(suite: &'a Suite, names: &[String]) -> Result<Option<Vec<&'a Case>>> {
+    let cases = suite::select(suite, names).map_err(UsageError)?;
+    if cases.is_empty() {
+        say!("no cases in {}", shown(&suite.config_path))?;
+        return Ok(None);
+    }
+    Ok(Some(cases))
+}
+
+/// `--passes N` runs a case at least once.
+fn at_least_one_pass(passes: usize) -> Result<(), UsageError> {
+    if passes == 0 {
+        return Err(UsageError("--passes must be at least 1".into()));
+    }
+    Ok(())
 }
 
 fn golden_path(suite: &Suite, case: &Case) -> PathBuf {
@@ -68,7 +93,7 @@ fn cmd_line(case: &Case) -> String {
 
 /// `seal golden list`: each case, whether its golden exists, and its command.
 fn list(args: &GoldenListArgs) -> Result<ExitCode> {
-    let suite = load_suite(args.config.as_deref(), args.dir.as_deref(), true)?;
+    let suite = load_suite(&args.suite, true)?;
     if suite.cases.is_empty() {
         say!(
             "no cases in {} (add [[case]] tables)",

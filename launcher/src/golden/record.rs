@@ -10,11 +10,10 @@ use anyhow::Result;
 use super::compare::{self, show};
 use super::exec::{self, Pass, PassError};
 use super::file::{self, Golden, SealRecord, FORMAT_VERSION};
-use super::suite::{self, Case};
-use super::{golden_path, load_suite, shown};
+use super::suite::Case;
+use super::{at_least_one_pass, golden_path, load_suite, selected, shown};
 use crate::cli::GoldenRunArgs;
 use crate::observe;
-use crate::usage::UsageError;
 
 enum Outcome {
     /// The golden, and the masks that matched somewhere.
@@ -23,15 +22,11 @@ enum Outcome {
 }
 
 pub fn run(args: &GoldenRunArgs, update: bool) -> Result<ExitCode> {
-    if args.passes == 0 {
-        return Err(UsageError("--passes must be at least 1".into()).into());
-    }
-    let suite = load_suite(args.config.as_deref(), args.dir.as_deref(), args.quiet)?;
-    let cases = suite::select(&suite, &args.names).map_err(UsageError)?;
-    if cases.is_empty() {
-        say!("no cases in {}", shown(&suite.config_path))?;
+    at_least_one_pass(args.passes)?;
+    let suite = load_suite(&args.suite, args.quiet)?;
+    let Some(cases) = selected(&suite, &args.names)? else {
         return Ok(ExitCode::SUCCESS);
-    }
+    };
     if args.passes == 1 && !args.quiet {
         crate::term::warn("--passes 1 records without a stability gate");
     }

@@ -159,21 +159,13 @@ pub fn diff(old: &str, new: &str, old_name: &str, new_name: &str, opts: Options)
                         whole(&mut out, Kind::Same, l);
                     }
                 }
-                DiffOp::Delete {
-                    old_index, old_len, ..
-                } => {
-                    for l in &olds[old_index..old_index + old_len] {
-                        whole(&mut out, Kind::Removed, l);
-                    }
-                    changed += old_len;
-                }
-                DiffOp::Insert {
-                    new_index, new_len, ..
-                } => {
-                    for l in &news[new_index..new_index + new_len] {
-                        whole(&mut out, Kind::Added, l);
-                    }
-                    changed += new_len;
+                DiffOp::Delete { .. } | DiffOp::Insert { .. } => {
+                    let (kind, lines) = match op {
+                        DiffOp::Delete { .. } => (Kind::Removed, &olds[op.old_range()]),
+                        _ => (Kind::Added, &news[op.new_range()]),
+                    };
+                    lines.iter().for_each(|l| whole(&mut out, kind, l));
+                    changed += lines.len();
                 }
                 DiffOp::Replace {
                     old_index,

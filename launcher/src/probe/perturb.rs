@@ -191,7 +191,14 @@ pub fn run_sealed(
     // umask is inherited: set ours around the spawn (seal probe is single-threaded here).
     // SAFETY: umask has no memory-safety preconditions.
     let old = p.umask.map(|m| unsafe { libc::umask(m as libc::mode_t) });
-    let res = run::run_captured(settings, argv, Some(&sandbox.work()), &env, Input::Null);
+    let res = run::run_captured(
+        settings,
+        argv,
+        Some(&sandbox.work()),
+        &env,
+        Input::Null,
+        None,
+    );
     if let Some(old) = old {
         // SAFETY: as above.
         unsafe { libc::umask(old) };

@@ -123,32 +123,15 @@ fn process_block(out: &mut String, p: &Process, depth: usize, top: usize, width:
         }
         if call.callers.len() > CALLERS_SHOWN {
             let rest = &call.callers[CALLERS_SHOWN..];
-            line(
-                out,
-                &format!(
-                    "{:CALLER_INDENT$}… and {} more caller{} ({} calls)",
-                    "",
-                    rest.len(),
-                    if rest.len() == 1 { "" } else { "s" },
-                    rest.iter().map(|c| c.count).sum::<u64>()
-                ),
-                width,
-            );
+            let calls = rest.iter().map(|c| c.count).sum();
+            let more = and_more(rest.len(), "caller", calls);
+            line(out, &format!("{:CALLER_INDENT$}{more}", ""), width);
         }
     }
     if shown < rows.len() {
         let rest = &rows[shown..];
-        line(
-            out,
-            &format!(
-                "{:>CALLS_W$}  … and {} more function{} ({} calls)",
-                "",
-                rest.len(),
-                if rest.len() == 1 { "" } else { "s" },
-                rest.iter().map(|c| c.count).sum::<u64>()
-            ),
-            width,
-        );
+        let more = and_more(rest.len(), "function", rest.iter().map(|c| c.count).sum());
+        line(out, &format!("{:>CALLS_W$}  {more}", ""), width);
     }
     for u in &p.unsealed {
         line(
@@ -157,6 +140,12 @@ fn process_block(out: &mut String, p: &Process, depth: usize, top: usize, width:
             width,
         );
     }
+}
+
+/// `… and N more THINGs (M calls)`.
+fn and_more(n: usize, thing: &str, calls: u64) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("… and {n} more {thing}{s} ({calls} calls)")
 }
 
 /// Processes in tree order with their depth: each child right after its parent's subtree
