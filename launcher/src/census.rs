@@ -115,7 +115,6 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 pub fn unsealed_warnings_in(dir: &Path) -> Result<Vec<String>> {
     use std::io::Read;
     let header = offset_of!(CensusFile, modules);
-    let ev_size = std::mem::size_of::<seal_abi::UnsealedEvent>();
     let mut seen = std::collections::BTreeSet::new();
     for entry in std::fs::read_dir(dir)
         .with_context(|| format!("cannot read run directory {}", dir.display()))?
@@ -132,18 +131,28 @@ pub fn unsealed_warnings_in(dir: &Path) -> Result<Vec<String>> {
         if b.len() < header || u64_at(&b, offset_of!(CensusFile, magic)) != CENSUS_MAGIC {
             continue;
         }
-        let n = (u32_at(&b, offset_of!(CensusFile, n_unsealed)) as usize).min(MAX_UNSEALED);
-        for i in 0..n {
-            let base = offset_of!(CensusFile, unsealed) + i * ev_size;
-            let kind = u32_at(&b, base);
-            let len = (u32_at(&b, base + 4) as usize).min(248);
-            if kind != 0 && kind != unsealed::FAMILY_OFF {
-                let detail = String::from_utf8_lossy(&b[base + 8..base + 8 + len]);
+        for (kind, detail) in unsealed_events(&b) {
+            if kind != unsealed::FAMILY_OFF {
                 seen.insert(warning_line(unsealed::name(kind), &detail));
             }
         }
     }
     Ok(seen.into_iter().collect())
+}
+
+/// The unsealed events in the header of a census file: `(kind, detail)`.
+fn unsealed_events(b: &[u8]) -> Vec<(u32, String)> {
+    let ev_size = std::mem::size_of::<seal_abi::UnsealedEvent>();
+    let n = (u32_at(b, offset_of!(CensusFile, n_unsealed)) as usize).min(MAX_UNSEALED);
+    (0..n)
+        .filter_map(|i| {
+            let base = offset_of!(CensusFile, unsealed) + i * ev_size;
+            let kind = u32_at(b, base);
+            let len = (u32_at(b, base + 4) as usize).min(248);
+            let detail = String::from_utf8_lossy(&b[base + 8..base + 8 + len]).into_owned();
+            (kind != 0).then_some((kind, detail))
+        })
+        .collect()
 }
 
 fn warning_line(kind: &str, detail: &str) -> String {
@@ -174,20 +183,7 @@ pub fn read_image(path: &Path) -> Result<Option<Image>> {
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
 
-    let ev_size = std::mem::size_of::<seal_abi::UnsealedEvent>();
-    let n_unsealed = (u32_at(&b, offset_of!(CensusFile, n_unsealed)) as usize).min(MAX_UNSEALED);
-    let mut unsealed = Vec::new();
-    for i in 0..n_unsealed {
-        let base = offset_of!(CensusFile, unsealed) + i * ev_size;
-        let kind = u32_at(&b, base);
-        let len = (u32_at(&b, base + 4) as usize).min(248);
-        if kind != 0 {
-            unsealed.push((
-                kind,
-                String::from_utf8_lossy(&b[base + 8..base + 8 + len]).into_owned(),
-            ));
-        }
-    }
+    let unsealed = unsealed_events(&b);
 
     let mod_size = std::mem::size_of::<ModuleRecord>();
     let n_modules = (u32_at(&b, offset_of!(CensusFile, n_modules)) as usize).min(MAX_MODULES);

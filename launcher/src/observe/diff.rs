@@ -167,15 +167,9 @@ pub fn diff(old: &str, new: &str, old_name: &str, new_name: &str, opts: Options)
                     lines.iter().for_each(|l| whole(&mut out, kind, l));
                     changed += lines.len();
                 }
-                DiffOp::Replace {
-                    old_index,
-                    old_len,
-                    new_index,
-                    new_len,
-                } => {
-                    let a = &olds[old_index..old_index + old_len];
-                    let b = &news[new_index..new_index + new_len];
-                    if old_len == new_len {
+                DiffOp::Replace { .. } => {
+                    let (a, b) = (&olds[op.old_range()], &news[op.new_range()]);
+                    if a.len() == b.len() {
                         for (x, y) in a.iter().zip(b) {
                             paired(&mut out, x, y);
                         }
@@ -183,7 +177,7 @@ pub fn diff(old: &str, new: &str, old_name: &str, new_name: &str, opts: Options)
                         a.iter().for_each(|l| whole(&mut out, Kind::Removed, l));
                         b.iter().for_each(|l| whole(&mut out, Kind::Added, l));
                     }
-                    changed += old_len + new_len;
+                    changed += a.len() + b.len();
                 }
             }
         }
