@@ -215,4 +215,18 @@ mod tests {
         assert!(!d.path().join("c.json").exists(), "checking writes nothing");
         assert!(writable_file("--census", Path::new("c.json")).is_ok());
     }
+
+    #[test]
+    fn a_closed_pipe_is_a_quiet_success_and_usage_is_2() {
+        let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let err = anyhow::Error::new(pipe).context("cannot write the census table");
+        assert_eq!(exit_code(&err), ExitCode::SUCCESS);
+        let usage = anyhow::Error::new(UsageError("-n 0".into()));
+        assert_eq!(exit_code(&usage), ExitCode::from(2));
+        let other = anyhow::anyhow!("disk full");
+        assert_eq!(
+            exit_code(&other),
+            ExitCode::from(crate::run::EXIT_SEAL_FAILED)
+        );
+    }
 }
