@@ -2,7 +2,7 @@
 //!
 //! It interposes libc's clocks, randomness, pids, host names, temp names and process creation,
 //! answering from a logical clock and seeded streams, and counts every call into a crash-safe
-//! census file. x86_64 Linux with glibc only. The rules every module follows (DESIGN.md):
+//! census file. x86_64 Linux with glibc only. The rules every module follows (docs/design.md):
 //! never recurse (raw syscalls and `real!` for our own needs), never lock or allocate on a hot
 //! path, never let a panic cross FFI, and report what cannot be sealed instead of pretending.
 //!

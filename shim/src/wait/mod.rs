@@ -1,4 +1,4 @@
-//! Timed waits and sleeps under logical time (DESIGN.md, "Logical time").
+//! Timed waits and sleeps under logical time (docs/design.md, "Logical time").
 //!
 //! A program computes `deadline = now + timeout` from our logical clock and hands it to glibc
 //! or the kernel, which compare it with the real clock. So absolute deadlines are translated
