@@ -8,7 +8,8 @@
 //!
 //! One module per family of calls: `clock`, `wait`, `random`, `process`, `host`, `tempname`,
 //! plus `census` (recording), `config` (process settings), `thread` (per-thread state),
-//! `syscall` (the `syscall()` dispatcher), `real` (real symbols, re-entry guard), `sys` (raw
+//! `syscall` (the `syscall()` dispatcher), `real` (real symbols, re-entry guard), `hook` (the
+//! `hook!` macro every exported entry point is written with), `sys` (raw
 //! system calls), `world` (what the run's clock and name setters changed, instead of the
 //! machine).
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -19,6 +20,7 @@ compile_error!("libseal supports x86_64 Linux with glibc only");
 pub mod census;
 pub mod clock;
 pub mod config;
+pub mod hook;
 pub mod host;
 pub mod process;
 pub mod random;
