@@ -237,6 +237,17 @@ pub fn reaped(real: i32, status: i32) -> i32 {
     }
 }
 
+/// The `wait` status word of a child that ended, from `waitid`'s `si_code` and `si_status`;
+/// `None` for a child that only stopped or continued.
+pub fn wait_status(code: i32, st: i32) -> Option<i32> {
+    match code {
+        libc::CLD_EXITED => Some((st & 0xff) << 8),
+        libc::CLD_KILLED => Some(st & 0x7f),
+        libc::CLD_DUMPED => Some((st & 0x7f) | 0x80),
+        _ => None,
+    }
+}
+
 /// If `path` is `/proc/<vpid>/…` (or `/proc/<vpid>/task/<vtid>/…`) for a virtual pid of this
 /// run, writes the same path with the real pids into `out` (NUL-terminated) and returns
 /// true. Called by every `open`-family hook (they live in `random::device`).
