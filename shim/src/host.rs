@@ -4,8 +4,8 @@
 //! `uname` calls the real function for the other fields (kernel release, machine…), then
 //! replaces `nodename` with the sealed name and `domainname` with `(none)`, which is what an
 //! unconfigured Linux host reports; `getdomainname` returns the same `(none)`. The sealed
-//! `hostname` files (`/proc/sys/kernel/hostname`, `/etc/hostname`) are served by the open
-//! hooks in `random::device`. Debian's `hostname` command calls `gethostname`; coreutils'
+//! `hostname` files (`/proc/sys/kernel/hostname`, `/etc/hostname`) are opened through
+//! `crate::open`, which calls [`open_name_file`] and [`drop_kernel_name_write`]. Debian's `hostname` command calls `gethostname`; coreutils'
 //! `uname -n`, Python's `socket.gethostname()`/`platform.node()`, Node's `os.hostname()` and
 //! the JVM's `InetAddress.getLocalHost()` all land on these entry points.
 
@@ -45,6 +45,35 @@ pub unsafe fn set_name(
         unsafe { core::slice::from_raw_parts(name as *const u8, len) }
     };
     crate::world::set_name(which, bytes)
+}
+
+/// The sealed host name file's contents: a memfd holding the name and a newline.
+pub fn open_name_file(cloexec: bool) -> Result<i32, i32> {
+    let mut b = crate::sys::StackBuf::<80>::new();
+    let mut cur = [0u8; seal_abi::NAME_MAX];
+    b.push(crate::world::hostname(&mut cur)).push(b"\n");
+    crate::fd::memfd_with(b"seal-hostname\0", b.as_bytes(), cloexec)
+}
+
+/// An open of `/proc/sys/kernel/hostname` for writing (`oflags`), in a sealed process:
+/// `Some(/dev/null or errno)` when the process may write it, `None` (the kernel refuses, as
+/// bare) when it may not.
+///
+/// Writing the kernel's host name file would rename the machine (the kernel asks only for
+/// write access to the root-owned file, no capability): the write goes to /dev/null instead,
+/// and says so (sethostname changes the sealed name).
+pub fn drop_kernel_name_write(oflags: i32) -> Option<Result<i32, i32>> {
+    use crate::{census, sys, world};
+    if !(sys::geteuid() == 0 || world::may(world::CAP_DAC_OVERRIDE)) {
+        return None;
+    }
+    let m =
+        b"a write to /proc/sys/kernel/hostname is dropped (sethostname changes the sealed name)";
+    census::record_unsealed(seal_abi::unsealed::UNSUPPORTED_CALL, m);
+    sys::warn(m);
+    let acc = oflags & libc::O_ACCMODE;
+    let fd = sys::open(b"/dev/null\0", acc | (oflags & libc::O_CLOEXEC), 0);
+    Some(if fd >= 0 { Ok(fd) } else { Err(-fd) })
 }
 
 /// `gethostname` semantics (glibc): copy as much as fits of `name` plus its NUL into `out`;

@@ -6,8 +6,10 @@
 //! never recurse (raw syscalls and `real!` for our own needs), never lock or allocate on a hot
 //! path, never let a panic cross FFI, and report what cannot be sealed instead of pretending.
 //!
-//! One module per family of calls: `clock`, `wait`, `random`, `process`, `host`, `tempname`,
-//! plus `census` (recording), `config` (process settings), `thread` (per-thread state),
+//! One module per family of calls: `clock`, `wait`, `random`, `process`, `host`, `tempname`;
+//! `open`, where path-based opens come in and are dispatched to `random` (devices, uuid,
+//! boot id), `host` (hostname files) and `process` (`/proc/<vpid>` paths); plus `fd`
+//! (descriptors the shim makes), `census` (recording), `config` (process settings), `thread` (per-thread state),
 //! `syscall` (the `syscall()` dispatcher), `real` (real symbols, re-entry guard), `hook` (the
 //! `hook!` macro every exported entry point is written with), `sys` (raw
 //! system calls), `world` (what the run's clock and name setters changed, instead of the
@@ -20,8 +22,10 @@ compile_error!("libseal supports x86_64 Linux with glibc only");
 pub mod census;
 pub mod clock;
 pub mod config;
+pub mod fd;
 pub mod hook;
 pub mod host;
+pub mod open;
 pub mod process;
 pub mod random;
 pub mod real;

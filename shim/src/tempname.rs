@@ -62,11 +62,7 @@ pub fn gen_tempname(tmpl: &mut [u8], suffix: usize, make: Make) -> Result<i32, i
 }
 
 fn check(r: i64) -> Result<i32, i32> {
-    if (-4095..0).contains(&r) {
-        Err(-r as i32)
-    } else {
-        Ok(r as i32)
-    }
+    crate::fd::check(r).map(|v| v as i32)
 }
 
 /// One attempt at `path` (NUL-terminated).

@@ -250,7 +250,7 @@ pub fn wait_status(code: i32, st: i32) -> Option<i32> {
 
 /// If `path` is `/proc/<vpid>/…` (or `/proc/<vpid>/task/<vtid>/…`) for a virtual pid of this
 /// run, writes the same path with the real pids into `out` (NUL-terminated) and returns
-/// true. Called by every `open`-family hook (they live in `random::device`).
+/// true. Called by every `open`-family hook (they live in `crate::open`).
 pub fn translate_proc_path(path: &[u8], out: &mut [u8; 4096]) -> bool {
     if !path.starts_with(b"/proc/") || !config::in_run() || !vpid::sealed() {
         return false;
