@@ -324,6 +324,18 @@ mod tests {
     }
 
     #[test]
+    fn waitid_codes_become_wait_statuses() {
+        let st = wait_status(libc::CLD_EXITED, 3).unwrap();
+        assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 3);
+        let st = wait_status(libc::CLD_KILLED, libc::SIGKILL).unwrap();
+        assert!(libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGKILL);
+        let st = wait_status(libc::CLD_DUMPED, libc::SIGSEGV).unwrap();
+        assert!(libc::WIFSIGNALED(st) && libc::WCOREDUMP(st));
+        assert_eq!(wait_status(libc::CLD_STOPPED, libc::SIGSTOP), None);
+        assert_eq!(wait_status(libc::CLD_CONTINUED, libc::SIGCONT), None);
+    }
+
+    #[test]
     fn proc_paths_of_virtual_pids_are_rewritten() {
         assert_eq!(
             rewrite("/proc/1000/status").as_deref(),

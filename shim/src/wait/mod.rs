@@ -340,6 +340,31 @@ pub unsafe fn clock_nanosleep_impl(
     }
 }
 
+/// No descriptor to wait for: a `poll` used as a sleep.
+///
+/// # Safety
+/// `fds` valid for `n` entries (or `n` == 0).
+pub unsafe fn poll_fd_less(fds: *const libc::pollfd, n: libc::nfds_t) -> bool {
+    // SAFETY: per the contract.
+    n == 0 || fds.is_null() || (0..n as usize).all(|i| unsafe { (*fds.add(i)).fd } < 0)
+}
+
+/// No descriptor in any of the sets: a `select` used as a sleep.
+///
+/// # Safety
+/// Each set null or a valid `fd_set`.
+pub unsafe fn select_fd_less(nfds: libc::c_int, sets: [*const libc::fd_set; 3]) -> bool {
+    if nfds <= 0 {
+        return true;
+    }
+    let words = ((nfds as usize).min(libc::FD_SETSIZE)).div_ceil(64);
+    sets.iter().all(|&s| {
+        s.is_null()
+            // SAFETY: a valid fd_set is 16 u64 words; we read at most that.
+            || (0..words).all(|w| unsafe { *(s as *const u64).add(w) } == 0)
+    }) && nfds as usize <= libc::FD_SETSIZE
+}
+
 /// Number of threads of this process (from `/proc/self/stat`), if readable.
 pub fn thread_count() -> Option<u64> {
     let mut buf = [0u8; 1024];
@@ -374,6 +399,43 @@ pub use timer::{
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn polls_and_selects_without_descriptors_are_sleeps() {
+        let fds = [
+            libc::pollfd {
+                fd: -1,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: 0,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY (all): valid arrays and sets of the given sizes.
+        unsafe {
+            assert!(poll_fd_less(fds.as_ptr(), 0));
+            assert!(poll_fd_less(core::ptr::null(), 2));
+            assert!(poll_fd_less(fds.as_ptr(), 1));
+            assert!(!poll_fd_less(fds.as_ptr(), 2));
+            let empty: libc::fd_set = core::mem::zeroed();
+            let mut one: libc::fd_set = core::mem::zeroed();
+            libc::FD_SET(5, &mut one);
+            let null = core::ptr::null();
+            assert!(select_fd_less(0, [null, null, null]));
+            assert!(select_fd_less(8, [&empty, null, &empty]));
+            assert!(!select_fd_less(8, [null, &one, null]));
+            // Whole words are looked at: a bit past nfds in the same word still counts (the
+            // conservative side: the select waits its real time).
+            assert!(!select_fd_less(3, [&one, null, null]));
+            assert!(!select_fd_less(
+                libc::FD_SETSIZE as i32 + 1,
+                [null, null, null]
+            ));
+        }
+    }
 
     #[test]
     fn an_armed_real_timer_is_seen_until_cancelled() {

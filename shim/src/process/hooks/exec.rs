@@ -130,18 +130,6 @@ hook! {
     }
 }
 
-/// The file `execveat(dirfd, rel, …)` runs, as a path to check.
-pub(crate) fn execveat_target(dirfd: c_int, rel: &[u8], p: &mut target::Path) {
-    if rel.starts_with(b"/") || (dirfd == libc::AT_FDCWD && !rel.is_empty()) {
-        p.push(rel);
-    } else {
-        p.push(b"/proc/self/fd/").push_i64(dirfd as i64);
-        if !rel.is_empty() {
-            p.push(b"/").push(rel);
-        }
-    }
-}
-
 hook! {
     /// # Safety
     /// As `execveat(2)`.
@@ -152,7 +140,7 @@ hook! {
         if config::in_run() {
             let mut p = target::Path::new();
             // SAFETY: path is null or a C string.
-            execveat_target(dirfd, unsafe { sys::cstr(path) }, &mut p);
+            target::execveat_path(dirfd, unsafe { sys::cstr(path) }, &mut p);
             check_target(Some(p.as_bytes()));
         }
         // SAFETY: forwarded.

@@ -4,7 +4,7 @@
 use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, size_t, timespec, timeval};
 use seal_abi::flags;
 
-use crate::wait::{errno, relative, valid_timespec, Ran, NS_PER_SEC};
+use crate::wait::{errno, poll_fd_less, relative, select_fd_less, valid_timespec, Ran, NS_PER_SEC};
 use crate::{clock, config, hook};
 
 /// `poll`'s result as a relative wait's ending.
@@ -14,31 +14,6 @@ fn poll_ran(r: c_int) -> Ran {
         -1 if errno() == libc::EINTR => Ran::Interrupted(None),
         _ => Ran::Early,
     }
-}
-
-/// No descriptor to wait for: a `poll` used as a sleep.
-///
-/// # Safety
-/// `fds` valid for `n` entries (or `n` == 0).
-unsafe fn poll_fd_less(fds: *const pollfd, n: nfds_t) -> bool {
-    // SAFETY: per the contract.
-    n == 0 || fds.is_null() || (0..n as usize).all(|i| unsafe { (*fds.add(i)).fd } < 0)
-}
-
-/// No descriptor in any of the sets: a `select` used as a sleep.
-///
-/// # Safety
-/// Each set null or a valid `fd_set`.
-unsafe fn select_fd_less(nfds: c_int, sets: [*const fd_set; 3]) -> bool {
-    if nfds <= 0 {
-        return true;
-    }
-    let words = ((nfds as usize).min(libc::FD_SETSIZE)).div_ceil(64);
-    sets.iter().all(|&s| {
-        s.is_null()
-            // SAFETY: a valid fd_set is 16 u64 words; we read at most that.
-            || (0..words).all(|w| unsafe { *(s as *const u64).add(w) } == 0)
-    }) && nfds as usize <= libc::FD_SETSIZE
 }
 
 /// A relative wait of `ns` through `call(timeout_zero)`; fd-less ones are warpable.
