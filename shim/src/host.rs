@@ -157,20 +157,33 @@ pub(crate) mod hooks {
         }
     }
 
+    /// Copies the sealed name that `pick` gives into the caller's `len` bytes at `name`, as
+    /// `gethostname` does; `None` when `host` is not sealed or there is no buffer (the real
+    /// function then answers).
+    ///
+    /// # Safety
+    /// `name` null or valid for `len` bytes.
+    unsafe fn copy_sealed(
+        name: *mut c_char,
+        len: size_t,
+        pick: impl FnOnce(&mut [u8; NAME_MAX]) -> &[u8],
+    ) -> Option<Result<(), i32>> {
+        if !config::sealed(flags::HOST) || name.is_null() {
+            return None;
+        }
+        // SAFETY: non-null, `len` writable bytes per the contract.
+        let out = unsafe { core::slice::from_raw_parts_mut(name as *mut u8, len) };
+        let mut cur = [0u8; NAME_MAX];
+        Some(copy_name(pick(&mut cur), out))
+    }
+
     hook! {
         /// # Safety
         /// As `gethostname(2)`: `name` valid for `len` bytes.
         fn gethostname(name: *mut c_char, len: size_t) -> c_int;
         fid = Gethostname;
-        |real| {
-            if !config::sealed(flags::HOST) || name.is_null() {
-                return real(name, len);
-            }
-            // SAFETY: the caller guarantees `len` writable bytes.
-            let out = unsafe { core::slice::from_raw_parts_mut(name as *mut u8, len) };
-            let mut cur = [0u8; NAME_MAX];
-            ret(copy_name(world::hostname(&mut cur), out))
-        }
+        // SAFETY: forwarded contract.
+        |real| unsafe { copy_sealed(name, len, world::hostname) }.map_or_else(|| real(name, len), ret)
     }
 
     hook! {
@@ -196,17 +209,9 @@ pub(crate) mod hooks {
         /// As `getdomainname(2)`.
         fn getdomainname(name: *mut c_char, len: size_t) -> c_int;
         fid = Getdomainname;
-        |real| {
-            if !config::sealed(flags::HOST) || name.is_null() {
-                return real(name, len);
-            }
-            // glibc copies min(len, strlen + 1) bytes and never fails for a short buffer.
-            // SAFETY: the caller guarantees `len` writable bytes.
-            let out = unsafe { core::slice::from_raw_parts_mut(name as *mut u8, len) };
-            let mut cur = [0u8; NAME_MAX];
-            let _ = copy_name(domainname(&mut cur), out);
-            0
-        }
+        // glibc copies min(len, strlen + 1) bytes and never fails for a short buffer.
+        // SAFETY: forwarded contract.
+        |real| unsafe { copy_sealed(name, len, domainname) }.map_or_else(|| real(name, len), |_| 0)
     }
 
     hook! {

@@ -14,14 +14,10 @@ use crate::process::{check_search, check_target, reaped, spawn_env, vpid};
 use crate::sys::{self, errno, set_errno};
 use crate::{census, config, hook, real};
 
-type SpawnFn = unsafe extern "C" fn(
-    *mut pid_t,
-    *const c_char,
-    *const libc::posix_spawn_file_actions_t,
-    *const libc::posix_spawnattr_t,
-    Argv,
-    Argv,
-) -> c_int;
+type FileActions = *const libc::posix_spawn_file_actions_t;
+type Attr = *const libc::posix_spawnattr_t;
+type SpawnFn =
+    unsafe extern "C" fn(*mut pid_t, *const c_char, FileActions, Attr, Argv, Argv) -> c_int;
 
 /// Spawns with `f`, giving the child its identity and sealed environment.
 ///
@@ -31,8 +27,8 @@ unsafe fn spawn_with(
     f: SpawnFn,
     pid: *mut pid_t,
     path: *const c_char,
-    fa: *const libc::posix_spawn_file_actions_t,
-    attr: *const libc::posix_spawnattr_t,
+    fa: FileActions,
+    attr: Attr,
     argv: Argv,
     envp: Argv,
 ) -> c_int {
@@ -76,20 +72,13 @@ unsafe fn spawn_with(
 }
 
 fn real_posix_spawn() -> SpawnFn {
-    real!(posix_spawn: fn(*mut pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, Argv, Argv) -> c_int)
+    real!(posix_spawn: fn(*mut pid_t, *const c_char, FileActions, Attr, Argv, Argv) -> c_int)
 }
 
 hook! {
     /// # Safety
     /// As `posix_spawn(3)`.
-    fn posix_spawn(
-        pid: *mut pid_t,
-        path: *const c_char,
-        fa: *const libc::posix_spawn_file_actions_t,
-        attr: *const libc::posix_spawnattr_t,
-        argv: Argv,
-        envp: Argv,
-    ) -> c_int;
+    fn posix_spawn(pid: *mut pid_t, path: *const c_char, fa: FileActions, attr: Attr, argv: Argv, envp: Argv) -> c_int;
     fid = PosixSpawn;
     || {
         if config::in_run() && !path.is_null() {
@@ -104,17 +93,11 @@ hook! {
 hook! {
     /// # Safety
     /// As `posix_spawnp(3)`.
-    fn posix_spawnp(
-        pid: *mut pid_t,
-        file: *const c_char,
-        fa: *const libc::posix_spawn_file_actions_t,
-        attr: *const libc::posix_spawnattr_t,
-        argv: Argv,
-        envp: Argv,
-    ) -> c_int;
+    fn posix_spawnp(pid: *mut pid_t, file: *const c_char, fa: FileActions, attr: Attr, argv: Argv, envp: Argv) -> c_int;
     fid = PosixSpawnp;
     || {
-        let real: SpawnFn = real!(posix_spawnp: fn(*mut pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, Argv, Argv) -> c_int);
+        let real: SpawnFn =
+            real!(posix_spawnp: fn(*mut pid_t, *const c_char, FileActions, Attr, Argv, Argv) -> c_int);
         if config::in_run() && !file.is_null() {
             // SAFETY: file is a C string.
             check_search(unsafe { sys::cstr(file) });
@@ -129,15 +112,22 @@ hook! {
 
 const SHELL: &core::ffi::CStr = c"/bin/sh";
 
-/// `sh -c -- cmd`, NULL-terminated.
-fn shell_argv(cmd: *const c_char) -> [*const c_char; 5] {
-    [
+/// Spawns `/bin/sh -c -- cmd` with the process's environment (sealed for the child), as
+/// glibc's `system` and `popen` do; the shown pid goes to `pid`.
+///
+/// # Safety
+/// `cmd` a C string; `fa` and `attr` null or initialised.
+unsafe fn spawn_shell(cmd: *const c_char, fa: FileActions, attr: Attr, pid: &mut pid_t) -> c_int {
+    let argv: [*const c_char; 5] = [
         c"sh".as_ptr(),
         c"-c".as_ptr(),
         c"--".as_ptr(),
         cmd,
         core::ptr::null(),
-    ]
+    ];
+    let (sh, env) = (SHELL.as_ptr(), current_environ());
+    // SAFETY: per the contract; argv lives until the spawn returns.
+    unsafe { spawn_with(real_posix_spawn(), pid, sh, fa, attr, argv.as_ptr(), env) }
 }
 
 /// Waits for real pid `real`, retrying on EINTR; records the status; -1 on error.
@@ -199,17 +189,8 @@ hook! {
                 &mut attr,
                 (libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETSIGMASK) as libc::c_short,
             );
-            let argv = shell_argv(cmd);
             let mut pid: pid_t = 0;
-            let r = spawn_with(
-                real_posix_spawn(),
-                &mut pid,
-                SHELL.as_ptr(),
-                core::ptr::null(),
-                &attr,
-                argv.as_ptr(),
-                current_environ(),
-            );
+            let r = spawn_shell(cmd, core::ptr::null(), &attr, &mut pid);
             libc::posix_spawnattr_destroy(&mut attr);
             let mut status: c_int = 0;
             let result = if r == 0 {
@@ -297,17 +278,8 @@ hook! {
                     libc::posix_spawn_file_actions_addclose(&mut fa, fd);
                 }
             }
-            let argv = shell_argv(cmd);
             let mut pid: pid_t = 0;
-            let r = spawn_with(
-                real_posix_spawn(),
-                &mut pid,
-                SHELL.as_ptr(),
-                &fa,
-                core::ptr::null(),
-                argv.as_ptr(),
-                current_environ(),
-            );
+            let r = spawn_shell(cmd, &fa, core::ptr::null(), &mut pid);
             libc::posix_spawn_file_actions_destroy(&mut fa);
             libc::close(child_end);
             if r != 0 {

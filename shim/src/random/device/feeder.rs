@@ -3,7 +3,7 @@
 //! invisible to the program).
 
 use super::{EntropyStream, CHUNK};
-use crate::fd::check;
+use crate::fd::{check, write_all};
 use crate::sys;
 
 /// Raw `clone` with no flags and exit signal 0: a copy-on-write copy of this process (like
@@ -292,24 +292,8 @@ fn feed(wfd: i32, stream: &mut EntropyStream) {
     let mut buf = [0u8; CHUNK];
     loop {
         stream.fill(&mut buf);
-        let mut done = 0;
-        while done < CHUNK {
-            // SAFETY: the tail of buf is valid.
-            let r = unsafe {
-                sys::syscall3(
-                    libc::SYS_write,
-                    wfd as i64,
-                    buf[done..].as_ptr() as i64,
-                    (CHUNK - done) as i64,
-                )
-            };
-            if r == -(libc::EINTR as i64) {
-                continue;
-            }
-            if r <= 0 {
-                return;
-            }
-            done += r as usize;
+        if write_all(wfd, &buf).is_err() {
+            return;
         }
     }
 }

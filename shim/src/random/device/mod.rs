@@ -33,7 +33,7 @@ use core::cell::Cell;
 use core::sync::atomic::Ordering::Relaxed;
 
 use super::EntropyStream;
-use crate::fd::{check, memfd_with};
+use crate::fd::{check, memfd_with, write_all};
 use crate::{config, sys, thread};
 
 mod fds;
@@ -126,22 +126,8 @@ pub fn open_stream(cloexec: bool, nonblock: bool) -> Result<i32, i32> {
     // Prefill: the pipe is empty and blocking, so this write completes at once.
     let mut first = [0u8; PREFILL];
     stream.fill(&mut first);
-    let mut done = 0;
-    while done < PREFILL {
-        // SAFETY: the tail of `first` is valid.
-        let r = unsafe {
-            sys::syscall3(
-                libc::SYS_write,
-                wfd as i64,
-                first[done..].as_ptr() as i64,
-                (PREFILL - done) as i64,
-            )
-        };
-        match check(r) {
-            Ok(n) => done += n as usize,
-            Err(libc::EINTR) => {}
-            Err(e) => return fail(e),
-        }
+    if let Err(e) = write_all(wfd, &first) {
+        return fail(e);
     }
     if let Err(e) = feeder::spawn(wfd, &mut stream) {
         return fail(e);
