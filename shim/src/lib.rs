@@ -8,12 +8,12 @@
 //!
 //! One module per family of calls: `clock`, `wait`, `random`, `process`, `host`, `tempname`;
 //! `open`, where path-based opens come in and are dispatched to `random` (devices, uuid,
-//! boot id), `host` (hostname files) and `process` (`/proc/<vpid>` paths); plus `fd`
-//! (descriptors the shim makes), `census` (recording), `config` (process settings), `thread` (per-thread state),
-//! `syscall` (the `syscall()` dispatcher), `real` (real symbols, re-entry guard), `hook` (the
-//! `hook!` macro every exported entry point is written with), `sys` (raw
-//! system calls), `world` (what the run's clock and name setters changed, instead of the
-//! machine).
+//! boot id), `host` (hostname files) and `process` (`/proc/<vpid>` paths); `syscall`, the
+//! `syscall()` dispatcher. Under them: `hook` (the `hook!` macro every exported entry point
+//! is written with), `census` (recording), `config` (process settings), `thread` (per-thread
+//! state), `real` (real symbols, re-entry guard), `sys` (raw system calls), `fd` (descriptors
+//! the shim makes), `table` (the run-wide table of pids and of the sealed world), `world`
+//! (what the run's clock and name setters changed, instead of the machine).
 #![deny(unsafe_op_in_unsafe_fn)]
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
@@ -32,6 +32,7 @@ pub mod real;
 pub mod sys;
 #[cfg(not(test))]
 mod syscall;
+pub mod table;
 pub mod tempname;
 pub mod thread;
 pub mod wait;

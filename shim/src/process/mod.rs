@@ -1,7 +1,8 @@
 //! Processes: virtual pids, fork/exec/spawn (re-injecting the seal into every child, also when
 //! its environment was cleaned), the run-wide pid table, and reports of what cannot be sealed.
 //!
-//! - `table`: the shared `run.table` (vpid <-> real pid, reaped statuses).
+//! - `crate::table` (shared with `world`): the run-wide `run.table` (vpid <-> real pid,
+//!   reaped statuses).
 //! - `vpid`: this process's identity, virtual tids, translation both ways.
 //! - `env`: the environment of a new image (LD_PRELOAD, settings, per-process state).
 //! - `target`: can libseal follow this exec (static, setuid, foreign architecture)?
@@ -16,7 +17,6 @@
 pub mod env;
 #[cfg(not(test))]
 pub(crate) mod hooks;
-pub mod table;
 pub mod target;
 pub mod vpid;
 
@@ -24,7 +24,7 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use seal_abi::Fid;
 
-use crate::{census, config, sys, thread};
+use crate::{census, config, sys, table, thread};
 
 /// Called once per process image after the configuration is loaded, before its census file
 /// is opened (it may correct the identity the file is named after).
