@@ -5,8 +5,11 @@
 //!     /// # Safety
 //!     /// As `sem_timedwait(3)`.
 //!     fn sem_timedwait(sem: *mut sem_t, abstime: *const timespec) -> c_int;
-//!     fid = SemTimedwait, detail = clock::detail(libc::CLOCK_REALTIME);
-//!     |real| ret_of(unsafe { absolute_realtime(abstime, warpable, |ts| err_of(real(sem, ts))) })
+//!     fid = SemTimedwait, detail = detail(CLOCK_REALTIME);
+//!     // SAFETY: forwarded contract.
+//!     |real| ret_of(unsafe {
+//!         until(CLOCK_REALTIME, abstime, || sem_warpable(sem), |ts| err_of(real(sem, ts)))
+//!     })
 //! }
 //! ```
 //!
@@ -22,6 +25,9 @@
 //!   nothing: for bodies that count conditionally or in a shared `*_impl(fid, ra)`), or
 //!   `uncounted;`.
 //! * The body is `|real| expr`, or `|| expr` when it does not call the real function.
+//!   `real` is a safe closure over the real function: the macro holds its one SAFETY note (a
+//!   body calls it with its own arguments, or values derived from them under the same
+//!   contract); anything else unsafe in a body keeps its own `unsafe` block and note.
 //!
 //! The body is the exported function's own body (no inner function, no closure around it), so
 //! anything it reads from the frame (`[rbp+16]`) is still the exported frame's.
