@@ -5,8 +5,8 @@
 use seal_abi::{flags, Fid};
 
 use super::{
-    absolute, clock_nanosleep_impl, errno, relative, set_errno, single_threaded, valid_timespec,
-    Ran, Reached,
+    absolute, clock_nanosleep_impl, err_of, relative, ret_of, single_threaded, valid_timespec, Ran,
+    Reached,
 };
 use crate::{census, clock, config, real};
 
@@ -69,21 +69,12 @@ fn real_syscall() -> SyscallFn {
 unsafe fn syscall_err(n: libc::c_long, a: [libc::c_long; 6]) -> i32 {
     // SAFETY: forwarded.
     let r = unsafe { real_syscall()(n, a[0], a[1], a[2], a[3], a[4], a[5]) };
-    if r == -1 {
-        errno()
-    } else {
-        0
-    }
+    err_of(r)
 }
 
 /// The `syscall()` convention for an error number: 0, or -1 with errno set.
 fn syscall_ret(err: i32) -> libc::c_long {
-    if err == 0 {
-        0
-    } else {
-        set_errno(err);
-        -1
-    }
+    ret_of(err) as libc::c_long
 }
 
 /// `syscall(SYS_futex, …)`: `Some(result)` when handled here, `None` to pass through. Timed

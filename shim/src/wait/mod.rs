@@ -117,6 +117,25 @@ fn ran_for(ns: i64) {
 
 pub use crate::sys::{errno, set_errno};
 
+/// An error number from a `-1`-and-errno style result (of `int` or `long` type).
+pub fn err_of<T: PartialEq + From<i8>>(r: T) -> i32 {
+    if r == T::from(-1) {
+        errno()
+    } else {
+        0
+    }
+}
+
+/// Back to `-1`-and-errno.
+pub fn ret_of(err: i32) -> libc::c_int {
+    if err == 0 {
+        0
+    } else {
+        set_errno(err);
+        -1
+    }
+}
+
 /// `--warp` is on (and the wait family sealed), and no real-time interval timer is armed.
 ///
 /// `alarm(2)` and `setitimer(ITIMER_REAL)` deliver `SIGALRM` after *real* time: a warped

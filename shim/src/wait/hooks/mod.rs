@@ -11,24 +11,3 @@ mod poll;
 mod sleep;
 mod sync;
 mod timer;
-
-use super::{errno, set_errno};
-
-/// An error number from a `-1`-and-errno style result.
-fn err_of(r: libc::c_int) -> i32 {
-    if r == -1 {
-        errno()
-    } else {
-        0
-    }
-}
-
-/// Back to `-1`-and-errno.
-fn ret_of(err: i32) -> libc::c_int {
-    if err == 0 {
-        0
-    } else {
-        set_errno(err);
-        -1
-    }
-}

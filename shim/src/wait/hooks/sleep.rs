@@ -4,8 +4,7 @@
 use libc::{c_int, c_uint, clockid_t, timespec};
 use seal_abi::flags;
 
-use super::{err_of, ret_of};
-use crate::wait::{clock_nanosleep_impl, errno, set_errno, sleep_for};
+use crate::wait::{clock_nanosleep_impl, err_of, errno, ret_of, set_errno, sleep_for};
 use crate::{clock, config, hook, real};
 
 hook! {

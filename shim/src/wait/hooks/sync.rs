@@ -13,10 +13,9 @@ use libc::{
     pthread_rwlock_t, pthread_t, sem_t, size_t, ssize_t, timespec, CLOCK_REALTIME,
 };
 
-use super::{err_of, ret_of};
 use crate::clock::detail;
 use crate::hook;
-use crate::wait::{absolute, errno, set_errno, single_threaded, Reached};
+use crate::wait::{absolute, err_of, errno, ret_of, set_errno, single_threaded, Reached};
 
 // ---- glibc internals (2.36, x86_64) -------------------------------------------------------
 
