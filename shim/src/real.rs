@@ -91,7 +91,8 @@ macro_rules! real {
 
 /// The return address of the current (exported, frame-pointer-keeping) function: the call site
 /// in the program or library that called the hook. The shim is always built with
-/// `-C force-frame-pointers=yes` (see the launcher's build.rs), so `[rbp+8]` holds it.
+/// `-C force-frame-pointers=yes` (the workspace's `.cargo/config.toml`, the launcher's
+/// build.rs; shim/build.rs fails a build without it), so `[rbp+8]` holds it.
 #[macro_export]
 macro_rules! caller {
     () => {{

@@ -11,7 +11,7 @@ use core::sync::atomic::{AtomicI32, Ordering::*};
 
 use seal_abi::{child_lineage, flags, unsealed, KIND_PROCESS, LAUNCHER_VPID, ROOT_VPID};
 
-use super::table;
+use crate::table;
 use crate::{census, config, sys, thread};
 
 /// Real pid the current identity (config::VPID) belongs to; another value means this is a
