@@ -101,7 +101,14 @@ where
 
 /// Runs `cmd` with stdin closed, killing it (and failing the test with a clear message) after
 /// `timeout`.
-pub fn run_timeout(mut cmd: Command, timeout: Duration) -> Output {
+pub fn run_timeout(cmd: Command, timeout: Duration) -> Output {
+    try_run_timeout(cmd, timeout).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`run_timeout`] that returns a hang (or a command that cannot start) as an `Err` with the
+/// same message instead of panicking: for runs shared between tests (each test that uses the
+/// run then fails with that message) and for runs on several threads at once.
+pub fn try_run_timeout(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
     let desc = format!("{cmd:?}");
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -112,7 +119,7 @@ pub fn run_timeout(mut cmd: Command, timeout: Duration) -> Output {
     let start = Instant::now();
     let mut child = cmd
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {desc}: {e}"));
+        .map_err(|e| format!("cannot start {desc}: {e}"))?;
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
     let t_out = std::thread::spawn(move || {
@@ -135,18 +142,68 @@ pub fn run_timeout(mut cmd: Command, timeout: Duration) -> Output {
             let _ = child.wait();
             let so = String::from_utf8_lossy(&t_out.join().unwrap()).into_owned();
             let se = String::from_utf8_lossy(&t_err.join().unwrap()).into_owned();
-            panic!("HANG: {desc} did not finish within {timeout:?}\n--- stdout ---\n{so}\n--- stderr ---\n{se}\n--------------");
+            return Err(format!("HANG: {desc} did not finish within {timeout:?}\n--- stdout ---\n{so}\n--- stderr ---\n{se}\n--------------"));
         }
         std::thread::sleep(Duration::from_millis(5));
     };
     use std::os::unix::process::ExitStatusExt;
-    Output {
+    Ok(Output {
         code: status.code(),
         signal: status.signal(),
         stdout: String::from_utf8_lossy(&t_out.join().unwrap()).into_owned(),
         stderr: String::from_utf8_lossy(&t_err.join().unwrap()).into_owned(),
         elapsed: start.elapsed(),
+    })
+}
+
+/// Runs independent commands at the same time, one thread each, each with its own `timeout`;
+/// returns their outputs in order. Any hang fails the test (after all runs have ended) with
+/// the HANG message of the first one that hung. Sealed runs may overlap (seal is built for
+/// concurrent runs), but sealed temp names are the same in every run: commands that create
+/// temp files need a private `TMPDIR` each (see [`private_tmpdir`]).
+pub fn run_concurrently(cmds: Vec<Command>, timeout: Duration) -> Vec<Output> {
+    try_run_concurrently(cmds, timeout)
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|e| panic!("{e}")))
+        .collect()
+}
+
+/// [`run_concurrently`] that hands back each hang as an `Err` instead of panicking.
+pub fn try_run_concurrently(cmds: Vec<Command>, timeout: Duration) -> Vec<Result<Output, String>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = cmds
+            .into_iter()
+            .map(|c| s.spawn(move || try_run_timeout(c, timeout)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Asserts that every run exited 0 and printed byte-identical stdout; returns run 1's stdout.
+pub fn assert_same_stdout(what: &str, runs: &[Output]) -> String {
+    let first = &runs[0];
+    first.ok();
+    for (i, again) in runs.iter().enumerate().skip(1) {
+        again.ok();
+        assert_eq!(
+            first.stdout,
+            again.stdout,
+            "sealed run {} of {what} differs from run 1\n=== run 1 ===\n{}\n=== run {} ===\n{}",
+            i + 1,
+            first.show(),
+            i + 1,
+            again.show()
+        );
     }
+    first.stdout.clone()
+}
+
+/// A fresh, empty directory for one run's `TMPDIR` (removed when dropped).
+pub fn private_tmpdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("seal-e2e-tmp")
+        .tempdir()
+        .unwrap()
 }
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
