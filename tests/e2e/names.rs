@@ -97,8 +97,7 @@ fn hostname_command_and_flag() {
 #[test]
 fn python_host_and_temp_names_are_sealed() {
     if !have("python3") {
-        eprintln!("note: python3 not found, skipping");
-        return;
+        skip!("python3 not found");
     }
     let dir = scratch("py");
     let script = fixture("python/names.py");
@@ -131,8 +130,7 @@ fn python_host_and_temp_names_are_sealed() {
 #[test]
 fn coreutils_mktemp_is_stable() {
     if !have("mktemp") {
-        eprintln!("note: mktemp not found, skipping");
-        return;
+        skip!("mktemp not found");
     }
     let dir = scratch("mktemp");
     let script = "f=$(mktemp); d=$(mktemp -d); echo \"$f\"; echo \"$d\"; \
@@ -158,8 +156,7 @@ fn coreutils_mktemp_is_stable() {
 #[test]
 fn java_devices_host_and_temp_names_are_sealed() {
     if !have("java") || !have("javac") {
-        eprintln!("note: java/javac not found, skipping");
-        return;
+        skip!("java/javac not found");
     }
     let classes = build_dir().join("java-names");
     std::fs::create_dir_all(&classes).unwrap();

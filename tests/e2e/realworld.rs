@@ -16,11 +16,12 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// True (and the skip is reported: the caller returns) if `tool` is not on PATH.
 fn skip(tool: &str) -> bool {
     if have(tool) {
         return false;
     }
-    eprintln!("note: {tool} is not installed; skipping");
+    report_skip(module_path!(), false, &format!("{tool} is not installed"));
     true
 }
 
@@ -100,7 +101,7 @@ fn shell_time_and_times_are_stable() {
     if gnu {
         script.push_str("/usr/bin/time -f 'gnu %e %U %S' sleep 0.3\n");
     } else {
-        eprintln!("note: /usr/bin/time is not installed; GNU time not checked");
+        skip_part!("/usr/bin/time is not installed; GNU time not checked");
     }
     script.push_str("} 2>&1\n");
     let out = assert_sealed_stable(&["bash", "-c", &script], 3);
@@ -255,7 +256,10 @@ python3 -c 'import os, signal; signal.signal(signal.SIGUSR1, lambda *a: print("q
 #[test]
 fn the_dynamic_loader_run_as_a_program_is_sealed() {
     let loader = "/lib64/ld-linux-x86-64.so.2";
-    if !std::path::Path::new(loader).exists() || skip("ldd") {
+    if !std::path::Path::new(loader).exists() {
+        skip!("no {loader}");
+    }
+    if skip("ldd") {
         return;
     }
     let script = format!("ldd /bin/true >/dev/null && echo ldd-ok; {loader} /bin/date +%s");

@@ -51,8 +51,7 @@ fn python_has(module: &str) -> bool {
 #[test]
 fn python_pytest_is_stable() {
     if !python_has("pytest") {
-        eprintln!("note: pytest not installed; skipping the pytest workload");
-        return;
+        skip!("pytest not installed");
     }
     let dir = fixture("python/realworld_tests");
     let out = stable_in(
@@ -76,8 +75,7 @@ fn python_pytest_is_stable() {
 #[test]
 fn python_unittest_is_stable() {
     if !have("python3") {
-        eprintln!("note: python3 not on PATH; skipping");
-        return;
+        skip!("python3 not on PATH");
     }
     let dir = fixture("python/realworld_tests");
     // unittest reports on stderr ("Ran 2 tests in 0.020s"): check that it is stable too.
@@ -104,8 +102,7 @@ fn python_unittest_is_stable() {
 #[test]
 fn python_stdlib_workloads_are_stable_and_time_out_on_time() {
     if !have("python3") {
-        eprintln!("note: python3 not on PATH; skipping");
-        return;
+        skip!("python3 not on PATH");
     }
     let f = fixture("python/realworld_stdlib.py");
     let out = stable_in(None, &["--", "python3", f.to_str().unwrap()], 3, TIMEOUT);
@@ -137,8 +134,7 @@ fn python_stdlib_workloads_are_stable_and_time_out_on_time() {
 #[test]
 fn python_http_server_serves_and_stops() {
     if !have("python3") || !have("bash") {
-        eprintln!("note: python3 or bash not on PATH; skipping");
-        return;
+        skip!("python3 or bash not on PATH");
     }
     let script = r#"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -165,8 +161,7 @@ kill $pid; wait $pid; echo "server exit $?"
 #[test]
 fn python_alarm_and_itimer_fire_and_warp_keeps_their_outcome() {
     if !have("python3") {
-        eprintln!("note: python3 not on PATH; skipping");
-        return;
+        skip!("python3 not on PATH");
     }
     let f = fixture("python/realworld_timers.py");
     let f = f.to_str().unwrap();
@@ -190,8 +185,7 @@ fn python_alarm_and_itimer_fire_and_warp_keeps_their_outcome() {
 #[test]
 fn node_event_loop_workers_and_children_are_stable() {
     if !have("node") {
-        eprintln!("note: node not on PATH; skipping the Node workloads");
-        return;
+        skip!("node not on PATH");
     }
     let f = fixture("node/realworld.js");
     // With the default tick the main thread's sub-millisecond time depends on how often the
@@ -217,8 +211,7 @@ fn node_event_loop_workers_and_children_are_stable() {
 #[test]
 fn npm_and_npx_report_their_version() {
     if !have("npm") || !have("npx") {
-        eprintln!("note: npm/npx not on PATH; skipping");
-        return;
+        skip!("npm/npx not on PATH");
     }
     for tool in ["npm", "npx"] {
         let plain = run_plain(tool, ["--version"]);
@@ -231,7 +224,8 @@ fn npm_and_npx_report_their_version() {
 /// Compiles fixtures/java/RealWorld.java under seal (twice: the class files must match).
 fn java_realworld_classes(base: &Path) -> Option<PathBuf> {
     if !have("java") || !have("javac") {
-        eprintln!("note: java/javac not on PATH; skipping the JVM workloads");
+        // The caller returns at once: the whole test is skipped.
+        report_skip(module_path!(), false, "java/javac not on PATH");
         return None;
     }
     let src = fixture("java/RealWorld.java");
@@ -308,8 +302,7 @@ fn java_executors_timers_and_processes() {
 #[test]
 fn cargo_new_build_and_test_a_crate() {
     if !have("cargo") {
-        eprintln!("note: cargo not on PATH; skipping");
-        return;
+        skip!("cargo not on PATH");
     }
     let tmp = tempfile::tempdir().unwrap();
     let cargo = |args: &[&str], dir: &Path| {
@@ -354,8 +347,7 @@ fn cargo_new_build_and_test_a_crate() {
 #[test]
 fn rust_std_threads_channels_and_commands_are_stable() {
     if !have("rustc") {
-        eprintln!("note: rustc not on PATH; skipping");
-        return;
+        skip!("rustc not on PATH");
     }
     let bin = build_rust("realworld");
     let out = assert_sealed_stable(&[bin.to_str().unwrap()], 5);

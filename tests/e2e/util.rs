@@ -305,10 +305,77 @@ pub fn build_rust(name: &str) -> PathBuf {
     out
 }
 
-/// Reports a test that cannot run here, visibly: straight to the terminal's stderr (the test
-/// harness captures `eprintln!`), so a skip never passes for a silent ok.
-pub fn skip(test: &str, why: &str) {
-    let line = format!("SKIPPED: {test}: {why}\n");
-    // SAFETY: writing a byte buffer to fd 2.
-    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+/// Writes `msg` straight to file descriptor 2. libtest captures `eprintln!` and everything
+/// written through `std::io::stderr()` and shows it only for failing tests; a raw write is
+/// never captured, so a skip shows up next to the test's `ok`.
+fn write_stderr_raw(msg: &str) {
+    let mut b = msg.as_bytes();
+    while !b.is_empty() {
+        // SAFETY: writing an initialised buffer to fd 2.
+        let n = unsafe { libc::write(2, b.as_ptr().cast(), b.len()) };
+        if n <= 0 {
+            return;
+        }
+        b = &b[n as usize..];
+    }
+}
+
+/// The running test's name ("module::test"): libtest names each test's thread after it.
+fn test_name(fallback: &str) -> String {
+    match std::thread::current().name() {
+        Some(n) if n != "main" => n.to_string(),
+        _ => fallback.to_string(),
+    }
+}
+
+static SKIPS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Records a skip, prints `SKIPPED: <test>: <reason>` (or `PARTLY SKIPPED: …`) uncaptured, and
+/// arranges for a summary of all skips after libtest's own summary. With
+/// `SEAL_E2E_NO_SKIP=1` in the environment a skip is a failure instead (for a CI job that
+/// has every tool installed).
+pub fn report_skip(module: &str, partly: bool, reason: &str) {
+    let name = test_name(module);
+    let kind = if partly { "PARTLY SKIPPED" } else { "SKIPPED" };
+    if std::env::var_os("SEAL_E2E_NO_SKIP").is_some_and(|v| v == "1") {
+        panic!("{kind}: {name}: {reason} (SEAL_E2E_NO_SKIP=1 forbids skips)");
+    }
+    write_stderr_raw(&format!("{kind}: {name}: {reason}\n"));
+    let mut skips = SKIPS.lock().unwrap_or_else(|e| e.into_inner());
+    if skips.is_empty() {
+        extern "C" fn summary() {
+            let skips = SKIPS.lock().unwrap_or_else(|e| e.into_inner());
+            let mut msg = format!(
+                "\ne2e: {} skip(s) on this machine (the tests above still say ok):\n",
+                skips.len()
+            );
+            for s in skips.iter() {
+                msg.push_str("  ");
+                msg.push_str(s);
+                msg.push('\n');
+            }
+            write_stderr_raw(&msg);
+        }
+        // SAFETY: registering a plain extern "C" fn to run at exit (after libtest's summary).
+        unsafe { libc::atexit(summary) };
+    }
+    skips.push(format!("{kind}: {name}: {reason}"));
+}
+
+/// Skips the rest of the test, visibly: `skip!("needs java")` prints
+/// `SKIPPED: module::test: needs java` past libtest's output capture, counts it in the
+/// summary printed at exit, and returns from the test.
+macro_rules! skip {
+    ($($why:tt)+) => {{
+        $crate::util::report_skip(module_path!(), false, &format!($($why)+));
+        return;
+    }};
+}
+
+/// Notes that part of a test did not run (a missing optional tool): printed and summed up
+/// like [`skip!`], but the test goes on.
+macro_rules! skip_part {
+    ($($why:tt)+) => {{
+        $crate::util::report_skip(module_path!(), true, &format!($($why)+));
+    }};
 }

@@ -358,8 +358,7 @@ fn warp_returns_sleeps_at_once() {
 #[test]
 fn python_waits_are_stable_and_exact() {
     if !have("python3") {
-        eprintln!("note: python3 missing, skipped");
-        return;
+        skip!("python3 missing");
     }
     let py = fixture("python/waits.py");
     let py = py.to_str().unwrap();
@@ -412,8 +411,7 @@ fn rust_waits_are_stable_and_exact() {
 #[test]
 fn java_waits_do_not_hang() {
     if !have("java") || !have("javac") {
-        eprintln!("note: java/javac missing, skipped");
-        return;
+        skip!("java/javac missing");
     }
     let out = run_seal(["--", "java", "-version"]);
     out.ok();
@@ -435,8 +433,7 @@ fn java_waits_do_not_hang() {
 #[test]
 fn node_set_timeout_does_not_hang() {
     if !have("node") {
-        eprintln!("note: node missing, skipped");
-        return;
+        skip!("node missing");
     }
     let js = fixture("node/waits.js");
     let out = run_seal(["--", "node", js.to_str().unwrap()]);
