@@ -168,13 +168,22 @@ fn python_alarm_and_itimer_fire_and_warp_keeps_their_outcome() {
     let expect = "alarm fired 1 sleep returned at 3.0\n\
                   itimer at least 5: True elapsed 1.0\n\
                   plain sleep after the timers 3.0\n";
-    let plain = run_seal(["--", "python3", f]);
+    // The three runs wait in real time (the plain one ~4 s) and make no temp files: all at once.
+    let mut runs = run_concurrently(
+        vec![
+            seal(["--", "python3", f]),
+            seal(["--warp", "--", "python3", f]),
+            seal(["--warp", "--", "python3", f]),
+        ],
+        TIMEOUT,
+    )
+    .into_iter();
+    let plain = runs.next().unwrap();
     plain.ok();
     assert_eq!(plain.stdout, expect, "{}", plain.show());
     // Under --warp a sleep used to return at once even with SIGALRM armed: the alarm never
     // fired ("alarm fired 0") and the itimer loop's logical time depended on the scheduler.
-    for _ in 0..2 {
-        let warped = run_seal(["--warp", "--", "python3", f]);
+    for warped in runs {
         warped.ok();
         assert_eq!(warped.stdout, expect, "{}", warped.show());
         // The last sleep (no timer armed any more) is still warped.

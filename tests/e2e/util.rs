@@ -250,6 +250,25 @@ pub fn assert_sealed_stable(cmd: &[&str], n: usize) -> String {
     first.stdout
 }
 
+/// [`assert_sealed_stable`] with the `n` runs at the same time (for commands that mostly wait
+/// in real time). Only for commands that create no temp files: sealed temp names are the same
+/// in every run, so overlapping runs in one `TMPDIR` would take each other's names.
+pub fn assert_sealed_stable_concurrently(cmd: &[&str], n: usize) -> String {
+    let runs = run_concurrently(sealed_n(cmd, n), TIMEOUT);
+    assert_same_stdout(&format!("{cmd:?}"), &runs)
+}
+
+/// `n` commands `seal -- CMD`.
+pub fn sealed_n(cmd: &[&str], n: usize) -> Vec<Command> {
+    (0..n)
+        .map(|_| {
+            let mut c = seal(["--"]);
+            c.args(cmd);
+            c
+        })
+        .collect()
+}
+
 /// True if `program` is on PATH.
 pub fn have(program: &str) -> bool {
     std::env::var_os("PATH")
