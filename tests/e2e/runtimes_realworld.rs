@@ -105,7 +105,37 @@ fn python_stdlib_workloads_are_stable_and_time_out_on_time() {
         skip!("python3 not on PATH");
     }
     let f = fixture("python/realworld_stdlib.py");
-    let out = stable_in(None, &["--", "python3", f.to_str().unwrap()], 3, TIMEOUT);
+    // Each run waits ~5 s in real time (subprocess and socket timeouts, pools, queues): the
+    // three run at once. They make temp files, whose sealed names are the same in every run,
+    // so each gets a private TMPDIR, and its stdout is compared with that directory written
+    // as $TMPDIR (the one input that differs between the runs; the names under it must
+    // still be byte-identical).
+    let tmps: Vec<tempfile::TempDir> = (0..3).map(|_| private_tmpdir()).collect();
+    let cmds = tmps
+        .iter()
+        .map(|t| {
+            let mut c = seal(["--", "python3", f.to_str().unwrap()]);
+            c.env("TMPDIR", t.path());
+            c
+        })
+        .collect();
+    let runs: Vec<Output> = run_concurrently(cmds, TIMEOUT)
+        .into_iter()
+        .zip(&tmps)
+        .map(|(mut o, t)| {
+            o.stdout = o.stdout.replace(t.path().to_str().unwrap(), "$TMPDIR");
+            o
+        })
+        .collect();
+    let out = assert_same_stdout(
+        "python3 realworld_stdlib.py (TMPDIR written as $TMPDIR)",
+        &runs,
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("tempfile $TMPDIR/") && l.matches(" $TMPDIR/").count() == 3),
+        "the temp names are not under TMPDIR\n{out}"
+    );
     // subprocess.run(..., timeout=1) on a 30 s child times out after 1 s (logical and real:
     // the run takes ~5 s in all, far below the 30 s the children would sleep).
     assert!(
