@@ -310,21 +310,27 @@ fn java_executors_timers_and_processes() {
         cp,
         "RealWorld",
     ];
-    let out = stable_in(None, &args, 5, TIMEOUT);
+    // The 5 + 3 JVMs below are independent, mostly wait (timeouts, sleeps, a child) and make
+    // no temp files (-XX:+PerfDisableSharedMem: no hsperfdata file): they all run at once.
+    let default_tick = [
+        "--",
+        "java",
+        "-XX:+PerfDisableSharedMem",
+        "-cp",
+        cp,
+        "RealWorld",
+    ];
+    let mut cmds: Vec<Command> = (0..5).map(|_| seal(args)).collect();
+    cmds.extend((0..3).map(|_| seal(default_tick)));
+    let mut runs = run_concurrently(cmds, TIMEOUT);
+    let default_runs = runs.split_off(5);
+    let out = assert_same_stdout(&format!("{args:?}"), &runs);
     assert!(out.starts_with(head), "{out}");
     // Default tick: nothing hangs, and the lines that hold no sub-millisecond time are
     // stable. The others move with the JIT's clock reads on the main thread (inherited by the
     // threads it starts): "timeout ok 200/201 ms", "sleeps [30, 61, 90, 120]" when a thread
     // started at x.999 ms, the last line.
-    for _ in 0..3 {
-        let o = run_seal([
-            "--",
-            "java",
-            "-XX:+PerfDisableSharedMem",
-            "-cp",
-            cp,
-            "RealWorld",
-        ]);
+    for o in default_runs {
         o.ok();
         assert!(o.stdout.starts_with("timeout ok 20"), "{}", o.show());
         for line in [
