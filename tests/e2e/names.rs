@@ -83,6 +83,8 @@ fn hostname_command_and_flag() {
         let x = run_seal(["--hostname", "x", "--", "hostname"]);
         x.ok();
         assert_eq!(x.stdout, "x\n");
+    } else {
+        skip_part!("hostname not on PATH; the hostname command not checked");
     }
     assert_eq!(assert_sealed_stable(&["uname", "-n"], 2), "seal\n");
     assert_eq!(
