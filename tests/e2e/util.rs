@@ -359,8 +359,12 @@ pub fn report_skip(module: &str, partly: bool, reason: &str) {
     if std::env::var_os("SEAL_E2E_NO_SKIP").is_some_and(|v| v == "1") {
         panic!("{kind}: {name}: {reason} (SEAL_E2E_NO_SKIP=1 forbids skips)");
     }
-    write_stderr_raw(&format!("{kind}: {name}: {reason}\n"));
+    let line = format!("{kind}: {name}: {reason}");
     let mut skips = SKIPS.lock().unwrap_or_else(|e| e.into_inner());
+    if skips.contains(&line) {
+        return; // the same part of the same test, once per run: said once
+    }
+    write_stderr_raw(&format!("{line}\n"));
     if skips.is_empty() {
         extern "C" fn summary() {
             let skips = SKIPS.lock().unwrap_or_else(|e| e.into_inner());
@@ -378,7 +382,7 @@ pub fn report_skip(module: &str, partly: bool, reason: &str) {
         // SAFETY: registering a plain extern "C" fn to run at exit (after libtest's summary).
         unsafe { libc::atexit(summary) };
     }
-    skips.push(format!("{kind}: {name}: {reason}"));
+    skips.push(line);
 }
 
 /// Skips the rest of the test, visibly: `skip!("needs java")` prints
