@@ -18,8 +18,6 @@ fn main() {
     for p in [
         "shim/src",
         "shim/Cargo.toml",
-        "shim/build.rs",
-        "shim/c",
         "abi/src",
         "abi/Cargo.toml",
         "Cargo.lock",

@@ -276,8 +276,7 @@ fn pythons() -> Vec<PathBuf> {
 fn python_reads_clocks_from_libpython_and_getrandom_at_startup() {
     let pys = pythons();
     if pys.is_empty() {
-        eprintln!("note: no python3; skipping");
-        return;
+        skip!("no python3");
     }
     let script = fixture("python/census_clock.py");
     for py in pys {
@@ -323,8 +322,7 @@ fn python_reads_clocks_from_libpython_and_getrandom_at_startup() {
 #[test]
 fn a_three_level_tree_has_correct_parent_links() {
     let Some(py) = pythons().into_iter().next() else {
-        eprintln!("note: no python3; skipping");
-        return;
+        skip!("no python3");
     };
     let exe = built("census_counts", &[]);
     let sh = fixture("bash/census_tree.sh");

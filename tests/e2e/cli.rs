@@ -264,8 +264,7 @@ fn demo_shows_unsealed_differ_and_sealed_agree() {
 #[test]
 fn demo_falls_back_to_bash_without_python() {
     if !have("bash") {
-        eprintln!("note: bash not on PATH; skipping the demo fallback");
-        return;
+        skip!("bash not on PATH");
     }
     // A PATH with the tools the bash report needs, and no python3.
     let bin = temp_dir();
@@ -339,8 +338,7 @@ fn old_shim_versions_are_pruned_on_extraction() {
 #[test]
 fn run_dirs_of_killed_launchers_are_removed() {
     if !std::path::Path::new("/dev/shm").is_dir() {
-        eprintln!("note: no /dev/shm, skipping");
-        return;
+        skip!("no /dev/shm");
     }
     let runtime = tempfile::Builder::new()
         .prefix("seal-e2e-rt-")
@@ -369,9 +367,20 @@ fn run_dirs_of_killed_launchers_are_removed() {
             .stderr(std::process::Stdio::null());
         cmd.spawn().unwrap()
     };
+    // A run dir counts once its launcher holds the lock on its run table: a launcher killed
+    // between creating the dir and locking the table leaves a dir the next `seal` cannot
+    // tell from a live one's (and must keep), which is not what this test is about.
+    let locked = |dir: &std::path::Path| {
+        use std::os::unix::io::AsRawFd;
+        let Ok(f) = std::fs::File::open(dir.join("run.table")) else {
+            return false;
+        };
+        // SAFETY: a non-blocking lock attempt on a descriptor we own (dropped at once).
+        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) != 0 }
+    };
     let wait_for_dir = || {
         for _ in 0..200 {
-            if let Some(d) = run_dirs().pop() {
+            if let Some(d) = run_dirs().into_iter().find(|d| locked(d)) {
                 return d;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));

@@ -234,8 +234,7 @@ fn unseal_random_lets_bytes_move_and_keeps_time_sealed() {
 #[test]
 fn python_report_sealed_is_identical() {
     if !have("python3") {
-        eprintln!("note: python3 not on PATH; skipping the Python fixture");
-        return;
+        skip!("python3 not on PATH");
     }
     let script = fixture("python/report.py");
     let out = assert_sealed_stable(&["python3", script.to_str().unwrap()], RUNS);
@@ -249,8 +248,7 @@ fn python_report_sealed_is_identical() {
 #[test]
 fn python_report_differs_unsealed() {
     if !have("python3") {
-        eprintln!("note: python3 not on PATH; skipping the Python fixture");
-        return;
+        skip!("python3 not on PATH");
     }
     let script = fixture("python/report.py");
     assert_plain_differs(
@@ -269,8 +267,7 @@ fn python_report_differs_unsealed() {
 #[test]
 fn node_report_sealed_is_identical() {
     if !have("node") {
-        eprintln!("note: node not on PATH; skipping the Node fixture");
-        return;
+        skip!("node not on PATH");
     }
     let script = fixture("node/report.js");
     let out = assert_sealed_stable(&["node", script.to_str().unwrap()], RUNS);
@@ -284,8 +281,7 @@ fn node_report_sealed_is_identical() {
 #[test]
 fn node_report_differs_unsealed() {
     if !have("node") {
-        eprintln!("note: node not on PATH; skipping the Node fixture");
-        return;
+        skip!("node not on PATH");
     }
     let script = fixture("node/report.js");
     assert_plain_differs(
@@ -330,7 +326,8 @@ fn rust_report_differs_unsealed() {
 /// missing.
 fn java_classes() -> Option<PathBuf> {
     if !have("java") || !have("javac") {
-        eprintln!("note: java/javac not on PATH; skipping the Java fixture");
+        // The caller returns at once: the whole test is skipped.
+        report_skip(module_path!(), false, "java/javac not on PATH");
         return None;
     }
     static DIR: OnceLock<PathBuf> = OnceLock::new();

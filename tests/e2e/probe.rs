@@ -14,6 +14,18 @@ fn probe(args: &[&str], script: &str, extra: &[&str], dir: &Path) -> (Output, Va
     let report = dir.join(format!("report-{}.json", args.len() + extra.len()));
     let work = dir.join("tree");
     std::fs::create_dir_all(&work).unwrap();
+    probe_at(args, script, extra, dir, &report)
+}
+
+/// [`probe`] writing its report to `report`, so that several can run at once in one `dir`.
+fn probe_at(
+    args: &[&str],
+    script: &str,
+    extra: &[&str],
+    dir: &Path,
+    report: &Path,
+) -> (Output, Value) {
+    let work = dir.join("tree");
     let mut all: Vec<String> = vec!["probe".into()];
     all.extend(args.iter().map(|s| s.to_string()));
     all.extend([
@@ -29,7 +41,7 @@ fn probe(args: &[&str], script: &str, extra: &[&str], dir: &Path) -> (Output, Va
     let mut c = seal(&all);
     c.current_dir(dir);
     let out = run_timeout(c, std::time::Duration::from_secs(240));
-    let text = std::fs::read_to_string(&report)
+    let text = std::fs::read_to_string(report)
         .unwrap_or_else(|e| panic!("no report {}: {e}\n{}", report.display(), out.show()));
     (out, serde_json::from_str(&text).unwrap())
 }
@@ -78,7 +90,7 @@ fn report_lines_are_classified() {
         assert_eq!(host["status"], "unstable", "{host:#}");
         assert_eq!(host["varies_under"], serde_json::json!(["hostname"]));
     } else {
-        eprintln!("note: no user namespaces here: the host-name perturbation was skipped");
+        skip_part!("no user namespaces here: the host-name perturbation was skipped");
     }
     assert!(out.stdout.contains("exit 2: "), "{}", out.show());
 }
@@ -131,12 +143,21 @@ fn constant_output_exits_0() {
 #[test]
 fn masked_fraction_above_budget_exits_3() {
     let dir = tempfile::tempdir().unwrap();
-    let (out, r) = probe(&[], "probe_masked.py", &[], dir.path());
+    std::fs::create_dir_all(dir.path().join("tree")).unwrap();
+    // The two probes are independent: they run at once.
+    let ((out, r), (larger, _)) = std::thread::scope(|s| {
+        let d = dir.path();
+        let a = s.spawn(|| probe_at(&[], "probe_masked.py", &[], d, &d.join("a.json")));
+        let b = s.spawn(|| {
+            let larger = ["--max-masked", "0.5"];
+            probe_at(&larger, "probe_masked.py", &[], d, &d.join("b.json"))
+        });
+        (a.join().unwrap(), b.join().unwrap())
+    });
     assert_eq!(out.code, Some(3), "{}", out.show());
     assert_eq!(r["summary"]["volatile"], 1);
     // Within a larger budget the same output passes.
-    let (out, _) = probe(&["--max-masked", "0.5"], "probe_masked.py", &[], dir.path());
-    assert_eq!(out.code, Some(0), "{}", out.show());
+    assert_eq!(larger.code, Some(0), "{}", larger.show());
 }
 
 #[test]
@@ -147,12 +168,25 @@ fn mask_growth_against_compare_exits_4() {
     assert_eq!(out.code, Some(0), "{}", out.show());
     std::fs::write(&before, first.to_string()).unwrap();
     let cmp = ["--max-masked", "0.9", "--compare", before.to_str().unwrap()];
+    // The two comparisons are independent: they run at once.
+    let ((same, _), (out, r)) = std::thread::scope(|s| {
+        let d = dir.path();
+        let a = s.spawn(|| probe_at(&cmp, "probe_masked.py", &[], d, &d.join("a.json")));
+        let b = s.spawn(|| {
+            probe_at(
+                &cmp,
+                "probe_masked.py",
+                &["--with-id"],
+                d,
+                &d.join("b.json"),
+            )
+        });
+        (a.join().unwrap(), b.join().unwrap())
+    });
     // Same output, compared with itself: nothing grew.
-    let (out, _) = probe(&cmp, "probe_masked.py", &[], dir.path());
-    assert_eq!(out.code, Some(0), "{}", out.show());
+    assert_eq!(same.code, Some(0), "{}", same.show());
     // A uuid line appears above "rows 42": the timestamp line still matches by content, the
     // uuid line is new.
-    let (out, r) = probe(&cmp, "probe_masked.py", &["--with-id"], dir.path());
     assert_eq!(out.code, Some(4), "{}", out.show());
     let growth = r["mask_growth"].as_array().unwrap();
     assert_eq!(growth.len(), 1, "{r:#}");

@@ -114,8 +114,7 @@ fn bash_urandom_tools_are_sealed() {
 #[test]
 fn python_reads_urandom_sealed() {
     if !have("python3") {
-        eprintln!("note: python3 not found, skipping");
-        return;
+        skip!("python3 not found");
     }
     let code = "print(open('/dev/urandom','rb').read(16).hex()); \
                 print(open('/proc/sys/kernel/random/uuid').read().strip())";

@@ -23,8 +23,10 @@ fn namespaces() -> bool {
         .map(|s| s.success())
         .unwrap_or(false);
     if !ok {
-        skip(
-            "setters",
+        // The caller returns at once: the whole test is skipped.
+        report_skip(
+            module_path!(),
+            false,
             "unshare -Ur --uts is not available (no user namespaces)",
         );
     }
@@ -113,8 +115,7 @@ fn clock_and_name_setters_change_the_sealed_world_not_the_machine() {
 #[test]
 fn without_the_capability_a_sealed_setter_fails_as_it_would_bare() {
     if !have("setpriv") {
-        skip("setters", "setpriv is not installed");
-        return;
+        skip!("setpriv is not installed");
     }
     let prog = build_c("setters", &[]);
     let drop_caps = |sealed: bool| {

@@ -23,11 +23,76 @@ fn c_waits() -> String {
         .clone()
 }
 
+/// Every run of the C fixture that the tests below assert on. The fixture waits in real time
+/// (about 5 s a run), so all of them start together, once, on their own threads, and each test
+/// checks its own runs; a hang is kept as the run's HANG message and fails each test that
+/// uses that run.
+struct CWaitRuns {
+    /// `seal -- waits`, RUNS times.
+    sealed: Vec<Result<Output, String>>,
+    /// `seal --tick 0 -- waits`.
+    frozen: Result<Output, String>,
+    /// `seal --epoch 2031-01-01T00:00:00Z -- waits`.
+    future_epoch: Result<Output, String>,
+    /// `waits`, unsealed, twice.
+    unsealed: Vec<Result<Output, String>>,
+    /// `seal --unseal time --census FILE -- waits` and the census it wrote.
+    unseal_time: Result<(Output, String), String>,
+    /// `seal --census FILE -- waits` and the census it wrote.
+    counted: Result<(Output, String), String>,
+}
+
+fn c_runs() -> &'static CWaitRuns {
+    static RUNS_: std::sync::OnceLock<CWaitRuns> = std::sync::OnceLock::new();
+    RUNS_.get_or_init(|| {
+        let bin = c_waits();
+        let dir = tempfile::tempdir().unwrap();
+        let unseal_census = dir.path().join("unseal-time.json");
+        let census = dir.path().join("census.json");
+        let mut cmds: Vec<std::process::Command> = (0..RUNS).map(|_| seal(["--", &bin])).collect();
+        cmds.push(seal(["--tick", "0", "--", &bin]));
+        cmds.push(seal(["--epoch", "2031-01-01T00:00:00Z", "--", &bin]));
+        cmds.push(command(&bin));
+        cmds.push(command(&bin));
+        cmds.push(seal([
+            "--unseal",
+            "time",
+            "--census",
+            unseal_census.to_str().unwrap(),
+            "--",
+            &bin,
+        ]));
+        cmds.push(seal(["--census", census.to_str().unwrap(), "--", &bin]));
+        let mut outs = try_run_concurrently(cmds, TIMEOUT).into_iter();
+        let mut next = || outs.next().unwrap();
+        let with_census = |o: Result<Output, String>, file: &std::path::Path| {
+            let o = o?;
+            let json = std::fs::read_to_string(file)
+                .map_err(|e| format!("no census {}: {e}\n{}", file.display(), o.show()))?;
+            Ok((o, json))
+        };
+        CWaitRuns {
+            sealed: (0..RUNS).map(|_| next()).collect(),
+            frozen: next(),
+            future_epoch: next(),
+            unsealed: vec![next(), next()],
+            unseal_time: with_census(next(), &unseal_census),
+            counted: with_census(next(), &census),
+        }
+    })
+}
+
+/// A shared run's output, or the test fails with the run's HANG message.
+fn got<T>(r: &Result<T, String>) -> &T {
+    r.as_ref().unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Every C timed wait times out at exactly its 100 ms deadline, every run alike.
 #[test]
 fn c_waits_are_stable_and_end_at_their_deadlines() {
-    let bin = c_waits();
-    let out = assert_sealed_stable(&[&bin], RUNS);
+    let runs: Vec<Output> = c_runs().sealed.iter().map(|r| got(r).clone()).collect();
+    assert_eq!(runs.len(), RUNS);
+    let out = assert_same_stdout("seal -- waits", &runs);
     // Clock read before, 100 ms wait, clock read after: 100 ms and one 1 µs tick.
     let timed_out = [
         "pthread_cond_timedwait(realtime)",
@@ -128,8 +193,7 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
 /// With `--tick 0` a timed-out wait reads exactly its timeout: nothing real leaks in.
 #[test]
 fn c_waits_read_exactly_their_timeout_with_frozen_reads() {
-    let bin = c_waits();
-    let out = run_seal(["--tick", "0", "--", &bin]);
+    let out = got(&c_runs().frozen);
     out.ok();
     for l in out.stdout.lines().filter(|l| l.contains("elapsed=")) {
         let want = if l.starts_with("sleep(1)") {
@@ -153,9 +217,8 @@ fn c_waits_read_exactly_their_timeout_with_frozen_reads() {
 /// translated like any other: same output, no wait of years.
 #[test]
 fn c_waits_do_not_care_where_the_epoch_is() {
-    let bin = c_waits();
-    let now = run_seal(["--", &bin]);
-    let future = run_seal(["--epoch", "2031-01-01T00:00:00Z", "--", &bin]);
+    let now = got(&c_runs().sealed[0]);
+    let future = got(&c_runs().future_epoch);
     now.ok();
     future.ok();
     assert_eq!(
@@ -170,9 +233,8 @@ fn c_waits_do_not_care_where_the_epoch_is() {
 /// Unsealed, the same fixture prints real (different) elapsed times: the seal does the work.
 #[test]
 fn c_waits_differ_unsealed() {
-    let bin = c_waits();
-    let a = run_plain(&bin, [] as [&str; 0]);
-    let b = run_plain(&bin, [] as [&str; 0]);
+    let a = got(&c_runs().unsealed[0]);
+    let b = got(&c_runs().unsealed[1]);
     a.ok();
     b.ok();
     assert_ne!(
@@ -185,25 +247,13 @@ fn c_waits_differ_unsealed() {
 /// `--unseal time`: waits pass through to the real functions (real times), still counted.
 #[test]
 fn unsealed_time_passes_waits_through_and_counts_them() {
-    let bin = c_waits();
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    let census = dir.join("census.json");
-    let out = run_seal([
-        "--unseal",
-        "time",
-        "--census",
-        census.to_str().unwrap(),
-        "--",
-        &bin,
-    ]);
+    let (out, json) = got(&c_runs().unseal_time);
     out.ok();
     assert!(
         !out.stdout.contains("elapsed=0.100001000\n"),
         "{}",
         out.show()
     );
-    let json = std::fs::read_to_string(&census).unwrap();
     for sym in [
         "\"pthread_cond_timedwait\"",
         "\"sem_clockwait\"",
@@ -218,13 +268,9 @@ fn unsealed_time_passes_waits_through_and_counts_them() {
 /// The census names every wait entry point the fixture used, with its clock.
 #[test]
 fn sealed_waits_are_counted_with_their_clock() {
-    let bin = c_waits();
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    let census = dir.join("census.json");
-    run_seal(["--census", census.to_str().unwrap(), "--", &bin]).ok();
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&census).unwrap()).unwrap();
+    let (out, json) = got(&c_runs().counted);
+    out.ok();
+    let json: serde_json::Value = serde_json::from_str(json).unwrap();
     let calls = json["processes"][0]["calls"].as_array().unwrap();
     let count = |sym: &str, detail: Option<&str>| -> u64 {
         calls
@@ -312,15 +358,18 @@ fn warp_returns_sleeps_at_once() {
 #[test]
 fn python_waits_are_stable_and_exact() {
     if !have("python3") {
-        eprintln!("note: python3 missing, skipped");
-        return;
+        skip!("python3 missing");
     }
     let py = fixture("python/waits.py");
     let py = py.to_str().unwrap();
-    let out = assert_sealed_stable(&["python3", py], RUNS);
+    // The RUNS runs and the --tick 0 run wait in real time: all at once.
+    let mut cmds = sealed_n(&["python3", py], RUNS);
+    cmds.push(seal(["--tick", "0", "--", "python3", py]));
+    let mut runs = run_concurrently(cmds, TIMEOUT);
+    let exact = runs.pop().unwrap();
+    let out = assert_same_stdout(&format!("python3 {py}"), &runs);
     assert!(out.contains("sleep loop iterations 5\n"), "{out}");
     assert!(out.contains("threading.Timer fired True\n"), "{out}");
-    let exact = run_seal(["--tick", "0", "--", "python3", py]);
     exact.ok();
     assert_eq!(
         exact.stdout,
@@ -340,13 +389,17 @@ fn python_waits_are_stable_and_exact() {
 fn rust_waits_are_stable_and_exact() {
     let bin = build_rust("waits");
     let bin = bin.to_str().unwrap();
-    let out = assert_sealed_stable(&[bin], RUNS);
+    // The RUNS runs and the --tick 0 run wait in real time: all at once.
+    let mut cmds = sealed_n(&[bin], RUNS);
+    cmds.push(seal(["--tick", "0", "--", bin]));
+    let mut runs = run_concurrently(cmds, TIMEOUT);
+    let exact = runs.pop().unwrap();
+    let out = assert_same_stdout(bin, &runs);
     assert!(
         out.contains("Condvar::wait_timeout timed_out=true elapsed=100.001ms\n"),
         "{out}"
     );
     assert!(out.contains("Ok(7)"), "{out}");
-    let exact = run_seal(["--tick", "0", "--", bin]);
     exact.ok();
     assert_eq!(
         exact.stdout,
@@ -366,8 +419,7 @@ fn rust_waits_are_stable_and_exact() {
 #[test]
 fn java_waits_do_not_hang() {
     if !have("java") || !have("javac") {
-        eprintln!("note: java/javac missing, skipped");
-        return;
+        skip!("java/javac missing");
     }
     let out = run_seal(["--", "java", "-version"]);
     out.ok();
@@ -389,8 +441,7 @@ fn java_waits_do_not_hang() {
 #[test]
 fn node_set_timeout_does_not_hang() {
     if !have("node") {
-        eprintln!("note: node missing, skipped");
-        return;
+        skip!("node missing");
     }
     let js = fixture("node/waits.js");
     let out = run_seal(["--", "node", js.to_str().unwrap()]);
