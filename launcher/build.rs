@@ -18,6 +18,8 @@ fn main() {
     for p in [
         "shim/src",
         "shim/Cargo.toml",
+        "shim/build.rs",
+        ".cargo/config.toml",
         "abi/src",
         "abi/Cargo.toml",
         "Cargo.lock",
