@@ -41,25 +41,7 @@ fn without_names(out: &str) -> String {
 /// Runs `cmd` sealed RUNS times; asserts exit 0 and identical stdout (ignoring `names` lines
 /// when that family is absent); returns the first stdout.
 fn stable(cmd: &[&str]) -> String {
-    let mut args = vec!["--"];
-    args.extend_from_slice(cmd);
-    let first = run_seal(&args);
-    first.ok();
-    let want = without_names(&first.stdout);
-    for i in 1..RUNS {
-        let again = run_seal(&args);
-        again.ok();
-        assert_eq!(
-            want,
-            without_names(&again.stdout),
-            "sealed run {} of {cmd:?} differs from run 1\n=== run 1 ===\n{}\n=== run {} ===\n{}",
-            i + 1,
-            first.show(),
-            i + 1,
-            again.show()
-        );
-    }
-    first.stdout
+    assert_runs_agree_by(&format!("{cmd:?}"), RUNS, without_names, || run_sealed(cmd)).stdout
 }
 
 fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
@@ -203,9 +185,9 @@ fn rust_command_children_are_sealed() {
 #[test]
 fn exit_status_of_the_root_passes_through() {
     let o = run_seal(["--", "sh", "-c", "sh -c 'exit 7'; exit $?"]);
-    assert_eq!(o.code, Some(7), "{}", o.show());
+    o.code_is(7);
     let o = run_seal(["--", "sh", "-c", "kill -TERM $$"]);
-    assert_eq!(o.code, Some(128 + 15), "{}", o.show());
+    o.code_is(128 + 15);
 }
 
 #[test]
@@ -284,7 +266,7 @@ fn static_and_setuid_targets_are_reported_once() {
     script += "echo finished";
     let o = run_seal(["--", "bash", "-c", &script]);
     o.ok();
-    assert!(o.stdout.contains("finished"), "{}", o.show());
+    o.stdout_has("finished");
     for want in &expect {
         let n = o
             .stderr
@@ -296,7 +278,7 @@ fn static_and_setuid_targets_are_reported_once() {
     // -q keeps stderr quiet.
     let q = run_seal(["-q", "--", "bash", "-c", &script]);
     q.ok();
-    assert!(!q.stderr.contains("not sealed"), "{}", q.show());
+    q.stderr_lacks("not sealed");
 }
 
 /// One census process per process of the tree, each with the right parent.

@@ -11,32 +11,17 @@ use std::time::Duration;
 
 use crate::util::*;
 
-/// Runs `seal ARGS` `n` times (in `cwd` if given, with `limit` per run); asserts exit 0 and
-/// byte-identical stdout; returns it.
-fn stable_in(cwd: Option<&Path>, args: &[&str], n: usize, limit: Duration) -> String {
+/// Runs `seal ARGS` `n` times (in `cwd` if given); asserts exit 0 and byte-identical stdout;
+/// returns it.
+fn stable_in(cwd: Option<&Path>, args: &[&str], n: usize) -> String {
     let run = || {
         let mut c = seal(args);
         if let Some(d) = cwd {
             c.current_dir(d);
         }
-        let o = run_timeout(c, limit);
-        o.ok();
-        o
+        run_timeout(c, TIMEOUT)
     };
-    let first = run();
-    for i in 1..n {
-        let again = run();
-        assert_eq!(
-            first.stdout,
-            again.stdout,
-            "sealed run {} of {args:?} differs from run 1\n=== run 1 ===\n{}\n=== run {} ===\n{}",
-            i + 1,
-            first.show(),
-            i + 1,
-            again.show()
-        );
-    }
-    first.stdout
+    assert_runs_agree(&format!("{args:?}"), n, run).stdout
 }
 
 fn python_has(module: &str) -> bool {
@@ -67,16 +52,13 @@ fn python_pytest_is_stable() {
             "no:cacheprovider",
         ],
         3,
-        TIMEOUT,
     );
     assert!(out.contains("5 passed"), "{out}");
 }
 
 #[test]
 fn python_unittest_is_stable() {
-    if !have("python3") {
-        skip!("python3 not on PATH");
-    }
+    require_tools!("python3");
     let dir = fixture("python/realworld_tests");
     // unittest reports on stderr ("Ran 2 tests in 0.020s"): check that it is stable too.
     let args = [
@@ -101,9 +83,7 @@ fn python_unittest_is_stable() {
 
 #[test]
 fn python_stdlib_workloads_are_stable_and_time_out_on_time() {
-    if !have("python3") {
-        skip!("python3 not on PATH");
-    }
+    require_tools!("python3");
     let f = fixture("python/realworld_stdlib.py");
     // Each run waits ~5 s in real time (subprocess and socket timeouts, pools, queues): the
     // three run at once. They make temp files, whose sealed names are the same in every run,
@@ -163,9 +143,7 @@ fn python_stdlib_workloads_are_stable_and_time_out_on_time() {
 
 #[test]
 fn python_http_server_serves_and_stops() {
-    if !have("python3") || !have("bash") {
-        skip!("python3 or bash not on PATH");
-    }
+    require_tools!("python3", "bash");
     let script = r#"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 python3 -m http.server "$port" --bind 127.0.0.1 >/dev/null 2>&1 &
@@ -190,9 +168,7 @@ kill $pid; wait $pid; echo "server exit $?"
 
 #[test]
 fn python_alarm_and_itimer_fire_and_warp_keeps_their_outcome() {
-    if !have("python3") {
-        skip!("python3 not on PATH");
-    }
+    require_tools!("python3");
     let f = fixture("python/realworld_timers.py");
     let f = f.to_str().unwrap();
     let expect = "alarm fired 1 sleep returned at 3.0\n\
@@ -223,18 +199,11 @@ fn python_alarm_and_itimer_fire_and_warp_keeps_their_outcome() {
 
 #[test]
 fn node_event_loop_workers_and_children_are_stable() {
-    if !have("node") {
-        skip!("node not on PATH");
-    }
+    require_tools!("node");
     let f = fixture("node/realworld.js");
     // With the default tick the main thread's sub-millisecond time depends on how often the
     // event loop woke (one clock read per wakeup); --tick 0 makes every value stable.
-    let out = stable_in(
-        None,
-        &["--tick", "0", "--", "node", f.to_str().unwrap()],
-        3,
-        TIMEOUT,
-    );
+    let out = stable_in(None, &["--tick", "0", "--", "node", f.to_str().unwrap()], 3);
     assert!(
         out.starts_with("interval 5 100\nafter timeout 150 150\n"),
         "{out}"
@@ -249,13 +218,11 @@ fn node_event_loop_workers_and_children_are_stable() {
 
 #[test]
 fn npm_and_npx_report_their_version() {
-    if !have("npm") || !have("npx") {
-        skip!("npm/npx not on PATH");
-    }
+    require_tools!("npm", "npx");
     for tool in ["npm", "npx"] {
         let plain = run_plain(tool, ["--version"]);
         plain.ok();
-        let out = stable_in(None, &["--", tool, "--version"], 2, TIMEOUT);
+        let out = stable_in(None, &["--", tool, "--version"], 2);
         assert_eq!(out, plain.stdout);
     }
 }
@@ -300,28 +267,12 @@ fn java_executors_timers_and_processes() {
                 date Thu Jan  1 00:00:00 UTC 2026 rc=0\n\
                 Jan 01, 2026 12:00:00 AM RealWorld main\nINFO: hello\n";
     // --tick 0: every line stable, the last included.
-    let args = [
-        "--tick",
-        "0",
-        "--",
-        "java",
-        "-XX:+PerfDisableSharedMem",
-        "-cp",
-        cp,
-        "RealWorld",
-    ];
+    let args = sealed_java(&["--tick", "0"], cp, "RealWorld");
     // The 5 + 3 JVMs below are independent, mostly wait (timeouts, sleeps, a child) and make
     // no temp files (-XX:+PerfDisableSharedMem: no hsperfdata file): they all run at once.
-    let default_tick = [
-        "--",
-        "java",
-        "-XX:+PerfDisableSharedMem",
-        "-cp",
-        cp,
-        "RealWorld",
-    ];
-    let mut cmds: Vec<Command> = (0..5).map(|_| seal(args)).collect();
-    cmds.extend((0..3).map(|_| seal(default_tick)));
+    let default_tick = sealed_java(&[], cp, "RealWorld");
+    let mut cmds: Vec<Command> = (0..5).map(|_| seal(&args)).collect();
+    cmds.extend((0..3).map(|_| seal(&default_tick)));
     let mut runs = run_concurrently(cmds, TIMEOUT);
     let default_runs = runs.split_off(5);
     let out = assert_same_stdout(&format!("{args:?}"), &runs);
@@ -346,9 +297,7 @@ fn java_executors_timers_and_processes() {
 
 #[test]
 fn cargo_new_build_and_test_a_crate() {
-    if !have("cargo") {
-        skip!("cargo not on PATH");
-    }
+    require_tools!("cargo");
     let tmp = tempfile::tempdir().unwrap();
     let cargo = |args: &[&str], dir: &Path| {
         let mut a = vec!["--", "cargo"];
@@ -384,16 +333,14 @@ fn cargo_new_build_and_test_a_crate() {
         "sealed cargo build wrote different binaries"
     );
     let t = cargo(&["test", "--offline"], &crate_dir);
-    assert!(t.stdout.contains("2 passed"), "{}", t.show());
+    t.stdout_has("2 passed");
     let run = cargo(&["run", "--offline", "-q"], &crate_dir);
     assert_eq!(run.stdout, "Hello, world!\n");
 }
 
 #[test]
 fn rust_std_threads_channels_and_commands_are_stable() {
-    if !have("rustc") {
-        skip!("rustc not on PATH");
-    }
+    require_tools!("rustc");
     let bin = build_rust("realworld");
     let out = assert_sealed_stable(&[bin.to_str().unwrap()], 5);
     assert!(

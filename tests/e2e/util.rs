@@ -60,7 +60,52 @@ pub struct Output {
 
 impl Output {
     pub fn ok(&self) -> &Self {
-        assert_eq!(self.code, Some(0), "expected exit 0\n{}", self.show());
+        self.code_is(0)
+    }
+    /// Asserts the exit code (the whole run is shown if it differs).
+    pub fn code_is(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "expected exit {code}\n{}",
+            self.show()
+        );
+        self
+    }
+    /// Asserts that stdout contains `needle` (the whole run is shown if not).
+    pub fn stdout_has(&self, needle: &str) -> &Self {
+        assert!(
+            self.stdout.contains(needle),
+            "stdout lacks {needle:?}\n{}",
+            self.show()
+        );
+        self
+    }
+    /// Asserts that stdout does not contain `needle` (the whole run is shown if it does).
+    pub fn stdout_lacks(&self, needle: &str) -> &Self {
+        assert!(
+            !self.stdout.contains(needle),
+            "stdout has {needle:?}\n{}",
+            self.show()
+        );
+        self
+    }
+    /// Asserts that stderr contains `needle` (the whole run is shown if not).
+    pub fn stderr_has(&self, needle: &str) -> &Self {
+        assert!(
+            self.stderr.contains(needle),
+            "stderr lacks {needle:?}\n{}",
+            self.show()
+        );
+        self
+    }
+    /// Asserts that stderr does not contain `needle` (the whole run is shown if it does).
+    pub fn stderr_lacks(&self, needle: &str) -> &Self {
+        assert!(
+            !self.stderr.contains(needle),
+            "stderr has {needle:?}\n{}",
+            self.show()
+        );
         self
     }
     pub fn show(&self) -> String {
@@ -184,18 +229,50 @@ pub fn assert_same_stdout(what: &str, runs: &[Output]) -> String {
     let first = &runs[0];
     first.ok();
     for (i, again) in runs.iter().enumerate().skip(1) {
-        again.ok();
-        assert_eq!(
-            first.stdout,
-            again.stdout,
-            "sealed run {} of {what} differs from run 1\n=== run 1 ===\n{}\n=== run {} ===\n{}",
-            i + 1,
-            first.show(),
-            i + 1,
-            again.show()
-        );
+        assert_same_as_run_1(what, first, i + 1, again, &str::to_string);
     }
     first.stdout.clone()
+}
+
+/// Runs `run` `n` times, one after another; asserts that every run exited 0 and printed
+/// byte-identical stdout; returns run 1.
+pub fn assert_runs_agree(what: &str, n: usize, run: impl FnMut() -> Output) -> Output {
+    assert_runs_agree_by(what, n, str::to_string, run)
+}
+
+/// [`assert_runs_agree`] comparing each run's stdout as `key` maps it (e.g. without lines that
+/// this build does not seal).
+pub fn assert_runs_agree_by(
+    what: &str,
+    n: usize,
+    key: impl Fn(&str) -> String,
+    mut run: impl FnMut() -> Output,
+) -> Output {
+    let first = run();
+    first.ok();
+    for i in 2..=n {
+        assert_same_as_run_1(what, &first, i, &run(), &key);
+    }
+    first
+}
+
+/// Asserts that run `i` (counted from 1) exited 0 and printed what run 1 printed (as `key`
+/// maps stdout), showing both runs in full if not.
+fn assert_same_as_run_1(
+    what: &str,
+    first: &Output,
+    i: usize,
+    again: &Output,
+    key: &dyn Fn(&str) -> String,
+) {
+    again.ok();
+    assert_eq!(
+        key(&first.stdout),
+        key(&again.stdout),
+        "sealed run {i} of {what} differs from run 1\n=== run 1 ===\n{}\n=== run {i} ===\n{}",
+        first.show(),
+        again.show()
+    );
 }
 
 /// A fresh, empty directory for one run's `TMPDIR` (removed when dropped).
@@ -228,26 +305,31 @@ where
     run_timeout(c, TIMEOUT)
 }
 
+/// Runs `seal -- CMD` (60 s limit).
+pub fn run_sealed(cmd: &[&str]) -> Output {
+    run_seal(["--"].iter().chain(cmd))
+}
+
 /// Runs `seal -- CMD` `n` times; asserts exit 0 and byte-identical stdout; returns it.
 pub fn assert_sealed_stable(cmd: &[&str], n: usize) -> String {
-    let mut args = vec!["--"];
-    args.extend_from_slice(cmd);
-    let first = run_seal(&args);
-    first.ok();
-    for i in 1..n {
-        let again = run_seal(&args);
-        again.ok();
-        assert_eq!(
-            first.stdout,
-            again.stdout,
-            "sealed run {} of {cmd:?} differs from run 1\n=== run 1 ===\n{}\n=== run {} ===\n{}",
-            i + 1,
-            first.show(),
-            i + 1,
-            again.show()
-        );
-    }
-    first.stdout
+    assert_runs_agree(&format!("{cmd:?}"), n, || run_sealed(cmd)).stdout
+}
+
+/// Runs `program ARGS` unsealed twice; asserts that both exit 0 and print different stdout
+/// (what the seal pins really varies: the seal, not luck, makes sealed runs agree); returns
+/// run 1's stdout.
+pub fn assert_plain_runs_differ(program: &str, args: &[&str]) -> String {
+    let a = run_plain(program, args);
+    a.ok();
+    let b = run_plain(program, args);
+    b.ok();
+    assert_ne!(
+        a.stdout,
+        b.stdout,
+        "two unsealed runs of {program} {args:?} printed the same stdout\n{}",
+        a.show()
+    );
+    a.stdout
 }
 
 /// [`assert_sealed_stable`] with the `n` runs at the same time (for commands that mostly wait
@@ -267,6 +349,15 @@ pub fn sealed_n(cmd: &[&str], n: usize) -> Vec<Command> {
             c
         })
         .collect()
+}
+
+/// The arguments of `seal FLAGS -- java -XX:+PerfDisableSharedMem -cp CP CLASS`. The switch
+/// keeps sealed JVMs (all virtual pid 1000) from sharing /tmp/hsperfdata_$USER/1000 when
+/// tests run at once.
+pub fn sealed_java<'a>(flags: &[&'a str], cp: &'a str, class: &'a str) -> Vec<&'a str> {
+    let mut args = flags.to_vec();
+    args.extend(["--", "java", "-XX:+PerfDisableSharedMem", "-cp", cp, class]);
+    args
 }
 
 /// True if `program` is on PATH.
@@ -306,6 +397,22 @@ fn unique_tmp(out: &Path) -> PathBuf {
 /// Moves a freshly built binary into place atomically (rename never touches a running file).
 fn install(tmp: &Path, out: &Path) {
     std::fs::rename(tmp, out).unwrap_or_else(|e| panic!("cannot install {}: {e}", out.display()));
+}
+
+/// Compiles a Java fixture (fixtures/java/NAME.java) with javac into the class directory
+/// target/e2e-fixtures/java-NAME; returns that directory.
+pub fn build_java(name: &str) -> PathBuf {
+    let src = fixture(&format!("java/{name}.java"));
+    let classes = build_dir().join(format!("java-{name}"));
+    std::fs::create_dir_all(&classes).unwrap();
+    let st = Command::new("javac")
+        .arg("-d")
+        .arg(&classes)
+        .arg(&src)
+        .status()
+        .expect("javac not found");
+    assert!(st.success(), "compiling {} failed", src.display());
+    classes
 }
 
 /// Compiles a Rust fixture (fixtures/rust/NAME.rs) with rustc into target/e2e-fixtures/NAME.
@@ -400,5 +507,17 @@ macro_rules! skip {
 macro_rules! skip_part {
     ($($why:tt)+) => {{
         $crate::util::report_skip(module_path!(), true, &format!($($why)+));
+    }};
+}
+
+/// Skips the rest of the test, visibly (see [`skip!`]), unless every one of the programs is on
+/// PATH: `require_tools!("java", "javac")`.
+macro_rules! require_tools {
+    ($($tool:expr),+ $(,)?) => {{
+        for tool in [$($tool),+] {
+            if !$crate::util::have(tool) {
+                skip!("{tool} not on PATH");
+            }
+        }
     }};
 }
