@@ -145,12 +145,8 @@ fn counts_are_exact_per_process_with_the_program_as_caller() {
         .any(|c| c.1.as_deref() == Some("child_reads")));
 
     // The table (stderr) says the same, readable at 80 columns.
-    assert!(
-        out.stderr.contains(&format!("7 from {name} parent_reads")),
-        "{}",
-        out.show()
-    );
-    assert!(out.stderr.contains(&format!("2 from {name} child_reads")));
+    out.stderr_has(&format!("7 from {name} parent_reads"));
+    out.stderr_has(&format!("2 from {name} child_reads"));
     for l in out.stderr.lines() {
         assert!(l.chars().count() <= 80, "table line wider than 80: {l:?}");
     }
@@ -182,18 +178,14 @@ fn counts_survive_sigkill() {
     let exe = built("census_killed", &[]);
     let exe_s = exe.to_str().unwrap();
     let (out, c, _) = census_of(&[exe_s]);
-    assert_eq!(out.code, Some(128 + 9), "{}", out.show());
+    out.code_is(128 + 9);
     assert_eq!(out.stdout, "about to be killed\n");
     let root = process(&c, 1000);
     assert_eq!(root["exit"]["signal"], 9, "{root:#}");
     let name = basename(exe_s);
     assert_eq!(count_from(root, "time", name), 5, "{root:#}");
     assert_eq!(count_from(root, "getrandom", name), 2, "{root:#}");
-    assert!(
-        out.stderr.contains("killed by SIGKILL (9)"),
-        "{}",
-        out.show()
-    );
+    out.stderr_has("killed by SIGKILL (9)");
 }
 
 #[test]

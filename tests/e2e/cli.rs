@@ -98,10 +98,10 @@ fn bad_environment_value_names_the_variable() {
 #[test]
 fn missing_command_is_127() {
     let out = run_seal(["--", "seal-no-such-command-anywhere"]);
-    assert_eq!(out.code, Some(127), "{}", out.show());
-    assert!(out.stderr.contains("not found"), "{}", out.show());
+    out.code_is(127);
+    out.stderr_has("not found");
     let out = run_seal(["--", "/nonexistent/dir/prog"]);
-    assert_eq!(out.code, Some(127), "{}", out.show());
+    out.code_is(127);
 }
 
 #[test]
@@ -110,41 +110,41 @@ fn non_executable_file_is_126() {
     let file = dir.path().join("data.txt");
     std::fs::write(&file, "not a program\n").unwrap();
     let out = run_seal(["--", file.to_str().unwrap()]);
-    assert_eq!(out.code, Some(126), "{}", out.show());
+    out.code_is(126);
     // A directory is not executable either.
     let out = run_seal(["--", dir.path().to_str().unwrap()]);
-    assert_eq!(out.code, Some(126), "{}", out.show());
+    out.code_is(126);
 }
 
 #[test]
 fn exit_status_passes_through() {
     let out = run_seal(["--", "sh", "-c", "exit 3"]);
-    assert_eq!(out.code, Some(3), "{}", out.show());
+    out.code_is(3);
     let out = run_seal(["run", "--", "sh", "-c", "exit 0"]);
-    assert_eq!(out.code, Some(0), "{}", out.show());
+    out.ok();
     let out = run_seal(["--", "false"]);
-    assert_eq!(out.code, Some(1), "{}", out.show());
+    out.code_is(1);
 }
 
 #[test]
 fn signal_is_128_plus_n() {
     let out = run_seal(["--", "sh", "-c", "kill -TERM $$"]);
-    assert_eq!(out.code, Some(143), "{}", out.show());
+    out.code_is(143);
     let out = run_seal(["--", "sh", "-c", "kill -KILL $$"]);
-    assert_eq!(out.code, Some(137), "{}", out.show());
+    out.code_is(137);
 }
 
 #[test]
 fn no_command_is_usage_exit_2() {
     let out = run_seal(Vec::<&str>::new());
-    assert_eq!(out.code, Some(2), "{}", out.show());
+    out.code_is(2);
     assert!(
         out.stderr.to_lowercase().contains("usage"),
         "{}",
         out.show()
     );
     let out = run_seal(["run"]);
-    assert_eq!(out.code, Some(2), "{}", out.show());
+    out.code_is(2);
 }
 
 #[test]
@@ -244,11 +244,7 @@ fn demo_shows_unsealed_differ_and_sealed_agree() {
         "{}",
         out.show()
     );
-    assert!(
-        out.stdout.contains("Unsealed: two plain runs"),
-        "{}",
-        out.show()
-    );
+    out.stdout_has("Unsealed: two plain runs");
     assert!(
         out.stdout.contains("(0 of "),
         "sealed runs differ\n{}",
@@ -280,7 +276,7 @@ fn demo_falls_back_to_bash_without_python() {
     cmd.env("PATH", bin.path());
     let out = run_timeout(cmd, TIMEOUT);
     out.ok();
-    assert!(out.stdout.contains("bash report.sh"), "{}", out.show());
+    out.stdout_has("bash report.sh");
     assert!(
         out.stdout.contains("(0 of "),
         "sealed runs differ\n{}",

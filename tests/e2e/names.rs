@@ -69,11 +69,7 @@ fn c_host_and_temp_names_are_sealed() {
     let real = run_plain("hostname", [] as [&str; 0]).stdout;
     let u = run_seal(["--unseal", "host", "--", p, d]);
     u.ok();
-    assert!(
-        u.stdout.contains(&format!("gethostname {real}")),
-        "{}",
-        u.show()
-    );
+    u.stdout_has(&format!("gethostname {real}"));
 }
 
 #[test]

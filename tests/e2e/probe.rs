@@ -68,7 +68,7 @@ fn hostname_perturbed(report: &Value) -> bool {
 fn report_lines_are_classified() {
     let dir = tempfile::tempdir().unwrap();
     let (out, r) = probe(&[], "probe_report.py", &[], dir.path());
-    assert_eq!(out.code, Some(2), "{}", out.show());
+    out.code_is(2);
     assert_eq!(line(&r, "report v1")["status"], "stable");
     let ts = line(&r, "generated at");
     assert_eq!(ts["status"], "volatile", "{ts:#}");
@@ -92,14 +92,14 @@ fn report_lines_are_classified() {
     } else {
         skip_part!("no user namespaces here: the host-name perturbation was skipped");
     }
-    assert!(out.stdout.contains("exit 2: "), "{}", out.show());
+    out.stdout_has("exit 2: ");
 }
 
 #[test]
 fn attribute_names_each_family() {
     let dir = tempfile::tempdir().unwrap();
     let (out, r) = probe(&["--attribute"], "probe_report.py", &[], dir.path());
-    assert_eq!(out.code, Some(2), "{}", out.show());
+    out.code_is(2);
     let fams = |prefix: &str| -> Vec<String> {
         line(&r, prefix)["families"]
             .as_array()
@@ -128,14 +128,14 @@ fn attribute_names_each_family() {
     if hostname_perturbed(&r) {
         assert_eq!(fams("host"), ["host"], "{}", out.show());
     }
-    assert!(out.stdout.contains("families"), "{}", out.show());
+    out.stdout_has("families");
 }
 
 #[test]
 fn constant_output_exits_0() {
     let dir = tempfile::tempdir().unwrap();
     let (out, r) = probe(&[], "probe_constant.py", &[], dir.path());
-    assert_eq!(out.code, Some(0), "{}", out.show());
+    out.ok();
     assert_eq!(r["summary"]["stable"], 4);
     assert_eq!(r["exit"], 0);
 }
@@ -154,10 +154,10 @@ fn masked_fraction_above_budget_exits_3() {
         });
         (a.join().unwrap(), b.join().unwrap())
     });
-    assert_eq!(out.code, Some(3), "{}", out.show());
+    out.code_is(3);
     assert_eq!(r["summary"]["volatile"], 1);
     // Within a larger budget the same output passes.
-    assert_eq!(larger.code, Some(0), "{}", larger.show());
+    larger.ok();
 }
 
 #[test]
@@ -165,7 +165,7 @@ fn mask_growth_against_compare_exits_4() {
     let dir = tempfile::tempdir().unwrap();
     let before = dir.path().join("before.json");
     let (out, first) = probe(&["--max-masked", "0.9"], "probe_masked.py", &[], dir.path());
-    assert_eq!(out.code, Some(0), "{}", out.show());
+    out.ok();
     std::fs::write(&before, first.to_string()).unwrap();
     let cmp = ["--max-masked", "0.9", "--compare", before.to_str().unwrap()];
     // The two comparisons are independent: they run at once.
@@ -184,10 +184,10 @@ fn mask_growth_against_compare_exits_4() {
         (a.join().unwrap(), b.join().unwrap())
     });
     // Same output, compared with itself: nothing grew.
-    assert_eq!(same.code, Some(0), "{}", same.show());
+    same.ok();
     // A uuid line appears above "rows 42": the timestamp line still matches by content, the
     // uuid line is new.
-    assert_eq!(out.code, Some(4), "{}", out.show());
+    out.code_is(4);
     let growth = r["mask_growth"].as_array().unwrap();
     assert_eq!(growth.len(), 1, "{r:#}");
     assert!(growth[0].as_str().unwrap().contains("batch id [uuid]"));
@@ -198,7 +198,7 @@ fn mask_growth_against_compare_exits_4() {
 fn sealed_probe_leaves_only_what_survives() {
     let dir = tempfile::tempdir().unwrap();
     let (out, r) = probe(&["--sealed"], "probe_masked.py", &["--with-id"], dir.path());
-    assert_eq!(out.code, Some(0), "{}", out.show());
+    out.ok();
     assert_eq!(r["summary"]["stable"], 4, "{r:#}");
 }
 
@@ -287,7 +287,7 @@ fn line_count_drift_is_aligned_and_reported() {
     ]);
     c.current_dir(dir.path()).env_remove("TZ");
     let out = run_timeout(c, std::time::Duration::from_secs(240));
-    assert_eq!(out.code, Some(2), "{}", out.show());
+    out.code_is(2);
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(r["summary"]["stable"], 3, "{r:#}");
     let drift = r["drift"].as_array().unwrap();
@@ -300,10 +300,5 @@ fn line_count_drift_is_aligned_and_reported() {
         drift[0]["inserted"][0],
         serde_json::json!([1, "note: TZ is Pacific/Kiritimati"])
     );
-    assert!(
-        out.stdout
-            .contains("drift: tz-far#1 printed 4 lines (reference 3): 1 extra, 0 missing"),
-        "{}",
-        out.show()
-    );
+    out.stdout_has("drift: tz-far#1 printed 4 lines (reference 3): 1 extra, 0 missing");
 }

@@ -51,8 +51,8 @@ echo slept ${a} ${b}
     let again = runs.pop().unwrap();
     let out = runs.pop().unwrap();
     out.ok();
-    assert!(out.stdout.contains("seconds-loop 4\n"), "{}", out.show());
-    assert!(out.stdout.contains("date-loop 4\n"), "{}", out.show());
+    out.stdout_has("seconds-loop 4\n");
+    out.stdout_has("date-loop 4\n");
     assert_eq!(out.stdout, again.stdout, "{}", again.show());
     // The sleep's quarter second shows in the parent's own clock.
     let slept: Vec<f64> = out
@@ -162,12 +162,8 @@ fn processes_outliving_the_run_say_so_once() {
     let out = run_seal(["--", "bash", "-c", job]);
     out.ok();
     assert_eq!(out.stdout, "started\nafter\n", "{}", out.show());
-    assert!(
-        out.stderr.contains("started after its sealed run ended"),
-        "{}",
-        out.show()
-    );
-    assert!(!out.stderr.contains("cannot "), "{}", out.show());
+    out.stderr_has("started after its sealed run ended");
+    out.stderr_lacks("cannot ");
     let quiet = run_seal(["-q", "--", "bash", "-c", job]);
     assert_eq!(quiet.stderr, "", "{}", quiet.show());
 }
@@ -274,9 +270,9 @@ fn the_dynamic_loader_run_as_a_program_is_sealed() {
     let out = run_seal(["--", "bash", "-c", &script]);
     out.ok();
     assert_eq!(out.stdout, "ldd-ok\n1767225600\n", "{}", out.show());
-    assert!(!out.stderr.contains("not sealed"), "{}", out.show());
+    out.stderr_lacks("not sealed");
     let root = run_seal(["--", loader, "/bin/date", "+%s"]);
     root.ok();
     assert_eq!(root.stdout, "1767225600\n", "{}", root.show());
-    assert!(!root.stderr.contains("not sealed"), "{}", root.show());
+    root.stderr_lacks("not sealed");
 }

@@ -74,20 +74,12 @@ fn static_binary_clock_differs() {
         &["verify", "-n", "5", "--", bin.to_str().unwrap()],
         dir.path(),
     );
-    assert_eq!(out.code, Some(1), "{}", out.show());
-    assert!(
-        out.stdout.contains("5 distinct results in 5 runs"),
-        "{}",
-        out.show()
-    );
-    assert!(
-        out.stdout.contains("first difference: run 2 against run 1"),
-        "{}",
-        out.show()
-    );
-    assert!(out.stdout.contains("\n-now [-"), "{}", out.show());
-    assert!(out.stdout.contains("\n+now {+"), "{}", out.show());
-    assert!(out.stdout.contains(" static build\n"), "{}", out.show());
+    out.code_is(1);
+    out.stdout_has("5 distinct results in 5 runs");
+    out.stdout_has("first difference: run 2 against run 1");
+    out.stdout_has("\n-now [-");
+    out.stdout_has("\n+now {+");
+    out.stdout_has(" static build\n");
 }
 
 /// Threads printing in scheduler order: real nondeterminism no seal can pin; the diff shows
@@ -109,12 +101,8 @@ fn thread_interleaving_differs_with_moved_lines() {
         ],
         dir.path(),
     );
-    assert_eq!(out.code, Some(1), "{}", out.show());
-    assert!(
-        out.stdout.contains("distinct results in 30 runs"),
-        "{}",
-        out.show()
-    );
+    out.code_is(1);
+    out.stdout_has("distinct results in 30 runs");
     let moved = out
         .stdout
         .lines()
@@ -150,8 +138,8 @@ fn unsealed_time_differs_and_bad_n_is_usage() {
         ],
         dir.path(),
     );
-    assert_eq!(out.code, Some(1), "{}", out.show());
-    assert!(out.stdout.contains("\n-t [-"), "{}", out.show());
+    out.code_is(1);
+    out.stdout_has("\n-t [-");
     let out = in_dir(&["verify", "-n", "1", "--", "true"], dir.path());
-    assert_eq!(out.code, Some(2), "{}", out.show());
+    out.code_is(2);
 }
