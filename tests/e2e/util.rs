@@ -74,36 +74,25 @@ impl Output {
     }
     /// Asserts that stdout contains `needle` (the whole run is shown if not).
     pub fn stdout_has(&self, needle: &str) -> &Self {
-        assert!(
-            self.stdout.contains(needle),
-            "stdout lacks {needle:?}\n{}",
-            self.show()
-        );
-        self
+        self.assert_contains("stdout", &self.stdout, needle, true)
     }
     /// Asserts that stdout does not contain `needle` (the whole run is shown if it does).
     pub fn stdout_lacks(&self, needle: &str) -> &Self {
-        assert!(
-            !self.stdout.contains(needle),
-            "stdout has {needle:?}\n{}",
-            self.show()
-        );
-        self
+        self.assert_contains("stdout", &self.stdout, needle, false)
     }
     /// Asserts that stderr contains `needle` (the whole run is shown if not).
     pub fn stderr_has(&self, needle: &str) -> &Self {
-        assert!(
-            self.stderr.contains(needle),
-            "stderr lacks {needle:?}\n{}",
-            self.show()
-        );
-        self
+        self.assert_contains("stderr", &self.stderr, needle, true)
     }
     /// Asserts that stderr does not contain `needle` (the whole run is shown if it does).
     pub fn stderr_lacks(&self, needle: &str) -> &Self {
+        self.assert_contains("stderr", &self.stderr, needle, false)
+    }
+    fn assert_contains(&self, stream: &str, text: &str, needle: &str, want: bool) -> &Self {
+        let verb = if want { "lacks" } else { "has" };
         assert!(
-            !self.stderr.contains(needle),
-            "stderr has {needle:?}\n{}",
+            text.contains(needle) == want,
+            "{stream} {verb} {needle:?}\n{}",
             self.show()
         );
         self
