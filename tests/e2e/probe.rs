@@ -3,17 +3,35 @@
 //! family behind each varying line.
 
 use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::util::*;
 
+/// `seal probe ARGS --workdir DIR/tree --report REPORT -- CMD`, to run in `dir`.
+fn probe_command(args: &[&str], cmd: &[&str], dir: &Path, report: &Path) -> Command {
+    let work = dir.join("tree");
+    std::fs::create_dir_all(&work).unwrap();
+    let mut c = seal(["probe"].iter().chain(args));
+    c.arg("--workdir").arg(&work).arg("--report").arg(report);
+    c.arg("--").args(cmd).current_dir(dir);
+    c
+}
+
+/// Runs a probe command; returns the output and the parsed report.
+fn run_probe(c: Command, report: &Path) -> (Output, Value) {
+    let out = run_timeout(c, Duration::from_secs(240));
+    let text = std::fs::read_to_string(report)
+        .unwrap_or_else(|e| panic!("no report {}: {e}\n{}", report.display(), out.show()));
+    (out, serde_json::from_str(&text).unwrap())
+}
+
 /// Runs `seal probe ARGS -- python3 fixtures/python/SCRIPT EXTRA` with a private working tree
 /// and report; returns the output and the parsed report.
 fn probe(args: &[&str], script: &str, extra: &[&str], dir: &Path) -> (Output, Value) {
     let report = dir.join(format!("report-{}.json", args.len() + extra.len()));
-    let work = dir.join("tree");
-    std::fs::create_dir_all(&work).unwrap();
     probe_at(args, script, extra, dir, &report)
 }
 
@@ -25,25 +43,10 @@ fn probe_at(
     dir: &Path,
     report: &Path,
 ) -> (Output, Value) {
-    let work = dir.join("tree");
-    let mut all: Vec<String> = vec!["probe".into()];
-    all.extend(args.iter().map(|s| s.to_string()));
-    all.extend([
-        "--workdir".into(),
-        work.display().to_string(),
-        "--report".into(),
-        report.display().to_string(),
-        "--".into(),
-        "python3".into(),
-        fixture(&format!("python/{script}")).display().to_string(),
-    ]);
-    all.extend(extra.iter().map(|s| s.to_string()));
-    let mut c = seal(&all);
-    c.current_dir(dir);
-    let out = run_timeout(c, std::time::Duration::from_secs(240));
-    let text = std::fs::read_to_string(report)
-        .unwrap_or_else(|e| panic!("no report {}: {e}\n{}", report.display(), out.show()));
-    (out, serde_json::from_str(&text).unwrap())
+    let script = fixture(&format!("python/{script}"));
+    let mut cmd = vec!["python3", script.to_str().unwrap()];
+    cmd.extend_from_slice(extra);
+    run_probe(probe_command(args, &cmd, dir, report), report)
 }
 
 fn line<'a>(report: &'a Value, prefix: &str) -> &'a Value {
@@ -143,7 +146,6 @@ fn constant_output_exits_0() {
 #[test]
 fn masked_fraction_above_budget_exits_3() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("tree")).unwrap();
     // The two probes are independent: they run at once.
     let ((out, r), (larger, _)) = std::thread::scope(|s| {
         let d = dir.path();
@@ -207,33 +209,18 @@ fn sealed_probe_leaves_only_what_survives() {
 #[test]
 fn attribute_names_aslr_for_an_address() {
     let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("tree");
-    std::fs::create_dir_all(&work).unwrap();
     let report = dir.path().join("r.json");
-    let mut c = seal([
-        "probe",
-        "--attribute",
-        "--workdir",
-        work.to_str().unwrap(),
-        "--report",
-        report.to_str().unwrap(),
-        "--",
-        "python3",
-        "-c",
-        "import ctypes; print('addr', hex(ctypes.addressof(ctypes.c_int(1))))",
-    ]);
-    c.current_dir(dir.path());
-    let out = run_timeout(c, std::time::Duration::from_secs(240));
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let code = "import ctypes; print('addr', hex(ctypes.addressof(ctypes.c_int(1))))";
+    let cmd = ["python3", "-c", code];
+    let c = probe_command(&["--attribute"], &cmd, dir.path(), &report);
+    let (out, r) = run_probe(c, &report);
     let l = line(&r, "addr");
     assert_eq!(l["status"], "volatile", "{}", out.show());
     assert_eq!(l["patterns"], serde_json::json!(["hexaddr"]));
+    let families = l["families"].as_array().unwrap();
     assert!(
-        l["families"]
-            .as_array()
-            .unwrap()
-            .contains(&Value::from("aslr")),
-        "{}",
+        families.contains(&Value::from("aslr")),
+        "{l:#}\n{}",
         out.show()
     );
 }
@@ -272,23 +259,13 @@ fn extra_patterns_mask_lines() {
 #[test]
 fn line_count_drift_is_aligned_and_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("tree");
-    std::fs::create_dir_all(&work).unwrap();
     let report = dir.path().join("r.json");
-    let mut c = seal([
-        "probe",
-        "--workdir",
-        work.to_str().unwrap(),
-        "--report",
-        report.to_str().unwrap(),
-        "--",
-        "python3",
-        fixture("python/probe_drift.py").to_str().unwrap(),
-    ]);
-    c.current_dir(dir.path()).env_remove("TZ");
-    let out = run_timeout(c, std::time::Duration::from_secs(240));
+    let script = fixture("python/probe_drift.py");
+    let cmd = ["python3", script.to_str().unwrap()];
+    let mut c = probe_command(&[], &cmd, dir.path(), &report);
+    c.env_remove("TZ");
+    let (out, r) = run_probe(c, &report);
     out.code_is(2);
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(r["summary"]["stable"], 3, "{r:#}");
     let drift = r["drift"].as_array().unwrap();
     let runs: Vec<&str> = drift.iter().map(|d| d["run"].as_str().unwrap()).collect();
