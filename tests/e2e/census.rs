@@ -86,13 +86,28 @@ fn family_callers(p: &Value, family: &str) -> Vec<(String, u64)> {
     out
 }
 
+/// The calls of (object basename, count) pairs made by the objects that `from` accepts.
+fn sum_from(calls: impl IntoIterator<Item = (String, u64)>, from: impl Fn(&str) -> bool) -> u64 {
+    calls
+        .into_iter()
+        .filter(|(o, _)| from(o))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Calls of `symbol` made by the objects (basenames) that `from` accepts.
+fn count_where(p: &Value, symbol: &str, from: impl Fn(&str) -> bool) -> u64 {
+    sum_from(callers(p, symbol).into_iter().map(|(o, _, n)| (o, n)), from)
+}
+
 /// Calls of `symbol` made by the object named `object` (basename).
 fn count_from(p: &Value, symbol: &str, object: &str) -> u64 {
-    callers(p, symbol)
-        .iter()
-        .filter(|c| c.0 == object)
-        .map(|c| c.2)
-        .sum()
+    count_where(p, symbol, |o| o == object)
+}
+
+/// Calls of any function of `family` made by the objects (basenames) that `from` accepts.
+fn family_count_where(p: &Value, family: &str, from: impl Fn(&str) -> bool) -> u64 {
+    sum_from(family_callers(p, family), from)
 }
 
 /// Every caller of `symbol` that is not `object` must be glibc or the loader (calls libc
@@ -274,35 +289,22 @@ fn python_reads_clocks_from_libpython_and_getrandom_at_startup() {
     for py in pys {
         // The hash secret unsealed: the interpreter then reads the RNG at start-up, as it does
         // outside seal; `import random` seeds from it once more.
-        let (out, c, _) = census_of(&[
-            "--unseal",
-            "hashseed",
-            "--",
-            py.to_str().unwrap(),
-            script.to_str().unwrap(),
-        ]);
+        let (py_s, script_s) = (py.to_str().unwrap(), script.to_str().unwrap());
+        let (out, c, _) = census_of(&["--unseal", "hashseed", "--", py_s, script_s]);
         out.ok();
         assert_eq!(out.stdout, "ok\n");
         let root = process(&c, 1000);
         let exe = basename(root["exe"].as_str().unwrap()).to_string();
         // libpython when the interpreter links it dynamically, else the executable itself.
         let is_interp = |o: &str| o.starts_with("libpython") || o == exe;
-        let clock: u64 = callers(root, "clock_gettime")
-            .iter()
-            .filter(|c| is_interp(&c.0))
-            .map(|c| c.2)
-            .sum();
+        let clock = count_where(root, "clock_gettime", is_interp);
         assert!(
             clock >= 5,
             "{}: clock_gettime from the interpreter: {clock}\n{root:#}",
             py.display()
         );
         // getrandom(), or syscall(SYS_getrandom) on builds that bypass the libc wrapper.
-        let rng: u64 = family_callers(root, "random")
-            .iter()
-            .filter(|c| is_interp(&c.0))
-            .map(|c| c.1)
-            .sum();
+        let rng = family_count_where(root, "random", is_interp);
         assert!(
             rng >= 2,
             "{}: start-up and `random` RNG reads from the interpreter: {rng}\n{root:#}",
