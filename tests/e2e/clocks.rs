@@ -4,7 +4,6 @@
 //! proof that the seal, not luck, makes the output stable).
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 
 use crate::util::*;
@@ -37,6 +36,15 @@ fn value<'a>(out: &'a str, key: &str) -> &'a str {
     out.lines()
         .find_map(|l| l.strip_prefix(prefix.as_str()))
         .unwrap_or_else(|| panic!("no line `{key} ...` in\n{out}"))
+}
+
+/// Asserts that the value of the first line `KEY VALUE...` of `out` starts with `prefix`.
+fn assert_value_starts(out: &str, key: &str, prefix: &str) {
+    let v = value(out, key);
+    assert!(
+        v.starts_with(prefix),
+        "`{key}` is {v:?}, want {prefix:?}...\n{out}"
+    );
 }
 
 /// Every value of every line `KEY VALUE...`.
@@ -233,23 +241,16 @@ fn unseal_random_lets_bytes_move_and_keeps_time_sealed() {
 
 #[test]
 fn python_report_sealed_is_identical() {
-    if !have("python3") {
-        skip!("python3 not on PATH");
-    }
+    require_tools!("python3");
     let script = fixture("python/report.py");
     let out = assert_sealed_stable(&["python3", script.to_str().unwrap()], RUNS);
-    assert!(value(&out, "time.time").starts_with("17672256"), "{out}");
-    assert!(
-        value(&out, "datetime.now").starts_with("2026-01-01T00:00:00"),
-        "{out}"
-    );
+    assert_value_starts(&out, "time.time", "17672256");
+    assert_value_starts(&out, "datetime.now", "2026-01-01T00:00:00");
 }
 
 #[test]
 fn python_report_differs_unsealed() {
-    if !have("python3") {
-        skip!("python3 not on PATH");
-    }
+    require_tools!("python3");
     let script = fixture("python/report.py");
     assert_plain_differs(
         "python3",
@@ -266,23 +267,16 @@ fn python_report_differs_unsealed() {
 
 #[test]
 fn node_report_sealed_is_identical() {
-    if !have("node") {
-        skip!("node not on PATH");
-    }
+    require_tools!("node");
     let script = fixture("node/report.js");
     let out = assert_sealed_stable(&["node", script.to_str().unwrap()], RUNS);
-    assert!(
-        value(&out, "toISOString").starts_with("2026-01-01T00:00:00"),
-        "{out}"
-    );
+    assert_value_starts(&out, "toISOString", "2026-01-01T00:00:00");
     assert_eq!(value(&out, "setTimeout fired after"), ">=100ms");
 }
 
 #[test]
 fn node_report_differs_unsealed() {
-    if !have("node") {
-        skip!("node not on PATH");
-    }
+    require_tools!("node");
     let script = fixture("node/report.js");
     assert_plain_differs(
         "node",
@@ -301,10 +295,7 @@ fn rust_report_sealed_is_identical() {
     let bin = rust_report();
     let out = assert_sealed_stable(&[bin.to_str().unwrap()], RUNS);
     assert_eq!(values(&out, "SystemTime::now")[0], "1767225600.000000000");
-    assert!(
-        value(&out, "Condvar::wait_timeout").starts_with("timed_out=true elapsed 100."),
-        "{out}"
-    );
+    assert_value_starts(&out, "Condvar::wait_timeout", "timed_out=true elapsed 100.");
 }
 
 #[test]
@@ -331,20 +322,7 @@ fn java_classes() -> Option<PathBuf> {
         return None;
     }
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    Some(
-        DIR.get_or_init(|| {
-            let dir = build_dir().join("java");
-            let st = Command::new("javac")
-                .arg("-d")
-                .arg(&dir)
-                .arg(fixture("java/Report.java"))
-                .status()
-                .expect("javac");
-            assert!(st.success(), "javac failed");
-            dir
-        })
-        .clone(),
-    )
+    Some(DIR.get_or_init(|| build_java("Report")).clone())
 }
 
 #[test]
@@ -370,10 +348,7 @@ fn java_report_sealed_is_identical() {
         RUNS,
     );
     assert_eq!(value(&out, "currentTimeMillis"), "1767225600000");
-    assert!(
-        value(&out, "Instant.now").starts_with("2026-01-01T00:00:00"),
-        "{out}"
-    );
+    assert_value_starts(&out, "Instant.now", "2026-01-01T00:00:00");
     assert_eq!(value(&out, "Thread.sleep(50) slept>=50ms"), "true");
 }
 
@@ -400,30 +375,8 @@ fn java_report_frozen_clock_is_identical_without_jvm_flags() {
     // class-loading reads that move the default JVM's clocks (see above) cannot move any value.
     // -XX:+PerfDisableSharedMem only keeps sealed JVMs (all virtual pid 1000) from fighting over
     // /tmp/hsperfdata_$USER/1000 when tests run at once.
-    let args = [
-        "--tick",
-        "0",
-        "--",
-        "java",
-        "-XX:+PerfDisableSharedMem",
-        "-cp",
-        dir.to_str().unwrap(),
-        "Report",
-    ];
-    let first = run_seal(args);
-    first.ok();
-    for i in 1..RUNS {
-        let again = run_seal(args);
-        again.ok();
-        assert_eq!(
-            first.stdout,
-            again.stdout,
-            "sealed run {} differs from run 1\n{}\n{}",
-            i + 1,
-            first.show(),
-            again.show()
-        );
-    }
+    let args = sealed_java(&["--tick", "0"], dir.to_str().unwrap(), "Report");
+    let first = assert_runs_agree(&format!("{args:?}"), RUNS, || run_seal(&args));
     assert_eq!(value(&first.stdout, "nanoTime delta"), "0");
     assert_eq!(value(&first.stdout, "Instant.now"), "2026-01-01T00:00:00Z");
     assert_eq!(value(&first.stdout, "Thread.sleep(50) slept>=50ms"), "true");

@@ -15,6 +15,14 @@ fn line<'a>(out: &'a str, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no line {name:?} in\n{out}"))
 }
 
+/// Asserts that the line of each of `names` in `out` passes `check` (`want` says what it wants).
+fn assert_each_line(out: &str, names: &[&str], want: &str, check: impl Fn(&str) -> bool) {
+    for name in names {
+        let l = line(out, name);
+        assert!(check(l), "{name}: want {want}, got {l:?}\n{out}");
+    }
+}
+
 /// The C fixture, compiled once per test binary (tests run in parallel: recompiling it while
 /// another test runs it fails with ETXTBSY).
 fn c_waits() -> String {
@@ -115,16 +123,12 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
         "mq_timedreceive",
         "mq_timedsend",
     ];
-    for name in timed_out {
-        let l = line(&out, name);
-        assert!(
-            l.contains("rc=110 ") && l.ends_with("elapsed=0.100001000"),
-            "{name}: want ETIMEDOUT after exactly 100 ms + 1 tick, got {l:?}\n{out}"
-        );
-    }
-    for name in ["cnd_timedwait", "mtx_timedlock"] {
-        assert!(line(&out, name).contains("rc=4 "), "{out}"); // thrd_timedout
-    }
+    let deadline = "ETIMEDOUT after exactly 100 ms + 1 tick";
+    assert_each_line(&out, &timed_out, deadline, |l| {
+        l.contains("rc=110 ") && l.ends_with("elapsed=0.100001000")
+    });
+    let c11 = ["cnd_timedwait", "mtx_timedlock"];
+    assert_each_line(&out, &c11, "thrd_timedout", |l| l.contains("rc=4 "));
     let slept = [
         "cnd_timedwait",
         "mtx_timedlock",
@@ -144,13 +148,9 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
         "epoll_pwait",
         "epoll_pwait2",
     ];
-    for name in slept {
-        let l = line(&out, name);
-        assert!(
-            l.ends_with("elapsed=0.100001000"),
-            "{name}: want exactly 100 ms + 1 tick, got {l:?}\n{out}"
-        );
-    }
+    assert_each_line(&out, &slept, "exactly 100 ms + 1 tick", |l| {
+        l.ends_with("elapsed=0.100001000")
+    });
     assert!(
         line(&out, "sleep(1)").ends_with("rc=0    elapsed=1.000001000"),
         "{out}"
@@ -178,9 +178,10 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
     // 55 ms of 10 ms sleeps (each loop also reads the clock once): 6 rounds.
     assert!(out.contains("usleep loop iterations: 6\n"), "{out}");
     // Interrupted every 7 ms by SIGALRM and resumed: still exactly 200 ms in the end.
-    for name in ["nanosleep(EINTR", "clock_nanosleep(ABS, EINTR"] {
-        assert!(line(&out, name).ends_with("elapsed=0.200001000"), "{out}");
-    }
+    let interrupted = ["nanosleep(EINTR", "clock_nanosleep(ABS, EINTR"];
+    assert_each_line(&out, &interrupted, "exactly 200 ms + 1 tick", |l| {
+        l.ends_with("elapsed=0.200001000")
+    });
     assert!(out.contains("interrupted at least once: yes\n"), "{out}");
     // Woken early by another thread: the clock did not jump to the 5 s deadline.
     let l = line(&out, "pthread_cond_timedwait(signalled)");
@@ -279,24 +280,41 @@ fn sealed_waits_are_counted_with_their_clock() {
     let mono = Some("CLOCK_MONOTONIC");
     assert_eq!(count("pthread_cond_timedwait", mono), 2, "{json:#}"); // + real-clock deadline
     assert!(count("pthread_cond_timedwait", rt) >= 3, "{json:#}"); // + cnd + signalled loop
-    assert_eq!(count("pthread_cond_clockwait", mono), 1);
-    assert_eq!(count("sem_timedwait", rt), 1);
-    assert_eq!(count("sem_clockwait", mono), 1);
-    assert_eq!(count("pthread_mutex_timedlock", rt), 1);
-    assert_eq!(count("pthread_rwlock_clockwrlock", mono), 1);
-    assert_eq!(count("pthread_timedjoin_np", rt), 1);
+    assert_eq!(count("syscall(SYS_futex)", mono), 2, "{json:#}");
     // Three sleeps, then one retried on every SIGALRM (how often is up to the signal).
-    assert!(count("clock_nanosleep", mono) >= 4);
-    assert_eq!(count("syscall(SYS_clock_nanosleep)", mono), 1);
-    assert_eq!(count("syscall(SYS_futex)", mono), 2);
-    assert_eq!(count("syscall(SYS_futex)", rt), 1);
-    assert_eq!(count("sleep", None), 1);
-    assert_eq!(count("timerfd_settime", mono), 1);
-    assert_eq!(count("timer_settime", mono), 1);
-    assert_eq!(count("epoll_pwait", None), 2); // epoll_pwait + epoll_pwait2
-    assert_eq!(count("mtx_timedlock", rt), 1);
-    assert_eq!(count("mq_timedreceive", rt), 1);
-    assert_eq!(count("mq_timedsend", rt), 1);
+    assert!(count("clock_nanosleep", mono) >= 4, "{json:#}");
+    // epoll_pwait + epoll_pwait2
+    assert_eq!(count("epoll_pwait", None), 2, "{json:#}");
+    // Each of these once, with the clock it names.
+    let called_once = |clock: Option<&str>, syms: &[&str]| {
+        for sym in syms {
+            assert_eq!(count(sym, clock), 1, "{sym} {clock:?}\n{json:#}");
+        }
+    };
+    called_once(
+        rt,
+        &[
+            "sem_timedwait",
+            "pthread_mutex_timedlock",
+            "pthread_timedjoin_np",
+            "syscall(SYS_futex)",
+            "mtx_timedlock",
+            "mq_timedreceive",
+            "mq_timedsend",
+        ],
+    );
+    called_once(
+        mono,
+        &[
+            "pthread_cond_clockwait",
+            "sem_clockwait",
+            "pthread_rwlock_clockwrlock",
+            "syscall(SYS_clock_nanosleep)",
+            "timerfd_settime",
+            "timer_settime",
+        ],
+    );
+    called_once(None, &["sleep"]);
 }
 
 /// `--warp`: 30 s of sleeps return at once (well inside a 20 s limit) and still move the
@@ -353,9 +371,7 @@ fn warp_returns_sleeps_at_once() {
 /// Python: Event.wait, Queue.get, time.sleep, a deadline loop and threading.Timer.
 #[test]
 fn python_waits_are_stable_and_exact() {
-    if !have("python3") {
-        skip!("python3 missing");
-    }
+    require_tools!("python3");
     let py = fixture("python/waits.py");
     let py = py.to_str().unwrap();
     // The RUNS runs and the --tick 0 run wait in real time: all at once.
@@ -414,20 +430,10 @@ fn rust_waits_are_stable_and_exact() {
 /// return (no hang; output determinism is the Java fixture owner's).
 #[test]
 fn java_waits_do_not_hang() {
-    if !have("java") || !have("javac") {
-        skip!("java/javac missing");
-    }
+    require_tools!("java", "javac");
     let out = run_seal(["--", "java", "-version"]);
     out.ok();
-    let classes = build_dir().join("java-waits");
-    std::fs::create_dir_all(&classes).unwrap();
-    let st = std::process::Command::new("javac")
-        .arg("-d")
-        .arg(&classes)
-        .arg(fixture("java/Waits.java"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "javac failed");
+    let classes = build_java("Waits");
     let out = run_seal(["--", "java", "-cp", classes.to_str().unwrap(), "Waits"]);
     out.ok();
     assert_eq!(out.stdout, "java waits done\n", "{}", out.show());
@@ -436,9 +442,7 @@ fn java_waits_do_not_hang() {
 /// libuv waits in epoll_pwait with a timeout from the sealed clock: setTimeout fires.
 #[test]
 fn node_set_timeout_does_not_hang() {
-    if !have("node") {
-        skip!("node missing");
-    }
+    require_tools!("node");
     let js = fixture("node/waits.js");
     let out = run_seal(["--", "node", js.to_str().unwrap()]);
     out.ok();
