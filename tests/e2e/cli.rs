@@ -234,34 +234,33 @@ fn seed_precedence_is_flag_env_file() {
     assert_eq!(getrandom(d, &["--seed", "3"], &[("SEAL_SEED", "2")]), s3);
 }
 
-#[test]
-fn demo_shows_unsealed_differ_and_sealed_agree() {
-    let out = run_timeout(seal(["demo"]), TIMEOUT);
+/// Asserts what every `seal demo` report ends with: sealed runs that agree ("(0 of N" differ)
+/// and, last, the verdict; returns the verdict line.
+fn demo_verdict(out: &Output) -> &str {
     out.ok();
-    let verdict = out.stdout.lines().last().unwrap_or("");
-    assert!(
-        verdict.starts_with("Verdict: unsealed,") && verdict.contains("sealed, all"),
-        "{}",
-        out.show()
-    );
-    out.stdout_has("Unsealed: two plain runs");
     assert!(
         out.stdout.contains("(0 of "),
         "sealed runs differ\n{}",
         out.show()
     );
-    assert!(
-        out.stdout.lines().any(|l| l.starts_with("* ")),
-        "{}",
-        out.show()
-    );
+    let verdict = out.stdout.lines().last().unwrap_or("");
+    assert!(verdict.starts_with("Verdict: unsealed,"), "{}", out.show());
+    verdict
+}
+
+#[test]
+fn demo_shows_unsealed_differ_and_sealed_agree() {
+    let out = run_timeout(seal(["demo"]), TIMEOUT);
+    let verdict = demo_verdict(&out);
+    assert!(verdict.contains("sealed, all"), "{}", out.show());
+    out.stdout_has("Unsealed: two plain runs");
+    let starred = out.stdout.lines().any(|l| l.starts_with("* "));
+    assert!(starred, "{}", out.show());
 }
 
 #[test]
 fn demo_falls_back_to_bash_without_python() {
-    if !have("bash") {
-        skip!("bash not on PATH");
-    }
+    require_tools!("bash");
     // A PATH with the tools the bash report needs, and no python3.
     let bin = temp_dir();
     for tool in ["bash", "date", "seq", "env", "sh", "od", "tr", "mktemp"] {
@@ -275,22 +274,8 @@ fn demo_falls_back_to_bash_without_python() {
     let mut cmd = seal(["demo"]);
     cmd.env("PATH", bin.path());
     let out = run_timeout(cmd, TIMEOUT);
-    out.ok();
+    demo_verdict(&out);
     out.stdout_has("bash report.sh");
-    assert!(
-        out.stdout.contains("(0 of "),
-        "sealed runs differ\n{}",
-        out.show()
-    );
-    assert!(
-        out.stdout
-            .lines()
-            .last()
-            .unwrap_or("")
-            .starts_with("Verdict: unsealed,"),
-        "{}",
-        out.show()
-    );
 }
 
 /// Each seal build extracts its own content-addressed shim; copies of other versions idle for a

@@ -16,23 +16,12 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// True (and the skip is reported: the caller returns) if `tool` is not on PATH.
-fn skip(tool: &str) -> bool {
-    if have(tool) {
-        return false;
-    }
-    report_skip(module_path!(), false, &format!("{tool} is not installed"));
-    true
-}
-
 /// A shell that polls the clock until some time has passed (`SECONDS`, `date +%s`) while an
 /// external `sleep` does the waiting: the parent's clock must take in the child's time when
 /// it reaps it, or the loop never ends (it did, before parents adopted children's waits).
 #[test]
 fn shell_elapsed_time_loops_end() {
-    if skip("bash") {
-        return;
-    }
+    require_tools!("bash");
     let script = r#"
 end=$((SECONDS+2)); n=0
 while [ $SECONDS -lt $end ]; do sleep 0.5; n=$((n+1)); done
@@ -72,9 +61,7 @@ echo slept ${a} ${b}
 /// parent's clock moves by the child's sleep.
 #[test]
 fn fork_child_and_system_waits_reach_the_parent() {
-    if skip("python3") {
-        return;
-    }
+    require_tools!("python3");
     let script = r#"
 import os, time
 t0 = time.time()
@@ -98,9 +85,7 @@ print(round(t1 - t0, 3), round(t2 - t1, 3))
 /// run before).
 #[test]
 fn shell_time_and_times_are_stable() {
-    if skip("bash") {
-        return;
-    }
+    require_tools!("bash");
     let mut script =
         String::from("{ time sleep 0.1; TIMEFORMAT=%R/%U/%S; time (sleep 0.2); times\n");
     let gnu = std::path::Path::new("/usr/bin/time").exists();
@@ -124,9 +109,7 @@ fn shell_time_and_times_are_stable() {
 /// strong generator.
 #[test]
 fn rusage_counters_are_sealed() {
-    if skip("python3") {
-        return;
-    }
+    require_tools!("python3");
     let script = r#"
 import resource
 u = resource.getrusage(resource.RUSAGE_SELF)
@@ -152,9 +135,7 @@ except OSError:
 /// ones about census files and run tables, and its output still sealed.
 #[test]
 fn processes_outliving_the_run_say_so_once() {
-    if skip("bash") {
-        return;
-    }
+    require_tools!("bash");
     // The job holds stdout/stderr open, so the harness reads until it ends. It waits for the
     // launcher (virtual pid 999) to be gone, rather than for a fixed time that a loaded
     // machine may not honour, then starts `date` after the run.
@@ -173,9 +154,7 @@ fn processes_outliving_the_run_say_so_once() {
 /// by a few ticks, differently every run); children that sleep move it by their sleep.
 #[test]
 fn parallel_children_keep_their_start_times() {
-    if skip("xargs") {
-        return;
-    }
+    require_tools!("xargs");
     let script = "seq 12 | xargs -P4 -n1 sh -c 'date +%s.%N' | sort; \
                   seq 8 | xargs -P4 -n1 sh -c 'sleep 0.$0; date +%s.%N' | sort; date +%s.%N";
     // One run after another, not at once: which of four sleeping children a parent reaps
@@ -192,11 +171,7 @@ fn parallel_children_keep_their_start_times() {
 /// in a fresh `TMPDIR`, `sort -R`, `shuf`, and `cc`'s `__DATE__`.
 #[test]
 fn make_git_mktemp_sort_are_stable() {
-    for tool in ["make", "cc", "git", "mktemp", "shuf"] {
-        if skip(tool) {
-            return;
-        }
-    }
+    require_tools!("make", "cc", "git", "mktemp", "shuf");
     let dir = scratch("tools");
     let script = format!(
         r#"set -e
@@ -230,11 +205,7 @@ printf '#include <stdio.h>\nint main(void){{puts(__DATE__);return 0;}}\n' > d.c;
 /// `sched_*` pid calls and `syscall(ioprio_*)` translated it), and `sigqueue` to oneself.
 #[test]
 fn pid_taking_tools_reach_the_right_process() {
-    for tool in ["renice", "prlimit", "chrt", "ionice", "taskset"] {
-        if skip(tool) {
-            return;
-        }
-    }
+    require_tools!("renice", "prlimit", "chrt", "ionice", "taskset");
     let script = r#"
 renice -n 1 -p $$ | cut -d' ' -f1-3
 prlimit --pid $$ --nofile --noheadings --output RESOURCE
@@ -263,9 +234,7 @@ fn the_dynamic_loader_run_as_a_program_is_sealed() {
     if !std::path::Path::new(loader).exists() {
         skip!("no {loader}");
     }
-    if skip("ldd") {
-        return;
-    }
+    require_tools!("ldd");
     let script = format!("ldd /bin/true >/dev/null && echo ldd-ok; {loader} /bin/date +%s");
     let out = run_seal(["--", "bash", "-c", &script]);
     out.ok();
