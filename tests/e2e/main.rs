@@ -15,5 +15,6 @@ mod random;
 mod realworld;
 mod runtimes_realworld;
 mod setters;
+mod shim_hardening;
 mod verify;
 mod waits;
