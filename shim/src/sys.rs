@@ -155,6 +155,29 @@ pub fn reserve(fd: i32, len: usize) -> i64 {
     }
 }
 
+/// Backs the pages of `p..p+len` now (`MADV_POPULATE_WRITE`): on a full tmpfs this is an
+/// error here instead of a SIGBUS at the first store. 0, or a negative errno (`-EINVAL` on
+/// kernels before 5.14, which cannot populate: the caller goes on as before).
+pub fn populate(p: *const u8, len: usize) -> i64 {
+    const MADV_POPULATE_WRITE: i64 = 23;
+    let start = (p as usize) & !4095;
+    let end = (p as usize).saturating_add(len);
+    loop {
+        // SAFETY: advice on pages of a mapping the caller owns; it never unmaps anything.
+        let r = unsafe {
+            syscall3(
+                libc::SYS_madvise,
+                start as i64,
+                (end - start) as i64,
+                MADV_POPULATE_WRITE,
+            )
+        };
+        if r != -(libc::EINTR as i64) {
+            return r;
+        }
+    }
+}
+
 /// A short name for an errno, for the shim's one-line warnings.
 pub fn errno_name(e: i32) -> &'static [u8] {
     match e {

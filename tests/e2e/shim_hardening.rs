@@ -51,3 +51,66 @@ fn census_files_never_follow_a_planted_link_and_are_0600_whatever_the_umask() {
         second.show()
     );
 }
+
+/// Runs `script` with `sh` in a private mount namespace (we must be root, or allowed user
+/// namespaces); `None` (after a visible skip) when namespaces are not available here.
+fn in_private_mounts(test: &str, script: &str, envs: &[(&str, &Path)]) -> Option<Output> {
+    if !have("unshare") {
+        skip(test, "no unshare(1)");
+        return None;
+    }
+    let probe = run_plain("unshare", ["-Urm", "true"]);
+    if probe.code != Some(0) {
+        skip(
+            test,
+            &format!("cannot unshare a mount namespace: {}", probe.stderr),
+        );
+        return None;
+    }
+    let mut cmd = command("unshare");
+    cmd.args(["-Urm", "sh", "-c", script]);
+    cmd.env("SEAL", seal_bin());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    Some(run_timeout(cmd, TIMEOUT))
+}
+
+#[test]
+fn a_full_tmpfs_is_a_loud_error_at_census_creation_never_a_sigbus() {
+    // The launcher only puts its run dir on a memory file system with 512 MiB free, so the
+    // run dir lives on a 520 MiB tmpfs that the sealed script itself fills up; every process
+    // it starts afterwards must create its census file on the full file system.
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+set -e
+mount -t tmpfs -o size=520m tmpfs "$MNT"
+export XDG_RUNTIME_DIR="$MNT"
+"$SEAL" -- sh -c '
+  dd if=/dev/zero of="$XDG_RUNTIME_DIR/fill" bs=1M 2>/dev/null || echo "dd failed"
+  sh -c "echo child ok"
+  date +%Y
+  rm -f "$XDG_RUNTIME_DIR/fill"
+  echo done'
+"#;
+    let Some(out) = in_private_mounts(
+        "a_full_tmpfs_is_a_loud_error_at_census_creation_never_a_sigbus",
+        script,
+        &[("MNT", dir.path())],
+    ) else {
+        return;
+    };
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    assert_eq!(
+        out.stdout,
+        "dd failed\nchild ok\n2026\ndone\n",
+        "{}",
+        out.show()
+    );
+    assert!(
+        out.stderr
+            .contains("libseal: cannot reserve the census file"),
+        "the full file system must be reported\n{}",
+        out.show()
+    );
+}
