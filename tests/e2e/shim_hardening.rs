@@ -114,3 +114,28 @@ export XDG_RUNTIME_DIR="$MNT"
         out.show()
     );
 }
+
+#[test]
+fn clocks_saturate_at_the_cap_instead_of_wrapping() {
+    let exe = build_c("clock_cap", &[]);
+    let out = run_seal(["--tick", "100years", "--", exe.to_str().unwrap()]);
+    if out.code != Some(0) && out.stderr.contains("tick") {
+        // The launcher may refuse a tick this large; the shim's saturation is unit-tested.
+        skip(
+            "clocks_saturate_at_the_cap_instead_of_wrapping",
+            "the launcher refuses --tick 100years",
+        );
+        return;
+    }
+    out.ok();
+    let cap = "9223372036.854775807";
+    assert_eq!(
+        out.stdout,
+        format!(
+            "86400.000000000 4922985600.000000000\n\
+             6311606400.000000000 {cap}\n{cap} {cap}\n{cap} {cap}\n{cap} {cap}\n"
+        ),
+        "{}",
+        out.show()
+    );
+}
