@@ -3,7 +3,6 @@
 //! file system that fills up during the run, signal handlers that race the hooks, clocks
 //! pushed to their limit, and virtual tids of many threads.
 use std::path::Path;
-use std::time::Duration;
 
 use crate::util::*;
 
