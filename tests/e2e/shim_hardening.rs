@@ -138,3 +138,11 @@ fn clocks_saturate_at_the_cap_instead_of_wrapping() {
         out.show()
     );
 }
+
+#[test]
+fn a_thousand_concurrent_threads_get_the_same_virtual_tids_every_run() {
+    let exe = build_c("many_threads", &[]);
+    let out = assert_sealed_stable(&[exe.to_str().unwrap()], 10);
+    let tids: std::collections::BTreeSet<&str> = out.lines().collect();
+    assert_eq!(tids.len(), 1000, "every thread its own virtual tid\n{out}");
+}
