@@ -75,14 +75,9 @@ impl<'a> Table<'a> {
             slot.store(real, Release);
         }
         if let Some(slot) = self.vpid_of.get(real as usize).filter(|_| real > 0) {
-            // `vpid_of` is sparse (sized by pid_max): back this entry's page before the store,
-            // so a full tmpfs is a reported error rather than a SIGBUS.
-            let r = sys::populate(slot.as_ptr() as *const u8, 4);
-            if r < 0 && r != -(libc::EINVAL as i64) {
-                no_room();
-                return;
+            if backed(slot) {
+                slot.store(v, Release);
             }
-            slot.store(v, Release);
         }
     }
 
@@ -102,7 +97,11 @@ impl<'a> Table<'a> {
         if real <= 0 {
             return None;
         }
-        let v = self.vpid_of.get(real as usize)?.load(Acquire);
+        let slot = self.vpid_of.get(real as usize)?;
+        if !backed(slot) {
+            return None;
+        }
+        let v = slot.load(Acquire);
         // Only trust the entry if it still points back (the real pid may have been reused).
         (v > 0 && self.real(v) == Some(real)).then_some(v)
     }
@@ -137,6 +136,18 @@ impl<'a> Table<'a> {
             None
         }
     }
+}
+
+/// `vpid_of` is sparse (sized by pid_max), and on tmpfs even a read of a page never touched
+/// allocates it: back the entry's page before any access, so a full file system is a
+/// reported error (`false`) rather than a SIGBUS.
+fn backed(slot: &AtomicI32) -> bool {
+    let r = sys::populate(slot.as_ptr() as *const u8, 4);
+    if r < 0 && r != -(libc::EINVAL as i64) {
+        no_room();
+        return false;
+    }
+    true
 }
 
 /// The run table's file system is full: this pid stays untranslated for kill/wait by real pid.

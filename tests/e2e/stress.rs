@@ -54,8 +54,8 @@ fn under_pids_limit(test: &str, max: u32, cmd: &[&str]) -> Option<Output> {
 #[test]
 fn urandom_reads_are_never_short_under_a_process_limit() {
     let exe = build_c("urandom_reads", &[]);
-    let seal = seal_bin();
-    let args = [seal.to_str().unwrap(), "--", exe.to_str().unwrap()];
+    let bin = seal_bin();
+    let args = [bin.to_str().unwrap(), "--", exe.to_str().unwrap()];
     let free = run_timeout(seal(&args[1..]), Duration::from_secs(60));
     free.ok();
     let Some(limited) = under_pids_limit("urandom_pids", 100, &args) else {
@@ -68,4 +68,91 @@ fn urandom_reads_are_never_short_under_a_process_limit() {
         free.show()
     );
     assert_eq!(limited.stdout, free.stdout, "{}", limited.show());
+}
+
+/// Calls of `symbol` made from the object `object` (basename) in every process of a census.
+fn census_calls(census: &serde_json::Value, symbol: &str, object: &str) -> u64 {
+    let mut n = 0;
+    for p in census["processes"].as_array().unwrap() {
+        for call in p["calls"].as_array().unwrap() {
+            if call["symbol"] != symbol {
+                continue;
+            }
+            for c in call["callers"].as_array().unwrap() {
+                let o = c["object"].as_str().unwrap();
+                if o.rsplit('/').next() == Some(object) {
+                    n += c["count"].as_u64().unwrap();
+                }
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn eight_threads_times_a_million_clock_reads_are_counted_exactly() {
+    let exe = build_c("stress_clocks", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("census.json");
+    let out = run_timeout(
+        seal([
+            "census",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+        ]),
+        Duration::from_secs(60),
+    );
+    out.ok();
+    assert_eq!(out.stdout, "8000000\n");
+    let census: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        census_calls(&census, "clock_gettime", "stress_clocks"),
+        8_000_000,
+        "{}",
+        out.show()
+    );
+}
+
+/// Runs the process stress fixture in `mode` twice; same output both times.
+fn procs_stable(mode: &[&str]) -> String {
+    let exe = build_c("stress_procs", &[]);
+    let mut args = vec!["--", exe.to_str().unwrap()];
+    args.extend_from_slice(mode);
+    let first = run_timeout(seal(&args), Duration::from_secs(60));
+    first.ok();
+    let second = run_timeout(seal(&args), Duration::from_secs(60));
+    second.ok();
+    assert_eq!(
+        first.stdout,
+        second.stdout,
+        "{}\n{}",
+        first.show(),
+        second.show()
+    );
+    first.stdout
+}
+
+#[test]
+fn a_thousand_fork_execs_are_stable() {
+    assert!(procs_stable(&["forkexec", "1000"]).starts_with("forkexec 1000 sum "));
+}
+
+#[test]
+fn a_process_tree_fifty_deep_is_stable() {
+    let out = procs_stable(&["depth", "50"]);
+    assert_eq!(out.lines().count(), 51, "{out}");
+    assert!(out.ends_with("depth 0 pid 1000 child ") || out.contains("depth 0 pid 1000 child "));
+}
+
+#[test]
+fn two_hundred_concurrent_children_are_stable() {
+    assert!(procs_stable(&["wide", "200"]).starts_with("wide 200 sum "));
+}
+
+#[test]
+fn fork_while_threads_read_clocks_is_stable() {
+    assert!(procs_stable(&["forkthreads"]).starts_with("forkthreads sum "));
 }
