@@ -16,5 +16,7 @@ mod random;
 mod realworld;
 mod runtimes_realworld;
 mod setters;
+mod shim_hardening;
+mod stress;
 mod verify;
 mod waits;

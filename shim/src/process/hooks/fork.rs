@@ -121,6 +121,7 @@ extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
     // SAFETY: p is the Box we leaked in pthread_create, handed to exactly this thread.
     let s = unsafe { Box::from_raw(p as *mut Start) };
     thread::install(s.state);
+    vpid::thread_started(s.state.vtid);
     let (func, arg) = (s.func, s.arg);
     drop(s);
     func(arg)
@@ -140,14 +141,13 @@ hook! {
         if !config::in_run() {
             return real(th, attr, func, arg);
         }
-        let start = Box::into_raw(Box::new(Start {
-            func,
-            arg,
-            state: thread::spawn_child_state(),
-        }));
+        let mut state = thread::spawn_child_state();
+        state.vtid = vpid::reserve_vtid(state.lineage);
+        let start = Box::into_raw(Box::new(Start { func, arg, state }));
         // Our trampoline owns `start` once the thread runs.
         let r = real(th, attr, trampoline, start as *mut c_void);
         if r != 0 {
+            vpid::release_vtid(state.vtid);
             // SAFETY: no thread was created, so the Box is still ours.
             drop(unsafe { Box::from_raw(start) });
         }

@@ -48,11 +48,8 @@ pub(super) fn register(fd: i32) {
         track_ino(fd, ino);
         let mut p = sys::StackBuf::<4200>::new();
         registry_path(ino, &mut p);
-        let f = sys::open(
-            p.as_cstr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
-            0o600,
-        );
+        // A marker only: an existing one (an inode number reused) is as good as a new one.
+        let f = sys::create_private(p.as_cstr(), libc::O_WRONLY, false);
         if f >= 0 {
             sys::close(f);
         }
@@ -75,12 +72,13 @@ pub fn on_start() {
                     libc::AT_FDCWD as i64,
                     p.as_cstr().as_ptr() as i64,
                     &mut st as *mut _ as i64,
-                    0,
+                    libc::AT_SYMLINK_NOFOLLOW as i64,
                     0,
                     0,
                 )
             };
-            if r == 0 {
+            // Only a marker this user made (a plain file, never a link planted by another).
+            if r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_uid == sys::geteuid() {
                 track_ino(fd, ino);
             }
         }

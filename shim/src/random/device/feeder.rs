@@ -36,10 +36,27 @@ pub(super) fn spawn(wfd: i32, stream: &mut EntropyStream) -> Result<(), i32> {
             0,
         )
     };
-    let pid = match shared::spawn(wfd, stream) {
-        Some(pid) => pid,
-        // SAFETY: the child branch only makes raw system calls.
-        None => unsafe { spawn_copy(wfd, stream) },
+    reap_finished();
+    let mut tries = 0;
+    let r = loop {
+        let r = match shared::spawn(wfd, stream) {
+            Some(r) => r,
+            // SAFETY: the child branch only makes raw system calls.
+            None => unsafe { spawn_copy(wfd, stream) },
+        };
+        // Under a process limit (cgroup pids.max, RLIMIT_NPROC) the feeders of descriptors
+        // closed a moment ago may still count: reap them and try again for a little while.
+        if r != -(libc::EAGAIN as i64) || tries == 50 {
+            break r;
+        }
+        tries += 1;
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 2_000_000,
+        };
+        // SAFETY: a valid timespec, no remainder wanted.
+        unsafe { sys::syscall3(libc::SYS_nanosleep, &pause as *const _ as i64, 0, 0) };
+        reap_finished();
     };
     // SAFETY: restoring the mask saved above.
     unsafe {
@@ -53,15 +70,75 @@ pub(super) fn spawn(wfd: i32, stream: &mut EntropyStream) -> Result<(), i32> {
             0,
         )
     };
-    let pid = check(pid)?;
-    loop {
-        // SAFETY: reaping our own intermediate child; no status wanted.
-        let r = unsafe { sys::syscall6(libc::SYS_wait4, pid, 0, libc::__WALL as i64, 0, 0, 0) };
-        if r != -(libc::EINTR as i64) {
-            break;
+    match check(r)? {
+        FEEDER_STARTED => Ok(()),
+        pid => {
+            // The copy fallback: reap its intermediate (the feeder itself was reparented).
+            loop {
+                // SAFETY: reaping our own intermediate child; no status wanted.
+                let r =
+                    unsafe { sys::syscall6(libc::SYS_wait4, pid, 0, libc::__WALL as i64, 0, 0, 0) };
+                if r != -(libc::EINTR as i64) {
+                    break;
+                }
+            }
+            Ok(())
         }
     }
-    Ok(())
+}
+
+/// What `shared::spawn` returns once the feeder runs (it is a direct child, reaped later).
+const FEEDER_STARTED: i64 = 0;
+
+/// Feeders this process started directly (clone children with exit signal 0: invisible to
+/// the program's `wait`, `waitpid(-1)` and SIGCHLD), reaped by [`reap_finished`] at the next
+/// device open. A feeder ends when its pipe's last reader is gone; reaping it here keeps
+/// finished feeders from piling up as zombies (each counts against a cgroup's pids.max
+/// until reaped: 3000 opens left 3000 zombies for 1–2 s when init had to reap them).
+const MAX_FEEDERS: usize = 256;
+static FEEDERS: [core::sync::atomic::AtomicI32; MAX_FEEDERS] =
+    [const { core::sync::atomic::AtomicI32::new(0) }; MAX_FEEDERS];
+
+/// Reaps every recorded feeder that has exited (never waits); forgets pids that are not our
+/// children (a fork child inherits the table, not the feeders).
+fn reap_finished() {
+    use core::sync::atomic::Ordering::Relaxed;
+    for slot in &FEEDERS {
+        let pid = slot.load(Relaxed);
+        if pid <= 0 {
+            continue;
+        }
+        // SAFETY: a non-blocking reap of one pid; no status wanted.
+        let r = unsafe {
+            sys::syscall6(
+                libc::SYS_wait4,
+                pid as i64,
+                0,
+                (libc::WNOHANG | libc::__WALL) as i64,
+                0,
+                0,
+                0,
+            )
+        };
+        if r != 0 && r != -(libc::EINTR as i64) {
+            let _ = slot.compare_exchange(pid, 0, Relaxed, Relaxed);
+        }
+    }
+}
+
+/// Remembers a directly started feeder; `false` when the table is full (the caller then
+/// starts it the reparented way instead).
+fn remember(pid: i32) -> bool {
+    use core::sync::atomic::Ordering::Relaxed;
+    FEEDERS
+        .iter()
+        .any(|s| s.compare_exchange(0, pid, Relaxed, Relaxed).is_ok())
+}
+
+/// Is there room to remember one more direct feeder?
+fn room() -> bool {
+    use core::sync::atomic::Ordering::Relaxed;
+    FEEDERS.iter().any(|s| s.load(Relaxed) == 0)
 }
 
 /// The fallback: the intermediate and the feeder are copy-on-write copies of the opener
@@ -103,7 +180,6 @@ mod shared {
     use crate::sys;
 
     const CLONE_VM: i64 = 0x100;
-    const CLONE_VFORK: i64 = 0x4000;
     const MAP_FIXED_NOREPLACE: i64 = 0x10_0000;
     const MADV_DONTFORK: i64 = 10;
     /// 62 TiB: far below the mmap area (just under 128 TiB) and far above brk heaps.
@@ -155,9 +231,12 @@ mod shared {
         None
     }
 
-    /// Starts intermediate + feeder; `Some(intermediate pid or -errno)`, or `None` to fall
-    /// back to copies.
+    /// Starts the feeder as a direct child (exit signal 0, shared memory, its own stack);
+    /// `Some(FEEDER_STARTED or -errno)`, or `None` to fall back to copies.
     pub(super) fn spawn(wfd: i32, stream: &EntropyStream) -> Option<i64> {
+        if !super::room() {
+            return None;
+        }
         let region = map_slot()?;
         let args_at = (region + STACK as u64 - core::mem::size_of::<Args>() as u64) & !63;
         let args = args_at as *mut Args;
@@ -170,24 +249,23 @@ mod shared {
                 stream: *stream,
             })
         };
-        let mut istack = [0u64; 1024];
-        let itop = (istack.as_mut_ptr() as u64 + 8 * 1024) & !15;
-        // SAFETY: the intermediate shares our memory and runs on `istack` while this thread is
-        // suspended (CLONE_VFORK) until it exits; it only makes raw system calls.
+        // SAFETY: the feeder runs on its own slot, only makes raw system calls and never
+        // returns.
         let pid = unsafe {
             clone_on(
-                CLONE_VM | CLONE_VFORK,
-                itop,
-                intermediate as extern "C" fn(*mut Args) -> ! as usize as u64,
+                CLONE_VM,
+                args_at & !15,
+                feeder as extern "C" fn(*mut Args) -> ! as usize as u64,
                 args as u64,
             )
         };
-        core::hint::black_box(&mut istack);
         if pid < 0 {
             // SAFETY: nobody else uses the slot.
             unsafe { sys::munmap(region as *mut u8, STACK) };
+            return Some(pid);
         }
-        Some(pid)
+        super::remember(pid as i32);
+        Some(super::FEEDER_STARTED)
     }
 
     /// `clone(flags)` with the child starting on `stack_top` in `entry(arg)` (never returns).
@@ -221,25 +299,6 @@ mod shared {
             );
         }
         ret
-    }
-
-    /// The intermediate: start the feeder (exit signal 0, shared memory) and exit.
-    extern "C" fn intermediate(args: *mut Args) -> ! {
-        // SAFETY: args points into the feeder's mapping, written before clone.
-        let top = unsafe { (*args).stack_top };
-        // SAFETY: the feeder runs on its own slot and never returns.
-        unsafe {
-            clone_on(
-                CLONE_VM,
-                top,
-                feeder as extern "C" fn(*mut Args) -> ! as usize as u64,
-                args as u64,
-            )
-        };
-        loop {
-            // SAFETY: ends this task only.
-            unsafe { sys::syscall3(libc::SYS_exit, 0, 0, 0) };
-        }
     }
 
     /// The feeder: write the stream until the reader is gone, then unmap the stack it runs on
