@@ -53,15 +53,16 @@ fn census_files_never_follow_a_planted_link_and_are_0600_whatever_the_umask() {
 
 /// Runs `script` with `sh` in a private mount namespace (we must be root, or allowed user
 /// namespaces); `None` (after a visible skip) when namespaces are not available here.
-fn in_private_mounts(test: &str, script: &str, envs: &[(&str, &Path)]) -> Option<Output> {
+fn in_private_mounts(script: &str, envs: &[(&str, &Path)]) -> Option<Output> {
     if !have("unshare") {
-        skip(test, "no unshare(1)");
+        report_skip(module_path!(), false, "no unshare(1)");
         return None;
     }
     let probe = run_plain("unshare", ["-Urm", "true"]);
     if probe.code != Some(0) {
-        skip(
-            test,
+        report_skip(
+            module_path!(),
+            false,
             &format!("cannot unshare a mount namespace: {}", probe.stderr),
         );
         return None;
@@ -92,11 +93,7 @@ export XDG_RUNTIME_DIR="$MNT"
   rm -f "$XDG_RUNTIME_DIR/fill"
   echo done'
 "#;
-    let Some(out) = in_private_mounts(
-        "a_full_tmpfs_is_a_loud_error_at_census_creation_never_a_sigbus",
-        script,
-        &[("MNT", dir.path())],
-    ) else {
+    let Some(out) = in_private_mounts(script, &[("MNT", dir.path())]) else {
         return;
     };
     assert_eq!(out.code, Some(0), "{}", out.show());
@@ -120,11 +117,7 @@ fn clocks_saturate_at_the_cap_instead_of_wrapping() {
     let out = run_seal(["--tick", "100years", "--", exe.to_str().unwrap()]);
     if out.code != Some(0) && out.stderr.contains("tick") {
         // The launcher may refuse a tick this large; the shim's saturation is unit-tested.
-        skip(
-            "clocks_saturate_at_the_cap_instead_of_wrapping",
-            "the launcher refuses --tick 100years",
-        );
-        return;
+        skip!("the launcher refuses --tick 100years");
     }
     out.ok();
     let cap = "9223372036.854775807";

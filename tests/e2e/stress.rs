@@ -26,8 +26,9 @@ fn under_pids_limit(test: &str, max: u32, cmd: &[&str]) -> Option<Output> {
     let base = std::path::Path::new("/sys/fs/cgroup/pids");
     let group = base.join(format!("seal-e2e-{}-{test}", std::process::id()));
     if std::fs::create_dir(&group).is_err() {
-        skip(
-            test,
+        report_skip(
+            module_path!(),
+            false,
             "no writable cgroup pids controller at /sys/fs/cgroup/pids",
         );
         return None;
