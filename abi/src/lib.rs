@@ -205,6 +205,9 @@ functions! {
     Sethostname = Host "sethostname",
     Setdomainname = Host "setdomainname",
     SysSethostname = Host "syscall(sethostname/setdomainname)",
+    // time (appended): clock reads a language runtime made for its own bookkeeping (a JVM's
+    // JIT and class-load timers, libuv's loop time, V8's heuristics), answered without a tick
+    RuntimeClock = Time "clock read by runtime bookkeeping (no tick)",
 }
 
 impl Fid {

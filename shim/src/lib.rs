@@ -29,6 +29,7 @@ pub mod open;
 pub mod process;
 pub mod random;
 pub mod real;
+pub mod runtime;
 pub mod sys;
 #[cfg(not(test))]
 mod syscall;
