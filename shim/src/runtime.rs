@@ -75,10 +75,11 @@ pub fn note_object(path: &[u8], start: u64, end: u64, info: &libc::dl_phdr_info)
         UV_END.store(hi, Relaxed);
     }
     let n = N_OBJECTS.load(Acquire);
-    for i in 0..n.min(MAX_OBJECTS) {
-        if STARTS[i].load(Relaxed) == start {
-            return;
-        }
+    if STARTS[..n.min(MAX_OBJECTS)]
+        .iter()
+        .any(|s| s.load(Relaxed) == start)
+    {
+        return;
     }
     // Registration happens under the census's module-walk flag (one walker at a time).
     if n >= MAX_OBJECTS {
@@ -274,9 +275,9 @@ fn sym_class(addr: u64) -> u8 {
     if addr == 0 {
         return 0;
     }
-    let mut i = (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52) as usize;
+    let first = (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52) as usize;
     let mut free = None;
-    for _ in 0..32 {
+    for i in first..first + 32 {
         let k = CACHE_KEYS[i % CACHE_SLOTS].load(Acquire);
         if k == addr {
             let v = CACHE_VALS[i % CACHE_SLOTS].load(Acquire) as u8;
@@ -289,7 +290,6 @@ fn sym_class(addr: u64) -> u8 {
             free = Some(i % CACHE_SLOTS);
             break;
         }
-        i += 1;
     }
     let v = lookup(addr) | KNOWN;
     if let Some(slot) = free {
@@ -329,7 +329,7 @@ fn lookup(addr: u64) -> u8 {
     // SAFETY: dladdr1 filled sym with a pointer into the object's dynamic symbol table.
     let size = unsafe { (*sym).st_size };
     let base = info.dli_saddr as u64;
-    if addr - 1 < base || addr - 1 >= base.wrapping_add(size) {
+    if addr - 1 < base || addr > base.wrapping_add(size) {
         // The nearest exported symbol does not contain the address: an internal function.
         return 0;
     }
