@@ -13,6 +13,7 @@ mod probe;
 mod process;
 mod random;
 mod realworld;
+mod runtimes;
 mod runtimes_realworld;
 mod setters;
 mod verify;
