@@ -194,24 +194,15 @@ fn node_event_loop_workers_and_children_are_stable() {
         return;
     }
     let f = fixture("node/realworld.js");
-    // With the default tick the main thread's sub-millisecond time depends on how often the
-    // event loop woke (one clock read per wakeup); --tick 0 makes every value stable.
-    let out = stable_in(
-        None,
-        &["--tick", "0", "--", "node", f.to_str().unwrap()],
-        3,
-        TIMEOUT,
-    );
+    // Default settings: libuv's loop-time reads (one per wakeup) are runtime bookkeeping and
+    // do not tick, so every value is stable (docs/runtimes.md).
+    let out = stable_in(None, &["--", "node", f.to_str().unwrap()], 3, TIMEOUT);
     assert!(
         out.starts_with("interval 5 100\nafter timeout 150 150\n"),
         "{out}"
     );
     assert!(out.contains(r#"workers [{"n":2,"t":1767225600160},{"n":4,"t":1767225600170},{"n":6,"t":1767225600180}]"#), "{out}");
     assert!(out.contains("host seal pid 1000 999"), "{out}");
-    // Default settings: completes, same event-loop outcome.
-    let o = run_seal(["--", "node", f.to_str().unwrap()]);
-    o.ok();
-    assert!(o.stdout.starts_with("interval 5 100\n"), "{}", o.show());
 }
 
 #[test]
@@ -241,7 +232,6 @@ fn java_realworld_classes(base: &Path) -> Option<PathBuf> {
         let o = run_seal([
             "--",
             "javac",
-            "-J-XX:+PerfDisableSharedMem",
             "-d",
             out.to_str().unwrap(),
             src.to_str().unwrap(),
@@ -267,41 +257,18 @@ fn java_executors_timers_and_processes() {
                 date Thu Jan  1 00:00:00 UTC 2026 rc=0\n\
                 Jan 01, 2026 12:00:00 AM RealWorld main\nINFO: hello\n";
     // --tick 0: every line stable, the last included.
-    let args = [
-        "--tick",
-        "0",
-        "--",
-        "java",
-        "-XX:+PerfDisableSharedMem",
-        "-cp",
-        cp,
-        "RealWorld",
-    ];
+    let args = ["--tick", "0", "--", "java", "-cp", cp, "RealWorld"];
     let out = stable_in(None, &args, 5, TIMEOUT);
     assert!(out.starts_with(head), "{out}");
-    // Default tick: nothing hangs, and the lines that hold no sub-millisecond time are
-    // stable. The others move with the JIT's clock reads on the main thread (inherited by the
-    // threads it starts): "timeout ok 200/201 ms", "sleeps [30, 61, 90, 120]" when a thread
-    // started at x.999 ms, the last line.
+    // Default settings: the JIT's clock reads no longer move anything, so every line but the
+    // last is stable. The last (sub-millisecond Instant, new Random()) still moves by a few
+    // ticks, most likely through the JDK's own Java code on the main thread: its timed waits
+    // (AQS awaitNanos, behind Future.get(timeout) and awaitTermination) read nanoTime once per
+    // wakeup, and how often they wake is the scheduler's (docs/runtimes.md).
     for _ in 0..3 {
-        let o = run_seal([
-            "--",
-            "java",
-            "-XX:+PerfDisableSharedMem",
-            "-cp",
-            cp,
-            "RealWorld",
-        ]);
+        let o = run_seal(["--", "java", "-cp", cp, "RealWorld"]);
         o.ok();
-        assert!(o.stdout.starts_with("timeout ok 20"), "{}", o.show());
-        for line in [
-            "sum 55",
-            "scheduled 5",
-            "date Thu Jan  1 00:00:00 UTC 2026 rc=0",
-            "INFO: hello",
-        ] {
-            assert!(o.stdout.lines().any(|l| l == line), "{line}\n{}", o.show());
-        }
+        assert!(o.stdout.starts_with(head), "{}", o.show());
     }
 }
 
