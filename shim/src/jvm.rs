@@ -159,6 +159,9 @@ unsafe extern "C" fn create_java_vm(
     args: *mut JavaVmInitArgs,
 ) -> i32 {
     census::count(Fid::JniCreateJavaVm, NO_DETAIL, crate::caller!());
+    // libjvm is loaded by now: make sure the census (and with it `runtime`) lists it before
+    // the VM's first clock read, whatever libjvm called before.
+    census::refresh_modules();
     // SAFETY: REAL_CREATE was stored before this wrapper was handed out.
     let real = unsafe { core::mem::transmute::<usize, CreateJavaVm>(REAL_CREATE.load(Relaxed)) };
     if args.is_null() {
