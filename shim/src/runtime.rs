@@ -25,9 +25,10 @@
 //!
 //! Telling them apart needs two return addresses: the hook's own (`ra`) and its caller's,
 //! read through the caller's frame pointer (both runtimes keep frame pointers; a frame pointer
-//! that does not point into the stack just above the hook's frame is not followed). The
-//! function an address lies in is looked up with `dladdr1` once per address (a cold path,
-//! cached lock-free); the hot path for every other caller is one load and a range compare.
+//! that does not point into the stack just above the hook's frame is not followed). For
+//! libjvm, whether an address lies in a `JVM_*` function is looked up with `dladdr1` once per
+//! address (a cold path, cached lock-free); for Node, the spans of libuv, `TimeTicks` and
+//! `NodePlatform` are read from its dynamic symbol table once, when it is listed. The hot path for every other caller is one load and a range compare.
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 
@@ -57,9 +58,29 @@ pub fn kind_of(path: &[u8]) -> u64 {
     }
 }
 
-/// libuv's code inside a Node object: `[start, end)`, 0/0 when unknown.
-static UV_START: AtomicU64 = AtomicU64::new(0);
-static UV_END: AtomicU64 = AtomicU64::new(0);
+/// Spans of code inside a Node object, `[start, end)` (0/0 when unknown): libuv, V8's
+/// `base::TimeTicks`, Node's `NodePlatform`. Found once, from the dynamic symbol table, because
+/// `dladdr` scans all of Node's ~50 000 exported symbols on every lookup.
+static UV: Span = Span::new();
+static TICKS: Span = Span::new();
+static PLATFORM: Span = Span::new();
+
+struct Span(AtomicU64, AtomicU64);
+
+impl Span {
+    const fn new() -> Span {
+        Span(AtomicU64::new(0), AtomicU64::new(0))
+    }
+    /// Does the return address `ra` come from this span?
+    fn holds(&self, ra: u64) -> bool {
+        let a = ra.wrapping_sub(1);
+        self.0.load(Relaxed) <= a && a < self.1.load(Relaxed)
+    }
+    fn set(&self, (lo, hi): (u64, u64)) {
+        self.0.store(lo, Relaxed);
+        self.1.store(hi, Relaxed);
+    }
+}
 
 /// Registers a loaded object (called for every object the census lists: at image start and
 /// whenever a call comes from an object loaded since). Idempotent.
@@ -68,11 +89,9 @@ pub fn note_object(path: &[u8], start: u64, end: u64, info: &libc::dl_phdr_info)
     if kind == 0 {
         return;
     }
-    if kind == NODE && UV_END.load(Relaxed) == 0 {
+    if kind == NODE && UV.1.load(Relaxed) == 0 {
         // SAFETY: info describes a loaded object (dl_iterate_phdr's callback argument).
-        let (lo, hi) = unsafe { uv_block(info) };
-        UV_START.store(lo, Relaxed);
-        UV_END.store(hi, Relaxed);
+        unsafe { node_spans(info) };
     }
     let n = N_OBJECTS.load(Acquire);
     if STARTS[..n.min(MAX_OBJECTS)]
@@ -163,25 +182,21 @@ fn classify((kind, start, end): (u64, u64, u64), ra: u64, fp: u64, realtime: boo
             // (NodePlatform::MonotonicallyIncreasingTime); and libuv's loop time (libuv's clock
             // helper called from libuv itself, or a read inlined into one of its functions
             // called from libuv). A libuv read asked for from outside libuv is the program's.
-            let in_uv = |a: u64| {
-                let a = a.wrapping_sub(1);
-                UV_START.load(Relaxed) <= a && a < UV_END.load(Relaxed)
-            };
-            sym_class(ra) & V8_TICKS != 0
-                || sym_class(ra2) & NODE_PLATFORM != 0
-                || (in_uv(ra) && in_uv(ra2))
+            TICKS.holds(ra) || PLATFORM.holds(ra2) || (UV.holds(ra) && UV.holds(ra2))
         }
         _ => false,
     }
 }
 
-/// The span of libuv's code in a Node object, from its exported `uv_*` functions: those
-/// within 1 MiB of `uv_run` (a static library's functions sit together; an exit handler such
-/// as `uv_library_shutdown` may be placed far away and is left out). `(0, 0)` when unknown.
+/// Finds the [`UV`], [`TICKS`] and [`PLATFORM`] spans of a Node object from its exported
+/// functions: each span runs from the lowest to the end of the highest function of its
+/// prefix that lies within 1 MiB of the first one found (a library's or a source file's
+/// functions sit together; an exit handler such as `uv_library_shutdown` may be placed far
+/// away and is left out).
 ///
 /// # Safety
 /// `info` describes a loaded object whose dynamic section and symbol table are mapped.
-unsafe fn uv_block(info: &libc::dl_phdr_info) -> (u64, u64) {
+unsafe fn node_spans(info: &libc::dl_phdr_info) {
     let bias = info.dlpi_addr;
     let mut dynamic = 0u64;
     for i in 0..info.dlpi_phnum as usize {
@@ -192,7 +207,7 @@ unsafe fn uv_block(info: &libc::dl_phdr_info) -> (u64, u64) {
         }
     }
     if dynamic == 0 {
-        return (0, 0);
+        return;
     }
     let (mut symtab, mut strtab, mut strsz) = (0u64, 0u64, 0u64);
     // `Elf64_Dyn` and the tags used here (<elf.h>).
@@ -223,7 +238,7 @@ unsafe fn uv_block(info: &libc::dl_phdr_info) -> (u64, u64) {
     let (symtab, strtab) = (fix(symtab), fix(strtab));
     // .dynsym sits right before .dynstr: the span between them is the symbol count.
     if symtab == 0 || strtab <= symtab || strsz == 0 {
-        return (0, 0);
+        return;
     }
     let n = ((strtab - symtab) as usize / core::mem::size_of::<libc::Elf64_Sym>()).min(1 << 20);
     let syms = symtab as *const libc::Elf64_Sym;
@@ -237,32 +252,45 @@ unsafe fn uv_block(info: &libc::dl_phdr_info) -> (u64, u64) {
     let is_func = |s: &libc::Elf64_Sym| s.st_info & 0xf == 2 /* STT_FUNC */ && s.st_value != 0;
     // SAFETY: n symbols lie between symtab and strtab.
     let all = unsafe { core::slice::from_raw_parts(syms, n) };
-    let Some(anchor) = all.iter().find(|s| is_func(s) && name(s) == b"uv_run") else {
-        return (0, 0);
-    };
-    let (mut lo, mut hi) = (anchor.st_value, anchor.st_value + anchor.st_size);
-    for s in all
-        .iter()
-        .filter(|s| is_func(s) && name(s).starts_with(b"uv_"))
-    {
-        if s.st_value.abs_diff(anchor.st_value) < 1 << 20 {
+    let span = |prefix: &[u8]| -> (u64, u64) {
+        let mut matching = all
+            .iter()
+            .filter(|s| is_func(s) && name(s).starts_with(prefix));
+        let Some(anchor) = matching.next() else {
+            return (0, 0);
+        };
+        let (mut lo, mut hi) = (anchor.st_value, anchor.st_value + anchor.st_size);
+        for s in matching.filter(|s| s.st_value.abs_diff(anchor.st_value) < 1 << 20) {
             lo = lo.min(s.st_value);
             hi = hi.max(s.st_value + s.st_size);
         }
-    }
-    (bias + lo, bias + hi)
+        (bias + lo, bias + hi)
+    };
+    // Anchored at uv_run: the first uv_ symbol in the table might be the far-away one.
+    let uv = match all.iter().find(|s| is_func(s) && name(s) == b"uv_run") {
+        Some(run) => {
+            let (mut lo, mut hi) = (run.st_value, run.st_value + run.st_size);
+            for s in all.iter().filter(|s| {
+                is_func(s)
+                    && name(s).starts_with(b"uv_")
+                    && s.st_value.abs_diff(run.st_value) < 1 << 20
+            }) {
+                lo = lo.min(s.st_value);
+                hi = hi.max(s.st_value + s.st_size);
+            }
+            (bias + lo, bias + hi)
+        }
+        None => (0, 0),
+    };
+    TICKS.set(span(b"_ZN2v84base9TimeTicks"));
+    PLATFORM.set(span(b"_ZN4node12NodePlatform"));
+    UV.set(uv);
 }
 
 /// `sym_class` bits.
 const KNOWN: u8 = 1;
 /// Inside an exported function whose name starts with `JVM_`.
 const JVM_ENTRY: u8 = 2;
-/// Inside an exported function whose name starts with `uv_`.
-const UV: u8 = 4;
-/// Inside V8's `base::TimeTicks` clock.
-const V8_TICKS: u8 = 8;
-/// Inside Node's `NodePlatform` (the clock V8 asks for its own heuristics).
-const NODE_PLATFORM: u8 = 16;
 
 /// Cache of [`sym_class`]: open addressing, key = address, value = class (with `KNOWN`).
 const CACHE_SLOTS: usize = 4096;
@@ -346,12 +374,6 @@ fn lookup(_addr: u64) -> u8 {
 pub fn name_class(name: &[u8]) -> u8 {
     if name.starts_with(b"JVM_") {
         JVM_ENTRY
-    } else if name.starts_with(b"uv_") {
-        UV
-    } else if name.starts_with(b"_ZN2v84base9TimeTicks") {
-        V8_TICKS
-    } else if name.starts_with(b"_ZN4node12NodePlatform") {
-        NODE_PLATFORM
     } else {
         0
     }
@@ -369,9 +391,7 @@ mod tests {
         assert_eq!(kind_of(b"/usr/bin/python3"), 0);
         assert_eq!(kind_of(b"/usr/lib/libjvm.so.bak"), 0);
         assert_eq!(name_class(b"JVM_NanoTime"), JVM_ENTRY);
-        assert_eq!(name_class(b"uv_run"), UV);
-        assert_eq!(name_class(b"_ZN2v84base9TimeTicks3NowEv"), V8_TICKS);
-        assert_eq!(name_class(b"_ZN2v84base4Time3NowEv"), 0);
+        assert_eq!(name_class(b"uv_run"), 0);
     }
 
     #[test]
