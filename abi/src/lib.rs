@@ -205,6 +205,11 @@ functions! {
     Sethostname = Host "sethostname",
     Setdomainname = Host "setdomainname",
     SysSethostname = Host "syscall(sethostname/setdomainname)",
+    // time (appended): clock reads a language runtime made for its own bookkeeping (a JVM's
+    // JIT and class-load timers, libuv's loop time, V8's heuristics), answered without a tick
+    RuntimeClock = Time "clock read by runtime bookkeeping (no tick)",
+    // exec (appended): a JVM started with the sealed profile's options (-XX:-UsePerfData)
+    JniCreateJavaVm = Exec "JNI_CreateJavaVM (sealed JVM options)",
 }
 
 impl Fid {

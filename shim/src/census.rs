@@ -423,6 +423,7 @@ unsafe extern "C" fn module_cb(
         let k = sys::readlink(b"/proc/self/exe\0", &mut exe_buf);
         name = &exe_buf[..k];
     }
+    crate::runtime::note_object(name, lo, hi, info);
     let n = file.n_modules.load(Relaxed) as usize;
     let used = file.strings_used.load(Relaxed) as usize;
     let listed = file.modules[..n.min(file.modules.len())].iter().any(|m| {

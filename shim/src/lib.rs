@@ -13,7 +13,9 @@
 //! is written with), `census` (recording), `config` (process settings), `thread` (per-thread
 //! state), `real` (real symbols, re-entry guard), `sys` (raw system calls), `fd` (descriptors
 //! the shim makes), `table` (the run-wide table of pids and of the sealed world), `world`
-//! (what the run's clock and name setters changed, instead of the machine).
+//! (what the run's clock and name setters changed, instead of the machine), `runtime` (which
+//! clock reads are a language runtime's own bookkeeping), `jvm` (the options a sealed JVM
+//! starts with, through the one `dlsym` trampoline).
 #![deny(unsafe_op_in_unsafe_fn)]
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
@@ -25,10 +27,13 @@ pub mod config;
 pub mod fd;
 pub mod hook;
 pub mod host;
+#[cfg(not(test))]
+mod jvm;
 pub mod open;
 pub mod process;
 pub mod random;
 pub mod real;
+pub mod runtime;
 pub mod sys;
 #[cfg(not(test))]
 mod syscall;

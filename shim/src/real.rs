@@ -106,3 +106,20 @@ macro_rules! caller {
         ra
     }};
 }
+
+/// The current (exported, frame-pointer-keeping) function's frame base: `[rbp]` is its
+/// caller's saved frame pointer, through which `runtime::bookkeeping` reads the caller's own
+/// return address. Evaluate it in the exported frame, as `caller!()`.
+#[macro_export]
+macro_rules! frame {
+    () => {{
+        let fp: u64;
+        // SAFETY: reads a register.
+        #[allow(unused_unsafe)]
+        unsafe {
+            core::arch::asm!("mov {}, rbp", out(reg) fp,
+                             options(nomem, nostack, preserves_flags));
+        }
+        fp
+    }};
+}

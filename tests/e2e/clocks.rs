@@ -328,25 +328,9 @@ fn java_classes() -> Option<PathBuf> {
 #[test]
 fn java_report_sealed_is_identical() {
     let Some(dir) = java_classes() else { return };
-    // Two JVM knobs, without which sealed runs still differ (docs/runtimes.md has the detail):
-    // -Xint: a Java thread that queues a JIT compile reads the monotonic clock
-    //   (CompilationPolicy::update_rate), and how many it queues depends on how far the
-    //   background compiler threads got, and on which thread first trips a shared method's
-    //   counter. (-Xbatch, waiting for each compile, fixes the first cause, not the second.)
-    // -XX:-UsePerfData: class load/link/init timers read the clock on whichever thread gets to
-    //   a class first (main or a helper thread); the off switch also stops sealed JVMs, which
-    //   all have virtual pid 1000, fighting over /tmp/hsperfdata_$USER/1000.
-    let out = assert_sealed_stable(
-        &[
-            "java",
-            "-Xint",
-            "-XX:-UsePerfData",
-            "-cp",
-            dir.to_str().unwrap(),
-            "Report",
-        ],
-        RUNS,
-    );
+    // Default JVM flags: the JIT's and the class loader's own clock reads on the main thread
+    // are runtime bookkeeping and do not tick (docs/runtimes.md).
+    let out = assert_sealed_stable(&["java", "-cp", dir.to_str().unwrap(), "Report"], RUNS);
     assert_eq!(value(&out, "currentTimeMillis"), "1767225600000");
     assert_value_starts(&out, "Instant.now", "2026-01-01T00:00:00");
     assert_eq!(value(&out, "Thread.sleep(50) slept>=50ms"), "true");
@@ -371,10 +355,7 @@ fn java_report_differs_unsealed() {
 #[test]
 fn java_report_frozen_clock_is_identical_without_jvm_flags() {
     let Some(dir) = java_classes() else { return };
-    // With --tick 0 the number of clock reads a thread makes no longer matters, so the JIT and
-    // class-loading reads that move the default JVM's clocks (see above) cannot move any value.
-    // -XX:+PerfDisableSharedMem only keeps sealed JVMs (all virtual pid 1000) from fighting over
-    // /tmp/hsperfdata_$USER/1000 when tests run at once.
+    // With --tick 0 the number of clock reads a thread makes does not matter at all.
     let args = sealed_java(&["--tick", "0"], dir.to_str().unwrap(), "Report");
     let first = assert_runs_agree(&format!("{args:?}"), RUNS, || run_seal(&args));
     assert_eq!(value(&first.stdout, "nanoTime delta"), "0");

@@ -14,6 +14,7 @@ mod probe;
 mod process;
 mod random;
 mod realworld;
+mod runtimes;
 mod runtimes_realworld;
 mod setters;
 mod shim_hardening;

@@ -201,19 +201,15 @@ fn python_alarm_and_itimer_fire_and_warp_keeps_their_outcome() {
 fn node_event_loop_workers_and_children_are_stable() {
     require_tools!("node");
     let f = fixture("node/realworld.js");
-    // With the default tick the main thread's sub-millisecond time depends on how often the
-    // event loop woke (one clock read per wakeup); --tick 0 makes every value stable.
-    let out = stable_in(None, &["--tick", "0", "--", "node", f.to_str().unwrap()], 3);
+    // Default settings: libuv's loop-time reads (one per wakeup) are runtime bookkeeping and
+    // do not tick, so every value is stable (docs/runtimes.md).
+    let out = stable_in(None, &["--", "node", f.to_str().unwrap()], 3);
     assert!(
         out.starts_with("interval 5 100\nafter timeout 150 150\n"),
         "{out}"
     );
     assert!(out.contains(r#"workers [{"n":2,"t":1767225600160},{"n":4,"t":1767225600170},{"n":6,"t":1767225600180}]"#), "{out}");
     assert!(out.contains("host seal pid 1000 999"), "{out}");
-    // Default settings: completes, same event-loop outcome.
-    let o = run_seal(["--", "node", f.to_str().unwrap()]);
-    o.ok();
-    assert!(o.stdout.starts_with("interval 5 100\n"), "{}", o.show());
 }
 
 #[test]
@@ -241,7 +237,6 @@ fn java_realworld_classes(base: &Path) -> Option<PathBuf> {
         let o = run_seal([
             "--",
             "javac",
-            "-J-XX:+PerfDisableSharedMem",
             "-d",
             out.to_str().unwrap(),
             src.to_str().unwrap(),
@@ -268,8 +263,8 @@ fn java_executors_timers_and_processes() {
                 Jan 01, 2026 12:00:00 AM RealWorld main\nINFO: hello\n";
     // --tick 0: every line stable, the last included.
     let args = sealed_java(&["--tick", "0"], cp, "RealWorld");
-    // The 5 + 3 JVMs below are independent, mostly wait (timeouts, sleeps, a child) and make
-    // no temp files (-XX:+PerfDisableSharedMem: no hsperfdata file): they all run at once.
+    // The 5 + 3 JVMs below are independent and mostly wait (timeouts, sleeps, a child): they
+    // all run at once (sealed JVMs start with -XX:-UsePerfData: no shared hsperfdata file).
     let default_tick = sealed_java(&[], cp, "RealWorld");
     let mut cmds: Vec<Command> = (0..5).map(|_| seal(&args)).collect();
     cmds.extend((0..3).map(|_| seal(&default_tick)));
@@ -277,21 +272,14 @@ fn java_executors_timers_and_processes() {
     let default_runs = runs.split_off(5);
     let out = assert_same_stdout(&format!("{args:?}"), &runs);
     assert!(out.starts_with(head), "{out}");
-    // Default tick: nothing hangs, and the lines that hold no sub-millisecond time are
-    // stable. The others move with the JIT's clock reads on the main thread (inherited by the
-    // threads it starts): "timeout ok 200/201 ms", "sleeps [30, 61, 90, 120]" when a thread
-    // started at x.999 ms, the last line.
+    // Default settings: the JIT's clock reads no longer move anything, so every line but the
+    // last is stable. The last (sub-millisecond Instant, new Random()) still moves by a few
+    // ticks, most likely through the JDK's own Java code on the main thread: its timed waits
+    // (AQS awaitNanos, behind Future.get(timeout) and awaitTermination) read nanoTime once per
+    // wakeup, and how often they wake is the scheduler's (docs/runtimes.md).
     for o in default_runs {
         o.ok();
-        assert!(o.stdout.starts_with("timeout ok 20"), "{}", o.show());
-        for line in [
-            "sum 55",
-            "scheduled 5",
-            "date Thu Jan  1 00:00:00 UTC 2026 rc=0",
-            "INFO: hello",
-        ] {
-            assert!(o.stdout.lines().any(|l| l == line), "{line}\n{}", o.show());
-        }
+        assert!(o.stdout.starts_with(head), "{}", o.show());
     }
 }
 

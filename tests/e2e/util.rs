@@ -340,12 +340,11 @@ pub fn sealed_n(cmd: &[&str], n: usize) -> Vec<Command> {
         .collect()
 }
 
-/// The arguments of `seal FLAGS -- java -XX:+PerfDisableSharedMem -cp CP CLASS`. The switch
-/// keeps sealed JVMs (all virtual pid 1000) from sharing /tmp/hsperfdata_$USER/1000 when
-/// tests run at once.
+/// The arguments of `seal FLAGS -- java -cp CP CLASS` (no JVM flags: sealed JVMs get
+/// `-XX:-UsePerfData` from the shim, so concurrent ones do not share an hsperfdata file).
 pub fn sealed_java<'a>(flags: &[&'a str], cp: &'a str, class: &'a str) -> Vec<&'a str> {
     let mut args = flags.to_vec();
-    args.extend(["--", "java", "-XX:+PerfDisableSharedMem", "-cp", cp, class]);
+    args.extend(["--", "java", "-cp", cp, class]);
     args
 }
 

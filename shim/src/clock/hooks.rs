@@ -4,9 +4,10 @@
 use seal_abi::{flags, Fid, NO_DETAIL};
 
 use super::{
-    detail, domain, read, realtime_ns, seal_rusage, set, to_timespec, Domain, MONO_BASE_NS,
+    detail, domain, read, realtime_ns, seal_rusage, set, to_timespec, value_at, Domain,
+    MONO_BASE_NS,
 };
-use crate::{census, config, hook, real, thread};
+use crate::{census, config, hook, real, runtime, thread};
 
 hook! {
     /// # Safety
@@ -14,7 +15,7 @@ hook! {
     fn clock_gettime(clock: libc::clockid_t, ts: *mut libc::timespec) -> libc::c_int;
     caller = ra;
     // SAFETY: forwarded contract.
-    || unsafe { clock_gettime_impl(clock, ts, Fid::ClockGettime, ra) }
+    || unsafe { clock_gettime_at(clock, ts, Fid::ClockGettime, ra, crate::frame!()) }
 }
 
 /// Shared by `clock_gettime` and `syscall(SYS_clock_gettime, …)`.
@@ -28,15 +29,39 @@ pub unsafe fn clock_gettime_impl(
     fid: Fid,
     ra: u64,
 ) -> libc::c_int {
-    census::count(fid, detail(clock), ra);
+    // SAFETY: forwarded contract.
+    unsafe { clock_gettime_at(clock, ts, fid, ra, 0) }
+}
+
+/// [`clock_gettime_impl`] with the hook's frame pointer `fp` (0: unknown), through which a
+/// runtime's bookkeeping reads are told from the program's (`crate::runtime`).
+///
+/// # Safety
+/// As `clock_gettime(2)`.
+#[inline(always)]
+pub unsafe fn clock_gettime_at(
+    clock: libc::clockid_t,
+    ts: *mut libc::timespec,
+    fid: Fid,
+    ra: u64,
+    fp: u64,
+) -> libc::c_int {
     if config::sealed(flags::TIME) {
         let d = domain(clock);
         if d != Domain::PassThrough && !ts.is_null() {
+            let l = if runtime::bookkeeping(ra, fp, matches!(d, Domain::Realtime(_))) {
+                census::count(Fid::RuntimeClock, detail(clock), ra);
+                thread::peek()
+            } else {
+                census::count(fid, detail(clock), ra);
+                thread::read_and_tick()
+            };
             // SAFETY: caller guarantees ts is writable.
-            unsafe { *ts = to_timespec(read(d)) };
+            unsafe { *ts = to_timespec(value_at(d, l)) };
             return 0;
         }
     }
+    census::count(fid, detail(clock), ra);
     let real = real!(clock_gettime: fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int);
     // SAFETY: forwarded.
     unsafe { real(clock, ts) }
@@ -48,7 +73,7 @@ hook! {
     fn gettimeofday(tv: *mut libc::timeval, tz: *mut libc::c_void) -> libc::c_int;
     caller = ra;
     // SAFETY: forwarded contract.
-    || unsafe { gettimeofday_impl(tv, tz, Fid::Gettimeofday, ra) }
+    || unsafe { gettimeofday_at(tv, tz, Fid::Gettimeofday, ra, crate::frame!()) }
 }
 
 /// # Safety
@@ -60,12 +85,33 @@ pub unsafe fn gettimeofday_impl(
     fid: Fid,
     ra: u64,
 ) -> libc::c_int {
-    census::count(fid, 0, ra);
+    // SAFETY: forwarded contract.
+    unsafe { gettimeofday_at(tv, tz, fid, ra, 0) }
+}
+
+/// [`gettimeofday_impl`] with the hook's frame pointer (see [`clock_gettime_at`]).
+///
+/// # Safety
+/// As `gettimeofday(2)`.
+#[inline(always)]
+pub unsafe fn gettimeofday_at(
+    tv: *mut libc::timeval,
+    tz: *mut libc::c_void,
+    fid: Fid,
+    ra: u64,
+    fp: u64,
+) -> libc::c_int {
     if config::sealed(flags::TIME) {
+        let keep = runtime::bookkeeping(ra, fp, true);
+        census::count(if keep { Fid::RuntimeClock } else { fid }, 0, ra);
         // SAFETY: caller guarantees validity of non-null pointers.
         unsafe {
             if !tv.is_null() {
-                *tv = realtime_timeval(1000);
+                *tv = if keep {
+                    super::to_timeval(value_at(Domain::Realtime(0), thread::peek()))
+                } else {
+                    realtime_timeval(1000)
+                };
             }
             if !tz.is_null() {
                 // struct timezone { int tz_minuteswest; int tz_dsttime; }: UTC, no DST.
@@ -74,6 +120,7 @@ pub unsafe fn gettimeofday_impl(
         }
         return 0;
     }
+    census::count(fid, 0, ra);
     let real = real!(gettimeofday: fn(*mut libc::timeval, *mut libc::c_void) -> libc::c_int);
     // SAFETY: forwarded.
     unsafe { real(tv, tz) }
