@@ -51,6 +51,8 @@ pub enum Command {
     Golden(GoldenArgs),
     /// Run a bundled nondeterministic report twice unsealed and twice sealed, side by side.
     Demo(DemoArgs),
+    /// Move the clocks of the sealed run this command runs in (from a script's step).
+    Time(TimeArgs),
 }
 
 /// Settings of the seal itself, shared by every command that runs something sealed.
@@ -251,6 +253,26 @@ pub struct DemoArgs {
     /// Print no warnings
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TimeArgs {
+    #[command(subcommand)]
+    pub command: TimeCommand,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum TimeCommand {
+    /// Move every clock of the run forward (2d, 1y6mo, 90s, 1.5h, 250ms).
+    Advance {
+        /// How far: units y (365 d), mo (30 d), w, d, h, m, s, ms, us, ns.
+        duration: String,
+    },
+    /// Set the run's wall clock (monotonic clocks keep running).
+    Set {
+        /// RFC 3339 (2027-06-01T12:00:00Z) or @UNIX_SECONDS.
+        time: String,
+    },
 }
 
 #[cfg(test)]

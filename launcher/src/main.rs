@@ -17,6 +17,7 @@ mod report;
 mod run;
 mod shim;
 mod symbols;
+mod timectl;
 mod usage;
 mod verify;
 
@@ -46,6 +47,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Probe(args)) => probe::run(args),
         Some(Command::Golden(args)) => golden::run(args),
         Some(Command::Demo(args)) => demo::run(args),
+        Some(Command::Time(args)) => timectl::run(args),
     }
 }
 

@@ -35,6 +35,19 @@ pub fn realtime_shift() -> i64 {
     get().realtime_shift.load(Relaxed)
 }
 
+/// Nanoseconds `seal time advance` has moved every realtime and monotonic clock forward by.
+#[inline(always)]
+pub fn advance() -> i64 {
+    get().advance.load(Relaxed)
+}
+
+/// Moves every realtime and monotonic clock of the run forward by `delta` (saturating).
+pub fn advance_by(delta: i64) {
+    let _ = get()
+        .advance
+        .fetch_update(Relaxed, Relaxed, |s| Some(s.saturating_add(delta)));
+}
+
 /// Moves every realtime clock of the run by `delta` nanoseconds (saturating).
 pub fn shift_realtime_by(delta: i64) {
     let _ = get()

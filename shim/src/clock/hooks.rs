@@ -5,7 +5,6 @@ use seal_abi::{flags, Fid, NO_DETAIL};
 
 use super::{
     detail, domain, read, realtime_ns, seal_rusage, set, to_timespec, value_at, Domain,
-    MONO_BASE_NS,
 };
 use crate::{census, config, hook, real, runtime, thread};
 
@@ -244,7 +243,7 @@ hook! {
                 }
             };
         }
-        (MONO_BASE_NS + l) / 10_000_000
+        (super::monotonic_base() + l) / 10_000_000
     }
 }
 

@@ -62,7 +62,16 @@ pub fn detail(clock: libc::clockid_t) -> u8 {
 /// (`clock_settime`, `settimeofday`, …; see `crate::world`).
 #[inline(always)]
 pub fn realtime_base() -> i64 {
-    config::epoch_ns().saturating_add(crate::world::realtime_shift())
+    config::epoch_ns()
+        .saturating_add(crate::world::realtime_shift())
+        .saturating_add(crate::world::advance())
+}
+
+/// What `CLOCK_MONOTONIC` reads at `L = 0`: [`MONO_BASE_NS`], moved forward by `seal time
+/// advance`.
+#[inline(always)]
+pub fn monotonic_base() -> i64 {
+    MONO_BASE_NS.saturating_add(crate::world::advance())
 }
 
 /// The value of `clock` in the given domain when the logical clock reads `l`. Saturating: a
@@ -71,7 +80,7 @@ pub fn realtime_base() -> i64 {
 pub fn value_at(domain: Domain, l: i64) -> i64 {
     match domain {
         Domain::Realtime(off) => realtime_base().saturating_add(l).saturating_add(off),
-        Domain::Monotonic => MONO_BASE_NS.saturating_add(l),
+        Domain::Monotonic => monotonic_base().saturating_add(l),
         Domain::Cputime | Domain::PassThrough => l,
     }
 }
@@ -81,7 +90,7 @@ pub fn value_at(domain: Domain, l: i64) -> i64 {
 pub fn logical_of(domain: Domain, value: i64) -> i64 {
     match domain {
         Domain::Realtime(off) => value.saturating_sub(realtime_base()).saturating_sub(off),
-        Domain::Monotonic => value.saturating_sub(MONO_BASE_NS),
+        Domain::Monotonic => value.saturating_sub(monotonic_base()),
         Domain::Cputime | Domain::PassThrough => value,
     }
 }
