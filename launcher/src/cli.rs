@@ -266,6 +266,7 @@ pub enum TimeCommand {
     /// Move every clock of the run forward (2d, 1y6mo, 90s, 1.5h, 250ms).
     Advance {
         /// How far: units y (365 d), mo (30 d), w, d, h, m, s, ms, us, ns.
+        #[arg(allow_hyphen_values = true)]
         duration: String,
     },
     /// Set the run's wall clock (monotonic clocks keep running).

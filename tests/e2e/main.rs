@@ -19,5 +19,6 @@ mod runtimes_realworld;
 mod setters;
 mod shim_hardening;
 mod stress;
+mod time_control;
 mod verify;
 mod waits;
