@@ -312,6 +312,9 @@ pub mod unsealed {
     pub const PID_SPACE_FULL: u32 = 6;
     pub const UNSUPPORTED_CALL: u32 = 7;
     pub const NOT_EXECUTABLE: u32 = 8;
+    /// The program did not match `--only` or matched `--skip`: it runs with real values by
+    /// the user's choice, and passes the seal on to its children.
+    pub const SCOPED_OUT: u32 = 9;
 
     pub fn name(kind: u32) -> &'static str {
         match kind {
@@ -323,6 +326,7 @@ pub mod unsealed {
             PID_SPACE_FULL => "pid-space-full",
             UNSUPPORTED_CALL => "unsupported-call",
             NOT_EXECUTABLE => "not-executable",
+            SCOPED_OUT => "scoped-out",
             _ => "unknown",
         }
     }

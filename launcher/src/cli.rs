@@ -86,6 +86,13 @@ pub struct SealOpts {
     /// Leave a family unsealed (repeatable): time, random, pid, host, tempname, hashseed, tz, locale, env, aslr
     #[arg(long, value_name = "FAMILY")]
     pub unseal: Vec<String>,
+    /// Seal only programs whose name (or, with a `/`, path) matches this glob (repeatable);
+    /// the others run with real values but pass the seal on to their children
+    #[arg(long, value_name = "GLOB")]
+    pub only: Vec<String>,
+    /// Do not seal programs whose name (or, with a `/`, path) matches this glob (repeatable)
+    #[arg(long, value_name = "GLOB")]
+    pub skip: Vec<String>,
     /// Use this seal.toml instead of searching the working directory and its parents
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

@@ -58,6 +58,10 @@ pub struct Settings {
     pub hostname: String,
     /// Families left unsealed, validated names from `seal_abi::settings::FAMILIES`.
     pub unseal: Vec<String>,
+    /// `--only` globs: seal only the programs that match (empty: all).
+    pub only: Vec<String>,
+    /// `--skip` globs: do not seal the programs that match.
+    pub skip: Vec<String>,
     pub quiet: bool,
     /// `[env]` of seal.toml: extra variables for the command.
     pub env: BTreeMap<String, String>,
@@ -115,6 +119,8 @@ pub struct SealSection {
     pub hostname: Option<Spanned<String>>,
     pub warp: Option<Spanned<bool>>,
     pub unseal: Option<Spanned<Vec<String>>>,
+    pub only: Option<Spanned<Vec<String>>>,
+    pub skip: Option<Spanned<Vec<String>>>,
 }
 
 /// A loaded `seal.toml` with what is needed to point at a line in it.
@@ -318,6 +324,44 @@ impl Sources<'_> {
             .is_some_and(|w| *w.get_ref()))
     }
 
+    /// `--only` or `--skip` globs (`which`): flags, else `SEAL_ONLY`/`SEAL_SKIP` (comma
+    /// separated), else seal.toml's `only`/`skip`.
+    fn scope(&self, which: &str) -> Result<Vec<String>, ConfigError> {
+        let flags = if which == "only" {
+            &self.opts.only
+        } else {
+            &self.opts.skip
+        };
+        let var = format!("SEAL_{}", which.to_uppercase());
+        let (raw, origin): (Vec<String>, String) = if !flags.is_empty() {
+            (flags.clone(), format!("--{which}"))
+        } else if let Some(v) = self.env.var(&var) {
+            let globs = v.split(',').map(|s| s.trim().to_string());
+            (
+                globs.filter(|s| !s.is_empty()).collect(),
+                format!("environment variable {var}"),
+            )
+        } else if let Some(g) = self.layers.iter().find_map(|l| {
+            if which == "only" {
+                l.only.as_ref()
+            } else {
+                l.skip.as_ref()
+            }
+        }) {
+            let origin = self.file.map(|f| f.origin(g.span().start));
+            (g.get_ref().clone(), origin.unwrap_or_default())
+        } else {
+            (vec![], String::new())
+        };
+        for glob in &raw {
+            if glob.is_empty() || glob.contains(['\n', '\0']) {
+                let why = "a glob must be non-empty and on one line";
+                return Err(ConfigError::invalid(&origin, which, glob, why));
+            }
+        }
+        Ok(raw)
+    }
+
     /// The families left unsealed, validated, each once.
     fn unseal(&self) -> Result<Vec<String>, ConfigError> {
         let split = |v: &str| -> Vec<String> {
@@ -437,6 +481,8 @@ pub fn resolve_with(
         hash_seed: hash_seed.unwrap_or(0),
         hostname,
         unseal: src.unseal()?,
+        only: src.scope("only")?,
+        skip: src.scope("skip")?,
         quiet: opts.quiet || env.var("SEAL_QUIET").and_then(|v| parse_bool(&v)) == Some(true),
         env: file
             .map(|f| {

@@ -54,6 +54,11 @@ pub(crate) fn on_process_start() {
         config::GEN.load(Relaxed),
     );
     random::device::on_start();
+    if config::SCOPED_OUT.load(Relaxed) {
+        let mut exe = [0u8; 4096];
+        let n = sys::readlink(b"/proc/self/exe\0", &mut exe);
+        census::record_unsealed(seal_abi::unsealed::SCOPED_OUT, &exe[..n]);
+    }
 }
 
 /// libseal's constructor: initialise before `main` even if no hook has run yet.

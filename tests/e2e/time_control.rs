@@ -115,3 +115,44 @@ fn bad_spans_and_use_outside_a_run_are_one_line_usage_errors() {
     unsealed.code_is(125);
     unsealed.stderr_has("not sealed");
 }
+
+#[test]
+fn only_and_skip_seal_the_matching_programs_and_pass_the_seal_on() {
+    let script = "date +%s; python3 -c 'import time; print(int(time.time()))'";
+    let epoch = "1767225600";
+    let dir = build_dir().join("scope");
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("census.json");
+    let only = run_seal([
+        "--only",
+        "python3*",
+        "--census",
+        json.to_str().unwrap(),
+        "--",
+        "bash",
+        "-c",
+        script,
+    ]);
+    only.ok();
+    let lines: Vec<&str> = only.stdout.lines().collect();
+    assert_ne!(lines[0], epoch, "date was sealed\n{}", only.show());
+    assert_eq!(lines[1], epoch, "python was not sealed\n{}", only.show());
+    let census: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let text = census.to_string();
+    assert!(text.contains("scoped-out"), "no scoped-out event:\n{text}");
+    // --skip is the mirror image; from seal.toml too.
+    let skip = run_seal(["--skip", "python3*", "--", "bash", "-c", script]);
+    skip.ok();
+    let lines: Vec<&str> = skip.stdout.lines().collect();
+    assert_eq!(lines[0], epoch, "{}", skip.show());
+    assert_ne!(lines[1], epoch, "{}", skip.show());
+    std::fs::write(dir.join("seal.toml"), "[seal]\nonly = [\"python3*\"]\n").unwrap();
+    let mut c = seal(["--", "bash", "-c", script]);
+    c.current_dir(&dir);
+    let from_file = run_timeout(c, TIMEOUT);
+    from_file.ok();
+    let lines: Vec<&str> = from_file.stdout.lines().collect();
+    assert_ne!(lines[0], epoch, "{}", from_file.show());
+    assert_eq!(lines[1], epoch, "{}", from_file.show());
+}
