@@ -58,9 +58,10 @@ pub enum Command {
 /// Settings of the seal itself, shared by every command that runs something sealed.
 #[derive(Args, Debug, Clone, Default)]
 pub struct SealOpts {
-    /// Epoch of the sealed clocks: RFC 3339 (2026-01-01T00:00:00Z) or @UNIX_SECONDS
+    /// Epoch of the sealed clocks: RFC 3339 (2026-01-01T00:00:00Z), @UNIX_SECONDS, or relative
+    /// to now, resolved once at launch (now, now+2d, -15d, +1y6mo)
     /// [default: SOURCE_DATE_EPOCH, else 2026-01-01T00:00:00Z]
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub epoch: Option<String>,
     /// Seed of every entropy stream [default: 0]
     #[arg(long, value_name = "U64")]

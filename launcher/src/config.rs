@@ -49,6 +49,9 @@ impl ConfigError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub epoch_ns: i64,
+    /// The epoch as written when it was relative to the launch time (`now+2d`): resolved once
+    /// into `epoch_ns`, and said on stderr so the run can be repeated.
+    pub epoch_relative: Option<String>,
     pub seed: u64,
     pub tick_ns: i64,
     pub warp: bool,
@@ -290,6 +293,20 @@ impl Sources<'_> {
         Ok(v.unwrap_or_else(|| default.to_string()))
     }
 
+    /// The epoch as the user wrote it, when it is relative to the real time (`now+2d`).
+    fn relative_epoch_text(&self) -> Option<String> {
+        let text = self
+            .opts
+            .epoch
+            .clone()
+            .or_else(|| self.env.var("SEAL_EPOCH"))
+            .or_else(|| {
+                let v = self.layers.iter().find_map(|l| l.epoch.as_ref())?;
+                Some(value_text(v.get_ref()))
+            })?;
+        is_relative_epoch(&text).then_some(text)
+    }
+
     fn epoch_ns(&self) -> Result<i64, ConfigError> {
         let epoch = self.parsed(
             &self.opts.epoch,
@@ -473,6 +490,7 @@ pub fn resolve_with(
     )?;
     Ok(Settings {
         epoch_ns,
+        epoch_relative: src.relative_epoch_text(),
         seed: seed.unwrap_or(0),
         tick_ns: tick.unwrap_or(DEFAULT_TICK_NS),
         warp,
@@ -510,6 +528,9 @@ fn parse_bool(v: &str) -> Option<bool> {
 /// RFC 3339 (`2026-01-01T00:00:00Z`, any offset, fractional seconds) or `@UNIX_SECONDS`.
 pub fn parse_epoch(v: &str) -> Result<i64, String> {
     let v = v.trim();
+    if let Some(ns) = relative_epoch(v)? {
+        return Ok(ns);
+    }
     if let Some(secs) = v.strip_prefix('@') {
         let s: i64 = secs
             .parse()
@@ -520,9 +541,59 @@ pub fn parse_epoch(v: &str) -> Result<i64, String> {
     }
     let t = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc3339)
         .map_err(|e| {
-            format!("expected RFC 3339 (e.g. 2026-01-01T00:00:00Z) or @UNIX_SECONDS: {e}")
+            format!(
+                "expected RFC 3339 (e.g. 2026-01-01T00:00:00Z), @UNIX_SECONDS, now, now+2d or -15d: {e}"
+            )
         })?;
     i64::try_from(t.unix_timestamp_nanos()).map_err(|_| "out of range".to_string())
+}
+
+/// Is `v` an epoch relative to the real time at launch (`now`, `now+2d`, `now-15d`, `+2d`,
+/// `-1y6mo`)? Such an epoch is resolved once, when seal starts, and is not reproducible across
+/// days; [`epoch_note`] says which absolute epoch a run used.
+pub fn is_relative_epoch(v: &str) -> bool {
+    let v = v.trim();
+    v.starts_with("now") || v.starts_with('+') || v.starts_with('-')
+}
+
+fn relative_epoch(v: &str) -> Result<Option<i64>, String> {
+    if !is_relative_epoch(v) {
+        return Ok(None);
+    }
+    let span = v.strip_prefix("now").unwrap_or(v);
+    let offset = if span.is_empty() {
+        0
+    } else if span.starts_with('+') || span.starts_with('-') {
+        crate::timectl::parse_span(span)?
+    } else {
+        return Err(format!(
+            "{v:?}: expected now, now+SPAN or now-SPAN (e.g. now+2d)"
+        ));
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| "the real clock is before 1970".to_string())?;
+    let now = i64::try_from(now.as_nanos()).map_err(|_| "out of range".to_string())?;
+    now.checked_add(offset)
+        .map(Some)
+        .ok_or_else(|| format!("{v:?}: out of range"))
+}
+
+/// The line that says which absolute epoch a relative one resolved to, so the run can be
+/// repeated exactly.
+pub fn epoch_note(text: &str, epoch_ns: i64) -> String {
+    let secs = epoch_ns.div_euclid(1_000_000_000);
+    let when = time::OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default();
+    format!(
+        "epoch {text} is @{secs} ({when}), resolved now: not reproducible across days; \
+         repeat this run with --epoch @{secs}"
+    )
 }
 
 /// A duration such as `1us`, `250ns`, `2ms`; `0` freezes the clock; a bare number is ns.
@@ -632,6 +703,25 @@ mod tests {
             DEFAULT_EPOCH_NS
         );
         assert!(parse_epoch("2026-13-01").is_err());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let day = 86_400;
+        for (v, want) in [
+            ("now", 0),
+            ("now+2d", 2 * day),
+            ("+2d", 2 * day),
+            ("-15d", -15 * day),
+        ] {
+            let got = parse_epoch(v).unwrap() / 1_000_000_000 - now;
+            assert!((got - want).abs() <= 2, "{v}: {got} vs {want}");
+        }
+        for bad in ["now2d", "+2x", "nowish", "-"] {
+            assert!(parse_epoch(bad).is_err(), "{bad} accepted");
+        }
+        assert!(epoch_note("now+1d", 1_767_225_600_000_000_000)
+            .contains("@1767225600 (2026-01-01T00:00:00Z)"));
         assert_eq!(parse_tick("0").unwrap(), 0);
         assert_eq!(parse_tick("1us").unwrap(), 1000);
         assert_eq!(parse_tick("2ms").unwrap(), 2_000_000);

@@ -156,3 +156,36 @@ fn only_and_skip_seal_the_matching_programs_and_pass_the_seal_on() {
     assert_ne!(lines[0], epoch, "{}", from_file.show());
     assert_eq!(lines[1], epoch, "{}", from_file.show());
 }
+
+#[test]
+fn a_relative_epoch_is_resolved_once_at_launch_and_said() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let out = run_seal(["--epoch", "now+1d", "--", "date", "+%s"]);
+    out.ok();
+    let shown: i64 = out.stdout.trim().parse().unwrap();
+    assert!(
+        (shown - now - 86_400).abs() <= 5,
+        "now+1d printed {shown}, now is {now}\n{}",
+        out.show()
+    );
+    out.stderr_has("not reproducible across days");
+    // The note names the absolute epoch that repeats the run exactly.
+    let repeat = out
+        .stderr
+        .split("--epoch ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no --epoch in the note\n{}", out.show()))
+        .to_string();
+    let again = run_seal(["--epoch", &repeat, "--", "date", "+%s"]);
+    assert_eq!(again.stdout, out.stdout, "{}", again.show());
+    let quiet = run_seal(["-q", "--epoch", "-15d", "--", "true"]);
+    quiet.ok();
+    assert_eq!(quiet.stderr, "", "{}", quiet.show());
+    let bad = run_seal(["--epoch", "now+2x", "--", "true"]);
+    bad.code_is(2);
+    bad.stderr_has("expected a span");
+}
