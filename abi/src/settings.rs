@@ -31,9 +31,15 @@ pub const ONLY: &str = "LIBSEAL_ONLY";
 /// Globs (one a line) of the programs not to seal (`--skip`).
 pub const SKIP: &str = "LIBSEAL_SKIP";
 
+/// `--rate` in parts per million (u64, decimal): logical time follows the real time since
+/// launch times the rate; 0 (the default) keeps deterministic ticks.
+pub const RATE_PPM: &str = "LIBSEAL_RATE_PPM";
+/// The real `CLOCK_MONOTONIC` at launch (i64 ns), what `--rate` measures from.
+pub const REAL_START: &str = "LIBSEAL_REAL_START";
+
 /// The run-wide variables, in the order they are written.
-pub const VARS: [&str; 9] = [
-    RUN_DIR, SHIM, EPOCH_NS, TICK_NS, SEED, FLAGS, HOSTNAME, ONLY, SKIP,
+pub const VARS: [&str; 11] = [
+    RUN_DIR, SHIM, EPOCH_NS, TICK_NS, SEED, FLAGS, HOSTNAME, ONLY, SKIP, RATE_PPM, REAL_START,
 ];
 
 /// Logical clock (ns) of the thread that called exec; the new image starts from it.
@@ -67,6 +73,10 @@ pub struct Settings<'a> {
     pub only: &'a [u8],
     /// `--skip` globs, one a line.
     pub skip: &'a [u8],
+    /// `--rate` in parts per million; 0: deterministic ticks.
+    pub rate_ppm: u64,
+    /// The real `CLOCK_MONOTONIC` (ns) at launch.
+    pub real_start_ns: i64,
 }
 
 /// Room for one encoded number.
@@ -93,6 +103,8 @@ impl<'a> Settings<'a> {
             TICK_NS => write_i64(self.tick_ns, buf),
             SEED => crate::write_u64(self.seed, buf),
             FLAGS => crate::write_u64(self.flags as u64, buf),
+            RATE_PPM => crate::write_u64(self.rate_ppm, buf),
+            REAL_START => write_i64(self.real_start_ns, buf),
             _ => 0,
         };
         &buf[..n]
@@ -120,6 +132,8 @@ impl<'a> Settings<'a> {
             hostname: get(HOSTNAME).unwrap_or(DEFAULT_HOSTNAME),
             only: get(ONLY).unwrap_or(b""),
             skip: get(SKIP).unwrap_or(b""),
+            rate_ppm: get(RATE_PPM).and_then(parse_u64).unwrap_or(0),
+            real_start_ns: get(REAL_START).and_then(parse_i64).unwrap_or(0),
         })
     }
 
@@ -296,6 +310,8 @@ mod tests {
             hostname: b"box",
             only: b"python3*\n/usr/bin/*",
             skip: b"",
+            rate_ppm: 10_000_000,
+            real_start_ns: 123_456,
         };
         let mut env: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
         s.encode(|k, v| {

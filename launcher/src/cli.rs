@@ -72,6 +72,11 @@ pub struct SealOpts {
     /// Sleeps and timed waits that would time out return at once (logical time still advances)
     #[arg(long)]
     pub warp: bool,
+    /// Clocks follow real elapsed time from the epoch, this many times as fast (1 = real
+    /// speed, 10 = ten times faster, 0.5 = half); not byte-identical across runs
+    /// [default: deterministic ticks]
+    #[arg(long, value_name = "FACTOR", allow_hyphen_values = true)]
+    pub rate: Option<String>,
     /// Time zone for the command [default: UTC]
     #[arg(long, value_name = "ZONE")]
     pub tz: Option<String>,

@@ -55,6 +55,8 @@ pub struct Settings {
     pub seed: u64,
     pub tick_ns: i64,
     pub warp: bool,
+    /// `--rate` in parts per million; 0: deterministic ticks (the default).
+    pub rate_ppm: u64,
     pub tz: String,
     pub locale: String,
     pub hash_seed: u32,
@@ -121,6 +123,7 @@ pub struct SealSection {
     pub hash_seed: Option<Spanned<toml::Value>>,
     pub hostname: Option<Spanned<String>>,
     pub warp: Option<Spanned<bool>>,
+    pub rate: Option<Spanned<toml::Value>>,
     pub unseal: Option<Spanned<Vec<String>>>,
     pub only: Option<Spanned<Vec<String>>>,
     pub skip: Option<Spanned<Vec<String>>>,
@@ -462,6 +465,15 @@ pub fn resolve_with(
         parse_tick,
     )?;
     let warp = src.warp()?;
+    let rate_ppm = src
+        .parsed(
+            &opts.rate,
+            "rate",
+            "SEAL_RATE",
+            |s| spanned_val(&s.rate),
+            parse_rate,
+        )?
+        .unwrap_or(0);
     let tz = src.text(&opts.tz, "tz", "SEAL_TZ", |s| &s.tz, "UTC")?;
     let locale = src.text(
         &opts.locale,
@@ -494,6 +506,7 @@ pub fn resolve_with(
         seed: seed.unwrap_or(0),
         tick_ns: tick.unwrap_or(DEFAULT_TICK_NS),
         warp,
+        rate_ppm,
         tz,
         locale,
         hash_seed: hash_seed.unwrap_or(0),
@@ -594,6 +607,19 @@ pub fn epoch_note(text: &str, epoch_ns: i64) -> String {
         "epoch {text} is @{secs} ({when}), resolved now: not reproducible across days; \
          repeat this run with --epoch @{secs}"
     )
+}
+
+/// A clock rate (`1`, `10`, `0.5`): how many logical seconds pass per real second, as parts
+/// per million. Positive and at most a million.
+pub fn parse_rate(v: &str) -> Result<u64, String> {
+    let r: f64 = v
+        .trim()
+        .parse()
+        .map_err(|_| "expected a positive number such as 1, 10 or 0.5".to_string())?;
+    if !(r.is_finite() && r > 0.0 && r <= 1e6) {
+        return Err("expected a positive number (at most 1000000) such as 1, 10 or 0.5".into());
+    }
+    Ok(((r * 1e6).round() as u64).max(1))
 }
 
 /// A duration such as `1us`, `250ns`, `2ms`; `0` freezes the clock; a bare number is ns.

@@ -161,6 +161,17 @@ fn create_run_table(dir: &Path) -> Result<std::fs::File> {
     Ok(f)
 }
 
+/// The real `CLOCK_MONOTONIC` now, what `--rate` measures the run's time from.
+fn real_monotonic_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
 /// Builds the sealed command for `argv` in `run_dir` (not yet spawned).
 pub fn sealed_command(
     settings: &Settings,
@@ -198,6 +209,8 @@ pub fn sealed_command(
         hostname: settings.hostname.as_bytes(),
         only: only.as_bytes(),
         skip: skip.as_bytes(),
+        rate_ppm: settings.rate_ppm,
+        real_start_ns: real_monotonic_ns(),
     }
     .encode(|name, value| {
         cmd.env(name, OsStr::from_bytes(value));

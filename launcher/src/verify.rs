@@ -108,6 +108,11 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
         return Err(UsageError("-j 0: at least one job".into()).into());
     }
     let settings = crate::usage::settings_for(&args.seal)?;
+    if settings.rate_ppm != 0 && !settings.quiet {
+        crate::term::warn(
+            "--rate: the clocks follow real time, so the runs are not expected to be byte-identical",
+        );
+    }
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     for p in &args.artifacts {
         glob::Pattern::new(p).map_err(|e| UsageError(format!("--artifact {p:?}: {e}")))?;

@@ -23,6 +23,10 @@ static INIT: AtomicU8 = AtomicU8::new(0); // 0 not started, 1 running, 2 done
 pub static EPOCH_NS: AtomicI64 = AtomicI64::new(settings::DEFAULT_EPOCH_NS);
 pub static TICK_NS: AtomicI64 = AtomicI64::new(settings::DEFAULT_TICK_NS);
 pub static SEED: AtomicU64 = AtomicU64::new(0);
+/// `--rate` in parts per million (0: deterministic ticks) and the real monotonic time at
+/// launch it measures from.
+pub static RATE_PPM: AtomicU64 = AtomicU64::new(0);
+pub static REAL_START: AtomicI64 = AtomicI64::new(0);
 /// Logical clock the first thread of this image starts at.
 pub static START_CLOCK: AtomicI64 = AtomicI64::new(0);
 pub static VPID: AtomicI32 = AtomicI32::new(seal_abi::ROOT_VPID);
@@ -185,6 +189,8 @@ fn load_from_env() -> u32 {
     EPOCH_NS.store(s.epoch_ns, Relaxed);
     TICK_NS.store(s.tick_ns, Relaxed);
     SEED.store(s.seed, Relaxed);
+    RATE_PPM.store(s.rate_ppm, Relaxed);
+    REAL_START.store(s.real_start_ns, Relaxed);
     if let Some(v) = getenv(settings::CLOCK).and_then(parse_i64) {
         START_CLOCK.store(v, Relaxed);
     }

@@ -189,3 +189,45 @@ fn a_relative_epoch_is_resolved_once_at_launch_and_said() {
     bad.code_is(2);
     bad.stderr_has("expected a span");
 }
+
+#[test]
+fn a_rate_makes_clocks_follow_real_time_sped_up_or_slowed_down() {
+    // A 0.3 s sleep and a loop that spins until the clock moved 0.3 s.
+    let code = "import time\n\
+                t0 = time.monotonic(); time.sleep(0.3); t1 = time.monotonic()\n\
+                while time.monotonic() - t1 < 0.3: pass\n\
+                t2 = time.monotonic()\n\
+                print(f'{t1 - t0:.3f} {t2 - t1:.3f}')\n";
+    let timed = |rate: &str| {
+        let out = run_seal(["--rate", rate, "--", "python3", "-c", code]);
+        out.ok();
+        let v: Vec<f64> = out
+            .stdout
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        assert!(
+            (0.299..0.45).contains(&v[0]) && (0.3..0.45).contains(&v[1]),
+            "--rate {rate}: the sleep and the loop should each read about 0.3 s\n{}",
+            out.show()
+        );
+        out.elapsed.as_secs_f64()
+    };
+    let real_speed = timed("1");
+    let ten_times = timed("10");
+    assert!(
+        real_speed >= 0.55,
+        "--rate 1 took {real_speed:.2} s for 0.6 s of clock time"
+    );
+    assert!(
+        ten_times + 0.25 < real_speed,
+        "--rate 10 took {ten_times:.2} s, --rate 1 {real_speed:.2} s"
+    );
+    for bad in ["-1", "0", "fast"] {
+        let out = run_seal(["--rate", bad, "--", "true"]);
+        out.code_is(2);
+        out.stderr_has("rate");
+    }
+    let verify = run_seal(["verify", "-n", "2", "--rate", "1", "--", "true"]);
+    verify.stderr_has("not expected to be byte-identical");
+}

@@ -3,10 +3,8 @@
 
 use seal_abi::{flags, Fid, NO_DETAIL};
 
-use super::{
-    detail, domain, read, realtime_ns, seal_rusage, set, to_timespec, value_at, Domain,
-};
-use crate::{census, config, hook, real, runtime, thread};
+use super::{detail, domain, read, realtime_ns, seal_rusage, set, to_timespec, value_at, Domain};
+use crate::{census, config, hook, real, runtime};
 
 hook! {
     /// # Safety
@@ -50,10 +48,10 @@ pub unsafe fn clock_gettime_at(
         if d != Domain::PassThrough && !ts.is_null() {
             let l = if runtime::bookkeeping(ra, fp, matches!(d, Domain::Realtime(_))) {
                 census::count(Fid::RuntimeClock, detail(clock), ra);
-                thread::peek()
+                super::now_logical()
             } else {
                 census::count(fid, detail(clock), ra);
-                thread::read_and_tick()
+                super::tick_read()
             };
             // SAFETY: caller guarantees ts is writable.
             unsafe { *ts = to_timespec(value_at(d, l)) };
@@ -107,7 +105,7 @@ pub unsafe fn gettimeofday_at(
         unsafe {
             if !tv.is_null() {
                 *tv = if keep {
-                    super::to_timeval(value_at(Domain::Realtime(0), thread::peek()))
+                    super::to_timeval(value_at(Domain::Realtime(0), super::now_logical()))
                 } else {
                     realtime_timeval(1000)
                 };
@@ -231,7 +229,7 @@ hook! {
             return real(buf);
         }
         // Clock ticks of 10 ms (sysconf(_SC_CLK_TCK) == 100 on Linux).
-        let l = thread::read_and_tick();
+        let l = super::tick_read();
         if !buf.is_null() {
             // SAFETY: caller guarantees buf is writable.
             unsafe {
@@ -258,7 +256,7 @@ hook! {
             let l = if who == libc::RUSAGE_CHILDREN {
                 0
             } else {
-                thread::read_and_tick()
+                super::tick_read()
             };
             // SAFETY: the kernel just filled *usage.
             unsafe { seal_rusage(who, l, usage) };

@@ -113,7 +113,78 @@ pub fn from_timespec(ts: &libc::timespec) -> i64 {
 /// One sealed read of `domain`: the value, after which `L` has advanced one tick.
 #[inline(always)]
 pub fn read(domain: Domain) -> i64 {
-    value_at(domain, thread::read_and_tick())
+    value_at(domain, tick_read())
+}
+
+/// The logical clock a read returns (after which it has advanced one tick); under `--rate`,
+/// caught up with real time first.
+#[inline(always)]
+pub fn tick_read() -> i64 {
+    let ppm = config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed);
+    if ppm == 0 {
+        return thread::read_and_tick();
+    }
+    // Under --rate, time is the real time's: a read moves the clock by one nanosecond, not a
+    // tick, so a loop that reads a million times does not run ahead of real time.
+    thread::advance_to(rate_elapsed(ppm));
+    let l = thread::peek();
+    thread::advance_to(l.saturating_add(1));
+    l
+}
+
+/// The thread's logical clock now (for deadlines), without a tick.
+#[inline]
+pub fn now_logical() -> i64 {
+    follow_real_time();
+    thread::peek()
+}
+
+/// Under `--rate`, moves the thread's clock up to the real time since launch times the rate
+/// (never back): time passes with work. Without it (the default), nothing.
+#[inline(always)]
+fn follow_real_time() {
+    let ppm = config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed);
+    if ppm != 0 {
+        thread::advance_to(rate_elapsed(ppm));
+    }
+}
+
+#[cold]
+fn rate_elapsed(ppm: u64) -> i64 {
+    let real = crate::real!(clock_gettime: fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int);
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { real(libc::CLOCK_MONOTONIC, &mut ts) };
+    let start = config::REAL_START.load(core::sync::atomic::Ordering::Relaxed);
+    let real_elapsed = from_timespec(&ts).saturating_sub(start).max(0);
+    scale(real_elapsed, ppm as i128, 1_000_000)
+}
+
+/// `v * num / den`, saturating.
+fn scale(v: i64, num: i128, den: i128) -> i64 {
+    (v as i128 * num / den).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+/// How long, in real time, a wait of `logical` nanoseconds takes (shorter under `--rate` > 1).
+#[inline]
+pub fn real_span(logical: i64) -> i64 {
+    match config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed) {
+        0 => logical,
+        ppm => scale(logical, 1_000_000, ppm as i128),
+    }
+}
+
+/// The logical time a real wait of `real` nanoseconds stands for (the inverse of
+/// [`real_span`]).
+#[inline]
+pub fn logical_span(real: i64) -> i64 {
+    match config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed) {
+        0 => real,
+        ppm => scale(real, ppm as i128, 1_000_000),
+    }
 }
 
 /// The sealed CPU times of a `getrusage`/`wait4` answer: `(user, system)` in nanoseconds.

@@ -37,6 +37,8 @@ pub fn current_settings() -> Settings<'static> {
         hostname: config::HOSTNAME.get(),
         only: config::ONLY.get(),
         skip: config::SKIP.get(),
+        rate_ppm: config::RATE_PPM.load(Relaxed),
+        real_start_ns: config::REAL_START.load(Relaxed),
     }
 }
 
@@ -270,6 +272,8 @@ mod tests {
             hostname: b"seal",
             only: b"",
             skip: b"",
+            rate_ppm: 0,
+            real_start_ns: 0,
         };
         let st = ImageState {
             clock: 1234,
@@ -309,6 +313,8 @@ mod tests {
                 "LIBSEAL_HOSTNAME=seal",
                 "LIBSEAL_ONLY=",
                 "LIBSEAL_SKIP=",
+                "LIBSEAL_RATE_PPM=0",
+                "LIBSEAL_REAL_START=0",
                 "LIBSEAL_CLOCK=1234",
                 "LIBSEAL_VPID=1500",
                 "LIBSEAL_PPID=1000",

@@ -34,7 +34,7 @@ pub const NS_PER_SEC: i64 = 1_000_000_000;
 #[inline]
 pub fn real_deadline(real_now: i64, logical_deadline: i64, logical_now: i64) -> i64 {
     let remaining = logical_deadline.saturating_sub(logical_now);
-    real_now.saturating_add(remaining.max(0))
+    real_now.saturating_add(clock::real_span(remaining.max(0)))
 }
 
 /// A timespec is a valid duration / deadline for the kernel (else the real call reports
@@ -209,7 +209,7 @@ pub unsafe fn absolute(
     }
     let value = clock::from_timespec(&ts);
     let target = clock::logical_of(domain, value);
-    let now_l = thread::peek();
+    let now_l = clock::now_logical();
     let rnow = real_now(real_clock);
     if from_real_clock(value, clock::value_at(domain, now_l), rnow) {
         return call(abstime);
@@ -311,14 +311,17 @@ pub unsafe fn sleep_for(
                 tv_sec: 0,
                 tv_nsec: 0,
             };
-            let err = call(req, &mut left);
+            // Under --rate the real sleep is shorter (or longer) than the logical one.
+            let real_req = clock::to_timespec(clock::real_span(ns));
+            let err = call(&real_req, &mut left);
+            let left_ns = clock::logical_span(clock::from_timespec(&left));
             if err == libc::EINTR && !rem.is_null() {
                 // SAFETY: rem valid per the contract.
-                unsafe { *rem = left };
+                unsafe { *rem = clock::to_timespec(left_ns) };
             }
             let ran = match err {
                 0 => Ran::Full,
-                libc::EINTR => Ran::Interrupted(Some(ns - clock::from_timespec(&left))),
+                libc::EINTR => Ran::Interrupted(Some(ns - left_ns)),
                 _ => Ran::Early,
             };
             (err, ran)

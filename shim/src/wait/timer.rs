@@ -4,7 +4,7 @@
 
 use super::{from_real_clock, real_deadline, real_now, valid_timespec};
 use crate::clock::{self, Domain};
-use crate::{sys, thread};
+use crate::sys;
 
 /// The value of the first `key` line (`key:` then blanks, a decimal integer) of a `/proc`
 /// text file such as `/proc/self/fdinfo/N`.
@@ -83,7 +83,7 @@ pub fn translate_itimer(clock_id: libc::clockid_t, its: &libc::itimerspec) -> li
     }
     let value = clock::from_timespec(v);
     let target = clock::logical_of(domain, value);
-    let (now_l, rnow) = (thread::peek(), real_now(clock_id));
+    let (now_l, rnow) = (clock::now_logical(), real_now(clock_id));
     if from_real_clock(value, clock::value_at(domain, now_l), rnow) {
         return *its;
     }
