@@ -300,8 +300,8 @@ fn env_vars(t: &Table) -> Result<Vec<(String, String)>, ConfigError> {
     };
     let mut pairs = Vec::new();
     for (k, v) in table {
-        if k.is_empty() || k.contains('=') || k.contains('\0') {
-            return Err(t.err("env", format!("{k:?} is not a valid variable name")));
+        if let Some(why) = crate::config::bad_env_name(k) {
+            return Err(t.err("env", format!("{k:?}: {why}")));
         }
         let text = match v {
             Value::String(s) => s.clone(),
