@@ -17,6 +17,7 @@ use seal_abi::settings as senv;
 use crate::census::{self, Census};
 use crate::config::Settings;
 use crate::shim;
+use crate::supervise;
 
 /// Exit status when seal itself fails.
 pub const EXIT_SEAL_FAILED: u8 = 125;
@@ -255,6 +256,10 @@ pub enum SpawnError {
     NotFound(String),
     #[error("{0}: permission denied (not executable)")]
     NotExecutable(String),
+    /// A script whose `#!` interpreter cannot be run (exit 127 when it is missing, as bash
+    /// does, else 126).
+    #[error("{0}: bad interpreter {1}: {}", .2.strerror())]
+    BadInterpreter(String, String, Errno),
     #[error("{0}: cannot run: {1}")]
     Other(String, std::io::Error),
 }
@@ -263,13 +268,29 @@ impl SpawnError {
     pub fn exit_code(&self) -> u8 {
         match self {
             SpawnError::NotFound(_) => EXIT_NOT_FOUND,
-            SpawnError::NotExecutable(_) => EXIT_NOT_EXECUTABLE,
-            SpawnError::Other(..) => EXIT_NOT_EXECUTABLE,
+            SpawnError::BadInterpreter(_, _, Errno::NotFound) => EXIT_NOT_FOUND,
+            SpawnError::NotExecutable(_)
+            | SpawnError::BadInterpreter(..)
+            | SpawnError::Other(..) => EXIT_NOT_EXECUTABLE,
         }
     }
 
-    fn from_io(program: &OsStr, e: std::io::Error) -> SpawnError {
+    /// `e` from starting `program` in `cwd` (None: seal's own directory).
+    fn from_io(program: &OsStr, cwd: Option<&Path>, e: std::io::Error) -> SpawnError {
         let name = program.to_string_lossy().into_owned();
+        let not_found = e.kind() == std::io::ErrorKind::NotFound;
+        if not_found || e.kind() == std::io::ErrorKind::PermissionDenied {
+            // execve reports a script's missing or unusable interpreter as the script's own
+            // error: name the interpreter instead.
+            if let Some(interp) = shebang_interpreter(program, cwd) {
+                let e = if not_found {
+                    Errno::NotFound
+                } else {
+                    Errno::Denied
+                };
+                return SpawnError::BadInterpreter(name, interp, e);
+            }
+        }
         match e.kind() {
             std::io::ErrorKind::NotFound => SpawnError::NotFound(name),
             std::io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(name),
@@ -281,6 +302,50 @@ impl SpawnError {
             _ => SpawnError::Other(name, e),
         }
     }
+}
+
+/// Why an interpreter cannot be run, in the words of strerror (without Rust's "(os error N)").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Errno {
+    NotFound,
+    Denied,
+}
+
+impl Errno {
+    fn strerror(&self) -> &'static str {
+        match self {
+            Errno::NotFound => "No such file or directory",
+            Errno::Denied => "Permission denied",
+        }
+    }
+}
+
+/// The interpreter a script names on its `#!` line, when `program` is an executable file that
+/// has one and that interpreter cannot be executed.
+fn shebang_interpreter(program: &OsStr, cwd: Option<&Path>) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let path = if program.as_bytes().contains(&b'/') {
+        match cwd {
+            Some(d) => d.join(program),
+            None => PathBuf::from(program),
+        }
+    } else {
+        crate::exec_check::resolve(program)?
+    };
+    let meta = std::fs::metadata(&path).ok()?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return None;
+    }
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(&path).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let interp = String::from_utf8_lossy(line);
+    let interp = interp.split_whitespace().next()?.to_string();
+    let c = std::ffi::CString::new(interp.as_bytes()).ok()?;
+    // SAFETY: access(2) on a NUL-terminated path.
+    (unsafe { libc::access(c.as_ptr(), libc::X_OK) } != 0).then_some(interp)
 }
 
 /// Everything a sealed run produced, for the multi-run commands.
@@ -335,11 +400,14 @@ pub fn run_captured(
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
     }
-    let mut child = match cmd.spawn() {
+    if let Some(sig) = supervise::interrupted() {
+        return Err(supervise::Interrupted(sig).into());
+    }
+    let mut child = match supervise::spawn(&mut cmd, supervise::Stdio::Redirected) {
         Ok(c) => c,
-        Err(e) => return Ok(Err(SpawnError::from_io(&argv[0], e))),
+        Err(e) => return Ok(Err(SpawnError::from_io(&argv[0], cwd, e))),
     };
-    let writer = match (input, child.stdin.take()) {
+    let writer = match (input, child.child.stdin.take()) {
         (Input::Bytes(b), Some(mut stdin)) => {
             let data = b.to_vec();
             Some(std::thread::spawn(move || {
@@ -348,17 +416,12 @@ pub fn run_captured(
         }
         _ => None,
     };
-    let (out, timed_out) = match limit {
-        None => (
-            child
-                .wait_with_output()
-                .context("waiting for the sealed command")?,
-            false,
-        ),
-        Some(limit) => wait_within(child, limit)?,
-    };
+    let (out, timed_out) = wait_within(child, limit)?;
     if let Some(w) = writer {
         let _ = w.join();
+    }
+    if let Some(sig) = supervise::interrupted() {
+        return Err(supervise::Interrupted(sig).into());
     }
     let census = census::collect(run_dir.path(), argv, Some(out.status))?;
     Ok(Ok(Captured {
@@ -370,13 +433,14 @@ pub fn run_captured(
     }))
 }
 
-/// Waits for `child` (the leader of its own process group) for at most `limit`, reading its
-/// output meanwhile; past the limit the whole group is killed. Returns the output and whether
-/// the limit ran out.
+/// Waits for `child` (with a `limit`, the leader of its own process group) for at most
+/// `limit`, reading its output meanwhile; past the limit the whole group is killed. Returns the
+/// output and whether the limit ran out.
 fn wait_within(
-    mut child: std::process::Child,
-    limit: std::time::Duration,
+    mut sup: supervise::Supervised,
+    limit: Option<std::time::Duration>,
 ) -> Result<(std::process::Output, bool)> {
+    let child = &mut sup.child;
     use std::io::Read;
     let reader = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
@@ -399,24 +463,32 @@ fn wait_within(
             .take()
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
     );
-    let deadline = std::time::Instant::now() + limit;
     let mut timed_out = false;
-    let status = loop {
-        if let Some(st) = child.try_wait().context("waiting for the sealed command")? {
-            break st;
+    let status = match limit {
+        None => sup.wait().context("waiting for the sealed command")?,
+        Some(limit) => {
+            let deadline = std::time::Instant::now() + limit;
+            loop {
+                if sup
+                    .exited(false)
+                    .context("waiting for the sealed command")?
+                {
+                    break sup.wait().context("waiting for the sealed command")?;
+                }
+                if std::time::Instant::now() >= deadline {
+                    timed_out = true;
+                    // SAFETY: signals the process group the child leads (process_group(0)).
+                    unsafe { libc::kill(-(sup.child.id() as i32), libc::SIGKILL) };
+                    break sup.wait().context("waiting for the killed command")?;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
         }
-        if std::time::Instant::now() >= deadline {
-            timed_out = true;
-            // SAFETY: signals the process group the child leads (process_group(0) at spawn).
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            break child.wait().context("waiting for the killed command")?;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
     };
     if timed_out {
         // Whatever the command started in its group dies with it; pipes then reach EOF.
         // SAFETY: as above.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        unsafe { libc::kill(-(sup.child.id() as i32), libc::SIGKILL) };
     }
     let stdout = out_t.join().unwrap_or_default();
     let stderr = err_t.join().unwrap_or_default();
@@ -443,19 +515,18 @@ pub fn run_interactive(
         crate::term::note(line);
     }
     let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv);
-    let mut child = match cmd.spawn() {
+    // Signals go to the command (the terminal's ^C reaches it directly); seal waits and
+    // reports its status.
+    let mut child = match supervise::spawn(&mut cmd, supervise::Stdio::Inherited) {
         Ok(c) => c,
         Err(e) => {
-            let err = SpawnError::from_io(&argv[0], e);
+            let err = SpawnError::from_io(&argv[0], None, e);
             crate::term::note(&err);
             return Ok(ExitCode::from(err.exit_code()));
         }
     };
-    // Like system(3): the terminal's ^C and ^\ are for the command; seal waits and reports.
-    let old = ignore_interactive_signals();
-    let status = child.wait().context("waiting for the sealed command");
-    restore_signals(old);
-    let status = status?;
+    let status = child.wait().context("waiting for the sealed command")?;
+    drop(child);
     // The full census (symbol tables of every object) only when it was asked for.
     let census = match census_json {
         Some(_) => Some(census::collect(run_dir.path(), argv, Some(status))?),
@@ -487,26 +558,6 @@ pub fn run_interactive(
 pub fn unsealed_note(settings: &Settings) -> Option<String> {
     (!settings.quiet && !settings.unseal.is_empty())
         .then(|| format!("not sealed (--unseal): {}", settings.unseal.join(", ")))
-}
-
-type SigHandlers = [libc::sighandler_t; 2];
-
-fn ignore_interactive_signals() -> SigHandlers {
-    // SAFETY: installing SIG_IGN for two signals; the previous handlers are restored later.
-    unsafe {
-        [
-            libc::signal(libc::SIGINT, libc::SIG_IGN),
-            libc::signal(libc::SIGQUIT, libc::SIG_IGN),
-        ]
-    }
-}
-
-fn restore_signals(old: SigHandlers) {
-    // SAFETY: restores what ignore_interactive_signals replaced.
-    unsafe {
-        libc::signal(libc::SIGINT, old[0]);
-        libc::signal(libc::SIGQUIT, old[1]);
-    }
 }
 
 #[cfg(test)]
