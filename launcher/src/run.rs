@@ -27,41 +27,51 @@ pub const EXIT_NOT_FOUND: u8 = 127;
 /// A run directory: census files of every process image plus the run table. Mode 0700,
 /// unpredictable name; removed on drop.
 pub struct RunDir {
-    dir: tempfile::TempDir,
+    path: PathBuf,
     /// The run table, locked (`flock`) for as long as this launcher lives: a run directory
     /// whose lock nobody holds was left by a launcher that was killed.
     _lock: std::fs::File,
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
 }
 
 impl RunDir {
     /// Creates the run directory on a memory file system when one with room is at hand
     /// (`$XDG_RUNTIME_DIR`, else `/dev/shm`): every sealed process creates and maps its census
     /// file there, which costs ~1 ms more per process on a disk. The name is unpredictable and
-    /// the mode 0700 (mkdtemp), so a shared `/dev/shm` is safe; the cache dir is the fallback.
+    /// the mode exactly 0700 whatever the umask, so a shared `/dev/shm` is safe; the cache dir
+    /// is the fallback.
     pub fn create() -> Result<RunDir> {
         for parent in memory_dirs() {
             remove_stale_runs(&parent, "seal-run-");
-            if let Ok(dir) = tempfile::Builder::new()
-                .prefix("seal-run-")
-                .tempdir_in(&parent)
-            {
-                let _lock = create_run_table(dir.path())?;
-                return Ok(RunDir { dir, _lock });
+            if let Ok(path) = shim::create_private_dir_in(&parent, "seal-run-") {
+                return RunDir::with_table(path);
             }
         }
         let parent = shim::cache_dir()?.join("runs");
         shim::private_dir(&parent)?;
         remove_stale_runs(&parent, "run-");
-        let dir = tempfile::Builder::new()
-            .prefix("run-")
-            .tempdir_in(&parent)
+        let path = shim::create_private_dir_in(&parent, "run-")
             .with_context(|| format!("cannot create a run directory in {}", parent.display()))?;
-        let _lock = create_run_table(dir.path())?;
-        Ok(RunDir { dir, _lock })
+        RunDir::with_table(path)
+    }
+
+    fn with_table(path: PathBuf) -> Result<RunDir> {
+        match create_run_table(&path) {
+            Ok(_lock) => Ok(RunDir { path, _lock }),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&path);
+                Err(e)
+            }
+        }
     }
 
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.path
     }
 }
 
@@ -72,8 +82,9 @@ const MIN_MEMORY_FS_FREE: u64 = 512 << 20;
 
 fn memory_dirs() -> Vec<PathBuf> {
     let mut out = Vec::new();
-    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        out.push(PathBuf::from(d));
+    // A relative XDG_RUNTIME_DIR is invalid (XDG specification) and ignored.
+    if let Some(d) = shim::absolute_var("XDG_RUNTIME_DIR") {
+        out.push(d);
     }
     out.push(PathBuf::from("/dev/shm"));
     out.retain(|d| free_bytes(d).is_some_and(|f| f >= MIN_MEMORY_FS_FREE));
@@ -145,11 +156,7 @@ fn create_run_table(dir: &Path) -> Result<std::fs::File> {
     use std::os::unix::io::AsRawFd;
     let pid_max = pid_max();
     let path = dir.join(seal_abi::RUN_TABLE_NAME);
-    let mut f = std::fs::OpenOptions::new()
-        .create_new(true)
-        .write(true)
-        .read(true)
-        .open(&path)
+    let mut f = shim::create_private_file(&path)
         .with_context(|| format!("cannot create {}", path.display()))?;
     // SAFETY: locking a descriptor we own (O_CLOEXEC: the command does not inherit it).
     unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
