@@ -153,6 +153,11 @@ pub fn load_file(path: &Path) -> Result<LoadedFile, ConfigError> {
         file: path.display().to_string(),
         msg: e.to_string(),
     })?;
+    parse_config(path, text)
+}
+
+/// The text of a seal.toml read from `path`, parsed (no settings validated yet).
+pub fn parse_config(path: &Path, text: String) -> Result<LoadedFile, ConfigError> {
     let file: ConfigFile = toml::from_str(&text).map_err(|e| {
         let line = e.span().map(|s| line_of(&text, s.start)).unwrap_or(1);
         ConfigError::File {

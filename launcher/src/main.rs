@@ -13,6 +13,8 @@ mod golden;
 mod masks;
 mod observe;
 mod probe;
+#[cfg(test)]
+mod proptests;
 mod report;
 mod run;
 mod shim;

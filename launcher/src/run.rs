@@ -474,7 +474,8 @@ fn wait_within(
     let status = match limit {
         None => sup.wait().context("waiting for the sealed command")?,
         Some(limit) => {
-            let deadline = std::time::Instant::now() + limit;
+            // A limit past what an Instant can hold (`timeout = "1000000years"`) is no limit.
+            let deadline = std::time::Instant::now().checked_add(limit);
             loop {
                 if sup
                     .exited(false)
@@ -482,7 +483,7 @@ fn wait_within(
                 {
                     break sup.wait().context("waiting for the sealed command")?;
                 }
-                if std::time::Instant::now() >= deadline {
+                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                     timed_out = true;
                     // SAFETY: signals the process group the child leads (process_group(0)).
                     unsafe { libc::kill(-(sup.child.id() as i32), libc::SIGKILL) };
