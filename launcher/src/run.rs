@@ -423,7 +423,9 @@ pub fn run_captured(
         }
         _ => None,
     };
-    let (out, timed_out) = wait_within(child, limit)?;
+    let (out, timed_out) = child
+        .wait_with_output(limit)
+        .context("waiting for the sealed command")?;
     if let Some(w) = writer {
         let _ = w.join();
     }
@@ -438,76 +440,6 @@ pub fn run_captured(
         stderr: out.stderr,
         census,
     }))
-}
-
-/// Waits for `child` (with a `limit`, the leader of its own process group) for at most
-/// `limit`, reading its output meanwhile; past the limit the whole group is killed. Returns the
-/// output and whether the limit ran out.
-fn wait_within(
-    mut sup: supervise::Supervised,
-    limit: Option<std::time::Duration>,
-) -> Result<(std::process::Output, bool)> {
-    let child = &mut sup.child;
-    use std::io::Read;
-    let reader = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut buf);
-            }
-            buf
-        })
-    };
-    let out_t = reader(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err_t = reader(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let mut timed_out = false;
-    let status = match limit {
-        None => sup.wait().context("waiting for the sealed command")?,
-        Some(limit) => {
-            // A limit past what an Instant can hold (`timeout = "1000000years"`) is no limit.
-            let deadline = std::time::Instant::now().checked_add(limit);
-            loop {
-                if sup
-                    .exited(false)
-                    .context("waiting for the sealed command")?
-                {
-                    break sup.wait().context("waiting for the sealed command")?;
-                }
-                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                    timed_out = true;
-                    // SAFETY: signals the process group the child leads (process_group(0)).
-                    unsafe { libc::kill(-(sup.child.id() as i32), libc::SIGKILL) };
-                    break sup.wait().context("waiting for the killed command")?;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-        }
-    };
-    if timed_out {
-        // Whatever the command started in its group dies with it; pipes then reach EOF.
-        // SAFETY: as above.
-        unsafe { libc::kill(-(sup.child.id() as i32), libc::SIGKILL) };
-    }
-    let stdout = out_t.join().unwrap_or_default();
-    let stderr = err_t.join().unwrap_or_default();
-    Ok((
-        std::process::Output {
-            status,
-            stdout,
-            stderr,
-        },
-        timed_out,
-    ))
 }
 
 /// `seal run`: the command with the terminal and stdio untouched; returns its status.

@@ -19,9 +19,10 @@
 //! The launcher itself is not sealed (unless a `seal` runs under another), so the pids here are
 //! the kernel's.
 
-use std::io;
+use std::io::{self, Read};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
 
 /// The signals passed on to the command.
 pub const FORWARDED: [libc::c_int; 7] = [
@@ -51,7 +52,6 @@ static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
 static CLOSED_AT_START: AtomicU8 = AtomicU8::new(0);
 
 /// Runs before Rust's runtime initialisation (which reopens closed standard descriptors).
-#[cfg(not(test))]
 #[used]
 #[link_section = ".init_array"]
 static RECORD_CLOSED_STDIO: extern "C" fn() = record_closed_stdio;
@@ -96,8 +96,9 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
             continue;
         }
         running = true;
-        // SAFETY: querying and signalling a child of ours (not yet reaped: its slot is
-        // cleared before it is waited for... after, see `Supervised::drop`).
+        // SAFETY: querying and signalling a child of ours, not yet reaped: its slot is cleared
+        // as soon as `waitid(WNOWAIT)` sees it exit, before it is reaped (`Supervised::exited`),
+        // so the pid cannot have been reused.
         if from_kernel && unsafe { libc::getpgid(pid) } == own_group {
             continue;
         }
@@ -223,6 +224,67 @@ impl Supervised {
         self.exited(true)?;
         self.child.wait()
     }
+
+    /// Waits for the command (with a `limit`, the leader of its own process group) for at most
+    /// `limit`, reading its piped output meanwhile; past the limit the whole group is killed.
+    /// Returns the output and whether the limit ran out.
+    pub fn wait_with_output(
+        mut self,
+        limit: Option<Duration>,
+    ) -> io::Result<(std::process::Output, bool)> {
+        let reader = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut buf);
+                }
+                buf
+            })
+        };
+        let out_t = reader(self.child.stdout.take().map(|p| Box::new(p) as _));
+        let err_t = reader(self.child.stderr.take().map(|p| Box::new(p) as _));
+        let group = -(self.child.id() as i32);
+        let mut timed_out = false;
+        let status = match limit {
+            None => self.wait()?,
+            Some(limit) => {
+                // A limit past what an Instant can hold (`timeout = "1000000years"`) is none.
+                let deadline = Instant::now().checked_add(limit);
+                loop {
+                    if self.exited(false)? {
+                        break self.wait()?;
+                    }
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        timed_out = true;
+                        // SAFETY: signals the process group the child leads (process_group(0)).
+                        unsafe { libc::kill(group, libc::SIGKILL) };
+                        break self.wait()?;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        };
+        if timed_out {
+            // Whatever the command started in its group dies with it; pipes then reach EOF.
+            // SAFETY: as above.
+            unsafe { libc::kill(group, libc::SIGKILL) };
+        }
+        let stdout = out_t.join().unwrap_or_default();
+        let stderr = err_t.join().unwrap_or_default();
+        let output = std::process::Output {
+            status,
+            stdout,
+            stderr,
+        };
+        Ok((output, timed_out))
+    }
+
+    /// [`Command::output`], supervised: stdout and stderr piped and read, then the status.
+    pub fn output(cmd: &mut Command) -> io::Result<std::process::Output> {
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        Ok(spawn(cmd, Stdio::Redirected)?.wait_with_output(None)?.0)
+    }
 }
 
 /// How the command's standard descriptors relate to seal's.
@@ -238,6 +300,12 @@ pub enum Stdio {
 /// (for [`Stdio::Inherited`]). A stopping signal received earlier refuses to start it.
 pub fn spawn(cmd: &mut Command, stdio: Stdio) -> io::Result<Supervised> {
     use std::os::unix::process::CommandExt;
+    if let Some(sig) = interrupted() {
+        return Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            Interrupted(sig).to_string(),
+        ));
+    }
     install_handlers();
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
