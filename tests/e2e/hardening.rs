@@ -464,3 +464,16 @@ fn hardening_unsealed_families_are_noted_unless_quiet() {
     out.ok();
     assert_eq!(out.stderr, "", "{}", out.show());
 }
+
+#[test]
+fn hardening_huge_golden_time_limits_are_no_limit_or_an_error_never_a_panic() {
+    // Past what an Instant can hold: no limit (this panicked computing the deadline).
+    let toml =
+        "[[case]]\nname = \"t\"\ncmd = [\"echo\", \"hi\"]\ntimeout = \"500000000000years\"\n";
+    let out = in_dir_with_config(toml, &["golden", "record"]);
+    out.ok();
+    // Past what a Duration can hold: a configuration error naming the line.
+    let toml = "[[case]]\nname = \"t\"\ncmd = [\"echo\", \"hi\"]\ntimeout = 1e300\n";
+    let out = in_dir_with_config(toml, &["golden", "record"]);
+    usage_error(&out, &["seal.toml:4", "timeout", "too large"]);
+}

@@ -488,7 +488,7 @@ pub fn parse_timeout(v: &Value) -> Result<std::time::Duration, String> {
     let d = match v {
         Value::Integer(n) if *n > 0 => std::time::Duration::from_secs(*n as u64),
         Value::Float(f) if *f > 0.0 => std::time::Duration::try_from_secs_f64(*f)
-            .map_err(|_| format!("{f} seconds is not a usable time limit"))?,
+            .map_err(|_| format!("{f:e} seconds is too large a time limit"))?,
         Value::String(s) => humantime::parse_duration(s.trim())
             .map_err(|e| format!("{s:?} is not a duration such as \"30s\" or \"2m\": {e}"))?,
         other => {
