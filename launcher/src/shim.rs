@@ -87,9 +87,29 @@ pub fn private_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Sets the mode of the directory `dir` through a descriptor opened without following a link
-/// (a link planted after the checks is refused, never chmod-ed through).
+/// Sets the mode of the directory `dir` without following a link (a link planted after the
+/// checks is refused, never chmod-ed through): `fchmodat(AT_SYMLINK_NOFOLLOW)`, which works on
+/// a directory we cannot read (mode 0000 after `umask 777`); where the C library lacks it,
+/// through a descriptor opened with O_NOFOLLOW.
 fn make_private(dir: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
+    // SAFETY: fchmodat on a NUL-terminated path.
+    let rc = unsafe {
+        libc::fchmodat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            mode as libc::mode_t,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+        return Err(e);
+    }
     let d = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
