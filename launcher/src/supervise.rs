@@ -5,16 +5,17 @@
 //!   SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to seal go to every command it is
 //!   running. A signal the kernel sent to seal's whole process group (the terminal's ^C, ^\,
 //!   a window resize, the hang-up when the session ends) is not sent again to a command in that
-//!   group: it already has it, and a program that counts ^C must see one. With no command
-//!   running, a signal has its default effect on seal.
+//!   group: it already has it, and a program that counts ^C must see one. (A hang-up the kernel
+//!   sent to seal as the session leader is passed on: the command did not get it.) With no
+//!   command running, a signal has its default effect on seal.
 //! - **The command dies with seal**: `PR_SET_PDEATHSIG(SIGKILL)` in the child before exec
 //!   (then `getppid` is checked, in case seal died before the call), so even a seal killed
 //!   with SIGKILL leaves no orphan behind. Only the direct child: what it starts is its own.
 //! - **Closed standard descriptors stay closed**: Rust's runtime reopens a closed 0, 1 or 2 as
 //!   `/dev/null` before `main`, which would hand the command a stdin that reads empty and a
 //!   stdout that swallows everything (`seal -- echo hi >&-` would exit 0). Which ones were
-//!   closed is recorded by a constructor that runs before the runtime, and `seal run` closes
-//!   them again in the child. seal's own messages keep going to its (now `/dev/null`) fd 2.
+//!   closed is recorded by a constructor that runs before the runtime, and `seal run` and
+//!   `seal census` close them again in the child. seal's own messages keep going to its (now `/dev/null`) fd 2.
 //!
 //! The launcher itself is not sealed (unless a `seal` runs under another), so the pids here are
 //! the kernel's.
@@ -87,6 +88,11 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
     // Only async-signal-safe work: atomics, getpgrp/getpgid, kill, signal, raise.
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
     let from_kernel = !info.is_null() && unsafe { (*info).si_code } == libc::SI_KERNEL;
+    // A terminal's hang-up goes to the session leader alone: when that is seal (`ssh -t host
+    // seal -- cmd`), the command has not had it, so it is passed on like any other.
+    // SAFETY: getsid and getpid have no preconditions.
+    let to_group =
+        from_kernel && !(sig == libc::SIGHUP && unsafe { libc::getsid(0) == libc::getpid() });
     // SAFETY: getpgrp has no preconditions.
     let own_group = unsafe { libc::getpgrp() };
     let mut running = false;
@@ -99,7 +105,7 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
         // SAFETY: querying and signalling a child of ours, not yet reaped: its slot is cleared
         // as soon as `waitid(WNOWAIT)` sees it exit, before it is reaped (`Supervised::exited`),
         // so the pid cannot have been reused.
-        if from_kernel && unsafe { libc::getpgid(pid) } == own_group {
+        if to_group && unsafe { libc::getpgid(pid) } == own_group {
             continue;
         }
         // SAFETY: as above.
