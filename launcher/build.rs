@@ -19,7 +19,7 @@ fn main() {
         "shim/src",
         "shim/Cargo.toml",
         "shim/build.rs",
-        "shim/c",
+        ".cargo/config.toml",
         "abi/src",
         "abi/Cargo.toml",
         "Cargo.lock",

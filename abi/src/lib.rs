@@ -205,6 +205,11 @@ functions! {
     Sethostname = Host "sethostname",
     Setdomainname = Host "setdomainname",
     SysSethostname = Host "syscall(sethostname/setdomainname)",
+    // time (appended): clock reads a language runtime made for its own bookkeeping (a JVM's
+    // JIT and class-load timers, libuv's loop time, V8's heuristics), answered without a tick
+    RuntimeClock = Time "clock read by runtime bookkeeping (no tick)",
+    // exec (appended): a JVM started with the sealed profile's options (-XX:-UsePerfData)
+    JniCreateJavaVm = Exec "JNI_CreateJavaVM (sealed JVM options)",
 }
 
 impl Fid {
@@ -307,6 +312,9 @@ pub mod unsealed {
     pub const PID_SPACE_FULL: u32 = 6;
     pub const UNSUPPORTED_CALL: u32 = 7;
     pub const NOT_EXECUTABLE: u32 = 8;
+    /// The program did not match `--only` or matched `--skip`: it runs with real values by
+    /// the user's choice, and passes the seal on to its children.
+    pub const SCOPED_OUT: u32 = 9;
 
     pub fn name(kind: u32) -> &'static str {
         match kind {
@@ -318,6 +326,7 @@ pub mod unsealed {
             PID_SPACE_FULL => "pid-space-full",
             UNSUPPORTED_CALL => "unsupported-call",
             NOT_EXECUTABLE => "not-executable",
+            SCOPED_OUT => "scoped-out",
             _ => "unknown",
         }
     }
@@ -406,6 +415,14 @@ pub struct RunTable {
     pub wait_clock: [AtomicI64; VPID_LIMIT],
 }
 
+/// `clock_settime(CLOCK_SEAL_ADVANCE, &duration)` inside a sealed run moves every clock of the
+/// run forward by `duration` (what `seal time advance` does; no privilege needed). The id is
+/// no clock of the kernel's, so outside a sealed run the call fails with `EINVAL`.
+pub const CLOCK_SEAL_ADVANCE: i32 = 0x5ea1;
+/// `clock_settime(CLOCK_SEAL_SET, &time)` inside a sealed run sets the run's realtime clocks
+/// to `time` (what `seal time set` does; monotonic clocks keep running).
+pub const CLOCK_SEAL_SET: i32 = 0x5ea2;
+
 /// Longest host or domain name the kernel accepts (`HOST_NAME_MAX`, `__NEW_UTS_LEN`).
 pub const NAME_MAX: usize = 64;
 
@@ -422,6 +439,9 @@ pub struct World {
     /// Nanoseconds added to every sealed realtime clock read (`clock_settime(CLOCK_REALTIME)`,
     /// `settimeofday`, `stime`, `adjtime`, `adjtimex(ADJ_SETOFFSET)` move it).
     pub realtime_shift: AtomicI64,
+    /// Nanoseconds every sealed realtime and monotonic clock of the run has been moved
+    /// forward by `seal time advance` (or [`CLOCK_SEAL_ADVANCE`]): time passing, all at once.
+    pub advance: AtomicI64,
     /// Seqlock over the names: odd while a writer is inside.
     pub names_seq: AtomicU32,
     pub _pad: u32,
@@ -446,6 +466,7 @@ impl World {
     pub const fn unchanged() -> World {
         World {
             realtime_shift: AtomicI64::new(0),
+            advance: AtomicI64::new(0),
             names_seq: AtomicU32::new(0),
             _pad: 0,
             hostname: SealedName::unset(),

@@ -26,8 +26,15 @@ pub const FLAGS: &str = "LIBSEAL_FLAGS";
 /// Fixed host name.
 pub const HOSTNAME: &str = "LIBSEAL_HOSTNAME";
 
+/// Globs (one a line) of the programs to seal (`--only`); empty: every program.
+pub const ONLY: &str = "LIBSEAL_ONLY";
+/// Globs (one a line) of the programs not to seal (`--skip`).
+pub const SKIP: &str = "LIBSEAL_SKIP";
+
 /// The run-wide variables, in the order they are written.
-pub const VARS: [&str; 7] = [RUN_DIR, SHIM, EPOCH_NS, TICK_NS, SEED, FLAGS, HOSTNAME];
+pub const VARS: [&str; 9] = [
+    RUN_DIR, SHIM, EPOCH_NS, TICK_NS, SEED, FLAGS, HOSTNAME, ONLY, SKIP,
+];
 
 /// Logical clock (ns) of the thread that called exec; the new image starts from it.
 pub const CLOCK: &str = "LIBSEAL_CLOCK";
@@ -56,6 +63,10 @@ pub struct Settings<'a> {
     /// [`flags`] bits: the sealed families and options.
     pub flags: u32,
     pub hostname: &'a [u8],
+    /// `--only` globs, one a line (empty: all programs).
+    pub only: &'a [u8],
+    /// `--skip` globs, one a line.
+    pub skip: &'a [u8],
 }
 
 /// Room for one encoded number.
@@ -76,6 +87,8 @@ impl<'a> Settings<'a> {
             RUN_DIR => return self.run_dir,
             SHIM => return self.shim,
             HOSTNAME => return self.hostname,
+            ONLY => return self.only,
+            SKIP => return self.skip,
             EPOCH_NS => write_i64(self.epoch_ns, buf),
             TICK_NS => write_i64(self.tick_ns, buf),
             SEED => crate::write_u64(self.seed, buf),
@@ -105,8 +118,52 @@ impl<'a> Settings<'a> {
                 .map(|v| v as u32)
                 .unwrap_or(flags::ALL_FAMILIES),
             hostname: get(HOSTNAME).unwrap_or(DEFAULT_HOSTNAME),
+            only: get(ONLY).unwrap_or(b""),
+            skip: get(SKIP).unwrap_or(b""),
         })
     }
+
+    /// Is the program at `path` sealed under `--only`/`--skip`? A glob with a `/` is matched
+    /// against the whole path, any other against its last component.
+    pub fn in_scope(&self, path: &[u8]) -> bool {
+        let any = |globs: &[u8]| {
+            globs
+                .split(|&c| c == b'\n')
+                .filter(|g| !g.is_empty())
+                .any(|g| glob_match(g, subject(g, path)))
+        };
+        (self.only.is_empty() || any(self.only)) && !any(self.skip)
+    }
+}
+
+fn subject<'p>(glob: &[u8], path: &'p [u8]) -> &'p [u8] {
+    if glob.contains(&b'/') {
+        path
+    } else {
+        path.rsplit(|&c| c == b'/').next().unwrap_or(path)
+    }
+}
+
+/// Shell-style glob match: `*` any run of bytes, `?` one byte, everything else itself.
+pub fn glob_match(glob: &[u8], s: &[u8]) -> bool {
+    let (mut g, mut i) = (0, 0);
+    let mut back: Option<(usize, usize)> = None;
+    while i < s.len() {
+        if g < glob.len() && (glob[g] == b'?' || glob[g] == s[i]) {
+            g += 1;
+            i += 1;
+        } else if g < glob.len() && glob[g] == b'*' {
+            back = Some((g, i));
+            g += 1;
+        } else if let Some((bg, bi)) = back {
+            g = bg + 1;
+            i = bi + 1;
+            back = Some((bg, bi + 1));
+        } else {
+            return false;
+        }
+    }
+    glob[g..].iter().all(|&c| c == b'*')
 }
 
 /// 2026-01-01T00:00:00Z: a fixed constant forever, so goldens pinned today pass next year.
@@ -237,6 +294,8 @@ mod tests {
             seed: u64::MAX,
             flags: 63,
             hostname: b"box",
+            only: b"python3*\n/usr/bin/*",
+            skip: b"",
         };
         let mut env: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
         s.encode(|k, v| {
@@ -270,6 +329,26 @@ mod tests {
         );
         assert_eq!(family("pid").unwrap().census, Some(Family::Pid));
         assert!(family("nope").is_none());
+    }
+
+    #[test]
+    fn globs_and_scope() {
+        assert!(glob_match(b"python3*", b"python3.11"));
+        assert!(glob_match(b"*", b""));
+        assert!(glob_match(b"a*b*c", b"aXbYbZc"));
+        assert!(glob_match(b"?at", b"cat"));
+        assert!(!glob_match(b"python3*", b"bash"));
+        assert!(!glob_match(b"a*b", b"acbd"));
+        let mut s = Settings::decode(|k| (k == RUN_DIR).then_some(&b"/r"[..])).unwrap();
+        assert!(s.in_scope(b"/usr/bin/date"));
+        s.only = b"python3*";
+        assert!(s.in_scope(b"/root/.pyenv/versions/3.11.7/bin/python3.11"));
+        assert!(!s.in_scope(b"/usr/bin/date"));
+        s.only = b"";
+        s.skip = b"date\n/opt/*";
+        assert!(!s.in_scope(b"/usr/bin/date"));
+        assert!(!s.in_scope(b"/opt/tool"));
+        assert!(s.in_scope(b"/usr/bin/env"));
     }
 
     #[test]

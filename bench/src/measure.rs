@@ -29,6 +29,12 @@ impl Mode {
     }
 }
 
+/// The modes in the order round `round` runs them: the order rotates every round, so that no
+/// mode always runs first (or always right after another one).
+pub fn rotation(modes: &[Mode], round: usize) -> impl Iterator<Item = Mode> + '_ {
+    (0..modes.len()).map(move |k| modes[(round + k) % modes.len()])
+}
+
 /// Everything needed to start a program in each [`Mode`].
 pub struct Launch {
     pub seal: PathBuf,

@@ -75,11 +75,10 @@ pub fn measure(
     iterations: u64,
     batches: u32,
 ) -> Result<PerCall, String> {
-    let mut res = PerCall::default();
     let args: Vec<OsString> = vec![iterations.to_string().into(), batches.to_string().into()];
+    let mut res = PerCall::default();
     for round in 0..rounds {
-        for k in 0..modes.len() {
-            let mode = modes[(round + k) % modes.len()];
+        for mode in measure::rotation(modes, round) {
             let sample = measure::run(launch.command(mode, percall, &args), true)?;
             let mut loop_ns = f64::NAN;
             for line in sample.stdout.lines() {

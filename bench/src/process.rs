@@ -61,8 +61,7 @@ pub fn measure(
 ) -> Result<Runs, String> {
     let mut runs = Runs::default();
     for round in 0..warmup + rounds {
-        for k in 0..modes.len() {
-            let mode = modes[(round + k) % modes.len()];
+        for mode in measure::rotation(modes, round) {
             let s = measure::run(launch.command(mode, prog, args), false)?;
             if round >= warmup {
                 runs.wall.entry(mode.name()).or_default().push(s.wall_ms);

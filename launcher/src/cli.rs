@@ -53,14 +53,17 @@ pub enum Command {
     Golden(GoldenArgs),
     /// Run a bundled nondeterministic report twice unsealed and twice sealed, side by side.
     Demo(DemoArgs),
+    /// Move the clocks of the sealed run this command runs in (from a script's step).
+    Time(TimeArgs),
 }
 
 /// Settings of the seal itself, shared by every command that runs something sealed.
 #[derive(Args, Debug, Clone, Default)]
 pub struct SealOpts {
-    /// Epoch of the sealed clocks: RFC 3339 (2026-01-01T00:00:00Z) or @UNIX_SECONDS
+    /// Epoch of the sealed clocks: RFC 3339 (2026-01-01T00:00:00Z), @UNIX_SECONDS, or relative
+    /// to now, resolved once at launch (now, now+2d, -15d, +1y6mo)
     /// [default: SOURCE_DATE_EPOCH, else 2026-01-01T00:00:00Z]
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub epoch: Option<String>,
     /// Seed of every entropy stream [default: 0]
     #[arg(long, value_name = "U64")]
@@ -86,6 +89,13 @@ pub struct SealOpts {
     /// Leave a family unsealed (repeatable): time, random, pid, host, tempname, hashseed, tz, locale, env, aslr
     #[arg(long, value_name = "FAMILY")]
     pub unseal: Vec<String>,
+    /// Seal only programs whose name (or, with a `/`, path) matches this glob (repeatable);
+    /// the others run with real values but pass the seal on to their children
+    #[arg(long, value_name = "GLOB")]
+    pub only: Vec<String>,
+    /// Do not seal programs whose name (or, with a `/`, path) matches this glob (repeatable)
+    #[arg(long, value_name = "GLOB")]
+    pub skip: Vec<String>,
     /// Use this seal.toml instead of searching the working directory and its parents
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -253,6 +263,27 @@ pub struct DemoArgs {
     /// Print no warnings
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TimeArgs {
+    #[command(subcommand)]
+    pub command: TimeCommand,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum TimeCommand {
+    /// Move every clock of the run forward (2d, 1y6mo, 90s, 1.5h, 250ms).
+    Advance {
+        /// How far: units y (365 d), mo (30 d), w, d, h, m, s, ms, us, ns.
+        #[arg(allow_hyphen_values = true)]
+        duration: String,
+    },
+    /// Set the run's wall clock (monotonic clocks keep running).
+    Set {
+        /// RFC 3339 (2027-06-01T12:00:00Z) or @UNIX_SECONDS.
+        time: String,
+    },
 }
 
 #[cfg(test)]

@@ -49,6 +49,9 @@ impl ConfigError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub epoch_ns: i64,
+    /// The epoch as written when it was relative to the launch time (`now+2d`): resolved once
+    /// into `epoch_ns`, and said on stderr so the run can be repeated.
+    pub epoch_relative: Option<String>,
     pub seed: u64,
     pub tick_ns: i64,
     pub warp: bool,
@@ -58,6 +61,10 @@ pub struct Settings {
     pub hostname: String,
     /// Families left unsealed, validated names from `seal_abi::settings::FAMILIES`.
     pub unseal: Vec<String>,
+    /// `--only` globs: seal only the programs that match (empty: all).
+    pub only: Vec<String>,
+    /// `--skip` globs: do not seal the programs that match.
+    pub skip: Vec<String>,
     pub quiet: bool,
     /// `[env]` of seal.toml: extra variables for the command.
     pub env: BTreeMap<String, String>,
@@ -115,6 +122,8 @@ pub struct SealSection {
     pub hostname: Option<Spanned<String>>,
     pub warp: Option<Spanned<bool>>,
     pub unseal: Option<Spanned<Vec<String>>>,
+    pub only: Option<Spanned<Vec<String>>>,
+    pub skip: Option<Spanned<Vec<String>>>,
 }
 
 /// A loaded `seal.toml` with what is needed to point at a line in it.
@@ -239,7 +248,7 @@ impl EnvSource for ProcessEnv {
 }
 
 /// Every variable the settings are read from: each is checked for UTF-8 before any is used.
-pub const SETTING_VARS: [&str; 11] = [
+pub const SETTING_VARS: [&str; 13] = [
     "SEAL_EPOCH",
     "SEAL_SEED",
     "SEAL_TICK",
@@ -250,6 +259,8 @@ pub const SETTING_VARS: [&str; 11] = [
     "SEAL_HASH_SEED",
     "SEAL_UNSEAL",
     "SEAL_QUIET",
+    "SEAL_ONLY",
+    "SEAL_SKIP",
     "SOURCE_DATE_EPOCH",
 ];
 
@@ -343,6 +354,20 @@ impl Sources<'_> {
         Ok(v.unwrap_or_else(|| default.to_string()))
     }
 
+    /// The epoch as the user wrote it, when it is relative to the real time (`now+2d`).
+    fn relative_epoch_text(&self) -> Option<String> {
+        let text = self
+            .opts
+            .epoch
+            .clone()
+            .or_else(|| self.env.var("SEAL_EPOCH"))
+            .or_else(|| {
+                let v = self.layers.iter().find_map(|l| l.epoch.as_ref())?;
+                Some(value_text(v.get_ref()))
+            })?;
+        is_relative_epoch(&text).then_some(text)
+    }
+
     fn epoch_ns(&self) -> Result<i64, ConfigError> {
         let epoch = self.parsed(
             &self.opts.epoch,
@@ -398,6 +423,44 @@ impl Sources<'_> {
                 })
             })
             .transpose()
+    }
+
+    /// `--only` or `--skip` globs (`which`): flags, else `SEAL_ONLY`/`SEAL_SKIP` (comma
+    /// separated), else seal.toml's `only`/`skip`.
+    fn scope(&self, which: &str) -> Result<Vec<String>, ConfigError> {
+        let flags = if which == "only" {
+            &self.opts.only
+        } else {
+            &self.opts.skip
+        };
+        let var = format!("SEAL_{}", which.to_uppercase());
+        let (raw, origin): (Vec<String>, String) = if !flags.is_empty() {
+            (flags.clone(), format!("--{which}"))
+        } else if let Some(v) = self.env.var(&var) {
+            let globs = v.split(',').map(|s| s.trim().to_string());
+            (
+                globs.filter(|s| !s.is_empty()).collect(),
+                format!("environment variable {var}"),
+            )
+        } else if let Some(g) = self.layers.iter().find_map(|l| {
+            if which == "only" {
+                l.only.as_ref()
+            } else {
+                l.skip.as_ref()
+            }
+        }) {
+            let origin = self.file.map(|f| f.origin(g.span().start));
+            (g.get_ref().clone(), origin.unwrap_or_default())
+        } else {
+            (vec![], String::new())
+        };
+        for glob in &raw {
+            if glob.is_empty() || glob.contains(['\n', '\0']) {
+                let why = "a glob must be non-empty and on one line";
+                return Err(ConfigError::invalid(&origin, which, glob, why));
+            }
+        }
+        Ok(raw)
     }
 
     /// The families left unsealed, validated, each once.
@@ -552,6 +615,7 @@ pub fn resolve_with(
     }
     Ok(Settings {
         epoch_ns,
+        epoch_relative: src.relative_epoch_text(),
         seed: seed.unwrap_or(0),
         tick_ns,
         warp,
@@ -560,6 +624,8 @@ pub fn resolve_with(
         hash_seed: hash_seed.unwrap_or(0),
         hostname,
         unseal,
+        only: src.scope("only")?,
+        skip: src.scope("skip")?,
         quiet,
         env: vars,
     })
@@ -630,6 +696,9 @@ const EPOCH_RANGE: &str =
 /// RFC 3339 (`2026-01-01T00:00:00Z`, any offset, fractional seconds) or `@UNIX_SECONDS`.
 pub fn parse_epoch(v: &str) -> Result<i64, String> {
     let v = v.trim();
+    if let Some(ns) = relative_epoch(v)? {
+        return Ok(ns);
+    }
     if let Some(secs) = v.strip_prefix('@') {
         let digits = secs.strip_prefix('-').unwrap_or(secs);
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -643,9 +712,59 @@ pub fn parse_epoch(v: &str) -> Result<i64, String> {
     }
     let t = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc3339)
         .map_err(|e| {
-            format!("expected RFC 3339 (e.g. 2026-01-01T00:00:00Z) or @UNIX_SECONDS: {e}")
+            format!(
+                "expected RFC 3339 (e.g. 2026-01-01T00:00:00Z), @UNIX_SECONDS, now, now+2d or -15d: {e}"
+            )
         })?;
     i64::try_from(t.unix_timestamp_nanos()).map_err(|_| EPOCH_RANGE.to_string())
+}
+
+/// Is `v` an epoch relative to the real time at launch (`now`, `now+2d`, `now-15d`, `+2d`,
+/// `-1y6mo`)? Such an epoch is resolved once, when seal starts, and is not reproducible across
+/// days; [`epoch_note`] says which absolute epoch a run used.
+pub fn is_relative_epoch(v: &str) -> bool {
+    let v = v.trim();
+    v.starts_with("now") || v.starts_with('+') || v.starts_with('-')
+}
+
+fn relative_epoch(v: &str) -> Result<Option<i64>, String> {
+    if !is_relative_epoch(v) {
+        return Ok(None);
+    }
+    let span = v.strip_prefix("now").unwrap_or(v);
+    let offset = if span.is_empty() {
+        0
+    } else if span.starts_with('+') || span.starts_with('-') {
+        crate::timectl::parse_span(span)?
+    } else {
+        return Err(format!(
+            "{v:?}: expected now, now+SPAN or now-SPAN (e.g. now+2d)"
+        ));
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| "the real clock is before 1970".to_string())?;
+    let now = i64::try_from(now.as_nanos()).map_err(|_| "out of range".to_string())?;
+    now.checked_add(offset)
+        .map(Some)
+        .ok_or_else(|| format!("{v:?}: out of range"))
+}
+
+/// The line that says which absolute epoch a relative one resolved to, so the run can be
+/// repeated exactly.
+pub fn epoch_note(text: &str, epoch_ns: i64) -> String {
+    let secs = epoch_ns.div_euclid(1_000_000_000);
+    let when = time::OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default();
+    format!(
+        "epoch {text} is @{secs} ({when}), resolved now: not reproducible across days; \
+         repeat this run with --epoch @{secs}"
+    )
 }
 
 /// A duration with its unit (`1us`, `250ns`, `2ms`, `1.5us`), or `0`, which freezes the clock.
@@ -842,6 +961,25 @@ mod tests {
             DEFAULT_EPOCH_NS
         );
         assert!(parse_epoch("2026-13-01").is_err());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let day = 86_400;
+        for (v, want) in [
+            ("now", 0),
+            ("now+2d", 2 * day),
+            ("+2d", 2 * day),
+            ("-15d", -15 * day),
+        ] {
+            let got = parse_epoch(v).unwrap() / 1_000_000_000 - now;
+            assert!((got - want).abs() <= 2, "{v}: {got} vs {want}");
+        }
+        for bad in ["now2d", "+2x", "nowish", "-"] {
+            assert!(parse_epoch(bad).is_err(), "{bad} accepted");
+        }
+        assert!(epoch_note("now+1d", 1_767_225_600_000_000_000)
+            .contains("@1767225600 (2026-01-01T00:00:00Z)"));
         assert_eq!(parse_tick("0").unwrap(), 0);
         assert_eq!(parse_tick("0.0").unwrap(), 0);
         for bare in ["5", "5.5", "1000"] {

@@ -20,6 +20,7 @@ mod run;
 mod shim;
 mod supervise;
 mod symbols;
+mod timectl;
 mod usage;
 mod verify;
 
@@ -60,6 +61,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Probe(args)) => probe::run(args),
         Some(Command::Golden(args)) => golden::run(args),
         Some(Command::Demo(args)) => demo::run(args),
+        Some(Command::Time(args)) => timectl::run(args),
     }
 }
 

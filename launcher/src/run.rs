@@ -195,6 +195,7 @@ pub fn sealed_command(
     }
     cmd.env("LD_PRELOAD", preload);
     let (shim, dir) = (shim_path.as_os_str(), run_dir.as_os_str());
+    let (only, skip) = (settings.only.join("\n"), settings.skip.join("\n"));
     senv::Settings {
         run_dir: dir.as_bytes(),
         shim: shim.as_bytes(),
@@ -203,6 +204,8 @@ pub fn sealed_command(
         seed: settings.seed,
         flags: settings.shim_flags(),
         hostname: settings.hostname.as_bytes(),
+        only: only.as_bytes(),
+        skip: skip.as_bytes(),
     }
     .encode(|name, value| {
         cmd.env(name, OsStr::from_bytes(value));

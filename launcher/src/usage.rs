@@ -111,7 +111,15 @@ pub fn require_command(cmd: &[OsString], usage: &str) -> Result<(), UsageError> 
 /// Resolves the seal settings of a command from its flags, the environment and seal.toml.
 pub fn settings_for(opts: &SealOpts) -> anyhow::Result<Settings> {
     let file = config::load_config(opts.config.as_deref())?;
-    Ok(config::resolve(opts, &config::ProcessEnv, file.as_ref())?)
+    let settings = config::resolve(opts, &config::ProcessEnv, file.as_ref())?;
+    if let Some(text) = settings
+        .epoch_relative
+        .as_deref()
+        .filter(|_| !settings.quiet)
+    {
+        term::note(config::epoch_note(text, settings.epoch_ns));
+    }
+    Ok(settings)
 }
 
 /// Validates a path seal will write a JSON document to after the command ran (`--census`,

@@ -255,11 +255,7 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
     let mut name = [0u8; 40];
     let n = seal_abi::census_file_name(vpid, gen, &mut name);
     path.push(config::RUN_DIR.get()).push(b"/").push(&name[..n]);
-    let fd = sys::open(
-        path.as_cstr(),
-        libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-        0o600,
-    );
+    let fd = sys::create_private(path.as_cstr(), libc::O_RDWR, true);
     if fd < 0 && config::run_ended() {
         unmap_old();
         return;
@@ -268,20 +264,37 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
         let mut m = sys::StackBuf::<4300>::new();
         m.push(b"cannot create census file ")
             .push(path.as_bytes())
-            .push(b"; this process is sealed but not counted");
+            .push(b" (")
+            .push(sys::errno_name(-fd))
+            .push(b"); this process is sealed but not counted");
         sys::warn(m.as_bytes());
         unmap_old();
         return;
     }
-    let ok = sys::ftruncate(fd, CENSUS_FILE_SIZE) == 0;
-    let p = if ok {
+    // Reserve every page now: a MAP_SHARED page that a full tmpfs cannot back kills the
+    // process with SIGBUS on first touch, long after this point and without a word.
+    let r = sys::reserve(fd, CENSUS_FILE_SIZE);
+    let p = if r == 0 {
         sys::mmap_shared(fd, CENSUS_FILE_SIZE)
     } else {
         core::ptr::null_mut()
     };
     sys::close(fd);
     if p.is_null() {
-        sys::warn(b"cannot map the census file; this process is sealed but not counted");
+        // SAFETY: NUL-terminated path; the file is ours (created above), and an empty or
+        // unmappable census file would only confuse the launcher.
+        unsafe { sys::syscall3(libc::SYS_unlink, path.as_cstr().as_ptr() as i64, 0, 0) };
+        let mut m = sys::StackBuf::<4300>::new();
+        m.push(b"cannot reserve the census file ")
+            .push(path.as_bytes())
+            .push(b" (")
+            .push(sys::errno_name(if r < 0 {
+                -r as i32
+            } else {
+                libc::ENOMEM
+            }))
+            .push(b"); this process is sealed but not counted");
+        sys::warn(m.as_bytes());
         unmap_old();
         return;
     }
@@ -410,6 +423,7 @@ unsafe extern "C" fn module_cb(
         let k = sys::readlink(b"/proc/self/exe\0", &mut exe_buf);
         name = &exe_buf[..k];
     }
+    crate::runtime::note_object(name, lo, hi, info);
     let n = file.n_modules.load(Relaxed) as usize;
     let used = file.strings_used.load(Relaxed) as usize;
     let listed = file.modules[..n.min(file.modules.len())].iter().any(|m| {

@@ -82,6 +82,14 @@ impl<const N: usize> Default for FixedStr<N> {
 }
 
 pub static RUN_DIR: FixedStr<4096> = FixedStr::new();
+/// `--only`/`--skip` globs of the run, one a line, handed on to children as they came.
+pub static ONLY: FixedStr<2048> = FixedStr::new();
+pub static SKIP: FixedStr<2048> = FixedStr::new();
+/// The run's flags word as the launcher gave it (what children get), even in a process that
+/// `--only`/`--skip` left out.
+pub static RUN_FLAGS: AtomicU32 = AtomicU32::new(0);
+/// This program is outside `--only`/`--skip`: sealed families are off in this image only.
+pub static SCOPED_OUT: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 pub static SHIM_PATH: FixedStr<4096> = FixedStr::new();
 pub static HOSTNAME: FixedStr<65> = FixedStr::new();
 
@@ -198,8 +206,20 @@ fn load_from_env() -> u32 {
     if s.flags & f::QUIET != 0 {
         sys::QUIET.store(true, Relaxed);
     }
+    ONLY.set(s.only);
+    SKIP.set(s.skip);
+    RUN_FLAGS.store(s.flags, Relaxed);
+    let mut flags = s.flags;
+    if !(s.only.is_empty() && s.skip.is_empty()) {
+        let mut exe = [0u8; 4096];
+        let n = sys::readlink(b"/proc/self/exe\0", &mut exe);
+        if !s.in_scope(&exe[..n]) {
+            SCOPED_OUT.store(true, Relaxed);
+            flags &= !f::ALL_FAMILIES;
+        }
+    }
     // Bit 30 marks "in a run" even when every family is unsealed.
-    s.flags | (1 << 30)
+    flags | (1 << 30)
 }
 
 /// Logical-clock tick in nanoseconds.

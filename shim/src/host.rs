@@ -4,8 +4,8 @@
 //! `uname` calls the real function for the other fields (kernel release, machine…), then
 //! replaces `nodename` with the sealed name and `domainname` with `(none)`, which is what an
 //! unconfigured Linux host reports; `getdomainname` returns the same `(none)`. The sealed
-//! `hostname` files (`/proc/sys/kernel/hostname`, `/etc/hostname`) are served by the open
-//! hooks in `random::device`. Debian's `hostname` command calls `gethostname`; coreutils'
+//! `hostname` files (`/proc/sys/kernel/hostname`, `/etc/hostname`) are opened through
+//! `crate::open`, which calls [`open_name_file`] and [`drop_kernel_name_write`]. Debian's `hostname` command calls `gethostname`; coreutils'
 //! `uname -n`, Python's `socket.gethostname()`/`platform.node()`, Node's `os.hostname()` and
 //! the JVM's `InetAddress.getLocalHost()` all land on these entry points.
 
@@ -47,6 +47,35 @@ pub unsafe fn set_name(
     crate::world::set_name(which, bytes)
 }
 
+/// The sealed host name file's contents: a memfd holding the name and a newline.
+pub fn open_name_file(cloexec: bool) -> Result<i32, i32> {
+    let mut b = crate::sys::StackBuf::<80>::new();
+    let mut cur = [0u8; seal_abi::NAME_MAX];
+    b.push(crate::world::hostname(&mut cur)).push(b"\n");
+    crate::fd::memfd_with(b"seal-hostname\0", b.as_bytes(), cloexec)
+}
+
+/// An open of `/proc/sys/kernel/hostname` for writing (`oflags`), in a sealed process:
+/// `Some(/dev/null or errno)` when the process may write it, `None` (the kernel refuses, as
+/// bare) when it may not.
+///
+/// Writing the kernel's host name file would rename the machine (the kernel asks only for
+/// write access to the root-owned file, no capability): the write goes to /dev/null instead,
+/// and says so (sethostname changes the sealed name).
+pub fn drop_kernel_name_write(oflags: i32) -> Option<Result<i32, i32>> {
+    use crate::{census, sys, world};
+    if !(sys::geteuid() == 0 || world::may(world::CAP_DAC_OVERRIDE)) {
+        return None;
+    }
+    let m =
+        b"a write to /proc/sys/kernel/hostname is dropped (sethostname changes the sealed name)";
+    census::record_unsealed(seal_abi::unsealed::UNSUPPORTED_CALL, m);
+    sys::warn(m);
+    let acc = oflags & libc::O_ACCMODE;
+    let fd = sys::open(b"/dev/null\0", acc | (oflags & libc::O_CLOEXEC), 0);
+    Some(if fd >= 0 { Ok(fd) } else { Err(-fd) })
+}
+
 /// `gethostname` semantics (glibc): copy as much as fits of `name` plus its NUL into `out`;
 /// `Err(ENAMETOOLONG)` when the whole name with its NUL does not fit.
 pub fn copy_name(name: &[u8], out: &mut [u8]) -> Result<(), i32> {
@@ -79,12 +108,13 @@ pub fn is_sealed_name(node: &[u8], name: &[u8]) -> bool {
 pub(crate) mod hooks {
     use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
+    use libc::{c_char, c_int, size_t};
     use seal_abi::{flags, Fid, NAME_MAX, NO_DETAIL};
 
     use super::{copy_name, domainname, is_sealed_name, set_field};
-    use crate::{caller, census, config, real, sys, world};
+    use crate::{census, config, hook, sys, world};
 
-    const LOCALHOST: *const libc::c_char = c"localhost".as_ptr();
+    const LOCALHOST: *const c_char = c"localhost".as_ptr();
 
     /// Should a lookup of `node` be answered as the sealed host (resolving like `localhost`)?
     ///
@@ -116,214 +146,212 @@ pub(crate) mod hooks {
 
     use crate::sys::set_errno;
 
-    /// # Safety
-    /// As `gethostname(2)`: `name` valid for `len` bytes.
-    #[no_mangle]
-    pub unsafe extern "C" fn gethostname(
-        name: *mut libc::c_char,
-        len: libc::size_t,
-    ) -> libc::c_int {
-        let ra = caller!();
-        census::count(Fid::Gethostname, NO_DETAIL, ra);
-        if config::sealed(flags::HOST) && !name.is_null() {
-            // SAFETY: the caller guarantees `len` writable bytes.
-            let out = unsafe { core::slice::from_raw_parts_mut(name as *mut u8, len) };
-            let mut cur = [0u8; NAME_MAX];
-            return match copy_name(world::hostname(&mut cur), out) {
-                Ok(()) => 0,
-                Err(e) => {
-                    set_errno(e);
-                    -1
-                }
-            };
+    /// 0, or -1 with `errno`.
+    fn ret(r: Result<(), i32>) -> c_int {
+        match r {
+            Ok(()) => 0,
+            Err(e) => {
+                set_errno(e);
+                -1
+            }
         }
-        let real = real!(gethostname: fn(*mut libc::c_char, libc::size_t) -> libc::c_int);
-        // SAFETY: forwarded.
-        unsafe { real(name, len) }
     }
 
-    /// # Safety
-    /// As `uname(2)`.
-    #[no_mangle]
-    pub unsafe extern "C" fn uname(buf: *mut libc::utsname) -> libc::c_int {
-        let ra = caller!();
-        census::count(Fid::Uname, NO_DETAIL, ra);
-        let real = real!(uname: fn(*mut libc::utsname) -> libc::c_int);
-        // SAFETY: forwarded.
-        let r = unsafe { real(buf) };
-        if r == 0 && !buf.is_null() && config::sealed(flags::HOST) {
-            // SAFETY: the real uname filled it, so it is a valid utsname.
-            let u = unsafe { &mut *buf };
-            let mut cur = [0u8; NAME_MAX];
-            set_field(&mut u.nodename, world::hostname(&mut cur));
-            set_field(&mut u.domainname, domainname(&mut cur));
-        }
-        r
-    }
-
-    /// # Safety
-    /// As `getdomainname(2)`.
-    #[no_mangle]
-    pub unsafe extern "C" fn getdomainname(
-        name: *mut libc::c_char,
-        len: libc::size_t,
-    ) -> libc::c_int {
-        let ra = caller!();
-        census::count(Fid::Getdomainname, NO_DETAIL, ra);
-        if config::sealed(flags::HOST) && !name.is_null() {
-            // glibc copies min(len, strlen + 1) bytes and never fails for a short buffer.
-            // SAFETY: the caller guarantees `len` writable bytes.
-            let out = unsafe { core::slice::from_raw_parts_mut(name as *mut u8, len) };
-            let mut cur = [0u8; NAME_MAX];
-            let _ = copy_name(domainname(&mut cur), out);
-            return 0;
-        }
-        let real = real!(getdomainname: fn(*mut libc::c_char, libc::size_t) -> libc::c_int);
-        // SAFETY: forwarded.
-        unsafe { real(name, len) }
-    }
-
-    /// The sealed name resolves like `localhost` (a sealed program asking for its own address,
-    /// as the JVM's `InetAddress.getLocalHost()` and `hostname -f` do, must not fail because
-    /// the name is not in DNS); its canonical name stays the sealed name.
+    /// Copies the sealed name that `pick` gives into the caller's `len` bytes at `name`, as
+    /// `gethostname` does; `None` when `host` is not sealed or there is no buffer (the real
+    /// function then answers).
     ///
     /// # Safety
-    /// As `getaddrinfo(3)`.
-    #[no_mangle]
-    pub unsafe extern "C" fn getaddrinfo(
-        node: *const libc::c_char,
-        service: *const libc::c_char,
-        hints: *const libc::addrinfo,
-        res: *mut *mut libc::addrinfo,
-    ) -> libc::c_int {
-        let ra = caller!();
-        let real = real!(getaddrinfo: fn(*const libc::c_char, *const libc::c_char, *const libc::addrinfo, *mut *mut libc::addrinfo) -> libc::c_int);
-        // SAFETY: forwarded contract.
-        if !unsafe { resolves_sealed(node) } {
-            // SAFETY: forwarded.
-            return unsafe { real(node, service, hints, res) };
+    /// `name` null or valid for `len` bytes.
+    unsafe fn copy_sealed(
+        name: *mut c_char,
+        len: size_t,
+        pick: impl FnOnce(&mut [u8; NAME_MAX]) -> &[u8],
+    ) -> Option<Result<(), i32>> {
+        if !config::sealed(flags::HOST) || name.is_null() {
+            return None;
         }
-        census::count(Fid::Getaddrinfo, NO_DETAIL, ra);
-        // SAFETY: forwarded, with a constant node.
-        let r = unsafe { real(LOCALHOST, service, hints, res) };
-        // SAFETY: on success *res is glibc's list; its canonname is malloc'ed (freeaddrinfo
-        // frees it), so replacing it with another malloc'ed string keeps that contract.
-        unsafe {
-            if r == 0 && !res.is_null() && !(*res).is_null() && !(**res).ai_canonname.is_null() {
+        // SAFETY: non-null, `len` writable bytes per the contract.
+        let out = unsafe { core::slice::from_raw_parts_mut(name as *mut u8, len) };
+        let mut cur = [0u8; NAME_MAX];
+        Some(copy_name(pick(&mut cur), out))
+    }
+
+    hook! {
+        /// # Safety
+        /// As `gethostname(2)`: `name` valid for `len` bytes.
+        fn gethostname(name: *mut c_char, len: size_t) -> c_int;
+        fid = Gethostname;
+        // SAFETY: forwarded contract.
+        |real| unsafe { copy_sealed(name, len, world::hostname) }.map_or_else(|| real(name, len), ret)
+    }
+
+    hook! {
+        /// # Safety
+        /// As `uname(2)`.
+        fn uname(buf: *mut libc::utsname) -> c_int;
+        fid = Uname;
+        |real| {
+            let r = real(buf);
+            if r == 0 && !buf.is_null() && config::sealed(flags::HOST) {
+                // SAFETY: the real uname filled it, so it is a valid utsname.
+                let u = unsafe { &mut *buf };
                 let mut cur = [0u8; NAME_MAX];
-                let name = world::hostname(&mut cur);
-                let copy = libc::malloc(name.len() + 1) as *mut u8;
-                if !copy.is_null() {
-                    core::ptr::copy_nonoverlapping(name.as_ptr(), copy, name.len());
-                    *copy.add(name.len()) = 0;
-                    libc::free((**res).ai_canonname as *mut libc::c_void);
-                    (**res).ai_canonname = copy as *mut libc::c_char;
+                set_field(&mut u.nodename, world::hostname(&mut cur));
+                set_field(&mut u.domainname, domainname(&mut cur));
+            }
+            r
+        }
+    }
+
+    hook! {
+        /// # Safety
+        /// As `getdomainname(2)`.
+        fn getdomainname(name: *mut c_char, len: size_t) -> c_int;
+        fid = Getdomainname;
+        // glibc copies min(len, strlen + 1) bytes and never fails for a short buffer.
+        // SAFETY: forwarded contract.
+        |real| unsafe { copy_sealed(name, len, domainname) }.map_or_else(|| real(name, len), |_| 0)
+    }
+
+    hook! {
+        /// The sealed name resolves like `localhost` (a sealed program asking for its own
+        /// address, as the JVM's `InetAddress.getLocalHost()` and `hostname -f` do, must not
+        /// fail because the name is not in DNS); its canonical name stays the sealed name.
+        /// Counted only for the sealed name.
+        ///
+        /// # Safety
+        /// As `getaddrinfo(3)`.
+        fn getaddrinfo(
+            node: *const c_char,
+            service: *const c_char,
+            hints: *const libc::addrinfo,
+            res: *mut *mut libc::addrinfo,
+        ) -> c_int;
+        caller = ra;
+        |real| {
+            // SAFETY: forwarded contract.
+            if !unsafe { resolves_sealed(node) } {
+                return real(node, service, hints, res);
+            }
+            census::count(Fid::Getaddrinfo, NO_DETAIL, ra);
+            let r = real(LOCALHOST, service, hints, res);
+            // SAFETY: on success *res is glibc's list; its canonname is malloc'ed
+            // (freeaddrinfo frees it), so replacing it with another malloc'ed string keeps
+            // that contract.
+            unsafe {
+                if r == 0 && !res.is_null() && !(*res).is_null() && !(**res).ai_canonname.is_null()
+                {
+                    let mut cur = [0u8; NAME_MAX];
+                    let name = world::hostname(&mut cur);
+                    let copy = libc::malloc(name.len() + 1) as *mut u8;
+                    if !copy.is_null() {
+                        core::ptr::copy_nonoverlapping(name.as_ptr(), copy, name.len());
+                        *copy.add(name.len()) = 0;
+                        libc::free((**res).ai_canonname as *mut libc::c_void);
+                        (**res).ai_canonname = copy as *mut c_char;
+                    }
                 }
             }
-        }
-        r
-    }
-
-    /// # Safety
-    /// As `gethostbyname(3)`.
-    #[no_mangle]
-    pub unsafe extern "C" fn gethostbyname(name: *const libc::c_char) -> *mut libc::hostent {
-        let ra = caller!();
-        let real = real!(gethostbyname: fn(*const libc::c_char) -> *mut libc::hostent);
-        // SAFETY: forwarded contract.
-        if !unsafe { resolves_sealed(name) } {
-            // SAFETY: forwarded.
-            return unsafe { real(name) };
-        }
-        census::count(Fid::Gethostbyname, NO_DETAIL, ra);
-        // SAFETY: forwarded with a constant name; the result is libc's static hostent.
-        unsafe {
-            let h = real(LOCALHOST);
-            if !h.is_null() {
-                (*h).h_name = sealed_cname();
-            }
-            h
+            r
         }
     }
 
+    /// A `gethostbyname`-style lookup: the sealed name is counted and looked up as
+    /// `localhost`, and the `hostent` that `lookup` returns gets the sealed canonical name.
+    ///
     /// # Safety
-    /// As `gethostbyname2(3)`.
-    #[no_mangle]
-    pub unsafe extern "C" fn gethostbyname2(
-        name: *const libc::c_char,
-        af: libc::c_int,
+    /// `name` null or a NUL-terminated string; `lookup` returns null or a valid `hostent`.
+    #[inline(always)]
+    unsafe fn by_name(
+        name: *const c_char,
+        ra: u64,
+        lookup: impl FnOnce(*const c_char) -> *mut libc::hostent,
     ) -> *mut libc::hostent {
-        let ra = caller!();
-        let real =
-            real!(gethostbyname2: fn(*const libc::c_char, libc::c_int) -> *mut libc::hostent);
-        // SAFETY: forwarded contract.
+        // SAFETY: per the contract.
         if !unsafe { resolves_sealed(name) } {
-            // SAFETY: forwarded.
-            return unsafe { real(name, af) };
+            return lookup(name);
         }
         census::count(Fid::Gethostbyname, NO_DETAIL, ra);
+        let h = lookup(LOCALHOST);
+        if !h.is_null() {
+            // SAFETY: a valid hostent per the contract.
+            unsafe { (*h).h_name = sealed_cname() };
+        }
+        h
+    }
+
+    hook! {
+        /// # Safety
+        /// As `gethostbyname(3)`.
+        fn gethostbyname(name: *const c_char) -> *mut libc::hostent;
+        caller = ra;
+        // SAFETY: forwarded contract; the result is libc's static hostent.
+        |real| unsafe { by_name(name, ra, real) }
+    }
+
+    hook! {
+        /// # Safety
+        /// As `gethostbyname2(3)`.
+        fn gethostbyname2(name: *const c_char, af: c_int) -> *mut libc::hostent;
+        caller = ra;
         // SAFETY: as in gethostbyname.
-        unsafe {
-            let h = real(LOCALHOST, af);
-            if !h.is_null() {
-                (*h).h_name = sealed_cname();
-            }
-            h
+        |real| unsafe { by_name(name, ra, |n| real(n, af)) }
+    }
+
+    hook! {
+        /// # Safety
+        /// As `gethostbyname_r(3)`.
+        fn gethostbyname_r(
+            name: *const c_char,
+            ret: *mut libc::hostent,
+            buf: *mut c_char,
+            buflen: size_t,
+            result: *mut *mut libc::hostent,
+            h_errnop: *mut c_int,
+        ) -> c_int;
+        caller = ra;
+        // SAFETY: forwarded contract.
+        |real| unsafe { by_name_r(name, result, ra, |n| real(n, ret, buf, buflen, result, h_errnop)) }
+    }
+
+    hook! {
+        /// # Safety
+        /// As `gethostbyname2_r(3)`.
+        fn gethostbyname2_r(
+            name: *const c_char,
+            af: c_int,
+            ret: *mut libc::hostent,
+            buf: *mut c_char,
+            buflen: size_t,
+            result: *mut *mut libc::hostent,
+            h_errnop: *mut c_int,
+        ) -> c_int;
+        caller = ra;
+        // SAFETY: forwarded contract.
+        |real| unsafe {
+            by_name_r(name, result, ra, |n| real(n, af, ret, buf, buflen, result, h_errnop))
         }
     }
 
+    /// The reentrant [`by_name`]: `lookup` fills `*result` on success.
+    ///
     /// # Safety
-    /// As `gethostbyname_r(3)`.
-    #[no_mangle]
-    pub unsafe extern "C" fn gethostbyname_r(
-        name: *const libc::c_char,
-        ret: *mut libc::hostent,
-        buf: *mut libc::c_char,
-        buflen: libc::size_t,
+    /// `name` null or a NUL-terminated string; `result` null or valid, and on success
+    /// `*result` is the caller's `hostent`.
+    #[inline(always)]
+    unsafe fn by_name_r(
+        name: *const c_char,
         result: *mut *mut libc::hostent,
-        h_errnop: *mut libc::c_int,
-    ) -> libc::c_int {
-        let ra = caller!();
-        let real = real!(gethostbyname_r: fn(*const libc::c_char, *mut libc::hostent, *mut libc::c_char, libc::size_t, *mut *mut libc::hostent, *mut libc::c_int) -> libc::c_int);
-        // SAFETY: forwarded contract.
+        ra: u64,
+        lookup: impl FnOnce(*const c_char) -> c_int,
+    ) -> c_int {
+        // SAFETY: per the contract.
         let sealed = unsafe { resolves_sealed(name) };
         if sealed {
             census::count(Fid::Gethostbyname, NO_DETAIL, ra);
         }
-        let n = if sealed { LOCALHOST } else { name };
-        // SAFETY: forwarded.
-        let r = unsafe { real(n, ret, buf, buflen, result, h_errnop) };
-        // SAFETY: on success *result is `ret`, the caller's struct.
-        unsafe {
-            if sealed && r == 0 && !result.is_null() && !(*result).is_null() {
-                (**result).h_name = sealed_cname();
-            }
-        }
-        r
-    }
-
-    /// # Safety
-    /// As `gethostbyname2_r(3)`.
-    #[no_mangle]
-    pub unsafe extern "C" fn gethostbyname2_r(
-        name: *const libc::c_char,
-        af: libc::c_int,
-        ret: *mut libc::hostent,
-        buf: *mut libc::c_char,
-        buflen: libc::size_t,
-        result: *mut *mut libc::hostent,
-        h_errnop: *mut libc::c_int,
-    ) -> libc::c_int {
-        let ra = caller!();
-        let real = real!(gethostbyname2_r: fn(*const libc::c_char, libc::c_int, *mut libc::hostent, *mut libc::c_char, libc::size_t, *mut *mut libc::hostent, *mut libc::c_int) -> libc::c_int);
-        // SAFETY: forwarded contract.
-        let sealed = unsafe { resolves_sealed(name) };
-        if sealed {
-            census::count(Fid::Gethostbyname, NO_DETAIL, ra);
-        }
-        let n = if sealed { LOCALHOST } else { name };
-        // SAFETY: forwarded.
-        let r = unsafe { real(n, af, ret, buf, buflen, result, h_errnop) };
+        let r = lookup(if sealed { LOCALHOST } else { name });
         // SAFETY: on success *result is `ret`, the caller's struct.
         unsafe {
             if sealed && r == 0 && !result.is_null() && !(*result).is_null() {
@@ -340,61 +368,37 @@ pub(crate) mod hooks {
     /// `name` null or valid for `len` bytes.
     pub unsafe fn set_name_impl(
         which: world::Name,
-        name: *const libc::c_char,
-        len: libc::size_t,
+        name: *const c_char,
+        len: size_t,
         fid: Fid,
         ra: u64,
-    ) -> Option<libc::c_int> {
+    ) -> Option<c_int> {
         census::count(fid, NO_DETAIL, ra);
         if !config::sealed(flags::HOST) {
             return None;
         }
         // SAFETY: per the contract.
-        Some(match unsafe { super::set_name(which, name, len) } {
-            Ok(()) => 0,
-            Err(e) => {
-                set_errno(e);
-                -1
-            }
-        })
+        Some(ret(unsafe { super::set_name(which, name, len) }))
     }
 
-    /// # Safety
-    /// As `sethostname(2)`.
-    #[no_mangle]
-    pub unsafe extern "C" fn sethostname(
-        name: *const libc::c_char,
-        len: libc::size_t,
-    ) -> libc::c_int {
-        let ra = caller!();
+    hook! {
+        /// # Safety
+        /// As `sethostname(2)`.
+        fn sethostname(name: *const c_char, len: size_t) -> c_int;
+        caller = ra;
         // SAFETY: forwarded contract.
-        if let Some(r) =
-            unsafe { set_name_impl(world::Name::Host, name, len, Fid::Sethostname, ra) }
-        {
-            return r;
-        }
-        let real = real!(sethostname: fn(*const libc::c_char, libc::size_t) -> libc::c_int);
-        // SAFETY: forwarded.
-        unsafe { real(name, len) }
+        |real| unsafe { set_name_impl(world::Name::Host, name, len, Fid::Sethostname, ra) }
+            .unwrap_or_else(|| real(name, len))
     }
 
-    /// # Safety
-    /// As `setdomainname(2)`.
-    #[no_mangle]
-    pub unsafe extern "C" fn setdomainname(
-        name: *const libc::c_char,
-        len: libc::size_t,
-    ) -> libc::c_int {
-        let ra = caller!();
+    hook! {
+        /// # Safety
+        /// As `setdomainname(2)`.
+        fn setdomainname(name: *const c_char, len: size_t) -> c_int;
+        caller = ra;
         // SAFETY: forwarded contract.
-        if let Some(r) =
-            unsafe { set_name_impl(world::Name::Domain, name, len, Fid::Setdomainname, ra) }
-        {
-            return r;
-        }
-        let real = real!(setdomainname: fn(*const libc::c_char, libc::size_t) -> libc::c_int);
-        // SAFETY: forwarded.
-        unsafe { real(name, len) }
+        |real| unsafe { set_name_impl(world::Name::Domain, name, len, Fid::Setdomainname, ra) }
+            .unwrap_or_else(|| real(name, len))
     }
 }
 

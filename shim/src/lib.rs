@@ -2,15 +2,20 @@
 //!
 //! It interposes libc's clocks, randomness, pids, host names, temp names and process creation,
 //! answering from a logical clock and seeded streams, and counts every call into a crash-safe
-//! census file. x86_64 Linux with glibc only. The rules every module follows (DESIGN.md):
+//! census file. x86_64 Linux with glibc only. The rules every module follows (docs/design.md):
 //! never recurse (raw syscalls and `real!` for our own needs), never lock or allocate on a hot
 //! path, never let a panic cross FFI, and report what cannot be sealed instead of pretending.
 //!
-//! One module per family of calls: `clock`, `wait`, `random`, `process`, `host`, `tempname`,
-//! plus `census` (recording), `config` (process settings), `thread` (per-thread state),
-//! `syscall` (the `syscall()` dispatcher), `real` (real symbols, re-entry guard), `sys` (raw
-//! system calls), `world` (what the run's clock and name setters changed, instead of the
-//! machine).
+//! One module per family of calls: `clock`, `wait`, `random`, `process`, `host`, `tempname`;
+//! `open`, where path-based opens come in and are dispatched to `random` (devices, uuid,
+//! boot id), `host` (hostname files) and `process` (`/proc/<vpid>` paths); `syscall`, the
+//! `syscall()` dispatcher. Under them: `hook` (the `hook!` macro every exported entry point
+//! is written with), `census` (recording), `config` (process settings), `thread` (per-thread
+//! state), `real` (real symbols, re-entry guard), `sys` (raw system calls), `fd` (descriptors
+//! the shim makes), `table` (the run-wide table of pids and of the sealed world), `world`
+//! (what the run's clock and name setters changed, instead of the machine), `runtime` (which
+//! clock reads are a language runtime's own bookkeeping), `jvm` (the options a sealed JVM
+//! starts with, through the one `dlsym` trampoline).
 #![deny(unsafe_op_in_unsafe_fn)]
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
@@ -19,13 +24,20 @@ compile_error!("libseal supports x86_64 Linux with glibc only");
 pub mod census;
 pub mod clock;
 pub mod config;
+pub mod fd;
+pub mod hook;
 pub mod host;
+#[cfg(not(test))]
+mod jvm;
+pub mod open;
 pub mod process;
 pub mod random;
 pub mod real;
+pub mod runtime;
 pub mod sys;
 #[cfg(not(test))]
 mod syscall;
+pub mod table;
 pub mod tempname;
 pub mod thread;
 pub mod wait;
@@ -42,6 +54,11 @@ pub(crate) fn on_process_start() {
         config::GEN.load(Relaxed),
     );
     random::device::on_start();
+    if config::SCOPED_OUT.load(Relaxed) {
+        let mut exe = [0u8; 4096];
+        let n = sys::readlink(b"/proc/self/exe\0", &mut exe);
+        census::record_unsealed(seal_abi::unsealed::SCOPED_OUT, &exe[..n]);
+    }
 }
 
 /// libseal's constructor: initialise before `main` even if no hook has run yet.

@@ -91,7 +91,8 @@ macro_rules! real {
 
 /// The return address of the current (exported, frame-pointer-keeping) function: the call site
 /// in the program or library that called the hook. The shim is always built with
-/// `-C force-frame-pointers=yes` (see the launcher's build.rs), so `[rbp+8]` holds it.
+/// `-C force-frame-pointers=yes` (the workspace's `.cargo/config.toml`, the launcher's
+/// build.rs; shim/build.rs fails a build without it), so `[rbp+8]` holds it.
 #[macro_export]
 macro_rules! caller {
     () => {{
@@ -103,5 +104,22 @@ macro_rules! caller {
                              options(nostack, readonly, preserves_flags));
         }
         ra
+    }};
+}
+
+/// The current (exported, frame-pointer-keeping) function's frame base: `[rbp]` is its
+/// caller's saved frame pointer, through which `runtime::bookkeeping` reads the caller's own
+/// return address. Evaluate it in the exported frame, as `caller!()`.
+#[macro_export]
+macro_rules! frame {
+    () => {{
+        let fp: u64;
+        // SAFETY: reads a register.
+        #[allow(unused_unsafe)]
+        unsafe {
+            core::arch::asm!("mov {}, rbp", out(reg) fp,
+                             options(nomem, nostack, preserves_flags));
+        }
+        fp
     }};
 }

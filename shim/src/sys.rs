@@ -114,6 +114,86 @@ pub fn ftruncate(fd: i32, len: usize) -> i64 {
     unsafe { syscall3(libc::SYS_ftruncate, fd as i64, len as i64, 0) }
 }
 
+/// Creates a file only this user can read, for the shim's own use: a new inode (`O_EXCL`),
+/// never through a symbolic link (`O_NOFOLLOW`), closed on exec, mode 0600 whatever the umask
+/// (`fchmod` after the create). With `replace`, a name that already exists (a planted link,
+/// a stale file) is unlinked (which never follows a link) and the create retried once.
+/// Returns the fd or a negative errno.
+pub fn create_private(path: &[u8], access: i32, replace: bool) -> i32 {
+    let flags = access | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let mut fd = open(path, flags, 0o600);
+    if fd == -libc::EEXIST && replace {
+        // SAFETY: NUL-terminated path (checked by `open`).
+        unsafe { syscall3(libc::SYS_unlink, path.as_ptr() as i64, 0, 0) };
+        fd = open(path, flags, 0o600);
+    }
+    if fd < 0 {
+        return fd;
+    }
+    // SAFETY: plain integers on our own fd.
+    let r = unsafe { syscall3(libc::SYS_fchmod, fd as i64, 0o600, 0) };
+    if r < 0 {
+        close(fd);
+        return r as i32;
+    }
+    fd
+}
+
+/// Gives `fd` a length of `len` bytes with every block allocated now (`fallocate`), so a
+/// shared mapping of it can never meet a full file system on first touch (SIGBUS). Falls
+/// back to `ftruncate` where the file system cannot reserve. 0 or a negative errno.
+pub fn reserve(fd: i32, len: usize) -> i64 {
+    loop {
+        // SAFETY: plain integers on our own fd.
+        let r = unsafe { syscall6(libc::SYS_fallocate, fd as i64, 0, 0, len as i64, 0, 0) };
+        match -r as i32 {
+            0 => return 0,
+            libc::EINTR => continue,
+            libc::EOPNOTSUPP | libc::ENOSYS => return ftruncate(fd, len),
+            _ => return r,
+        }
+    }
+}
+
+/// Backs the pages of `p..p+len` now (`MADV_POPULATE_WRITE`): on a full tmpfs this is an
+/// error here instead of a SIGBUS at the first store. 0, or a negative errno (`-EINVAL` on
+/// kernels before 5.14, which cannot populate: the caller goes on as before).
+pub fn populate(p: *const u8, len: usize) -> i64 {
+    const MADV_POPULATE_WRITE: i64 = 23;
+    let start = (p as usize) & !4095;
+    let end = (p as usize).saturating_add(len);
+    loop {
+        // SAFETY: advice on pages of a mapping the caller owns; it never unmaps anything.
+        let r = unsafe {
+            syscall3(
+                libc::SYS_madvise,
+                start as i64,
+                (end - start) as i64,
+                MADV_POPULATE_WRITE,
+            )
+        };
+        if r != -(libc::EINTR as i64) {
+            return r;
+        }
+    }
+}
+
+/// A short name for an errno, for the shim's one-line warnings.
+pub fn errno_name(e: i32) -> &'static [u8] {
+    match e {
+        libc::ENOSPC => b"no space left on device",
+        libc::EDQUOT => b"disk quota exceeded",
+        libc::ENOMEM => b"out of memory",
+        libc::EEXIST => b"file exists",
+        libc::ELOOP => b"is a symbolic link",
+        libc::EACCES | libc::EPERM => b"permission denied",
+        libc::ENOENT => b"no such file or directory",
+        libc::EROFS => b"read-only file system",
+        libc::EMFILE | libc::ENFILE => b"too many open files",
+        _ => b"error",
+    }
+}
+
 /// Maps `len` bytes of `fd` shared, read-write. Returns null on failure.
 pub fn mmap_shared(fd: i32, len: usize) -> *mut u8 {
     // SAFETY: a fresh mapping chosen by the kernel.

@@ -3,24 +3,29 @@
 //! `clock_gettime`, `gettid`). On x86_64 the variadic arguments arrive in the same registers
 //! as fixed ones, so the hook declares six.
 
+use libc::c_long;
 use seal_abi::Fid;
 
-use crate::{caller, real};
+use crate::hook;
 
+hook! {
+    /// # Safety
+    /// As `syscall(2)`.
+    fn syscall(n: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long;
+    caller = ra;
+    // Each family counts the calls it handles (with the `Sys*` ids); the rest pass uncounted.
+    // SAFETY: forwarded contract.
+    |real| unsafe { dispatch(n, [a1, a2, a3, a4, a5, a6], ra) }
+        .unwrap_or_else(|| real(n, a1, a2, a3, a4, a5, a6))
+}
+
+/// The family that seals system call `n`, if any, handles it: `Some(result)`.
+///
 /// # Safety
-/// As `syscall(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn syscall(
-    n: libc::c_long,
-    a1: libc::c_long,
-    a2: libc::c_long,
-    a3: libc::c_long,
-    a4: libc::c_long,
-    a5: libc::c_long,
-    a6: libc::c_long,
-) -> libc::c_long {
-    let ra = caller!();
-    let args = [a1, a2, a3, a4, a5, a6];
+/// As `syscall(2)` for `n` with `args`.
+#[inline(always)]
+unsafe fn dispatch(n: c_long, args: [c_long; 6], ra: u64) -> Option<c_long> {
+    let [a1, a2, a3, ..] = args;
     // SAFETY (all arms): the caller's arguments are forwarded with the same meaning.
     let handled: Option<libc::c_long> = unsafe {
         match n {
@@ -91,10 +96,5 @@ pub unsafe extern "C" fn syscall(
             _ => crate::process::sys_pid(n, args, ra),
         }
     };
-    if let Some(r) = handled {
-        return r;
-    }
-    let real = real!(syscall: fn(libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long) -> libc::c_long);
-    // SAFETY: forwarded.
-    unsafe { real(n, a1, a2, a3, a4, a5, a6) }
+    handled
 }

@@ -62,11 +62,7 @@ pub fn gen_tempname(tmpl: &mut [u8], suffix: usize, make: Make) -> Result<i32, i
 }
 
 fn check(r: i64) -> Result<i32, i32> {
-    if (-4095..0).contains(&r) {
-        Err(-r as i32)
-    } else {
-        Ok(r as i32)
-    }
+    crate::fd::check(r).map(|v| v as i32)
 }
 
 /// One attempt at `path` (NUL-terminated).
@@ -174,10 +170,11 @@ pub fn path_search(
 mod hooks {
     use core::cell::UnsafeCell;
 
-    use seal_abi::{flags, Fid, NO_DETAIL};
+    use libc::{c_char, c_int};
+    use seal_abi::flags;
 
     use super::{gen_tempname, path_search, Make, L_TMPNAM};
-    use crate::{caller, census, config, real, sys};
+    use crate::{config, hook, sys};
 
     use crate::sys::set_errno;
 
@@ -190,76 +187,96 @@ mod hooks {
         unsafe { core::slice::from_raw_parts_mut(t as *mut u8, sys::cstr_len(t)) }
     }
 
-    /// The `mk*stemp*` body: sealed generation, or the real function.
-    macro_rules! mkstemp_hook {
-        ($name:ident, $fid:ident, ($($arg:ident : $t:ty),*), $suffix:expr, $extra:expr) => {
-            /// # Safety
-            /// As glibc's function of the same name: the template is a writable C string.
-            #[no_mangle]
-            pub unsafe extern "C" fn $name(tmpl: *mut libc::c_char $(, $arg: $t)*) -> libc::c_int {
-                let ra = caller!();
-                census::count(Fid::$fid, NO_DETAIL, ra);
-                if config::sealed(flags::TEMPNAME) && !tmpl.is_null() {
-                    let suffix: libc::c_int = $suffix;
-                    if suffix < 0 {
-                        set_errno(libc::EINVAL);
-                        return -1;
-                    }
-                    // SAFETY: the caller's writable template.
-                    let t = unsafe { template(tmpl) };
-                    return match gen_tempname(t, suffix as usize, Make::File($extra)) {
-                        Ok(fd) => fd,
-                        Err(e) => {
-                            set_errno(e);
-                            -1
-                        }
-                    };
-                }
-                let real = real!($name: fn(*mut libc::c_char $(, $t)*) -> libc::c_int);
-                // SAFETY: forwarded.
-                unsafe { real(tmpl $(, $arg)*) }
-            }
-        };
+    /// The `mk*stemp*` body: a sealed file from template `tmpl` (`suffix` bytes after its
+    /// `X`s, `extra` open flags), or `None` to call the real function.
+    ///
+    /// # Safety
+    /// `tmpl` null or a writable NUL-terminated string.
+    #[inline(always)]
+    unsafe fn mkstemp_sealed(tmpl: *mut c_char, suffix: c_int, extra: c_int) -> Option<c_int> {
+        if !config::sealed(flags::TEMPNAME) || tmpl.is_null() {
+            return None;
+        }
+        if suffix < 0 {
+            set_errno(libc::EINVAL);
+            return Some(-1);
+        }
+        // SAFETY: the caller's writable template.
+        let t = unsafe { template(tmpl) };
+        Some(
+            gen_tempname(t, suffix as usize, Make::File(extra)).unwrap_or_else(|e| {
+                set_errno(e);
+                -1
+            }),
+        )
     }
 
-    mkstemp_hook!(mkstemp, Mkstemp, (), 0, 0);
-    mkstemp_hook!(mkstemp64, Mkstemp, (), 0, 0);
-    mkstemp_hook!(mkostemp, Mkostemp, (fl: libc::c_int), 0, fl);
-    mkstemp_hook!(mkostemp64, Mkostemp, (fl: libc::c_int), 0, fl);
-    mkstemp_hook!(mkstemps, Mkstemps, (sl: libc::c_int), sl, 0);
-    mkstemp_hook!(mkstemps64, Mkstemps, (sl: libc::c_int), sl, 0);
-    mkstemp_hook!(mkostemps, Mkostemps, (sl: libc::c_int, fl: libc::c_int), sl, fl);
-    mkstemp_hook!(mkostemps64, Mkostemps, (sl: libc::c_int, fl: libc::c_int), sl, fl);
+    hook! {
+        /// # Safety
+        /// As glibc's `mkstemp`: the template is a writable C string.
+        fn mkstemp | mkstemp64(tmpl: *mut c_char) -> c_int;
+        fid = Mkstemp;
+        // SAFETY: forwarded contract.
+        |real| unsafe { mkstemp_sealed(tmpl, 0, 0) }.unwrap_or_else(|| real(tmpl))
+    }
 
-    /// # Safety
-    /// As `mkdtemp(3)`.
-    #[no_mangle]
-    pub unsafe extern "C" fn mkdtemp(tmpl: *mut libc::c_char) -> *mut libc::c_char {
-        let ra = caller!();
-        census::count(Fid::Mkdtemp, NO_DETAIL, ra);
-        if config::sealed(flags::TEMPNAME) && !tmpl.is_null() {
+    hook! {
+        /// # Safety
+        /// As glibc's `mkostemp`: the template is a writable C string.
+        fn mkostemp | mkostemp64(tmpl: *mut c_char, fl: c_int) -> c_int;
+        fid = Mkostemp;
+        // SAFETY: forwarded contract.
+        |real| unsafe { mkstemp_sealed(tmpl, 0, fl) }.unwrap_or_else(|| real(tmpl, fl))
+    }
+
+    hook! {
+        /// # Safety
+        /// As glibc's `mkstemps`: the template is a writable C string.
+        fn mkstemps | mkstemps64(tmpl: *mut c_char, sl: c_int) -> c_int;
+        fid = Mkstemps;
+        // SAFETY: forwarded contract.
+        |real| unsafe { mkstemp_sealed(tmpl, sl, 0) }.unwrap_or_else(|| real(tmpl, sl))
+    }
+
+    hook! {
+        /// # Safety
+        /// As glibc's `mkostemps`: the template is a writable C string.
+        fn mkostemps | mkostemps64(tmpl: *mut c_char, sl: c_int, fl: c_int) -> c_int;
+        fid = Mkostemps;
+        // SAFETY: forwarded contract.
+        |real| unsafe { mkstemp_sealed(tmpl, sl, fl) }.unwrap_or_else(|| real(tmpl, sl, fl))
+    }
+
+    hook! {
+        /// # Safety
+        /// As `mkdtemp(3)`.
+        fn mkdtemp(tmpl: *mut c_char) -> *mut c_char;
+        fid = Mkdtemp;
+        |real| {
+            if !config::sealed(flags::TEMPNAME) || tmpl.is_null() {
+                return real(tmpl);
+            }
             // SAFETY: the caller's writable template.
             let t = unsafe { template(tmpl) };
-            return match gen_tempname(t, 0, Make::Dir) {
+            match gen_tempname(t, 0, Make::Dir) {
                 Ok(_) => tmpl,
                 Err(e) => {
                     set_errno(e);
                     core::ptr::null_mut()
                 }
-            };
+            }
         }
-        let real = real!(mkdtemp: fn(*mut libc::c_char) -> *mut libc::c_char);
-        // SAFETY: forwarded.
-        unsafe { real(tmpl) }
     }
 
-    /// # Safety
-    /// As `mktemp(3)`.
-    #[no_mangle]
-    pub unsafe extern "C" fn mktemp(tmpl: *mut libc::c_char) -> *mut libc::c_char {
-        let ra = caller!();
-        census::count(Fid::Mktemp, NO_DETAIL, ra);
-        if config::sealed(flags::TEMPNAME) && !tmpl.is_null() {
+    hook! {
+        /// # Safety
+        /// As `mktemp(3)`.
+        fn mktemp(tmpl: *mut c_char) -> *mut c_char;
+        fid = Mktemp;
+        |real| {
+            if !config::sealed(flags::TEMPNAME) || tmpl.is_null() {
+                return real(tmpl);
+            }
             // SAFETY: the caller's writable template.
             let t = unsafe { template(tmpl) };
             if let Err(e) = gen_tempname(t, 0, Make::Name) {
@@ -267,11 +284,8 @@ mod hooks {
                 // SAFETY: tmpl is writable (at least its NUL).
                 unsafe { *tmpl = 0 };
             }
-            return tmpl;
+            tmpl
         }
-        let real = real!(mktemp: fn(*mut libc::c_char) -> *mut libc::c_char);
-        // SAFETY: forwarded.
-        unsafe { real(tmpl) }
     }
 
     /// `buf` gets a fresh name from `path_search` + `gen_tempname(Name)`.
@@ -286,16 +300,15 @@ mod hooks {
         Ok(n)
     }
 
-    /// # Safety
-    /// As `tempnam(3)`: the result is `malloc`ed.
-    #[no_mangle]
-    pub unsafe extern "C" fn tempnam(
-        dir: *const libc::c_char,
-        pfx: *const libc::c_char,
-    ) -> *mut libc::c_char {
-        let ra = caller!();
-        census::count(Fid::Tempnam, NO_DETAIL, ra);
-        if config::sealed(flags::TEMPNAME) {
+    hook! {
+        /// # Safety
+        /// As `tempnam(3)`: the result is `malloc`ed.
+        fn tempnam(dir: *const c_char, pfx: *const c_char) -> *mut c_char;
+        fid = Tempnam;
+        |real| {
+            if !config::sealed(flags::TEMPNAME) {
+                return real(dir, pfx);
+            }
             let mut buf = [0u8; 4096];
             // SAFETY: null or NUL-terminated per the contract.
             let (d, p) = unsafe {
@@ -304,7 +317,7 @@ mod hooks {
                     (!pfx.is_null()).then(|| sys::cstr(pfx)),
                 )
             };
-            return match fresh_name(&mut buf, d, p, true) {
+            match fresh_name(&mut buf, d, p, true) {
                 Ok(n) => {
                     // SAFETY: malloc is not interposed by the shim; we copy n+1 bytes in.
                     unsafe {
@@ -319,12 +332,8 @@ mod hooks {
                     set_errno(e);
                     core::ptr::null_mut()
                 }
-            };
+            }
         }
-        let real =
-            real!(tempnam: fn(*const libc::c_char, *const libc::c_char) -> *mut libc::c_char);
-        // SAFETY: forwarded.
-        unsafe { real(dir, pfx) }
     }
 
     struct StaticName(UnsafeCell<[u8; L_TMPNAM]>);
@@ -354,37 +363,30 @@ mod hooks {
         }
     }
 
-    /// # Safety
-    /// As `tmpnam(3)`.
-    #[no_mangle]
-    pub unsafe extern "C" fn tmpnam(s: *mut libc::c_char) -> *mut libc::c_char {
-        let ra = caller!();
-        census::count(Fid::Tmpnam, NO_DETAIL, ra);
-        if config::sealed(flags::TEMPNAME) {
-            // SAFETY: forwarded contract.
-            return unsafe { tmpnam_into(s) };
-        }
-        let real = real!(tmpnam: fn(*mut libc::c_char) -> *mut libc::c_char);
-        // SAFETY: forwarded.
-        unsafe { real(s) }
+    hook! {
+        /// # Safety
+        /// As `tmpnam(3)`.
+        fn tmpnam(s: *mut c_char) -> *mut c_char;
+        fid = Tmpnam;
+        // SAFETY: forwarded contract.
+        |real| if config::sealed(flags::TEMPNAME) { unsafe { tmpnam_into(s) } } else { real(s) }
     }
 
-    /// # Safety
-    /// As `tmpnam_r(3)`.
-    #[no_mangle]
-    pub unsafe extern "C" fn tmpnam_r(s: *mut libc::c_char) -> *mut libc::c_char {
-        let ra = caller!();
-        census::count(Fid::Tmpnam, NO_DETAIL, ra);
-        if config::sealed(flags::TEMPNAME) {
+    hook! {
+        /// # Safety
+        /// As `tmpnam_r(3)`.
+        fn tmpnam_r(s: *mut c_char) -> *mut c_char;
+        fid = Tmpnam;
+        |real| {
+            if !config::sealed(flags::TEMPNAME) {
+                return real(s);
+            }
             if s.is_null() {
                 return core::ptr::null_mut();
             }
             // SAFETY: forwarded contract.
-            return unsafe { tmpnam_into(s) };
+            unsafe { tmpnam_into(s) }
         }
-        let real = real!(tmpnam_r: fn(*mut libc::c_char) -> *mut libc::c_char);
-        // SAFETY: forwarded.
-        unsafe { real(s) }
     }
 }
 

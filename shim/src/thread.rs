@@ -118,9 +118,10 @@ fn init_thread(t: &mut ThreadState) {
 #[inline(always)]
 pub fn with<R>(f: impl FnOnce(&mut ThreadState) -> R) -> R {
     // SAFETY: the slot is only touched by its own thread, and no caller holds the reference
-    // across a call that could re-enter `with` (signal handlers that interrupt an update at
-    // worst lose one tick, never tear memory: the fields are plain words). All-zero bytes are
-    // a valid `ThreadState` (`EMPTY`).
+    // across a call that could re-enter `with`. A signal handler may run between any two
+    // instructions of `f`: the logical clock is therefore only changed through `update_clock`
+    // (one instruction claims the change), never by a read-modify-write in `f`. All-zero bytes
+    // are a valid `ThreadState` (`EMPTY`).
     let t = unsafe { &mut *state_ptr() };
     if !t.ready {
         init_thread(t);
@@ -128,15 +129,45 @@ pub fn with<R>(f: impl FnOnce(&mut ThreadState) -> R) -> R {
     f(t)
 }
 
+/// Replaces this thread's logical clock `c` by `f(c)` and returns `c`, as one claim that a
+/// signal handler on this thread cannot split: the new value is installed with a single
+/// `cmpxchg` (no `lock` prefix: the slot is this thread's own, and a signal is delivered
+/// between instructions, never inside one). If a handler changed the clock between the load
+/// and the `cmpxchg`, the exchange fails and the update is recomputed from the handler's
+/// value. So a handler's read and the read it interrupted never return the same value, and a
+/// handler's advance is never lost.
+#[inline(always)]
+fn update_clock(f: impl Fn(i64) -> i64) -> i64 {
+    let clock = with(|t| core::ptr::addr_of_mut!(t.clock));
+    loop {
+        // SAFETY: `clock` is this thread's live, aligned TLS slot.
+        let old = unsafe { clock.read_volatile() };
+        let new = f(old);
+        let seen: i64;
+        // SAFETY: one compare-and-exchange on the aligned i64 slot; rax holds the expected
+        // value in and the value found out.
+        unsafe {
+            core::arch::asm!(
+                "cmpxchg qword ptr [{p}], {new}",
+                p = in(reg) clock,
+                new = in(reg) new,
+                inout("rax") old => seen,
+                options(nostack),
+            );
+        }
+        if seen == old {
+            return old;
+        }
+    }
+}
+
 /// Reads the logical clock and advances it by one tick: the value every clock read returns.
+/// Saturates at `i64::MAX` (a huge tick, a far epoch): reads at the cap stay at the cap, and
+/// time never wraps to negative.
 #[inline(always)]
 pub fn read_and_tick() -> i64 {
-    let tick = config::tick();
-    with(|t| {
-        let v = t.clock;
-        t.clock = v.wrapping_add(tick);
-        v
-    })
+    let tick = config::tick().max(0);
+    update_clock(|v| v.saturating_add(tick))
 }
 
 /// The logical clock without advancing it (for deadline translation).
@@ -148,17 +179,13 @@ pub fn peek() -> i64 {
 /// Moves the logical clock forward to `to` (never backwards): a wait that timed out.
 #[inline]
 pub fn advance_to(to: i64) {
-    with(|t| {
-        if to > t.clock {
-            t.clock = to;
-        }
-    })
+    update_clock(|v| v.max(to));
 }
 
 /// Moves the logical clock forward by `ns` (a relative sleep that ran to its end).
 #[inline]
 pub fn advance_by(ns: i64) {
-    with(|t| t.clock = t.clock.saturating_add(ns.max(0)))
+    update_clock(|v| v.saturating_add(ns.max(0)));
 }
 
 /// State a new thread starts from: the creator's clock, the next child lineage.
@@ -202,5 +229,22 @@ mod tests {
         assert_eq!(peek(), 42);
         advance_by(8);
         assert_eq!(peek(), 50);
+    }
+
+    #[test]
+    fn the_clock_saturates_instead_of_wrapping() {
+        std::thread::spawn(|| {
+            with(|t| t.clock = i64::MAX - 3);
+            let tick = config::tick();
+            assert!(tick > 3);
+            assert_eq!(read_and_tick(), i64::MAX - 3);
+            assert_eq!(read_and_tick(), i64::MAX);
+            assert_eq!(read_and_tick(), i64::MAX);
+            advance_by(i64::MAX);
+            advance_to(5);
+            assert_eq!(peek(), i64::MAX);
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -12,7 +12,7 @@ use core::sync::atomic::{fence, AtomicU8, Ordering::*};
 
 use seal_abi::{SealedName, World, NAME_MAX};
 
-use crate::{config, process::table, sys};
+use crate::{config, sys, table};
 
 /// `CAP_SYS_TIME`: setting the system clock.
 pub const CAP_SYS_TIME: u32 = 25;
@@ -33,6 +33,19 @@ fn get() -> &'static World {
 #[inline(always)]
 pub fn realtime_shift() -> i64 {
     get().realtime_shift.load(Relaxed)
+}
+
+/// Nanoseconds `seal time advance` has moved every realtime and monotonic clock forward by.
+#[inline(always)]
+pub fn advance() -> i64 {
+    get().advance.load(Relaxed)
+}
+
+/// Moves every realtime and monotonic clock of the run forward by `delta` (saturating).
+pub fn advance_by(delta: i64) {
+    let _ = get()
+        .advance
+        .fetch_update(Relaxed, Relaxed, |s| Some(s.saturating_add(delta)));
 }
 
 /// Moves every realtime clock of the run by `delta` nanoseconds (saturating).

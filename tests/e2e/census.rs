@@ -86,13 +86,28 @@ fn family_callers(p: &Value, family: &str) -> Vec<(String, u64)> {
     out
 }
 
+/// The calls of (object basename, count) pairs made by the objects that `from` accepts.
+fn sum_from(calls: impl IntoIterator<Item = (String, u64)>, from: impl Fn(&str) -> bool) -> u64 {
+    calls
+        .into_iter()
+        .filter(|(o, _)| from(o))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Calls of `symbol` made by the objects (basenames) that `from` accepts.
+fn count_where(p: &Value, symbol: &str, from: impl Fn(&str) -> bool) -> u64 {
+    sum_from(callers(p, symbol).into_iter().map(|(o, _, n)| (o, n)), from)
+}
+
 /// Calls of `symbol` made by the object named `object` (basename).
 fn count_from(p: &Value, symbol: &str, object: &str) -> u64 {
-    callers(p, symbol)
-        .iter()
-        .filter(|c| c.0 == object)
-        .map(|c| c.2)
-        .sum()
+    count_where(p, symbol, |o| o == object)
+}
+
+/// Calls of any function of `family` made by the objects (basenames) that `from` accepts.
+fn family_count_where(p: &Value, family: &str, from: impl Fn(&str) -> bool) -> u64 {
+    sum_from(family_callers(p, family), from)
 }
 
 /// Every caller of `symbol` that is not `object` must be glibc or the loader (calls libc
@@ -145,12 +160,8 @@ fn counts_are_exact_per_process_with_the_program_as_caller() {
         .any(|c| c.1.as_deref() == Some("child_reads")));
 
     // The table (stderr) says the same, readable at 80 columns.
-    assert!(
-        out.stderr.contains(&format!("7 from {name} parent_reads")),
-        "{}",
-        out.show()
-    );
-    assert!(out.stderr.contains(&format!("2 from {name} child_reads")));
+    out.stderr_has(&format!("7 from {name} parent_reads"));
+    out.stderr_has(&format!("2 from {name} child_reads"));
     for l in out.stderr.lines() {
         assert!(l.chars().count() <= 80, "table line wider than 80: {l:?}");
     }
@@ -182,18 +193,14 @@ fn counts_survive_sigkill() {
     let exe = built("census_killed", &[]);
     let exe_s = exe.to_str().unwrap();
     let (out, c, _) = census_of(&[exe_s]);
-    assert_eq!(out.code, Some(128 + 9), "{}", out.show());
+    out.code_is(128 + 9);
     assert_eq!(out.stdout, "about to be killed\n");
     let root = process(&c, 1000);
     assert_eq!(root["exit"]["signal"], 9, "{root:#}");
     let name = basename(exe_s);
     assert_eq!(count_from(root, "time", name), 5, "{root:#}");
     assert_eq!(count_from(root, "getrandom", name), 2, "{root:#}");
-    assert!(
-        out.stderr.contains("killed by SIGKILL (9)"),
-        "{}",
-        out.show()
-    );
+    out.stderr_has("killed by SIGKILL (9)");
 }
 
 #[test]
@@ -276,42 +283,28 @@ fn pythons() -> Vec<PathBuf> {
 fn python_reads_clocks_from_libpython_and_getrandom_at_startup() {
     let pys = pythons();
     if pys.is_empty() {
-        eprintln!("note: no python3; skipping");
-        return;
+        skip!("no python3");
     }
     let script = fixture("python/census_clock.py");
     for py in pys {
         // The hash secret unsealed: the interpreter then reads the RNG at start-up, as it does
         // outside seal; `import random` seeds from it once more.
-        let (out, c, _) = census_of(&[
-            "--unseal",
-            "hashseed",
-            "--",
-            py.to_str().unwrap(),
-            script.to_str().unwrap(),
-        ]);
+        let (py_s, script_s) = (py.to_str().unwrap(), script.to_str().unwrap());
+        let (out, c, _) = census_of(&["--unseal", "hashseed", "--", py_s, script_s]);
         out.ok();
         assert_eq!(out.stdout, "ok\n");
         let root = process(&c, 1000);
         let exe = basename(root["exe"].as_str().unwrap()).to_string();
         // libpython when the interpreter links it dynamically, else the executable itself.
         let is_interp = |o: &str| o.starts_with("libpython") || o == exe;
-        let clock: u64 = callers(root, "clock_gettime")
-            .iter()
-            .filter(|c| is_interp(&c.0))
-            .map(|c| c.2)
-            .sum();
+        let clock = count_where(root, "clock_gettime", is_interp);
         assert!(
             clock >= 5,
             "{}: clock_gettime from the interpreter: {clock}\n{root:#}",
             py.display()
         );
         // getrandom(), or syscall(SYS_getrandom) on builds that bypass the libc wrapper.
-        let rng: u64 = family_callers(root, "random")
-            .iter()
-            .filter(|c| is_interp(&c.0))
-            .map(|c| c.1)
-            .sum();
+        let rng = family_count_where(root, "random", is_interp);
         assert!(
             rng >= 2,
             "{}: start-up and `random` RNG reads from the interpreter: {rng}\n{root:#}",
@@ -323,8 +316,7 @@ fn python_reads_clocks_from_libpython_and_getrandom_at_startup() {
 #[test]
 fn a_three_level_tree_has_correct_parent_links() {
     let Some(py) = pythons().into_iter().next() else {
-        eprintln!("note: no python3; skipping");
-        return;
+        skip!("no python3");
     };
     let exe = built("census_counts", &[]);
     let sh = fixture("bash/census_tree.sh");

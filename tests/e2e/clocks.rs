@@ -4,7 +4,6 @@
 //! proof that the seal, not luck, makes the output stable).
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 
 use crate::util::*;
@@ -37,6 +36,15 @@ fn value<'a>(out: &'a str, key: &str) -> &'a str {
     out.lines()
         .find_map(|l| l.strip_prefix(prefix.as_str()))
         .unwrap_or_else(|| panic!("no line `{key} ...` in\n{out}"))
+}
+
+/// Asserts that the value of the first line `KEY VALUE...` of `out` starts with `prefix`.
+fn assert_value_starts(out: &str, key: &str, prefix: &str) {
+    let v = value(out, key);
+    assert!(
+        v.starts_with(prefix),
+        "`{key}` is {v:?}, want {prefix:?}...\n{out}"
+    );
 }
 
 /// Every value of every line `KEY VALUE...`.
@@ -233,25 +241,16 @@ fn unseal_random_lets_bytes_move_and_keeps_time_sealed() {
 
 #[test]
 fn python_report_sealed_is_identical() {
-    if !have("python3") {
-        eprintln!("note: python3 not on PATH; skipping the Python fixture");
-        return;
-    }
+    require_tools!("python3");
     let script = fixture("python/report.py");
     let out = assert_sealed_stable(&["python3", script.to_str().unwrap()], RUNS);
-    assert!(value(&out, "time.time").starts_with("17672256"), "{out}");
-    assert!(
-        value(&out, "datetime.now").starts_with("2026-01-01T00:00:00"),
-        "{out}"
-    );
+    assert_value_starts(&out, "time.time", "17672256");
+    assert_value_starts(&out, "datetime.now", "2026-01-01T00:00:00");
 }
 
 #[test]
 fn python_report_differs_unsealed() {
-    if !have("python3") {
-        eprintln!("note: python3 not on PATH; skipping the Python fixture");
-        return;
-    }
+    require_tools!("python3");
     let script = fixture("python/report.py");
     assert_plain_differs(
         "python3",
@@ -268,25 +267,16 @@ fn python_report_differs_unsealed() {
 
 #[test]
 fn node_report_sealed_is_identical() {
-    if !have("node") {
-        eprintln!("note: node not on PATH; skipping the Node fixture");
-        return;
-    }
+    require_tools!("node");
     let script = fixture("node/report.js");
     let out = assert_sealed_stable(&["node", script.to_str().unwrap()], RUNS);
-    assert!(
-        value(&out, "toISOString").starts_with("2026-01-01T00:00:00"),
-        "{out}"
-    );
+    assert_value_starts(&out, "toISOString", "2026-01-01T00:00:00");
     assert_eq!(value(&out, "setTimeout fired after"), ">=100ms");
 }
 
 #[test]
 fn node_report_differs_unsealed() {
-    if !have("node") {
-        eprintln!("note: node not on PATH; skipping the Node fixture");
-        return;
-    }
+    require_tools!("node");
     let script = fixture("node/report.js");
     assert_plain_differs(
         "node",
@@ -305,10 +295,7 @@ fn rust_report_sealed_is_identical() {
     let bin = rust_report();
     let out = assert_sealed_stable(&[bin.to_str().unwrap()], RUNS);
     assert_eq!(values(&out, "SystemTime::now")[0], "1767225600.000000000");
-    assert!(
-        value(&out, "Condvar::wait_timeout").starts_with("timed_out=true elapsed 100."),
-        "{out}"
-    );
+    assert_value_starts(&out, "Condvar::wait_timeout", "timed_out=true elapsed 100.");
 }
 
 #[test]
@@ -330,53 +317,22 @@ fn rust_report_differs_unsealed() {
 /// missing.
 fn java_classes() -> Option<PathBuf> {
     if !have("java") || !have("javac") {
-        eprintln!("note: java/javac not on PATH; skipping the Java fixture");
+        // The caller returns at once: the whole test is skipped.
+        report_skip(module_path!(), false, "java/javac not on PATH");
         return None;
     }
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    Some(
-        DIR.get_or_init(|| {
-            let dir = build_dir().join("java");
-            let st = Command::new("javac")
-                .arg("-d")
-                .arg(&dir)
-                .arg(fixture("java/Report.java"))
-                .status()
-                .expect("javac");
-            assert!(st.success(), "javac failed");
-            dir
-        })
-        .clone(),
-    )
+    Some(DIR.get_or_init(|| build_java("Report")).clone())
 }
 
 #[test]
 fn java_report_sealed_is_identical() {
     let Some(dir) = java_classes() else { return };
-    // Two JVM knobs, without which sealed runs still differ (docs/runtimes.md has the detail):
-    // -Xint: a Java thread that queues a JIT compile reads the monotonic clock
-    //   (CompilationPolicy::update_rate), and how many it queues depends on how far the
-    //   background compiler threads got, and on which thread first trips a shared method's
-    //   counter. (-Xbatch, waiting for each compile, fixes the first cause, not the second.)
-    // -XX:-UsePerfData: class load/link/init timers read the clock on whichever thread gets to
-    //   a class first (main or a helper thread); the off switch also stops sealed JVMs, which
-    //   all have virtual pid 1000, fighting over /tmp/hsperfdata_$USER/1000.
-    let out = assert_sealed_stable(
-        &[
-            "java",
-            "-Xint",
-            "-XX:-UsePerfData",
-            "-cp",
-            dir.to_str().unwrap(),
-            "Report",
-        ],
-        RUNS,
-    );
+    // Default JVM flags: the JIT's and the class loader's own clock reads on the main thread
+    // are runtime bookkeeping and do not tick (docs/runtimes.md).
+    let out = assert_sealed_stable(&["java", "-cp", dir.to_str().unwrap(), "Report"], RUNS);
     assert_eq!(value(&out, "currentTimeMillis"), "1767225600000");
-    assert!(
-        value(&out, "Instant.now").starts_with("2026-01-01T00:00:00"),
-        "{out}"
-    );
+    assert_value_starts(&out, "Instant.now", "2026-01-01T00:00:00");
     assert_eq!(value(&out, "Thread.sleep(50) slept>=50ms"), "true");
 }
 
@@ -399,34 +355,9 @@ fn java_report_differs_unsealed() {
 #[test]
 fn java_report_frozen_clock_is_identical_without_jvm_flags() {
     let Some(dir) = java_classes() else { return };
-    // With --tick 0 the number of clock reads a thread makes no longer matters, so the JIT and
-    // class-loading reads that move the default JVM's clocks (see above) cannot move any value.
-    // -XX:+PerfDisableSharedMem only keeps sealed JVMs (all virtual pid 1000) from fighting over
-    // /tmp/hsperfdata_$USER/1000 when tests run at once.
-    let args = [
-        "--tick",
-        "0",
-        "--",
-        "java",
-        "-XX:+PerfDisableSharedMem",
-        "-cp",
-        dir.to_str().unwrap(),
-        "Report",
-    ];
-    let first = run_seal(args);
-    first.ok();
-    for i in 1..RUNS {
-        let again = run_seal(args);
-        again.ok();
-        assert_eq!(
-            first.stdout,
-            again.stdout,
-            "sealed run {} differs from run 1\n{}\n{}",
-            i + 1,
-            first.show(),
-            again.show()
-        );
-    }
+    // With --tick 0 the number of clock reads a thread makes does not matter at all.
+    let args = sealed_java(&["--tick", "0"], dir.to_str().unwrap(), "Report");
+    let first = assert_runs_agree(&format!("{args:?}"), RUNS, || run_seal(&args));
     assert_eq!(value(&first.stdout, "nanoTime delta"), "0");
     assert_eq!(value(&first.stdout, "Instant.now"), "2026-01-01T00:00:00Z");
     assert_eq!(value(&first.stdout, "Thread.sleep(50) slept>=50ms"), "true");

@@ -67,11 +67,7 @@ fn record_then_check_passes_five_times() {
     let rec = golden(p.path(), &["record"]);
     assert_eq!(rec.code, Some(0), "record\n{}", rec.show());
     for name in ["report", "pipeline", "writer"] {
-        assert!(
-            rec.stdout.contains(&format!("recorded {name}")),
-            "{}",
-            rec.show()
-        );
+        rec.stdout_has(&format!("recorded {name}"));
     }
     let before: Vec<String> = ["report", "pipeline", "writer"]
         .iter()
@@ -88,11 +84,11 @@ fn record_then_check_passes_five_times() {
             i + 1,
             out.show()
         );
-        assert!(out.stdout.contains("3 ok, 0 failed"), "{}", out.show());
+        out.stdout_has("3 ok, 0 failed");
     }
     // Checking never touches a golden; recording again over a stable suite changes nothing.
     let again = golden(p.path(), &["record"]);
-    assert_eq!(again.code, Some(0), "{}", again.show());
+    again.ok();
     assert_eq!(
         again.stdout.matches("(unchanged").count(),
         3,
@@ -115,12 +111,8 @@ fn record_then_check_passes_five_times() {
 fn golden_is_canonical_json_with_mask_placeholders_and_artifacts() {
     let p = project();
     let rec = golden(p.path(), &["record"]);
-    assert_eq!(rec.code, Some(0), "{}", rec.show());
-    assert!(
-        rec.stdout.contains("masked: iso8601, uuid"),
-        "{}",
-        rec.show()
-    );
+    rec.ok();
+    rec.stdout_has("masked: iso8601, uuid");
     // The pipeline's date is sealed to the epoch, its mktemp name to the seed.
     let pipe = read(p.path().join("golden/pipeline.json"));
     for line in [
@@ -172,7 +164,7 @@ fn golden_is_canonical_json_with_mask_placeholders_and_artifacts() {
 fn changed_output_fails_with_only_that_change_and_junit_names_it() {
     let p = project();
     let rec = golden(p.path(), &["record"]);
-    assert_eq!(rec.code, Some(0), "{}", rec.show());
+    rec.ok();
     let script = p.path().join("report/report.py");
     let src = read(script.clone());
     std::fs::write(
@@ -182,10 +174,10 @@ fn changed_output_fails_with_only_that_change_and_junit_names_it() {
     .unwrap();
     let junit = p.path().join("junit.xml");
     let out = golden(p.path(), &["check", "--junit", junit.to_str().unwrap()]);
-    assert_eq!(out.code, Some(1), "{}", out.show());
-    assert!(out.stdout.contains("FAILED  report"), "{}", out.show());
-    assert!(out.stdout.contains("ok      pipeline"), "{}", out.show());
-    assert!(out.stdout.contains("ok      writer"), "{}", out.show());
+    out.code_is(1);
+    out.stdout_has("FAILED  report");
+    out.stdout_has("ok      pipeline");
+    out.stdout_has("ok      writer");
     let changed = changed_lines(&out.stdout);
     assert_eq!(changed.len(), 2, "only the changed line\n{}", out.show());
     assert!(changed[0].starts_with("-total "), "{changed:?}");
@@ -255,21 +247,12 @@ fn static_binary_cannot_be_sealed_so_record_refuses_it() {
         .output()
         .unwrap();
     if !st.status.success() {
-        eprintln!("note: skipping: cc -static failed (no static libc?)");
-        return;
+        skip!("cc -static failed (no static libc?)");
     }
     let out = golden(p.path(), &["record", "--config", "static.toml"]);
-    assert_eq!(out.code, Some(1), "{}", out.show());
-    assert!(
-        out.stdout.contains("REFUSED static-clock"),
-        "{}",
-        out.show()
-    );
-    assert!(
-        out.stdout.contains("-now ") && out.stdout.contains("+now "),
-        "{}",
-        out.show()
-    );
+    out.code_is(1);
+    out.stdout_has("REFUSED static-clock");
+    out.stdout_has("-now ").stdout_has("+now ");
     assert!(
         !p.path().join("golden/static-clock.json").exists(),
         "a golden was written for an unstable case"
@@ -324,33 +307,25 @@ fn bad_suites_are_one_line_errors_and_write_nothing() {
 fn invalid_golden_json_is_named_and_other_cases_still_checked() {
     let p = project();
     let rec = golden(p.path(), &["record", "report", "writer"]);
-    assert_eq!(rec.code, Some(0), "{}", rec.show());
+    rec.ok();
     let bad = p.path().join("golden/report.json");
     std::fs::write(&bad, read(bad.clone()).replacen('{', "{ oops", 1)).unwrap();
     let out = golden(p.path(), &["check", "report", "writer"]);
-    assert_eq!(out.code, Some(2), "{}", out.show());
-    assert!(
-        out.stdout.contains("ERROR") && out.stdout.contains("golden/report.json"),
-        "{}",
-        out.show()
-    );
-    assert!(out.stdout.contains("ok      writer"), "{}", out.show());
+    out.code_is(2);
+    out.stdout_has("ERROR").stdout_has("golden/report.json");
+    out.stdout_has("ok      writer");
     // A missing golden is a plain failure.
     std::fs::remove_file(&bad).unwrap();
     let out = golden(p.path(), &["check", "report"]);
-    assert_eq!(out.code, Some(1), "{}", out.show());
-    assert!(
-        out.stdout.contains("seal golden record report"),
-        "{}",
-        out.show()
-    );
+    out.code_is(1);
+    out.stdout_has("seal golden record report");
 }
 
 #[test]
 fn census_drift_is_a_note_unless_strict_and_update_rerecords() {
     let p = project();
     let rec = golden(p.path(), &["record", "writer"]);
-    assert_eq!(rec.code, Some(0), "{}", rec.show());
+    rec.ok();
     // Pretend the golden was recorded when the program read the clock twice more.
     let path = p.path().join("golden/writer.json");
     let mut v: serde_json::Value = serde_json::from_str(&read(path.clone())).unwrap();
@@ -358,19 +333,15 @@ fn census_drift_is_a_note_unless_strict_and_update_rerecords() {
     v["census"]["time"]["time"] = (n + 2).into();
     std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap() + "\n").unwrap();
     let out = golden(p.path(), &["check", "writer"]);
-    assert_eq!(out.code, Some(0), "{}", out.show());
+    out.ok();
     let drift = format!("census drift: time/time {} -> {n}", n + 2);
-    assert!(out.stdout.contains(&drift), "{}", out.show());
+    out.stdout_has(&drift);
     let out = golden(p.path(), &["check", "writer", "--strict-census"]);
-    assert_eq!(out.code, Some(1), "{}", out.show());
-    assert!(
-        out.stdout.contains("FAILED  writer") && out.stdout.contains(&drift),
-        "{}",
-        out.show()
-    );
+    out.code_is(1);
+    out.stdout_has("FAILED  writer").stdout_has(&drift);
     // update re-records through the same gate and shows what changed in the golden.
     let up = golden(p.path(), &["update", "writer"]);
-    assert_eq!(up.code, Some(0), "{}", up.show());
+    up.ok();
     assert!(up.stdout.contains("(changed"), "{}", up.show());
     let want = format!("\"time\": {n}");
     assert!(
@@ -381,7 +352,7 @@ fn census_drift_is_a_note_unless_strict_and_update_rerecords() {
         up.show()
     );
     let out = golden(p.path(), &["check", "writer", "--strict-census"]);
-    assert_eq!(out.code, Some(0), "{}", out.show());
+    out.ok();
 }
 
 /// A case that hangs is killed, with every process it started, when its `timeout` runs out,
@@ -402,22 +373,18 @@ fn hanging_case_is_killed_at_its_timeout() {
     )
     .unwrap();
     let rec = golden(dir.path(), &["record", "quick"]);
-    assert_eq!(rec.code, Some(0), "{}", rec.show());
+    rec.ok();
     let out = golden(dir.path(), &["record", "hangs"]);
-    assert_eq!(out.code, Some(2), "{}", out.show());
-    assert!(
-        out.stderr.contains("case `hangs`")
-            && out.stderr.contains("`timeout`")
-            && out.stderr.contains("killed"),
-        "{}",
-        out.show()
-    );
+    out.code_is(2);
+    out.stderr_has("case `hangs`")
+        .stderr_has("`timeout`")
+        .stderr_has("killed");
     assert!(
         !dir.path().join("golden/hangs.json").exists(),
         "a golden was written for a hang"
     );
     let check = golden(dir.path(), &["check", "quick"]);
-    assert_eq!(check.code, Some(0), "{}", check.show());
+    check.ok();
     let left = std::process::Command::new("pgrep")
         .args(["-f", &marker])
         .output();
@@ -433,10 +400,6 @@ fn hanging_case_is_killed_at_its_timeout() {
     )
     .unwrap();
     let bad = golden(dir.path(), &["check"]);
-    assert_eq!(bad.code, Some(2), "{}", bad.show());
-    assert!(
-        bad.stderr.contains("seal.toml:4") && bad.stderr.contains("`timeout`"),
-        "{}",
-        bad.show()
-    );
+    bad.code_is(2);
+    bad.stderr_has("seal.toml:4").stderr_has("`timeout`");
 }

@@ -2,6 +2,7 @@
 //! run several times, asserting byte-identical output, bounded wall time and exact census
 //! counts. One test binary (like ripgrep's tests/tests.rs); one module per area.
 
+#[macro_use]
 mod util;
 
 mod census;
@@ -14,7 +15,11 @@ mod probe;
 mod process;
 mod random;
 mod realworld;
+mod runtimes;
 mod runtimes_realworld;
 mod setters;
+mod shim_hardening;
+mod stress;
+mod time_control;
 mod verify;
 mod waits;

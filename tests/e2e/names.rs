@@ -1,6 +1,7 @@
 //! End-to-end tests: host names (`gethostname`, `uname`, `getdomainname`, the `hostname`
 //! command, Python) and temp names (`mkstemp` & co., coreutils `mktemp`, Python `tempfile`).
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use crate::util::*;
 
@@ -13,6 +14,20 @@ fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// Runs `c` with `TMPDIR` set to `dir`.
+fn run_in_tmpdir(mut c: Command, dir: &Path) -> Output {
+    c.env("TMPDIR", dir);
+    run_timeout(c, TIMEOUT)
+}
+
+/// Runs `seal -- CMD` with `TMPDIR` set to `dir` RUNS times; asserts exit 0 and byte-identical
+/// stdout; returns it.
+fn stable_in_tmpdir(cmd: &[&str], dir: &Path) -> String {
+    let what = format!("{cmd:?} with TMPDIR={}", dir.display());
+    let run = || run_in_tmpdir(seal(["--"].iter().chain(cmd)), dir);
+    assert_runs_agree(&what, RUNS, run).stdout
 }
 
 #[test]
@@ -69,11 +84,7 @@ fn c_host_and_temp_names_are_sealed() {
     let real = run_plain("hostname", [] as [&str; 0]).stdout;
     let u = run_seal(["--unseal", "host", "--", p, d]);
     u.ok();
-    assert!(
-        u.stdout.contains(&format!("gethostname {real}")),
-        "{}",
-        u.show()
-    );
+    u.stdout_has(&format!("gethostname {real}"));
 }
 
 #[test]
@@ -83,6 +94,8 @@ fn hostname_command_and_flag() {
         let x = run_seal(["--hostname", "x", "--", "hostname"]);
         x.ok();
         assert_eq!(x.stdout, "x\n");
+    } else {
+        skip_part!("hostname not on PATH; the hostname command not checked");
     }
     assert_eq!(assert_sealed_stable(&["uname", "-n"], 2), "seal\n");
     assert_eq!(
@@ -96,22 +109,10 @@ fn hostname_command_and_flag() {
 
 #[test]
 fn python_host_and_temp_names_are_sealed() {
-    if !have("python3") {
-        eprintln!("note: python3 not found, skipping");
-        return;
-    }
+    require_tools!("python3");
     let dir = scratch("py");
     let script = fixture("python/names.py");
-    let mut runs = Vec::new();
-    for _ in 0..RUNS {
-        let mut c = seal(["--", "python3", script.to_str().unwrap()]);
-        c.env("TMPDIR", &dir);
-        let o = run_timeout(c, TIMEOUT);
-        o.ok();
-        runs.push(o.stdout);
-    }
-    assert!(runs.iter().all(|r| r == &runs[0]), "runs differ: {runs:#?}");
-    let out = &runs[0];
+    let out = stable_in_tmpdir(&["python3", script.to_str().unwrap()], &dir);
     assert!(out.contains("gethostname seal\n"), "{out}");
     assert!(out.contains("uname seal seal\n"), "{out}");
     assert!(
@@ -121,68 +122,39 @@ fn python_host_and_temp_names_are_sealed() {
     assert!(out.contains(dir.to_str().unwrap()), "{out}");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     let mut c = command("python3");
-    c.arg(&script).env("TMPDIR", &dir);
-    let a = run_timeout(c, TIMEOUT);
-    assert_ne!(&a.stdout, out, "unsealed Python printed the sealed names");
+    c.arg(&script);
+    let a = run_in_tmpdir(c, &dir);
+    assert_ne!(a.stdout, out, "unsealed Python printed the sealed names");
 }
 
 /// coreutils `mktemp` (gnulib's own tempname, seeded through `getrandom`) prints the same path
 /// every sealed run.
 #[test]
 fn coreutils_mktemp_is_stable() {
-    if !have("mktemp") {
-        eprintln!("note: mktemp not found, skipping");
-        return;
-    }
+    require_tools!("mktemp");
     let dir = scratch("mktemp");
     let script = "f=$(mktemp); d=$(mktemp -d); echo \"$f\"; echo \"$d\"; \
                   stat -c %a \"$f\" \"$d\"; rm -f \"$f\"; rmdir \"$d\"";
-    let mut runs = Vec::new();
-    for _ in 0..RUNS {
-        let mut c = seal(["--", "bash", "-c", script]);
-        c.env("TMPDIR", &dir);
-        let o = run_timeout(c, TIMEOUT);
-        o.ok();
-        runs.push(o.stdout);
-    }
-    assert!(runs.iter().all(|r| r == &runs[0]), "runs differ: {runs:#?}");
-    assert!(runs[0].contains("600\n700\n"), "{}", runs[0]);
+    let out = stable_in_tmpdir(&["bash", "-c", script], &dir);
+    assert!(out.contains("600\n700\n"), "{out}");
     let mut c = command("bash");
-    c.args(["-c", script]).env("TMPDIR", &dir);
-    let a = run_timeout(c, TIMEOUT);
-    assert_ne!(a.stdout, runs[0]);
+    c.args(["-c", script]);
+    let a = run_in_tmpdir(c, &dir);
+    assert_ne!(a.stdout, out);
 }
 
 /// The JVM: `FileInputStream("/dev/urandom")`, `NativePRNG`, `InetAddress.getLocalHost()` (the
 /// sealed name must resolve, or the JVM throws) and `File.createTempFile`.
 #[test]
 fn java_devices_host_and_temp_names_are_sealed() {
-    if !have("java") || !have("javac") {
-        eprintln!("note: java/javac not found, skipping");
-        return;
-    }
-    let classes = build_dir().join("java-names");
-    std::fs::create_dir_all(&classes).unwrap();
-    let st = std::process::Command::new("javac")
-        .arg("-d")
-        .arg(&classes)
-        .arg(fixture("java/Names.java"))
-        .status()
-        .expect("javac");
-    assert!(st.success(), "javac failed");
+    require_tools!("java", "javac");
+    let classes = build_java("Names");
     let dir = scratch("java");
     let (cp, d) = (classes.to_str().unwrap(), dir.to_str().unwrap());
     // `--unseal time`: this test is about devices, host and temp names; the JVM's timed waits
     // belong to the time/wait families and their own tests.
     let args = ["--unseal", "time", "--", "java", "-cp", cp, "Names", d];
-    let out = run_seal(args);
-    out.ok();
-    let out = out.stdout;
-    for i in 1..RUNS {
-        let again = run_seal(args);
-        again.ok();
-        assert_eq!(again.stdout, out, "sealed run {} differs", i + 1);
-    }
+    let out = assert_runs_agree(&format!("{args:?}"), RUNS, || run_seal(args)).stdout;
     assert!(out.contains("getLocalHost seal 127.0.0.1\n"), "{out}");
     let plain = run_plain("java", ["-cp", cp, "Names", d]);
     plain.ok();

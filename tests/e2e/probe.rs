@@ -3,35 +3,50 @@
 //! family behind each varying line.
 
 use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::util::*;
 
+/// `seal probe ARGS --workdir DIR/tree --report REPORT -- CMD`, to run in `dir`.
+fn probe_command(args: &[&str], cmd: &[&str], dir: &Path, report: &Path) -> Command {
+    let work = dir.join("tree");
+    std::fs::create_dir_all(&work).unwrap();
+    let mut c = seal(["probe"].iter().chain(args));
+    c.arg("--workdir").arg(&work).arg("--report").arg(report);
+    c.arg("--").args(cmd).current_dir(dir);
+    c
+}
+
+/// Runs a probe command; returns the output and the parsed report.
+fn run_probe(c: Command, report: &Path) -> (Output, Value) {
+    let out = run_timeout(c, Duration::from_secs(240));
+    let text = std::fs::read_to_string(report)
+        .unwrap_or_else(|e| panic!("no report {}: {e}\n{}", report.display(), out.show()));
+    (out, serde_json::from_str(&text).unwrap())
+}
+
 /// Runs `seal probe ARGS -- python3 fixtures/python/SCRIPT EXTRA` with a private working tree
 /// and report; returns the output and the parsed report.
 fn probe(args: &[&str], script: &str, extra: &[&str], dir: &Path) -> (Output, Value) {
     let report = dir.join(format!("report-{}.json", args.len() + extra.len()));
-    let work = dir.join("tree");
-    std::fs::create_dir_all(&work).unwrap();
-    let mut all: Vec<String> = vec!["probe".into()];
-    all.extend(args.iter().map(|s| s.to_string()));
-    all.extend([
-        "--workdir".into(),
-        work.display().to_string(),
-        "--report".into(),
-        report.display().to_string(),
-        "--".into(),
-        "python3".into(),
-        fixture(&format!("python/{script}")).display().to_string(),
-    ]);
-    all.extend(extra.iter().map(|s| s.to_string()));
-    let mut c = seal(&all);
-    c.current_dir(dir);
-    let out = run_timeout(c, std::time::Duration::from_secs(240));
-    let text = std::fs::read_to_string(&report)
-        .unwrap_or_else(|e| panic!("no report {}: {e}\n{}", report.display(), out.show()));
-    (out, serde_json::from_str(&text).unwrap())
+    probe_at(args, script, extra, dir, &report)
+}
+
+/// [`probe`] writing its report to `report`, so that several can run at once in one `dir`.
+fn probe_at(
+    args: &[&str],
+    script: &str,
+    extra: &[&str],
+    dir: &Path,
+    report: &Path,
+) -> (Output, Value) {
+    let script = fixture(&format!("python/{script}"));
+    let mut cmd = vec!["python3", script.to_str().unwrap()];
+    cmd.extend_from_slice(extra);
+    run_probe(probe_command(args, &cmd, dir, report), report)
 }
 
 fn line<'a>(report: &'a Value, prefix: &str) -> &'a Value {
@@ -56,7 +71,7 @@ fn hostname_perturbed(report: &Value) -> bool {
 fn report_lines_are_classified() {
     let dir = tempfile::tempdir().unwrap();
     let (out, r) = probe(&[], "probe_report.py", &[], dir.path());
-    assert_eq!(out.code, Some(2), "{}", out.show());
+    out.code_is(2);
     assert_eq!(line(&r, "report v1")["status"], "stable");
     let ts = line(&r, "generated at");
     assert_eq!(ts["status"], "volatile", "{ts:#}");
@@ -78,16 +93,16 @@ fn report_lines_are_classified() {
         assert_eq!(host["status"], "unstable", "{host:#}");
         assert_eq!(host["varies_under"], serde_json::json!(["hostname"]));
     } else {
-        eprintln!("note: no user namespaces here: the host-name perturbation was skipped");
+        skip_part!("no user namespaces here: the host-name perturbation was skipped");
     }
-    assert!(out.stdout.contains("exit 2: "), "{}", out.show());
+    out.stdout_has("exit 2: ");
 }
 
 #[test]
 fn attribute_names_each_family() {
     let dir = tempfile::tempdir().unwrap();
     let (out, r) = probe(&["--attribute"], "probe_report.py", &[], dir.path());
-    assert_eq!(out.code, Some(2), "{}", out.show());
+    out.code_is(2);
     let fams = |prefix: &str| -> Vec<String> {
         line(&r, prefix)["families"]
             .as_array()
@@ -116,14 +131,14 @@ fn attribute_names_each_family() {
     if hostname_perturbed(&r) {
         assert_eq!(fams("host"), ["host"], "{}", out.show());
     }
-    assert!(out.stdout.contains("families"), "{}", out.show());
+    out.stdout_has("families");
 }
 
 #[test]
 fn constant_output_exits_0() {
     let dir = tempfile::tempdir().unwrap();
     let (out, r) = probe(&[], "probe_constant.py", &[], dir.path());
-    assert_eq!(out.code, Some(0), "{}", out.show());
+    out.ok();
     assert_eq!(r["summary"]["stable"], 4);
     assert_eq!(r["exit"], 0);
 }
@@ -131,12 +146,20 @@ fn constant_output_exits_0() {
 #[test]
 fn masked_fraction_above_budget_exits_3() {
     let dir = tempfile::tempdir().unwrap();
-    let (out, r) = probe(&[], "probe_masked.py", &[], dir.path());
-    assert_eq!(out.code, Some(3), "{}", out.show());
+    // The two probes are independent: they run at once.
+    let ((out, r), (larger, _)) = std::thread::scope(|s| {
+        let d = dir.path();
+        let a = s.spawn(|| probe_at(&[], "probe_masked.py", &[], d, &d.join("a.json")));
+        let b = s.spawn(|| {
+            let larger = ["--max-masked", "0.5"];
+            probe_at(&larger, "probe_masked.py", &[], d, &d.join("b.json"))
+        });
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    out.code_is(3);
     assert_eq!(r["summary"]["volatile"], 1);
     // Within a larger budget the same output passes.
-    let (out, _) = probe(&["--max-masked", "0.5"], "probe_masked.py", &[], dir.path());
-    assert_eq!(out.code, Some(0), "{}", out.show());
+    larger.ok();
 }
 
 #[test]
@@ -144,16 +167,29 @@ fn mask_growth_against_compare_exits_4() {
     let dir = tempfile::tempdir().unwrap();
     let before = dir.path().join("before.json");
     let (out, first) = probe(&["--max-masked", "0.9"], "probe_masked.py", &[], dir.path());
-    assert_eq!(out.code, Some(0), "{}", out.show());
+    out.ok();
     std::fs::write(&before, first.to_string()).unwrap();
     let cmp = ["--max-masked", "0.9", "--compare", before.to_str().unwrap()];
+    // The two comparisons are independent: they run at once.
+    let ((same, _), (out, r)) = std::thread::scope(|s| {
+        let d = dir.path();
+        let a = s.spawn(|| probe_at(&cmp, "probe_masked.py", &[], d, &d.join("a.json")));
+        let b = s.spawn(|| {
+            probe_at(
+                &cmp,
+                "probe_masked.py",
+                &["--with-id"],
+                d,
+                &d.join("b.json"),
+            )
+        });
+        (a.join().unwrap(), b.join().unwrap())
+    });
     // Same output, compared with itself: nothing grew.
-    let (out, _) = probe(&cmp, "probe_masked.py", &[], dir.path());
-    assert_eq!(out.code, Some(0), "{}", out.show());
+    same.ok();
     // A uuid line appears above "rows 42": the timestamp line still matches by content, the
     // uuid line is new.
-    let (out, r) = probe(&cmp, "probe_masked.py", &["--with-id"], dir.path());
-    assert_eq!(out.code, Some(4), "{}", out.show());
+    out.code_is(4);
     let growth = r["mask_growth"].as_array().unwrap();
     assert_eq!(growth.len(), 1, "{r:#}");
     assert!(growth[0].as_str().unwrap().contains("batch id [uuid]"));
@@ -164,7 +200,7 @@ fn mask_growth_against_compare_exits_4() {
 fn sealed_probe_leaves_only_what_survives() {
     let dir = tempfile::tempdir().unwrap();
     let (out, r) = probe(&["--sealed"], "probe_masked.py", &["--with-id"], dir.path());
-    assert_eq!(out.code, Some(0), "{}", out.show());
+    out.ok();
     assert_eq!(r["summary"]["stable"], 4, "{r:#}");
 }
 
@@ -173,33 +209,18 @@ fn sealed_probe_leaves_only_what_survives() {
 #[test]
 fn attribute_names_aslr_for_an_address() {
     let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("tree");
-    std::fs::create_dir_all(&work).unwrap();
     let report = dir.path().join("r.json");
-    let mut c = seal([
-        "probe",
-        "--attribute",
-        "--workdir",
-        work.to_str().unwrap(),
-        "--report",
-        report.to_str().unwrap(),
-        "--",
-        "python3",
-        "-c",
-        "import ctypes; print('addr', hex(ctypes.addressof(ctypes.c_int(1))))",
-    ]);
-    c.current_dir(dir.path());
-    let out = run_timeout(c, std::time::Duration::from_secs(240));
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let code = "import ctypes; print('addr', hex(ctypes.addressof(ctypes.c_int(1))))";
+    let cmd = ["python3", "-c", code];
+    let c = probe_command(&["--attribute"], &cmd, dir.path(), &report);
+    let (out, r) = run_probe(c, &report);
     let l = line(&r, "addr");
     assert_eq!(l["status"], "volatile", "{}", out.show());
     assert_eq!(l["patterns"], serde_json::json!(["hexaddr"]));
+    let families = l["families"].as_array().unwrap();
     assert!(
-        l["families"]
-            .as_array()
-            .unwrap()
-            .contains(&Value::from("aslr")),
-        "{}",
+        families.contains(&Value::from("aslr")),
+        "{l:#}\n{}",
         out.show()
     );
 }
@@ -238,23 +259,13 @@ fn extra_patterns_mask_lines() {
 #[test]
 fn line_count_drift_is_aligned_and_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("tree");
-    std::fs::create_dir_all(&work).unwrap();
     let report = dir.path().join("r.json");
-    let mut c = seal([
-        "probe",
-        "--workdir",
-        work.to_str().unwrap(),
-        "--report",
-        report.to_str().unwrap(),
-        "--",
-        "python3",
-        fixture("python/probe_drift.py").to_str().unwrap(),
-    ]);
-    c.current_dir(dir.path()).env_remove("TZ");
-    let out = run_timeout(c, std::time::Duration::from_secs(240));
-    assert_eq!(out.code, Some(2), "{}", out.show());
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let script = fixture("python/probe_drift.py");
+    let cmd = ["python3", script.to_str().unwrap()];
+    let mut c = probe_command(&[], &cmd, dir.path(), &report);
+    c.env_remove("TZ");
+    let (out, r) = run_probe(c, &report);
+    out.code_is(2);
     assert_eq!(r["summary"]["stable"], 3, "{r:#}");
     let drift = r["drift"].as_array().unwrap();
     let runs: Vec<&str> = drift.iter().map(|d| d["run"].as_str().unwrap()).collect();
@@ -266,10 +277,5 @@ fn line_count_drift_is_aligned_and_reported() {
         drift[0]["inserted"][0],
         serde_json::json!([1, "note: TZ is Pacific/Kiritimati"])
     );
-    assert!(
-        out.stdout
-            .contains("drift: tz-far#1 printed 4 lines (reference 3): 1 extra, 0 missing"),
-        "{}",
-        out.show()
-    );
+    out.stdout_has("drift: tz-far#1 printed 4 lines (reference 3): 1 extra, 0 missing");
 }

@@ -68,12 +68,8 @@ fn c_devices_every_open_and_read_path_is_sealed() {
     assert_eq!(hexes.len(), n, "two reads gave the same bytes\n{out}");
 
     // Unsealed, the same program differs from run to run (the seal does the work).
-    let a = run_plain(p, [] as [&str; 0]);
-    let b = run_plain(p, [] as [&str; 0]);
-    a.ok();
-    b.ok();
-    assert_ne!(a.stdout, b.stdout, "unsealed runs are identical?");
-    assert_ne!(a.stdout, out);
+    let plain = assert_plain_runs_differ(p, &[]);
+    assert_ne!(plain, out);
     // --unseal random passes the devices through.
     let u1 = run_seal(["--unseal", "random", "--", p]);
     let u2 = run_seal(["--unseal", "random", "--", p]);
@@ -103,27 +99,18 @@ fn bash_urandom_tools_are_sealed() {
         "two `cat uuid` gave the same uuid\n{out}"
     );
     assert!(lines.last().unwrap().ends_with(" 1000000"), "{out}");
-    let a = run_plain("bash", [s]);
-    let b = run_plain("bash", [s]);
-    a.ok();
-    b.ok();
-    assert_ne!(a.stdout, b.stdout, "unsealed runs are identical?");
+    assert_plain_runs_differ("bash", &[s]);
 }
 
 /// Python's `open('/dev/urandom','rb').read(16)` and the uuid file.
 #[test]
 fn python_reads_urandom_sealed() {
-    if !have("python3") {
-        eprintln!("note: python3 not found, skipping");
-        return;
-    }
+    require_tools!("python3");
     let code = "print(open('/dev/urandom','rb').read(16).hex()); \
                 print(open('/proc/sys/kernel/random/uuid').read().strip())";
     let out = assert_sealed_stable(&["python3", "-c", code], RUNS);
     assert_eq!(out.lines().next().unwrap().len(), 32, "{out}");
-    let a = run_plain("python3", ["-c", code]);
-    let b = run_plain("python3", ["-c", code]);
-    assert_ne!(a.stdout, b.stdout);
+    assert_plain_runs_differ("python3", &["-c", code]);
 }
 
 /// The feeder behind a sealed `/dev/urandom` is invisible to `wait()`/`waitpid(-1)` (a program

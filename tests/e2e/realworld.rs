@@ -16,22 +16,12 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-fn skip(tool: &str) -> bool {
-    if have(tool) {
-        return false;
-    }
-    eprintln!("note: {tool} is not installed; skipping");
-    true
-}
-
 /// A shell that polls the clock until some time has passed (`SECONDS`, `date +%s`) while an
 /// external `sleep` does the waiting: the parent's clock must take in the child's time when
 /// it reaps it, or the loop never ends (it did, before parents adopted children's waits).
 #[test]
 fn shell_elapsed_time_loops_end() {
-    if skip("bash") {
-        return;
-    }
+    require_tools!("bash");
     let script = r#"
 end=$((SECONDS+2)); n=0
 while [ $SECONDS -lt $end ]; do sleep 0.5; n=$((n+1)); done
@@ -42,11 +32,16 @@ echo date-loop $m
 a=$EPOCHREALTIME; sleep 0.25; b=$EPOCHREALTIME
 echo slept ${a} ${b}
 "#;
-    let out = run_timeout(seal(["--", "bash", "-c", script]), Duration::from_secs(30));
+    // Both runs mostly sleep (4 s each) and make no temp files: they run at once.
+    let mut runs = run_concurrently(
+        sealed_n(&["bash", "-c", script], 2),
+        Duration::from_secs(30),
+    );
+    let again = runs.pop().unwrap();
+    let out = runs.pop().unwrap();
     out.ok();
-    assert!(out.stdout.contains("seconds-loop 4\n"), "{}", out.show());
-    assert!(out.stdout.contains("date-loop 4\n"), "{}", out.show());
-    let again = run_seal(["--", "bash", "-c", script]);
+    out.stdout_has("seconds-loop 4\n");
+    out.stdout_has("date-loop 4\n");
     assert_eq!(out.stdout, again.stdout, "{}", again.show());
     // The sleep's quarter second shows in the parent's own clock.
     let slept: Vec<f64> = out
@@ -66,9 +61,7 @@ echo slept ${a} ${b}
 /// parent's clock moves by the child's sleep.
 #[test]
 fn fork_child_and_system_waits_reach_the_parent() {
-    if skip("python3") {
-        return;
-    }
+    require_tools!("python3");
     let script = r#"
 import os, time
 t0 = time.time()
@@ -82,7 +75,8 @@ os.system("sleep 0.2")
 t2 = time.time()
 print(round(t1 - t0, 3), round(t2 - t1, 3))
 "#;
-    let out = assert_sealed_stable(&["python3", "-c", script], 3);
+    // Each run mostly sleeps and makes no temp files: the three run at once.
+    let out = assert_sealed_stable_concurrently(&["python3", "-c", script], 3);
     assert_eq!(out, "0.3 0.2\n");
 }
 
@@ -91,16 +85,14 @@ print(round(t1 - t0, 3), round(t2 - t1, 3))
 /// run before).
 #[test]
 fn shell_time_and_times_are_stable() {
-    if skip("bash") {
-        return;
-    }
+    require_tools!("bash");
     let mut script =
         String::from("{ time sleep 0.1; TIMEFORMAT=%R/%U/%S; time (sleep 0.2); times\n");
     let gnu = std::path::Path::new("/usr/bin/time").exists();
     if gnu {
         script.push_str("/usr/bin/time -f 'gnu %e %U %S' sleep 0.3\n");
     } else {
-        eprintln!("note: /usr/bin/time is not installed; GNU time not checked");
+        skip_part!("/usr/bin/time is not installed; GNU time not checked");
     }
     script.push_str("} 2>&1\n");
     let out = assert_sealed_stable(&["bash", "-c", &script], 3);
@@ -117,9 +109,7 @@ fn shell_time_and_times_are_stable() {
 /// strong generator.
 #[test]
 fn rusage_counters_are_sealed() {
-    if skip("python3") {
-        return;
-    }
+    require_tools!("python3");
     let script = r#"
 import resource
 u = resource.getrusage(resource.RUSAGE_SELF)
@@ -145,9 +135,7 @@ except OSError:
 /// ones about census files and run tables, and its output still sealed.
 #[test]
 fn processes_outliving_the_run_say_so_once() {
-    if skip("bash") {
-        return;
-    }
+    require_tools!("bash");
     // The job holds stdout/stderr open, so the harness reads until it ends. It waits for the
     // launcher (virtual pid 999) to be gone, rather than for a fixed time that a loaded
     // machine may not honour, then starts `date` after the run.
@@ -155,12 +143,8 @@ fn processes_outliving_the_run_say_so_once() {
     let out = run_seal(["--", "bash", "-c", job]);
     out.ok();
     assert_eq!(out.stdout, "started\nafter\n", "{}", out.show());
-    assert!(
-        out.stderr.contains("started after its sealed run ended"),
-        "{}",
-        out.show()
-    );
-    assert!(!out.stderr.contains("cannot "), "{}", out.show());
+    out.stderr_has("started after its sealed run ended");
+    out.stderr_lacks("cannot ");
     let quiet = run_seal(["-q", "--", "bash", "-c", job]);
     assert_eq!(quiet.stderr, "", "{}", quiet.show());
 }
@@ -170,11 +154,11 @@ fn processes_outliving_the_run_say_so_once() {
 /// by a few ticks, differently every run); children that sleep move it by their sleep.
 #[test]
 fn parallel_children_keep_their_start_times() {
-    if skip("xargs") {
-        return;
-    }
+    require_tools!("xargs");
     let script = "seq 12 | xargs -P4 -n1 sh -c 'date +%s.%N' | sort; \
                   seq 8 | xargs -P4 -n1 sh -c 'sleep 0.$0; date +%s.%N' | sort; date +%s.%N";
+    // One run after another, not at once: which of four sleeping children a parent reaps
+    // first follows real time, and overlapping runs on a busy machine blur it.
     let out = assert_sealed_stable(&["sh", "-c", script], 5);
     // Four slots: the sleeps of 0.5..0.8 s start as those of 0.1..0.4 s end, so the last
     // ends at 1.2 s, as in real time.
@@ -187,11 +171,7 @@ fn parallel_children_keep_their_start_times() {
 /// in a fresh `TMPDIR`, `sort -R`, `shuf`, and `cc`'s `__DATE__`.
 #[test]
 fn make_git_mktemp_sort_are_stable() {
-    for tool in ["make", "cc", "git", "mktemp", "shuf"] {
-        if skip(tool) {
-            return;
-        }
-    }
+    require_tools!("make", "cc", "git", "mktemp", "shuf");
     let dir = scratch("tools");
     let script = format!(
         r#"set -e
@@ -225,11 +205,7 @@ printf '#include <stdio.h>\nint main(void){{puts(__DATE__);return 0;}}\n' > d.c;
 /// `sched_*` pid calls and `syscall(ioprio_*)` translated it), and `sigqueue` to oneself.
 #[test]
 fn pid_taking_tools_reach_the_right_process() {
-    for tool in ["renice", "prlimit", "chrt", "ionice", "taskset"] {
-        if skip(tool) {
-            return;
-        }
-    }
+    require_tools!("renice", "prlimit", "chrt", "ionice", "taskset");
     let script = r#"
 renice -n 1 -p $$ | cut -d' ' -f1-3
 prlimit --pid $$ --nofile --noheadings --output RESOURCE
@@ -255,16 +231,17 @@ python3 -c 'import os, signal; signal.signal(signal.SIGUSR1, lambda *a: print("q
 #[test]
 fn the_dynamic_loader_run_as_a_program_is_sealed() {
     let loader = "/lib64/ld-linux-x86-64.so.2";
-    if !std::path::Path::new(loader).exists() || skip("ldd") {
-        return;
+    if !std::path::Path::new(loader).exists() {
+        skip!("no {loader}");
     }
+    require_tools!("ldd");
     let script = format!("ldd /bin/true >/dev/null && echo ldd-ok; {loader} /bin/date +%s");
     let out = run_seal(["--", "bash", "-c", &script]);
     out.ok();
     assert_eq!(out.stdout, "ldd-ok\n1767225600\n", "{}", out.show());
-    assert!(!out.stderr.contains("not sealed"), "{}", out.show());
+    out.stderr_lacks("not sealed");
     let root = run_seal(["--", loader, "/bin/date", "+%s"]);
     root.ok();
     assert_eq!(root.stdout, "1767225600\n", "{}", root.show());
-    assert!(!root.stderr.contains("not sealed"), "{}", root.show());
+    root.stderr_lacks("not sealed");
 }

@@ -60,7 +60,41 @@ pub struct Output {
 
 impl Output {
     pub fn ok(&self) -> &Self {
-        assert_eq!(self.code, Some(0), "expected exit 0\n{}", self.show());
+        self.code_is(0)
+    }
+    /// Asserts the exit code (the whole run is shown if it differs).
+    pub fn code_is(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "expected exit {code}\n{}",
+            self.show()
+        );
+        self
+    }
+    /// Asserts that stdout contains `needle` (the whole run is shown if not).
+    pub fn stdout_has(&self, needle: &str) -> &Self {
+        self.assert_contains("stdout", &self.stdout, needle, true)
+    }
+    /// Asserts that stdout does not contain `needle` (the whole run is shown if it does).
+    pub fn stdout_lacks(&self, needle: &str) -> &Self {
+        self.assert_contains("stdout", &self.stdout, needle, false)
+    }
+    /// Asserts that stderr contains `needle` (the whole run is shown if not).
+    pub fn stderr_has(&self, needle: &str) -> &Self {
+        self.assert_contains("stderr", &self.stderr, needle, true)
+    }
+    /// Asserts that stderr does not contain `needle` (the whole run is shown if it does).
+    pub fn stderr_lacks(&self, needle: &str) -> &Self {
+        self.assert_contains("stderr", &self.stderr, needle, false)
+    }
+    fn assert_contains(&self, stream: &str, text: &str, needle: &str, want: bool) -> &Self {
+        let verb = if want { "lacks" } else { "has" };
+        assert!(
+            text.contains(needle) == want,
+            "{stream} {verb} {needle:?}\n{}",
+            self.show()
+        );
         self
     }
     pub fn show(&self) -> String {
@@ -101,7 +135,14 @@ where
 
 /// Runs `cmd` with stdin closed, killing it (and failing the test with a clear message) after
 /// `timeout`.
-pub fn run_timeout(mut cmd: Command, timeout: Duration) -> Output {
+pub fn run_timeout(cmd: Command, timeout: Duration) -> Output {
+    try_run_timeout(cmd, timeout).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`run_timeout`] that returns a hang (or a command that cannot start) as an `Err` with the
+/// same message instead of panicking: for runs shared between tests (each test that uses the
+/// run then fails with that message) and for runs on several threads at once.
+pub fn try_run_timeout(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
     let desc = format!("{cmd:?}");
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -112,7 +153,7 @@ pub fn run_timeout(mut cmd: Command, timeout: Duration) -> Output {
     let start = Instant::now();
     let mut child = cmd
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {desc}: {e}"));
+        .map_err(|e| format!("cannot start {desc}: {e}"))?;
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
     let t_out = std::thread::spawn(move || {
@@ -135,18 +176,100 @@ pub fn run_timeout(mut cmd: Command, timeout: Duration) -> Output {
             let _ = child.wait();
             let so = String::from_utf8_lossy(&t_out.join().unwrap()).into_owned();
             let se = String::from_utf8_lossy(&t_err.join().unwrap()).into_owned();
-            panic!("HANG: {desc} did not finish within {timeout:?}\n--- stdout ---\n{so}\n--- stderr ---\n{se}\n--------------");
+            return Err(format!("HANG: {desc} did not finish within {timeout:?}\n--- stdout ---\n{so}\n--- stderr ---\n{se}\n--------------"));
         }
         std::thread::sleep(Duration::from_millis(5));
     };
     use std::os::unix::process::ExitStatusExt;
-    Output {
+    Ok(Output {
         code: status.code(),
         signal: status.signal(),
         stdout: String::from_utf8_lossy(&t_out.join().unwrap()).into_owned(),
         stderr: String::from_utf8_lossy(&t_err.join().unwrap()).into_owned(),
         elapsed: start.elapsed(),
+    })
+}
+
+/// Runs independent commands at the same time, one thread each, each with its own `timeout`;
+/// returns their outputs in order. Any hang fails the test (after all runs have ended) with
+/// the HANG message of the first one that hung. Sealed runs may overlap (seal is built for
+/// concurrent runs), but sealed temp names are the same in every run: commands that create
+/// temp files need a private `TMPDIR` each (see [`private_tmpdir`]).
+pub fn run_concurrently(cmds: Vec<Command>, timeout: Duration) -> Vec<Output> {
+    try_run_concurrently(cmds, timeout)
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|e| panic!("{e}")))
+        .collect()
+}
+
+/// [`run_concurrently`] that hands back each hang as an `Err` instead of panicking.
+pub fn try_run_concurrently(cmds: Vec<Command>, timeout: Duration) -> Vec<Result<Output, String>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = cmds
+            .into_iter()
+            .map(|c| s.spawn(move || try_run_timeout(c, timeout)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Asserts that every run exited 0 and printed byte-identical stdout; returns run 1's stdout.
+pub fn assert_same_stdout(what: &str, runs: &[Output]) -> String {
+    let first = &runs[0];
+    first.ok();
+    for (i, again) in runs.iter().enumerate().skip(1) {
+        assert_same_as_run_1(what, first, i + 1, again, &str::to_string);
     }
+    first.stdout.clone()
+}
+
+/// Runs `run` `n` times, one after another; asserts that every run exited 0 and printed
+/// byte-identical stdout; returns run 1.
+pub fn assert_runs_agree(what: &str, n: usize, run: impl FnMut() -> Output) -> Output {
+    assert_runs_agree_by(what, n, str::to_string, run)
+}
+
+/// [`assert_runs_agree`] comparing each run's stdout as `key` maps it (e.g. without lines that
+/// this build does not seal).
+pub fn assert_runs_agree_by(
+    what: &str,
+    n: usize,
+    key: impl Fn(&str) -> String,
+    mut run: impl FnMut() -> Output,
+) -> Output {
+    let first = run();
+    first.ok();
+    for i in 2..=n {
+        assert_same_as_run_1(what, &first, i, &run(), &key);
+    }
+    first
+}
+
+/// Asserts that run `i` (counted from 1) exited 0 and printed what run 1 printed (as `key`
+/// maps stdout), showing both runs in full if not.
+fn assert_same_as_run_1(
+    what: &str,
+    first: &Output,
+    i: usize,
+    again: &Output,
+    key: &dyn Fn(&str) -> String,
+) {
+    again.ok();
+    assert_eq!(
+        key(&first.stdout),
+        key(&again.stdout),
+        "sealed run {i} of {what} differs from run 1\n=== run 1 ===\n{}\n=== run {i} ===\n{}",
+        first.show(),
+        again.show()
+    );
+}
+
+/// A fresh, empty directory for one run's `TMPDIR` (removed when dropped).
+pub fn private_tmpdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("seal-e2e-tmp")
+        .tempdir()
+        .unwrap()
 }
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -171,26 +294,58 @@ where
     run_timeout(c, TIMEOUT)
 }
 
+/// Runs `seal -- CMD` (60 s limit).
+pub fn run_sealed(cmd: &[&str]) -> Output {
+    run_seal(["--"].iter().chain(cmd))
+}
+
 /// Runs `seal -- CMD` `n` times; asserts exit 0 and byte-identical stdout; returns it.
 pub fn assert_sealed_stable(cmd: &[&str], n: usize) -> String {
-    let mut args = vec!["--"];
-    args.extend_from_slice(cmd);
-    let first = run_seal(&args);
-    first.ok();
-    for i in 1..n {
-        let again = run_seal(&args);
-        again.ok();
-        assert_eq!(
-            first.stdout,
-            again.stdout,
-            "sealed run {} of {cmd:?} differs from run 1\n=== run 1 ===\n{}\n=== run {} ===\n{}",
-            i + 1,
-            first.show(),
-            i + 1,
-            again.show()
-        );
-    }
-    first.stdout
+    assert_runs_agree(&format!("{cmd:?}"), n, || run_sealed(cmd)).stdout
+}
+
+/// Runs `program ARGS` unsealed twice; asserts that both exit 0 and print different stdout
+/// (what the seal pins really varies: the seal, not luck, makes sealed runs agree); returns
+/// run 1's stdout.
+pub fn assert_plain_runs_differ(program: &str, args: &[&str]) -> String {
+    let a = run_plain(program, args);
+    a.ok();
+    let b = run_plain(program, args);
+    b.ok();
+    assert_ne!(
+        a.stdout,
+        b.stdout,
+        "two unsealed runs of {program} {args:?} printed the same stdout\n{}",
+        a.show()
+    );
+    a.stdout
+}
+
+/// [`assert_sealed_stable`] with the `n` runs at the same time (for commands that mostly wait
+/// in real time). Only for commands that create no temp files: sealed temp names are the same
+/// in every run, so overlapping runs in one `TMPDIR` would take each other's names.
+pub fn assert_sealed_stable_concurrently(cmd: &[&str], n: usize) -> String {
+    let runs = run_concurrently(sealed_n(cmd, n), TIMEOUT);
+    assert_same_stdout(&format!("{cmd:?}"), &runs)
+}
+
+/// `n` commands `seal -- CMD`.
+pub fn sealed_n(cmd: &[&str], n: usize) -> Vec<Command> {
+    (0..n)
+        .map(|_| {
+            let mut c = seal(["--"]);
+            c.args(cmd);
+            c
+        })
+        .collect()
+}
+
+/// The arguments of `seal FLAGS -- java -cp CP CLASS` (no JVM flags: sealed JVMs get
+/// `-XX:-UsePerfData` from the shim, so concurrent ones do not share an hsperfdata file).
+pub fn sealed_java<'a>(flags: &[&'a str], cp: &'a str, class: &'a str) -> Vec<&'a str> {
+    let mut args = flags.to_vec();
+    args.extend(["--", "java", "-cp", cp, class]);
+    args
 }
 
 /// True if `program` is on PATH.
@@ -232,6 +387,22 @@ fn install(tmp: &Path, out: &Path) {
     std::fs::rename(tmp, out).unwrap_or_else(|e| panic!("cannot install {}: {e}", out.display()));
 }
 
+/// Compiles a Java fixture (fixtures/java/NAME.java) with javac into the class directory
+/// target/e2e-fixtures/java-NAME; returns that directory.
+pub fn build_java(name: &str) -> PathBuf {
+    let src = fixture(&format!("java/{name}.java"));
+    let classes = build_dir().join(format!("java-{name}"));
+    std::fs::create_dir_all(&classes).unwrap();
+    let st = Command::new("javac")
+        .arg("-d")
+        .arg(&classes)
+        .arg(&src)
+        .status()
+        .expect("javac not found");
+    assert!(st.success(), "compiling {} failed", src.display());
+    classes
+}
+
 /// Compiles a Rust fixture (fixtures/rust/NAME.rs) with rustc into target/e2e-fixtures/NAME.
 pub fn build_rust(name: &str) -> PathBuf {
     let src = fixture(&format!("rust/{name}.rs"));
@@ -248,10 +419,93 @@ pub fn build_rust(name: &str) -> PathBuf {
     out
 }
 
-/// Reports a test that cannot run here, visibly: straight to the terminal's stderr (the test
-/// harness captures `eprintln!`), so a skip never passes for a silent ok.
-pub fn skip(test: &str, why: &str) {
-    let line = format!("SKIPPED: {test}: {why}\n");
-    // SAFETY: writing a byte buffer to fd 2.
-    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+/// Writes `msg` straight to file descriptor 2. libtest captures `eprintln!` and everything
+/// written through `std::io::stderr()` and shows it only for failing tests; a raw write is
+/// never captured, so a skip shows up next to the test's `ok`.
+fn write_stderr_raw(msg: &str) {
+    let mut b = msg.as_bytes();
+    while !b.is_empty() {
+        // SAFETY: writing an initialised buffer to fd 2.
+        let n = unsafe { libc::write(2, b.as_ptr().cast(), b.len()) };
+        if n <= 0 {
+            return;
+        }
+        b = &b[n as usize..];
+    }
+}
+
+/// The running test's name ("module::test"): libtest names each test's thread after it.
+fn test_name(fallback: &str) -> String {
+    match std::thread::current().name() {
+        Some(n) if n != "main" => n.to_string(),
+        _ => fallback.to_string(),
+    }
+}
+
+static SKIPS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Records a skip, prints `SKIPPED: <test>: <reason>` (or `PARTLY SKIPPED: …`) uncaptured, and
+/// arranges for a summary of all skips after libtest's own summary. With
+/// `SEAL_E2E_NO_SKIP=1` in the environment a skip is a failure instead (for a CI job that
+/// has every tool installed).
+pub fn report_skip(module: &str, partly: bool, reason: &str) {
+    let name = test_name(module);
+    let kind = if partly { "PARTLY SKIPPED" } else { "SKIPPED" };
+    if std::env::var_os("SEAL_E2E_NO_SKIP").is_some_and(|v| v == "1") {
+        panic!("{kind}: {name}: {reason} (SEAL_E2E_NO_SKIP=1 forbids skips)");
+    }
+    let line = format!("{kind}: {name}: {reason}");
+    let mut skips = SKIPS.lock().unwrap_or_else(|e| e.into_inner());
+    if skips.contains(&line) {
+        return; // the same part of the same test, once per run: said once
+    }
+    write_stderr_raw(&format!("{line}\n"));
+    if skips.is_empty() {
+        extern "C" fn summary() {
+            let skips = SKIPS.lock().unwrap_or_else(|e| e.into_inner());
+            let mut msg = format!(
+                "\ne2e: {} skip(s) on this machine (the tests above still say ok):\n",
+                skips.len()
+            );
+            for s in skips.iter() {
+                msg.push_str("  ");
+                msg.push_str(s);
+                msg.push('\n');
+            }
+            write_stderr_raw(&msg);
+        }
+        // SAFETY: registering a plain extern "C" fn to run at exit (after libtest's summary).
+        unsafe { libc::atexit(summary) };
+    }
+    skips.push(line);
+}
+
+/// Skips the rest of the test, visibly: `skip!("needs java")` prints
+/// `SKIPPED: module::test: needs java` past libtest's output capture, counts it in the
+/// summary printed at exit, and returns from the test.
+macro_rules! skip {
+    ($($why:tt)+) => {{
+        $crate::util::report_skip(module_path!(), false, &format!($($why)+));
+        return;
+    }};
+}
+
+/// Notes that part of a test did not run (a missing optional tool): printed and summed up
+/// like [`skip!`], but the test goes on.
+macro_rules! skip_part {
+    ($($why:tt)+) => {{
+        $crate::util::report_skip(module_path!(), true, &format!($($why)+));
+    }};
+}
+
+/// Skips the rest of the test, visibly (see [`skip!`]), unless every one of the programs is on
+/// PATH: `require_tools!("java", "javac")`.
+macro_rules! require_tools {
+    ($($tool:expr),+ $(,)?) => {{
+        for tool in [$($tool),+] {
+            if !$crate::util::have(tool) {
+                skip!("{tool} not on PATH");
+            }
+        }
+    }};
 }

@@ -1,12 +1,29 @@
 //! End-to-end tests: `seal verify` proves a seal with N identical runs, and shows the moved
 //! lines (and census rows) when a source is out of the seal's reach.
 
+use std::path::Path;
+
+use serde_json::Value;
+
 use crate::util::*;
 
-fn in_dir(args: &[&str], dir: &std::path::Path) -> Output {
+fn in_dir(args: &[&str], dir: &Path) -> Output {
     let mut c = seal(args);
     c.current_dir(dir);
     run_timeout(c, std::time::Duration::from_secs(120))
+}
+
+/// `seal verify ARGS --json FILE -- CMD` in `dir`; returns the output and the JSON report.
+fn verify_with_report(dir: &Path, args: &[&str], cmd: &[&str]) -> (Output, Value) {
+    let json = dir.join("verify.json");
+    let mut all = vec!["verify"];
+    all.extend_from_slice(args);
+    all.extend(["--json", json.to_str().unwrap(), "--"]);
+    all.extend_from_slice(cmd);
+    let out = in_dir(&all, dir);
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("no report {}: {e}\n{}", json.display(), out.show()));
+    (out, serde_json::from_str(&text).unwrap())
 }
 
 /// A Python program reading the clock, the RNG, the pid and a hash-ordered set, and appending
@@ -16,21 +33,10 @@ fn in_dir(args: &[&str], dir: &std::path::Path) -> Output {
 fn sealed_python_is_identical_across_runs() {
     let dir = tempfile::tempdir().unwrap();
     let script = fixture("python/verify_sealed.py");
-    let json = dir.path().join("verify.json");
-    let out = in_dir(
-        &[
-            "verify",
-            "-n",
-            "10",
-            "--artifact",
-            "out/*.txt",
-            "--json",
-            json.to_str().unwrap(),
-            "--",
-            "python3",
-            script.to_str().unwrap(),
-        ],
+    let (out, report) = verify_with_report(
         dir.path(),
+        &["-n", "10", "--artifact", "out/*.txt"],
+        &["python3", script.to_str().unwrap()],
     );
     out.ok();
     assert!(
@@ -38,8 +44,6 @@ fn sealed_python_is_identical_across_runs() {
         "{}",
         out.show()
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["identical"], true);
     assert_eq!(report["results"].as_array().unwrap().len(), 10);
     assert!(report["results"][0]["artifacts"]["out/result.txt"].is_string());
@@ -66,8 +70,7 @@ fn static_binary_clock_differs() {
             c.wait()
         });
     if !probe.map(|s| s.success()).unwrap_or(false) {
-        eprintln!("note: cc -static is not available; static_binary_clock_differs skipped");
-        return;
+        skip!("cc -static is not available");
     }
     let bin = build_c("verify_static_time", &["-static"]);
     let dir = tempfile::tempdir().unwrap();
@@ -75,20 +78,12 @@ fn static_binary_clock_differs() {
         &["verify", "-n", "5", "--", bin.to_str().unwrap()],
         dir.path(),
     );
-    assert_eq!(out.code, Some(1), "{}", out.show());
-    assert!(
-        out.stdout.contains("5 distinct results in 5 runs"),
-        "{}",
-        out.show()
-    );
-    assert!(
-        out.stdout.contains("first difference: run 2 against run 1"),
-        "{}",
-        out.show()
-    );
-    assert!(out.stdout.contains("\n-now [-"), "{}", out.show());
-    assert!(out.stdout.contains("\n+now {+"), "{}", out.show());
-    assert!(out.stdout.contains(" static build\n"), "{}", out.show());
+    out.code_is(1);
+    out.stdout_has("5 distinct results in 5 runs");
+    out.stdout_has("first difference: run 2 against run 1");
+    out.stdout_has("\n-now [-");
+    out.stdout_has("\n+now {+");
+    out.stdout_has(" static build\n");
 }
 
 /// Threads printing in scheduler order: real nondeterminism no seal can pin; the diff shows
@@ -97,25 +92,9 @@ fn static_binary_clock_differs() {
 fn thread_interleaving_differs_with_moved_lines() {
     let bin = build_c("verify_threads", &[]);
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("v.json");
-    let out = in_dir(
-        &[
-            "verify",
-            "-n",
-            "30",
-            "--json",
-            json.to_str().unwrap(),
-            "--",
-            bin.to_str().unwrap(),
-        ],
-        dir.path(),
-    );
-    assert_eq!(out.code, Some(1), "{}", out.show());
-    assert!(
-        out.stdout.contains("distinct results in 30 runs"),
-        "{}",
-        out.show()
-    );
+    let (out, report) = verify_with_report(dir.path(), &["-n", "30"], &[bin.to_str().unwrap()]);
+    out.code_is(1);
+    out.stdout_has("distinct results in 30 runs");
     let moved = out
         .stdout
         .lines()
@@ -123,8 +102,6 @@ fn thread_interleaving_differs_with_moved_lines() {
         .filter(|l| l.contains("worker"))
         .count();
     assert!(moved >= 2, "{}", out.show());
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["identical"], false);
     assert!(report["first_difference"]["stdout_diff"]
         .as_str()
@@ -151,8 +128,8 @@ fn unsealed_time_differs_and_bad_n_is_usage() {
         ],
         dir.path(),
     );
-    assert_eq!(out.code, Some(1), "{}", out.show());
-    assert!(out.stdout.contains("\n-t [-"), "{}", out.show());
+    out.code_is(1);
+    out.stdout_has("\n-t [-");
     let out = in_dir(&["verify", "-n", "1", "--", "true"], dir.path());
-    assert_eq!(out.code, Some(2), "{}", out.show());
+    out.code_is(2);
 }

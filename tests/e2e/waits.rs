@@ -15,6 +15,14 @@ fn line<'a>(out: &'a str, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no line {name:?} in\n{out}"))
 }
 
+/// Asserts that the line of each of `names` in `out` passes `check` (`want` says what it wants).
+fn assert_each_line(out: &str, names: &[&str], want: &str, check: impl Fn(&str) -> bool) {
+    for name in names {
+        let l = line(out, name);
+        assert!(check(l), "{name}: want {want}, got {l:?}\n{out}");
+    }
+}
+
 /// The C fixture, compiled once per test binary (tests run in parallel: recompiling it while
 /// another test runs it fails with ETXTBSY).
 fn c_waits() -> String {
@@ -23,11 +31,76 @@ fn c_waits() -> String {
         .clone()
 }
 
+/// Every run of the C fixture that the tests below assert on. The fixture waits in real time
+/// (about 5 s a run), so all of them start together, once, on their own threads, and each test
+/// checks its own runs; a hang is kept as the run's HANG message and fails each test that
+/// uses that run.
+struct CWaitRuns {
+    /// `seal -- waits`, RUNS times.
+    sealed: Vec<Result<Output, String>>,
+    /// `seal --tick 0 -- waits`.
+    frozen: Result<Output, String>,
+    /// `seal --epoch 2031-01-01T00:00:00Z -- waits`.
+    future_epoch: Result<Output, String>,
+    /// `waits`, unsealed, twice.
+    unsealed: Vec<Result<Output, String>>,
+    /// `seal --unseal time --census FILE -- waits` and the census it wrote.
+    unseal_time: Result<(Output, String), String>,
+    /// `seal --census FILE -- waits` and the census it wrote.
+    counted: Result<(Output, String), String>,
+}
+
+fn c_runs() -> &'static CWaitRuns {
+    static RUNS_: std::sync::OnceLock<CWaitRuns> = std::sync::OnceLock::new();
+    RUNS_.get_or_init(|| {
+        let bin = c_waits();
+        let dir = tempfile::tempdir().unwrap();
+        let unseal_census = dir.path().join("unseal-time.json");
+        let census = dir.path().join("census.json");
+        let mut cmds: Vec<std::process::Command> = (0..RUNS).map(|_| seal(["--", &bin])).collect();
+        cmds.push(seal(["--tick", "0", "--", &bin]));
+        cmds.push(seal(["--epoch", "2031-01-01T00:00:00Z", "--", &bin]));
+        cmds.push(command(&bin));
+        cmds.push(command(&bin));
+        cmds.push(seal([
+            "--unseal",
+            "time",
+            "--census",
+            unseal_census.to_str().unwrap(),
+            "--",
+            &bin,
+        ]));
+        cmds.push(seal(["--census", census.to_str().unwrap(), "--", &bin]));
+        let mut outs = try_run_concurrently(cmds, TIMEOUT).into_iter();
+        let mut next = || outs.next().unwrap();
+        let with_census = |o: Result<Output, String>, file: &std::path::Path| {
+            let o = o?;
+            let json = std::fs::read_to_string(file)
+                .map_err(|e| format!("no census {}: {e}\n{}", file.display(), o.show()))?;
+            Ok((o, json))
+        };
+        CWaitRuns {
+            sealed: (0..RUNS).map(|_| next()).collect(),
+            frozen: next(),
+            future_epoch: next(),
+            unsealed: vec![next(), next()],
+            unseal_time: with_census(next(), &unseal_census),
+            counted: with_census(next(), &census),
+        }
+    })
+}
+
+/// A shared run's output, or the test fails with the run's HANG message.
+fn got<T>(r: &Result<T, String>) -> &T {
+    r.as_ref().unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Every C timed wait times out at exactly its 100 ms deadline, every run alike.
 #[test]
 fn c_waits_are_stable_and_end_at_their_deadlines() {
-    let bin = c_waits();
-    let out = assert_sealed_stable(&[&bin], RUNS);
+    let runs: Vec<Output> = c_runs().sealed.iter().map(|r| got(r).clone()).collect();
+    assert_eq!(runs.len(), RUNS);
+    let out = assert_same_stdout("seal -- waits", &runs);
     // Clock read before, 100 ms wait, clock read after: 100 ms and one 1 µs tick.
     let timed_out = [
         "pthread_cond_timedwait(realtime)",
@@ -50,16 +123,12 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
         "mq_timedreceive",
         "mq_timedsend",
     ];
-    for name in timed_out {
-        let l = line(&out, name);
-        assert!(
-            l.contains("rc=110 ") && l.ends_with("elapsed=0.100001000"),
-            "{name}: want ETIMEDOUT after exactly 100 ms + 1 tick, got {l:?}\n{out}"
-        );
-    }
-    for name in ["cnd_timedwait", "mtx_timedlock"] {
-        assert!(line(&out, name).contains("rc=4 "), "{out}"); // thrd_timedout
-    }
+    let deadline = "ETIMEDOUT after exactly 100 ms + 1 tick";
+    assert_each_line(&out, &timed_out, deadline, |l| {
+        l.contains("rc=110 ") && l.ends_with("elapsed=0.100001000")
+    });
+    let c11 = ["cnd_timedwait", "mtx_timedlock"];
+    assert_each_line(&out, &c11, "thrd_timedout", |l| l.contains("rc=4 "));
     let slept = [
         "cnd_timedwait",
         "mtx_timedlock",
@@ -79,13 +148,9 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
         "epoll_pwait",
         "epoll_pwait2",
     ];
-    for name in slept {
-        let l = line(&out, name);
-        assert!(
-            l.ends_with("elapsed=0.100001000"),
-            "{name}: want exactly 100 ms + 1 tick, got {l:?}\n{out}"
-        );
-    }
+    assert_each_line(&out, &slept, "exactly 100 ms + 1 tick", |l| {
+        l.ends_with("elapsed=0.100001000")
+    });
     assert!(
         line(&out, "sleep(1)").ends_with("rc=0    elapsed=1.000001000"),
         "{out}"
@@ -113,9 +178,10 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
     // 55 ms of 10 ms sleeps (each loop also reads the clock once): 6 rounds.
     assert!(out.contains("usleep loop iterations: 6\n"), "{out}");
     // Interrupted every 7 ms by SIGALRM and resumed: still exactly 200 ms in the end.
-    for name in ["nanosleep(EINTR", "clock_nanosleep(ABS, EINTR"] {
-        assert!(line(&out, name).ends_with("elapsed=0.200001000"), "{out}");
-    }
+    let interrupted = ["nanosleep(EINTR", "clock_nanosleep(ABS, EINTR"];
+    assert_each_line(&out, &interrupted, "exactly 200 ms + 1 tick", |l| {
+        l.ends_with("elapsed=0.200001000")
+    });
     assert!(out.contains("interrupted at least once: yes\n"), "{out}");
     // Woken early by another thread: the clock did not jump to the 5 s deadline.
     let l = line(&out, "pthread_cond_timedwait(signalled)");
@@ -128,8 +194,7 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
 /// With `--tick 0` a timed-out wait reads exactly its timeout: nothing real leaks in.
 #[test]
 fn c_waits_read_exactly_their_timeout_with_frozen_reads() {
-    let bin = c_waits();
-    let out = run_seal(["--tick", "0", "--", &bin]);
+    let out = got(&c_runs().frozen);
     out.ok();
     for l in out.stdout.lines().filter(|l| l.contains("elapsed=")) {
         let want = if l.starts_with("sleep(1)") {
@@ -153,9 +218,8 @@ fn c_waits_read_exactly_their_timeout_with_frozen_reads() {
 /// translated like any other: same output, no wait of years.
 #[test]
 fn c_waits_do_not_care_where_the_epoch_is() {
-    let bin = c_waits();
-    let now = run_seal(["--", &bin]);
-    let future = run_seal(["--epoch", "2031-01-01T00:00:00Z", "--", &bin]);
+    let now = got(&c_runs().sealed[0]);
+    let future = got(&c_runs().future_epoch);
     now.ok();
     future.ok();
     assert_eq!(
@@ -170,40 +234,23 @@ fn c_waits_do_not_care_where_the_epoch_is() {
 /// Unsealed, the same fixture prints real (different) elapsed times: the seal does the work.
 #[test]
 fn c_waits_differ_unsealed() {
-    let bin = c_waits();
-    let a = run_plain(&bin, [] as [&str; 0]);
-    let b = run_plain(&bin, [] as [&str; 0]);
+    let a = got(&c_runs().unsealed[0]);
+    let b = got(&c_runs().unsealed[1]);
     a.ok();
     b.ok();
     assert_ne!(
         a.stdout, b.stdout,
         "two unsealed runs printed the same times"
     );
-    assert!(!a.stdout.contains("elapsed=0.100001000\n"), "{}", a.show());
+    a.stdout_lacks("elapsed=0.100001000\n");
 }
 
 /// `--unseal time`: waits pass through to the real functions (real times), still counted.
 #[test]
 fn unsealed_time_passes_waits_through_and_counts_them() {
-    let bin = c_waits();
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    let census = dir.join("census.json");
-    let out = run_seal([
-        "--unseal",
-        "time",
-        "--census",
-        census.to_str().unwrap(),
-        "--",
-        &bin,
-    ]);
+    let (out, json) = got(&c_runs().unseal_time);
     out.ok();
-    assert!(
-        !out.stdout.contains("elapsed=0.100001000\n"),
-        "{}",
-        out.show()
-    );
-    let json = std::fs::read_to_string(&census).unwrap();
+    out.stdout_lacks("elapsed=0.100001000\n");
     for sym in [
         "\"pthread_cond_timedwait\"",
         "\"sem_clockwait\"",
@@ -218,13 +265,9 @@ fn unsealed_time_passes_waits_through_and_counts_them() {
 /// The census names every wait entry point the fixture used, with its clock.
 #[test]
 fn sealed_waits_are_counted_with_their_clock() {
-    let bin = c_waits();
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    let census = dir.join("census.json");
-    run_seal(["--census", census.to_str().unwrap(), "--", &bin]).ok();
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&census).unwrap()).unwrap();
+    let (out, json) = got(&c_runs().counted);
+    out.ok();
+    let json: serde_json::Value = serde_json::from_str(json).unwrap();
     let calls = json["processes"][0]["calls"].as_array().unwrap();
     let count = |sym: &str, detail: Option<&str>| -> u64 {
         calls
@@ -237,24 +280,41 @@ fn sealed_waits_are_counted_with_their_clock() {
     let mono = Some("CLOCK_MONOTONIC");
     assert_eq!(count("pthread_cond_timedwait", mono), 2, "{json:#}"); // + real-clock deadline
     assert!(count("pthread_cond_timedwait", rt) >= 3, "{json:#}"); // + cnd + signalled loop
-    assert_eq!(count("pthread_cond_clockwait", mono), 1);
-    assert_eq!(count("sem_timedwait", rt), 1);
-    assert_eq!(count("sem_clockwait", mono), 1);
-    assert_eq!(count("pthread_mutex_timedlock", rt), 1);
-    assert_eq!(count("pthread_rwlock_clockwrlock", mono), 1);
-    assert_eq!(count("pthread_timedjoin_np", rt), 1);
+    assert_eq!(count("syscall(SYS_futex)", mono), 2, "{json:#}");
     // Three sleeps, then one retried on every SIGALRM (how often is up to the signal).
-    assert!(count("clock_nanosleep", mono) >= 4);
-    assert_eq!(count("syscall(SYS_clock_nanosleep)", mono), 1);
-    assert_eq!(count("syscall(SYS_futex)", mono), 2);
-    assert_eq!(count("syscall(SYS_futex)", rt), 1);
-    assert_eq!(count("sleep", None), 1);
-    assert_eq!(count("timerfd_settime", mono), 1);
-    assert_eq!(count("timer_settime", mono), 1);
-    assert_eq!(count("epoll_pwait", None), 2); // epoll_pwait + epoll_pwait2
-    assert_eq!(count("mtx_timedlock", rt), 1);
-    assert_eq!(count("mq_timedreceive", rt), 1);
-    assert_eq!(count("mq_timedsend", rt), 1);
+    assert!(count("clock_nanosleep", mono) >= 4, "{json:#}");
+    // epoll_pwait + epoll_pwait2
+    assert_eq!(count("epoll_pwait", None), 2, "{json:#}");
+    // Each of these once, with the clock it names.
+    let called_once = |clock: Option<&str>, syms: &[&str]| {
+        for sym in syms {
+            assert_eq!(count(sym, clock), 1, "{sym} {clock:?}\n{json:#}");
+        }
+    };
+    called_once(
+        rt,
+        &[
+            "sem_timedwait",
+            "pthread_mutex_timedlock",
+            "pthread_timedjoin_np",
+            "syscall(SYS_futex)",
+            "mtx_timedlock",
+            "mq_timedreceive",
+            "mq_timedsend",
+        ],
+    );
+    called_once(
+        mono,
+        &[
+            "pthread_cond_clockwait",
+            "sem_clockwait",
+            "pthread_rwlock_clockwrlock",
+            "syscall(SYS_clock_nanosleep)",
+            "timerfd_settime",
+            "timer_settime",
+        ],
+    );
+    called_once(None, &["sleep"]);
 }
 
 /// `--warp`: 30 s of sleeps return at once (well inside a 20 s limit) and still move the
@@ -311,16 +371,17 @@ fn warp_returns_sleeps_at_once() {
 /// Python: Event.wait, Queue.get, time.sleep, a deadline loop and threading.Timer.
 #[test]
 fn python_waits_are_stable_and_exact() {
-    if !have("python3") {
-        eprintln!("note: python3 missing, skipped");
-        return;
-    }
+    require_tools!("python3");
     let py = fixture("python/waits.py");
     let py = py.to_str().unwrap();
-    let out = assert_sealed_stable(&["python3", py], RUNS);
+    // The RUNS runs and the --tick 0 run wait in real time: all at once.
+    let mut cmds = sealed_n(&["python3", py], RUNS);
+    cmds.push(seal(["--tick", "0", "--", "python3", py]));
+    let mut runs = run_concurrently(cmds, TIMEOUT);
+    let exact = runs.pop().unwrap();
+    let out = assert_same_stdout(&format!("python3 {py}"), &runs);
     assert!(out.contains("sleep loop iterations 5\n"), "{out}");
     assert!(out.contains("threading.Timer fired True\n"), "{out}");
-    let exact = run_seal(["--tick", "0", "--", "python3", py]);
     exact.ok();
     assert_eq!(
         exact.stdout,
@@ -340,13 +401,17 @@ fn python_waits_are_stable_and_exact() {
 fn rust_waits_are_stable_and_exact() {
     let bin = build_rust("waits");
     let bin = bin.to_str().unwrap();
-    let out = assert_sealed_stable(&[bin], RUNS);
+    // The RUNS runs and the --tick 0 run wait in real time: all at once.
+    let mut cmds = sealed_n(&[bin], RUNS);
+    cmds.push(seal(["--tick", "0", "--", bin]));
+    let mut runs = run_concurrently(cmds, TIMEOUT);
+    let exact = runs.pop().unwrap();
+    let out = assert_same_stdout(bin, &runs);
     assert!(
         out.contains("Condvar::wait_timeout timed_out=true elapsed=100.001ms\n"),
         "{out}"
     );
     assert!(out.contains("Ok(7)"), "{out}");
-    let exact = run_seal(["--tick", "0", "--", bin]);
     exact.ok();
     assert_eq!(
         exact.stdout,
@@ -365,21 +430,10 @@ fn rust_waits_are_stable_and_exact() {
 /// return (no hang; output determinism is the Java fixture owner's).
 #[test]
 fn java_waits_do_not_hang() {
-    if !have("java") || !have("javac") {
-        eprintln!("note: java/javac missing, skipped");
-        return;
-    }
+    require_tools!("java", "javac");
     let out = run_seal(["--", "java", "-version"]);
     out.ok();
-    let classes = build_dir().join("java-waits");
-    std::fs::create_dir_all(&classes).unwrap();
-    let st = std::process::Command::new("javac")
-        .arg("-d")
-        .arg(&classes)
-        .arg(fixture("java/Waits.java"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "javac failed");
+    let classes = build_java("Waits");
     let out = run_seal(["--", "java", "-cp", classes.to_str().unwrap(), "Waits"]);
     out.ok();
     assert_eq!(out.stdout, "java waits done\n", "{}", out.show());
@@ -388,10 +442,7 @@ fn java_waits_do_not_hang() {
 /// libuv waits in epoll_pwait with a timeout from the sealed clock: setTimeout fires.
 #[test]
 fn node_set_timeout_does_not_hang() {
-    if !have("node") {
-        eprintln!("note: node missing, skipped");
-        return;
-    }
+    require_tools!("node");
     let js = fixture("node/waits.js");
     let out = run_seal(["--", "node", js.to_str().unwrap()]);
     out.ok();

@@ -124,6 +124,13 @@ fn record_case(
             .to_string()));
     }
     if !quiet {
+        if let Some(text) = &case.settings.epoch_relative {
+            let note = crate::config::epoch_note(text, case.settings.epoch_ns);
+            crate::term::warn(format_args!(
+                "case {}: {note}; the golden records that epoch, and checking it on another day fails",
+                case.name
+            ));
+        }
         for w in &first.warnings {
             crate::term::warn(format_args!("case {}: {w}", case.name));
         }

@@ -4,20 +4,17 @@
 use seal_abi::{flags, Fid, NO_DETAIL};
 
 use super::{
-    detail, domain, read, realtime_ns, seal_rusage, set, to_timespec, Domain, MONO_BASE_NS,
+    detail, domain, read, realtime_ns, seal_rusage, set, to_timespec, value_at, Domain,
 };
-use crate::{caller, census, config, real, thread};
+use crate::{census, config, hook, real, runtime, thread};
 
-/// # Safety
-/// As `clock_gettime(2)`: `ts` must be valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn clock_gettime(
-    clock: libc::clockid_t,
-    ts: *mut libc::timespec,
-) -> libc::c_int {
-    let ra = caller!();
+hook! {
+    /// # Safety
+    /// As `clock_gettime(2)`: `ts` must be valid for writes.
+    fn clock_gettime(clock: libc::clockid_t, ts: *mut libc::timespec) -> libc::c_int;
+    caller = ra;
     // SAFETY: forwarded contract.
-    unsafe { clock_gettime_impl(clock, ts, Fid::ClockGettime, ra) }
+    || unsafe { clock_gettime_at(clock, ts, Fid::ClockGettime, ra, crate::frame!()) }
 }
 
 /// Shared by `clock_gettime` and `syscall(SYS_clock_gettime, …)`.
@@ -31,30 +28,51 @@ pub unsafe fn clock_gettime_impl(
     fid: Fid,
     ra: u64,
 ) -> libc::c_int {
-    census::count(fid, detail(clock), ra);
+    // SAFETY: forwarded contract.
+    unsafe { clock_gettime_at(clock, ts, fid, ra, 0) }
+}
+
+/// [`clock_gettime_impl`] with the hook's frame pointer `fp` (0: unknown), through which a
+/// runtime's bookkeeping reads are told from the program's (`crate::runtime`).
+///
+/// # Safety
+/// As `clock_gettime(2)`.
+#[inline(always)]
+pub unsafe fn clock_gettime_at(
+    clock: libc::clockid_t,
+    ts: *mut libc::timespec,
+    fid: Fid,
+    ra: u64,
+    fp: u64,
+) -> libc::c_int {
     if config::sealed(flags::TIME) {
         let d = domain(clock);
         if d != Domain::PassThrough && !ts.is_null() {
+            let l = if runtime::bookkeeping(ra, fp, matches!(d, Domain::Realtime(_))) {
+                census::count(Fid::RuntimeClock, detail(clock), ra);
+                thread::peek()
+            } else {
+                census::count(fid, detail(clock), ra);
+                thread::read_and_tick()
+            };
             // SAFETY: caller guarantees ts is writable.
-            unsafe { *ts = to_timespec(read(d)) };
+            unsafe { *ts = to_timespec(value_at(d, l)) };
             return 0;
         }
     }
+    census::count(fid, detail(clock), ra);
     let real = real!(clock_gettime: fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int);
     // SAFETY: forwarded.
     unsafe { real(clock, ts) }
 }
 
-/// # Safety
-/// As `gettimeofday(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn gettimeofday(
-    tv: *mut libc::timeval,
-    tz: *mut libc::c_void,
-) -> libc::c_int {
-    let ra = caller!();
+hook! {
+    /// # Safety
+    /// As `gettimeofday(2)`.
+    fn gettimeofday(tv: *mut libc::timeval, tz: *mut libc::c_void) -> libc::c_int;
+    caller = ra;
     // SAFETY: forwarded contract.
-    unsafe { gettimeofday_impl(tv, tz, Fid::Gettimeofday, ra) }
+    || unsafe { gettimeofday_at(tv, tz, Fid::Gettimeofday, ra, crate::frame!()) }
 }
 
 /// # Safety
@@ -66,15 +84,32 @@ pub unsafe fn gettimeofday_impl(
     fid: Fid,
     ra: u64,
 ) -> libc::c_int {
-    census::count(fid, 0, ra);
+    // SAFETY: forwarded contract.
+    unsafe { gettimeofday_at(tv, tz, fid, ra, 0) }
+}
+
+/// [`gettimeofday_impl`] with the hook's frame pointer (see [`clock_gettime_at`]).
+///
+/// # Safety
+/// As `gettimeofday(2)`.
+#[inline(always)]
+pub unsafe fn gettimeofday_at(
+    tv: *mut libc::timeval,
+    tz: *mut libc::c_void,
+    fid: Fid,
+    ra: u64,
+    fp: u64,
+) -> libc::c_int {
     if config::sealed(flags::TIME) {
-        let ns = realtime_ns();
+        let keep = runtime::bookkeeping(ra, fp, true);
+        census::count(if keep { Fid::RuntimeClock } else { fid }, 0, ra);
         // SAFETY: caller guarantees validity of non-null pointers.
         unsafe {
             if !tv.is_null() {
-                *tv = libc::timeval {
-                    tv_sec: ns.div_euclid(1_000_000_000),
-                    tv_usec: ns.rem_euclid(1_000_000_000) / 1000,
+                *tv = if keep {
+                    super::to_timeval(value_at(Domain::Realtime(0), thread::peek()))
+                } else {
+                    realtime_timeval(1000)
                 };
             }
             if !tz.is_null() {
@@ -84,18 +119,19 @@ pub unsafe fn gettimeofday_impl(
         }
         return 0;
     }
+    census::count(fid, 0, ra);
     let real = real!(gettimeofday: fn(*mut libc::timeval, *mut libc::c_void) -> libc::c_int);
     // SAFETY: forwarded.
     unsafe { real(tv, tz) }
 }
 
-/// # Safety
-/// As `time(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn time(t: *mut libc::time_t) -> libc::time_t {
-    let ra = caller!();
+hook! {
+    /// # Safety
+    /// As `time(2)`.
+    fn time(t: *mut libc::time_t) -> libc::time_t;
+    caller = ra;
     // SAFETY: forwarded contract.
-    unsafe { time_impl(t, Fid::TimeFn, ra) }
+    || unsafe { time_impl(t, Fid::TimeFn, ra) }
 }
 
 /// # Safety
@@ -125,13 +161,25 @@ pub struct Timeb {
     dstflag: libc::c_short,
 }
 
-/// # Safety
-/// As `ftime(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn ftime(tp: *mut Timeb) -> libc::c_int {
-    let ra = caller!();
-    census::count(Fid::Ftime, 0, ra);
-    if config::sealed(flags::TIME) {
+/// The sealed realtime as a `timeval` whose second field counts units of `unit_ns`
+/// (1000: microseconds, as `timeval` says; 1: nanoseconds, for `adjtimex`'s `STA_NANO`).
+fn realtime_timeval(unit_ns: i64) -> libc::timeval {
+    let ns = realtime_ns();
+    libc::timeval {
+        tv_sec: ns.div_euclid(1_000_000_000),
+        tv_usec: ns.rem_euclid(1_000_000_000) / unit_ns,
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `ftime(3)`.
+    fn ftime(tp: *mut Timeb) -> libc::c_int;
+    fid = Ftime, detail = 0;
+    |real| {
+        if !config::sealed(flags::TIME) {
+            return real(tp);
+        }
         let ns = realtime_ns();
         if !tp.is_null() {
             // SAFETY: caller guarantees tp is writable.
@@ -144,52 +192,44 @@ pub unsafe extern "C" fn ftime(tp: *mut Timeb) -> libc::c_int {
                 }
             };
         }
-        return 0;
+        0
     }
-    let real = real!(ftime: fn(*mut Timeb) -> libc::c_int);
-    // SAFETY: forwarded.
-    unsafe { real(tp) }
 }
 
-/// # Safety
-/// As `timespec_get(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn timespec_get(ts: *mut libc::timespec, base: libc::c_int) -> libc::c_int {
-    let ra = caller!();
-    census::count(Fid::TimespecGet, 0, ra);
-    const TIME_UTC: libc::c_int = 1;
-    if base == TIME_UTC && !ts.is_null() && config::sealed(flags::TIME) {
-        // SAFETY: caller guarantees ts is writable.
-        unsafe { *ts = to_timespec(realtime_ns()) };
-        return base;
+hook! {
+    /// # Safety
+    /// As `timespec_get(3)`.
+    fn timespec_get(ts: *mut libc::timespec, base: libc::c_int) -> libc::c_int;
+    fid = TimespecGet, detail = 0;
+    |real| {
+        const TIME_UTC: libc::c_int = 1;
+        if base == TIME_UTC && !ts.is_null() && config::sealed(flags::TIME) {
+            // SAFETY: caller guarantees ts is writable.
+            unsafe { *ts = to_timespec(realtime_ns()) };
+            return base;
+        }
+        real(ts, base)
     }
-    let real = real!(timespec_get: fn(*mut libc::timespec, libc::c_int) -> libc::c_int);
-    // SAFETY: forwarded.
-    unsafe { real(ts, base) }
 }
 
-/// # Safety
-/// As `clock(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn clock() -> libc::clock_t {
-    let ra = caller!();
-    census::count(Fid::Clock, libc::CLOCK_PROCESS_CPUTIME_ID as u8, ra);
-    if config::sealed(flags::TIME) {
-        // CLOCKS_PER_SEC is 1_000_000 on glibc.
-        return read(Domain::Cputime) / 1000;
-    }
-    let real = real!(clock: fn() -> libc::clock_t);
-    // SAFETY: no arguments.
-    unsafe { real() }
+hook! {
+    /// # Safety
+    /// As `clock(3)`.
+    fn clock() -> libc::clock_t;
+    fid = Clock, detail = libc::CLOCK_PROCESS_CPUTIME_ID as u8;
+    // CLOCKS_PER_SEC is 1_000_000 on glibc.
+    |real| if config::sealed(flags::TIME) { read(Domain::Cputime) / 1000 } else { real() }
 }
 
-/// # Safety
-/// As `times(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn times(buf: *mut libc::tms) -> libc::clock_t {
-    let ra = caller!();
-    census::count(Fid::Times, NO_DETAIL, ra);
-    if config::sealed(flags::TIME) {
+hook! {
+    /// # Safety
+    /// As `times(2)`.
+    fn times(buf: *mut libc::tms) -> libc::clock_t;
+    fid = Times;
+    |real| {
+        if !config::sealed(flags::TIME) {
+            return real(buf);
+        }
         // Clock ticks of 10 ms (sysconf(_SC_CLK_TCK) == 100 on Linux).
         let l = thread::read_and_tick();
         if !buf.is_null() {
@@ -203,32 +243,28 @@ pub unsafe extern "C" fn times(buf: *mut libc::tms) -> libc::clock_t {
                 }
             };
         }
-        return (MONO_BASE_NS + l) / 10_000_000;
+        (super::monotonic_base() + l) / 10_000_000
     }
-    let real = real!(times: fn(*mut libc::tms) -> libc::clock_t);
-    // SAFETY: forwarded.
-    unsafe { real(buf) }
 }
 
-/// # Safety
-/// As `getrusage(2)`: `usage` must be valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn getrusage(who: libc::c_int, usage: *mut libc::rusage) -> libc::c_int {
-    let ra = caller!();
-    census::count(Fid::Getrusage, NO_DETAIL, ra);
-    let real = real!(getrusage: fn(libc::c_int, *mut libc::rusage) -> libc::c_int);
-    // SAFETY: forwarded.
-    let r = unsafe { real(who, usage) };
-    if r == 0 && !usage.is_null() && config::sealed(flags::TIME) {
-        let l = if who == libc::RUSAGE_CHILDREN {
-            0
-        } else {
-            thread::read_and_tick()
-        };
-        // SAFETY: the kernel just filled *usage.
-        unsafe { seal_rusage(who, l, usage) };
+hook! {
+    /// # Safety
+    /// As `getrusage(2)`: `usage` must be valid for writes.
+    fn getrusage(who: libc::c_int, usage: *mut libc::rusage) -> libc::c_int;
+    fid = Getrusage;
+    |real| {
+        let r = real(who, usage);
+        if r == 0 && !usage.is_null() && config::sealed(flags::TIME) {
+            let l = if who == libc::RUSAGE_CHILDREN {
+                0
+            } else {
+                thread::read_and_tick()
+            };
+            // SAFETY: the kernel just filled *usage.
+            unsafe { seal_rusage(who, l, usage) };
+        }
+        r
     }
-    r
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -266,16 +302,13 @@ pub unsafe fn clock_settime_impl(
     unsafe { real(clock, ts) }
 }
 
-/// # Safety
-/// As `clock_settime(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn clock_settime(
-    clock: libc::clockid_t,
-    ts: *const libc::timespec,
-) -> libc::c_int {
-    let ra = caller!();
+hook! {
+    /// # Safety
+    /// As `clock_settime(2)`.
+    fn clock_settime(clock: libc::clockid_t, ts: *const libc::timespec) -> libc::c_int;
+    caller = ra;
     // SAFETY: forwarded contract.
-    unsafe { clock_settime_impl(clock, ts, Fid::ClockSettime, ra) }
+    || unsafe { clock_settime_impl(clock, ts, Fid::ClockSettime, ra) }
 }
 
 /// Shared by `settimeofday` and `syscall(SYS_settimeofday, …)`.
@@ -298,52 +331,47 @@ pub unsafe fn settimeofday_impl(
     unsafe { real(tv, tz) }
 }
 
-/// # Safety
-/// As `settimeofday(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn settimeofday(
-    tv: *const libc::timeval,
-    tz: *const libc::c_void,
-) -> libc::c_int {
-    let ra = caller!();
+hook! {
+    /// # Safety
+    /// As `settimeofday(2)`.
+    fn settimeofday(tv: *const libc::timeval, tz: *const libc::c_void) -> libc::c_int;
+    caller = ra;
     // SAFETY: forwarded contract.
-    unsafe { settimeofday_impl(tv, tz, Fid::Settimeofday, ra) }
+    || unsafe { settimeofday_impl(tv, tz, Fid::Settimeofday, ra) }
 }
 
-/// `stime(2)`: only old binaries link it (glibc keeps it as a compatibility symbol).
-///
-/// # Safety
-/// As `stime(2)`: `t` null or readable.
-#[no_mangle]
-pub unsafe extern "C" fn stime(t: *const libc::time_t) -> libc::c_int {
-    let ra = caller!();
-    census::count(Fid::Stime, NO_DETAIL, ra);
-    if config::sealed(flags::TIME) {
+hook! {
+    /// `stime(2)`: only old binaries link it (glibc keeps it as a compatibility symbol).
+    ///
+    /// # Safety
+    /// As `stime(2)`: `t` null or readable.
+    fn stime(t: *const libc::time_t) -> libc::c_int;
+    fid = Stime;
+    |real| {
+        if !config::sealed(flags::TIME) {
+            return real(t);
+        }
         // SAFETY: null or readable per the contract.
         let tv = unsafe { t.as_ref() }.map(|&s| libc::timeval {
             tv_sec: s,
             tv_usec: 0,
         });
-        return setter_result(match tv {
+        setter_result(match tv {
             Some(tv) => set::settimeofday(Some(&tv)),
             None => Err(libc::EFAULT),
-        });
+        })
     }
-    let real = real!(stime: fn(*const libc::time_t) -> libc::c_int);
-    // SAFETY: forwarded.
-    unsafe { real(t) }
 }
 
-/// # Safety
-/// As `adjtime(3)`: each pointer null or valid.
-#[no_mangle]
-pub unsafe extern "C" fn adjtime(
-    delta: *const libc::timeval,
-    olddelta: *mut libc::timeval,
-) -> libc::c_int {
-    let ra = caller!();
-    census::count(Fid::Adjtime, NO_DETAIL, ra);
-    if config::sealed(flags::TIME) {
+hook! {
+    /// # Safety
+    /// As `adjtime(3)`: each pointer null or valid.
+    fn adjtime(delta: *const libc::timeval, olddelta: *mut libc::timeval) -> libc::c_int;
+    fid = Adjtime;
+    |real| {
+        if !config::sealed(flags::TIME) {
+            return real(delta, olddelta);
+        }
         // SAFETY: null or readable per the contract.
         let r = set::adjtime(unsafe { delta.as_ref() });
         if r.is_ok() && !olddelta.is_null() {
@@ -356,11 +384,8 @@ pub unsafe extern "C" fn adjtime(
                 }
             };
         }
-        return setter_result(r);
+        setter_result(r)
     }
-    let real = real!(adjtime: fn(*const libc::timeval, *mut libc::timeval) -> libc::c_int);
-    // SAFETY: forwarded.
-    unsafe { real(delta, olddelta) }
 }
 
 /// `adjtimex`, `ntp_adjtime` and `clock_adjtime(CLOCK_REALTIME)` in a sealed process: a
@@ -388,16 +413,12 @@ unsafe fn adjtimex_sealed(
     }
     let r = real_read(tx);
     if r >= 0 {
-        let ns = realtime_ns();
         let unit = if tx.status & set::STA_NANO != 0 {
             1
         } else {
             1000
         };
-        tx.time = libc::timeval {
-            tv_sec: ns.div_euclid(1_000_000_000),
-            tv_usec: ns.rem_euclid(1_000_000_000) / unit,
-        };
+        tx.time = realtime_timeval(unit);
     }
     r
 }
@@ -417,22 +438,13 @@ pub unsafe fn adjtimex_impl(buf: *mut libc::timex, fid: Fid, ra: u64) -> libc::c
     unsafe { real(buf) }
 }
 
-/// # Safety
-/// As `adjtimex(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn adjtimex(buf: *mut libc::timex) -> libc::c_int {
-    let ra = caller!();
+hook! {
+    /// # Safety
+    /// As `adjtimex(2)` (`ntp_adjtime(3)` is glibc's other name for it).
+    fn adjtimex | ntp_adjtime(buf: *mut libc::timex) -> libc::c_int;
+    caller = ra;
     // SAFETY: forwarded contract.
-    unsafe { adjtimex_impl(buf, Fid::Adjtimex, ra) }
-}
-
-/// # Safety
-/// As `ntp_adjtime(3)` (glibc's other name for `adjtimex`).
-#[no_mangle]
-pub unsafe extern "C" fn ntp_adjtime(buf: *mut libc::timex) -> libc::c_int {
-    let ra = caller!();
-    // SAFETY: forwarded contract.
-    unsafe { adjtimex_impl(buf, Fid::Adjtimex, ra) }
+    || unsafe { adjtimex_impl(buf, Fid::Adjtimex, ra) }
 }
 
 /// Shared by `clock_adjtime` and `syscall(SYS_clock_adjtime, …)`. Clocks other than
@@ -456,16 +468,13 @@ pub unsafe fn clock_adjtime_impl(
     unsafe { real(clock, buf) }
 }
 
-/// # Safety
-/// As `clock_adjtime(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn clock_adjtime(
-    clock: libc::clockid_t,
-    buf: *mut libc::timex,
-) -> libc::c_int {
-    let ra = caller!();
+hook! {
+    /// # Safety
+    /// As `clock_adjtime(2)`.
+    fn clock_adjtime(clock: libc::clockid_t, buf: *mut libc::timex) -> libc::c_int;
+    caller = ra;
     // SAFETY: forwarded contract.
-    unsafe { clock_adjtime_impl(clock, buf, Fid::ClockAdjtime, ra) }
+    || unsafe { clock_adjtime_impl(clock, buf, Fid::ClockAdjtime, ra) }
 }
 
 /// `ntp_gettime`/`ntp_gettimex`: the kernel's NTP state with the sealed time. Both structs
@@ -475,36 +484,26 @@ pub unsafe extern "C" fn clock_adjtime(
 /// `buf` points to a writable `ntptimeval` of either layout.
 unsafe fn ntp_gettime_sealed(buf: *mut libc::timeval, r: libc::c_int) -> libc::c_int {
     if r >= 0 && !buf.is_null() && config::sealed(flags::TIME) {
-        let ns = realtime_ns();
         // SAFETY: the struct's first member, writable per the contract.
-        unsafe {
-            *buf = libc::timeval {
-                tv_sec: ns.div_euclid(1_000_000_000),
-                tv_usec: ns.rem_euclid(1_000_000_000) / 1000,
-            }
-        };
+        unsafe { *buf = realtime_timeval(1000) };
     }
     r
 }
 
-/// # Safety
-/// As `ntp_gettime(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn ntp_gettime(buf: *mut libc::ntptimeval) -> libc::c_int {
-    let ra = caller!();
-    census::count(Fid::NtpGettime, NO_DETAIL, ra);
-    let real = real!(ntp_gettime: fn(*mut libc::ntptimeval) -> libc::c_int);
+hook! {
+    /// # Safety
+    /// As `ntp_gettime(3)`.
+    fn ntp_gettime(buf: *mut libc::ntptimeval) -> libc::c_int;
+    fid = NtpGettime;
     // SAFETY: forwarded, then the leading timeval replaced.
-    unsafe { ntp_gettime_sealed(buf as *mut libc::timeval, real(buf)) }
+    |real| unsafe { ntp_gettime_sealed(buf as *mut libc::timeval, real(buf)) }
 }
 
-/// # Safety
-/// As `ntp_gettimex(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn ntp_gettimex(buf: *mut libc::c_void) -> libc::c_int {
-    let ra = caller!();
-    census::count(Fid::NtpGettime, NO_DETAIL, ra);
-    let real = real!(ntp_gettimex: fn(*mut libc::c_void) -> libc::c_int);
+hook! {
+    /// # Safety
+    /// As `ntp_gettimex(3)`.
+    fn ntp_gettimex(buf: *mut libc::c_void) -> libc::c_int;
+    fid = NtpGettime;
     // SAFETY: forwarded, then the leading timeval replaced.
-    unsafe { ntp_gettime_sealed(buf as *mut libc::timeval, real(buf)) }
+    |real| unsafe { ntp_gettime_sealed(buf as *mut libc::timeval, real(buf)) }
 }

@@ -62,15 +62,25 @@ pub fn detail(clock: libc::clockid_t) -> u8 {
 /// (`clock_settime`, `settimeofday`, …; see `crate::world`).
 #[inline(always)]
 pub fn realtime_base() -> i64 {
-    config::epoch_ns().wrapping_add(crate::world::realtime_shift())
+    config::epoch_ns()
+        .saturating_add(crate::world::realtime_shift())
+        .saturating_add(crate::world::advance())
 }
 
-/// The value of `clock` in the given domain when the logical clock reads `l`.
+/// What `CLOCK_MONOTONIC` reads at `L = 0`: [`MONO_BASE_NS`], moved forward by `seal time
+/// advance`.
+#[inline(always)]
+pub fn monotonic_base() -> i64 {
+    MONO_BASE_NS.saturating_add(crate::world::advance())
+}
+
+/// The value of `clock` in the given domain when the logical clock reads `l`. Saturating: a
+/// clock at its cap reads `i64::MAX` nanoseconds, never a wrapped negative time.
 #[inline(always)]
 pub fn value_at(domain: Domain, l: i64) -> i64 {
     match domain {
-        Domain::Realtime(off) => realtime_base().wrapping_add(l).wrapping_add(off),
-        Domain::Monotonic => MONO_BASE_NS.wrapping_add(l),
+        Domain::Realtime(off) => realtime_base().saturating_add(l).saturating_add(off),
+        Domain::Monotonic => monotonic_base().saturating_add(l),
         Domain::Cputime | Domain::PassThrough => l,
     }
 }
@@ -79,8 +89,8 @@ pub fn value_at(domain: Domain, l: i64) -> i64 {
 #[inline]
 pub fn logical_of(domain: Domain, value: i64) -> i64 {
     match domain {
-        Domain::Realtime(off) => value.wrapping_sub(realtime_base()).wrapping_sub(off),
-        Domain::Monotonic => value.wrapping_sub(MONO_BASE_NS),
+        Domain::Realtime(off) => value.saturating_sub(realtime_base()).saturating_sub(off),
+        Domain::Monotonic => value.saturating_sub(monotonic_base()),
         Domain::Cputime | Domain::PassThrough => value,
     }
 }
@@ -191,6 +201,16 @@ mod tests {
         ] {
             assert_eq!(logical_of(d, value_at(d, 123_456_789)), 123_456_789);
         }
+    }
+
+    #[test]
+    fn values_saturate_at_the_cap() {
+        assert_eq!(value_at(Domain::Monotonic, i64::MAX - 5), i64::MAX);
+        assert_eq!(
+            value_at(Domain::Realtime(TAI_OFFSET_NS), i64::MAX),
+            i64::MAX
+        );
+        assert_eq!(value_at(Domain::Cputime, i64::MAX), i64::MAX);
     }
 
     #[test]

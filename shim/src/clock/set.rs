@@ -35,6 +35,9 @@ pub fn set_realtime(value_ns: i64) {
 /// `clock_settime(clock, ts)` on the sealed world: `Err(errno)` as the kernel would fail.
 pub fn settime(clock: libc::clockid_t, ts: Option<&libc::timespec>) -> Result<(), i32> {
     let ts = ts.ok_or(libc::EFAULT)?;
+    if clock == seal_abi::CLOCK_SEAL_ADVANCE || clock == seal_abi::CLOCK_SEAL_SET {
+        return control(clock, ts);
+    }
     if clock != libc::CLOCK_REALTIME {
         // The kernel lets no other clock be set: CPU clocks say EPERM, the rest EINVAL.
         return Err(match super::domain(clock) {
@@ -49,6 +52,21 @@ pub fn settime(clock: libc::clockid_t, ts: Option<&libc::timespec>) -> Result<()
         return Err(libc::EPERM);
     }
     set_realtime(from_timespec(ts));
+    Ok(())
+}
+
+/// seal's own clock ids (`seal time advance`/`set`, and programs that use the protocol
+/// directly): time under the user's control, so no privilege is asked for.
+fn control(clock: libc::clockid_t, ts: &libc::timespec) -> Result<(), i32> {
+    if !(0..1_000_000_000).contains(&ts.tv_nsec) || !(0..=SEC_MAX).contains(&ts.tv_sec) {
+        return Err(libc::EINVAL);
+    }
+    let ns = from_timespec(ts);
+    if clock == seal_abi::CLOCK_SEAL_ADVANCE {
+        world::advance_by(ns);
+    } else {
+        set_realtime(ns);
+    }
     Ok(())
 }
 
@@ -117,6 +135,9 @@ pub fn adjtimex(modes: u32, time: &libc::timeval) -> Result<(), i32> {
 mod tests {
     use super::*;
 
+    /// The tests that move this process's (local) sealed world take turns.
+    static WORLD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn ts(sec: i64, nsec: i64) -> libc::timespec {
         libc::timespec {
             tv_sec: sec,
@@ -161,6 +182,7 @@ mod tests {
 
     #[test]
     fn setting_the_clock_moves_what_the_next_read_returns() {
+        let _turn = WORLD.lock().unwrap();
         // Only where the test may set the clock (root): the change stays in this process's
         // local world (no run table is mapped in unit tests); the machine is never touched.
         if !world::may(CAP_SYS_TIME) {
@@ -177,5 +199,21 @@ mod tests {
         .unwrap();
         assert_eq!(realtime_base() + thread::peek(), target - 1_000_000_000);
         world::shift_realtime_by(-world::realtime_shift());
+    }
+
+    #[test]
+    fn advancing_moves_realtime_and_monotonic_alike_without_privilege() {
+        let _turn = WORLD.lock().unwrap();
+        let (rt, mono) = (realtime_base(), super::super::monotonic_base());
+        let day = ts(86_400, 0);
+        settime(seal_abi::CLOCK_SEAL_ADVANCE, Some(&day)).unwrap();
+        assert_eq!(realtime_base() - rt, 86_400_000_000_000);
+        assert_eq!(super::super::monotonic_base() - mono, 86_400_000_000_000);
+        assert_eq!(
+            settime(seal_abi::CLOCK_SEAL_ADVANCE, Some(&ts(-1, 0))),
+            Err(libc::EINVAL),
+            "time only moves forward"
+        );
+        world::advance_by(-86_400_000_000_000);
     }
 }

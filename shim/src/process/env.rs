@@ -32,14 +32,16 @@ pub fn current_settings() -> Settings<'static> {
         epoch_ns: config::EPOCH_NS.load(Relaxed),
         tick_ns: config::TICK_NS.load(Relaxed),
         seed: config::SEED.load(Relaxed),
-        // Bit 30 ("in a run") is the shim's own marker, not part of the wire format.
-        flags: config::flags() & !(1 << 30),
+        // The run's flags, not this image's (`--only`/`--skip` may have left this one out).
+        flags: config::RUN_FLAGS.load(Relaxed),
         hostname: config::HOSTNAME.get(),
+        only: config::ONLY.get(),
+        skip: config::SKIP.get(),
     }
 }
 
 /// Variables describing the run (kept when present, re-added when cleaned).
-const SETTINGS: [&str; 7] = senv::VARS;
+const SETTINGS: [&str; senv::VARS.len()] = senv::VARS;
 const LD_PRELOAD: &str = "LD_PRELOAD";
 
 /// Bytes of scratch for one variable we write ourselves (paths are at most 4095 bytes).
@@ -266,6 +268,8 @@ mod tests {
             seed: 7,
             flags: 63,
             hostname: b"seal",
+            only: b"",
+            skip: b"",
         };
         let st = ImageState {
             clock: 1234,
@@ -303,6 +307,8 @@ mod tests {
                 "LIBSEAL_SEED=7",
                 "LIBSEAL_FLAGS=63",
                 "LIBSEAL_HOSTNAME=seal",
+                "LIBSEAL_ONLY=",
+                "LIBSEAL_SKIP=",
                 "LIBSEAL_CLOCK=1234",
                 "LIBSEAL_VPID=1500",
                 "LIBSEAL_PPID=1000",

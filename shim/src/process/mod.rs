@@ -1,7 +1,8 @@
 //! Processes: virtual pids, fork/exec/spawn (re-injecting the seal into every child, also when
 //! its environment was cleaned), the run-wide pid table, and reports of what cannot be sealed.
 //!
-//! - `table`: the shared `run.table` (vpid <-> real pid, reaped statuses).
+//! - `crate::table` (shared with `world`): the run-wide `run.table` (vpid <-> real pid,
+//!   reaped statuses).
 //! - `vpid`: this process's identity, virtual tids, translation both ways.
 //! - `env`: the environment of a new image (LD_PRELOAD, settings, per-process state).
 //! - `target`: can libseal follow this exec (static, setuid, foreign architecture)?
@@ -16,7 +17,6 @@
 pub mod env;
 #[cfg(not(test))]
 pub(crate) mod hooks;
-pub mod table;
 pub mod target;
 pub mod vpid;
 
@@ -24,7 +24,7 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use seal_abi::Fid;
 
-use crate::{census, config, sys, thread};
+use crate::{census, config, sys, table, thread};
 
 /// Called once per process image after the configuration is loaded, before its census file
 /// is opened (it may correct the identity the file is named after).
@@ -237,9 +237,20 @@ pub fn reaped(real: i32, status: i32) -> i32 {
     }
 }
 
+/// The `wait` status word of a child that ended, from `waitid`'s `si_code` and `si_status`;
+/// `None` for a child that only stopped or continued.
+pub fn wait_status(code: i32, st: i32) -> Option<i32> {
+    match code {
+        libc::CLD_EXITED => Some((st & 0xff) << 8),
+        libc::CLD_KILLED => Some(st & 0x7f),
+        libc::CLD_DUMPED => Some((st & 0x7f) | 0x80),
+        _ => None,
+    }
+}
+
 /// If `path` is `/proc/<vpid>/…` (or `/proc/<vpid>/task/<vtid>/…`) for a virtual pid of this
 /// run, writes the same path with the real pids into `out` (NUL-terminated) and returns
-/// true. Called by every `open`-family hook (they live in `random::device`).
+/// true. Called by every `open`-family hook (they live in `crate::open`).
 pub fn translate_proc_path(path: &[u8], out: &mut [u8; 4096]) -> bool {
     if !path.starts_with(b"/proc/") || !config::in_run() || !vpid::sealed() {
         return false;
@@ -310,6 +321,18 @@ mod tests {
             let n = out.iter().position(|&c| c == 0).unwrap();
             String::from_utf8(out[..n].to_vec()).unwrap()
         })
+    }
+
+    #[test]
+    fn waitid_codes_become_wait_statuses() {
+        let st = wait_status(libc::CLD_EXITED, 3).unwrap();
+        assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 3);
+        let st = wait_status(libc::CLD_KILLED, libc::SIGKILL).unwrap();
+        assert!(libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGKILL);
+        let st = wait_status(libc::CLD_DUMPED, libc::SIGSEGV).unwrap();
+        assert!(libc::WIFSIGNALED(st) && libc::WCOREDUMP(st));
+        assert_eq!(wait_status(libc::CLD_STOPPED, libc::SIGSTOP), None);
+        assert_eq!(wait_status(libc::CLD_CONTINUED, libc::SIGCONT), None);
     }
 
     #[test]

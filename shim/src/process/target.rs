@@ -118,6 +118,19 @@ fn pread(fd: i32, buf: &mut [u8], off: u64) -> usize {
     n.max(0) as usize
 }
 
+/// The file `execveat(dirfd, rel, …)` runs, as a path to check: `rel` itself when absolute
+/// (or relative to the working directory), else through `/proc/self/fd/<dirfd>`.
+pub fn execveat_path(dirfd: i32, rel: &[u8], p: &mut Path) {
+    if rel.starts_with(b"/") || (dirfd == libc::AT_FDCWD && !rel.is_empty()) {
+        p.push(rel);
+    } else {
+        p.push(b"/proc/self/fd/").push_i64(dirfd as i64);
+        if !rel.is_empty() {
+            p.push(b"/").push(rel);
+        }
+    }
+}
+
 /// Resolves `file` the way `execvp` does: as is when it contains a slash, else the first
 /// executable regular file in `$PATH` (default `/bin:/usr/bin`). `None` when not found.
 pub fn search_path(file: &[u8]) -> Option<Path> {
@@ -178,6 +191,20 @@ fn executable_file(path: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn execveat_paths() {
+        let path = |dirfd: i32, rel: &[u8]| {
+            let mut p = Path::new();
+            execveat_path(dirfd, rel, &mut p);
+            String::from_utf8(p.as_bytes().to_vec()).unwrap()
+        };
+        assert_eq!(path(3, b"/bin/sh"), "/bin/sh");
+        assert_eq!(path(libc::AT_FDCWD, b"run.sh"), "run.sh");
+        assert_eq!(path(7, b"run.sh"), "/proc/self/fd/7/run.sh");
+        // AT_EMPTY_PATH: the descriptor itself.
+        assert_eq!(path(7, b""), "/proc/self/fd/7");
+    }
 
     fn file_check(p: &str) -> Result<(), u32> {
         let mut b = Path::new();

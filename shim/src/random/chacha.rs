@@ -2,7 +2,7 @@
 //! with SSE2, which every x86_64 CPU has (no run-time detection needed).
 //!
 //! Written here rather than taken from the `chacha20` crate because the shim keeps per-thread
-//! state in `const`-initialised `Copy` thread locals (DESIGN.md's shim rules); the crate's
+//! state in `const`-initialised `Copy` thread locals (docs/design.md's shim rules); the crate's
 //! cipher types are neither. The round count is a parameter: the entropy streams use
 //! [`STREAM_ROUNDS`]; the RFC 8439 §2.3.2 test vector below checks the 20-round function.
 
@@ -11,7 +11,7 @@ use core::arch::x86_64::*;
 /// Rounds of the entropy streams. 12 rounds is what `rand`'s `StdRng` uses: far beyond what
 /// statistical quality needs (the best attacks reach 7 rounds), and the streams are for
 /// determinism, not secrecy (anyone with the seed can replay them by design). It keeps a
-/// sealed `getrandom(16 bytes)` within DESIGN.md's 10 ns target.
+/// sealed `getrandom(16 bytes)` within docs/design.md's 10 ns target.
 pub const STREAM_ROUNDS: usize = 12;
 
 const SIGMA: [u32; 4] = [0x6170_7865, 0x3320_646e, 0x7962_2d32, 0x6b20_6574];

@@ -1,22 +1,19 @@
 //! Exported randomness entry points: answered from the thread's stream when `random` is
 //! sealed, else by libc.
 
+use libc::{c_int, c_uint, c_void, size_t, ssize_t};
 use seal_abi::{flags, Fid, NO_DETAIL};
 
 use super::{fill, uniform, with_stream};
-use crate::{caller, census, config, real};
+use crate::{census, config, hook, real, sys::set_errno};
 
-/// # Safety
-/// As `getrandom(2)`: `buf` valid for `len` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn getrandom(
-    buf: *mut libc::c_void,
-    len: libc::size_t,
-    fl: libc::c_uint,
-) -> libc::ssize_t {
-    let ra = caller!();
+hook! {
+    /// # Safety
+    /// As `getrandom(2)`: `buf` valid for `len` bytes.
+    fn getrandom(buf: *mut c_void, len: size_t, fl: c_uint) -> ssize_t;
+    caller = ra;
     // SAFETY: forwarded contract.
-    unsafe { getrandom_impl(buf, len, fl, Fid::Getrandom, ra) }
+    || unsafe { getrandom_impl(buf, len, fl, Fid::Getrandom, ra) }
 }
 
 /// Shared with `syscall(SYS_getrandom, …)`.
@@ -25,95 +22,91 @@ pub unsafe extern "C" fn getrandom(
 /// As `getrandom(2)`.
 #[inline(always)]
 pub unsafe fn getrandom_impl(
-    buf: *mut libc::c_void,
-    len: libc::size_t,
-    fl: libc::c_uint,
+    buf: *mut c_void,
+    len: size_t,
+    fl: c_uint,
     fid: Fid,
     ra: u64,
-) -> libc::ssize_t {
+) -> ssize_t {
     census::count(fid, NO_DETAIL, ra);
     if config::sealed(flags::RANDOM) && (len == 0 || !buf.is_null()) {
-        if len > 0 {
-            // SAFETY: caller guarantees buf is writable for len bytes.
-            fill(unsafe { core::slice::from_raw_parts_mut(buf as *mut u8, len) });
-        }
-        return len as libc::ssize_t;
+        // SAFETY: caller guarantees buf is writable for len bytes.
+        unsafe { fill_raw(buf, len) };
+        return len as ssize_t;
     }
-    let real = real!(getrandom: fn(*mut libc::c_void, libc::size_t, libc::c_uint) -> libc::ssize_t);
+    let real = real!(getrandom: fn(*mut c_void, size_t, c_uint) -> ssize_t);
     // SAFETY: forwarded.
     unsafe { real(buf, len, fl) }
 }
 
+/// Fills `len` bytes at `buf` from the thread's stream (nothing when `len` is 0).
+///
 /// # Safety
-/// As `getentropy(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn getentropy(buf: *mut libc::c_void, len: libc::size_t) -> libc::c_int {
-    let ra = caller!();
-    census::count(Fid::Getentropy, NO_DETAIL, ra);
-    if config::sealed(flags::RANDOM) {
+/// `buf` is writable for `len` bytes (or `len` is 0).
+#[inline(always)]
+unsafe fn fill_raw(buf: *mut c_void, len: size_t) {
+    if len > 0 {
+        // SAFETY: per the contract.
+        fill(unsafe { core::slice::from_raw_parts_mut(buf as *mut u8, len) });
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `getentropy(3)`.
+    fn getentropy(buf: *mut c_void, len: size_t) -> c_int;
+    fid = Getentropy;
+    |real| {
+        if !config::sealed(flags::RANDOM) {
+            return real(buf, len);
+        }
         if len > 256 {
-            // SAFETY: errno is thread-local.
-            unsafe { *libc::__errno_location() = libc::EIO };
+            set_errno(libc::EIO);
             return -1;
         }
-        if len > 0 {
-            if buf.is_null() {
-                // SAFETY: errno is thread-local.
-                unsafe { *libc::__errno_location() = libc::EFAULT };
-                return -1;
-            }
-            // SAFETY: caller guarantees buf is writable for len bytes.
-            fill(unsafe { core::slice::from_raw_parts_mut(buf as *mut u8, len) });
+        if len > 0 && buf.is_null() {
+            set_errno(libc::EFAULT);
+            return -1;
         }
-        return 0;
+        // SAFETY: caller guarantees buf is writable for len bytes.
+        unsafe { fill_raw(buf, len) };
+        0
     }
-    let real = real!(getentropy: fn(*mut libc::c_void, libc::size_t) -> libc::c_int);
-    // SAFETY: forwarded.
-    unsafe { real(buf, len) }
 }
 
-/// # Safety
-/// As `arc4random(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn arc4random() -> u32 {
-    let ra = caller!();
-    census::count(Fid::Arc4random, NO_DETAIL, ra);
-    if config::sealed(flags::RANDOM) {
-        return with_stream(|s| s.next_u32());
+hook! {
+    /// # Safety
+    /// As `arc4random(3)`.
+    fn arc4random() -> u32;
+    fid = Arc4random;
+    |real| if config::sealed(flags::RANDOM) {
+        with_stream(|s| s.next_u32())
+    } else {
+        real()
     }
-    let real = real!(arc4random: fn() -> u32);
-    // SAFETY: no arguments.
-    unsafe { real() }
 }
 
-/// # Safety
-/// As `arc4random_buf(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn arc4random_buf(buf: *mut libc::c_void, len: libc::size_t) {
-    let ra = caller!();
-    census::count(Fid::Arc4randomBuf, NO_DETAIL, ra);
-    if config::sealed(flags::RANDOM) {
-        if len > 0 && !buf.is_null() {
-            // SAFETY: caller guarantees buf is writable for len bytes.
-            fill(unsafe { core::slice::from_raw_parts_mut(buf as *mut u8, len) });
-        }
-        return;
+hook! {
+    /// # Safety
+    /// As `arc4random_buf(3)`.
+    fn arc4random_buf(buf: *mut c_void, len: size_t) -> ();
+    fid = Arc4randomBuf;
+    |real| if !config::sealed(flags::RANDOM) {
+        real(buf, len)
+    } else if !buf.is_null() {
+        // SAFETY: caller guarantees buf is writable for len bytes.
+        unsafe { fill_raw(buf, len) }
     }
-    let real = real!(arc4random_buf: fn(*mut libc::c_void, libc::size_t) -> ());
-    // SAFETY: forwarded.
-    unsafe { real(buf, len) }
 }
 
-/// # Safety
-/// As `arc4random_uniform(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn arc4random_uniform(upper: u32) -> u32 {
-    let ra = caller!();
-    census::count(Fid::Arc4randomUniform, NO_DETAIL, ra);
-    if config::sealed(flags::RANDOM) {
-        return with_stream(|s| uniform(s, upper));
+hook! {
+    /// # Safety
+    /// As `arc4random_uniform(3)`.
+    fn arc4random_uniform(upper: u32) -> u32;
+    fid = Arc4randomUniform;
+    |real| if config::sealed(flags::RANDOM) {
+        with_stream(|s| uniform(s, upper))
+    } else {
+        real(upper)
     }
-    let real = real!(arc4random_uniform: fn(u32) -> u32);
-    // SAFETY: plain integer.
-    unsafe { real(upper) }
 }

@@ -14,25 +14,41 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use crate::{config, thread};
 
+/// One keyed ChaCha stream, read from front to back.
+///
+/// Signal-safe for its own thread: a handler may draw from the stream while the thread it
+/// interrupted is in the middle of a draw. Each draw first claims its byte range with one
+/// non-locked `xadd` on `pos`, then computes exactly those keystream bytes from their position
+/// (byte `p` is byte `p % 256` of the four-block batch `p / 256`), so the interrupted draw and
+/// the handler's never share a byte. The last batch is cached behind a sequence number: a
+/// draw only trusts a copy if no store happened meanwhile.
 #[derive(Clone, Copy)]
 pub struct EntropyStream {
     /// The lineage this stream was keyed for (0 = never keyed).
     keyed_for: u64,
     key: [u32; 8],
     nonce: [u32; 2],
-    counter: u64,
-    buf: [u8; 256],
-    pos: usize,
+    /// Bytes of the stream claimed so far.
+    pos: u64,
+    /// Even when `cached`/`buf` are stable, odd while a store is in progress.
+    seq: u64,
+    /// Batch index + 1 of the bytes in `buf` (0: nothing cached).
+    cached: u64,
+    buf: [u8; BATCH],
 }
+
+/// Bytes per keystream batch (four 64-byte blocks).
+const BATCH: usize = 256;
 
 impl EntropyStream {
     pub const EMPTY: EntropyStream = EntropyStream {
         keyed_for: 0,
         key: [0; 8],
         nonce: [0; 2],
-        counter: 0,
-        buf: [0; 256],
-        pos: 256,
+        pos: 0,
+        seq: 0,
+        cached: 0,
+        buf: [0; BATCH],
     };
 
     /// A stream for `seed` and stream id `id` (a lineage key, or any derived key).
@@ -49,29 +65,87 @@ impl EntropyStream {
             pair[1] = (w >> 32) as u32;
         }
         self.nonce = [id as u32, (id >> 32) as u32];
-        self.counter = 0;
-        self.pos = self.buf.len();
+        self.pos = 0;
+        self.cached = 0;
         self.keyed_for = id;
+    }
+
+    /// Claims the next `n` bytes of the stream: returns their first position.
+    #[inline(always)]
+    fn claim(&mut self, n: u64) -> u64 {
+        let mut v = n;
+        // SAFETY: one exchange-and-add on this stream's aligned `pos`; no `lock` prefix is
+        // needed against a signal handler of the same thread (signals arrive between
+        // instructions), and no other thread uses this stream.
+        unsafe {
+            core::arch::asm!("xadd qword ptr [{p}], {v}", p = in(reg) &mut self.pos, v = inout(reg) v,
+                             options(nostack));
+        }
+        v
+    }
+
+    /// Copies `out.len()` bytes at `within` of batch `batch` from the cache, if it holds that
+    /// batch and no store (a signal handler's) overlapped the copy.
+    #[inline(always)]
+    fn copy_cached(&self, batch: u64, within: usize, out: &mut [u8]) -> bool {
+        use core::sync::atomic::{compiler_fence, Ordering::SeqCst};
+        let seq = core::ptr::addr_of!(self.seq);
+        // SAFETY (volatile reads): fields of this live stream.
+        let s1 = unsafe { seq.read_volatile() };
+        let tag = unsafe { core::ptr::addr_of!(self.cached).read_volatile() };
+        if s1 & 1 != 0 || tag != batch + 1 {
+            return false;
+        }
+        compiler_fence(SeqCst);
+        out.copy_from_slice(&self.buf[within..within + out.len()]);
+        compiler_fence(SeqCst);
+        // SAFETY: as above.
+        unsafe { seq.read_volatile() == s1 }
+    }
+
+    /// Caches `bytes` as batch `batch`, unless this call interrupted another store.
+    #[inline(always)]
+    fn store_cached(&mut self, batch: u64, bytes: &[u8; BATCH]) {
+        use core::sync::atomic::{compiler_fence, Ordering::SeqCst};
+        let seq = core::ptr::addr_of_mut!(self.seq);
+        // SAFETY (volatile accesses): fields of this live stream.
+        let s = unsafe { seq.read_volatile() };
+        if s & 1 != 0 {
+            return;
+        }
+        unsafe { seq.write_volatile(s + 1) };
+        compiler_fence(SeqCst);
+        unsafe { core::ptr::addr_of_mut!(self.cached).write_volatile(batch + 1) };
+        self.buf = *bytes;
+        compiler_fence(SeqCst);
+        unsafe { seq.write_volatile(s + 2) };
     }
 
     /// Fills `out` with the next bytes of the stream.
     pub fn fill(&mut self, out: &mut [u8]) {
+        let start = self.claim(out.len() as u64);
         let mut done = 0;
         while done < out.len() {
-            if self.pos == self.buf.len() {
+            let p = start.wrapping_add(done as u64);
+            let batch = p / BATCH as u64;
+            let within = (p % BATCH as u64) as usize;
+            let n = (out.len() - done).min(BATCH - within);
+            let dst = &mut out[done..done + n];
+            if !self.copy_cached(batch, within, dst) {
+                let mut tmp = [0u8; BATCH];
                 chacha::blocks4(
                     &self.key,
-                    self.counter,
+                    batch.wrapping_mul(4),
                     self.nonce,
                     chacha::STREAM_ROUNDS,
-                    &mut self.buf,
+                    &mut tmp,
                 );
-                self.counter = self.counter.wrapping_add(4);
-                self.pos = 0;
+                dst.copy_from_slice(&tmp[within..within + n]);
+                if within + n < BATCH {
+                    // The rest of this batch is what the next draw wants.
+                    self.store_cached(batch, &tmp);
+                }
             }
-            let n = (out.len() - done).min(self.buf.len() - self.pos);
-            out[done..done + n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
-            self.pos += n;
             done += n;
         }
     }
@@ -135,6 +209,23 @@ mod tests {
         b.fill(y1);
         b.fill(y2);
         assert_eq!(x, y);
+    }
+
+    #[test]
+    fn position_p_is_keystream_byte_p() {
+        // The stream is the ChaCha keystream in order: batch b is blocks 4b..4b+3.
+        let mut s = EntropyStream::new(9, 3);
+        let mut got = [0u8; 1000];
+        s.fill(&mut got[..5]);
+        s.fill(&mut got[5..300]);
+        s.fill(&mut got[300..]);
+        let mut want = [0u8; 1024];
+        for b in 0..4u64 {
+            let mut batch = [0u8; 256];
+            chacha::blocks4(&s.key, b * 4, s.nonce, chacha::STREAM_ROUNDS, &mut batch);
+            want[b as usize * 256..][..256].copy_from_slice(&batch);
+        }
+        assert_eq!(got, want[..1000]);
     }
 
     #[test]

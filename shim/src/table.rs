@@ -75,7 +75,9 @@ impl<'a> Table<'a> {
             slot.store(real, Release);
         }
         if let Some(slot) = self.vpid_of.get(real as usize).filter(|_| real > 0) {
-            slot.store(v, Release);
+            if backed(slot) {
+                slot.store(v, Release);
+            }
         }
     }
 
@@ -95,7 +97,11 @@ impl<'a> Table<'a> {
         if real <= 0 {
             return None;
         }
-        let v = self.vpid_of.get(real as usize)?.load(Acquire);
+        let slot = self.vpid_of.get(real as usize)?;
+        if !backed(slot) {
+            return None;
+        }
+        let v = slot.load(Acquire);
         // Only trust the entry if it still points back (the real pid may have been reused).
         (v > 0 && self.real(v) == Some(real)).then_some(v)
     }
@@ -129,6 +135,32 @@ impl<'a> Table<'a> {
         } else {
             None
         }
+    }
+}
+
+/// `vpid_of` is sparse (sized by pid_max), and on tmpfs even a read of a page never touched
+/// allocates it: back the entry's page before any access, so a full file system is a
+/// reported error (`false`) rather than a SIGBUS.
+fn backed(slot: &AtomicI32) -> bool {
+    let r = sys::populate(slot.as_ptr() as *const u8, 4);
+    if r < 0 && r != -(libc::EINVAL as i64) {
+        no_room();
+        return false;
+    }
+    true
+}
+
+/// The run table's file system is full: this pid stays untranslated for kill/wait by real pid.
+#[cold]
+fn no_room() {
+    use core::sync::atomic::AtomicBool;
+    static SAID: AtomicBool = AtomicBool::new(false);
+    crate::census::record_unsealed(
+        seal_abi::unsealed::PID_SPACE_FULL,
+        b"run table file system full: a real pid is not mapped back to its virtual pid",
+    );
+    if !SAID.swap(true, Relaxed) {
+        sys::warn(b"the run directory's file system is full: some real pids are not mapped back to virtual pids");
     }
 }
 
@@ -204,6 +236,25 @@ pub fn map() -> bool {
     sys::close(fd);
     if p.is_null() {
         return false;
+    }
+    // The first process of the run backs the fixed arrays (every process may touch any entry
+    // of them), so no later store can meet a full tmpfs; `vpid_of` pages are backed one by one
+    // in `register`.
+    let root = config::VPID.load(Relaxed) == seal_abi::ROOT_VPID
+        && config::GEN.load(Relaxed) == 0
+        && config::LINEAGE.load(Relaxed) == seal_abi::ROOT_LINEAGE;
+    if root {
+        let r = sys::populate(p, RunTable::REAL_MAP_OFFSET);
+        if r < 0 && r != -(libc::EINVAL as i64) {
+            // SAFETY: our fresh mapping, not yet published.
+            unsafe { sys::munmap(p, RunTable::file_size(pid_max)) };
+            let mut m = sys::StackBuf::<200>::new();
+            m.push(b"cannot reserve the run table (")
+                .push(sys::errno_name(-r as i32))
+                .push(b")");
+            sys::warn(m.as_bytes());
+            return false;
+        }
     }
     PID_MAX.store(pid_max, Relaxed);
     BASE.store(p, Release);

@@ -1,0 +1,54 @@
+//! Descriptors the shim makes for the program (raw system calls only): a memfd with fixed
+//! contents (the sealed uuid, boot id and host name files), and raw results as errnos.
+
+use crate::sys;
+
+/// Result of a raw system call as `Result<value, errno>`.
+pub fn check(r: i64) -> Result<i64, i32> {
+    if (-4095..0).contains(&r) {
+        Err(-r as i32)
+    } else {
+        Ok(r)
+    }
+}
+
+/// A memfd holding `content`, positioned at its start.
+pub fn memfd_with(name: &[u8], content: &[u8], cloexec: bool) -> Result<i32, i32> {
+    let fl = if cloexec { libc::MFD_CLOEXEC } else { 0 };
+    // SAFETY: name is NUL-terminated.
+    let fd = check(unsafe {
+        sys::syscall3(libc::SYS_memfd_create, name.as_ptr() as i64, fl as i64, 0)
+    })? as i32;
+    if let Err(e) = write_all(fd, content) {
+        sys::close(fd);
+        return Err(e);
+    }
+    // SAFETY: plain integers.
+    unsafe { sys::syscall3(libc::SYS_lseek, fd as i64, 0, libc::SEEK_SET as i64) };
+    Ok(fd)
+}
+
+/// Writes all of `bytes` to `fd` with raw `write`s, retrying after `EINTR`: `Err(errno)` on
+/// the first failure (a write of nothing counts as `EPIPE`: the reader is gone). Raw system
+/// calls only, so a feeder process may use it.
+pub fn write_all(fd: i32, bytes: &[u8]) -> Result<(), i32> {
+    let mut done = 0;
+    while done < bytes.len() {
+        // SAFETY: the tail of bytes is valid.
+        let r = unsafe {
+            sys::syscall3(
+                libc::SYS_write,
+                fd as i64,
+                bytes[done..].as_ptr() as i64,
+                (bytes.len() - done) as i64,
+            )
+        };
+        match check(r) {
+            Ok(0) => return Err(libc::EPIPE),
+            Ok(n) => done += n as usize,
+            Err(libc::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! The open family, exported: each hook answers our paths (see the parent module), translates
+//! `/proc/<vpid>/…` paths (the pid family's `translate_proc_path`), and otherwise calls the
+//! real function with the caller's arguments unchanged (errno untouched).
+
+use libc::{c_char, c_int, c_uint, FILE};
+use seal_abi::Fid;
+
+use super::{classify, open_sealed, read_only_mode, Outcome, Target};
+use crate::sys::{self, set_errno};
+use crate::{census, hook};
+
+/// A path buffer for the pid family's `/proc/<vpid>` rewrite.
+struct Path {
+    buf: [u8; 4096],
+}
+
+/// Shared front half of every open hook: `Ok(fd)` when the path is ours and sealed, else the
+/// path to hand to the real function (`Err`).
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+#[inline(always)]
+unsafe fn front(
+    path: *const c_char,
+    oflags: c_int,
+    ra: u64,
+    scratch: &mut Path,
+) -> Result<c_int, *const c_char> {
+    if path.is_null() || crate::real::Reentry::inside() {
+        return Err(path);
+    }
+    // SAFETY: per the contract.
+    let bytes = unsafe { sys::cstr(path) };
+    if let Some(target) = classify(bytes) {
+        // The hostname files count as a host-name read, the rest as a device open.
+        let fid = if matches!(target, Target::HostName { .. }) {
+            Fid::Gethostname
+        } else {
+            Fid::OpenDevice
+        };
+        census::count(fid, target.detail(), ra);
+        match open_sealed(target, oflags) {
+            Outcome::Fd(fd) => return Ok(fd),
+            Outcome::Err(e) => {
+                set_errno(e);
+                return Ok(-1);
+            }
+            Outcome::PassThrough => return Err(path),
+        }
+    }
+    if crate::process::translate_proc_path(bytes, &mut scratch.buf) {
+        return Err(scratch.buf.as_ptr() as *const c_char);
+    }
+    Err(path)
+}
+
+/// [`front`] for the fopen family: the open flags of `mode` (a writing mode is not ours, but
+/// its `/proc/<vpid>` path is still rewritten).
+///
+/// # Safety
+/// `path` and `mode` null or NUL-terminated strings.
+#[inline(always)]
+unsafe fn front_mode(
+    path: *const c_char,
+    mode: *const c_char,
+    ra: u64,
+    scratch: &mut Path,
+) -> (c_int, Result<c_int, *const c_char>) {
+    // SAFETY: null or NUL-terminated per the contract.
+    let fl = (!mode.is_null())
+        .then(|| read_only_mode(unsafe { sys::cstr(mode) }))
+        .flatten()
+        .unwrap_or(libc::O_RDWR | libc::O_PATH);
+    // SAFETY: forwarded contract.
+    (fl, unsafe { front(path, fl, ra, scratch) })
+}
+
+hook! {
+    /// # Safety
+    /// As `open(2)`: `path` a NUL-terminated string; `mode` read only with
+    /// `O_CREAT`/`O_TMPFILE`.
+    fn open | open64 | __open | __open64(path: *const c_char, oflags: c_int, mode: c_uint) -> c_int;
+    caller = ra;
+    |real| {
+        let mut scratch = Path { buf: [0; 4096] };
+        // SAFETY: forwarded contract.
+        unsafe { front(path, oflags, ra, &mut scratch) }.unwrap_or_else(|p| real(p, oflags, mode))
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `openat(2)`.
+    fn openat | openat64(dirfd: c_int, path: *const c_char, oflags: c_int, mode: c_uint) -> c_int;
+    caller = ra;
+    |real| {
+        let mut scratch = Path { buf: [0; 4096] };
+        // SAFETY: forwarded contract.
+        unsafe { front(path, oflags, ra, &mut scratch) }
+            .unwrap_or_else(|p| real(dirfd, p, oflags, mode))
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As glibc's fortified `__open_2`.
+    fn __open_2 | __open64_2(path: *const c_char, oflags: c_int) -> c_int;
+    caller = ra;
+    |real| {
+        let mut scratch = Path { buf: [0; 4096] };
+        // SAFETY: forwarded contract.
+        unsafe { front(path, oflags, ra, &mut scratch) }.unwrap_or_else(|p| real(p, oflags))
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As glibc's fortified `__openat_2`.
+    fn __openat_2 | __openat64_2(dirfd: c_int, path: *const c_char, oflags: c_int) -> c_int;
+    caller = ra;
+    |real| {
+        let mut scratch = Path { buf: [0; 4096] };
+        // SAFETY: forwarded contract.
+        unsafe { front(path, oflags, ra, &mut scratch) }
+            .unwrap_or_else(|p| real(dirfd, p, oflags))
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `fopen(3)`.
+    fn fopen | fopen64(path: *const c_char, mode: *const c_char) -> *mut FILE;
+    caller = ra;
+    |real| {
+        let mut scratch = Path { buf: [0; 4096] };
+        // SAFETY: forwarded contract.
+        match unsafe { front_mode(path, mode, ra, &mut scratch) }.1 {
+            Ok(-1) => core::ptr::null_mut(),
+            Ok(fd) => {
+                // SAFETY: fd is ours; fdopen is not interposed by the shim.
+                let f = unsafe { libc::fdopen(fd, mode) };
+                if f.is_null() {
+                    let e = sys::errno();
+                    sys::close(fd);
+                    set_errno(e);
+                }
+                f
+            }
+            Err(p) => real(p, mode),
+        }
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `freopen(3)`.
+    fn freopen | freopen64(path: *const c_char, mode: *const c_char, stream: *mut FILE) -> *mut FILE;
+    caller = ra;
+    |real| {
+        let mut scratch = Path { buf: [0; 4096] };
+        // SAFETY: forwarded contract.
+        let (fl, front) = unsafe { front_mode(path, mode, ra, &mut scratch) };
+        match front {
+            Ok(-1) => {
+                // freopen closes the stream even when the new open fails.
+                // SAFETY: the caller's stream.
+                unsafe { libc::fclose(stream) };
+                core::ptr::null_mut()
+            }
+            Ok(fd) => {
+                // Reopen the stream on /dev/null (libc picks its fd), then put our
+                // descriptor under that fd number.
+                let f = real(c"/dev/null".as_ptr(), mode, stream);
+                if f.is_null() {
+                    sys::close(fd);
+                    return f;
+                }
+                // SAFETY: fileno is not interposed; dup3 on descriptors we own.
+                unsafe {
+                    let target = libc::fileno(f);
+                    let cl = if fl & libc::O_CLOEXEC != 0 { libc::O_CLOEXEC } else { 0 };
+                    sys::syscall3(libc::SYS_dup3, fd as i64, target as i64, cl as i64);
+                }
+                sys::close(fd);
+                f
+            }
+            Err(p) => real(p, mode, stream),
+        }
+    }
+}

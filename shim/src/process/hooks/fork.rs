@@ -1,0 +1,156 @@
+//! fork, vfork, _Fork, clone, and pthread_create (the new thread starts at its creator's
+//! logical clock, with its own lineage).
+
+use libc::{c_int, c_void, pid_t};
+use seal_abi::unsealed;
+
+use crate::process::vpid;
+use crate::sys::{errno, set_errno};
+use crate::{census, config, hook, real, thread};
+
+/// Creates a child with `f` (a real fork-like function): allocates its identity first, sets
+/// it up in the child, registers it in the parent.
+///
+/// # Safety
+/// `f` is a fork-like function (returns 0 in the child, the real pid in the parent).
+unsafe fn fork_with(f: unsafe extern "C" fn() -> pid_t) -> pid_t {
+    if !config::in_run() {
+        // SAFETY: forwarded.
+        return unsafe { f() };
+    }
+    let p = vpid::next_child();
+    vpid::set_pending(Some(p));
+    // SAFETY: forwarded.
+    let r = unsafe { f() };
+    if r == 0 {
+        vpid::become_child(p);
+        return 0;
+    }
+    let e = errno();
+    vpid::set_pending(None);
+    let shown = vpid::parent_done(&p, r);
+    set_errno(e);
+    shown
+}
+
+/// The real `_Fork`: a fork without atfork handlers.
+fn real_fork_no_handlers() -> unsafe extern "C" fn() -> pid_t {
+    real!(_Fork: fn() -> pid_t)
+}
+
+hook! {
+    /// # Safety
+    /// As `fork(2)`.
+    fn fork() -> pid_t;
+    fid = Fork;
+    || {
+        let real = real!(fork: fn() -> pid_t);
+        // SAFETY: fork is fork-like.
+        unsafe { fork_with(real) }
+    }
+}
+
+hook! {
+    /// `vfork` is implemented as a fork without atfork handlers (`_Fork`): a vfork child shares
+    /// its parent's memory and stack, so no wrapper function can return into it safely (our own
+    /// frame would be clobbered by the child before the parent resumes). Programs use vfork only
+    /// to exec or `_exit` at once, which a fork child does just as well.
+    ///
+    /// # Safety
+    /// As `vfork(2)`, with fork's (stronger) guarantees.
+    fn vfork() -> pid_t;
+    fid = Vfork;
+    // SAFETY: _Fork is fork-like.
+    || unsafe { fork_with(real_fork_no_handlers()) }
+}
+
+hook! {
+    /// # Safety
+    /// As `_Fork(3)`.
+    fn _Fork() -> pid_t;
+    fid = Fork;
+    // SAFETY: _Fork is fork-like.
+    || unsafe { fork_with(real_fork_no_handlers()) }
+}
+
+hook! {
+    /// `clone(fn, stack, flags, arg, ptid, tls, ctid)`: variadic in C; on x86_64 the first six
+    /// arguments arrive in registers and `ctid` on the stack at `[rbp+16]` (the shim keeps
+    /// frame pointers, see `caller!`). Threads pass through (they get a virtual tid lazily). A
+    /// new process created this way keeps its real pid in the parent's view: reported, not
+    /// hidden.
+    ///
+    /// # Safety
+    /// As `clone(2)`.
+    fn clone(
+        func: *mut c_void,
+        stack: *mut c_void,
+        flags: c_int,
+        arg: *mut c_void,
+        ptid: *mut pid_t,
+        tls: *mut c_void,
+    ) -> c_int;
+    fid = Clone;
+    || {
+        let ctid: *mut pid_t;
+        // SAFETY: with frame pointers, [rbp+16] is the first stack-passed argument (ctid); the
+        // slot exists in the caller's frame even when the caller passed fewer arguments. The
+        // hook body is the exported function's own (see `hook!`), so rbp is its frame.
+        unsafe {
+            core::arch::asm!("mov {}, [rbp + 16]", out(reg) ctid, options(nostack, readonly));
+        }
+        if flags & libc::CLONE_THREAD == 0 && config::in_run() {
+            census::record_unsealed(
+                unsealed::UNSUPPORTED_CALL,
+                b"clone() creating a process: the parent sees its real pid",
+            );
+        }
+        let real = real!(clone: fn(*mut c_void, *mut c_void, c_int, *mut c_void, *mut pid_t, *mut c_void, *mut pid_t) -> c_int);
+        // SAFETY: forwarded, with the caller's seventh argument.
+        unsafe { real(func, stack, flags, arg, ptid, tls, ctid) }
+    }
+}
+
+struct Start {
+    func: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+    state: thread::ThreadState,
+}
+
+extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
+    // SAFETY: p is the Box we leaked in pthread_create, handed to exactly this thread.
+    let s = unsafe { Box::from_raw(p as *mut Start) };
+    thread::install(s.state);
+    vpid::thread_started(s.state.vtid);
+    let (func, arg) = (s.func, s.arg);
+    drop(s);
+    func(arg)
+}
+
+hook! {
+    /// # Safety
+    /// As `pthread_create(3)`.
+    fn pthread_create(
+        th: *mut libc::pthread_t,
+        attr: *const libc::pthread_attr_t,
+        func: extern "C" fn(*mut c_void) -> *mut c_void,
+        arg: *mut c_void,
+    ) -> c_int;
+    fid = PthreadCreate;
+    |real| {
+        if !config::in_run() {
+            return real(th, attr, func, arg);
+        }
+        let mut state = thread::spawn_child_state();
+        state.vtid = vpid::reserve_vtid(state.lineage);
+        let start = Box::into_raw(Box::new(Start { func, arg, state }));
+        // Our trampoline owns `start` once the thread runs.
+        let r = real(th, attr, trampoline, start as *mut c_void);
+        if r != 0 {
+            vpid::release_vtid(state.vtid);
+            // SAFETY: no thread was created, so the Box is still ours.
+            drop(unsafe { Box::from_raw(start) });
+        }
+        r
+    }
+}

@@ -1,0 +1,271 @@
+//! Exported process entry points: pids, signals, waits, process groups, fork/vfork/clone, the
+//! exec family, posix_spawn, system/popen, and pthread_create's trampoline.
+//!
+//! Each: count the call; when not in a sealed run, call the real function; otherwise translate
+//! pids in (virtual -> real) and out (real -> virtual) when the `pid` family is sealed, and
+//! hand every new image its sealed environment (whatever the family flags).
+//!
+//! This file: identity, and the calls that take or return a pid (signals, process groups,
+//! sessions, affinity, pidfds, priorities, scheduling, limits). `wait.rs`: the wait family.
+//! `fork.rs`: fork, vfork, clone, pthread_create. `exec.rs`: the exec family. `spawn.rs`:
+//! posix_spawn, system, popen. `path.rs`: `/proc/<vpid>` through the path calls that are not
+//! opens.
+
+mod exec;
+mod fork;
+mod path;
+mod spawn;
+mod wait;
+
+pub use exec::resolve_early;
+
+use libc::{c_int, pid_t};
+
+use super::vpid;
+use crate::hook;
+
+/// A pid argument as the kernel knows it: the real pid behind a virtual one when the `pid`
+/// family is sealed (also for pids our own spawn handed out).
+fn real_pid(pid: pid_t) -> pid_t {
+    if vpid::sealed() {
+        vpid::to_real(pid)
+    } else {
+        pid
+    }
+}
+
+/// A pid result as the program sees it.
+fn shown_pid(r: pid_t) -> pid_t {
+    if vpid::sealed() {
+        vpid::to_virt(r)
+    } else {
+        r
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Identity
+
+hook! {
+    /// # Safety
+    /// As `getpid(2)`.
+    fn getpid() -> pid_t;
+    fid = Getpid;
+    || vpid::getpid_value()
+}
+
+hook! {
+    /// # Safety
+    /// As `getppid(2)`.
+    fn getppid() -> pid_t;
+    fid = Getppid;
+    || vpid::getppid_value()
+}
+
+hook! {
+    /// # Safety
+    /// As `gettid(2)`.
+    fn gettid() -> pid_t;
+    fid = Gettid;
+    || vpid::gettid_value()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signals, process groups, sessions, affinity, pidfds: virtual pids in, virtual pids out.
+
+hook! {
+    /// # Safety
+    /// As `kill(2)`.
+    fn kill(pid: pid_t, sig: c_int) -> c_int;
+    fid = Kill;
+    |real| real(if vpid::sealed() { vpid::pid_arg_to_real(pid) } else { pid }, sig)
+}
+
+hook! {
+    /// # Safety
+    /// As `killpg(3)`.
+    fn killpg(pgrp: pid_t, sig: c_int) -> c_int;
+    fid = Killpg;
+    |real| real(real_pid(pgrp), sig)
+}
+
+hook! {
+    /// # Safety
+    /// As `tgkill(2)`.
+    fn tgkill(tgid: pid_t, tid: pid_t, sig: c_int) -> c_int;
+    fid = Tgkill;
+    |real| real(real_pid(tgid), real_pid(tid), sig)
+}
+
+hook! {
+    /// # Safety
+    /// As `getpgid(2)`.
+    fn getpgid(pid: pid_t) -> pid_t;
+    fid = Getpgid;
+    |real| shown_pid(real(real_pid(pid)))
+}
+
+hook! {
+    /// # Safety
+    /// As `getsid(2)`.
+    fn getsid(pid: pid_t) -> pid_t;
+    fid = Getsid;
+    |real| shown_pid(real(real_pid(pid)))
+}
+
+hook! {
+    /// # Safety
+    /// As `getpgrp(2)`.
+    fn getpgrp() -> pid_t;
+    fid = Getpgrp;
+    |real| shown_pid(real())
+}
+
+hook! {
+    /// # Safety
+    /// As `setpgid(2)`.
+    fn setpgid(pid: pid_t, pgid: pid_t) -> c_int;
+    fid = Setpgid;
+    |real| real(real_pid(pid), real_pid(pgid))
+}
+
+hook! {
+    /// The terminal's foreground process group: a pgid like any other (job-control shells).
+    ///
+    /// # Safety
+    /// As `tcgetpgrp(3)`.
+    fn tcgetpgrp(fd: c_int) -> pid_t;
+    fid = Tcgetpgrp;
+    |real| shown_pid(real(fd))
+}
+
+hook! {
+    /// # Safety
+    /// As `tcsetpgrp(3)`.
+    fn tcsetpgrp(fd: c_int, pgrp: pid_t) -> c_int;
+    fid = Tcsetpgrp;
+    |real| real(fd, real_pid(pgrp))
+}
+
+hook! {
+    /// # Safety
+    /// As `pidfd_open(2)`.
+    fn pidfd_open(pid: pid_t, flags: libc::c_uint) -> c_int;
+    fid = PidfdOpen;
+    |real| real(real_pid(pid), flags)
+}
+
+hook! {
+    /// # Safety
+    /// As `sched_setaffinity(2)`.
+    fn sched_setaffinity(pid: pid_t, size: libc::size_t, mask: *const libc::cpu_set_t) -> c_int;
+    fid = SchedSetaffinity;
+    |real| real(real_pid(pid), size, mask)
+}
+
+hook! {
+    /// # Safety
+    /// As `sched_getaffinity(2)`.
+    fn sched_getaffinity(pid: pid_t, size: libc::size_t, mask: *mut libc::cpu_set_t) -> c_int;
+    fid = SchedGetaffinity;
+    |real| real(real_pid(pid), size, mask)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Other calls that take a pid: `renice -p`, `prlimit --pid`, `chrt -p`, `sigqueue`.
+
+/// `who` of `getpriority`/`setpriority` as the kernel knows it.
+fn priority_who(n: libc::c_long, which: c_int, who: libc::id_t) -> libc::id_t {
+    if vpid::sealed() {
+        super::priority_who_to_real(n, which, who as i32) as libc::id_t
+    } else {
+        who
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `getpriority(2)`.
+    fn getpriority(which: c_int, who: libc::id_t) -> c_int;
+    fid = Getpriority;
+    |real| real(which, priority_who(libc::SYS_getpriority, which, who))
+}
+
+hook! {
+    /// # Safety
+    /// As `setpriority(2)`.
+    fn setpriority(which: c_int, who: libc::id_t, prio: c_int) -> c_int;
+    fid = Setpriority;
+    |real| real(which, priority_who(libc::SYS_setpriority, which, who), prio)
+}
+
+hook! {
+    /// # Safety
+    /// As `prlimit(2)`.
+    fn prlimit(pid: pid_t, resource: c_int, new: *const libc::rlimit, old: *mut libc::rlimit) -> c_int;
+    fid = Prlimit;
+    |real| real(real_pid(pid), resource, new, old)
+}
+
+hook! {
+    /// # Safety
+    /// As `prlimit64(2)`.
+    fn prlimit64(
+        pid: pid_t,
+        resource: c_int,
+        new: *const libc::rlimit64,
+        old: *mut libc::rlimit64,
+    ) -> c_int;
+    fid = Prlimit;
+    |real| real(real_pid(pid), resource, new, old)
+}
+
+hook! {
+    /// # Safety
+    /// As `sched_getscheduler(2)`.
+    fn sched_getscheduler(pid: pid_t) -> c_int;
+    fid = SchedGetscheduler;
+    |real| real(real_pid(pid))
+}
+
+hook! {
+    /// # Safety
+    /// As `sched_setscheduler(2)`.
+    fn sched_setscheduler(pid: pid_t, policy: c_int, param: *const libc::sched_param) -> c_int;
+    fid = SchedSetscheduler;
+    |real| real(real_pid(pid), policy, param)
+}
+
+hook! {
+    /// # Safety
+    /// As `sched_getparam(2)`.
+    fn sched_getparam(pid: pid_t, param: *mut libc::sched_param) -> c_int;
+    fid = SchedGetparam;
+    |real| real(real_pid(pid), param)
+}
+
+hook! {
+    /// # Safety
+    /// As `sched_setparam(2)`.
+    fn sched_setparam(pid: pid_t, param: *const libc::sched_param) -> c_int;
+    fid = SchedSetparam;
+    |real| real(real_pid(pid), param)
+}
+
+hook! {
+    /// # Safety
+    /// As `sched_rr_get_interval(2)`.
+    fn sched_rr_get_interval(pid: pid_t, tp: *mut libc::timespec) -> c_int;
+    fid = SchedRrGetInterval;
+    |real| real(real_pid(pid), tp)
+}
+
+hook! {
+    /// `union sigval` is one pointer-sized integer in a register on x86_64.
+    ///
+    /// # Safety
+    /// As `sigqueue(3)`.
+    fn sigqueue(pid: pid_t, sig: c_int, value: usize) -> c_int;
+    fid = Sigqueue;
+    |real| real(real_pid(pid), sig, value)
+}

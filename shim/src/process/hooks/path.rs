@@ -1,0 +1,114 @@
+//! `/proc/<vpid>/…` through the path calls that are not `open` (the open family lives in
+//! `crate::open`): `[ -d /proc/$pid ]`, `ls /proc/$$/fd`, `readlink /proc/$$/exe`. Only paths
+//! that start with `/proc/<digit>` are looked at (and counted).
+
+use libc::{c_char, c_int, size_t, ssize_t};
+use seal_abi::{Fid, NO_DETAIL};
+
+use crate::process::translate_proc_path;
+use crate::{census, hook, sys};
+
+/// Calls `f` with `path`, or with the real-pid path when it names a virtual pid of the run.
+///
+/// # Safety
+/// `path` is null or a C string.
+#[inline(always)]
+unsafe fn with_proc_path<R>(path: *const c_char, ra: u64, f: impl FnOnce(*const c_char) -> R) -> R {
+    // SAFETY: path is a C string; we read at most 7 bytes, stopping at its NUL.
+    let proc_pid = !path.is_null()
+        && unsafe {
+            let p = path as *const u8;
+            (0..6).all(|i| *p.add(i) == b"/proc/"[i]) && (*p.add(6)).is_ascii_digit()
+        };
+    if !proc_pid {
+        return f(path);
+    }
+    census::count(Fid::ProcPath, NO_DETAIL, ra);
+    let mut out = [0u8; 4096];
+    // SAFETY: path is a C string.
+    if translate_proc_path(unsafe { sys::cstr(path) }, &mut out) {
+        return f(out.as_ptr() as *const c_char);
+    }
+    f(path)
+}
+
+hook! {
+    /// # Safety
+    /// As `stat(2)`, `lstat(2)`.
+    fn stat | lstat(path: *const c_char, buf: *mut libc::stat) -> c_int;
+    caller = ra;
+    // SAFETY: forwarded, with the path translated.
+    |real| unsafe { with_proc_path(path, ra, |p| real(p, buf)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `stat64(2)`, `lstat64(2)`.
+    fn stat64 | lstat64(path: *const c_char, buf: *mut libc::stat64) -> c_int;
+    caller = ra;
+    // SAFETY: forwarded, with the path translated.
+    |real| unsafe { with_proc_path(path, ra, |p| real(p, buf)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `access(2)`.
+    fn access(path: *const c_char, mode: c_int) -> c_int;
+    caller = ra;
+    // SAFETY: forwarded, with the path translated.
+    |real| unsafe { with_proc_path(path, ra, |p| real(p, mode)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `readlink(2)`.
+    fn readlink(path: *const c_char, buf: *mut c_char, len: size_t) -> ssize_t;
+    caller = ra;
+    // SAFETY: forwarded, with the path translated.
+    |real| unsafe { with_proc_path(path, ra, |p| real(p, buf, len)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `opendir(3)`.
+    fn opendir(path: *const c_char) -> *mut libc::DIR;
+    caller = ra;
+    // SAFETY: forwarded, with the path translated.
+    |real| unsafe { with_proc_path(path, ra, real) }
+}
+
+hook! {
+    /// # Safety
+    /// As `chdir(2)`.
+    fn chdir(path: *const c_char) -> c_int;
+    caller = ra;
+    // SAFETY: forwarded, with the path translated.
+    |real| unsafe { with_proc_path(path, ra, real) }
+}
+
+hook! {
+    /// # Safety
+    /// As `statx(2)`.
+    fn statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: libc::c_uint, buf: *mut libc::statx) -> c_int;
+    caller = ra;
+    // SAFETY: forwarded, with the path translated (absolute /proc paths ignore dirfd).
+    |real| unsafe { with_proc_path(path, ra, |p| real(dirfd, p, flags, mask, buf)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `fstatat(2)`.
+    fn fstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int;
+    caller = ra;
+    // SAFETY: forwarded, with the path translated.
+    |real| unsafe { with_proc_path(path, ra, |p| real(dirfd, p, buf, flags)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `readlinkat(2)`.
+    fn readlinkat(dirfd: c_int, path: *const c_char, buf: *mut c_char, len: size_t) -> ssize_t;
+    caller = ra;
+    // SAFETY: forwarded, with the path translated.
+    |real| unsafe { with_proc_path(path, ra, |p| real(dirfd, p, buf, len)) }
+}

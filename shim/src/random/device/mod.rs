@@ -1,0 +1,178 @@
+//! The sealed random devices: what an open of `/dev/urandom`, `/dev/random`,
+//! `/proc/sys/kernel/random/uuid` or `boot_id` gets (the open hooks, in `crate::open`, classify
+//! the path and call [`open_stream`], [`open_uuid`] or [`open_boot_id`]), and how reads of
+//! those descriptors behave, however they are read.
+//!
+//! * `/dev/urandom`, `/dev/random`: a **pipe**. Its write end is fed by a tiny detached
+//!   *feeder* process that writes the ChaCha stream keyed by (seed, the opening thread's
+//!   lineage, that thread's count of device opens) until the last reader closes (`EPIPE`),
+//!   then exits. The opener writes the first [`PREFILL`] bytes itself before returning, so a
+//!   first read of up to 4 KiB (even `O_NONBLOCK`) never finds the pipe empty.
+//!   The feeder is made with the raw `clone` system call and exit signal 0, twice: an
+//!   intermediate process forks the feeder and exits at once, and the opener reaps the
+//!   intermediate with `__WALL`. A child with exit signal 0 is a "clone child", invisible to a
+//!   program's `wait()`/`waitpid(-1)`/`SIGCHLD`, and the feeder itself ends up reparented to
+//!   init (or the nearest subreaper), which reaps it. The feeder is a copy of someone else's
+//!   process, so it only makes raw system calls: it blocks every signal (inherited from the
+//!   opener, which blocks them around `clone`), starts its own session (no terminal signals),
+//!   closes every other descriptor (`close_range`), names itself `seal-random`, and writes.
+//!   It touches no thread-local storage and nothing of libc.
+//!   Alternatives considered: a `CLONE_VM` feeder on its own stack avoids the copy-on-write
+//!   cost but changes the opener's address space at a time only the feeder decides (a freed
+//!   stack leaves a hole later `mmap`s may or may not reuse: nondeterministic addresses); a
+//!   thread feeder dies at exec, which is exactly when `cmd < /dev/urandom` needs it; a
+//!   memfd is finite.
+//! * `uuid`: a memfd holding a fresh version-4 uuid from the same per-open stream, so two reads
+//!   of the file give two different uuids, the same ones every run.
+//! * `boot_id`: a memfd holding one uuid per run, derived from the seed alone.
+//!
+//! `feeder.rs`: the feeder process. `fds.rs`: which descriptors are device pipes (so `read`
+//! fills whole buffers, as the device does). `hooks.rs`: `read`, `__read_chk`, `dup*`.
+
+use core::cell::Cell;
+use core::sync::atomic::Ordering::Relaxed;
+
+use super::EntropyStream;
+use crate::fd::{check, memfd_with, write_all};
+use crate::{config, sys, thread};
+
+mod fds;
+mod feeder;
+#[cfg(not(test))]
+pub(crate) mod hooks;
+
+pub use fds::{is_device_fd, on_dup, on_start, read_full};
+
+/// Bytes the opener writes into the pipe itself before handing it out.
+pub const PREFILL: usize = 4096;
+/// Bytes the feeder generates per `write`.
+const CHUNK: usize = 16384;
+/// Lineage kind for the per-open device streams (distinct from processes/threads/images).
+const KIND_DEVICE_OPEN: u64 = 0xde71_ce00;
+/// Stream id of the run's boot id.
+const BOOT_ID_STREAM: u64 = 0xb007_1d00_5ea1_0001;
+
+thread_local! {
+    /// (lineage the count belongs to, device opens made by this thread so far).
+    static OPENS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// The stream for the next device open on this thread.
+fn next_open_stream() -> EntropyStream {
+    let lineage = thread::with(|t| t.lineage);
+    let idx = OPENS.with(|c| {
+        let (l, n) = c.get();
+        let n = if l == lineage { n } else { 0 };
+        c.set((lineage, n + 1));
+        n
+    });
+    EntropyStream::new(
+        config::SEED.load(Relaxed),
+        seal_abi::child_lineage(lineage, KIND_DEVICE_OPEN, idx),
+    )
+}
+
+/// Formats 16 random bytes as a version-4 uuid line (`8-4-4-4-12\n`, lowercase).
+pub fn uuid_text(mut b: [u8; 16]) -> [u8; 37] {
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let mut out = [0u8; 37];
+    let mut o = 0;
+    for (i, byte) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out[o] = b'-';
+            o += 1;
+        }
+        for nib in [byte >> 4, byte & 0xf] {
+            out[o] = if nib < 10 {
+                b'0' + nib
+            } else {
+                b'a' + nib - 10
+            };
+            o += 1;
+        }
+    }
+    out[36] = b'\n';
+    out
+}
+
+/// The run's boot id (one per seed).
+pub fn boot_id() -> [u8; 37] {
+    let mut b = [0u8; 16];
+    EntropyStream::new(config::SEED.load(Relaxed), BOOT_ID_STREAM).fill(&mut b);
+    uuid_text(b)
+}
+
+/// A sealed `/dev/urandom` or `/dev/random`: a pipe whose read end yields the next per-open
+/// stream of this thread forever (see the module doc). `Ok(fd)` or `Err(errno)`.
+pub fn open_stream(cloexec: bool, nonblock: bool) -> Result<i32, i32> {
+    let mut stream = next_open_stream();
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a valid out-array of two ints.
+    check(unsafe {
+        sys::syscall3(
+            libc::SYS_pipe2,
+            fds.as_mut_ptr() as i64,
+            libc::O_CLOEXEC as i64,
+            0,
+        )
+    })?;
+    let [rfd, wfd] = fds;
+    let fail = |e: i32| {
+        sys::close(rfd);
+        sys::close(wfd);
+        Err(e)
+    };
+    // Prefill: the pipe is empty and blocking, so this write completes at once.
+    let mut first = [0u8; PREFILL];
+    stream.fill(&mut first);
+    if let Err(e) = write_all(wfd, &first) {
+        return fail(e);
+    }
+    if let Err(e) = feeder::spawn(wfd, &mut stream) {
+        return fail(e);
+    }
+    sys::close(wfd);
+    // SAFETY (both): fcntl on our own fd with integer arguments.
+    unsafe {
+        if !cloexec {
+            sys::syscall3(libc::SYS_fcntl, rfd as i64, libc::F_SETFD as i64, 0);
+        }
+        if nonblock {
+            sys::syscall3(
+                libc::SYS_fcntl,
+                rfd as i64,
+                libc::F_SETFL as i64,
+                libc::O_NONBLOCK as i64,
+            );
+        }
+    }
+    fds::register(rfd);
+    Ok(rfd)
+}
+
+/// A sealed `/proc/sys/kernel/random/uuid`: a memfd with a fresh uuid from the next per-open
+/// stream of this thread.
+pub fn open_uuid(cloexec: bool) -> Result<i32, i32> {
+    let mut b = [0u8; 16];
+    next_open_stream().fill(&mut b);
+    memfd_with(b"seal-uuid\0", &uuid_text(b), cloexec)
+}
+
+/// A sealed `/proc/sys/kernel/random/boot_id`: a memfd with the run's boot id.
+pub fn open_boot_id(cloexec: bool) -> Result<i32, i32> {
+    memfd_with(b"seal-boot_id\0", &boot_id(), cloexec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_text_is_v4() {
+        let t = uuid_text([0xff; 16]);
+        assert_eq!(&t, b"ffffffff-ffff-4fff-bfff-ffffffffffff\n");
+        let t = uuid_text([0; 16]);
+        assert_eq!(&t, b"00000000-0000-4000-8000-000000000000\n");
+    }
+}

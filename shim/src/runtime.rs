@@ -1,0 +1,430 @@
+//! Runtime bookkeeping: clock reads a language runtime makes for itself, not for the program.
+//!
+//! A JVM or Node reads the clock for its own bookkeeping (a JIT compile request, a class-load
+//! timer, libuv's loop time, V8's GC heuristics) a scheduling-dependent number of times on the
+//! program's own threads. With one tick per read, every one of those would move the values the
+//! program sees. So a read is classified by its call site, and a read that is the runtime's
+//! own returns the thread's logical clock **without advancing it**; only the program's own
+//! reads (and its waits) move its clock. The census counts those reads under
+//! [`Fid::RuntimeClock`](seal_abi::Fid::RuntimeClock) (docs/design.md, docs/runtimes.md).
+//!
+//! Which calls are the program's, per runtime (measured with `seal census`, JDK 17, Node 20):
+//!
+//! * **HotSpot** (`libjvm.so`): every read that `libjvm.so` makes is bookkeeping unless it was
+//!   asked for from outside `libjvm.so` or through one of its exported `JVM_*` entry points.
+//!   `System.nanoTime`/`currentTimeMillis` reach `os::javaTimeNanos`/`os::javaTimeMillis` from
+//!   interpreted or compiled Java code (the code cache, outside any object; `JVM_NanoTime`
+//!   tail-jumps), `Instant.now` through `JVM_GetNanoTimeAdjustment`; the JIT's
+//!   `CompilationPolicy::update_rate` and the class-loading timers reach the same functions
+//!   from inside `libjvm.so`.
+//! * **Node** (the `node` executable or `libnode.so`, V8 and libuv inside): realtime reads
+//!   (`Date.now`) are the program's; a monotonic read is the program's only when libuv's clock
+//!   helper was called from outside libuv (`process.hrtime`, `performance.now` through
+//!   `uv_hrtime`). libuv's loop time (`uv_update_time`, inlined into `uv__io_poll`/`uv_run`)
+//!   and V8's `base::TimeTicks::Now` (GC, compiler and task-runner heuristics) are bookkeeping.
+//!
+//! Telling them apart needs two return addresses: the hook's own (`ra`) and its caller's,
+//! read through the caller's frame pointer (both runtimes keep frame pointers; a frame pointer
+//! that does not point into the stack just above the hook's frame is not followed). For
+//! libjvm, whether an address lies in a `JVM_*` function is looked up with `dladdr1` once per
+//! address (a cold path, cached lock-free); for Node, the spans of libuv, `TimeTicks` and
+//! `NodePlatform` are read from its dynamic symbol table once, when it is listed. The hot path for every other caller is one load and a range compare.
+
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
+
+/// Kinds of runtime objects.
+const JVM: u64 = 1;
+const NODE: u64 = 2;
+
+/// Registered runtime objects: `[start, end)` of their mapping and their kind.
+const MAX_OBJECTS: usize = 4;
+static STARTS: [AtomicU64; MAX_OBJECTS] = [const { AtomicU64::new(0) }; MAX_OBJECTS];
+static ENDS: [AtomicU64; MAX_OBJECTS] = [const { AtomicU64::new(0) }; MAX_OBJECTS];
+static KINDS: [AtomicU64; MAX_OBJECTS] = [const { AtomicU64::new(0) }; MAX_OBJECTS];
+static N_OBJECTS: AtomicUsize = AtomicUsize::new(0);
+
+/// The kind of runtime an object file is, from its path.
+pub fn kind_of(path: &[u8]) -> u64 {
+    let base = match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => &path[i + 1..],
+        None => path,
+    };
+    if base == b"libjvm.so" {
+        JVM
+    } else if base == b"node" || base.starts_with(b"libnode.so") || base.starts_with(b"nodejs") {
+        NODE
+    } else {
+        0
+    }
+}
+
+/// Spans of code inside a Node object, `[start, end)` (0/0 when unknown): libuv, V8's
+/// `base::TimeTicks`, Node's `NodePlatform`. Found once, from the dynamic symbol table, because
+/// `dladdr` scans all of Node's ~50 000 exported symbols on every lookup.
+static UV: Span = Span::new();
+static TICKS: Span = Span::new();
+static PLATFORM: Span = Span::new();
+
+struct Span(AtomicU64, AtomicU64);
+
+impl Span {
+    const fn new() -> Span {
+        Span(AtomicU64::new(0), AtomicU64::new(0))
+    }
+    /// Does the return address `ra` come from this span?
+    fn holds(&self, ra: u64) -> bool {
+        let a = ra.wrapping_sub(1);
+        self.0.load(Relaxed) <= a && a < self.1.load(Relaxed)
+    }
+    fn set(&self, (lo, hi): (u64, u64)) {
+        self.0.store(lo, Relaxed);
+        self.1.store(hi, Relaxed);
+    }
+}
+
+/// Registers a loaded object (called for every object the census lists: at image start and
+/// whenever a call comes from an object loaded since). Idempotent.
+pub fn note_object(path: &[u8], start: u64, end: u64, info: &libc::dl_phdr_info) {
+    let kind = kind_of(path);
+    if kind == 0 {
+        return;
+    }
+    if kind == NODE && UV.1.load(Relaxed) == 0 {
+        // SAFETY: info describes a loaded object (dl_iterate_phdr's callback argument).
+        unsafe { node_spans(info) };
+    }
+    let n = N_OBJECTS.load(Acquire);
+    if STARTS[..n.min(MAX_OBJECTS)]
+        .iter()
+        .any(|s| s.load(Relaxed) == start)
+    {
+        return;
+    }
+    // Registration happens under the census's module-walk flag (one walker at a time).
+    if n >= MAX_OBJECTS {
+        return;
+    }
+    STARTS[n].store(start, Relaxed);
+    ENDS[n].store(end, Relaxed);
+    KINDS[n].store(kind, Relaxed);
+    N_OBJECTS.store(n + 1, Release);
+}
+
+/// Forgets the registered objects (a fresh process image; tests).
+pub fn reset() {
+    N_OBJECTS.store(0, Release);
+}
+
+/// The runtime object `addr` lies in: `(kind, start, end)`.
+#[inline(always)]
+fn object_of(addr: u64) -> Option<(u64, u64, u64)> {
+    let n = N_OBJECTS.load(Acquire);
+    if n == 0 {
+        return None;
+    }
+    for i in 0..n.min(MAX_OBJECTS) {
+        let (s, e) = (STARTS[i].load(Relaxed), ENDS[i].load(Relaxed));
+        if s <= addr && addr < e {
+            return Some((KINDS[i].load(Relaxed), s, e));
+        }
+    }
+    None
+}
+
+/// Is this clock read the runtime's own bookkeeping (answer without a tick)?
+///
+/// `ra` is the hook's return address, `fp` the hook's frame pointer (`frame!()`), `realtime`
+/// whether a realtime clock was read.
+#[inline(always)]
+pub fn bookkeeping(ra: u64, fp: u64, realtime: bool) -> bool {
+    match object_of(ra.wrapping_sub(1)) {
+        None => false,
+        Some(obj) => classify(obj, ra, fp, realtime),
+    }
+}
+
+/// The return address one frame further up: the caller's caller, read through the frame
+/// pointer the caller left in the hook's frame. 0 when that frame pointer does not point into
+/// the stack just above the hook's frame (a caller that keeps no frame pointer).
+#[inline]
+fn caller_of_caller(fp: u64) -> u64 {
+    if fp == 0 {
+        return 0;
+    }
+    // SAFETY: `fp` is the hook's own frame base (frame pointers are forced in libseal), so
+    // [fp] is the saved frame pointer of its caller, a readable stack word.
+    let up = unsafe { (fp as *const u64).read() };
+    // A frame pointer points at a higher address of the same stack, not far away.
+    if up <= fp || up - fp > 1 << 16 || up & 7 != 0 {
+        return 0;
+    }
+    // SAFETY: `up` lies within 64 KiB above a live frame of this stack, 8-aligned; the stack
+    // between a frame and the frames that called it is mapped.
+    unsafe { ((up + 8) as *const u64).read() }
+}
+
+#[cold]
+#[inline(never)]
+fn classify((kind, start, end): (u64, u64, u64), ra: u64, fp: u64, realtime: bool) -> bool {
+    let ra2 = caller_of_caller(fp);
+    match kind {
+        JVM => {
+            // The program's when asked for from outside libjvm (Java code in the code cache,
+            // a JNI library) or through an exported JVM_* entry point.
+            let inside = start <= ra2.wrapping_sub(1) && ra2.wrapping_sub(1) < end;
+            inside && sym_class(ra) & JVM_ENTRY == 0 && sym_class(ra2) & JVM_ENTRY == 0
+        }
+        NODE => {
+            if realtime {
+                return false;
+            }
+            // V8's own TimeTicks; V8's heuristics through Node's platform
+            // (NodePlatform::MonotonicallyIncreasingTime); and libuv's loop time (libuv's clock
+            // helper called from libuv itself, or a read inlined into one of its functions
+            // called from libuv). A libuv read asked for from outside libuv is the program's.
+            TICKS.holds(ra) || PLATFORM.holds(ra2) || (UV.holds(ra) && UV.holds(ra2))
+        }
+        _ => false,
+    }
+}
+
+/// Finds the [`UV`], [`TICKS`] and [`PLATFORM`] spans of a Node object from its exported
+/// functions: each span runs from the lowest to the end of the highest function of its
+/// prefix that lies within 1 MiB of the first one found (a library's or a source file's
+/// functions sit together; an exit handler such as `uv_library_shutdown` may be placed far
+/// away and is left out).
+///
+/// # Safety
+/// `info` describes a loaded object whose dynamic section and symbol table are mapped.
+unsafe fn node_spans(info: &libc::dl_phdr_info) {
+    let bias = info.dlpi_addr;
+    let mut dynamic = 0u64;
+    for i in 0..info.dlpi_phnum as usize {
+        // SAFETY: dlpi_phdr has dlpi_phnum entries.
+        let ph = unsafe { &*info.dlpi_phdr.add(i) };
+        if ph.p_type == libc::PT_DYNAMIC {
+            dynamic = bias.wrapping_add(ph.p_vaddr);
+        }
+    }
+    if dynamic == 0 {
+        return;
+    }
+    let (mut symtab, mut strtab, mut strsz) = (0u64, 0u64, 0u64);
+    // `Elf64_Dyn` and the tags used here (<elf.h>).
+    #[repr(C)]
+    struct Dyn {
+        tag: i64,
+        val: u64,
+    }
+    const DT_NULL: i64 = 0;
+    const DT_STRTAB: i64 = 5;
+    const DT_SYMTAB: i64 = 6;
+    const DT_STRSZ: i64 = 10;
+    let mut d = dynamic as *const Dyn;
+    // SAFETY: the dynamic section is an array of entries ended by DT_NULL.
+    unsafe {
+        while (*d).tag != DT_NULL {
+            match (*d).tag {
+                DT_SYMTAB => symtab = (*d).val,
+                DT_STRTAB => strtab = (*d).val,
+                DT_STRSZ => strsz = (*d).val,
+                _ => {}
+            }
+            d = d.add(1);
+        }
+    }
+    // glibc relocates these in place; an unrelocated (read-only) section holds vaddrs.
+    let fix = |p: u64| if p != 0 && p < bias { p + bias } else { p };
+    let (symtab, strtab) = (fix(symtab), fix(strtab));
+    // .dynsym sits right before .dynstr: the span between them is the symbol count.
+    if symtab == 0 || strtab <= symtab || strsz == 0 {
+        return;
+    }
+    let n = ((strtab - symtab) as usize / core::mem::size_of::<libc::Elf64_Sym>()).min(1 << 20);
+    let syms = symtab as *const libc::Elf64_Sym;
+    let name = |s: &libc::Elf64_Sym| -> &[u8] {
+        if s.st_name as u64 >= strsz {
+            return b"";
+        }
+        // SAFETY: st_name is an offset into the string table, NUL-terminated within strsz.
+        unsafe { crate::sys::cstr((strtab + s.st_name as u64) as *const libc::c_char) }
+    };
+    let is_func = |s: &libc::Elf64_Sym| s.st_info & 0xf == 2 /* STT_FUNC */ && s.st_value != 0;
+    // SAFETY: n symbols lie between symtab and strtab.
+    let all = unsafe { core::slice::from_raw_parts(syms, n) };
+    let span = |prefix: &[u8]| -> (u64, u64) {
+        let mut matching = all
+            .iter()
+            .filter(|s| is_func(s) && name(s).starts_with(prefix));
+        let Some(anchor) = matching.next() else {
+            return (0, 0);
+        };
+        let (mut lo, mut hi) = (anchor.st_value, anchor.st_value + anchor.st_size);
+        for s in matching.filter(|s| s.st_value.abs_diff(anchor.st_value) < 1 << 20) {
+            lo = lo.min(s.st_value);
+            hi = hi.max(s.st_value + s.st_size);
+        }
+        (bias + lo, bias + hi)
+    };
+    // Anchored at uv_run: the first uv_ symbol in the table might be the far-away one.
+    let uv = match all.iter().find(|s| is_func(s) && name(s) == b"uv_run") {
+        Some(run) => {
+            let (mut lo, mut hi) = (run.st_value, run.st_value + run.st_size);
+            for s in all.iter().filter(|s| {
+                is_func(s)
+                    && name(s).starts_with(b"uv_")
+                    && s.st_value.abs_diff(run.st_value) < 1 << 20
+            }) {
+                lo = lo.min(s.st_value);
+                hi = hi.max(s.st_value + s.st_size);
+            }
+            (bias + lo, bias + hi)
+        }
+        None => (0, 0),
+    };
+    TICKS.set(span(b"_ZN2v84base9TimeTicks"));
+    PLATFORM.set(span(b"_ZN4node12NodePlatform"));
+    UV.set(uv);
+}
+
+/// `sym_class` bits.
+const KNOWN: u8 = 1;
+/// Inside an exported function whose name starts with `JVM_`.
+const JVM_ENTRY: u8 = 2;
+
+/// Cache of [`sym_class`]: open addressing, key = address, value = class (with `KNOWN`).
+const CACHE_SLOTS: usize = 4096;
+static CACHE_KEYS: [AtomicU64; CACHE_SLOTS] = [const { AtomicU64::new(0) }; CACHE_SLOTS];
+static CACHE_VALS: [AtomicU64; CACHE_SLOTS] = [const { AtomicU64::new(0) }; CACHE_SLOTS];
+
+/// What kind of exported function `addr` (a return address) lies in. Cached per address;
+/// `dladdr1` on a miss (the loader's lock, never taken on a hot path: a call site misses once).
+fn sym_class(addr: u64) -> u8 {
+    if addr == 0 {
+        return 0;
+    }
+    let first = (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52) as usize;
+    let mut free = None;
+    for i in first..first + 32 {
+        let k = CACHE_KEYS[i % CACHE_SLOTS].load(Acquire);
+        if k == addr {
+            let v = CACHE_VALS[i % CACHE_SLOTS].load(Acquire) as u8;
+            if v & KNOWN != 0 {
+                return v;
+            }
+            break;
+        }
+        if k == 0 {
+            free = Some(i % CACHE_SLOTS);
+            break;
+        }
+    }
+    let v = lookup(addr) | KNOWN;
+    if let Some(slot) = free {
+        if CACHE_KEYS[slot]
+            .compare_exchange(0, addr, AcqRel, Acquire)
+            .is_ok()
+        {
+            CACHE_VALS[slot].store(v as u64, Release);
+        }
+    }
+    v
+}
+
+/// glibc's `RTLD_DL_SYMENT` (`<dlfcn.h>`): `dladdr1` returns the matching `ElfW(Sym)`.
+#[cfg(not(test))]
+const RTLD_DL_SYMENT: libc::c_int = 1;
+
+#[cfg(not(test))]
+fn lookup(addr: u64) -> u8 {
+    // SAFETY: all-zero is a valid Dl_info (null pointers, zero address).
+    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    let mut sym: *const libc::Elf64_Sym = core::ptr::null();
+    let _g = crate::real::Reentry::force();
+    // SAFETY: info and sym are valid for writes; RTLD_DL_SYMENT makes extra_info an
+    // `ElfW(Sym) **`. A return address points after its call: look up the byte before it.
+    let ok = unsafe {
+        libc::dladdr1(
+            (addr - 1) as *const libc::c_void,
+            &mut info,
+            &mut sym as *mut *const libc::Elf64_Sym as *mut *mut libc::c_void,
+            RTLD_DL_SYMENT,
+        )
+    };
+    if ok == 0 || info.dli_sname.is_null() || sym.is_null() {
+        return 0;
+    }
+    // SAFETY: dladdr1 filled sym with a pointer into the object's dynamic symbol table.
+    let size = unsafe { (*sym).st_size };
+    let base = info.dli_saddr as u64;
+    if addr - 1 < base || addr > base.wrapping_add(size) {
+        // The nearest exported symbol does not contain the address: an internal function.
+        return 0;
+    }
+    // SAFETY: dli_sname is a NUL-terminated string of the loaded object.
+    name_class(unsafe { crate::sys::cstr(info.dli_sname) })
+}
+
+#[cfg(test)]
+fn lookup(_addr: u64) -> u8 {
+    0
+}
+
+/// The class of an exported function from its (mangled) name.
+pub fn name_class(name: &[u8]) -> u8 {
+    if name.starts_with(b"JVM_") {
+        JVM_ENTRY
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_objects_are_recognised_by_name() {
+        assert_eq!(kind_of(b"/usr/lib/jvm/java-17/lib/server/libjvm.so"), JVM);
+        assert_eq!(kind_of(b"/usr/bin/node"), NODE);
+        assert_eq!(kind_of(b"/usr/lib/x86_64-linux-gnu/libnode.so.108"), NODE);
+        assert_eq!(kind_of(b"/usr/bin/python3"), 0);
+        assert_eq!(kind_of(b"/usr/lib/libjvm.so.bak"), 0);
+        assert_eq!(name_class(b"JVM_NanoTime"), JVM_ENTRY);
+        assert_eq!(name_class(b"uv_run"), 0);
+    }
+
+    #[test]
+    fn reads_outside_runtime_objects_tick() {
+        reset();
+        assert!(!bookkeeping(0x1000, 0, false));
+        // SAFETY: all-zero is a valid dl_phdr_info (no program headers).
+        let info: libc::dl_phdr_info = unsafe { core::mem::zeroed() };
+        note_object(
+            b"/opt/jdk/lib/server/libjvm.so",
+            0x10_0000,
+            0x20_0000,
+            &info,
+        );
+        note_object(
+            b"/opt/jdk/lib/server/libjvm.so",
+            0x10_0000,
+            0x20_0000,
+            &info,
+        );
+        assert_eq!(N_OBJECTS.load(Relaxed), 1);
+        assert!(!bookkeeping(0x30_0000, 0, false));
+        // A read from libjvm whose caller's caller is unknown (no frame pointer): the program's.
+        assert!(!bookkeeping(0x15_0000, 0, false));
+        // A read from libjvm called from inside libjvm: bookkeeping. The hook's frame is
+        // stack[0..2] (saved rbp, return address), its caller's frame stack[2..4].
+        let mut stack = [0u64; 4];
+        stack[3] = 0x15_1234;
+        stack[0] = stack.as_ptr() as u64 + 16;
+        assert!(bookkeeping(0x15_0000, stack.as_ptr() as u64, false));
+        // Called from outside (compiled Java code): the program's.
+        stack[3] = 0x40_0000;
+        assert!(!bookkeeping(0x15_0001, stack.as_ptr() as u64, false));
+        reset();
+    }
+}

@@ -1,0 +1,241 @@
+//! poll, select and epoll: relative timeouts. Waits with no descriptor to wait for are sleeps
+//! (warpable); the rest wait their real time and account it.
+
+use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, size_t, timespec, timeval};
+use seal_abi::flags;
+
+use crate::wait::{errno, poll_fd_less, relative, select_fd_less, valid_timespec, Ran, NS_PER_SEC};
+use crate::{clock, config, hook};
+
+/// `poll`'s result as a relative wait's ending.
+fn poll_ran(r: c_int) -> Ran {
+    match r {
+        0 => Ran::Full,
+        -1 if errno() == libc::EINTR => Ran::Interrupted(None),
+        _ => Ran::Early,
+    }
+}
+
+/// A relative wait of `ns` through `call(timeout_zero)`; fd-less ones are warpable.
+fn timed_poll(ns: i64, fd_less: bool, call: impl Fn(bool) -> c_int) -> c_int {
+    relative(
+        ns,
+        fd_less,
+        || {
+            let r = call(true);
+            (r, poll_ran(r))
+        },
+        || {
+            let r = call(false);
+            (r, poll_ran(r))
+        },
+    )
+}
+
+/// Milliseconds to a relative wait, if it is one (`> 0`; negative waits forever).
+fn ms_wait(timeout: c_int) -> Option<i64> {
+    (timeout > 0 && config::sealed(flags::WAIT)).then_some(timeout as i64 * 1_000_000)
+}
+
+/// A timespec timeout to a relative wait, if it is one (non-null, valid, non-zero).
+///
+/// # Safety
+/// `ts` null or valid.
+unsafe fn ts_wait(ts: *const timespec) -> Option<i64> {
+    if ts.is_null() || !config::sealed(flags::WAIT) {
+        return None;
+    }
+    // SAFETY: non-null, valid per the contract.
+    let t = unsafe { &*ts };
+    let ns = clock::from_timespec(t);
+    (valid_timespec(t) && ns > 0).then_some(ns)
+}
+
+/// A `select` timeout to a relative wait, if it is one (non-null, valid, non-zero).
+///
+/// # Safety
+/// `tv` null or valid.
+unsafe fn tv_wait(tv: *const timeval) -> Option<i64> {
+    if tv.is_null() || !config::sealed(flags::WAIT) {
+        return None;
+    }
+    // SAFETY: non-null, valid per the contract.
+    let t = unsafe { *tv };
+    if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) {
+        return None;
+    }
+    Some(t.tv_sec.saturating_mul(NS_PER_SEC) + t.tv_usec * 1000).filter(|&ns| ns != 0)
+}
+
+const ZERO_TS: timespec = timespec {
+    tv_sec: 0,
+    tv_nsec: 0,
+};
+
+hook! {
+    /// # Safety
+    /// As `poll(2)`.
+    fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
+    fid = Poll;
+    |real| match ms_wait(timeout) {
+        // SAFETY: forwarded contract (the fd-less check reads the caller's array).
+        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |zero| {
+            real(fds, n, if zero { 0 } else { timeout })
+        }),
+        None => real(fds, n, timeout),
+    }
+}
+
+hook! {
+    /// `poll` under `_FORTIFY_SOURCE` (glibc calls its internal poll from it).
+    ///
+    /// # Safety
+    /// As `__poll_chk`.
+    fn __poll_chk(fds: *mut pollfd, n: nfds_t, timeout: c_int, fdslen: size_t) -> c_int;
+    fid = Poll;
+    |real| match ms_wait(timeout) {
+        // SAFETY: forwarded contract.
+        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |zero| {
+            real(fds, n, if zero { 0 } else { timeout }, fdslen)
+        }),
+        None => real(fds, n, timeout, fdslen),
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `ppoll(2)`.
+    fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const timespec, mask: *const sigset_t) -> c_int;
+    fid = Ppoll;
+    // SAFETY: forwarded contract.
+    |real| match unsafe { ts_wait(ts) } {
+        // SAFETY: forwarded contract.
+        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |zero| {
+            real(fds, n, if zero { &ZERO_TS } else { ts }, mask)
+        }),
+        None => real(fds, n, ts, mask),
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `__ppoll_chk`.
+    fn __ppoll_chk(
+        fds: *mut pollfd,
+        n: nfds_t,
+        ts: *const timespec,
+        mask: *const sigset_t,
+        fdslen: size_t,
+    ) -> c_int;
+    fid = Ppoll;
+    // SAFETY: forwarded contract.
+    |real| match unsafe { ts_wait(ts) } {
+        // SAFETY: forwarded contract.
+        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |zero| {
+            real(fds, n, if zero { &ZERO_TS } else { ts }, mask, fdslen)
+        }),
+        None => real(fds, n, ts, mask, fdslen),
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `select(2)`.
+    fn select(
+        nfds: c_int,
+        r: *mut fd_set,
+        w: *mut fd_set,
+        e: *mut fd_set,
+        tv: *mut timeval,
+    ) -> c_int;
+    fid = Select;
+    // SAFETY: forwarded contract.
+    |real| match unsafe { tv_wait(tv) } {
+        // SAFETY: the sets are null or valid per the contract.
+        Some(ns) => timed_poll(ns, unsafe { select_fd_less(nfds, [r, w, e]) }, |zero| {
+            if zero {
+                // The kernel leaves a timed-out select's timeout at zero.
+                // SAFETY: tv non-null, valid.
+                unsafe {
+                    *tv = timeval {
+                        tv_sec: 0,
+                        tv_usec: 0,
+                    }
+                };
+            }
+            real(nfds, r, w, e, tv)
+        }),
+        None => real(nfds, r, w, e, tv),
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `pselect(2)`.
+    fn pselect(
+        nfds: c_int,
+        r: *mut fd_set,
+        w: *mut fd_set,
+        e: *mut fd_set,
+        ts: *const timespec,
+        mask: *const sigset_t,
+    ) -> c_int;
+    fid = Pselect;
+    // SAFETY: forwarded contract.
+    |real| match unsafe { ts_wait(ts) } {
+        // SAFETY: the sets are null or valid per the contract.
+        Some(ns) => timed_poll(ns, unsafe { select_fd_less(nfds, [r, w, e]) }, |zero| {
+            real(nfds, r, w, e, if zero { &ZERO_TS } else { ts }, mask)
+        }),
+        None => real(nfds, r, w, e, ts, mask),
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `epoll_wait(2)`.
+    fn epoll_wait(epfd: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int) -> c_int;
+    fid = EpollWait;
+    // An epoll set is never treated as fd-less.
+    |real| match ms_wait(timeout) {
+        Some(ns) => timed_poll(ns, false, |_| real(epfd, ev, max, timeout)),
+        None => real(epfd, ev, max, timeout),
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `epoll_pwait(2)`.
+    fn epoll_pwait(
+        epfd: c_int,
+        ev: *mut epoll_event,
+        max: c_int,
+        timeout: c_int,
+        mask: *const sigset_t,
+    ) -> c_int;
+    fid = EpollPwait;
+    |real| match ms_wait(timeout) {
+        Some(ns) => timed_poll(ns, false, |_| real(epfd, ev, max, timeout, mask)),
+        None => real(epfd, ev, max, timeout, mask),
+    }
+}
+
+hook! {
+    /// Counted as `epoll_pwait` (same family, nanosecond timeout).
+    ///
+    /// # Safety
+    /// As `epoll_pwait2(2)`.
+    fn epoll_pwait2(
+        epfd: c_int,
+        ev: *mut epoll_event,
+        max: c_int,
+        ts: *const timespec,
+        mask: *const sigset_t,
+    ) -> c_int;
+    fid = EpollPwait;
+    // SAFETY: forwarded contract.
+    |real| match unsafe { ts_wait(ts) } {
+        Some(ns) => timed_poll(ns, false, |_| real(epfd, ev, max, ts, mask)),
+        None => real(epfd, ev, max, ts, mask),
+    }
+}

@@ -1,0 +1,377 @@
+//! Timed waits on sync objects: an absolute deadline, translated by `wait::absolute`.
+//!
+//! Sync objects are only warped when process-private (a process-shared one can be signalled
+//! by another process). The private/shared bits are read from glibc 2.36's x86_64 layouts:
+//! condvar `__data.__wrefs` (byte 36: bit 0 process-shared, bit 1 `CLOCK_MONOTONIC`, see
+//! nptl/pthread_cond_common.c), mutex `__data.__kind` (byte 16, bit 7 = PSHARED), rwlock
+//! `__data.__shared` (byte 28), semaphore `private` (byte 8: 0 = private).
+
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use libc::{
+    c_char, c_int, c_uint, c_void, clockid_t, mqd_t, pthread_cond_t, pthread_mutex_t,
+    pthread_rwlock_t, pthread_t, sem_t, size_t, ssize_t, timespec, CLOCK_REALTIME,
+};
+
+use crate::clock::detail;
+use crate::hook;
+use crate::wait::{absolute, err_of, errno, ret_of, set_errno, single_threaded, Reached};
+
+// ---- glibc internals (2.36, x86_64) -------------------------------------------------------
+
+/// `__data.__wrefs` of a condvar.
+///
+/// # Safety
+/// `cond` points to an initialised `pthread_cond_t`.
+unsafe fn cond_wrefs(cond: *const pthread_cond_t) -> u32 {
+    // SAFETY: __wrefs is an aligned u32 at byte 36 of the 48-byte pthread_cond_t, read
+    // atomically as glibc itself does.
+    unsafe { (*((cond as *const u8).add(36) as *const AtomicU32)).load(Relaxed) }
+}
+
+/// The clock a condvar's deadlines are on (`pthread_condattr_setclock`).
+///
+/// # Safety
+/// As [`cond_wrefs`].
+unsafe fn cond_clock(cond: *const pthread_cond_t) -> clockid_t {
+    // SAFETY: forwarded.
+    if unsafe { cond_wrefs(cond) } & 2 != 0 {
+        libc::CLOCK_MONOTONIC
+    } else {
+        CLOCK_REALTIME
+    }
+}
+
+/// # Safety
+/// As [`cond_wrefs`].
+unsafe fn cond_private(cond: *const pthread_cond_t) -> bool {
+    // SAFETY: forwarded.
+    (unsafe { cond_wrefs(cond) } & 1) == 0
+}
+
+/// # Safety
+/// `m` points to an initialised `pthread_mutex_t`.
+unsafe fn mutex_private(m: *const pthread_mutex_t) -> bool {
+    // SAFETY: __kind is an i32 at byte 16.
+    unsafe { *((m as *const u8).add(16) as *const i32) & 128 == 0 }
+}
+
+/// # Safety
+/// `rw` points to an initialised `pthread_rwlock_t`.
+unsafe fn rwlock_private(rw: *const pthread_rwlock_t) -> bool {
+    // SAFETY: __shared is a byte at offset 28.
+    unsafe { *(rw as *const u8).add(28) == 0 }
+}
+
+/// # Safety
+/// `s` points to an initialised `sem_t`.
+unsafe fn sem_private(s: *const sem_t) -> bool {
+    // SAFETY: `private` is an i32 at byte 8 of struct new_sem.
+    unsafe { *((s as *const u8).add(8) as *const i32) == 0 }
+}
+
+/// A single-threaded wait on a private mutex: nothing but the deadline can end it.
+///
+/// # Safety
+/// `m` null or an initialised `pthread_mutex_t`.
+unsafe fn mutex_warpable(m: *const pthread_mutex_t) -> bool {
+    // SAFETY: non-null, initialised per the contract.
+    !m.is_null() && unsafe { mutex_private(m) } && single_threaded()
+}
+
+/// # Safety
+/// `s` null or an initialised `sem_t`.
+unsafe fn sem_warpable(s: *const sem_t) -> bool {
+    // SAFETY: non-null, initialised per the contract.
+    !s.is_null() && unsafe { sem_private(s) } && single_threaded()
+}
+
+/// # Safety
+/// `rw` null or an initialised `pthread_rwlock_t`.
+unsafe fn rwlock_warpable(rw: *const pthread_rwlock_t) -> bool {
+    // SAFETY: non-null, initialised per the contract.
+    !rw.is_null() && unsafe { rwlock_private(rw) } && single_threaded()
+}
+
+/// A timed wait until `abstime` on `clk` (the clock the real function compares with too) that
+/// reports reaching it as `ETIMEDOUT`; `call` returns an error number.
+///
+/// # Safety
+/// `abstime` null or valid for reads.
+#[inline(always)]
+unsafe fn until(
+    clk: clockid_t,
+    abstime: *const timespec,
+    warpable: impl FnOnce() -> bool,
+    call: impl FnOnce(*const timespec) -> i32,
+) -> i32 {
+    // SAFETY: per the contract.
+    unsafe { absolute(clk, clk, abstime, Reached::OnTimedout, warpable, call) }
+}
+
+/// C11's `thrd_timedout`: mapped to `ETIMEDOUT` for [`until`], and back.
+const THRD_TIMEDOUT: c_int = 4;
+
+fn from_thrd(r: c_int) -> i32 {
+    if r == THRD_TIMEDOUT {
+        libc::ETIMEDOUT
+    } else {
+        r
+    }
+}
+
+fn to_thrd(r: i32) -> c_int {
+    if r == libc::ETIMEDOUT {
+        THRD_TIMEDOUT
+    } else {
+        r
+    }
+}
+
+// ---- condition variables ------------------------------------------------------------------
+
+hook! {
+    /// # Safety
+    /// As `pthread_cond_timedwait(3)`.
+    fn pthread_cond_timedwait(
+        cond: *mut pthread_cond_t,
+        mutex: *mut pthread_mutex_t,
+        abstime: *const timespec,
+    ) -> c_int;
+    caller = ra;
+    |real| {
+        if cond.is_null() {
+            crate::census::count(seal_abi::Fid::CondTimedwait, seal_abi::NO_DETAIL, ra);
+            return real(cond, mutex, abstime);
+        }
+        // SAFETY: cond is an initialised condvar per the contract.
+        let clk = unsafe { cond_clock(cond) };
+        crate::census::count(seal_abi::Fid::CondTimedwait, detail(clk), ra);
+        // SAFETY: forwarded contract; cond is initialised.
+        unsafe {
+            until(clk, abstime, || cond_private(cond) && single_threaded(), |ts| real(cond, mutex, ts))
+        }
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `pthread_cond_clockwait(3)`.
+    fn pthread_cond_clockwait(
+        cond: *mut pthread_cond_t,
+        mutex: *mut pthread_mutex_t,
+        clk: clockid_t,
+        abstime: *const timespec,
+    ) -> c_int;
+    fid = CondClockwait, detail = detail(clk);
+    // SAFETY: forwarded contract.
+    |real| unsafe {
+        until(
+            clk,
+            abstime,
+            || !cond.is_null() && cond_private(cond) && single_threaded(),
+            |ts| real(cond, mutex, clk, ts),
+        )
+    }
+}
+
+hook! {
+    /// C11 `cnd_timedwait` (glibc calls its condvar internally, so it is hooked itself): a
+    /// `CLOCK_REALTIME` deadline.
+    ///
+    /// # Safety
+    /// As `cnd_timedwait(3)`.
+    fn cnd_timedwait(
+        cond: *mut pthread_cond_t,
+        mutex: *mut pthread_mutex_t,
+        abstime: *const timespec,
+    ) -> c_int;
+    fid = CondTimedwait, detail = detail(CLOCK_REALTIME);
+    // SAFETY: forwarded contract.
+    |real| to_thrd(unsafe {
+        until(CLOCK_REALTIME, abstime, || false, |ts| from_thrd(real(cond, mutex, ts)))
+    })
+}
+
+hook! {
+    /// C11 `mtx_timedlock` (glibc calls its mutex internally): a `CLOCK_REALTIME` deadline.
+    ///
+    /// # Safety
+    /// As `mtx_timedlock(3)`.
+    fn mtx_timedlock(m: *mut pthread_mutex_t, abstime: *const timespec) -> c_int;
+    fid = MtxTimedlock, detail = detail(CLOCK_REALTIME);
+    // SAFETY: forwarded contract.
+    |real| to_thrd(unsafe {
+        until(CLOCK_REALTIME, abstime, || mutex_warpable(m), |ts| from_thrd(real(m, ts)))
+    })
+}
+
+// ---- message queues (process-shared by nature: never warped) ----------------------------
+
+hook! {
+    /// # Safety
+    /// As `mq_timedreceive(3)`.
+    fn mq_timedreceive(
+        q: mqd_t,
+        msg: *mut c_char,
+        len: size_t,
+        prio: *mut c_uint,
+        abstime: *const timespec,
+    ) -> ssize_t;
+    fid = MqTimedreceive, detail = detail(CLOCK_REALTIME);
+    |real| {
+        let mut got: ssize_t = -1;
+        // SAFETY: forwarded contract.
+        let err = unsafe {
+            until(CLOCK_REALTIME, abstime, || false, |ts| {
+                got = real(q, msg, len, prio, ts);
+                if got < 0 {
+                    errno()
+                } else {
+                    0
+                }
+            })
+        };
+        if err != 0 {
+            set_errno(err);
+            return -1;
+        }
+        got
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `mq_timedsend(3)`.
+    fn mq_timedsend(
+        q: mqd_t,
+        msg: *const c_char,
+        len: size_t,
+        prio: c_uint,
+        abstime: *const timespec,
+    ) -> c_int;
+    fid = MqTimedsend, detail = detail(CLOCK_REALTIME);
+    // SAFETY: forwarded contract.
+    |real| ret_of(unsafe {
+        until(CLOCK_REALTIME, abstime, || false, |ts| err_of(real(q, msg, len, prio, ts)))
+    })
+}
+
+// ---- semaphores ---------------------------------------------------------------------------
+
+hook! {
+    /// # Safety
+    /// As `sem_timedwait(3)`.
+    fn sem_timedwait(sem: *mut sem_t, abstime: *const timespec) -> c_int;
+    fid = SemTimedwait, detail = detail(CLOCK_REALTIME);
+    // SAFETY: forwarded contract.
+    |real| ret_of(unsafe {
+        until(CLOCK_REALTIME, abstime, || sem_warpable(sem), |ts| err_of(real(sem, ts)))
+    })
+}
+
+hook! {
+    /// # Safety
+    /// As `sem_clockwait(3)`.
+    fn sem_clockwait(sem: *mut sem_t, clk: clockid_t, abstime: *const timespec) -> c_int;
+    fid = SemClockwait, detail = detail(clk);
+    // SAFETY: forwarded contract.
+    |real| ret_of(unsafe {
+        until(clk, abstime, || sem_warpable(sem), |ts| err_of(real(sem, clk, ts)))
+    })
+}
+
+// ---- mutexes, rwlocks, joins --------------------------------------------------------------
+
+hook! {
+    /// # Safety
+    /// As `pthread_mutex_timedlock(3)`.
+    fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, abstime: *const timespec) -> c_int;
+    fid = MutexTimedlock, detail = detail(CLOCK_REALTIME);
+    // SAFETY: forwarded contract.
+    |real| unsafe { until(CLOCK_REALTIME, abstime, || mutex_warpable(m), |ts| real(m, ts)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `pthread_mutex_clocklock(3)`.
+    fn pthread_mutex_clocklock(
+        m: *mut pthread_mutex_t,
+        clk: clockid_t,
+        abstime: *const timespec,
+    ) -> c_int;
+    fid = MutexClocklock, detail = detail(clk);
+    // SAFETY: forwarded contract.
+    |real| unsafe { until(clk, abstime, || mutex_warpable(m), |ts| real(m, clk, ts)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `pthread_rwlock_timedrdlock(3)`.
+    fn pthread_rwlock_timedrdlock(rw: *mut pthread_rwlock_t, abstime: *const timespec) -> c_int;
+    fid = RwlockTimedrdlock, detail = detail(CLOCK_REALTIME);
+    // SAFETY: forwarded contract.
+    |real| unsafe { until(CLOCK_REALTIME, abstime, || rwlock_warpable(rw), |ts| real(rw, ts)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `pthread_rwlock_timedwrlock(3)`.
+    fn pthread_rwlock_timedwrlock(rw: *mut pthread_rwlock_t, abstime: *const timespec) -> c_int;
+    fid = RwlockTimedwrlock, detail = detail(CLOCK_REALTIME);
+    // SAFETY: forwarded contract.
+    |real| unsafe { until(CLOCK_REALTIME, abstime, || rwlock_warpable(rw), |ts| real(rw, ts)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `pthread_rwlock_clockrdlock(3)`.
+    fn pthread_rwlock_clockrdlock(
+        rw: *mut pthread_rwlock_t,
+        clk: clockid_t,
+        abstime: *const timespec,
+    ) -> c_int;
+    fid = RwlockClockrdlock, detail = detail(clk);
+    // SAFETY: forwarded contract.
+    |real| unsafe { until(clk, abstime, || rwlock_warpable(rw), |ts| real(rw, clk, ts)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `pthread_rwlock_clockwrlock(3)`.
+    fn pthread_rwlock_clockwrlock(
+        rw: *mut pthread_rwlock_t,
+        clk: clockid_t,
+        abstime: *const timespec,
+    ) -> c_int;
+    fid = RwlockClockwrlock, detail = detail(clk);
+    // SAFETY: forwarded contract.
+    |real| unsafe { until(clk, abstime, || rwlock_warpable(rw), |ts| real(rw, clk, ts)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `pthread_timedjoin_np(3)`.
+    fn pthread_timedjoin_np(
+        th: pthread_t,
+        retval: *mut *mut c_void,
+        abstime: *const timespec,
+    ) -> c_int;
+    fid = TimedjoinNp, detail = detail(CLOCK_REALTIME);
+    // SAFETY: forwarded contract.
+    |real| unsafe { until(CLOCK_REALTIME, abstime, single_threaded, |ts| real(th, retval, ts)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `pthread_clockjoin_np(3)`.
+    fn pthread_clockjoin_np(
+        th: pthread_t,
+        retval: *mut *mut c_void,
+        clk: clockid_t,
+        abstime: *const timespec,
+    ) -> c_int;
+    fid = ClockjoinNp, detail = detail(clk);
+    // SAFETY: forwarded contract.
+    |real| unsafe { until(clk, abstime, single_threaded, |ts| real(th, retval, clk, ts)) }
+}

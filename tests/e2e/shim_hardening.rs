@@ -1,0 +1,141 @@
+//! End-to-end tests: the shim in hostile or starved surroundings. Census files that another
+//! user tried to redirect through a planted link, a umask that would weaken them, a memory
+//! file system that fills up during the run, signal handlers that race the hooks, clocks
+//! pushed to their limit, and virtual tids of many threads.
+use std::path::Path;
+
+use crate::util::*;
+
+/// A shell script that finds the run dir (from its own census mapping), optionally plants
+/// `$TARGET.0.census` as a symbolic link to `$VICTIM`, then starts one child that prints its
+/// pid. Identical process creation whether or not it plants, so the child's virtual pid is
+/// the same in both runs.
+const PLANT: &str = r#"
+d=$(grep -m1 '\.census' /proc/self/maps | awk '{print $NF}'); d=${d%/*}
+ln -s "${VICTIM:-/nonexistent}" "$d/${TARGET:-unused}${TARGET:+.0.census}"
+stat -c %a "$(grep -m1 '\.census' /proc/self/maps | awk '{print $NF}')"
+sh -c 'echo $$'
+"#;
+
+#[test]
+fn census_files_never_follow_a_planted_link_and_are_0600_whatever_the_umask() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    // Run 1: learn the child's virtual pid (census file name `<vpid>.0.census`).
+    let first = run_timeout(seal(["--", "sh", "-c", PLANT]), TIMEOUT);
+    first.ok();
+    let lines: Vec<&str> = first.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", first.show());
+    let child_vpid = lines[1];
+    // Run 2: plant the link under that name, under a umask that would make files 0400.
+    let mut cmd = command("sh");
+    cmd.args(["-c", r#"umask 0277; exec "$SEAL" -- sh -c "$PLANT""#])
+        .env("SEAL", seal_bin())
+        .env("PLANT", PLANT)
+        .env("TARGET", child_vpid)
+        .env("VICTIM", &victim);
+    let second = run_timeout(cmd, TIMEOUT);
+    second.ok();
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        b"precious\n",
+        "a census file was written through a planted link\n{}",
+        second.show()
+    );
+    assert_eq!(
+        second.stdout,
+        format!("600\n{child_vpid}\n"),
+        "census file mode or child pid\n{}",
+        second.show()
+    );
+}
+
+/// Runs `script` with `sh` in a private mount namespace (we must be root, or allowed user
+/// namespaces); `None` (after a visible skip) when namespaces are not available here.
+fn in_private_mounts(script: &str, envs: &[(&str, &Path)]) -> Option<Output> {
+    if !have("unshare") {
+        report_skip(module_path!(), false, "no unshare(1)");
+        return None;
+    }
+    let probe = run_plain("unshare", ["-Urm", "true"]);
+    if probe.code != Some(0) {
+        report_skip(
+            module_path!(),
+            false,
+            &format!("cannot unshare a mount namespace: {}", probe.stderr),
+        );
+        return None;
+    }
+    let mut cmd = command("unshare");
+    cmd.args(["-Urm", "sh", "-c", script]);
+    cmd.env("SEAL", seal_bin());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    Some(run_timeout(cmd, TIMEOUT))
+}
+
+#[test]
+fn a_full_tmpfs_is_a_loud_error_at_census_creation_never_a_sigbus() {
+    // The launcher only puts its run dir on a memory file system with 512 MiB free, so the
+    // run dir lives on a 520 MiB tmpfs that the sealed script itself fills up; every process
+    // it starts afterwards must create its census file on the full file system.
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+set -e
+mount -t tmpfs -o size=520m tmpfs "$MNT"
+export XDG_RUNTIME_DIR="$MNT"
+"$SEAL" -- sh -c '
+  dd if=/dev/zero of="$XDG_RUNTIME_DIR/fill" bs=1M 2>/dev/null || echo "dd failed"
+  sh -c "echo child ok"
+  date +%Y
+  rm -f "$XDG_RUNTIME_DIR/fill"
+  echo done'
+"#;
+    let Some(out) = in_private_mounts(script, &[("MNT", dir.path())]) else {
+        return;
+    };
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    assert_eq!(
+        out.stdout,
+        "dd failed\nchild ok\n2026\ndone\n",
+        "{}",
+        out.show()
+    );
+    assert!(
+        out.stderr
+            .contains("libseal: cannot reserve the census file"),
+        "the full file system must be reported\n{}",
+        out.show()
+    );
+}
+
+#[test]
+fn clocks_saturate_at_the_cap_instead_of_wrapping() {
+    let exe = build_c("clock_cap", &[]);
+    let out = run_seal(["--tick", "100years", "--", exe.to_str().unwrap()]);
+    if out.code != Some(0) && out.stderr.contains("tick") {
+        // The launcher may refuse a tick this large; the shim's saturation is unit-tested.
+        skip!("the launcher refuses --tick 100years");
+    }
+    out.ok();
+    let cap = "9223372036.854775807";
+    assert_eq!(
+        out.stdout,
+        format!(
+            "86400.000000000 4922985600.000000000\n\
+             6311606400.000000000 {cap}\n{cap} {cap}\n{cap} {cap}\n{cap} {cap}\n"
+        ),
+        "{}",
+        out.show()
+    );
+}
+
+#[test]
+fn a_thousand_concurrent_threads_get_the_same_virtual_tids_every_run() {
+    let exe = build_c("many_threads", &[]);
+    let out = assert_sealed_stable(&[exe.to_str().unwrap()], 10);
+    let tids: std::collections::BTreeSet<&str> = out.lines().collect();
+    assert_eq!(tids.len(), 1000, "every thread its own virtual tid\n{out}");
+}
