@@ -10,10 +10,12 @@ const AFTER_HELP: &str = "\
 Exit status:
   seal run / seal -- CMD   the command's own status (128+N when killed by signal N);
                            125 seal itself failed; 126 command not executable; 127 not found
-  verify, golden           0 holds, 1 differs, 2 usage or configuration error
+  verify, golden           0 holds, 1 differs, 2 usage or configuration error;
+                           verify: 126/127 when the command cannot be started
   probe                    0 stable (or masked within budget), 2 an unstable line,
-                           3 masked fraction above --max-masked, 4 mask set grew (--compare)
-  any command              2 for a usage or configuration error
+                           3 masked fraction above --max-masked, 4 mask set grew (--compare);
+                           127 when the command cannot be started
+  any command              2 for a usage or configuration error; 128+N stopped by signal N
 
 Settings come from, in order: flags, SEAL_* environment variables, seal.toml (this directory
 or a parent), defaults. x86_64 Linux with glibc only.";

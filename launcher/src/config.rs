@@ -161,10 +161,15 @@ pub fn find_config(start: &Path) -> Option<PathBuf> {
 }
 
 pub fn load_file(path: &Path) -> Result<LoadedFile, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+    let text = read_regular_file(path).map_err(|e| ConfigError::Io {
         file: path.display().to_string(),
         msg: e.to_string(),
     })?;
+    parse_config(path, text)
+}
+
+/// The text of a seal.toml read from `path`, parsed (no settings validated yet).
+pub fn parse_config(path: &Path, text: String) -> Result<LoadedFile, ConfigError> {
     let file: ConfigFile = toml::from_str(&text).map_err(|e| {
         let line = e.span().map(|s| line_of(&text, s.start)).unwrap_or(1);
         ConfigError::File {
@@ -179,6 +184,31 @@ pub fn load_file(path: &Path) -> Result<LoadedFile, ConfigError> {
         text,
         file,
     })
+}
+
+/// The text of a regular file (a symlink to one is fine). Anything else is refused before a
+/// byte is read: `/dev/zero` would never end and a FIFO would block until a writer came.
+/// Opened with O_NONBLOCK so that opening a FIFO does not wait either, then checked with
+/// fstat on the open descriptor (no window between the check and the read).
+pub fn read_regular_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        let what = if meta.is_dir() {
+            "is a directory"
+        } else {
+            "is not a regular file"
+        };
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, what));
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// The config file named by `--config`, else the nearest `seal.toml`, else none.
@@ -197,7 +227,13 @@ pub fn load_config(explicit: Option<&Path>) -> Result<Option<LoadedFile>, Config
 
 /// A source of environment variables (the process environment in production, a map in tests).
 pub trait EnvSource {
+    /// The value of `key`, `None` when unset or empty.
     fn var(&self, key: &str) -> Option<String>;
+    /// The value of `key` (lossily decoded) when it is set to something that is not UTF-8:
+    /// an error, never a silent default (a `SEAL_SEED` that cannot be read is not seed 0).
+    fn not_utf8(&self, _key: &str) -> Option<String> {
+        None
+    }
 }
 
 pub struct ProcessEnv;
@@ -206,7 +242,30 @@ impl EnvSource for ProcessEnv {
     fn var(&self, key: &str) -> Option<String> {
         std::env::var(key).ok().filter(|v| !v.is_empty())
     }
+    fn not_utf8(&self, key: &str) -> Option<String> {
+        match std::env::var(key) {
+            Err(std::env::VarError::NotUnicode(v)) => Some(v.to_string_lossy().into_owned()),
+            _ => None,
+        }
+    }
 }
+
+/// Every variable the settings are read from: each is checked for UTF-8 before any is used.
+pub const SETTING_VARS: [&str; 13] = [
+    "SEAL_EPOCH",
+    "SEAL_SEED",
+    "SEAL_TICK",
+    "SEAL_WARP",
+    "SEAL_TZ",
+    "SEAL_LOCALE",
+    "SEAL_HOSTNAME",
+    "SEAL_HASH_SEED",
+    "SEAL_UNSEAL",
+    "SEAL_QUIET",
+    "SEAL_ONLY",
+    "SEAL_SKIP",
+    "SOURCE_DATE_EPOCH",
+];
 
 impl EnvSource for BTreeMap<String, String> {
     fn var(&self, key: &str) -> Option<String> {
@@ -288,6 +347,8 @@ impl Sources<'_> {
         let one_line = |v: &str| {
             if v.is_empty() || v.contains('\0') || v.contains('\n') {
                 Err("must be a non-empty single line".to_string())
+            } else if key == "hostname" && v.len() > 64 {
+                Err("at most 64 bytes".to_string())
             } else {
                 Ok(v.to_string())
             }
@@ -327,21 +388,44 @@ impl Sources<'_> {
         }
     }
 
+    /// The epoch's raw value and origin, for errors about it (the default when none is set).
+    fn epoch_origin(&self) -> (String, String) {
+        let given = self.pick(&self.opts.epoch, "epoch", "SEAL_EPOCH", |s| {
+            spanned_val(&s.epoch)
+        });
+        match (given, self.env.var("SOURCE_DATE_EPOCH")) {
+            (Some(g), _) => g,
+            (None, Some(v)) => (v, "environment variable SOURCE_DATE_EPOCH".into()),
+            (None, None) => ("2026-01-01T00:00:00Z".into(), "the default epoch".into()),
+        }
+    }
+
     fn warp(&self) -> Result<bool, ConfigError> {
         if self.opts.warp {
             return Ok(true);
         }
-        if let Some(v) = self.env.var("SEAL_WARP") {
-            return parse_bool(&v).ok_or_else(|| {
-                let origin = "environment variable SEAL_WARP";
-                ConfigError::invalid(origin, "warp", &v, "expected 1/0/true/false")
-            });
+        if let Some(w) = self.env_bool("SEAL_WARP", "warp")? {
+            return Ok(w);
         }
         Ok(self
             .layers
             .iter()
             .find_map(|l| l.warp.as_ref())
             .is_some_and(|w| *w.get_ref()))
+    }
+
+    /// A boolean variable (`1/0`, `true/false`, `yes/no`, `on/off`); anything else is an error.
+    fn env_bool(&self, var: &str, key: &str) -> Result<Option<bool>, ConfigError> {
+        self.env
+            .var(var)
+            .map(|v| {
+                parse_bool(&v).ok_or_else(|| {
+                    let origin = format!("environment variable {var}");
+                    let why = "expected 1/0, true/false, yes/no or on/off";
+                    ConfigError::invalid(&origin, key, &v, why)
+                })
+            })
+            .transpose()
     }
 
     /// `--only` or `--skip` globs (`which`): flags, else `SEAL_ONLY`/`SEAL_SKIP` (comma
@@ -448,6 +532,21 @@ pub fn resolve_with(
             .chain(file.map(|f| &f.file.seal))
             .collect(),
     };
+    for var in SETTING_VARS {
+        if let Some(lossy) = env.not_utf8(var) {
+            let origin = format!("environment variable {var}");
+            let key = match var.strip_prefix("SEAL_") {
+                Some(k) => k.to_ascii_lowercase(),
+                None => "epoch".into(),
+            };
+            return Err(ConfigError::invalid(
+                &origin,
+                &key,
+                &lossy,
+                "not valid UTF-8",
+            ));
+        }
+    }
     // In this order, so that the first bad value reported is the same as ever.
     let epoch_ns = src.epoch_ns()?;
     let seed = src.parsed(
@@ -457,13 +556,23 @@ pub fn resolve_with(
         |s| spanned_val(&s.seed),
         integer::<u64>("expected an unsigned 64-bit integer"),
     )?;
-    let tick = src.parsed(
-        &opts.tick,
-        "tick",
-        "SEAL_TICK",
-        |s| spanned_val(&s.tick),
-        parse_tick,
-    )?;
+    let tick = src.pick(&opts.tick, "tick", "SEAL_TICK", |s| spanned_val(&s.tick));
+    let tick_ns = match &tick {
+        Some((v, origin)) => {
+            parse_tick(v).map_err(|why| ConfigError::invalid(origin, "tick", v, why))?
+        }
+        None => DEFAULT_TICK_NS,
+    };
+    if let Err(why) = clock_fits(epoch_ns, tick_ns) {
+        // Blame the tick when one was given, else the epoch (with the default tick).
+        return Err(match &tick {
+            Some((v, origin)) => ConfigError::invalid(origin, "tick", v, why),
+            None => {
+                let (v, origin) = src.epoch_origin();
+                ConfigError::invalid(&origin, "epoch", &v, why)
+            }
+        });
+    }
     let warp = src.warp()?;
     let rate_ppm = src
         .parsed(
@@ -489,10 +598,6 @@ pub fn resolve_with(
         |s| &s.hostname,
         "seal",
     )?;
-    if hostname.len() > 64 {
-        let why = "at most 64 bytes";
-        return Err(ConfigError::invalid("hostname", "hostname", &hostname, why));
-    }
     let hash_seed = src.parsed(
         &opts.hash_seed,
         "hash_seed",
@@ -500,29 +605,88 @@ pub fn resolve_with(
         |s| spanned_val(&s.hash_seed),
         integer::<u32>("expected an integer 0..=4294967295"),
     )?;
+    let unseal = src.unseal()?;
+    let quiet = opts.quiet || src.env_bool("SEAL_QUIET", "quiet")? == Some(true);
+    let mut vars = BTreeMap::new();
+    if let Some(f) = file {
+        for (k, v) in &f.file.env {
+            let at = || f.origin(v.span().start);
+            if let Some(why) = bad_env_name(k) {
+                return Err(ConfigError::invalid(&at(), "env", k, why));
+            }
+            if v.get_ref().contains('\0') {
+                return Err(ConfigError::invalid(
+                    &at(),
+                    "env",
+                    k,
+                    "the value contains a NUL byte",
+                ));
+            }
+            vars.insert(k.clone(), v.get_ref().clone());
+        }
+    }
     Ok(Settings {
         epoch_ns,
         epoch_relative: src.relative_epoch_text(),
         seed: seed.unwrap_or(0),
-        tick_ns: tick.unwrap_or(DEFAULT_TICK_NS),
+        tick_ns,
         warp,
         rate_ppm,
         tz,
         locale,
         hash_seed: hash_seed.unwrap_or(0),
         hostname,
-        unseal: src.unseal()?,
+        unseal,
         only: src.scope("only")?,
         skip: src.scope("skip")?,
-        quiet: opts.quiet || env.var("SEAL_QUIET").and_then(|v| parse_bool(&v)) == Some(true),
-        env: file
-            .map(|f| {
-                let vars = f.file.env.iter();
-                vars.map(|(k, v)| (k.clone(), v.get_ref().clone()))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        quiet,
+        env: vars,
     })
+}
+
+/// Why a variable may not be set for the command by `[env]` (or a golden case's `env`), if it
+/// may not: names the environment cannot hold, and the ones that would break or bypass the
+/// seal. `LD_PRELOAD` would replace the shim (every process unsealed); `LD_AUDIT` loads an
+/// audit library whose `la_symbind` can rebind the shim's hooks; `SEAL_*` would override
+/// seal's own settings behind the flags' backs (`SEAL_SEED` in `[env]` changed the seed of
+/// nested runs) and `LIBSEAL_*` are the shim's contract with the launcher. `LD_LIBRARY_PATH`
+/// stays allowed: legacy programs need it, and the preloaded shim is loaded by path before
+/// any library search, so it cannot displace the seal.
+pub fn bad_env_name(key: &str) -> Option<String> {
+    if key.is_empty() || key.contains('=') || key.contains('\0') {
+        return Some("not a valid variable name".into());
+    }
+    let why = match key {
+        "LD_PRELOAD" => "it would replace seal's shim and leave every process unsealed",
+        "LD_AUDIT" => "an audit library can rebind the shim's hooks and bypass the seal",
+        _ if key.starts_with("SEAL_") => {
+            "SEAL_* variables are seal's own settings: set them in [seal] or with a flag"
+        }
+        _ if key.starts_with(seal_abi::settings::PREFIX) => {
+            "LIBSEAL_* variables are how seal configures its shim"
+        }
+        _ => return None,
+    };
+    Some(format!("cannot be set for the command: {why}"))
+}
+
+/// How many clock reads from the epoch must stay representable: 2^32 reads in one thread,
+/// each advancing the clock by one tick (~70 minutes of reads at 1 µs of real time each; far
+/// more than any run makes). With the default epoch (2026) that allows ticks up to ~1.7 s.
+pub const MIN_READS: i128 = 1 << 32;
+
+/// Whether the sealed clock, starting at `epoch_ns` and advancing `tick_ns` per read, can take
+/// [`MIN_READS`] reads without leaving signed 64-bit nanoseconds (year 2262).
+pub fn clock_fits(epoch_ns: i64, tick_ns: i64) -> Result<(), String> {
+    let end = epoch_ns as i128 + tick_ns as i128 * MIN_READS;
+    if end <= i64::MAX as i128 {
+        return Ok(());
+    }
+    let max_tick = (i64::MAX as i128 - epoch_ns as i128).max(0) / MIN_READS;
+    Err(format!(
+        "2^32 clock reads from the epoch would pass 2262-04-11, the end of 64-bit nanoseconds; \
+         with this epoch the tick can be at most {max_tick}ns"
+    ))
 }
 
 /// A parser of integers of type `T` that says `why` when a value is not one.
@@ -538,6 +702,10 @@ fn parse_bool(v: &str) -> Option<bool> {
     }
 }
 
+/// Why an epoch cannot be used: its nanoseconds since 1970 do not fit a signed 64-bit integer.
+const EPOCH_RANGE: &str =
+    "out of range: the epoch must lie between 1677-09-21 and 2262-04-11 (64-bit nanoseconds)";
+
 /// RFC 3339 (`2026-01-01T00:00:00Z`, any offset, fractional seconds) or `@UNIX_SECONDS`.
 pub fn parse_epoch(v: &str) -> Result<i64, String> {
     let v = v.trim();
@@ -545,12 +713,15 @@ pub fn parse_epoch(v: &str) -> Result<i64, String> {
         return Ok(ns);
     }
     if let Some(secs) = v.strip_prefix('@') {
-        let s: i64 = secs
-            .parse()
-            .map_err(|_| "expected @UNIX_SECONDS, e.g. @1767225600".to_string())?;
-        return s
-            .checked_mul(1_000_000_000)
-            .ok_or_else(|| "out of range".to_string());
+        let digits = secs.strip_prefix('-').unwrap_or(secs);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err("expected @UNIX_SECONDS, e.g. @1767225600".to_string());
+        }
+        return secs
+            .parse::<i64>()
+            .ok()
+            .and_then(|s| s.checked_mul(1_000_000_000))
+            .ok_or_else(|| EPOCH_RANGE.to_string());
     }
     let t = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc3339)
         .map_err(|e| {
@@ -558,7 +729,7 @@ pub fn parse_epoch(v: &str) -> Result<i64, String> {
                 "expected RFC 3339 (e.g. 2026-01-01T00:00:00Z), @UNIX_SECONDS, now, now+2d or -15d: {e}"
             )
         })?;
-    i64::try_from(t.unix_timestamp_nanos()).map_err(|_| "out of range".to_string())
+    i64::try_from(t.unix_timestamp_nanos()).map_err(|_| EPOCH_RANGE.to_string())
 }
 
 /// Is `v` an epoch relative to the real time at launch (`now`, `now+2d`, `now-15d`, `+2d`,
@@ -622,15 +793,25 @@ pub fn parse_rate(v: &str) -> Result<u64, String> {
     Ok(((r * 1e6).round() as u64).max(1))
 }
 
-/// A duration such as `1us`, `250ns`, `2ms`; `0` freezes the clock; a bare number is ns.
+/// A duration with its unit (`1us`, `250ns`, `2ms`, `1.5us`), or `0`, which freezes the clock.
+/// A bare number other than 0 is an error: `5` could mean 5 ns or 5 s, and a typo there
+/// changes every value the command sees, so the unit is always written.
 pub fn parse_tick(v: &str) -> Result<i64, String> {
     let v = v.trim();
-    if let Ok(n) = v.parse::<i64>() {
-        return if n >= 0 {
-            Ok(n)
-        } else {
-            Err("must not be negative".into())
-        };
+    let bare = v.strip_prefix(['+', '-']).unwrap_or(v);
+    if !bare.is_empty() && bare.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        if v.starts_with('-') {
+            return Err("must not be negative".into());
+        }
+        if bare.bytes().all(|b| b == b'0' || b == b'.') && bare.contains('0') {
+            return Ok(0);
+        }
+        return Err(format!(
+            "a tick needs a unit, e.g. {bare}ns, {bare}us or {bare}ms (only 0 may go without)"
+        ));
+    }
+    if v.starts_with('-') {
+        return Err("must not be negative".into());
     }
     let d = humantime::parse_duration(v)
         .map_err(|e| format!("expected a duration such as 1us, 250ns or 0: {e}"))?;
@@ -722,6 +903,83 @@ mod tests {
     }
 
     #[test]
+    fn env_keys_that_would_unseal_are_refused_with_their_line() {
+        for key in ["LD_PRELOAD", "LD_AUDIT", "SEAL_SEED", "LIBSEAL_SEED"] {
+            let f = file(&format!("[env]\nOK = \"1\"\n{key} = \"x\"\n"));
+            let e = resolve(&SealOpts::default(), &env(&[]), Some(&f))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("seal.toml:3:") && e.contains(key), "{e}");
+        }
+        let f = file("[env]\nLD_LIBRARY_PATH = \"/opt/lib\"\n");
+        let s = resolve(&SealOpts::default(), &env(&[]), Some(&f)).unwrap();
+        assert_eq!(s.env["LD_LIBRARY_PATH"], "/opt/lib");
+    }
+
+    #[test]
+    fn clocks_that_would_overflow_are_refused_naming_the_culprit() {
+        let opts = |epoch: Option<&str>, tick: Option<&str>| SealOpts {
+            epoch: epoch.map(String::from),
+            tick: tick.map(String::from),
+            ..Default::default()
+        };
+        let err = |o: SealOpts| resolve(&o, &env(&[]), None).unwrap_err().to_string();
+        let e = err(opts(None, Some("100years")));
+        assert!(e.starts_with("--tick: ") && e.contains("100years"), "{e}");
+        let e = err(opts(Some("@9223372000"), Some("1sec")));
+        assert!(e.starts_with("--tick: "), "{e}");
+        let e = err(opts(Some("@9223372000"), None));
+        assert!(e.starts_with("--epoch: "), "{e}");
+        let e = err(opts(Some("@92233720000"), Some("0")));
+        assert!(e.contains("out of range"), "{e}");
+        let e = err(opts(Some("9999-01-01T00:00:00Z"), None));
+        assert!(e.contains("out of range"), "{e}");
+        // The largest tick the bound allows, and 0 at the very end of the range.
+        let max = (i64::MAX as i128 - DEFAULT_EPOCH_NS as i128) / MIN_READS;
+        assert!(clock_fits(DEFAULT_EPOCH_NS, max as i64).is_ok());
+        assert!(clock_fits(DEFAULT_EPOCH_NS, max as i64 + 1).is_err());
+        assert!(clock_fits(i64::MAX, 0).is_ok());
+        let f = file("[seal]\ntick = \"100years\"\n");
+        let e = resolve(&SealOpts::default(), &env(&[]), Some(&f)).unwrap_err();
+        assert!(e.to_string().starts_with("seal.toml:2:"), "{e}");
+    }
+
+    #[test]
+    fn booleans_and_hostnames_are_checked_where_they_come_from() {
+        let e = resolve(
+            &SealOpts::default(),
+            &env(&[("SEAL_QUIET", "banana")]),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("SEAL_QUIET") && e.contains("banana"), "{e}");
+        let s = resolve(&SealOpts::default(), &env(&[("SEAL_QUIET", "yes")]), None).unwrap();
+        assert!(s.quiet);
+        let f = file(&format!("[seal]\nhostname = \"{}\"\n", "h".repeat(65)));
+        let e = resolve(&SealOpts::default(), &env(&[]), Some(&f))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("seal.toml:2:") && e.contains("64 bytes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_config_that_is_not_a_regular_file_is_refused_at_once() {
+        let e = load_file(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert_eq!(e, "/dev/zero: is not a regular file");
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path in our temp dir.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(load_file(&fifo).is_err(), "a FIFO must not block");
+        assert!(load_file(d.path()).is_err());
+    }
+
+    #[test]
     fn epochs_and_ticks() {
         assert_eq!(parse_epoch("@0").unwrap(), 0);
         assert_eq!(
@@ -749,8 +1007,17 @@ mod tests {
         assert!(epoch_note("now+1d", 1_767_225_600_000_000_000)
             .contains("@1767225600 (2026-01-01T00:00:00Z)"));
         assert_eq!(parse_tick("0").unwrap(), 0);
+        assert_eq!(parse_tick("0.0").unwrap(), 0);
+        for bare in ["5", "5.5", "1000"] {
+            let e = parse_tick(bare).unwrap_err();
+            assert!(
+                e.contains("needs a unit") && e.contains(&format!("{bare}ns")),
+                "{e}"
+            );
+        }
         assert_eq!(parse_tick("1us").unwrap(), 1000);
         assert_eq!(parse_tick("2ms").unwrap(), 2_000_000);
         assert!(parse_tick("-1").is_err());
+        assert!(parse_tick("-1us").is_err());
     }
 }

@@ -138,12 +138,12 @@ fn python_works() -> bool {
 }
 
 fn plain_run(argv: &[OsString], dir: &Path) -> Result<String> {
-    let out = Command::new(&argv[0])
-        .args(&argv[1..])
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
         .current_dir(dir)
         .env_remove("LD_PRELOAD")
-        .stdin(Stdio::null())
-        .output()
+        .stdin(Stdio::null());
+    let out = crate::supervise::Supervised::output(&mut cmd)
         .with_context(|| format!("cannot run {}", argv[0].to_string_lossy()))?;
     if !out.status.success() {
         bail!(

@@ -13,9 +13,12 @@ mod golden;
 mod masks;
 mod observe;
 mod probe;
+#[cfg(test)]
+mod proptests;
 mod report;
 mod run;
 mod shim;
+mod supervise;
 mod symbols;
 mod timectl;
 mod usage;
@@ -26,9 +29,20 @@ use std::process::ExitCode;
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    match dispatch(usage::parse()) {
+    let cli = usage::parse();
+    // `seal run` and `seal census` end with their command's status, whatever signals it was
+    // sent; the multi-run commands stop at a forwarded SIGINT/TERM/HUP/QUIT and say so.
+    let multi_run = !matches!(
+        cli.command,
+        None | Some(Command::Run(_) | Command::Census(_))
+    );
+    let code = match dispatch(cli) {
         Ok(code) => code,
         Err(err) => usage::exit_code(&err),
+    };
+    match supervise::interrupted() {
+        Some(sig) if multi_run => ExitCode::from((128 + sig) as u8),
+        _ => code,
     }
 }
 

@@ -17,6 +17,7 @@ use seal_abi::settings as senv;
 use crate::census::{self, Census};
 use crate::config::Settings;
 use crate::shim;
+use crate::supervise;
 
 /// Exit status when seal itself fails.
 pub const EXIT_SEAL_FAILED: u8 = 125;
@@ -26,41 +27,51 @@ pub const EXIT_NOT_FOUND: u8 = 127;
 /// A run directory: census files of every process image plus the run table. Mode 0700,
 /// unpredictable name; removed on drop.
 pub struct RunDir {
-    dir: tempfile::TempDir,
+    path: PathBuf,
     /// The run table, locked (`flock`) for as long as this launcher lives: a run directory
     /// whose lock nobody holds was left by a launcher that was killed.
     _lock: std::fs::File,
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
 }
 
 impl RunDir {
     /// Creates the run directory on a memory file system when one with room is at hand
     /// (`$XDG_RUNTIME_DIR`, else `/dev/shm`): every sealed process creates and maps its census
     /// file there, which costs ~1 ms more per process on a disk. The name is unpredictable and
-    /// the mode 0700 (mkdtemp), so a shared `/dev/shm` is safe; the cache dir is the fallback.
+    /// the mode exactly 0700 whatever the umask, so a shared `/dev/shm` is safe; the cache dir
+    /// is the fallback.
     pub fn create() -> Result<RunDir> {
         for parent in memory_dirs() {
             remove_stale_runs(&parent, "seal-run-");
-            if let Ok(dir) = tempfile::Builder::new()
-                .prefix("seal-run-")
-                .tempdir_in(&parent)
-            {
-                let _lock = create_run_table(dir.path())?;
-                return Ok(RunDir { dir, _lock });
+            if let Ok(path) = shim::create_private_dir_in(&parent, "seal-run-") {
+                return RunDir::with_table(path);
             }
         }
         let parent = shim::cache_dir()?.join("runs");
         shim::private_dir(&parent)?;
         remove_stale_runs(&parent, "run-");
-        let dir = tempfile::Builder::new()
-            .prefix("run-")
-            .tempdir_in(&parent)
+        let path = shim::create_private_dir_in(&parent, "run-")
             .with_context(|| format!("cannot create a run directory in {}", parent.display()))?;
-        let _lock = create_run_table(dir.path())?;
-        Ok(RunDir { dir, _lock })
+        RunDir::with_table(path)
+    }
+
+    fn with_table(path: PathBuf) -> Result<RunDir> {
+        match create_run_table(&path) {
+            Ok(_lock) => Ok(RunDir { path, _lock }),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&path);
+                Err(e)
+            }
+        }
     }
 
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.path
     }
 }
 
@@ -71,8 +82,9 @@ const MIN_MEMORY_FS_FREE: u64 = 512 << 20;
 
 fn memory_dirs() -> Vec<PathBuf> {
     let mut out = Vec::new();
-    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        out.push(PathBuf::from(d));
+    // A relative XDG_RUNTIME_DIR is invalid (XDG specification) and ignored.
+    if let Some(d) = shim::absolute_var("XDG_RUNTIME_DIR") {
+        out.push(d);
     }
     out.push(PathBuf::from("/dev/shm"));
     out.retain(|d| free_bytes(d).is_some_and(|f| f >= MIN_MEMORY_FS_FREE));
@@ -144,11 +156,7 @@ fn create_run_table(dir: &Path) -> Result<std::fs::File> {
     use std::os::unix::io::AsRawFd;
     let pid_max = pid_max();
     let path = dir.join(seal_abi::RUN_TABLE_NAME);
-    let mut f = std::fs::OpenOptions::new()
-        .create_new(true)
-        .write(true)
-        .read(true)
-        .open(&path)
+    let mut f = shim::create_private_file(&path)
         .with_context(|| format!("cannot create {}", path.display()))?;
     // SAFETY: locking a descriptor we own (O_CLOEXEC: the command does not inherit it).
     unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
@@ -271,6 +279,10 @@ pub enum SpawnError {
     NotFound(String),
     #[error("{0}: permission denied (not executable)")]
     NotExecutable(String),
+    /// A script whose `#!` interpreter cannot be run (exit 127 when it is missing, as bash
+    /// does, else 126).
+    #[error("{0}: bad interpreter {1}: {}", .2.strerror())]
+    BadInterpreter(String, String, Errno),
     #[error("{0}: cannot run: {1}")]
     Other(String, std::io::Error),
 }
@@ -279,13 +291,29 @@ impl SpawnError {
     pub fn exit_code(&self) -> u8 {
         match self {
             SpawnError::NotFound(_) => EXIT_NOT_FOUND,
-            SpawnError::NotExecutable(_) => EXIT_NOT_EXECUTABLE,
-            SpawnError::Other(..) => EXIT_NOT_EXECUTABLE,
+            SpawnError::BadInterpreter(_, _, Errno::NotFound) => EXIT_NOT_FOUND,
+            SpawnError::NotExecutable(_)
+            | SpawnError::BadInterpreter(..)
+            | SpawnError::Other(..) => EXIT_NOT_EXECUTABLE,
         }
     }
 
-    fn from_io(program: &OsStr, e: std::io::Error) -> SpawnError {
+    /// `e` from starting `program` in `cwd` (None: seal's own directory).
+    fn from_io(program: &OsStr, cwd: Option<&Path>, e: std::io::Error) -> SpawnError {
         let name = program.to_string_lossy().into_owned();
+        let not_found = e.kind() == std::io::ErrorKind::NotFound;
+        if not_found || e.kind() == std::io::ErrorKind::PermissionDenied {
+            // execve reports a script's missing or unusable interpreter as the script's own
+            // error: name the interpreter instead.
+            if let Some(interp) = shebang_interpreter(program, cwd) {
+                let e = if not_found {
+                    Errno::NotFound
+                } else {
+                    Errno::Denied
+                };
+                return SpawnError::BadInterpreter(name, interp, e);
+            }
+        }
         match e.kind() {
             std::io::ErrorKind::NotFound => SpawnError::NotFound(name),
             std::io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(name),
@@ -297,6 +325,50 @@ impl SpawnError {
             _ => SpawnError::Other(name, e),
         }
     }
+}
+
+/// Why an interpreter cannot be run, in the words of strerror (without Rust's "(os error N)").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Errno {
+    NotFound,
+    Denied,
+}
+
+impl Errno {
+    fn strerror(&self) -> &'static str {
+        match self {
+            Errno::NotFound => "No such file or directory",
+            Errno::Denied => "Permission denied",
+        }
+    }
+}
+
+/// The interpreter a script names on its `#!` line, when `program` is an executable file that
+/// has one and that interpreter cannot be executed.
+fn shebang_interpreter(program: &OsStr, cwd: Option<&Path>) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let path = if program.as_bytes().contains(&b'/') {
+        match cwd {
+            Some(d) => d.join(program),
+            None => PathBuf::from(program),
+        }
+    } else {
+        crate::exec_check::resolve(program)?
+    };
+    let meta = std::fs::metadata(&path).ok()?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return None;
+    }
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(&path).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let interp = String::from_utf8_lossy(line);
+    let interp = interp.split_whitespace().next()?.to_string();
+    let c = std::ffi::CString::new(interp.as_bytes()).ok()?;
+    // SAFETY: access(2) on a NUL-terminated path.
+    (unsafe { libc::access(c.as_ptr(), libc::X_OK) } != 0).then_some(interp)
 }
 
 /// Everything a sealed run produced, for the multi-run commands.
@@ -351,11 +423,14 @@ pub fn run_captured(
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
     }
-    let mut child = match cmd.spawn() {
+    if let Some(sig) = supervise::interrupted() {
+        return Err(supervise::Interrupted(sig).into());
+    }
+    let mut child = match supervise::spawn(&mut cmd, supervise::Stdio::Redirected) {
         Ok(c) => c,
-        Err(e) => return Ok(Err(SpawnError::from_io(&argv[0], e))),
+        Err(e) => return Ok(Err(SpawnError::from_io(&argv[0], cwd, e))),
     };
-    let writer = match (input, child.stdin.take()) {
+    let writer = match (input, child.child.stdin.take()) {
         (Input::Bytes(b), Some(mut stdin)) => {
             let data = b.to_vec();
             Some(std::thread::spawn(move || {
@@ -364,17 +439,14 @@ pub fn run_captured(
         }
         _ => None,
     };
-    let (out, timed_out) = match limit {
-        None => (
-            child
-                .wait_with_output()
-                .context("waiting for the sealed command")?,
-            false,
-        ),
-        Some(limit) => wait_within(child, limit)?,
-    };
+    let (out, timed_out) = child
+        .wait_with_output(limit)
+        .context("waiting for the sealed command")?;
     if let Some(w) = writer {
         let _ = w.join();
+    }
+    if let Some(sig) = supervise::interrupted() {
+        return Err(supervise::Interrupted(sig).into());
     }
     let census = census::collect(run_dir.path(), argv, Some(out.status))?;
     Ok(Ok(Captured {
@@ -384,66 +456,6 @@ pub fn run_captured(
         stderr: out.stderr,
         census,
     }))
-}
-
-/// Waits for `child` (the leader of its own process group) for at most `limit`, reading its
-/// output meanwhile; past the limit the whole group is killed. Returns the output and whether
-/// the limit ran out.
-fn wait_within(
-    mut child: std::process::Child,
-    limit: std::time::Duration,
-) -> Result<(std::process::Output, bool)> {
-    use std::io::Read;
-    let reader = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut buf);
-            }
-            buf
-        })
-    };
-    let out_t = reader(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err_t = reader(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let deadline = std::time::Instant::now() + limit;
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(st) = child.try_wait().context("waiting for the sealed command")? {
-            break st;
-        }
-        if std::time::Instant::now() >= deadline {
-            timed_out = true;
-            // SAFETY: signals the process group the child leads (process_group(0) at spawn).
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            break child.wait().context("waiting for the killed command")?;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
-    if timed_out {
-        // Whatever the command started in its group dies with it; pipes then reach EOF.
-        // SAFETY: as above.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-    }
-    let stdout = out_t.join().unwrap_or_default();
-    let stderr = err_t.join().unwrap_or_default();
-    Ok((
-        std::process::Output {
-            status,
-            stdout,
-            stderr,
-        },
-        timed_out,
-    ))
 }
 
 /// `seal run`: the command with the terminal and stdio untouched; returns its status.
@@ -459,19 +471,18 @@ pub fn run_interactive(
         crate::term::note(line);
     }
     let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv);
-    let mut child = match cmd.spawn() {
+    // Signals go to the command (the terminal's ^C reaches it directly); seal waits and
+    // reports its status.
+    let mut child = match supervise::spawn(&mut cmd, supervise::Stdio::Inherited) {
         Ok(c) => c,
         Err(e) => {
-            let err = SpawnError::from_io(&argv[0], e);
+            let err = SpawnError::from_io(&argv[0], None, e);
             crate::term::note(&err);
             return Ok(ExitCode::from(err.exit_code()));
         }
     };
-    // Like system(3): the terminal's ^C and ^\ are for the command; seal waits and reports.
-    let old = ignore_interactive_signals();
-    let status = child.wait().context("waiting for the sealed command");
-    restore_signals(old);
-    let status = status?;
+    let status = child.wait().context("waiting for the sealed command")?;
+    drop(child);
     // The full census (symbol tables of every object) only when it was asked for.
     let census = match census_json {
         Some(_) => Some(census::collect(run_dir.path(), argv, Some(status))?),
@@ -503,26 +514,6 @@ pub fn run_interactive(
 pub fn unsealed_note(settings: &Settings) -> Option<String> {
     (!settings.quiet && !settings.unseal.is_empty())
         .then(|| format!("not sealed (--unseal): {}", settings.unseal.join(", ")))
-}
-
-type SigHandlers = [libc::sighandler_t; 2];
-
-fn ignore_interactive_signals() -> SigHandlers {
-    // SAFETY: installing SIG_IGN for two signals; the previous handlers are restored later.
-    unsafe {
-        [
-            libc::signal(libc::SIGINT, libc::SIG_IGN),
-            libc::signal(libc::SIGQUIT, libc::SIG_IGN),
-        ]
-    }
-}
-
-fn restore_signals(old: SigHandlers) {
-    // SAFETY: restores what ignore_interactive_signals replaced.
-    unsafe {
-        libc::signal(libc::SIGINT, old[0]);
-        libc::signal(libc::SIGQUIT, old[1]);
-    }
 }
 
 #[cfg(test)]

@@ -16,15 +16,18 @@ use anyhow::{bail, Context, Result};
 pub static SHIM_BYTES: &[u8] = include_bytes!(env!("SEAL_SHIM_FILE"));
 pub const SHIM_SHA256: &str = env!("SEAL_SHIM_SHA256");
 
-/// `$XDG_CACHE_HOME/seal` or `$HOME/.cache/seal`, created 0700 and checked.
+/// `$XDG_CACHE_HOME/seal` or `$HOME/.cache/seal`, created 0700 and checked. A relative
+/// `XDG_CACHE_HOME` is ignored, as the XDG Base Directory specification requires (a relative
+/// shim path in `LD_PRELOAD` would stop sealing any process that changes directory); a
+/// relative `HOME` is refused for the same reason.
 pub fn cache_dir() -> Result<PathBuf> {
-    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-            Some(h) => PathBuf::from(h).join(".cache"),
-            None => {
-                bail!("neither XDG_CACHE_HOME nor HOME is set: no private place to put the shim")
-            }
+    let base = match absolute_var("XDG_CACHE_HOME") {
+        Some(d) => d,
+        None => match absolute_var("HOME") {
+            Some(h) => h.join(".cache"),
+            None => bail!(
+                "neither XDG_CACHE_HOME nor HOME is an absolute path: no private place to put the shim"
+            ),
         },
     };
     let dir = base.join("seal");
@@ -32,15 +35,32 @@ pub fn cache_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Creates `dir` (mode 0700) if needed and checks that the current user owns it and that no
-/// one else can write to or read it.
+/// An environment variable holding an absolute path; unset, empty or relative is `None`
+/// (the XDG specification: "If an implementation encounters a relative path in any of these
+/// variables it should consider the path invalid and ignore it").
+pub fn absolute_var(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+/// Creates `dir` and any missing parents, each 0700 whatever the umask (a fresh `~/.cache`
+/// under `umask 077` or `000` alike), and checks that the current user owns `dir`, that it
+/// is a directory and not a link, and that it is private (made so when it is not).
 pub fn private_dir(dir: &Path) -> Result<()> {
-    if !dir.exists() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && fs::symlink_metadata(d).is_err())
+        .collect();
+    for d in missing.into_iter().rev() {
+        match fs::DirBuilder::new().mode(0o700).create(d) {
+            Ok(()) => {
+                make_private(d, 0o700)
+                    .with_context(|| format!("cannot make {} private", d.display()))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+        }
     }
     let meta =
         fs::symlink_metadata(dir).with_context(|| format!("cannot inspect {}", dir.display()))?;
@@ -56,8 +76,8 @@ pub fn private_dir(dir: &Path) -> Result<()> {
             meta.uid()
         );
     }
-    if meta.mode() & 0o077 != 0 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).with_context(|| {
+    if meta.mode() & 0o777 != 0o700 {
+        make_private(dir, 0o700).with_context(|| {
             format!(
                 "{} is accessible to others and cannot be made private",
                 dir.display()
@@ -67,10 +87,81 @@ pub fn private_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Sets the mode of the directory `dir` without following a link (a link planted after the
+/// checks is refused, never chmod-ed through): `fchmodat(AT_SYMLINK_NOFOLLOW)`, which works on
+/// a directory we cannot read (mode 0000 after `umask 777`); where the C library lacks it,
+/// through a descriptor opened with O_NOFOLLOW.
+fn make_private(dir: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
+    // SAFETY: fchmodat on a NUL-terminated path.
+    let rc = unsafe {
+        libc::fchmodat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            mode as libc::mode_t,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+        return Err(e);
+    }
+    let d = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)?;
+    d.set_permissions(fs::Permissions::from_mode(mode))
+}
+
+/// Creates a new directory `parent/PREFIXrandom`, mode exactly 0700 whatever the umask, never
+/// through a link (mkdir does not follow one; the mode is set through an O_NOFOLLOW
+/// descriptor). The random part is 16 hex digits; a taken name draws another.
+pub fn create_private_dir_in(parent: &Path, prefix: &str) -> std::io::Result<PathBuf> {
+    let mut last = None;
+    for _ in 0..64 {
+        let mut raw = [0u8; 8];
+        // SAFETY: getrandom fills the buffer we own (a short read leaves zeros: still unique
+        // enough with the EEXIST retry below).
+        unsafe { libc::getrandom(raw.as_mut_ptr().cast(), raw.len(), 0) };
+        let name: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+        let path = parent.join(format!("{prefix}{name}"));
+        match fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => {
+                make_private(&path, 0o700)?;
+                return Ok(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::AlreadyExists)))
+}
+
+/// Creates the new file `path` (O_EXCL, O_NOFOLLOW, O_CLOEXEC), mode exactly 0600 whatever
+/// the umask.
+pub fn create_private_file(path: &Path) -> std::io::Result<fs::File> {
+    let f = fs::OpenOptions::new()
+        .create_new(true)
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    f.set_permissions(fs::Permissions::from_mode(0o600))?;
+    Ok(f)
+}
+
 /// The path of a verified copy of the embedded shim, writing it if needed.
 pub fn extract() -> Result<PathBuf> {
     let dir = cache_dir()?;
     let path = dir.join(format!("libseal-{}.so", &SHIM_SHA256[..16]));
+    if !path.is_absolute() {
+        bail!("the shim path {} is not absolute", path.display());
+    }
     let s = path.to_string_lossy();
     if s.contains(':') || s.contains(' ') || s.contains('\t') || s.contains('\n') {
         bail!("the shim path {s} contains ':' or white space, which LD_PRELOAD cannot express; set XDG_CACHE_HOME to a plain path");
@@ -85,7 +176,9 @@ pub fn extract() -> Result<PathBuf> {
         .with_context(|| format!("cannot write the shim into {}", dir.display()))?;
     tmp.write_all(SHIM_BYTES)?;
     tmp.as_file().sync_all().ok();
-    fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o500))?;
+    // Through the descriptor: the mode whatever the umask, and never through a link.
+    tmp.as_file()
+        .set_permissions(fs::Permissions::from_mode(0o500))?;
     tmp.persist(&path)
         .with_context(|| format!("cannot install the shim at {}", path.display()))?;
     if !verify(&path)? {

@@ -152,6 +152,13 @@ pub fn exit_code(err: &anyhow::Error) -> ExitCode {
     if term::is_broken_pipe(err) {
         return ExitCode::SUCCESS;
     }
+    if let Some(sig) = err
+        .chain()
+        .find_map(|c| c.downcast_ref::<crate::supervise::Interrupted>())
+    {
+        // The signal was passed on to the command; nothing more to say.
+        return ExitCode::from((128 + sig.0) as u8);
+    }
     term::note(format_args!("error: {}", one_line(err)));
     let usage = err.chain().any(|c| {
         c.downcast_ref::<config::ConfigError>().is_some()

@@ -9,6 +9,7 @@ mod census;
 mod cli;
 mod clocks;
 mod golden;
+mod hardening;
 mod names;
 mod probe;
 mod process;

@@ -300,8 +300,8 @@ fn env_vars(t: &Table) -> Result<Vec<(String, String)>, ConfigError> {
     };
     let mut pairs = Vec::new();
     for (k, v) in table {
-        if k.is_empty() || k.contains('=') || k.contains('\0') {
-            return Err(t.err("env", format!("{k:?} is not a valid variable name")));
+        if let Some(why) = crate::config::bad_env_name(k) {
+            return Err(t.err("env", format!("{k:?}: {why}")));
         }
         let text = match v {
             Value::String(s) => s.clone(),
@@ -487,7 +487,8 @@ pub fn type_name(v: &Value) -> &'static str {
 pub fn parse_timeout(v: &Value) -> Result<std::time::Duration, String> {
     let d = match v {
         Value::Integer(n) if *n > 0 => std::time::Duration::from_secs(*n as u64),
-        Value::Float(f) if *f > 0.0 && f.is_finite() => std::time::Duration::from_secs_f64(*f),
+        Value::Float(f) if *f > 0.0 => std::time::Duration::try_from_secs_f64(*f)
+            .map_err(|_| format!("{f:e} seconds is too large a time limit"))?,
         Value::String(s) => humantime::parse_duration(s.trim())
             .map_err(|e| format!("{s:?} is not a duration such as \"30s\" or \"2m\": {e}"))?,
         other => {

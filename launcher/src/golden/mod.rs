@@ -6,14 +6,14 @@
 //! 2 a configuration error (nothing is written), or a case that could not be checked at all:
 //! its golden file is not valid JSON, or its command cannot be started. 2 wins over 1.
 
-mod case;
+pub(crate) mod case;
 mod check;
 mod compare;
 mod exec;
-mod file;
+pub(crate) mod file;
 mod junit;
 mod record;
-mod suite;
+pub(crate) mod suite;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -145,7 +145,7 @@ pub fn run_unsealed(
             cmd.pre_exec(move || uts.enter());
         }
     }
-    match cmd.output() {
+    match crate::supervise::Supervised::output(&mut cmd) {
         Ok(o) => Ok(Ok(Observation {
             exit_code: run::status_code(o.status),
             stdout: o.stdout,

@@ -1,0 +1,301 @@
+//! Property tests of every parser of user input: seal.toml (settings, `[env]`, `[patterns]`,
+//! `[golden]`, `[[case]]`), ticks, epochs, seeds, golden time limits, mask patterns and golden
+//! files. Each must never panic on arbitrary input, and must either round-trip a value or reject
+//! it with one line. 256 cases each (a few seconds in all); `PROPTEST_CASES` raises it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use proptest::prelude::*;
+
+use crate::cli::SealOpts;
+use crate::config::{self, parse_epoch, parse_tick, resolve, LoadedFile};
+use crate::golden::file::Golden;
+use crate::masks::MaskSet;
+
+fn cfg() -> ProptestConfig {
+    ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(256),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+fn no_env() -> BTreeMap<String, String> {
+    BTreeMap::new()
+}
+
+/// Text that looks like the values people write: numbers, units, dates, signs, junk.
+fn valueish() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<String>(),
+        "[-+@]?[0-9]{0,25}(\\.[0-9]{0,12})?[ ]?(ns|us|µs|ms|s|sec|min|h|d|years|y|x)?",
+        "-?[0-9]{1,6}-[0-9]{1,2}-[0-9]{1,2}[T ][0-9]{1,2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,12})?)?(Z|[+-][0-9]{2}:[0-9]{2})?",
+        "(true|false|yes|no|on|off|1|0|banana|TRUE| )",
+    ]
+}
+
+/// A seal.toml value in TOML syntax: strings, integers, floats, booleans, arrays, tables.
+fn toml_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        valueish().prop_map(|s| format!("{s:?}")),
+        valueish().prop_map(|s| toml::Value::String(s).to_string()),
+        any::<i64>().prop_map(|n| n.to_string()),
+        any::<f64>().prop_map(|f| toml::Value::Float(f).to_string()),
+        any::<bool>().prop_map(|b| b.to_string()),
+        "\\[[ ,\"a-z0-9]{0,20}\\]",
+        "\\{[ =,\"a-z0-9]{0,20}\\}",
+    ]
+}
+
+const SEAL_KEYS: &[&str] = &[
+    "epoch",
+    "tick",
+    "seed",
+    "tz",
+    "locale",
+    "hash_seed",
+    "hostname",
+    "warp",
+    "unseal",
+    "nope",
+];
+const CASE_KEYS: &[&str] = &[
+    "name",
+    "cmd",
+    "cwd",
+    "env",
+    "stdin",
+    "masks",
+    "timeout",
+    "artifacts",
+    "seed",
+    "tick",
+    "epoch",
+    "unseal",
+    "warp",
+    "exit",
+    "nope",
+];
+
+/// A seal.toml built from the real sections and keys with arbitrary values.
+fn config_text() -> impl Strategy<Value = String> {
+    let line = |keys: &'static [&'static str]| {
+        (prop::sample::select(keys), toml_value()).prop_map(|(k, v)| format!("{k} = {v}\n"))
+    };
+    (
+        prop::collection::vec(line(SEAL_KEYS), 0..5),
+        prop::collection::vec(
+            (
+                "[A-Za-z_][A-Za-z0-9_]{0,12}|LD_PRELOAD|SEAL_SEED|LIBSEAL_X",
+                toml_value(),
+            ),
+            0..3,
+        ),
+        prop::collection::vec(("[a-z]{1,6}", any::<String>()), 0..3),
+        prop::collection::vec(prop::collection::vec(line(CASE_KEYS), 0..6), 0..3),
+        prop::collection::vec(line(&["dir", "masks", "timeout", "nope"]), 0..3),
+    )
+        .prop_map(|(seal, env, patterns, cases, golden)| {
+            let mut t = String::from("[seal]\n");
+            t.extend(seal);
+            t.push_str("[env]\n");
+            for (k, v) in env {
+                t.push_str(&format!("{k} = {v}\n"));
+            }
+            t.push_str("[patterns]\n");
+            for (k, v) in patterns {
+                t.push_str(&format!("{k} = {}\n", toml::Value::String(v)));
+            }
+            t.push_str("[golden]\n");
+            t.extend(golden);
+            for c in cases {
+                t.push_str("[[case]]\n");
+                t.extend(c);
+            }
+            t
+        })
+}
+
+/// Parses and resolves a seal.toml the way `seal run` and `seal golden` do; errors are one
+/// line.
+fn check_config(dir: &Path, text: String) {
+    let path = dir.join("seal.toml");
+    let loaded: LoadedFile = match config::parse_config(&path, text) {
+        Ok(l) => l,
+        Err(e) => return assert_one_line(&e.to_string()),
+    };
+    if let Err(e) = resolve(&SealOpts::default(), &no_env(), Some(&loaded)) {
+        assert_one_line(&e.to_string());
+    }
+    if let Err(e) = crate::golden::suite::load(&loaded, None, &no_env(), true) {
+        assert_one_line(&e.to_string());
+    }
+}
+
+fn assert_one_line(msg: &str) {
+    assert!(!msg.is_empty() && !msg.contains('\n'), "{msg:?}");
+}
+
+/// SealOpts with one flag set to `v`.
+fn flag(key: &str, v: String) -> SealOpts {
+    let mut o = SealOpts::default();
+    match key {
+        "epoch" => o.epoch = Some(v),
+        "tick" => o.tick = Some(v),
+        "seed" => o.seed = Some(v),
+        "hash_seed" => o.hash_seed = Some(v),
+        "hostname" => o.hostname = Some(v),
+        "tz" => o.tz = Some(v),
+        "locale" => o.locale = Some(v),
+        _ => o.unseal = vec![v],
+    }
+    o
+}
+
+proptest! {
+    #![proptest_config(cfg())]
+
+    #[test]
+    fn any_seal_toml_parses_or_fails_in_one_line(text in any::<String>()) {
+        let d = tempfile::tempdir().unwrap();
+        check_config(d.path(), text);
+    }
+
+    #[test]
+    fn structured_seal_toml_parses_or_fails_in_one_line(text in config_text()) {
+        let d = tempfile::tempdir().unwrap();
+        check_config(d.path(), text);
+    }
+
+    #[test]
+    fn every_flag_and_variable_parses_or_fails_in_one_line(
+        key in prop::sample::select(&["epoch", "tick", "seed", "hash_seed", "hostname", "tz", "locale", "unseal"][..]),
+        v in valueish(),
+    ) {
+        if let Err(e) = resolve(&flag(key, v.clone()), &no_env(), None) {
+            assert_one_line(&e.to_string());
+        }
+        let var = format!("SEAL_{}", key.to_ascii_uppercase());
+        let env: BTreeMap<String, String> = [(var, v.clone())].into();
+        if let Err(e) = resolve(&SealOpts::default(), &env, None) {
+            assert_one_line(&e.to_string());
+        }
+        let env: BTreeMap<String, String> = [("SEAL_QUIET".to_string(), v)].into();
+        if let Err(e) = resolve(&SealOpts::default(), &env, None) {
+            assert_one_line(&e.to_string());
+        }
+    }
+
+    #[test]
+    fn a_tick_is_never_negative_and_its_nanoseconds_round_trip(v in valueish(), n in 1..i64::MAX) {
+        if let Ok(t) = parse_tick(&v) {
+            prop_assert!(t >= 0);
+        }
+        prop_assert_eq!(parse_tick(&format!("{n}ns")), Ok(n));
+        let human = humantime::format_duration(std::time::Duration::from_nanos(n as u64));
+        prop_assert_eq!(parse_tick(&human.to_string()), Ok(n));
+        // A bare number is 0 or an error that asks for a unit.
+        let bare = parse_tick(&n.to_string()).unwrap_err();
+        prop_assert!(bare.contains("unit"), "{}", bare);
+    }
+
+    #[test]
+    fn an_accepted_tick_and_epoch_never_overflow(v in valueish(), epoch in any::<i64>()) {
+        if let Ok(t) = parse_tick(&v) {
+            if config::clock_fits(epoch, t).is_ok() {
+                let end = (epoch as i128) + (t as i128) * config::MIN_READS;
+                prop_assert!(end <= i64::MAX as i128);
+            }
+        }
+    }
+
+    #[test]
+    fn epochs_round_trip_in_seconds_and_rfc3339(secs in -9_223_372_036i64..=9_223_372_036, nanos in 0u32..1_000_000_000, v in valueish()) {
+        let _ = parse_epoch(&v);
+        prop_assert_eq!(parse_epoch(&format!("@{secs}")), Ok(secs * 1_000_000_000));
+        let ns = secs as i128 * 1_000_000_000 + nanos as i128;
+        let t = time::OffsetDateTime::from_unix_timestamp_nanos(ns).unwrap();
+        let text = t.format(&time::format_description::well_known::Rfc3339).unwrap();
+        match i64::try_from(ns) {
+            Ok(n) => prop_assert_eq!(parse_epoch(&text), Ok(n)),
+            Err(_) => prop_assert!(parse_epoch(&text).is_err()),
+        }
+    }
+
+    #[test]
+    fn seeds_round_trip(seed in any::<u64>()) {
+        let s = resolve(&flag("seed", seed.to_string()), &no_env(), None).unwrap();
+        prop_assert_eq!(s.seed, seed);
+        let over = (seed as u128 + u64::MAX as u128 + 1).to_string();
+        prop_assert!(resolve(&flag("seed", over), &no_env(), None).is_err());
+    }
+
+    #[test]
+    fn golden_time_limits_parse_or_fail(f in any::<f64>(), i in any::<i64>(), s in valueish()) {
+        for v in [toml::Value::Float(f), toml::Value::Integer(i), toml::Value::String(s)] {
+            match crate::golden::case::parse_timeout(&v) {
+                Ok(d) => prop_assert!(!d.is_zero()),
+                Err(e) => assert_one_line(&e),
+            }
+        }
+    }
+
+    #[test]
+    fn any_pattern_compiles_or_fails_and_masking_never_panics(
+        name in "[a-z]{1,8}",
+        re in prop_oneof![any::<String>(), "[\\\\()\\[\\]a-z0-9.*+?{},|^$-]{0,16}"],
+        text in any::<String>(),
+    ) {
+        let extra: BTreeMap<String, String> = [(name, re)].into();
+        if let Ok(m) = MaskSet::new(&extra) {
+            let _ = m.apply(&text);
+        }
+        let (masked, used) = MaskSet::builtin().apply(&text);
+        if used.is_empty() {
+            prop_assert_eq!(masked, text);
+        }
+    }
+
+    #[test]
+    fn any_golden_file_parses_or_fails(text in any::<String>()) {
+        if let Err(e) = Golden::parse(&text) {
+            assert_one_line(&e);
+        }
+    }
+
+    #[test]
+    fn golden_files_round_trip(
+        name in "[a-z0-9._-]{1,12}",
+        argv in prop::collection::vec(any::<String>(), 1..4),
+        lines in prop::collection::vec(any::<String>(), 0..5),
+        code in any::<i32>(),
+        calls in prop::collection::btree_map("[a-z]{1,6}", any::<u64>(), 0..3),
+    ) {
+        let json = serde_json::json!({
+            "version": crate::golden::file::FORMAT_VERSION,
+            "name": name,
+            "argv": argv,
+            "cwd": ".",
+            "masks": [],
+            "seal": {
+                "epoch": "2026-01-01T00:00:00Z", "seed": 0, "tick_ns": 1000, "warp": false,
+                "tz": "UTC", "locale": "C.UTF-8", "hash_seed": 0, "hostname": "seal",
+                "unseal": []
+            },
+            "exit_code": code,
+            "stdout": lines,
+            "stderr": {"sha256": "00", "bytes": 3},
+            "artifacts": {},
+            "census": {"time": calls},
+        });
+        let g = Golden::parse(&json.to_string()).unwrap();
+        let canonical = g.to_canonical_json();
+        let again = Golden::parse(&canonical).unwrap();
+        prop_assert_eq!(&again, &g);
+        prop_assert_eq!(again.to_canonical_json(), canonical);
+    }
+}
