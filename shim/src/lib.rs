@@ -23,6 +23,7 @@ pub mod census;
 pub mod clock;
 pub mod config;
 pub mod fd;
+pub mod files;
 pub mod hook;
 pub mod host;
 pub mod open;
@@ -49,6 +50,7 @@ pub(crate) fn on_process_start() {
         config::GEN.load(Relaxed),
     );
     random::device::on_start();
+    files::on_start();
 }
 
 /// libseal's constructor: initialise before `main` even if no hook has run yet.
