@@ -70,24 +70,38 @@ impl Rules {
     }
 }
 
-/// "Now" for a time the run records without a clock read of the program's own (a close, a
-/// first look): the thread's logical clock, not advanced (this may run in a vfork child,
-/// whose clock is its parent's).
+/// "Now" for a first look at a file the run changed without recording it: the looker's
+/// logical clock, not advanced.
 pub fn now_quiet() -> i64 {
-    if config::sealed(flags::TIME) {
+    in_run(if config::sealed(flags::TIME) {
         clock::realtime_base().wrapping_add(thread::peek())
     } else {
         real_now()
-    }
+    })
 }
 
-/// "Now" for a program's own request for the current time (`utimensat(…, UTIME_NOW)`): one
-/// sealed clock read.
+/// "Now" for a write or a program's own `utimensat(…, UTIME_NOW)`: one sealed clock read (the
+/// event takes a tick, so what the process does next is strictly later).
 pub fn now_read() -> i64 {
-    if config::sealed(flags::TIME) {
+    in_run(if config::sealed(flags::TIME) {
         clock::realtime_ns()
     } else {
         real_now()
+    })
+}
+
+/// Anything the run did is strictly newer than anything from before it (clamped to the epoch),
+/// even at logical time 0: `touch src; make` at the start of a run rebuilds.
+fn in_run(v: i64) -> i64 {
+    v.max(config::epoch_ns().wrapping_add(1))
+}
+
+/// A process of the run made a file newer at its own clock: its parent, once it reaps it, is
+/// at least that late (as after a child's sleep), so `make; touch src; make` in one shell sees
+/// the touch as newer than what the first make built.
+fn publish(recorded: i64, ours: i64) {
+    if recorded == ours && config::sealed(flags::TIME) {
+        crate::process::vpid::note_waited();
     }
 }
 
@@ -141,7 +155,8 @@ pub fn note_written(dev: u64, ino: u64, mode: u32, real_m: i64) {
     if real_m < tab.start() || tab.lookup(dev, ino, real_m).is_some() {
         return;
     }
-    tab.record(dev, ino, real_m, now_quiet(), table::KIND_CLOCK, true);
+    let v = now_read();
+    publish(tab.record(dev, ino, real_m, v, table::KIND_CLOCK, true), v);
 }
 
 /// A program set this file's modification time, now real time `real_m`: to `Some(v)`
@@ -152,7 +167,10 @@ pub fn note_set(dev: u64, ino: u64, real_m: i64, explicit: Option<i64>) {
         Some(v) => (v, table::KIND_EXPLICIT),
         None => (now_read(), table::KIND_CLOCK),
     };
-    tab.record(dev, ino, real_m, v, kind, false);
+    let recorded = tab.record(dev, ino, real_m, v, kind, false);
+    if explicit.is_none() {
+        publish(recorded, v);
+    }
 }
 
 /// Runs once per sealed image: the run's root fixes the run's real start.
