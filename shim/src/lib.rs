@@ -25,6 +25,7 @@ pub mod config;
 pub mod fd;
 pub mod files;
 pub mod hook;
+pub mod net;
 pub mod host;
 pub mod open;
 pub mod process;
