@@ -9,6 +9,7 @@ mod census;
 mod cli;
 mod clocks;
 mod golden;
+mod kernel_values;
 mod names;
 mod probe;
 mod process;

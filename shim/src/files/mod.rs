@@ -131,8 +131,9 @@ pub fn seal(dev: u64, ino: u64, t: Times) -> Times {
             None => match rules.before_run(real_m) {
                 Some(v) => return v,
                 None => {
-                    let v = tab.record(dev, ino, real_m, now_quiet(), table::KIND_CLOCK, true);
-                    (v, table::KIND_CLOCK)
+                    let k = table::KIND_OBSERVED;
+                    let v = tab.record(dev, ino, real_m, now_quiet(), k, !0);
+                    (v, k)
                 }
             },
         };
@@ -152,11 +153,17 @@ pub fn note_written(dev: u64, ino: u64, mode: u32, real_m: i64) {
         return;
     }
     let Some(tab) = table::get() else { return };
-    if real_m < tab.start() || tab.lookup(dev, ino, real_m).is_some() {
+    if real_m < tab.start() {
         return;
     }
+    if let Some((_, k)) = tab.lookup(dev, ino, real_m) {
+        if k != table::KIND_OBSERVED {
+            return;
+        }
+    }
     let v = now_read();
-    publish(tab.record(dev, ino, real_m, v, table::KIND_CLOCK, true), v);
+    let keep = table::KIND_CLOCK | table::KIND_EXPLICIT;
+    publish(tab.record(dev, ino, real_m, v, table::KIND_CLOCK, keep), v);
 }
 
 /// A program set this file's modification time, now real time `real_m`: to `Some(v)`
@@ -167,7 +174,7 @@ pub fn note_set(dev: u64, ino: u64, real_m: i64, explicit: Option<i64>) {
         Some(v) => (v, table::KIND_EXPLICIT),
         None => (now_read(), table::KIND_CLOCK),
     };
-    let recorded = tab.record(dev, ino, real_m, v, kind, false);
+    let recorded = tab.record(dev, ino, real_m, v, kind, 0);
     if explicit.is_none() {
         publish(recorded, v);
     }

@@ -25,6 +25,10 @@ const PROBES: usize = 64;
 /// clock is behind it moves forward (causality); an explicit time a program set does not.
 pub const KIND_CLOCK: u32 = 1;
 pub const KIND_EXPLICIT: u32 = 2;
+/// The clock of the first process that looked at a file the run changed without recording it
+/// (a directory, a file still being written by another process): shown, never propagated,
+/// and replaced by the writer's record when the writer closes it.
+pub const KIND_OBSERVED: u32 = 4;
 
 #[repr(C)]
 pub struct Header {
@@ -206,9 +210,9 @@ impl Table {
     }
 
     /// Records that this file, at real modification time `real`, shows `sealed`. Returns what
-    /// the table holds afterwards for it (another process may have recorded the same real
-    /// time first: its value wins, so every process agrees).
-    pub fn record(&self, dev: u64, ino: u64, real: i64, sealed: i64, kind: u32, first: bool) -> i64 {
+    /// the table holds afterwards for it: a record of the same real time whose kind is in
+    /// `keep` (a bit set of kinds) stays, so every process agrees on it.
+    pub fn record(&self, dev: u64, ino: u64, real: i64, sealed: i64, kind: u32, keep: u32) -> i64 {
         let Some(e) = self.slot(key_of(dev, ino), true) else {
             return sealed;
         };
@@ -221,7 +225,7 @@ impl Table {
             if e.seq.compare_exchange(s, s + 1, Acquire, Relaxed).is_err() {
                 continue;
             }
-            let won = if first && e.real.load(Relaxed) == real && e.kind.load(Relaxed) != 0 {
+            let won = if e.real.load(Relaxed) == real && e.kind.load(Relaxed) & keep != 0 {
                 e.sealed.load(Relaxed)
             } else {
                 e.real.store(real, Relaxed);
