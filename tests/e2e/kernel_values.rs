@@ -63,7 +63,7 @@ fn archives_of_files_made_in_the_run_are_identical_every_run() {
     // it a logical time just after it.
     assert!(out.contains(" 1767225600.000000000 in.txt"), "{out}");
     assert!(
-        out.lines().any(|l| l.starts_with("d/a 1767225600.")),
+        out.lines().any(|l| l.starts_with("d/a 1767225600 ")),
         "{out}"
     );
     // Unsealed, the real times go into the archives.
@@ -108,9 +108,9 @@ fn make_sees_no_clock_skew_and_a_second_make_does_nothing() {
     let out = stable("make", run);
     let parts: Vec<&str> = out.split("--\n").collect();
     assert!(parts[0].contains("built"), "{out}");
-    assert!(parts[1].contains("Nothing to be done"), "{out}");
+    assert!(parts[1].contains("up to date"), "{out}");
     assert!(
-        parts[2].contains("built") && parts[2].contains("Nothing to be done"),
+        parts[2].contains("built") && parts[2].contains("up to date"),
         "{out}"
     );
 }

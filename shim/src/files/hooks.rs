@@ -470,9 +470,7 @@ pub unsafe fn sys_files(n: c_long, a: [c_long; 6], ra: u64) -> Option<c_long> {
     // SAFETY (all arms): the kernel accepted the arguments with these meanings.
     unsafe {
         match n {
-            libc::SYS_stat | libc::SYS_lstat | libc::SYS_fstat => {
-                fix_stat(a[1] as *mut libc::stat)
-            }
+            libc::SYS_stat | libc::SYS_lstat | libc::SYS_fstat => fix_stat(a[1] as *mut libc::stat),
             libc::SYS_newfstatat => fix_stat(a[2] as *mut libc::stat),
             libc::SYS_statx => fix_statx(a[4] as *mut libc::statx),
             libc::SYS_utimensat => note(
@@ -505,4 +503,13 @@ pub unsafe fn sys_files(n: c_long, a: [c_long; 6], ra: u64) -> Option<c_long> {
         }
     }
     Some(r as c_long)
+}
+
+/// Before `dup2`/`dup3` (hooked by the random family) replaces descriptor `new`: a shell
+/// restoring its standard output after `echo a > f` closes `f` this way, not with `close`.
+#[inline(always)]
+pub fn replacing(old: c_int, new: c_int) {
+    if old != new {
+        closing(new);
+    }
 }

@@ -199,10 +199,7 @@ mod tests {
     const R: i64 = 5_000_000;
 
     fn rules() -> Rules {
-        Rules {
-            epoch: E,
-            start: R,
-        }
+        Rules { epoch: E, start: R }
     }
 
     #[test]

@@ -13,7 +13,11 @@ use crate::{census, hook, sys};
 /// # Safety
 /// `path` is null or a C string.
 #[inline(always)]
-pub(crate) unsafe fn with_proc_path<R>(path: *const c_char, ra: u64, f: impl FnOnce(*const c_char) -> R) -> R {
+pub(crate) unsafe fn with_proc_path<R>(
+    path: *const c_char,
+    ra: u64,
+    f: impl FnOnce(*const c_char) -> R,
+) -> R {
     // SAFETY: path is a C string; we read at most 7 bytes, stopping at its NUL.
     let proc_pid = !path.is_null()
         && unsafe {
