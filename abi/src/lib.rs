@@ -213,7 +213,8 @@ functions! {
     Sethostname = Host "sethostname",
     Setdomainname = Host "setdomainname",
     SysSethostname = Host "syscall(sethostname/setdomainname)",
-    // files (appended): reads of file times, and setters of "now"
+    // files (appended): reads of file times (ids reserved; not counted, see shim/src/files),
+    // and setters of "now"
     Stat = Files "stat",
     Lstat = Files "lstat",
     Fstat = Files "fstat",

@@ -89,7 +89,7 @@ fn make_sees_no_clock_skew_and_a_second_make_does_nothing() {
         std::fs::write(t.path().join("in.txt"), "x\n").unwrap();
         let first = sealed_sh(t.path(), &[], "make").ok().clone();
         let second = sealed_sh(t.path(), &[], "make").ok().clone();
-        // In one run: a touch after the build is newer than what the build made.
+        // A touch at the start of a run is newer than what an earlier run built.
         let third = sealed_sh(t.path(), &[], "touch in.txt; make; make")
             .ok()
             .clone();

@@ -3,10 +3,12 @@
 //! through `syscall()`) shows sealed times; every way it sets them records what it set (now
 //! means the logical clock); `close` and `fclose` record the writer's clock. The real call
 //! always runs first with the caller's arguments, so errors, permissions and errno are the
-//! kernel's.
+//! kernel's. Reads of file times are not counted in the census: how often a program calls
+//! `stat` depends on what is on disk (a cache an earlier run left), which would make the
+//! census of a deterministic program differ between runs; setters are counted.
 
 use libc::{c_char, c_int, c_long, timespec, timeval, FILE};
-use seal_abi::{flags, Fid, NO_DETAIL};
+use seal_abi::{flags, Fid};
 
 use super::{note_set, note_written, seal, Times};
 use crate::process::hooks::path::with_proc_path;
@@ -123,7 +125,6 @@ hook! {
     caller = ra;
     // SAFETY: forwarded (a `/proc/<vpid>` path translated); filled by the real call on success.
     |real| unsafe {
-        census::count(Fid::Stat, NO_DETAIL, ra);
         after(with_proc_path(path, ra, |p| real(p, buf)), buf)
     }
 }
@@ -135,7 +136,6 @@ hook! {
     caller = ra;
     // SAFETY: forwarded (a `/proc/<vpid>` path translated); filled by the real call on success.
     |real| unsafe {
-        census::count(Fid::Lstat, NO_DETAIL, ra);
         after(with_proc_path(path, ra, |p| real(p, buf)), buf)
     }
 }
@@ -144,7 +144,7 @@ hook! {
     /// # Safety
     /// As `fstat(2)`.
     fn fstat | fstat64(fd: c_int, buf: *mut libc::stat) -> c_int;
-    fid = Fstat;
+    uncounted;
     // SAFETY: filled by the real call on success.
     |real| unsafe { after(real(fd, buf), buf) }
 }
@@ -156,7 +156,6 @@ hook! {
     caller = ra;
     // SAFETY: forwarded (a `/proc/<vpid>` path translated); filled by the real call on success.
     |real| unsafe {
-        census::count(Fid::Fstatat, NO_DETAIL, ra);
         after(with_proc_path(path, ra, |p| real(dirfd, p, buf, flag)), buf)
     }
 }
@@ -165,7 +164,7 @@ hook! {
     /// # Safety
     /// As glibc's `__xstat` (binaries built before glibc 2.33); `ver` 1 is the kernel layout.
     fn __xstat | __xstat64(ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int;
-    fid = Xstat;
+    uncounted;
     // SAFETY: filled by the real call on success.
     |real| unsafe { after(real(ver, path, buf), buf) }
 }
@@ -174,7 +173,7 @@ hook! {
     /// # Safety
     /// As glibc's `__lxstat`.
     fn __lxstat | __lxstat64(ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int;
-    fid = Xstat;
+    uncounted;
     // SAFETY: filled by the real call on success.
     |real| unsafe { after(real(ver, path, buf), buf) }
 }
@@ -183,7 +182,7 @@ hook! {
     /// # Safety
     /// As glibc's `__fxstat`.
     fn __fxstat | __fxstat64(ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int;
-    fid = Xstat;
+    uncounted;
     // SAFETY: filled by the real call on success.
     |real| unsafe { after(real(ver, fd, buf), buf) }
 }
@@ -192,7 +191,7 @@ hook! {
     /// # Safety
     /// As glibc's `__fxstatat`.
     fn __fxstatat | __fxstatat64(ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flag: c_int) -> c_int;
-    fid = Xstat;
+    uncounted;
     // SAFETY: filled by the real call on success.
     |real| unsafe { after(real(ver, dirfd, path, buf, flag), buf) }
 }
@@ -203,7 +202,6 @@ hook! {
     fn statx(dirfd: c_int, path: *const c_char, flag: c_int, mask: libc::c_uint, buf: *mut libc::statx) -> c_int;
     caller = ra;
     |real| {
-        census::count(Fid::Statx, NO_DETAIL, ra);
         // SAFETY: forwarded, with a `/proc/<vpid>` path translated (absolute: dirfd unused).
         let r = unsafe { with_proc_path(path, ra, |p| real(dirfd, p, flag, mask, buf)) };
         if r == 0 {
@@ -460,7 +458,9 @@ pub unsafe fn sys_files(n: c_long, a: [c_long; 6], ra: u64) -> Option<c_long> {
         }
         _ => return None,
     };
-    census::count(fid, seal_abi::NO_DETAIL, ra);
+    if fid == Fid::SysUtime {
+        census::count(fid, seal_abi::NO_DETAIL, ra);
+    }
     // SAFETY: the caller's system call with its own arguments.
     let r = unsafe { sys::syscall6(n, a[0], a[1], a[2], a[3], a[4], a[5]) };
     if r < 0 {

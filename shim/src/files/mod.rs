@@ -70,8 +70,8 @@ impl Rules {
     }
 }
 
-/// "Now" for a first look at a file the run changed without recording it: the looker's
-/// logical clock, not advanced.
+/// "Now" for a write (at close) or a first look at a file the run changed without recording
+/// it: the logical clock, not advanced.
 pub fn now_quiet() -> i64 {
     in_run(if config::sealed(flags::TIME) {
         clock::realtime_base().wrapping_add(thread::peek())
@@ -80,8 +80,7 @@ pub fn now_quiet() -> i64 {
     })
 }
 
-/// "Now" for a write or a program's own `utimensat(…, UTIME_NOW)`: one sealed clock read (the
-/// event takes a tick, so what the process does next is strictly later).
+/// "Now" for a program's own `utimensat(…, UTIME_NOW)`: one sealed clock read.
 pub fn now_read() -> i64 {
     in_run(if config::sealed(flags::TIME) {
         clock::realtime_ns()
@@ -96,9 +95,8 @@ fn in_run(v: i64) -> i64 {
     v.max(config::epoch_ns().wrapping_add(1))
 }
 
-/// A process of the run made a file newer at its own clock: its parent, once it reaps it, is
-/// at least that late (as after a child's sleep), so `make; touch src; make` in one shell sees
-/// the touch as newer than what the first make built.
+/// A process of the run set a file's time to its own "now" (`touch`): its parent, once it
+/// reaps it, is at least that late (as after a child's sleep).
 fn publish(recorded: i64, ours: i64) {
     if recorded == ours && config::sealed(flags::TIME) {
         crate::process::vpid::note_waited();
@@ -161,9 +159,11 @@ pub fn note_written(dev: u64, ino: u64, mode: u32, real_m: i64) {
             return;
         }
     }
-    let v = now_read();
+    // The writer's clock, not advanced and not handed to its parent: whether a program writes
+    // a file can depend on what earlier runs left behind (Python's `__pycache__`), and its
+    // clock reads must not.
     let keep = table::KIND_CLOCK | table::KIND_EXPLICIT;
-    publish(tab.record(dev, ino, real_m, v, table::KIND_CLOCK, keep), v);
+    tab.record(dev, ino, real_m, now_quiet(), table::KIND_CLOCK, keep);
 }
 
 /// A program set this file's modification time, now real time `real_m`: to `Some(v)`
@@ -187,7 +187,11 @@ pub fn on_start() {
         return;
     }
     if config::VPID.load(Relaxed) == seal_abi::ROOT_VPID && config::GEN.load(Relaxed) == 0 {
-        table::map(Some(table::wait_for_tick()));
+        // Create the table first, then wait: the run dir changes no later than it did
+        // without this family (the launcher ages run dirs by their mtime).
+        if let Some(t) = table::map(Some(0)) {
+            t.set_start(table::wait_for_tick());
+        }
     }
 }
 

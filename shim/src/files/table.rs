@@ -112,8 +112,11 @@ pub fn map(start: Option<i64>) -> Option<&'static Table> {
     }
     // SAFETY: a shared mapping of SIZE bytes (zero-filled when new); all fields are atomics.
     let t = unsafe { &*(p as *const Table) };
-    let s = start.unwrap_or_else(real_now_coarse);
-    let _ = t.header.start.compare_exchange(0, s, AcqRel, Acquire);
+    // The root maps first and fixes the start after (`set_start`); others start it now if
+    // nobody has.
+    if start.is_none() {
+        t.set_start(real_now_coarse());
+    }
     t.header.magic.store(MAGIC, Release);
     match MAP.compare_exchange(0, p as usize, AcqRel, Acquire) {
         Ok(_) => Some(t),
@@ -157,6 +160,10 @@ pub fn wait_for_tick() -> i64 {
 }
 
 impl Table {
+    pub fn set_start(&self, s: i64) {
+        let _ = self.header.start.compare_exchange(0, s, AcqRel, Acquire);
+    }
+
     pub fn start(&self) -> i64 {
         self.header.start.load(Relaxed)
     }
