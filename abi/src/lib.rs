@@ -20,11 +20,15 @@ pub mod flags {
     pub const TEMPNAME: u32 = 1 << 4;
     /// Timed waits and sleeps are translated / advance logical time (part of `time`).
     pub const WAIT: u32 = 1 << 5;
+    /// File times: `stat` shows sealed times, `utimensat(NOW)` uses the logical clock.
+    pub const FILES: u32 = 1 << 6;
+    /// `bind` to port 0 picks a seeded free port.
+    pub const NET: u32 = 1 << 7;
     /// `--warp`: sleeps that would time out return at once.
     pub const WARP: u32 = 1 << 8;
     /// `-q`: the shim prints nothing on stderr.
     pub const QUIET: u32 = 1 << 9;
-    pub const ALL_FAMILIES: u32 = TIME | RANDOM | PID | HOST | TEMPNAME | WAIT;
+    pub const ALL_FAMILIES: u32 = TIME | RANDOM | PID | HOST | TEMPNAME | WAIT | FILES | NET;
 }
 
 /// Families of intercepted calls, as named in the census and on the command line.
@@ -38,6 +42,8 @@ pub enum Family {
     Host,
     Tempname,
     Exec,
+    Files,
+    Net,
 }
 
 impl Family {
@@ -50,6 +56,8 @@ impl Family {
             Family::Host => "host",
             Family::Tempname => "tempname",
             Family::Exec => "exec",
+            Family::Files => "files",
+            Family::Net => "net",
         }
     }
 }
@@ -210,6 +218,22 @@ functions! {
     RuntimeClock = Time "clock read by runtime bookkeeping (no tick)",
     // exec (appended): a JVM started with the sealed profile's options (-XX:-UsePerfData)
     JniCreateJavaVm = Exec "JNI_CreateJavaVM (sealed JVM options)",
+    // files (appended): reads of file times (ids reserved; not counted, see shim/src/files),
+    // and setters of "now"
+    Stat = Files "stat",
+    Lstat = Files "lstat",
+    Fstat = Files "fstat",
+    Fstatat = Files "fstatat",
+    Statx = Files "statx",
+    Xstat = Files "__xstat",
+    Utimensat = Files "utimensat",
+    Futimens = Files "futimens",
+    Utimes = Files "utimes",
+    Utime = Files "utime",
+    SysStat = Files "syscall(stat family)",
+    SysUtime = Files "syscall(utimensat/utimes/utime)",
+    // net (appended): binds to port 0
+    Bind = Net "bind(port 0)",
 }
 
 impl Fid {

@@ -218,6 +218,8 @@ pub const FAMILIES: &[FamilyInfo] = &[
     fam("locale", 0, None),
     fam("env", 0, None),
     fam("aslr", 0, None),
+    fam("files", flags::FILES, Some(Family::Files)),
+    fam("net", flags::NET, Some(Family::Net)),
 ];
 
 /// The family called `name`.

@@ -91,7 +91,7 @@ pub struct SealOpts {
     /// Host name the command sees [default: seal]
     #[arg(long, value_name = "NAME")]
     pub hostname: Option<String>,
-    /// Leave a family unsealed (repeatable): time, random, pid, host, tempname, hashseed, tz, locale, env, aslr
+    /// Leave a family unsealed (repeatable): time, random, pid, host, tempname, hashseed, tz, locale, env, aslr, files, net
     #[arg(long, value_name = "FAMILY")]
     pub unseal: Vec<String>,
     /// Seal only programs whose name (or, with a `/`, path) matches this glob (repeatable);

@@ -25,10 +25,12 @@ pub mod census;
 pub mod clock;
 pub mod config;
 pub mod fd;
+pub mod files;
 pub mod hook;
 pub mod host;
 #[cfg(not(test))]
 mod jvm;
+pub mod net;
 pub mod open;
 pub mod process;
 pub mod random;
@@ -59,6 +61,7 @@ pub(crate) fn on_process_start() {
         let n = sys::readlink(b"/proc/self/exe\0", &mut exe);
         census::record_unsealed(seal_abi::unsealed::SCOPED_OUT, &exe[..n]);
     }
+    files::on_start();
 }
 
 /// libseal's constructor: initialise before `main` even if no hook has run yet.

@@ -10,6 +10,7 @@ mod cli;
 mod clocks;
 mod golden;
 mod hardening;
+mod kernel_values;
 mod names;
 mod probe;
 mod process;

@@ -13,7 +13,7 @@
 
 mod exec;
 mod fork;
-mod path;
+pub(crate) mod path;
 mod spawn;
 mod wait;
 

@@ -1,5 +1,5 @@
 //! `/proc/<vpid>/…` through the path calls that are not `open` (the open family lives in
-//! `crate::open`): `[ -d /proc/$pid ]`, `ls /proc/$$/fd`, `readlink /proc/$$/exe`. Only paths
+//! `crate::open`; the stat family in `crate::files`, which calls [`with_proc_path`]): `[ -d /proc/$pid ]`, `ls /proc/$$/fd`, `readlink /proc/$$/exe`. Only paths
 //! that start with `/proc/<digit>` are looked at (and counted).
 
 use libc::{c_char, c_int, size_t, ssize_t};
@@ -13,7 +13,11 @@ use crate::{census, hook, sys};
 /// # Safety
 /// `path` is null or a C string.
 #[inline(always)]
-unsafe fn with_proc_path<R>(path: *const c_char, ra: u64, f: impl FnOnce(*const c_char) -> R) -> R {
+pub(crate) unsafe fn with_proc_path<R>(
+    path: *const c_char,
+    ra: u64,
+    f: impl FnOnce(*const c_char) -> R,
+) -> R {
     // SAFETY: path is a C string; we read at most 7 bytes, stopping at its NUL.
     let proc_pid = !path.is_null()
         && unsafe {
@@ -30,24 +34,6 @@ unsafe fn with_proc_path<R>(path: *const c_char, ra: u64, f: impl FnOnce(*const 
         return f(out.as_ptr() as *const c_char);
     }
     f(path)
-}
-
-hook! {
-    /// # Safety
-    /// As `stat(2)`, `lstat(2)`.
-    fn stat | lstat(path: *const c_char, buf: *mut libc::stat) -> c_int;
-    caller = ra;
-    // SAFETY: forwarded, with the path translated.
-    |real| unsafe { with_proc_path(path, ra, |p| real(p, buf)) }
-}
-
-hook! {
-    /// # Safety
-    /// As `stat64(2)`, `lstat64(2)`.
-    fn stat64 | lstat64(path: *const c_char, buf: *mut libc::stat64) -> c_int;
-    caller = ra;
-    // SAFETY: forwarded, with the path translated.
-    |real| unsafe { with_proc_path(path, ra, |p| real(p, buf)) }
 }
 
 hook! {
@@ -84,24 +70,6 @@ hook! {
     caller = ra;
     // SAFETY: forwarded, with the path translated.
     |real| unsafe { with_proc_path(path, ra, real) }
-}
-
-hook! {
-    /// # Safety
-    /// As `statx(2)`.
-    fn statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: libc::c_uint, buf: *mut libc::statx) -> c_int;
-    caller = ra;
-    // SAFETY: forwarded, with the path translated (absolute /proc paths ignore dirfd).
-    |real| unsafe { with_proc_path(path, ra, |p| real(dirfd, p, flags, mask, buf)) }
-}
-
-hook! {
-    /// # Safety
-    /// As `fstatat(2)`.
-    fn fstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int;
-    caller = ra;
-    // SAFETY: forwarded, with the path translated.
-    |real| unsafe { with_proc_path(path, ra, |p| real(dirfd, p, buf, flags)) }
 }
 
 hook! {

@@ -49,7 +49,10 @@ hook! {
     /// As `dup2(2)`.
     fn dup2(old: c_int, new: c_int) -> c_int;
     uncounted;
-    |real| dup_result(old, real(old, new))
+    |real| {
+        crate::files::hooks::replacing(old, new);
+        dup_result(old, real(old, new))
+    }
 }
 
 hook! {
@@ -57,7 +60,10 @@ hook! {
     /// As `dup3(2)`.
     fn dup3(old: c_int, new: c_int, fl: c_int) -> c_int;
     uncounted;
-    |real| dup_result(old, real(old, new, fl))
+    |real| {
+        crate::files::hooks::replacing(old, new);
+        dup_result(old, real(old, new, fl))
+    }
 }
 
 hook! {

@@ -1,0 +1,160 @@
+//! Ephemeral ports (family `net`): `bind` to port 0 lets the kernel pick a port, a different
+//! one every run, which servers print and clients are told. Sealed, the shim picks instead:
+//! candidates from a seeded sequence (the run's seed, this process's place in the process
+//! tree, and how many port-0 binds it made before) inside the kernel's ephemeral range
+//! (`/proc/sys/net/ipv4/ip_local_port_range`), the first one that is free. A candidate in use
+//! (`EADDRINUSE`: another server of the run, or of the machine) moves on to the next, so two
+//! sealed servers started at once both start. TCP and UDP, IPv4 and IPv6.
+//!
+//! What stays the kernel's: source ports of outgoing connections and of UDP sends from an
+//! unbound socket (the kernel binds those itself, not through `bind`), binds made through
+//! `syscall(SYS_bind)`, and a port taken by a program outside the run (the run then moves on
+//! to the next candidate, so its port differs from a run where it was free).
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use libc::{c_int, sockaddr, socklen_t};
+use seal_abi::{flags, mix64, unsealed};
+
+use crate::{census, config, hook, sys};
+
+/// Candidates tried before giving the bind back to the kernel.
+const TRIES: u64 = 128;
+
+/// `lo << 16 | hi` of the ephemeral range, 0 until read.
+static RANGE: AtomicU32 = AtomicU32::new(0);
+/// Port-0 binds this process image made so far.
+static BINDS: AtomicU64 = AtomicU64::new(0);
+
+/// Parses `ip_local_port_range` ("32768\t60999\n"); `None` unless `0 < lo <= hi <= 65535`.
+pub fn parse_range(s: &[u8]) -> Option<(u16, u16)> {
+    let mut it = s
+        .split(|c| c.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+        .map(seal_abi::settings::parse_u64);
+    let lo = it.next()??;
+    let hi = it.next()??;
+    (lo > 0 && lo <= hi && hi <= 65535).then_some((lo as u16, hi as u16))
+}
+
+fn range() -> (u16, u16) {
+    let r = RANGE.load(Relaxed);
+    if r != 0 {
+        return ((r >> 16) as u16, r as u16);
+    }
+    let mut buf = [0u8; 64];
+    let n = sys::read_file(b"/proc/sys/net/ipv4/ip_local_port_range\0", &mut buf);
+    let (lo, hi) = parse_range(&buf[..n]).unwrap_or((32768, 60999));
+    RANGE.store(((lo as u32) << 16) | hi as u32, Relaxed);
+    (lo, hi)
+}
+
+/// Candidate `i` of the bind with sequence key `key`, in `lo..=hi`.
+pub fn candidate(key: u64, i: u64, lo: u16, hi: u16) -> u16 {
+    let span = (hi - lo) as u64 + 1;
+    lo + (mix64(key ^ mix64(i.wrapping_add(0x0b1d))) % span) as u16
+}
+
+/// Offset of the port in the address, when `addr` is an IPv4/IPv6 address with port 0.
+///
+/// # Safety
+/// `addr` valid for `len` bytes (or null).
+unsafe fn port_zero(addr: *const sockaddr, len: socklen_t) -> Option<usize> {
+    if addr.is_null() || (len as usize) < 4 || len as usize > 128 {
+        return None;
+    }
+    // SAFETY: at least 4 bytes, per the contract.
+    let (family, port) = unsafe {
+        let b = addr as *const u8;
+        (
+            (*(addr)).sa_family as c_int,
+            u16::from_ne_bytes([*b.add(2), *b.add(3)]),
+        )
+    };
+    let min = match family {
+        libc::AF_INET => core::mem::size_of::<libc::sockaddr_in>(),
+        libc::AF_INET6 => core::mem::size_of::<libc::sockaddr_in6>(),
+        _ => return None,
+    };
+    ((len as usize) >= min && port == 0).then_some(2)
+}
+
+fn stream_or_datagram(fd: c_int) -> bool {
+    let mut ty: c_int = 0;
+    let mut l = core::mem::size_of::<c_int>() as socklen_t;
+    // SAFETY: valid out-pointers.
+    let r = unsafe {
+        sys::syscall6(
+            libc::SYS_getsockopt,
+            fd as i64,
+            libc::SOL_SOCKET as i64,
+            libc::SO_TYPE as i64,
+            &mut ty as *mut _ as i64,
+            &mut l as *mut _ as i64,
+            0,
+        )
+    };
+    r == 0 && (ty == libc::SOCK_STREAM || ty == libc::SOCK_DGRAM)
+}
+
+hook! {
+    /// # Safety
+    /// As `bind(2)`.
+    fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
+    caller = ra;
+    |real| {
+        // SAFETY: per the contract.
+        let Some(off) = (unsafe { port_zero(addr, len) }) else {
+            return real(fd, addr, len);
+        };
+        census::count(seal_abi::Fid::Bind, seal_abi::NO_DETAIL, ra);
+        if !config::sealed(flags::NET) || crate::real::Reentry::inside() || !stream_or_datagram(fd) {
+            return real(fd, addr, len);
+        }
+        let mut copy = [0u8; 128];
+        // SAFETY: addr is valid for len (<= 128) bytes.
+        unsafe { core::ptr::copy_nonoverlapping(addr as *const u8, copy.as_mut_ptr(), len as usize) };
+        let (lo, hi) = range();
+        let n = BINDS.fetch_add(1, Relaxed);
+        let key = mix64(config::SEED.load(Relaxed) ^ mix64(crate::thread::image_lineage() ^ mix64(n)));
+        for i in 0..TRIES {
+            let port = candidate(key, i, lo, hi);
+            copy[off..off + 2].copy_from_slice(&port.to_be_bytes());
+            let r = real(fd, copy.as_ptr() as *const sockaddr, len);
+            if r == 0 || sys::errno() != libc::EADDRINUSE {
+                return r;
+            }
+        }
+        let m = b"no free port among the seeded candidates; the kernel picks this bind's port";
+        census::record_unsealed(unsealed::UNSUPPORTED_CALL, m);
+        sys::warn(m);
+        real(fd, addr, len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_kernel_range() {
+        assert_eq!(parse_range(b"32768\t60999\n"), Some((32768, 60999)));
+        assert_eq!(parse_range(b"1024 1024"), Some((1024, 1024)));
+        assert_eq!(parse_range(b"60999 32768"), None);
+        assert_eq!(parse_range(b"0 10"), None);
+        assert_eq!(parse_range(b"x"), None);
+    }
+
+    #[test]
+    fn candidates_stay_in_range_and_spread() {
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..200 {
+            let p = candidate(42, i, 32768, 60999);
+            assert!((32768..=60999).contains(&p));
+            seen.insert(p);
+        }
+        assert!(seen.len() > 190);
+        assert_ne!(candidate(1, 0, 32768, 60999), candidate(2, 0, 32768, 60999));
+        assert_eq!(candidate(7, 3, 5, 5), 5);
+    }
+}

@@ -1,0 +1,219 @@
+//! End-to-end tests: values the kernel hands out that differ every run: file times (family
+//! `files`) and ephemeral ports (family `net`).
+//!
+//! Runs where real time matters are spaced a second apart (two of them), the rest follow at
+//! once: a file written one second later carries another real time, and a tree copied before
+//! the run another real mtime, yet every sealed run must print the same bytes.
+use std::path::Path;
+use std::thread::sleep;
+use std::time::Duration;
+
+use crate::util::*;
+
+const RUNS: usize = 5;
+
+/// `seal ARGS -- sh -c SCRIPT` in `dir`.
+fn sealed_sh(dir: &Path, args: &[&str], script: &str) -> Output {
+    let mut c = seal(args);
+    c.args(["--", "sh", "-c", script]).current_dir(dir);
+    run_timeout(c, TIMEOUT)
+}
+
+/// A fresh directory holding `pre/` (made now, before the run: a real time that differs
+/// every run) and the fixture script.
+fn fresh_tree() -> tempfile::TempDir {
+    let t = private_tmpdir();
+    std::fs::create_dir(t.path().join("pre")).unwrap();
+    std::fs::write(t.path().join("pre/in.txt"), "made before the run\n").unwrap();
+    std::fs::copy(
+        fixture("kernel_values/archive.sh"),
+        t.path().join("archive.sh"),
+    )
+    .unwrap();
+    t
+}
+
+fn archive_run(args: &[&str]) -> Output {
+    let t = fresh_tree();
+    sealed_sh(t.path(), args, "sh ./archive.sh").ok().clone()
+}
+
+/// Runs `f` RUNS times (the first two a second apart) and asserts one stdout.
+fn stable(what: &str, f: impl Fn() -> Output) -> String {
+    let mut outs = Vec::new();
+    for i in 0..RUNS {
+        if i == 1 {
+            sleep(Duration::from_millis(1100));
+        }
+        outs.push(f());
+    }
+    assert_same_stdout(what, &outs)
+}
+
+#[test]
+fn archives_of_files_made_in_the_run_are_identical_every_run() {
+    if !have("tar") || !have("gzip") || !have("python3") {
+        skip!("tar, gzip or python3 missing");
+    }
+    if !have("zip") {
+        skip_part!("zip missing: its archive is not compared");
+    }
+    let out = stable("archives", || archive_run(&[]));
+    // Files from before the run show the epoch (the reproducible-builds clamp), files made in
+    // it a logical time just after it.
+    assert!(out.contains(" 1767225600.000000000 in.txt"), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("d/a 1767225600 ")),
+        "{out}"
+    );
+    // Unsealed, the real times go into the archives.
+    let a = archive_run(&["--unseal", "files"]);
+    sleep(Duration::from_millis(1100));
+    let b = archive_run(&["--unseal", "files"]);
+    assert_ne!(a.stdout, b.stdout, "unsealed archives should differ");
+    assert!(a.stderr.contains("files"), "{}", a.show());
+}
+
+#[test]
+fn make_sees_no_clock_skew_and_a_second_make_does_nothing() {
+    if !have("make") {
+        skip!("make missing");
+    }
+    let run = || {
+        let t = private_tmpdir();
+        std::fs::write(
+            t.path().join("Makefile"),
+            "out.txt: in.txt\n\tcp in.txt out.txt\n\techo built\n",
+        )
+        .unwrap();
+        std::fs::write(t.path().join("in.txt"), "x\n").unwrap();
+        let first = sealed_sh(t.path(), &[], "make").ok().clone();
+        let second = sealed_sh(t.path(), &[], "make").ok().clone();
+        // A touch at the start of a run is newer than what an earlier run built.
+        let third = sealed_sh(t.path(), &[], "touch in.txt; make; make")
+            .ok()
+            .clone();
+        for o in [&first, &second, &third] {
+            assert!(
+                !o.stderr.contains("skew") && !o.stderr.contains("in the future"),
+                "{}",
+                o.show()
+            );
+        }
+        Output {
+            stdout: format!("{}--\n{}--\n{}", first.stdout, second.stdout, third.stdout),
+            ..first
+        }
+    };
+    let out = stable("make", run);
+    let parts: Vec<&str> = out.split("--\n").collect();
+    assert!(parts[0].contains("built"), "{out}");
+    assert!(parts[1].contains("up to date"), "{out}");
+    assert!(
+        parts[2].contains("built") && parts[2].contains("up to date"),
+        "{out}"
+    );
+}
+
+#[test]
+fn ls_stat_and_find_agree_on_the_order_of_writes() {
+    let script = "echo a > a; sleep 1; echo b > b; touch -d @1000 old; \
+                  find . -newer a -type f | sort; echo --; ls -t a b old; echo --; \
+                  stat -c '%n %Y' a b old; echo --; ls -l --time-style=+%F_%T a old | cut -d' ' -f6-";
+    let t0 = private_tmpdir();
+    let first = sealed_sh(t0.path(), &["--warp"], script).ok().clone();
+    let out = stable("ls/stat/find", || {
+        let t = private_tmpdir();
+        sealed_sh(t.path(), &["--warp"], script).ok().clone()
+    });
+    assert_eq!(first.stdout, out);
+    let parts: Vec<&str> = out.split("--\n").collect();
+    assert_eq!(parts[0], "./b\n", "{out}");
+    assert_eq!(parts[1], "b\na\nold\n", "{out}");
+    let secs: Vec<i64> = parts[2]
+        .lines()
+        .map(|l| l.split(' ').nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert!(secs[1] > secs[0], "{out}");
+    assert_eq!(secs[2], 1000, "{out}");
+    assert!(parts[3].contains("2026-01-01_00:00:00 a"), "{out}");
+    assert!(parts[3].contains("1970-01-01_00:16:40 old"), "{out}");
+}
+
+fn ports(args: &[&str], script: &str) -> Output {
+    let mut c = seal(args);
+    c.args(["--", "sh", "-c", script])
+        .env("PORTS", fixture("kernel_values/ports.py"));
+    run_timeout(c, TIMEOUT).ok().clone()
+}
+
+#[test]
+fn servers_on_port_0_get_the_same_ports_every_run() {
+    if !have("python3") {
+        skip!("python3 missing");
+    }
+    let one = "python3 \"$PORTS\" one";
+    let out = assert_same_stdout(
+        "ports",
+        &(0..RUNS).map(|_| ports(&[], one)).collect::<Vec<_>>(),
+    );
+    let nums: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(nums.len(), 7, "{out}");
+    // Two sealed servers at once both start, each on its own ports, the same every run.
+    // Each writes its own file: two processes printing to one pipe interleave mid-line.
+    let two = "d=$(mktemp -d); python3 \"$PORTS\" A hold > $d/a & \
+               python3 \"$PORTS\" B hold > $d/b & wait; cat $d/a $d/b; rm -r $d";
+    let runs: Vec<Output> = (0..3).map(|_| ports(&[], two)).collect();
+    let both = assert_same_stdout("two servers", &runs);
+    assert_eq!(both.lines().count(), 2, "{both}");
+    // Unsealed, the kernel picks.
+    let a = ports(&["--unseal", "net"], one);
+    let b = ports(&["--unseal", "net"], one);
+    assert_ne!(a.stdout, b.stdout, "unsealed ports should differ");
+}
+
+/// Sealed file times clamp an installed Python's sources to the epoch, so its own
+/// `__pycache__` looks stale to a sealed Python: its bytecode goes to seal's cache instead
+/// (`PYTHONPYCACHEPREFIX`), and the installation's caches are left as they were.
+#[test]
+fn sealed_pythons_keep_their_bytecode_in_seals_cache_not_the_installations() {
+    let code = "import sys, json; print(sys.pycache_prefix is not None)";
+    let mut first = seal(["--", "python3", "-c", code]);
+    first.env_remove("PYTHONDONTWRITEBYTECODE");
+    let first = run_timeout(first, TIMEOUT);
+    first.ok();
+    assert_eq!(first.stdout, "True\n", "{}", first.show());
+    let prefix = cache_home().join("seal").join("pycache");
+    let cached = walk_count(&prefix, ".pyc");
+    assert!(cached > 0, "no bytecode in {}", prefix.display());
+    // A user's own choice wins.
+    let mut own = seal([
+        "--",
+        "python3",
+        "-c",
+        "import sys; print(sys.pycache_prefix)",
+    ]);
+    own.env("PYTHONPYCACHEPREFIX", "/nonexistent-prefix");
+    let own = run_timeout(own, TIMEOUT);
+    assert_eq!(own.stdout, "/nonexistent-prefix\n", "{}", own.show());
+    // With --unseal files nothing is redirected.
+    let plain = run_seal(["--unseal", "files", "--", "python3", "-c", code]);
+    assert_eq!(plain.stdout, "False\n", "{}", plain.show());
+}
+
+fn walk_count(dir: &std::path::Path, suffix: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| {
+            let p = e.path();
+            if p.is_dir() {
+                walk_count(&p, suffix)
+            } else {
+                usize::from(p.to_string_lossy().ends_with(suffix))
+            }
+        })
+        .sum()
+}
