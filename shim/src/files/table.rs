@@ -90,14 +90,18 @@ pub fn map(start: Option<i64>) -> Option<&'static Table> {
     path.push(config::RUN_DIR.get()).push(b"/files.table");
     let fd = sys::open(
         path.as_cstr(),
-        libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC,
+        libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
         0o600,
     );
     let mut p = core::ptr::null_mut();
     if fd >= 0 {
-        // Every process truncates to the same size: the first one sizes it (zero-filled), the
-        // rest change nothing.
-        if sys::ftruncate(fd, SIZE) == 0 {
+        // Private whatever the umask (every process of the run must be able to open it).
+        // SAFETY: fchmod of a descriptor we own.
+        unsafe { sys::syscall3(libc::SYS_fchmod, fd as i64, 0o600, 0) };
+        // Every process reserves the same size: the first one allocates it (zero-filled), the
+        // rest change nothing. Reserved, not just sized: on a full tmpfs a page of a sparse
+        // file would kill the process with SIGBUS at its first touch.
+        if sys::reserve(fd, SIZE) == 0 {
             p = sys::mmap_shared(fd, SIZE);
         }
         sys::close(fd);
