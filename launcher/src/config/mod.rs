@@ -1,0 +1,303 @@
+//! One validated configuration from three sources: command-line flags > `SEAL_*` environment
+//! variables > `seal.toml` (this directory or the nearest parent that has one) > defaults.
+//!
+//! Only [`Settings`] reaches the code that runs things. Every bad value is a [`ConfigError`]
+//! that names the key and where it came from (flag, variable, or file and line): exit 2.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::cli::SealOpts;
+
+/// The defaults are the contract's: 2026-01-01T00:00:00Z forever, one microsecond a read.
+pub use seal_abi::settings::{DEFAULT_EPOCH_NS, DEFAULT_TICK_NS};
+
+mod resolve;
+#[cfg(test)]
+mod tests;
+mod values;
+
+pub use resolve::{bad_env_name, resolve, resolve_with};
+#[cfg(test)]
+pub use resolve::{clock_fits, MIN_READS};
+pub use values::*;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{origin}: invalid value {value:?} for `{key}`: {why}")]
+    Invalid {
+        origin: String,
+        key: String,
+        value: String,
+        why: String,
+    },
+    #[error("{file}:{line}: {msg}")]
+    File {
+        file: String,
+        line: usize,
+        msg: String,
+    },
+    #[error("{file}: {msg}")]
+    Io { file: String, msg: String },
+}
+
+impl ConfigError {
+    fn invalid(origin: &str, key: &str, value: &str, why: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            origin: origin.into(),
+            key: key.into(),
+            value: value.into(),
+            why: why.into(),
+        }
+    }
+}
+
+/// The fully resolved seal settings of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub epoch_ns: i64,
+    /// The epoch as written when it was relative to the launch time (`now+2d`): resolved once
+    /// into `epoch_ns`, and said on stderr so the run can be repeated.
+    pub epoch_relative: Option<String>,
+    pub seed: u64,
+    pub tick_ns: i64,
+    pub warp: bool,
+    /// `--rate` in parts per million; 0: deterministic ticks (the default).
+    pub rate_ppm: u64,
+    pub tz: String,
+    pub locale: String,
+    pub hash_seed: u32,
+    pub hostname: String,
+    /// Families left unsealed, validated names from `seal_abi::settings::FAMILIES`.
+    pub unseal: Vec<String>,
+    /// `--only` globs: seal only the programs that match (empty: all).
+    pub only: Vec<String>,
+    /// `--skip` globs: do not seal the programs that match.
+    pub skip: Vec<String>,
+    pub quiet: bool,
+    /// `[env]` of seal.toml: extra variables for the command.
+    pub env: BTreeMap<String, String>,
+}
+
+impl Settings {
+    pub fn unsealed(&self, family: &str) -> bool {
+        self.unseal.iter().any(|f| f == family)
+    }
+
+    /// The flags word handed to the shim.
+    pub fn shim_flags(&self) -> u32 {
+        use seal_abi::flags::*;
+        let mut f = seal_abi::settings::shim_flags(|name| self.unsealed(name));
+        if self.warp {
+            f |= WARP;
+        }
+        if self.quiet {
+            f |= QUIET;
+        }
+        f
+    }
+}
+
+/// `seal.toml`, as written. Unknown keys are errors (a typo must not silently unseal).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub seal: SealSection,
+    #[serde(default)]
+    pub env: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    pub patterns: BTreeMap<String, Spanned<String>>,
+    /// `[[case]]` tables of the golden suite, validated by `golden::case`.
+    #[serde(default)]
+    pub case: Vec<Spanned<SpannedTable>>,
+    /// `[golden]` options of the golden suite (e.g. `dir`).
+    #[serde(default)]
+    pub golden: Option<Spanned<SpannedTable>>,
+}
+
+/// A TOML table with the position of every key and value in the file.
+pub type SpannedTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SealSection {
+    pub epoch: Option<Spanned<toml::Value>>,
+    pub tick: Option<Spanned<toml::Value>>,
+    pub seed: Option<Spanned<toml::Value>>,
+    pub tz: Option<Spanned<String>>,
+    pub locale: Option<Spanned<String>>,
+    pub hash_seed: Option<Spanned<toml::Value>>,
+    pub hostname: Option<Spanned<String>>,
+    pub warp: Option<Spanned<bool>>,
+    pub rate: Option<Spanned<toml::Value>>,
+    pub unseal: Option<Spanned<Vec<String>>>,
+    pub only: Option<Spanned<Vec<String>>>,
+    pub skip: Option<Spanned<Vec<String>>>,
+}
+
+/// A loaded `seal.toml` with what is needed to point at a line in it.
+#[derive(Debug)]
+pub struct LoadedFile {
+    pub path: PathBuf,
+    pub text: String,
+    pub file: ConfigFile,
+}
+
+impl LoadedFile {
+    /// `path:line` of a byte offset.
+    pub fn origin(&self, offset: usize) -> String {
+        format!("{}:{}", self.path.display(), line_of(&self.text, offset))
+    }
+}
+
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Finds `seal.toml` in `start` or its nearest parent that has one.
+pub fn find_config(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .map(|d| d.join("seal.toml"))
+        .find(|p| p.is_file())
+}
+
+pub fn load_file(path: &Path) -> Result<LoadedFile, ConfigError> {
+    let text = read_regular_file(path).map_err(|e| ConfigError::Io {
+        file: path.display().to_string(),
+        msg: e.to_string(),
+    })?;
+    parse_config(path, text)
+}
+
+/// The text of a seal.toml read from `path`, parsed (no settings validated yet).
+pub fn parse_config(path: &Path, text: String) -> Result<LoadedFile, ConfigError> {
+    let file: ConfigFile = toml::from_str(&text).map_err(|e| {
+        let line = e.span().map(|s| line_of(&text, s.start)).unwrap_or(1);
+        ConfigError::File {
+            file: path.display().to_string(),
+            line,
+            // One line: toml's messages can span several ("invalid array\nexpected `]`").
+            msg: e.message().split_whitespace().collect::<Vec<_>>().join(" "),
+        }
+    })?;
+    Ok(LoadedFile {
+        path: path.to_path_buf(),
+        text,
+        file,
+    })
+}
+
+/// The text of a regular file (a symlink to one is fine). Anything else is refused before a
+/// byte is read: `/dev/zero` would never end and a FIFO would block until a writer came.
+/// Opened with O_NONBLOCK so that opening a FIFO does not wait either, then checked with
+/// fstat on the open descriptor (no window between the check and the read).
+pub fn read_regular_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        let what = if meta.is_dir() {
+            "is a directory"
+        } else {
+            "is not a regular file"
+        };
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, what));
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The config file named by `--config`, else the nearest `seal.toml`, else none.
+pub fn load_config(explicit: Option<&Path>) -> Result<Option<LoadedFile>, ConfigError> {
+    match explicit {
+        Some(p) => load_file(p).map(Some),
+        None => {
+            let cwd = std::env::current_dir().map_err(|e| ConfigError::Io {
+                file: ".".into(),
+                msg: e.to_string(),
+            })?;
+            find_config(&cwd).map(|p| load_file(&p)).transpose()
+        }
+    }
+}
+
+/// A source of environment variables (the process environment in production, a map in tests).
+pub trait EnvSource {
+    /// The value of `key`, `None` when unset or empty.
+    fn var(&self, key: &str) -> Option<String>;
+    /// The value of `key` (lossily decoded) when it is set to something that is not UTF-8:
+    /// an error, never a silent default (a `SEAL_SEED` that cannot be read is not seed 0).
+    fn not_utf8(&self, _key: &str) -> Option<String> {
+        None
+    }
+}
+
+pub struct ProcessEnv;
+
+impl EnvSource for ProcessEnv {
+    fn var(&self, key: &str) -> Option<String> {
+        std::env::var(key).ok().filter(|v| !v.is_empty())
+    }
+    fn not_utf8(&self, key: &str) -> Option<String> {
+        match std::env::var(key) {
+            Err(std::env::VarError::NotUnicode(v)) => Some(v.to_string_lossy().into_owned()),
+            _ => None,
+        }
+    }
+}
+
+/// Every variable the settings are read from: each is checked for UTF-8 before any is used.
+pub const SETTING_VARS: [&str; 13] = [
+    "SEAL_EPOCH",
+    "SEAL_SEED",
+    "SEAL_TICK",
+    "SEAL_WARP",
+    "SEAL_TZ",
+    "SEAL_LOCALE",
+    "SEAL_HOSTNAME",
+    "SEAL_HASH_SEED",
+    "SEAL_UNSEAL",
+    "SEAL_QUIET",
+    "SEAL_ONLY",
+    "SEAL_SKIP",
+    "SOURCE_DATE_EPOCH",
+];
+
+impl EnvSource for BTreeMap<String, String> {
+    fn var(&self, key: &str) -> Option<String> {
+        self.get(key).cloned()
+    }
+}
+
+pub(crate) fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A raw value of a setting in seal.toml and its byte offset there.
+pub(crate) type InFile = Option<(String, usize)>;
+
+pub(crate) fn spanned_val(s: &Option<Spanned<toml::Value>>) -> InFile {
+    s.as_ref()
+        .map(|v| (value_text(v.get_ref()), v.span().start))
+}
+
+pub(crate) fn spanned_str(s: &Option<Spanned<String>>) -> InFile {
+    s.as_ref().map(|v| (v.get_ref().clone(), v.span().start))
+}

@@ -1,0 +1,402 @@
+//! Resolving one [`Settings`] from its layered sources: flags, `SEAL_*` variables, the
+//! `[seal]`-shaped layers of seal.toml, defaults; each bad value a [`ConfigError`] naming where
+//! it came from.
+
+use super::*;
+
+/// Where settings come from, highest precedence first: flags, `SEAL_*` variables, then the
+/// `[seal]`-shaped layers of seal.toml (a golden case's own keys above `[seal]`), then defaults.
+struct Sources<'a> {
+    opts: &'a SealOpts,
+    env: &'a dyn EnvSource,
+    file: Option<&'a LoadedFile>,
+    /// Layers of `file`, highest first.
+    layers: Vec<&'a SealSection>,
+}
+
+impl Sources<'_> {
+    /// The highest-precedence raw value of a setting, and where it came from.
+    fn pick(
+        &self,
+        flag: &Option<String>,
+        key: &str,
+        var: &str,
+        in_file: impl Fn(&SealSection) -> InFile,
+    ) -> Option<(String, String)> {
+        if let Some(v) = flag {
+            return Some((v.clone(), format!("--{}", key.replace('_', "-"))));
+        }
+        if let Some(v) = self.env.var(var) {
+            return Some((v, format!("environment variable {var}")));
+        }
+        let (v, off) = self.layers.iter().find_map(|l| in_file(l))?;
+        Some((v, self.file?.origin(off)))
+    }
+
+    /// [`Sources::pick`], parsed: a bad value names the key and its origin.
+    fn parsed<T>(
+        &self,
+        flag: &Option<String>,
+        key: &str,
+        var: &str,
+        in_file: impl Fn(&SealSection) -> InFile,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, ConfigError> {
+        self.pick(flag, key, var, in_file)
+            .map(|(v, origin)| parse(&v).map_err(|why| ConfigError::invalid(&origin, key, &v, why)))
+            .transpose()
+    }
+
+    /// A one-line text setting (time zone, locale, host name).
+    fn text(
+        &self,
+        flag: &Option<String>,
+        key: &str,
+        var: &str,
+        in_file: impl Fn(&SealSection) -> &Option<Spanned<String>>,
+        default: &str,
+    ) -> Result<String, ConfigError> {
+        let one_line = |v: &str| {
+            if v.is_empty() || v.contains('\0') || v.contains('\n') {
+                Err("must be a non-empty single line".to_string())
+            } else if key == "hostname" && v.len() > 64 {
+                Err("at most 64 bytes".to_string())
+            } else {
+                Ok(v.to_string())
+            }
+        };
+        let v = self.parsed(flag, key, var, |s| spanned_str(in_file(s)), one_line)?;
+        Ok(v.unwrap_or_else(|| default.to_string()))
+    }
+
+    /// The epoch as the user wrote it, when it is relative to the real time (`now+2d`).
+    fn relative_epoch_text(&self) -> Option<String> {
+        let text = self
+            .opts
+            .epoch
+            .clone()
+            .or_else(|| self.env.var("SEAL_EPOCH"))
+            .or_else(|| {
+                let v = self.layers.iter().find_map(|l| l.epoch.as_ref())?;
+                Some(value_text(v.get_ref()))
+            })?;
+        is_relative_epoch(&text).then_some(text)
+    }
+
+    fn epoch_ns(&self) -> Result<i64, ConfigError> {
+        let epoch = self.parsed(
+            &self.opts.epoch,
+            "epoch",
+            "SEAL_EPOCH",
+            |s| spanned_val(&s.epoch),
+            parse_epoch,
+        )?;
+        match (epoch, self.env.var("SOURCE_DATE_EPOCH")) {
+            (Some(ns), _) => Ok(ns),
+            (None, Some(v)) => parse_epoch(&format!("@{v}")).map_err(|why| {
+                ConfigError::invalid("environment variable SOURCE_DATE_EPOCH", "epoch", &v, why)
+            }),
+            (None, None) => Ok(DEFAULT_EPOCH_NS),
+        }
+    }
+
+    /// The epoch's raw value and origin, for errors about it (the default when none is set).
+    fn epoch_origin(&self) -> (String, String) {
+        let given = self.pick(&self.opts.epoch, "epoch", "SEAL_EPOCH", |s| {
+            spanned_val(&s.epoch)
+        });
+        match (given, self.env.var("SOURCE_DATE_EPOCH")) {
+            (Some(g), _) => g,
+            (None, Some(v)) => (v, "environment variable SOURCE_DATE_EPOCH".into()),
+            (None, None) => ("2026-01-01T00:00:00Z".into(), "the default epoch".into()),
+        }
+    }
+
+    fn warp(&self) -> Result<bool, ConfigError> {
+        if self.opts.warp {
+            return Ok(true);
+        }
+        if let Some(w) = self.env_bool("SEAL_WARP", "warp")? {
+            return Ok(w);
+        }
+        Ok(self
+            .layers
+            .iter()
+            .find_map(|l| l.warp.as_ref())
+            .is_some_and(|w| *w.get_ref()))
+    }
+
+    /// A boolean variable (`1/0`, `true/false`, `yes/no`, `on/off`); anything else is an error.
+    fn env_bool(&self, var: &str, key: &str) -> Result<Option<bool>, ConfigError> {
+        self.env
+            .var(var)
+            .map(|v| {
+                parse_bool(&v).ok_or_else(|| {
+                    let origin = format!("environment variable {var}");
+                    let why = "expected 1/0, true/false, yes/no or on/off";
+                    ConfigError::invalid(&origin, key, &v, why)
+                })
+            })
+            .transpose()
+    }
+
+    /// `--only` or `--skip` globs (`which`): flags, else `SEAL_ONLY`/`SEAL_SKIP` (comma
+    /// separated), else seal.toml's `only`/`skip`.
+    fn scope(&self, which: &str) -> Result<Vec<String>, ConfigError> {
+        let flags = if which == "only" {
+            &self.opts.only
+        } else {
+            &self.opts.skip
+        };
+        let var = format!("SEAL_{}", which.to_uppercase());
+        let (raw, origin): (Vec<String>, String) = if !flags.is_empty() {
+            (flags.clone(), format!("--{which}"))
+        } else if let Some(v) = self.env.var(&var) {
+            let globs = v.split(',').map(|s| s.trim().to_string());
+            (
+                globs.filter(|s| !s.is_empty()).collect(),
+                format!("environment variable {var}"),
+            )
+        } else if let Some(g) = self.layers.iter().find_map(|l| {
+            if which == "only" {
+                l.only.as_ref()
+            } else {
+                l.skip.as_ref()
+            }
+        }) {
+            let origin = self.file.map(|f| f.origin(g.span().start));
+            (g.get_ref().clone(), origin.unwrap_or_default())
+        } else {
+            (vec![], String::new())
+        };
+        for glob in &raw {
+            if glob.is_empty() || glob.contains(['\n', '\0']) {
+                let why = "a glob must be non-empty and on one line";
+                return Err(ConfigError::invalid(&origin, which, glob, why));
+            }
+        }
+        Ok(raw)
+    }
+
+    /// The families left unsealed, validated, each once.
+    fn unseal(&self) -> Result<Vec<String>, ConfigError> {
+        let split = |v: &str| -> Vec<String> {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        let (raw, origin): (Vec<String>, String) = if !self.opts.unseal.is_empty() {
+            let raw = self.opts.unseal.iter().flat_map(|s| s.split(','));
+            (
+                raw.map(|s| s.trim().to_string()).collect(),
+                "--unseal".into(),
+            )
+        } else if let Some(v) = self.env.var("SEAL_UNSEAL") {
+            (split(&v), "environment variable SEAL_UNSEAL".into())
+        } else if let Some(u) = self.layers.iter().find_map(|l| l.unseal.as_ref()) {
+            let origin = self.file.map(|f| f.origin(u.span().start));
+            (u.get_ref().clone(), origin.unwrap_or_default())
+        } else {
+            (vec![], String::new())
+        };
+        let mut unseal = Vec::new();
+        for fam in raw {
+            if seal_abi::settings::family(&fam).is_none() {
+                let names: Vec<&str> = seal_abi::settings::FAMILIES
+                    .iter()
+                    .map(|f| f.name)
+                    .collect();
+                let why = format!("unknown family; expected one of {}", names.join(", "));
+                return Err(ConfigError::invalid(&origin, "unseal", &fam, why));
+            }
+            if !unseal.contains(&fam) {
+                unseal.push(fam);
+            }
+        }
+        Ok(unseal)
+    }
+}
+
+/// Merges flags, environment and file into [`Settings`].
+pub fn resolve(
+    opts: &SealOpts,
+    env: &dyn EnvSource,
+    file: Option<&LoadedFile>,
+) -> Result<Settings, ConfigError> {
+    resolve_with(opts, env, file, None)
+}
+
+/// [`resolve`] with a layer of `file` above its `[seal]`: a golden case's own settings, so that
+/// flags > `SEAL_*` > the case > `[seal]` > defaults, and errors point at the case's line.
+pub fn resolve_with(
+    opts: &SealOpts,
+    env: &dyn EnvSource,
+    file: Option<&LoadedFile>,
+    above: Option<&SealSection>,
+) -> Result<Settings, ConfigError> {
+    let src = Sources {
+        opts,
+        env,
+        file,
+        layers: above
+            .into_iter()
+            .chain(file.map(|f| &f.file.seal))
+            .collect(),
+    };
+    for var in SETTING_VARS {
+        if let Some(lossy) = env.not_utf8(var) {
+            let origin = format!("environment variable {var}");
+            let key = match var.strip_prefix("SEAL_") {
+                Some(k) => k.to_ascii_lowercase(),
+                None => "epoch".into(),
+            };
+            return Err(ConfigError::invalid(
+                &origin,
+                &key,
+                &lossy,
+                "not valid UTF-8",
+            ));
+        }
+    }
+    // In this order, so that the first bad value reported is the same as ever.
+    let epoch_ns = src.epoch_ns()?;
+    let seed = src.parsed(
+        &opts.seed,
+        "seed",
+        "SEAL_SEED",
+        |s| spanned_val(&s.seed),
+        integer::<u64>("expected an unsigned 64-bit integer"),
+    )?;
+    let tick = src.pick(&opts.tick, "tick", "SEAL_TICK", |s| spanned_val(&s.tick));
+    let tick_ns = match &tick {
+        Some((v, origin)) => {
+            parse_tick(v).map_err(|why| ConfigError::invalid(origin, "tick", v, why))?
+        }
+        None => DEFAULT_TICK_NS,
+    };
+    if let Err(why) = clock_fits(epoch_ns, tick_ns) {
+        // Blame the tick when one was given, else the epoch (with the default tick).
+        return Err(match &tick {
+            Some((v, origin)) => ConfigError::invalid(origin, "tick", v, why),
+            None => {
+                let (v, origin) = src.epoch_origin();
+                ConfigError::invalid(&origin, "epoch", &v, why)
+            }
+        });
+    }
+    let warp = src.warp()?;
+    let rate_ppm = src
+        .parsed(
+            &opts.rate,
+            "rate",
+            "SEAL_RATE",
+            |s| spanned_val(&s.rate),
+            parse_rate,
+        )?
+        .unwrap_or(0);
+    let tz = src.text(&opts.tz, "tz", "SEAL_TZ", |s| &s.tz, "UTC")?;
+    let locale = src.text(
+        &opts.locale,
+        "locale",
+        "SEAL_LOCALE",
+        |s| &s.locale,
+        "C.UTF-8",
+    )?;
+    let hostname = src.text(
+        &opts.hostname,
+        "hostname",
+        "SEAL_HOSTNAME",
+        |s| &s.hostname,
+        "seal",
+    )?;
+    let hash_seed = src.parsed(
+        &opts.hash_seed,
+        "hash_seed",
+        "SEAL_HASH_SEED",
+        |s| spanned_val(&s.hash_seed),
+        integer::<u32>("expected an integer 0..=4294967295"),
+    )?;
+    let unseal = src.unseal()?;
+    let quiet = opts.quiet || src.env_bool("SEAL_QUIET", "quiet")? == Some(true);
+    let mut vars = BTreeMap::new();
+    if let Some(f) = file {
+        for (k, v) in &f.file.env {
+            let at = || f.origin(v.span().start);
+            if let Some(why) = bad_env_name(k) {
+                return Err(ConfigError::invalid(&at(), "env", k, why));
+            }
+            if v.get_ref().contains('\0') {
+                return Err(ConfigError::invalid(
+                    &at(),
+                    "env",
+                    k,
+                    "the value contains a NUL byte",
+                ));
+            }
+            vars.insert(k.clone(), v.get_ref().clone());
+        }
+    }
+    Ok(Settings {
+        epoch_ns,
+        epoch_relative: src.relative_epoch_text(),
+        seed: seed.unwrap_or(0),
+        tick_ns,
+        warp,
+        rate_ppm,
+        tz,
+        locale,
+        hash_seed: hash_seed.unwrap_or(0),
+        hostname,
+        unseal,
+        only: src.scope("only")?,
+        skip: src.scope("skip")?,
+        quiet,
+        env: vars,
+    })
+}
+
+/// Why a variable may not be set for the command by `[env]` (or a golden case's `env`), if it
+/// may not: names the environment cannot hold, and the ones that would break or bypass the
+/// seal. `LD_PRELOAD` would replace the shim (every process unsealed); `LD_AUDIT` loads an
+/// audit library whose `la_symbind` can rebind the shim's hooks; `SEAL_*` would override
+/// seal's own settings behind the flags' backs (`SEAL_SEED` in `[env]` changed the seed of
+/// nested runs) and `LIBSEAL_*` are the shim's contract with the launcher. `LD_LIBRARY_PATH`
+/// stays allowed: legacy programs need it, and the preloaded shim is loaded by path before
+/// any library search, so it cannot displace the seal.
+pub fn bad_env_name(key: &str) -> Option<String> {
+    if key.is_empty() || key.contains('=') || key.contains('\0') {
+        return Some("not a valid variable name".into());
+    }
+    let why = match key {
+        "LD_PRELOAD" => "it would replace seal's shim and leave every process unsealed",
+        "LD_AUDIT" => "an audit library can rebind the shim's hooks and bypass the seal",
+        _ if key.starts_with("SEAL_") => {
+            "SEAL_* variables are seal's own settings: set them in [seal] or with a flag"
+        }
+        _ if key.starts_with(seal_abi::settings::PREFIX) => {
+            "LIBSEAL_* variables are how seal configures its shim"
+        }
+        _ => return None,
+    };
+    Some(format!("cannot be set for the command: {why}"))
+}
+
+/// How many clock reads from the epoch must stay representable: 2^32 reads in one thread,
+/// each advancing the clock by one tick (~70 minutes of reads at 1 µs of real time each; far
+/// more than any run makes). With the default epoch (2026) that allows ticks up to ~1.7 s.
+pub const MIN_READS: i128 = 1 << 32;
+
+/// Whether the sealed clock, starting at `epoch_ns` and advancing `tick_ns` per read, can take
+/// [`MIN_READS`] reads without leaving signed 64-bit nanoseconds (year 2262).
+pub fn clock_fits(epoch_ns: i64, tick_ns: i64) -> Result<(), String> {
+    let end = epoch_ns as i128 + tick_ns as i128 * MIN_READS;
+    if end <= i64::MAX as i128 {
+        return Ok(());
+    }
+    let max_tick = (i64::MAX as i128 - epoch_ns as i128).max(0) / MIN_READS;
+    Err(format!(
+        "2^32 clock reads from the epoch would pass 2262-04-11, the end of 64-bit nanoseconds; \
+         with this epoch the tick can be at most {max_tick}ns"
+    ))
+}
