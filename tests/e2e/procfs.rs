@@ -150,3 +150,36 @@ fn unsealed_pids_are_real_in_proc_files() {
     sh.ok();
     assert!(!sh.stdout.contains("pid=1000"), "{}", sh.show());
 }
+
+/// `seal probe --attribute` on `ps -o pid= -p $$`: the line varies with the pid family, and
+/// seal pins it (the sealed run prints the virtual pid, not an empty line).
+#[test]
+fn probe_attributes_the_ps_line_to_pid_and_seal_pins_it() {
+    require_tools!("ps");
+    let dir = private_tmpdir();
+    let work = dir.path().join("tree");
+    std::fs::create_dir_all(&work).unwrap();
+    let report = dir.path().join("r.json");
+    let mut c = seal(["probe", "--attribute", "--workdir"]);
+    c.arg(&work).arg("--report").arg(&report);
+    c.args(["--", "sh", "-c", "echo \"pid=$(ps -o pid= -p $$)\""]);
+    let out = run_timeout(c, std::time::Duration::from_secs(240));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let l = r["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["text"].as_str().unwrap().starts_with("pid="))
+        .unwrap_or_else(|| panic!("no pid line: {r:#}\n{}", out.show()));
+    assert!(
+        l["families"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::Value::from("pid")),
+        "{l:#}"
+    );
+    assert_eq!(l["action"], "pin with seal", "{l:#}");
+    let sealed = sealed_sh(&[], "echo \"pid=$(ps -o pid= -p $$)\"");
+    assert_eq!(sealed.ok().stdout.trim(), "pid= 1000", "{}", sealed.show());
+}
