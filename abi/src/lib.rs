@@ -234,6 +234,9 @@ functions! {
     SysUtime = Files "syscall(utimensat/utimes/utime)",
     // net (appended): binds to port 0
     Bind = Net "bind(port 0)",
+    // pid and time (appended): /proc files rewritten with virtual pids and sealed times
+    ProcStat = Pid "open(/proc/<pid>/stat|status)",
+    ProcUptime = Time "open(/proc/uptime)",
 }
 
 impl Fid {

@@ -14,6 +14,7 @@ mod kernel_values;
 mod names;
 mod probe;
 mod process;
+mod procfs;
 mod random;
 mod realworld;
 mod runtimes;

@@ -134,6 +134,14 @@ pub fn attribute(
             "stop: varies even sealed (real nondeterminism such as thread interleaving, or a source seal cannot reach: see seal census)".to_string()
         } else if is_permutation(&variants) {
             "sort before printing".to_string()
+        } else if !fams.is_empty() && value_lost(&sealed_value, &variants) {
+            // Sealed, the program printed the line without its value (`ps -p $$` finding no
+            // process 1000): seal does not pin this value, it loses it.
+            format!(
+                "investigate: sealed, the line loses its value (prints {:?}); varies with {}",
+                sealed_value,
+                fams.join(", ")
+            )
         } else if fams.is_empty() {
             format!(
                 "investigate: varies with {} (no entropy family)",
@@ -175,9 +183,47 @@ fn set_personality(p: libc::c_ulong) {
     }
 }
 
+/// Is `sealed` what the unsealed `variants` print with their varying value cut out (blank, or
+/// each variant's head and tail with nothing between)?
+pub fn value_lost(sealed: &str, variants: &[&str]) -> bool {
+    if sealed.trim().is_empty() {
+        return variants.iter().any(|v| !v.trim().is_empty());
+    }
+    !variants.is_empty()
+        && variants.iter().all(|v| {
+            let (s, v) = (sealed.as_bytes(), v.as_bytes());
+            let head = s.iter().zip(v).take_while(|(a, b)| a == b).count();
+            let tail = s[head..]
+                .iter()
+                .rev()
+                .zip(v.iter().rev())
+                .take_while(|(a, b)| a == b)
+                .count();
+            v.len() > s.len() && head + tail == s.len()
+        })
+}
+
 pub fn split_lines(b: &[u8]) -> Vec<String> {
     String::from_utf8_lossy(b)
         .lines()
         .map(str::to_string)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::value_lost;
+
+    #[test]
+    fn a_line_printed_without_its_value_is_lost_not_pinned() {
+        assert!(value_lost("", &["5361", "5362"]));
+        assert!(value_lost("pid=", &["pid=5361", "pid=5362"]));
+        assert!(value_lost("[] sh", &["[5361] sh", "[77] sh"]));
+        assert!(!value_lost(
+            " 1000   999 sh",
+            &[" 5361  5300 sh", "  77  70 sh"]
+        ));
+        assert!(!value_lost("pid=1000", &["pid=5361", "pid=5362"]));
+        assert!(!value_lost("", &["", " "]));
+    }
 }

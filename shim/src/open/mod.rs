@@ -6,8 +6,10 @@
 //!   get a descriptor whose contents already are the sealed bytes (`random::device`);
 //! * host names: `/proc/sys/kernel/hostname` and `/etc/hostname` get the sealed name
 //!   (`host`); a write to the kernel's file goes to /dev/null;
-//! * pids: `/proc/<vpid>/…` is rewritten to the real pid's path (`process`), then opened by
-//!   libc as usual;
+//! * pids and times in `/proc`: `stat` and `status` of a process of the run and
+//!   `/proc/uptime` get a memfd with virtual pids and sealed times (`procfs`);
+//! * pids: any other `/proc/<vpid>/…` is rewritten to the real pid's path (`process`), then
+//!   opened by libc as usual;
 //!
 //! and anything else reaches the real function with the caller's arguments unchanged (errno
 //! untouched).
@@ -30,6 +32,7 @@ use crate::{census, config, host, sys};
 
 #[cfg(not(test))]
 mod hooks;
+pub mod procfs;
 
 /// What a path names, if it is one of ours.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
