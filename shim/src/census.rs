@@ -27,11 +27,6 @@ static FILE: AtomicPtr<CensusFile> = AtomicPtr::new(core::ptr::null_mut());
 /// Linear probes before a call counts as "table full".
 const MAX_PROBE: usize = 64;
 
-/// Free bytes the run dir's file system must have beyond a census file for that file to be
-/// left sparse (see `sys::size_lazily`): 256 MiB, room for hundreds of fully written census
-/// files of processes alive at once.
-const CENSUS_SPARE_ROOM: u64 = 256 << 20;
-
 extern "C" {
     /// glibc (2.32+): true while the process has never created a second thread. Only this
     /// thread can clear it (`pthread_create` does, before the new thread exists), and glibc
@@ -276,11 +271,9 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
         unmap_old();
         return;
     }
-    // A MAP_SHARED page that a full tmpfs cannot back kills the process with SIGBUS on first
-    // touch, long after this point and without a word: with room to spare (the launcher only
-    // picks a memory file system with 512 MiB free) the file stays sparse and costs only the
-    // pages this image writes; on a file system close to full every page is reserved now.
-    let r = sys::size_lazily(fd, CENSUS_FILE_SIZE, CENSUS_SPARE_ROOM);
+    // Reserve every page now: a MAP_SHARED page that a full tmpfs cannot back kills the
+    // process with SIGBUS on first touch, long after this point and without a word.
+    let r = sys::reserve(fd, CENSUS_FILE_SIZE);
     let p = if r == 0 {
         sys::mmap_shared(fd, CENSUS_FILE_SIZE)
     } else {

@@ -155,29 +155,6 @@ pub fn reserve(fd: i32, len: usize) -> i64 {
     }
 }
 
-/// Sizes `fd` to `len` bytes, sparse when its file system has `spare` bytes free beyond that
-/// (pages are then allocated only as they are first written: a short-lived process's census
-/// costs a few pages, not the whole file), else every block allocated now ([`reserve`]): on a
-/// nearly full file system a page that cannot be backed would be a SIGBUS at its first store.
-/// 0 or a negative errno.
-pub fn size_lazily(fd: i32, len: usize, spare: u64) -> i64 {
-    // SAFETY: fstatfs fills the zeroed struct for our own fd.
-    let free = unsafe {
-        let mut st: libc::statfs = core::mem::zeroed();
-        let r = syscall3(libc::SYS_fstatfs, fd as i64, &mut st as *mut _ as i64, 0);
-        if r == 0 {
-            (st.f_bavail as u64).saturating_mul(st.f_bsize as u64)
-        } else {
-            0
-        }
-    };
-    if free >= spare.saturating_add(len as u64) {
-        ftruncate(fd, len)
-    } else {
-        reserve(fd, len)
-    }
-}
-
 /// Backs the pages of `p..p+len` now (`MADV_POPULATE_WRITE`): on a full tmpfs this is an
 /// error here instead of a SIGBUS at the first store. 0, or a negative errno (`-EINVAL` on
 /// kernels before 5.14, which cannot populate: the caller goes on as before).
