@@ -12,6 +12,7 @@ mod measure;
 mod percall;
 mod process;
 mod report;
+mod startup;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -38,7 +39,8 @@ Options:
   --python-rounds N    rounds of the Python workload (default 7)
   --no-faketime        skip libfaketime even when installed
   --no-callgrind       skip the instruction counts even when valgrind is installed
-  --no-python          skip the Python workload";
+  --no-python          skip the Python workload
+  --no-startup         skip the start-up and per-process section";
 
 struct Options {
     quick: bool,
@@ -52,6 +54,7 @@ struct Options {
     faketime: bool,
     callgrind: bool,
     python: bool,
+    startup: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -67,6 +70,7 @@ fn parse_args() -> Result<Options, String> {
         faketime: true,
         callgrind: true,
         python: true,
+        startup: true,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -95,6 +99,7 @@ fn parse_args() -> Result<Options, String> {
             "--no-faketime" => o.faketime = false,
             "--no-callgrind" => o.callgrind = false,
             "--no-python" => o.python = false,
+            "--no-startup" => o.startup = false,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -291,6 +296,18 @@ fn measure_all(
         }
     };
 
+    let startup_section = if o.startup {
+        let env = startup::Env {
+            launch: &launch,
+            empty_so: startup::empty_so(workdir)?,
+            faketime_cmd: which("faketime").filter(|_| launch.faketime.is_some()),
+        };
+        let r = startup::measure_all(&env, o.quick)?;
+        Some(startup::render(&r, launch.faketime.is_some()))
+    } else {
+        None
+    };
+
     let mut callgrind = BTreeMap::new();
     let mut callgrind_note = None;
     if o.callgrind && which("valgrind").is_some() {
@@ -361,5 +378,10 @@ fn measure_all(
     if o.quick {
         eprintln!("seal-bench: --quick: few rounds; do not publish these figures");
     }
-    Ok(report::render(&results))
+    let mut text = report::render(&results);
+    if let Some(section) = startup_section {
+        text.push('\n');
+        text.push_str(&section);
+    }
+    Ok(text)
 }

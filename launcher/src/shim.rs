@@ -1,8 +1,10 @@
 //! The embedded libseal and its extraction.
 //!
 //! The shim is written once, content-addressed, below a directory the user owns with mode 0700
-//! (`$XDG_CACHE_HOME/seal`, else `$HOME/.cache/seal`); owner, mode and content are checked on
-//! every use before its path is handed to the loader. Never a predictable path in a shared
+//! (`$XDG_CACHE_HOME/seal`, else `$HOME/.cache/seal`); owner, mode and content are checked
+//! before its path is handed to the loader: owner, mode, type and size on every use, the
+//! content (all of it, byte for byte) whenever the file is not the very one verified last time
+//! (see [`Stamp`]). Never a predictable path in a shared
 //! directory (another user could plant a library there), never a memfd (children that close
 //! inherited descriptors would silently lose the seal).
 
@@ -166,8 +168,8 @@ pub fn extract() -> Result<PathBuf> {
     if s.contains(':') || s.contains(' ') || s.contains('\t') || s.contains('\n') {
         bail!("the shim path {s} contains ':' or white space, which LD_PRELOAD cannot express; set XDG_CACHE_HOME to a plain path");
     }
-    if verify(&path)? {
-        mark_used(&path);
+    // Marking it used moves its ctime, so it is compared again then (once a day).
+    if verify(&path)? && (!mark_used(&path) || verify(&path)?) {
         return Ok(path);
     }
     let mut tmp = tempfile::Builder::new()
@@ -196,7 +198,8 @@ const UNUSED_FOR: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 
 
 /// Keeps the shim's modification time within a day of its last use (at most one metadata
 /// write a day), so [`prune_old_versions`] can tell versions in use from abandoned ones.
-fn mark_used(path: &Path) {
+/// True when it wrote (the file's ctime changed, so its stamp no longer matches).
+fn mark_used(path: &Path) -> bool {
     let day = std::time::Duration::from_secs(24 * 3600);
     let stale = fs::metadata(path)
         .and_then(|m| m.modified())
@@ -205,9 +208,10 @@ fn mark_used(path: &Path) {
         .is_some_and(|age| age > day);
     if stale {
         if let Ok(f) = fs::File::open(path) {
-            let _ = f.set_modified(std::time::SystemTime::now());
+            return f.set_modified(std::time::SystemTime::now()).is_ok();
         }
     }
+    false
 }
 
 /// Removes the shims of other seal versions that no `seal` used for [`UNUSED_FOR`]: each build
@@ -222,6 +226,13 @@ fn prune_old_versions(dir: &Path, keep: &Path) {
         let path = entry.path();
         let name = entry.file_name();
         let name = name.to_string_lossy();
+        if let Some(hash) = name.strip_prefix(STAMP_PREFIX) {
+            // The stamp of a shim that is gone.
+            if !dir.join(format!("libseal-{hash}.so")).exists() {
+                let _ = fs::remove_file(&path);
+            }
+            continue;
+        }
         if path == keep || !name.starts_with("libseal-") || !name.ends_with(".so") {
             continue;
         }
@@ -237,7 +248,104 @@ fn prune_old_versions(dir: &Path, keep: &Path) {
     }
 }
 
-/// True when `path` exists, is ours, private, and byte-identical to the embedded shim.
+/// Names the stamp of `libseal-<hash>.so`: `verified-<hash>`, next to it.
+const STAMP_PREFIX: &str = "verified-";
+
+/// What identifies one file on disk as the one whose content was compared byte for byte: its
+/// device, inode, size and change time (ctime). Any write to the file, a chmod, a rename over
+/// it or a copy in its place changes one of them, and no process can set a ctime (only the
+/// kernel does, from the clock), so a matching stamp means the same, unmodified file.
+///
+/// Threat model: the stamp lives in the same private (0700, owner-only) directory as the shim,
+/// so whoever could forge it could as well write the shim itself — that is, the user (or
+/// root), who can already put anything in `LD_PRELOAD`. The full comparison guards against
+/// corruption and accidents (a torn write, another tool rewriting the file), which always
+/// move the ctime; the stamp only saves re-reading 0.7 MB on every run.
+#[derive(PartialEq, Eq, Debug)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    ctime: i64,
+    ctime_nsec: i64,
+}
+
+impl Stamp {
+    fn of(meta: &fs::Metadata) -> Stamp {
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.len(),
+            ctime: meta.ctime(),
+            ctime_nsec: meta.ctime_nsec(),
+        }
+    }
+
+    fn encode(&self) -> String {
+        format!(
+            "{} {} {} {} {} {}\n",
+            SHIM_SHA256, self.dev, self.ino, self.size, self.ctime, self.ctime_nsec
+        )
+    }
+
+    fn decode(s: &str) -> Option<Stamp> {
+        let mut it = s.trim_end().split(' ');
+        if it.next()? != SHIM_SHA256 {
+            return None;
+        }
+        let mut n = || it.next()?.parse::<i64>().ok();
+        let st = Stamp {
+            dev: n()? as u64,
+            ino: n()? as u64,
+            size: n()? as u64,
+            ctime: n()?,
+            ctime_nsec: n()?,
+        };
+        it.next().is_none().then_some(st)
+    }
+}
+
+fn stamp_path(path: &Path) -> PathBuf {
+    path.with_file_name(format!("{STAMP_PREFIX}{}", &SHIM_SHA256[..16]))
+}
+
+/// The stamp recorded for `path`, when it is a private file of ours.
+fn read_stamp(path: &Path) -> Option<Stamp> {
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(stamp_path(path))
+        .ok()?;
+    let meta = f.metadata().ok()?;
+    // SAFETY: geteuid has no preconditions.
+    if !meta.is_file() || meta.uid() != unsafe { libc::geteuid() } || meta.mode() & 0o022 != 0 {
+        return None;
+    }
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(f, 256), &mut s).ok()?;
+    Stamp::decode(&s)
+}
+
+/// Records `stamp` for `path` (written aside and renamed into place; failure only costs the
+/// next run a full comparison).
+fn write_stamp(path: &Path, stamp: &Stamp) {
+    let dir = match path.parent() {
+        Some(d) => d,
+        None => return,
+    };
+    let Ok(mut tmp) = tempfile::Builder::new()
+        .prefix(".verified-")
+        .tempfile_in(dir)
+    else {
+        return;
+    };
+    if tmp.write_all(stamp.encode().as_bytes()).is_ok() {
+        let _ = tmp.persist(stamp_path(path));
+    }
+}
+
+/// True when `path` exists, is ours, private, and byte-identical to the embedded shim (compared
+/// in full unless its [`Stamp`] shows it is the file compared last time).
 fn verify(path: &Path) -> Result<bool> {
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
@@ -255,10 +363,16 @@ fn verify(path: &Path) -> Result<bool> {
             .with_context(|| format!("cannot replace the unexpected file {}", path.display()))?;
         return Ok(false);
     }
+    if read_stamp(path).is_some_and(|s| s == Stamp::of(&meta)) {
+        return Ok(true);
+    }
     let mut f = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
+    // The stamp of the file actually read (a replacement between the lstat and the open
+    // shows as another inode and is never recorded).
+    let opened = Stamp::of(&f.metadata()?);
     let mut buf = Vec::with_capacity(SHIM_BYTES.len());
     std::io::Read::read_to_end(&mut f, &mut buf)?;
     if buf != SHIM_BYTES {
@@ -266,5 +380,61 @@ fn verify(path: &Path) -> Result<bool> {
             .with_context(|| format!("cannot replace the corrupted shim {}", path.display()))?;
         return Ok(false);
     }
+    // Unchanged while it was read, so the content compared is that stamp's; and settled: a
+    // file system stamps ctimes from a coarse clock, so a write in the same tick as the last
+    // change could leave the ctime as it was. A fresh shim gets its stamp on a later run.
+    let settled = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .is_ok_and(|now| now.as_secs() as i64 > opened.ctime + 2);
+    if settled && Stamp::of(&f.metadata()?) == opened && opened == Stamp::of(&meta) {
+        write_stamp(path, &opened);
+    }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_round_trips_and_rejects_others() {
+        let s = Stamp {
+            dev: 2049,
+            ino: 77,
+            size: 788_032,
+            ctime: 1_796_110_079,
+            ctime_nsec: 265_258_194,
+        };
+        assert_eq!(Stamp::decode(&s.encode()), Some(s));
+        assert_eq!(Stamp::decode("0123 1 2 3 4 5\n"), None);
+        assert_eq!(Stamp::decode(&format!("{SHIM_SHA256} 1 2 3 4\n")), None);
+        assert_eq!(Stamp::decode(&format!("{SHIM_SHA256} 1 2 3 4 5 6\n")), None);
+    }
+
+    #[test]
+    fn a_modified_shim_is_compared_again_and_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir
+            .path()
+            .join(format!("libseal-{}.so", &SHIM_SHA256[..16]));
+        assert!(!verify(&path).unwrap());
+        fs::write(&path, SHIM_BYTES).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(verify(&path).unwrap());
+        assert!(
+            read_stamp(&path).is_none(),
+            "no stamp for a file changed just now"
+        );
+        // A stamp that matches is trusted without reading the file.
+        write_stamp(&path, &Stamp::of(&fs::metadata(&path).unwrap()));
+        assert!(verify(&path).unwrap(), "stamp accepted");
+        // Same size, one byte different: the write moves the ctime, so the stamp no longer
+        // matches and the full comparison finds (and removes) the damage.
+        let mut bad = SHIM_BYTES.to_vec();
+        bad[SHIM_BYTES.len() / 2] ^= 1;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(&path, &bad).unwrap();
+        assert!(!verify(&path).unwrap());
+        assert!(!path.exists());
+    }
 }

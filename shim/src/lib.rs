@@ -31,6 +31,8 @@ pub mod host;
 #[cfg(not(test))]
 mod jvm;
 pub mod net;
+#[cfg(all(panic = "abort", not(test)))]
+mod nounwind;
 pub mod open;
 pub mod process;
 pub mod random;

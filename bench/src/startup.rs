@@ -1,0 +1,464 @@
+//! Start-up and per-process cost, side by side in one run: the floor (an empty preload),
+//! libfaketime (preloaded, and its `faketime` command), libseal, `seal run`; whole-program
+//! workloads (`true`, a loop of 500 `date`, a pyenv-style `python3 -c pass`, a loop of `stat`,
+//! the JVM's and Node's start-up, a JIT-heavy Node loop), the run directory's bytes per
+//! process image and resident memory per process and per thread.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::measure::{self, median, Launch, FAKETIME_SPEC};
+
+/// How one workload is started.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum How {
+    Bare,
+    /// `LD_PRELOAD` of an empty shared object: what any preload costs.
+    Floor,
+    /// `LD_PRELOAD=libfaketime.so.1 FAKETIME=…`.
+    Faketime,
+    /// Debian's `faketime -f '@…' prog` command (a shell-free wrapper that execs).
+    FaketimeCmd,
+    /// `seal run -q -- prog`.
+    Seal,
+}
+
+impl How {
+    pub fn name(self) -> &'static str {
+        match self {
+            How::Bare => "bare",
+            How::Floor => "empty preload",
+            How::Faketime => "libfaketime preload",
+            How::FaketimeCmd => "`faketime -f`",
+            How::Seal => "`seal run`",
+        }
+    }
+}
+
+pub struct Env<'a> {
+    pub launch: &'a Launch,
+    pub empty_so: PathBuf,
+    pub faketime_cmd: Option<PathBuf>,
+}
+
+impl Env<'_> {
+    fn command(&self, how: How, argv: &[OsString]) -> Command {
+        let mut c = match how {
+            How::Seal => {
+                let mut c = Command::new(&self.launch.seal);
+                c.args(["run", "-q", "--"]).args(argv);
+                c
+            }
+            How::FaketimeCmd => {
+                let mut c = Command::new(self.faketime_cmd.as_ref().expect("faketime command"));
+                c.args(["-f", FAKETIME_SPEC]).args(argv);
+                c
+            }
+            _ => {
+                let mut c = Command::new(&argv[0]);
+                c.args(&argv[1..]);
+                c
+            }
+        };
+        match how {
+            How::Floor => {
+                c.env("LD_PRELOAD", &self.empty_so);
+            }
+            How::Faketime => {
+                let lib = self.launch.faketime.as_ref().expect("libfaketime");
+                c.env("LD_PRELOAD", lib).env("FAKETIME", FAKETIME_SPEC);
+            }
+            _ => {}
+        }
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("SEAL_") {
+                c.env_remove(&k);
+            }
+        }
+        c.current_dir(&self.launch.workdir).stdin(Stdio::null());
+        c
+    }
+}
+
+/// One workload's wall times per mode (ms), from interleaved rounds.
+pub struct Workload {
+    pub name: String,
+    /// Process images per run (for the per-process figure), when known.
+    pub images: Option<f64>,
+    pub hows: Vec<How>,
+    pub wall: Vec<Vec<f64>>,
+    pub target: Option<String>,
+}
+
+impl Workload {
+    fn med(&self, h: How) -> Option<f64> {
+        let i = self.hows.iter().position(|x| *x == h)?;
+        Some(median(&self.wall[i]))
+    }
+    /// Median of per-round ratios `h / bare`.
+    fn ratio(&self, h: How) -> Option<f64> {
+        let i = self.hows.iter().position(|x| *x == h)?;
+        let b = self.hows.iter().position(|x| *x == How::Bare)?;
+        Some(median(
+            &self.wall[i]
+                .iter()
+                .zip(&self.wall[b])
+                .map(|(x, y)| x / y)
+                .collect::<Vec<_>>(),
+        ))
+    }
+}
+
+fn measure_one(
+    env: &Env,
+    name: &str,
+    argv: &[OsString],
+    hows: &[How],
+    rounds: usize,
+    images: Option<f64>,
+    target: Option<&str>,
+) -> Result<Workload, String> {
+    eprint!(
+        "seal-bench: {name}, {rounds} rounds × {} modes ",
+        hows.len()
+    );
+    let mut wall = vec![Vec::new(); hows.len()];
+    for round in 0..rounds + 1 {
+        for k in 0..hows.len() {
+            let i = (round + k) % hows.len();
+            let s = measure::run(env.command(hows[i], argv), false)?;
+            if round > 0 {
+                wall[i].push(s.wall_ms);
+            }
+        }
+        eprint!(".");
+    }
+    eprintln!();
+    Ok(Workload {
+        name: name.into(),
+        images,
+        hows: hows.to_vec(),
+        wall,
+        target: target.map(str::to_string),
+    })
+}
+
+fn sh(script: &str) -> Vec<OsString> {
+    vec!["/bin/sh".into(), "-c".into(), script.into()]
+}
+
+pub struct Results {
+    pub workloads: Vec<Workload>,
+    /// (census files, bytes allocated in the run dir) after 200 short processes.
+    pub run_dir: Option<(f64, f64)>,
+    /// VmRSS (KiB) of `cat /proc/self/status` per mode.
+    pub rss: Vec<(How, f64)>,
+    /// Extra VmRSS (KiB) per thread, per mode (16 idle threads in Python).
+    pub rss_thread: Vec<(How, f64)>,
+    pub skipped: Vec<String>,
+}
+
+pub fn measure_all(env: &Env, quick: bool) -> Result<Results, String> {
+    let r = |n: usize| if quick { 3 } else { n };
+    let mut all = vec![How::Bare, How::Floor];
+    let ft = env.launch.faketime.is_some();
+    if ft {
+        all.push(How::Faketime);
+    }
+    all.push(How::Seal);
+    let mut w = Vec::new();
+    let mut skipped = Vec::new();
+    let true_bin: OsString = "/bin/true".into();
+    let mut true_hows = all.clone();
+    if env.faketime_cmd.is_some() {
+        true_hows.push(How::FaketimeCmd);
+    }
+    w.push(measure_one(
+        env,
+        "`true`",
+        &[true_bin],
+        &true_hows,
+        r(150),
+        Some(1.0),
+        Some("`seal run -- true` ≤ bare + 1.0 ms"),
+    )?);
+    let loop500 = "i=0; while [ $i -lt 500 ]; do date >/dev/null; i=$((i+1)); done";
+    w.push(measure_one(
+        env,
+        "500 × `date` (sh loop)",
+        &sh(loop500),
+        &all,
+        r(7),
+        Some(501.0),
+        Some("≤ 1.10× bare; per process ≤ libfaketime's preload"),
+    )?);
+    let stat_loop = "i=0; while [ $i -lt 200 ]; do stat /etc/hostname >/dev/null; i=$((i+1)); done";
+    w.push(measure_one(
+        env,
+        "200 × `stat` (sh loop)",
+        &sh(stat_loop),
+        &all,
+        r(7),
+        Some(201.0),
+        Some("≤ 1.2× bare"),
+    )?);
+    let pyenv = Path::new(&std::env::var("HOME").unwrap_or_default()).join(".pyenv/shims/python3");
+    if pyenv.is_file() {
+        w.push(measure_one(
+            env,
+            "pyenv shim `python3 -c pass`",
+            &[pyenv.into(), "-c".into(), "pass".into()],
+            &all,
+            r(15),
+            None,
+            Some("≤ 1.10× bare"),
+        )?);
+    } else {
+        skipped.push("pyenv-style Python (no ~/.pyenv/shims/python3)".into());
+    }
+    let bs = vec![How::Bare, How::Seal];
+    match which("java") {
+        Some(java) => w.push(measure_one(
+            env,
+            "JVM start-up (`java -version`)",
+            &[java.into(), "-version".into()],
+            &bs,
+            r(9),
+            None,
+            Some("≤ 1.10× bare"),
+        )?),
+        None => skipped.push("JVM (java not on PATH)".into()),
+    }
+    match which("node") {
+        Some(node) => {
+            w.push(measure_one(
+                env,
+                "Node start-up (`node -e 0`)",
+                &[node.clone().into(), "-e".into(), "0".into()],
+                &bs,
+                r(9),
+                None,
+                Some("≤ 1.10× bare"),
+            )?);
+            let jit = "let s=0; for (let i=0;i<1.5e8;i++) { s=(s+i*i)%1000003; } \
+                       const a=[]; for (let i=0;i<2e6;i++) a.push({i, t: Date.now()}); \
+                       console.log(s, a.length)";
+            w.push(measure_one(
+                env,
+                "JIT-heavy Node loop",
+                &[node.into(), "-e".into(), jit.into()],
+                &bs,
+                r(5),
+                None,
+                Some("≤ 1.10× bare"),
+            )?);
+        }
+        None => skipped.push("Node (node not on PATH)".into()),
+    }
+    let run_dir = run_dir_bytes(env).ok();
+    let mut rss = Vec::new();
+    let mut rss_thread = Vec::new();
+    for &h in &all {
+        if let Some(kb) = vm_rss(env, h, &["/bin/cat".into(), "/proc/self/status".into()]) {
+            rss.push((h, kb));
+        }
+        if let Some(py) = python() {
+            let script = "import threading,re\n\
+                def rss(): return int(re.search(r'VmRSS:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n\
+                e=threading.Event(); a=rss()\n\
+                ts=[threading.Thread(target=e.wait) for _ in range(16)]\n\
+                [t.start() for t in ts]\n\
+                b=rss(); e.set(); [t.join() for t in ts]\n\
+                print('VmRSS:', (b-a)/16)";
+            if let Some(kb) = vm_rss(env, h, &[py.into(), "-c".into(), script.into()]) {
+                rss_thread.push((h, kb));
+            }
+        }
+    }
+    Ok(Results {
+        workloads: w,
+        run_dir,
+        rss,
+        rss_thread,
+        skipped,
+    })
+}
+
+fn which(prog: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(prog))
+        .find(|p| p.is_file())
+}
+
+fn python() -> Option<PathBuf> {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()?;
+    Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())).filter(|p| p.is_file())
+}
+
+/// Median over 5 runs of the VmRSS (KiB) line the command prints.
+fn vm_rss(env: &Env, h: How, argv: &[OsString]) -> Option<f64> {
+    let mut v = Vec::new();
+    for _ in 0..5 {
+        let s = measure::run(env.command(h, argv), true).ok()?;
+        let line = s.stdout.lines().find(|l| l.starts_with("VmRSS:"))?;
+        v.push(line.split_whitespace().nth(1)?.parse::<f64>().ok()?);
+    }
+    Some(median(&v))
+}
+
+/// Census files and bytes the run dir holds after a sealed `sh` ran 200 `true`.
+fn run_dir_bytes(env: &Env) -> Result<(f64, f64), String> {
+    let script = "i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done; \
+                  ls \"$LIBSEAL_RUN_DIR\" | grep -c census; du -s -B1 \"$LIBSEAL_RUN_DIR\"";
+    let s = measure::run(env.command(How::Seal, &sh(script)), true)?;
+    let mut it = s.stdout.split_whitespace();
+    let files = it.next().and_then(|x| x.parse().ok()).ok_or("no count")?;
+    let bytes = it.next().and_then(|x| x.parse().ok()).ok_or("no du")?;
+    Ok((files, bytes))
+}
+
+pub fn render(r: &Results, faketime: bool) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "## Start-up and per-process cost\n\n\
+         Wall time in ms, median of interleaved rounds (the order of modes rotating each \
+         round); ratios are medians of the per-round ratio to bare. *Empty preload* is \
+         `LD_PRELOAD` of an empty shared object, the floor any preload pays; per process = \
+         (mode − bare) / process images of the workload.\n"
+    );
+    let cols = [
+        How::Bare,
+        How::Floor,
+        How::Faketime,
+        How::FaketimeCmd,
+        How::Seal,
+    ];
+    let cols: Vec<How> = cols
+        .into_iter()
+        .filter(|h| faketime || !matches!(h, How::Faketime | How::FaketimeCmd))
+        .filter(|h| r.workloads.iter().any(|w| w.hows.contains(h)))
+        .collect();
+    let _ = write!(s, "| workload |");
+    for h in &cols {
+        let _ = write!(s, " {} |", h.name());
+    }
+    let _ = writeln!(s, " target |");
+    let _ = write!(s, "|---|");
+    for _ in &cols {
+        let _ = write!(s, "---:|");
+    }
+    let _ = writeln!(s, "---|");
+    for w in &r.workloads {
+        let _ = write!(s, "| {} |", w.name);
+        for h in &cols {
+            match (w.med(*h), w.ratio(*h)) {
+                (Some(m), Some(x)) if *h != How::Bare => {
+                    let _ = write!(s, " {m:.2} ({x:.3}×) |");
+                }
+                (Some(m), _) => {
+                    let _ = write!(s, " {m:.2} |");
+                }
+                _ => {
+                    let _ = write!(s, " |");
+                }
+            }
+        }
+        let _ = writeln!(s, " {} |", w.target.as_deref().unwrap_or(""));
+    }
+    let _ = writeln!(
+        s,
+        "\nPer process image (ms over bare, (mode − bare) / images):\n"
+    );
+    let _ = writeln!(s, "| workload | images | {} |", {
+        cols.iter()
+            .filter(|h| **h != How::Bare && **h != How::FaketimeCmd)
+            .map(|h| h.name())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    });
+    let n = cols
+        .iter()
+        .filter(|h| **h != How::Bare && **h != How::FaketimeCmd)
+        .count();
+    let _ = writeln!(s, "|---|---:|{}", "---:|".repeat(n));
+    for w in r
+        .workloads
+        .iter()
+        .filter(|w| w.images.is_some_and(|i| i > 1.0))
+    {
+        let images = w.images.unwrap_or(1.0);
+        let bare = w.med(How::Bare).unwrap_or(f64::NAN);
+        let _ = write!(s, "| {} | {images:.0} |", w.name);
+        for h in cols
+            .iter()
+            .filter(|h| **h != How::Bare && **h != How::FaketimeCmd)
+        {
+            match w.med(*h) {
+                Some(m) => {
+                    let _ = write!(s, " +{:.3} |", (m - bare) / images);
+                }
+                None => {
+                    let _ = write!(s, " |");
+                }
+            }
+        }
+        let _ = writeln!(s);
+    }
+    if let Some((files, bytes)) = r.run_dir {
+        let _ = writeln!(
+            s,
+            "\nRun directory after a sealed `sh` ran 200 `/bin/true`: {files:.0} census files, \
+             {:.0} KiB allocated (`du`, run table included): **{:.1} KiB per process image** \
+             (target ≤ 4 KiB).",
+            bytes / 1024.0,
+            bytes / 1024.0 / files.max(1.0)
+        );
+    }
+    if !r.rss.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nResident memory (VmRSS, KiB, median of 5): per process (`cat /proc/self/status`) \
+             and per extra thread (16 idle Python threads): {}.",
+            r.rss
+                .iter()
+                .map(|(h, kb)| {
+                    let t = r
+                        .rss_thread
+                        .iter()
+                        .find(|(x, _)| x == h)
+                        .map_or(String::new(), |(_, t)| format!(", {t:.0} per thread"));
+                    format!("{} {kb:.0}{t}", h.name())
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    for k in &r.skipped {
+        let _ = writeln!(s, "\nSkipped: {k}.");
+    }
+    s
+}
+
+/// An empty shared object (the floor of any preload), compiled into `dir`.
+pub fn empty_so(dir: &Path) -> Result<PathBuf, String> {
+    let src = dir.join("empty.c");
+    std::fs::write(&src, "").map_err(|e| e.to_string())?;
+    let out = dir.join("empty.so");
+    let ok = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .map_err(|e| format!("cannot run cc: {e}"))?
+        .success();
+    if !ok {
+        return Err("cc failed to build empty.so".into());
+    }
+    Ok(out)
+}
