@@ -33,7 +33,7 @@ use core::cell::Cell;
 use core::sync::atomic::Ordering::Relaxed;
 
 use super::EntropyStream;
-use crate::fd::{check, memfd_with, write_all};
+use crate::fd::memfd_with;
 use crate::{config, sys, thread};
 
 mod fds;
@@ -43,10 +43,6 @@ pub(crate) mod hooks;
 
 pub use fds::{is_device_fd, on_dup, on_start, read_full};
 
-/// Bytes the opener writes into the pipe itself before handing it out.
-pub const PREFILL: usize = 4096;
-/// Bytes the feeder generates per `write`.
-const CHUNK: usize = 16384;
 /// Lineage kind for the per-open device streams (distinct from processes/threads/images).
 const KIND_DEVICE_OPEN: u64 = 0xde71_ce00;
 /// Stream id of the run's boot id.
@@ -57,8 +53,8 @@ thread_local! {
     static OPENS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
 }
 
-/// The stream for the next device open on this thread.
-fn next_open_stream() -> EntropyStream {
+/// The stream id for the next device open on this thread.
+fn next_open_id() -> u64 {
     let lineage = thread::with(|t| t.lineage);
     let idx = OPENS.with(|c| {
         let (l, n) = c.get();
@@ -66,10 +62,7 @@ fn next_open_stream() -> EntropyStream {
         c.set((lineage, n + 1));
         n
     });
-    EntropyStream::new(
-        config::SEED.load(Relaxed),
-        seal_abi::child_lineage(lineage, KIND_DEVICE_OPEN, idx),
-    )
+    seal_abi::child_lineage(lineage, KIND_DEVICE_OPEN, idx)
 }
 
 /// Formats 16 random bytes as a version-4 uuid line (`8-4-4-4-12\n`, lowercase).
@@ -104,47 +97,17 @@ pub fn boot_id() -> [u8; 37] {
 }
 
 /// A sealed `/dev/urandom` or `/dev/random`: a pipe whose read end yields the next per-open
-/// stream of this thread forever (see the module doc). `Ok(fd)` or `Err(errno)`.
+/// stream of this thread forever, fed by this image's feeder (see the module doc). `Ok(fd)` or
+/// `Err(errno)`.
 pub fn open_stream(cloexec: bool, nonblock: bool) -> Result<i32, i32> {
-    let mut stream = next_open_stream();
-    let mut fds = [0i32; 2];
-    // SAFETY: fds is a valid out-array of two ints.
-    check(unsafe {
-        sys::syscall3(
-            libc::SYS_pipe2,
-            fds.as_mut_ptr() as i64,
-            libc::O_CLOEXEC as i64,
-            0,
-        )
-    })?;
-    let [rfd, wfd] = fds;
-    let fail = |e: i32| {
-        sys::close(rfd);
-        sys::close(wfd);
-        Err(e)
-    };
-    // Prefill: the pipe is empty and blocking, so this write completes at once.
-    let mut first = [0u8; PREFILL];
-    stream.fill(&mut first);
-    if let Err(e) = write_all(wfd, &first) {
-        return fail(e);
-    }
-    if let Err(e) = feeder::spawn(wfd, &mut stream) {
-        return fail(e);
-    }
-    sys::close(wfd);
+    let rfd = feeder::open_pipe(config::SEED.load(Relaxed), next_open_id())?;
     // SAFETY (both): fcntl on our own fd with integer arguments.
     unsafe {
         if !cloexec {
             sys::syscall3(libc::SYS_fcntl, rfd as i64, libc::F_SETFD as i64, 0);
         }
-        if nonblock {
-            sys::syscall3(
-                libc::SYS_fcntl,
-                rfd as i64,
-                libc::F_SETFL as i64,
-                libc::O_NONBLOCK as i64,
-            );
+        if !nonblock {
+            sys::syscall3(libc::SYS_fcntl, rfd as i64, libc::F_SETFL as i64, 0);
         }
     }
     fds::register(rfd);
@@ -155,7 +118,7 @@ pub fn open_stream(cloexec: bool, nonblock: bool) -> Result<i32, i32> {
 /// stream of this thread.
 pub fn open_uuid(cloexec: bool) -> Result<i32, i32> {
     let mut b = [0u8; 16];
-    next_open_stream().fill(&mut b);
+    EntropyStream::new(config::SEED.load(Relaxed), next_open_id()).fill(&mut b);
     memfd_with(b"seal-uuid\0", &uuid_text(b), cloexec)
 }
 
