@@ -3,25 +3,37 @@
 //! the path and call [`open_stream`], [`open_uuid`] or [`open_boot_id`]), and how reads of
 //! those descriptors behave, however they are read.
 //!
-//! * `/dev/urandom`, `/dev/random`: a **pipe**. Its write end is fed by a tiny detached
-//!   *feeder* process that writes the ChaCha stream keyed by (seed, the opening thread's
-//!   lineage, that thread's count of device opens) until the last reader closes (`EPIPE`),
-//!   then exits. The opener writes the first [`PREFILL`] bytes itself before returning, so a
-//!   first read of up to 4 KiB (even `O_NONBLOCK`) never finds the pipe empty.
+//! * `/dev/urandom`, `/dev/random`: a **pipe**, fed with the ChaCha stream keyed by (seed,
+//!   the opening thread's lineage, that thread's count of device opens) by this process
+//!   image's **feeder**: one small detached process (`seal-random`) that writes into every
+//!   device pipe the image and its fork children opened, drops a pipe once its last reader is
+//!   gone (wherever that reader is: a child after fork and exec, an orphan after the opener
+//!   exited), and exits 250 ms after its last pipe. Opening costs no process: the opener sends
+//!   the pipe's write end (`SCM_RIGHTS`) and the stream key to the feeder's datagram socket,
+//!   and returns once the feeder's first 4 KiB block is in the pipe (that block is the
+//!   acknowledgement, and a first read of up to 4 KiB, even `O_NONBLOCK`, never finds the pipe
+//!   empty). Only the first open of an image, or the first after its feeder exited, starts a
+//!   feeder; an exec starts afresh (the socket's name lives in the image's memory), while the
+//!   old feeder keeps feeding the pipes that crossed the exec. A feeder that dropped the
+//!   message (it exited meanwhile, or was full) shows as end-of-file in the new pipe, and the
+//!   opener tries a new feeder, so no pipe is handed out without a writer.
 //!   The feeder is made with the raw `clone` system call and exit signal 0, twice: an
-//!   intermediate process forks the feeder and exits at once, and the opener reaps the
+//!   intermediate process clones the feeder and exits at once, and the opener reaps the
 //!   intermediate with `__WALL`. A child with exit signal 0 is a "clone child", invisible to a
 //!   program's `wait()`/`waitpid(-1)`/`SIGCHLD`, and the feeder itself ends up reparented to
-//!   init (or the nearest subreaper), which reaps it. The feeder is a copy of someone else's
-//!   process, so it only makes raw system calls: it blocks every signal (inherited from the
+//!   init (or the nearest subreaper), which reaps it: no zombie stays with the opener. The
+//!   feeder shares the opener's memory (`CLONE_VM`, on its own stack and table in a seal-owned
+//!   address range far from the program's mappings; a copy-on-write copy when that range is
+//!   unusable), so it only makes raw system calls: it blocks every signal (inherited from the
 //!   opener, which blocks them around `clone`), starts its own session (no terminal signals),
-//!   closes every other descriptor (`close_range`), names itself `seal-random`, and writes.
+//!   closes every other descriptor (`close_range`), names itself `seal-random`, and polls.
 //!   It touches no thread-local storage and nothing of libc.
-//!   Alternatives considered: a `CLONE_VM` feeder on its own stack avoids the copy-on-write
-//!   cost but changes the opener's address space at a time only the feeder decides (a freed
-//!   stack leaves a hole later `mmap`s may or may not reuse: nondeterministic addresses); a
-//!   thread feeder dies at exec, which is exactly when `cmd < /dev/urandom` needs it; a
-//!   memfd is finite.
+//!   Alternatives weighed: a feeder per open (the previous design) cost a process per open,
+//!   which piled up against process limits; serving reads in the read hooks misses readers
+//!   that are not hooked (static binaries after exec, raw `syscall(SYS_read)`, `splice`,
+//!   `sendfile`, glibc's stdio internals) and still needs a writer for descriptors that cross
+//!   an exec; a thread feeder dies at exec, which is exactly when `cmd < /dev/urandom` needs
+//!   it; a memfd is finite.
 //! * `uuid`: a memfd holding a fresh version-4 uuid from the same per-open stream, so two reads
 //!   of the file give two different uuids, the same ones every run.
 //! * `boot_id`: a memfd holding one uuid per run, derived from the seed alone.
