@@ -3,25 +3,37 @@
 //! the path and call [`open_stream`], [`open_uuid`] or [`open_boot_id`]), and how reads of
 //! those descriptors behave, however they are read.
 //!
-//! * `/dev/urandom`, `/dev/random`: a **pipe**. Its write end is fed by a tiny detached
-//!   *feeder* process that writes the ChaCha stream keyed by (seed, the opening thread's
-//!   lineage, that thread's count of device opens) until the last reader closes (`EPIPE`),
-//!   then exits. The opener writes the first [`PREFILL`] bytes itself before returning, so a
-//!   first read of up to 4 KiB (even `O_NONBLOCK`) never finds the pipe empty.
+//! * `/dev/urandom`, `/dev/random`: a **pipe**, fed with the ChaCha stream keyed by (seed,
+//!   the opening thread's lineage, that thread's count of device opens) by this process
+//!   image's **feeder**: one small detached process (`seal-random`) that writes into every
+//!   device pipe the image and its fork children opened, drops a pipe once its last reader is
+//!   gone (wherever that reader is: a child after fork and exec, an orphan after the opener
+//!   exited), and exits 250 ms after its last pipe. Opening costs no process: the opener sends
+//!   the pipe's write end (`SCM_RIGHTS`) and the stream key to the feeder's datagram socket,
+//!   and returns once the feeder's first 4 KiB block is in the pipe (that block is the
+//!   acknowledgement, and a first read of up to 4 KiB, even `O_NONBLOCK`, never finds the pipe
+//!   empty). Only the first open of an image, or the first after its feeder exited, starts a
+//!   feeder; an exec starts afresh (the socket's name lives in the image's memory), while the
+//!   old feeder keeps feeding the pipes that crossed the exec. A feeder that dropped the
+//!   message (it exited meanwhile, or was full) shows as end-of-file in the new pipe, and the
+//!   opener tries a new feeder, so no pipe is handed out without a writer.
 //!   The feeder is made with the raw `clone` system call and exit signal 0, twice: an
-//!   intermediate process forks the feeder and exits at once, and the opener reaps the
+//!   intermediate process clones the feeder and exits at once, and the opener reaps the
 //!   intermediate with `__WALL`. A child with exit signal 0 is a "clone child", invisible to a
 //!   program's `wait()`/`waitpid(-1)`/`SIGCHLD`, and the feeder itself ends up reparented to
-//!   init (or the nearest subreaper), which reaps it. The feeder is a copy of someone else's
-//!   process, so it only makes raw system calls: it blocks every signal (inherited from the
+//!   init (or the nearest subreaper), which reaps it: no zombie stays with the opener. The
+//!   feeder shares the opener's memory (`CLONE_VM`, on its own stack and table in a seal-owned
+//!   address range far from the program's mappings; a copy-on-write copy when that range is
+//!   unusable), so it only makes raw system calls: it blocks every signal (inherited from the
 //!   opener, which blocks them around `clone`), starts its own session (no terminal signals),
-//!   closes every other descriptor (`close_range`), names itself `seal-random`, and writes.
+//!   closes every other descriptor (`close_range`), names itself `seal-random`, and polls.
 //!   It touches no thread-local storage and nothing of libc.
-//!   Alternatives considered: a `CLONE_VM` feeder on its own stack avoids the copy-on-write
-//!   cost but changes the opener's address space at a time only the feeder decides (a freed
-//!   stack leaves a hole later `mmap`s may or may not reuse: nondeterministic addresses); a
-//!   thread feeder dies at exec, which is exactly when `cmd < /dev/urandom` needs it; a
-//!   memfd is finite.
+//!   Alternatives weighed: a feeder per open (the previous design) cost a process per open,
+//!   which piled up against process limits; serving reads in the read hooks misses readers
+//!   that are not hooked (static binaries after exec, raw `syscall(SYS_read)`, `splice`,
+//!   `sendfile`, glibc's stdio internals) and still needs a writer for descriptors that cross
+//!   an exec; a thread feeder dies at exec, which is exactly when `cmd < /dev/urandom` needs
+//!   it; a memfd is finite.
 //! * `uuid`: a memfd holding a fresh version-4 uuid from the same per-open stream, so two reads
 //!   of the file give two different uuids, the same ones every run.
 //! * `boot_id`: a memfd holding one uuid per run, derived from the seed alone.
@@ -33,7 +45,7 @@ use core::cell::Cell;
 use core::sync::atomic::Ordering::Relaxed;
 
 use super::EntropyStream;
-use crate::fd::{check, memfd_with, write_all};
+use crate::fd::memfd_with;
 use crate::{config, sys, thread};
 
 mod fds;
@@ -43,10 +55,6 @@ pub(crate) mod hooks;
 
 pub use fds::{is_device_fd, on_dup, on_start, read_full};
 
-/// Bytes the opener writes into the pipe itself before handing it out.
-pub const PREFILL: usize = 4096;
-/// Bytes the feeder generates per `write`.
-const CHUNK: usize = 16384;
 /// Lineage kind for the per-open device streams (distinct from processes/threads/images).
 const KIND_DEVICE_OPEN: u64 = 0xde71_ce00;
 /// Stream id of the run's boot id.
@@ -57,8 +65,8 @@ thread_local! {
     static OPENS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
 }
 
-/// The stream for the next device open on this thread.
-fn next_open_stream() -> EntropyStream {
+/// The stream id for the next device open on this thread.
+fn next_open_id() -> u64 {
     let lineage = thread::with(|t| t.lineage);
     let idx = OPENS.with(|c| {
         let (l, n) = c.get();
@@ -66,10 +74,7 @@ fn next_open_stream() -> EntropyStream {
         c.set((lineage, n + 1));
         n
     });
-    EntropyStream::new(
-        config::SEED.load(Relaxed),
-        seal_abi::child_lineage(lineage, KIND_DEVICE_OPEN, idx),
-    )
+    seal_abi::child_lineage(lineage, KIND_DEVICE_OPEN, idx)
 }
 
 /// Formats 16 random bytes as a version-4 uuid line (`8-4-4-4-12\n`, lowercase).
@@ -104,47 +109,17 @@ pub fn boot_id() -> [u8; 37] {
 }
 
 /// A sealed `/dev/urandom` or `/dev/random`: a pipe whose read end yields the next per-open
-/// stream of this thread forever (see the module doc). `Ok(fd)` or `Err(errno)`.
+/// stream of this thread forever, fed by this image's feeder (see the module doc). `Ok(fd)` or
+/// `Err(errno)`.
 pub fn open_stream(cloexec: bool, nonblock: bool) -> Result<i32, i32> {
-    let mut stream = next_open_stream();
-    let mut fds = [0i32; 2];
-    // SAFETY: fds is a valid out-array of two ints.
-    check(unsafe {
-        sys::syscall3(
-            libc::SYS_pipe2,
-            fds.as_mut_ptr() as i64,
-            libc::O_CLOEXEC as i64,
-            0,
-        )
-    })?;
-    let [rfd, wfd] = fds;
-    let fail = |e: i32| {
-        sys::close(rfd);
-        sys::close(wfd);
-        Err(e)
-    };
-    // Prefill: the pipe is empty and blocking, so this write completes at once.
-    let mut first = [0u8; PREFILL];
-    stream.fill(&mut first);
-    if let Err(e) = write_all(wfd, &first) {
-        return fail(e);
-    }
-    if let Err(e) = feeder::spawn(wfd, &mut stream) {
-        return fail(e);
-    }
-    sys::close(wfd);
+    let rfd = feeder::open_pipe(config::SEED.load(Relaxed), next_open_id())?;
     // SAFETY (both): fcntl on our own fd with integer arguments.
     unsafe {
         if !cloexec {
             sys::syscall3(libc::SYS_fcntl, rfd as i64, libc::F_SETFD as i64, 0);
         }
-        if nonblock {
-            sys::syscall3(
-                libc::SYS_fcntl,
-                rfd as i64,
-                libc::F_SETFL as i64,
-                libc::O_NONBLOCK as i64,
-            );
+        if !nonblock {
+            sys::syscall3(libc::SYS_fcntl, rfd as i64, libc::F_SETFL as i64, 0);
         }
     }
     fds::register(rfd);
@@ -155,7 +130,7 @@ pub fn open_stream(cloexec: bool, nonblock: bool) -> Result<i32, i32> {
 /// stream of this thread.
 pub fn open_uuid(cloexec: bool) -> Result<i32, i32> {
     let mut b = [0u8; 16];
-    next_open_stream().fill(&mut b);
+    EntropyStream::new(config::SEED.load(Relaxed), next_open_id()).fill(&mut b);
     memfd_with(b"seal-uuid\0", &uuid_text(b), cloexec)
 }
 
