@@ -91,7 +91,7 @@ pub struct SealOpts {
     /// Host name the command sees [default: seal]
     #[arg(long, value_name = "NAME")]
     pub hostname: Option<String>,
-    /// Leave a family unsealed (repeatable): time, random, pid, host, tempname, hashseed, tz, locale, env, aslr, files, net
+    /// Leave a family unsealed (repeatable): time, random, pid, host, tempname, hashseed, tz, locale, env, aslr, layout, files, net
     #[arg(long, value_name = "FAMILY")]
     pub unseal: Vec<String>,
     /// Seal only programs whose name (or, with a `/`, path) matches this glob (repeatable);
@@ -107,6 +107,14 @@ pub struct SealOpts {
     /// Print no warnings
     #[arg(short, long)]
     pub quiet: bool,
+    /// Give the run an empty /tmp and /var/tmp of its own, gone after the run (a private
+    /// mount namespace; TMPDIR is unset) [default: on for verify, probe and golden, off for
+    /// run and census]
+    #[arg(long, conflicts_with = "no_private_tmp")]
+    pub private_tmp: bool,
+    /// Let the run see the real /tmp and /var/tmp
+    #[arg(long)]
+    pub no_private_tmp: bool,
 }
 
 #[derive(Args, Debug, Clone, Default)]

@@ -70,6 +70,10 @@ pub struct Settings {
     pub quiet: bool,
     /// `[env]` of seal.toml: extra variables for the command.
     pub env: BTreeMap<String, String>,
+    /// `--private-tmp` / `--no-private-tmp` (or `SEAL_PRIVATE_TMP`): an empty `/tmp` and
+    /// `/var/tmp` of the run's own. `None`: the command's default (off for `seal run` and
+    /// `census`, on for `verify`, `probe` and `golden`).
+    pub private_tmp: Option<bool>,
 }
 
 impl Settings {
@@ -607,6 +611,13 @@ pub fn resolve_with(
     )?;
     let unseal = src.unseal()?;
     let quiet = opts.quiet || src.env_bool("SEAL_QUIET", "quiet")? == Some(true);
+    let private_tmp = if opts.private_tmp {
+        Some(true)
+    } else if opts.no_private_tmp {
+        Some(false)
+    } else {
+        src.env_bool("SEAL_PRIVATE_TMP", "private_tmp")?
+    };
     let mut vars = BTreeMap::new();
     if let Some(f) = file {
         for (k, v) in &f.file.env {
@@ -641,6 +652,7 @@ pub fn resolve_with(
         skip: src.scope("skip")?,
         quiet,
         env: vars,
+        private_tmp,
     })
 }
 

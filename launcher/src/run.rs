@@ -275,6 +275,32 @@ pub fn sealed_command(
     cmd
 }
 
+/// Gives the command a private `/tmp` when the settings (else `default`) ask for one; the
+/// fallback's warning is said once per launcher (unless quiet).
+fn private_tmp(
+    cmd: &mut Command,
+    settings: &Settings,
+    default: bool,
+    run_dir: &RunDir,
+    argv: &[OsString],
+    cwd: Option<&Path>,
+) -> Result<()> {
+    use crate::private_tmp as pt;
+    if !pt::wanted(settings, default) {
+        return Ok(());
+    }
+    let keep = pt::needed(run_dir.path(), cwd, &argv[0]);
+    let applied = pt::apply(cmd, settings, run_dir.path(), &keep)
+        .context("cannot set up the private /tmp")?;
+    if let pt::Applied::Fallback(why) = applied {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        if !settings.quiet {
+            SAID.call_once(|| crate::term::warn(why));
+        }
+    }
+    Ok(())
+}
+
 /// Pads the command's environment with `LIBSEAL_PAD=xxx…` so that what the kernel copies onto
 /// its stack (file name, arguments, environment, pointers) has one fixed size
 /// ([`senv::pad_entry_len`]): with randomisation off, stack addresses then do not depend on
@@ -471,6 +497,7 @@ pub fn run_captured(
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
+    private_tmp(&mut cmd, settings, true, &run_dir, argv, cwd)?;
     pad_stack(&mut cmd, settings, &argv[0]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.stdin(match input {
@@ -529,6 +556,7 @@ pub fn run_interactive(
         crate::term::note(line);
     }
     let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv);
+    private_tmp(&mut cmd, settings, false, &run_dir, argv, None)?;
     pad_stack(&mut cmd, settings, &argv[0]);
     // Signals go to the command (the terminal's ^C reaches it directly); seal waits and
     // reports its status.
