@@ -151,8 +151,8 @@ pub struct VerifyArgs {
     /// Number of sealed runs
     #[arg(short = 'n', long = "runs", default_value_t = 20, value_name = "N")]
     pub runs: usize,
-    /// Runs at once (only where runs cannot see each other: each gets its own copy of nothing
-    /// shared; runs in one working directory always go one after another)
+    /// Runs at once (each has its own private /tmp; with --artifact, --no-private-tmp or no
+    /// mount namespace they go one after another; runs share the working directory)
     #[arg(short = 'j', long, default_value_t = 1, value_name = "JOBS")]
     pub jobs: usize,
     /// Files the command writes that are part of its result (glob, relative to the working directory; repeatable)
@@ -255,7 +255,8 @@ pub struct GoldenCheckArgs {
     /// Write JUnit XML to FILE
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
-    /// Cases at once (cases sharing a working directory still run one after another)
+    /// Cases at once (each has its own private /tmp; cases with artifacts in a shared working
+    /// directory still run one after another)
     #[arg(short = 'j', long, default_value_t = 1, value_name = "N")]
     pub jobs: usize,
     #[command(flatten)]
