@@ -108,6 +108,8 @@ impl IdMaps {
 struct Bind {
     path: CString,
     mkdirs: Vec<CString>,
+    /// A file (the mount point is then a file made empty, not a directory).
+    file: bool,
 }
 
 /// `/proc/self/fd/N` in a stack buffer (no allocation in the child).
@@ -190,10 +192,7 @@ fn enter(user: bool, maps: &IdMaps, binds: &[Bind]) -> io::Result<()> {
             std::ptr::null(),
         ))?;
         for (b, fd) in binds.iter().zip(fds.iter_mut()) {
-            *fd = libc::open(
-                b.path.as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            );
+            *fd = libc::open(b.path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
             if *fd < 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -214,8 +213,18 @@ fn enter(user: bool, maps: &IdMaps, binds: &[Bind]) -> io::Result<()> {
             ))?;
         }
         for (b, &fd) in binds.iter().zip(fds.iter()) {
-            for d in &b.mkdirs {
-                if libc::mkdir(d.as_ptr(), 0o755) != 0
+            for (i, d) in b.mkdirs.iter().enumerate() {
+                if b.file && i + 1 == b.mkdirs.len() {
+                    let f = libc::open(
+                        d.as_ptr(),
+                        libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                        0o600,
+                    );
+                    if f < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    libc::close(f);
+                } else if libc::mkdir(d.as_ptr(), 0o755) != 0
                     && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST)
                 {
                     return Err(io::Error::last_os_error());
@@ -297,12 +306,21 @@ fn tmp_root(p: &Path) -> Option<&'static str> {
     TMP_DIRS.into_iter().find(|d| p.starts_with(d))
 }
 
-/// Bind mounts for the directories of `keep` that lie under a private tmp (outermost only).
+/// Bind mounts for the paths of `keep` that lie under a private tmp (outermost only): a
+/// directory, or a file (kept as itself when it lies in the tmp directory itself, else its
+/// directory is kept).
 fn binds(keep: &[PathBuf]) -> io::Result<Vec<Bind>> {
     let mut dirs: Vec<PathBuf> = keep
         .iter()
         .filter_map(|p| std::fs::canonicalize(p).ok())
-        .filter(|p| p.is_dir())
+        .filter_map(|p| {
+            let root = Path::new(tmp_root(&p)?);
+            if p.is_dir() || p.parent() == Some(root) {
+                Some(p)
+            } else {
+                p.parent().map(Path::to_path_buf)
+            }
+        })
         .filter(|p| tmp_root(p).is_some_and(|r| p.as_path() != Path::new(r)))
         .collect();
     dirs.sort();
@@ -324,13 +342,17 @@ fn binds(keep: &[PathBuf]) -> io::Result<Vec<Bind>> {
             cur.push(comp);
             mkdirs.push(CString::new(cur.as_os_str().as_bytes())?);
         }
-        out.push(Bind { path, mkdirs });
+        out.push(Bind {
+            path,
+            mkdirs,
+            file: !d.is_dir(),
+        });
     }
     Ok(out)
 }
 
-/// The directories a run needs kept visible: its working directory, seal's cache (the shim),
-/// the run directory and the program's directory.
+/// The paths a run needs kept visible: its working directory, seal's cache (the shim), the
+/// run directory and the program (its directory, or the file itself when it lies in /tmp).
 pub fn needed(run_dir: &Path, cwd: Option<&Path>, program: &std::ffi::OsStr) -> Vec<PathBuf> {
     let mut keep = vec![run_dir.to_path_buf()];
     keep.extend(
@@ -345,7 +367,7 @@ pub fn needed(run_dir: &Path, cwd: Option<&Path>, program: &std::ffi::OsStr) -> 
             }
             _ => p,
         };
-        keep.extend(p.parent().map(Path::to_path_buf));
+        keep.push(p);
     }
     keep
 }
