@@ -10,6 +10,7 @@ mod cli;
 mod clocks;
 mod golden;
 mod hardening;
+mod hermetic;
 mod kernel_values;
 mod names;
 mod probe;
