@@ -267,7 +267,9 @@ pub fn apply(
     run_dir: &Path,
     keep: &[PathBuf],
 ) -> io::Result<Applied> {
-    let user_tmpdir = settings.env.contains_key("TMPDIR");
+    // A TMPDIR seal.toml's [env] or a golden case's `env` sets is kept.
+    let user_tmpdir = settings.env.contains_key("TMPDIR")
+        || cmd.get_envs().any(|(k, v)| k == "TMPDIR" && v.is_some());
     match mode() {
         Mode::Namespace { user } => {
             if !user_tmpdir {
@@ -367,7 +369,16 @@ pub fn needed(run_dir: &Path, cwd: Option<&Path>, program: &std::ffi::OsStr) -> 
             }
             _ => p,
         };
-        keep.push(p);
+        // Its directory as named (not where a link in it points), or the file itself when it
+        // lies in /tmp itself.
+        match p.parent() {
+            Some(d) if tmp_root(d).is_some_and(|r| d != Path::new(r)) => keep.push(d.into()),
+            _ => keep.push(p),
+        }
+    }
+    // Programs the command starts from PATH directories under /tmp.
+    if let Some(path) = std::env::var_os("PATH") {
+        keep.extend(std::env::split_paths(&path).filter(|d| tmp_root(d).is_some()));
     }
     keep
 }
