@@ -28,6 +28,10 @@ pub mod flags {
     pub const WARP: u32 = 1 << 8;
     /// `-q`: the shim prints nothing on stderr.
     pub const QUIET: u32 = 1 << 9;
+    /// Family `layout`: every new image's initial stack has one size (see
+    /// [`crate::settings::pad_entry_len`]), so stack addresses do not depend on the size of the
+    /// environment, the arguments or the program's path.
+    pub const LAYOUT: u32 = 1 << 10;
     pub const ALL_FAMILIES: u32 = TIME | RANDOM | PID | HOST | TEMPNAME | WAIT | FILES | NET;
 }
 

@@ -37,6 +37,35 @@ pub const RATE_PPM: &str = "LIBSEAL_RATE_PPM";
 /// The real `CLOCK_MONOTONIC` at launch (i64 ns), what `--rate` measures from.
 pub const REAL_START: &str = "LIBSEAL_REAL_START";
 
+/// Padding (`LIBSEAL_PAD=xxx…`) that makes the strings and pointers the kernel copies onto a
+/// new image's stack one fixed size; see [`pad_entry_len`]. Rewritten on every exec.
+pub const PAD: &str = "LIBSEAL_PAD";
+
+/// The initial stack's strings and pointers are padded up to a multiple of this many bytes.
+/// Differences in environment size, arguments and program path smaller than the block vanish;
+/// a larger real size lands on the next multiple (then stack addresses move by whole blocks).
+pub const LAYOUT_BLOCK: usize = 64 << 10;
+
+/// Bytes (with its NUL) of the `LIBSEAL_PAD=xxx…` entry to add to an environment so that what
+/// the kernel puts on a new stack has one fixed size.
+///
+/// `strings` is every byte the kernel copies as strings without the pad: the file name given
+/// to exec (it is also the `AT_EXECFN` string), the arguments and the environment entries,
+/// each with its NUL. `pointers` is argc + envc without the pad. The kernel (fs/exec.c,
+/// create_elf_tables) copies the strings below the stack top, aligns down to 16, adds the
+/// platform string and the 16 `AT_RANDOM` bytes (fixed sizes), the auxiliary vector (fixed
+/// for one machine and program), then argc and the argv/envp pointer arrays, and aligns down
+/// to 16 again. With the pad, strings + 16·⌈pointers/2⌉ is a constant ≡ 8 (mod 16), which
+/// makes the final stack pointer the same whatever the mix of strings and pointers.
+pub fn pad_entry_len(strings: usize, pointers: usize) -> usize {
+    let n = pointers + 1;
+    let ptr_room = 8 * (n + n % 2);
+    let min_entry = PAD.len() + 2; // "LIBSEAL_PAD=" and the NUL
+    let base = strings + ptr_room + min_entry;
+    let total = (base.saturating_sub(8)).div_ceil(LAYOUT_BLOCK) * LAYOUT_BLOCK + 8;
+    total - ptr_room - strings
+}
+
 /// The run-wide variables, in the order they are written.
 pub const VARS: [&str; 11] = [
     RUN_DIR, SHIM, EPOCH_NS, TICK_NS, SEED, FLAGS, HOSTNAME, ONLY, SKIP, RATE_PPM, REAL_START,
@@ -218,6 +247,7 @@ pub const FAMILIES: &[FamilyInfo] = &[
     fam("locale", 0, None),
     fam("env", 0, None),
     fam("aslr", 0, None),
+    fam("layout", flags::LAYOUT, None),
     fam("files", flags::FILES, Some(Family::Files)),
     fam("net", flags::NET, Some(Family::Net)),
 ];
@@ -340,10 +370,10 @@ mod tests {
 
     #[test]
     fn the_family_table_gives_the_flags() {
-        assert_eq!(shim_flags(|_| false), flags::ALL_FAMILIES);
+        assert_eq!(shim_flags(|_| false), flags::ALL_FAMILIES | flags::LAYOUT);
         assert_eq!(
             shim_flags(|f| f == "time" || f == "tz"),
-            flags::ALL_FAMILIES & !(flags::TIME | flags::WAIT)
+            (flags::ALL_FAMILIES | flags::LAYOUT) & !(flags::TIME | flags::WAIT)
         );
         assert_eq!(family("pid").unwrap().census, Some(Family::Pid));
         assert!(family("nope").is_none());
@@ -367,6 +397,33 @@ mod tests {
         assert!(!s.in_scope(b"/usr/bin/date"));
         assert!(!s.in_scope(b"/opt/tool"));
         assert!(s.in_scope(b"/usr/bin/env"));
+    }
+
+    #[test]
+    fn the_pad_makes_one_stack_size() {
+        // What create_elf_tables does to the stack pointer, from a top ≡ 8 (mod 16).
+        let sp = |strings: usize, pointers: usize| {
+            let top = 0x7fff_ffff_f000usize - 8;
+            let p = (top - strings) & !15;
+            let p = p - 7 - 16 - 8 * 40; // platform, AT_RANDOM, an auxv of 20 pairs
+            (p - 8 * (pointers + 3)) & !15
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for strings in [0usize, 1, 7, 8, 9, 15, 16, 100, 4095, 30_000] {
+            for pointers in [0usize, 1, 2, 3, 17, 100, 101] {
+                let pad = pad_entry_len(strings, pointers);
+                assert!(pad >= PAD.len() + 2);
+                assert!(pad < LAYOUT_BLOCK + 64, "{pad}");
+                seen.insert(sp(strings + pad, pointers + 1));
+            }
+        }
+        assert_eq!(seen.len(), 1, "{seen:x?}");
+        // Past one block, the next multiple.
+        let big = pad_entry_len(LAYOUT_BLOCK, 10);
+        assert_eq!(
+            sp(LAYOUT_BLOCK + big, 11) + LAYOUT_BLOCK,
+            seen.into_iter().next().unwrap()
+        );
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub struct SealOpts {
     /// Host name the command sees [default: seal]
     #[arg(long, value_name = "NAME")]
     pub hostname: Option<String>,
-    /// Leave a family unsealed (repeatable): time, random, pid, host, tempname, hashseed, tz, locale, env, aslr, files, net
+    /// Leave a family unsealed (repeatable): time, random, pid, host, tempname, hashseed, tz, locale, env, aslr, layout, files, net
     #[arg(long, value_name = "FAMILY")]
     pub unseal: Vec<String>,
     /// Seal only programs whose name (or, with a `/`, path) matches this glob (repeatable);
@@ -107,6 +107,14 @@ pub struct SealOpts {
     /// Print no warnings
     #[arg(short, long)]
     pub quiet: bool,
+    /// Give the run an empty /tmp and /var/tmp of its own, gone after the run (a private
+    /// mount namespace; TMPDIR is unset) [default: on for verify, probe and golden, off for
+    /// run and census]
+    #[arg(long, conflicts_with = "no_private_tmp")]
+    pub private_tmp: bool,
+    /// Let the run see the real /tmp and /var/tmp
+    #[arg(long)]
+    pub no_private_tmp: bool,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -143,8 +151,8 @@ pub struct VerifyArgs {
     /// Number of sealed runs
     #[arg(short = 'n', long = "runs", default_value_t = 20, value_name = "N")]
     pub runs: usize,
-    /// Runs at once (only where runs cannot see each other: each gets its own copy of nothing
-    /// shared; runs in one working directory always go one after another)
+    /// Runs at once (each has its own private /tmp; with --artifact, --no-private-tmp or no
+    /// mount namespace they go one after another; runs share the working directory)
     #[arg(short = 'j', long, default_value_t = 1, value_name = "JOBS")]
     pub jobs: usize,
     /// Files the command writes that are part of its result (glob, relative to the working directory; repeatable)
@@ -247,7 +255,8 @@ pub struct GoldenCheckArgs {
     /// Write JUnit XML to FILE
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
-    /// Cases at once (cases sharing a working directory still run one after another)
+    /// Cases at once (each has its own private /tmp; cases with artifacts in a shared working
+    /// directory still run one after another)
     #[arg(short = 'j', long, default_value_t = 1, value_name = "N")]
     pub jobs: usize,
     #[command(flatten)]

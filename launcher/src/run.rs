@@ -194,9 +194,19 @@ pub fn sealed_command(
     run_dir: &Path,
     argv: &[OsString],
 ) -> Command {
-    let mut cmd = Command::new(&argv[0]);
+    // The kernel puts the file name it is given on the new stack: name the file found in PATH
+    // here, so the pad (`pad_stack`) knows its length (argv[0] stays as typed).
+    let mut cmd = match crate::exec_check::resolve(&argv[0]) {
+        Some(path) if !argv[0].as_bytes().contains(&b'/') => {
+            use std::os::unix::process::CommandExt;
+            let mut c = Command::new(path);
+            c.arg0(&argv[0]);
+            c
+        }
+        _ => Command::new(&argv[0]),
+    };
     cmd.args(&argv[1..]);
-    for v in senv::PER_PROCESS {
+    for v in senv::PER_PROCESS.iter().chain([&senv::PAD]) {
         cmd.env_remove(v);
     }
     let mut preload = OsString::from(shim_path);
@@ -263,6 +273,62 @@ pub fn sealed_command(
         cmd.env(k, v);
     }
     cmd
+}
+
+/// Gives the command a private `/tmp` when the settings (else `default`) ask for one; the
+/// fallback's warning is said once per launcher (unless quiet).
+fn private_tmp(
+    cmd: &mut Command,
+    settings: &Settings,
+    default: bool,
+    run_dir: &RunDir,
+    argv: &[OsString],
+    cwd: Option<&Path>,
+) -> Result<()> {
+    use crate::private_tmp as pt;
+    if !pt::wanted(settings, default) {
+        return Ok(());
+    }
+    let keep = pt::needed(run_dir.path(), cwd, &argv[0]);
+    let applied = pt::apply(cmd, settings, run_dir.path(), &keep)
+        .context("cannot set up the private /tmp")?;
+    if let pt::Applied::Fallback(why) = applied {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        if !settings.quiet {
+            SAID.call_once(|| crate::term::warn(why));
+        }
+    }
+    Ok(())
+}
+
+/// Pads the command's environment with `LIBSEAL_PAD=xxx…` so that what the kernel copies onto
+/// its stack (file name, arguments, environment, pointers) has one fixed size
+/// ([`senv::pad_entry_len`]): with randomisation off, stack addresses then do not depend on
+/// the caller's environment, working directory or the program's path. The shim pads every
+/// exec after this one the same way. Call last, when the environment is complete.
+pub fn pad_stack(cmd: &mut Command, settings: &Settings, argv0: &OsStr) {
+    cmd.env_remove(senv::PAD);
+    if settings.unsealed("layout") {
+        return;
+    }
+    let mut env: std::collections::BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => env.insert(k.to_owned(), v.to_owned()),
+            None => env.remove(k),
+        };
+    }
+    env.remove(OsStr::new(senv::PAD));
+    let args: Vec<&OsStr> = std::iter::once(argv0).chain(cmd.get_args()).collect();
+    let strings = cmd.get_program().len()
+        + 1
+        + args.iter().map(|a| a.len() + 1).sum::<usize>()
+        + env
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 2)
+            .sum::<usize>();
+    let len = senv::pad_entry_len(strings, args.len() + env.len());
+    cmd.env(senv::PAD, "x".repeat(len - senv::PAD.len() - 2));
 }
 
 /// Turns address-space randomisation off for this process's future children (the personality
@@ -431,6 +497,8 @@ pub fn run_captured(
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
+    private_tmp(&mut cmd, settings, true, &run_dir, argv, cwd)?;
+    pad_stack(&mut cmd, settings, &argv[0]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.stdin(match input {
         Input::Null => Stdio::null(),
@@ -488,6 +556,8 @@ pub fn run_interactive(
         crate::term::note(line);
     }
     let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv);
+    private_tmp(&mut cmd, settings, false, &run_dir, argv, None)?;
+    pad_stack(&mut cmd, settings, &argv[0]);
     // Signals go to the command (the terminal's ^C reaches it directly); seal waits and
     // reports its status.
     let mut child = match supervise::spawn(&mut cmd, supervise::Stdio::Inherited) {

@@ -68,9 +68,20 @@ pub fn parse_span(v: &str) -> Result<i64, String> {
     Ok(if neg { -total } else { total })
 }
 
+/// Is this process part of a sealed run? libseal takes its variables out of `environ`, but the
+/// environment the process started with (`/proc/self/environ`) still has them.
+fn in_sealed_run() -> bool {
+    let key = format!("{}=", seal_abi::settings::RUN_DIR);
+    std::env::var_os(seal_abi::settings::RUN_DIR).is_some()
+        || std::fs::read("/proc/self/environ").is_ok_and(|env| {
+            env.split(|&b| b == 0)
+                .any(|e| e.starts_with(key.as_bytes()) && e.len() > key.len())
+        })
+}
+
 /// Runs `seal time …`.
 pub fn run(args: TimeArgs) -> Result<ExitCode> {
-    if std::env::var_os(seal_abi::settings::RUN_DIR).is_none() {
+    if !in_sealed_run() {
         return Err(UsageError(
             "seal time: not inside a sealed run (use it from a command run by seal, e.g. a script step)".into(),
         )

@@ -5,8 +5,10 @@
 //! way to find what is still unsealed).
 //!
 //! The harness must not create differences itself: every run starts in the same working
-//! directory, one after another, with the `--artifact` files put back to how they were before
-//! run 1, so a command that appends to its output file does not differ from itself.
+//! directory with an empty private `/tmp` of its own (`--no-private-tmp` turns it off), and
+//! with `--artifact` files the runs go one after another, the files put back to how they were
+//! before run 1, so a command that appends to its output file does not differ from itself.
+//! Without artifacts and with a private `/tmp`, `-j N` runs N at once.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -117,16 +119,19 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
     for p in &args.artifacts {
         glob::Pattern::new(p).map_err(|e| UsageError(format!("--artifact {p:?}: {e}")))?;
     }
-    if args.jobs > 1 && !settings.quiet {
-        // Parallel runs in one working directory could see each other's files, and private
-        // copies would change the paths the command sees: either way the harness would create
-        // differences. So runs always go one after another.
+    let jobs = parallel_jobs(&args, &settings);
+    if args.jobs > 1 && jobs == 1 && !settings.quiet {
+        let why = if !args.artifacts.is_empty() {
+            "--artifact files are put back before each run"
+        } else {
+            "there is no private /tmp (--no-private-tmp, or no mount namespace)"
+        };
         crate::term::note(format_args!(
-            "note: runs share the working directory {}; running them one after another",
+            "note: runs share the working directory {} and {why}; running them one after another",
             cwd.display()
         ));
     }
-    let (results, first_diff) = match run_all(&args, &settings, &cwd)? {
+    let (results, first_diff) = match run_all(&args, &settings, &cwd, jobs)? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
@@ -175,33 +180,52 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
 /// The runs, and the first one that differs from run 1.
 type Runs = (Vec<RunResult>, Option<usize>);
 
-/// Runs the command `args.runs` times, artifacts put back before each run. Returns the runs and
-/// the first one that differs from run 1, or the exit code when the command cannot start.
+/// How many runs may go at once: `-j` when the runs cannot see each other's temporary files
+/// (each has its own private `/tmp`) and no `--artifact` has to be put back between runs;
+/// else 1. Runs still share the working directory: a command that writes there needs `-j 1`.
+fn parallel_jobs(args: &VerifyArgs, settings: &crate::config::Settings) -> usize {
+    use crate::private_tmp as pt;
+    let private = pt::wanted(settings, true) && matches!(pt::mode(), pt::Mode::Namespace { .. });
+    if args.jobs > 1 && private && args.artifacts.is_empty() {
+        args.jobs.min(args.runs)
+    } else {
+        1
+    }
+}
+
+/// One run's observation, or why the command could not start.
+type OneRun = std::result::Result<Observation, run::SpawnError>;
+
+/// Runs the command `args.runs` times (`jobs` at once), artifacts put back before each run.
+/// Returns the runs and the first one that differs from run 1, or the exit code when the
+/// command cannot start.
 fn run_all(
     args: &VerifyArgs,
     settings: &crate::config::Settings,
     cwd: &Path,
+    jobs: usize,
 ) -> Result<std::result::Result<Runs, ExitCode>> {
     let before = artifacts::read(cwd, &args.artifacts)?.0;
     let progress = progress_bar(args.runs);
-    let mut results: Vec<RunResult> = Vec::with_capacity(args.runs);
-    let mut first_diff: Option<usize> = None;
-    for i in 0..args.runs {
-        if i > 0 {
+    let one = |i: usize| -> Result<OneRun> {
+        if i > 0 && jobs == 1 {
             restore(cwd, &args.artifacts, &before)?;
         }
         let captured = match run::run_captured(settings, &args.cmd, None, &[], Input::Null, None)? {
             Ok(c) => c,
-            Err(e) => {
-                progress.finish_and_clear();
-                crate::term::note(&e);
-                return Ok(Err(ExitCode::from(e.exit_code())));
-            }
+            Err(e) => return Ok(Err(e)),
         };
         let observation = Observation::of(captured, artifacts::read(cwd, &args.artifacts)?.0);
+        progress.inc(1);
+        Ok(Ok(observation))
+    };
+    let mut results: Vec<RunResult> = Vec::with_capacity(args.runs);
+    let mut first_diff: Option<usize> = None;
+    let mut take = |i: usize, observation: Observation, results: &mut Vec<RunResult>| {
         let digest = observation.digest();
         if first_diff.is_none() && i > 0 && digest != results[0].digest {
             first_diff = Some(i);
+            progress.set_message("differs");
         }
         // Keep full outputs only of run 1 and the first differing run.
         let keep = i == 0 || first_diff == Some(i);
@@ -221,9 +245,49 @@ fn run_all(
             digest,
             observation: keep.then_some(observation),
         });
-        progress.inc(1);
-        if first_diff.is_some() {
-            progress.set_message("differs");
+    };
+    let cannot_start = |e: run::SpawnError| {
+        progress.finish_and_clear();
+        crate::term::note(&e);
+        Ok(Err(ExitCode::from(e.exit_code())))
+    };
+    if jobs == 1 {
+        for i in 0..args.runs {
+            match one(i)? {
+                Ok(o) => take(i, o, &mut results),
+                Err(e) => return cannot_start(e),
+            }
+        }
+    } else {
+        // Runs in any order, `jobs` at once; then taken in run order.
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let slots: Vec<std::sync::Mutex<Option<Result<OneRun>>>> = (0..args.runs)
+            .map(|_| std::sync::Mutex::new(None))
+            .collect();
+        std::thread::scope(|s| {
+            for _ in 0..jobs {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    if i >= args.runs {
+                        break;
+                    }
+                    let r = one(i);
+                    let stop = !matches!(r, Ok(Ok(_)));
+                    *slots[i].lock().unwrap() = Some(r);
+                    if stop {
+                        next.store(args.runs, std::sync::atomic::Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        for (i, slot) in slots.into_iter().enumerate() {
+            match slot.into_inner().unwrap() {
+                Some(r) => match r? {
+                    Ok(o) => take(i, o, &mut results),
+                    Err(e) => return cannot_start(e),
+                },
+                None => break,
+            }
         }
     }
     progress.finish_and_clear();

@@ -73,7 +73,9 @@ extern "C" fn seal_init(
     _argv: *const *const libc::c_char,
     _envp: *const *const libc::c_char,
 ) {
-    config::in_run();
+    if config::in_run() {
+        process::env::hide_from_environ();
+    }
 }
 
 #[cfg(not(test))]

@@ -254,7 +254,9 @@ fn mode(p: &Path) -> u32 {
 fn hardening_files_seal_creates_are_private_under_any_umask() {
     let cache = tempfile::tempdir().unwrap();
     let xdg = cache.path().join("fresh/cache");
-    let script = r#"stat -c %a "$LIBSEAL_RUN_DIR" "$LIBSEAL_RUN_DIR/run.table""#;
+    // The contract variables are hidden from the program's environ; a child's initial
+    // environment (/proc/self/environ) still has them.
+    let script = r#"d=$(cat /proc/self/environ | tr '\0' '\n' | sed -n 's/^LIBSEAL_RUN_DIR=//p'); stat -c %a "$d" "$d/run.table""#;
     let mut c = seal(["--", "sh", "-c", script]);
     c.env("XDG_CACHE_HOME", &xdg);
     // SAFETY: umask in the forked child before exec.
@@ -281,7 +283,12 @@ fn hardening_files_seal_creates_are_private_under_any_umask() {
 #[test]
 fn hardening_a_relative_xdg_cache_home_is_ignored() {
     let home = tempfile::tempdir().unwrap();
-    let mut c = seal(["--", "sh", "-c", r#"echo "$LD_PRELOAD"; cd / && date +%Y"#]);
+    let mut c = seal([
+        "--",
+        "sh",
+        "-c",
+        r#"cat /proc/self/environ | tr '\0' '\n' | sed -n 's/^LD_PRELOAD=//p'; cd / && date +%Y"#,
+    ]);
     c.env("XDG_CACHE_HOME", "relative/cache")
         .env("XDG_RUNTIME_DIR", "relative/run")
         .env("HOME", home.path())

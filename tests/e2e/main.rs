@@ -11,6 +11,7 @@ mod clocks;
 mod devices;
 mod golden;
 mod hardening;
+mod hermetic;
 mod kernel_values;
 mod names;
 mod probe;

@@ -198,7 +198,7 @@ fn unseal_pid_shows_real_pids_but_children_stay_sealed() {
         "--",
         "sh",
         "-c",
-        "echo $$; env -i sh -c 'echo $LIBSEAL_VPID'",
+        "echo $$; env -i sh -c 'cat /proc/self/environ | tr \"\\0\" \"\\n\" | sed -n s/^LIBSEAL_VPID=//p'",
     ]);
     o.ok();
     let mut lines = o.stdout.lines();

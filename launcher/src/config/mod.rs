@@ -80,6 +80,10 @@ pub struct Settings {
     pub quiet: bool,
     /// `[env]` of seal.toml: extra variables for the command.
     pub env: BTreeMap<String, String>,
+    /// `--private-tmp` / `--no-private-tmp` (or `SEAL_PRIVATE_TMP`): an empty `/tmp` and
+    /// `/var/tmp` of the run's own. `None`: the command's default (off for `seal run` and
+    /// `census`, on for `verify`, `probe` and `golden`).
+    pub private_tmp: Option<bool>,
 }
 
 impl Settings {

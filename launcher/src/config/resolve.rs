@@ -319,6 +319,13 @@ pub fn resolve_with(
     )?;
     let unseal = src.unseal()?;
     let quiet = opts.quiet || src.env_bool("SEAL_QUIET", "quiet")? == Some(true);
+    let private_tmp = if opts.private_tmp {
+        Some(true)
+    } else if opts.no_private_tmp {
+        Some(false)
+    } else {
+        src.env_bool("SEAL_PRIVATE_TMP", "private_tmp")?
+    };
     let mut vars = BTreeMap::new();
     if let Some(f) = file {
         for (k, v) in &f.file.env {
@@ -353,6 +360,7 @@ pub fn resolve_with(
         skip: src.scope("skip")?,
         quiet,
         env: vars,
+        private_tmp,
     })
 }
 

@@ -1,7 +1,8 @@
 //! `seal golden check`: each case runs sealed (`--passes N` times), masked, compared with its
 //! golden: `ok` or `FAILED` with a unified diff, a census drift line when the totals moved
 //! (`--strict-census` makes drift a failure), JUnit XML with `--junit`, and `-j N` cases at
-//! once when they do not share a working directory.
+//! once: each case has its own private `/tmp`, so only cases that put back artifacts in a
+//! shared working directory (or run without a private `/tmp`) go one after another.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -79,13 +80,19 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
         Ok(())
     };
 
-    // Cases sharing a working directory run one after another, in file order.
+    // Cases that put back artifacts in a shared working directory, or that would share the real
+    // /tmp (no private one), run one after another, in file order; the others each on their own.
     let mut groups: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
+    let mut alone: Vec<Vec<usize>> = Vec::new();
     for (i, c) in cases.iter().enumerate() {
+        if c.artifacts.is_empty() && private_tmp(c) {
+            alone.push(vec![i]);
+            continue;
+        }
         let key = std::fs::canonicalize(&c.cwd).unwrap_or_else(|_| c.cwd.clone());
         groups.entry(key).or_default().push(i);
     }
-    let mut queue: Vec<Vec<usize>> = groups.into_values().collect();
+    let mut queue: Vec<Vec<usize>> = groups.into_values().chain(alone).collect();
     queue.sort_by_key(|g| g[0]);
     queue.reverse();
     let queue = Mutex::new(queue);
@@ -149,6 +156,12 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
     } else {
         0
     }))
+}
+
+/// Does the case run with a private `/tmp` of its own (on by default; a mount namespace)?
+fn private_tmp(case: &Case) -> bool {
+    use crate::private_tmp as pt;
+    pt::wanted(&case.settings, true) && matches!(pt::mode(), pt::Mode::Namespace { .. })
 }
 
 fn check_case(suite: &Suite, case: &Case, args: &GoldenCheckArgs) -> Checked {

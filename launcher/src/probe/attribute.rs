@@ -15,7 +15,7 @@ use crate::masks::MaskSet;
 
 /// The families `--attribute` tries, one at a time.
 pub const ATTRIBUTED: &[&str] = &[
-    "time", "random", "pid", "host", "tempname", "hashseed", "tz", "locale", "aslr",
+    "time", "random", "pid", "host", "tempname", "hashseed", "tz", "locale", "aslr", "layout",
 ];
 
 /// Runs per family (and for the fully sealed control).
@@ -41,6 +41,11 @@ fn family_env(family: &str, run: usize) -> Vec<(String, String)> {
             &[("LC_ALL", "C"), ("LANG", "C")],
             &[("LC_ALL", "POSIX"), ("LANG", "POSIX")],
         ),
+        // Without the fixed stack layout, the environment's size moves stack addresses.
+        "layout" => {
+            let n = if run == 0 { 10 } else { 3000 };
+            vec![(perturb::PADDING_VAR.to_string(), "x".repeat(n))]
+        }
         _ => Vec::new(),
     }
 }
@@ -64,6 +69,8 @@ pub fn attribute(
         umask: None,
         fresh_home: false,
         hostname: None,
+        env_bytes: 0,
+        cwd_depth: 0,
     };
     let mut control = Settings {
         unseal: Vec::new(),

@@ -1,5 +1,6 @@
 //! The perturbations `seal probe` runs a command under (after Debian's reprotest: time zone,
-//! hash seed, locale, umask, HOME, host name, build path) and the two ways to run it: unsealed
+//! hash seed, locale, umask, HOME, host name, build path; and the size of the environment and
+//! the depth of the working directory, which move stack addresses) and the two ways to run it: unsealed
 //! (spawned directly) or sealed (`run::run_captured`). Every run gets a fresh copy of the
 //! working tree in its own temporary directory, so runs never see each other's files and the
 //! path of the tree differs between runs (reprotest's build-path perturbation).
@@ -26,7 +27,14 @@ pub struct Perturbation {
     pub fresh_home: bool,
     /// Host name set in a private UTS namespace (user namespaces permitting).
     pub hostname: Option<&'static str>,
+    /// Extra bytes of environment (an unrelated variable `PROBE_PADDING`).
+    pub env_bytes: usize,
+    /// The working tree is copied this many directory levels deeper.
+    pub cwd_depth: usize,
 }
+
+/// The unrelated variable the `env-size` perturbation (and `layout` attribution) adds.
+pub const PADDING_VAR: &str = "PROBE_PADDING";
 
 /// The perturbations, baseline first.
 pub fn all() -> Vec<Perturbation> {
@@ -37,6 +45,8 @@ pub fn all() -> Vec<Perturbation> {
         umask: None,
         fresh_home: false,
         hostname: None,
+        env_bytes: 0,
+        cwd_depth: 0,
     };
     vec![
         p("baseline", "the environment as it is", &[]),
@@ -72,22 +82,45 @@ pub fn all() -> Vec<Perturbation> {
                 &[],
             )
         },
+        Perturbation {
+            env_bytes: 3000,
+            ..p(
+                "env-size",
+                "3000 more bytes of environment (PROBE_PADDING=...)",
+                &[],
+            )
+        },
+        Perturbation {
+            cwd_depth: 12,
+            ..p(
+                "cwd-depth",
+                "working directory 12 levels deeper (a longer path)",
+                &[],
+            )
+        },
     ]
 }
 
 /// A fresh copy of the working tree (and an empty HOME) in a private temporary directory.
 pub struct Sandbox {
     dir: tempfile::TempDir,
+    depth: usize,
 }
 
 impl Sandbox {
+    #[cfg(test)]
     pub fn new(workdir: &Path) -> Result<Sandbox> {
+        Sandbox::at_depth(workdir, 0)
+    }
+
+    /// The copy `depth` directories below `work` (`work/deeper/deeper/…`).
+    pub fn at_depth(workdir: &Path, depth: usize) -> Result<Sandbox> {
         let dir = tempfile::Builder::new()
             .prefix("seal-probe-")
             .tempdir()
             .context("cannot create a temporary directory for a probe run")?;
-        let work = dir.path().join("work");
-        std::fs::create_dir(&work)?;
+        let work = (0..depth).fold(dir.path().join("work"), |p, _| p.join("deeper"));
+        std::fs::create_dir_all(&work)?;
         std::fs::create_dir(dir.path().join("home"))?;
         let st = Command::new("cp")
             .arg("-a")
@@ -99,11 +132,11 @@ impl Sandbox {
         if !st.success() {
             anyhow::bail!("copying {} for a probe run failed", workdir.display());
         }
-        Ok(Sandbox { dir })
+        Ok(Sandbox { dir, depth })
     }
 
     pub fn work(&self) -> PathBuf {
-        self.dir.path().join("work")
+        (0..self.depth).fold(self.dir.path().join("work"), |p, _| p.join("deeper"))
     }
 
     pub fn home(&self) -> PathBuf {
@@ -118,13 +151,16 @@ pub fn run_unsealed(
     workdir: &Path,
     p: &Perturbation,
 ) -> Result<std::result::Result<Observation, String>> {
-    let sandbox = Sandbox::new(workdir)?;
+    let sandbox = Sandbox::at_depth(workdir, p.cwd_depth)?;
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(sandbox.work())
         .stdin(Stdio::null());
     for (k, v) in &p.env {
         cmd.env(k, v);
+    }
+    if p.env_bytes > 0 {
+        cmd.env(PADDING_VAR, "x".repeat(p.env_bytes));
     }
     if p.fresh_home {
         cmd.env("HOME", sandbox.home());
@@ -177,7 +213,7 @@ pub fn run_sealed(
     p: &Perturbation,
     extra: &[(String, String)],
 ) -> Result<std::result::Result<Observation, String>> {
-    let sandbox = Sandbox::new(workdir)?;
+    let sandbox = Sandbox::at_depth(workdir, p.cwd_depth)?;
     let mut env: Vec<(String, String)> = p
         .env
         .iter()
@@ -186,6 +222,9 @@ pub fn run_sealed(
         .collect();
     if p.fresh_home {
         env.push(("HOME".into(), sandbox.home().to_string_lossy().into_owned()));
+    }
+    if p.env_bytes > 0 {
+        env.push((PADDING_VAR.into(), "x".repeat(p.env_bytes)));
     }
     env.extend(extra.iter().cloned());
     // umask is inherited: set ours around the spawn (seal probe is single-threaded here).
@@ -304,6 +343,23 @@ mod tests {
         assert!(all.iter().any(|p| p.umask.is_some()));
         assert!(all.iter().any(|p| p.fresh_home));
         assert!(all.iter().any(|p| p.hostname.is_some()));
+        assert!(all.iter().any(|p| p.env_bytes > 0));
+        assert!(all.iter().any(|p| p.cwd_depth > 0));
+    }
+
+    #[test]
+    fn a_deeper_copy_has_a_longer_path() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("input.txt"), "x").unwrap();
+        let (a, b) = (
+            Sandbox::new(src.path()).unwrap(),
+            Sandbox::at_depth(src.path(), 3).unwrap(),
+        );
+        assert_eq!(
+            b.work().as_os_str().len(),
+            a.work().as_os_str().len() + 3 * "/deeper".len()
+        );
+        assert!(b.work().join("input.txt").is_file());
     }
 
     #[test]

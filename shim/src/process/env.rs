@@ -4,8 +4,16 @@
 //! image continues from (`LIBSEAL_CLOCK`, `LIBSEAL_VPID`, `LIBSEAL_PPID`, `LIBSEAL_LINEAGE`,
 //! `LIBSEAL_CHILDREN`, `LIBSEAL_GEN`). The names and the encoding are `seal_abi::settings`.
 //!
+//! With the `layout` family sealed, one more variable, `LIBSEAL_PAD=xxx…`, pads what the
+//! kernel copies onto the new stack (file name, arguments, environment, pointers) to a fixed
+//! size ([`seal_abi::settings::pad_entry_len`]), so the new image's stack addresses do not
+//! depend on the caller's environment, working directory or the program's path.
+//!
 //! Built without malloc, in anonymous memory from `mmap` (the exec may run in a fork child of
 //! a multi-threaded program, where malloc's locks may be held by threads that no longer exist).
+//!
+//! [`hide_from_environ`] takes seal's own variables out of a sealed process's `environ` (the
+//! exec hooks put them back for its children from the shim's statics).
 
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -49,6 +57,38 @@ const LD_PRELOAD: &str = "LD_PRELOAD";
 /// Bytes of scratch for one variable we write ourselves (paths are at most 4095 bytes).
 const VAR_ROOM: usize = 4200;
 
+/// What the kernel will copy onto the new stack besides the environment: the file name it is
+/// given and the arguments. Without it (or with `layout` unsealed) no pad is added.
+#[derive(Clone, Copy)]
+pub struct Layout<'a> {
+    pub file: &'a [u8],
+    /// NULL-terminated, or null for no arguments.
+    pub argv: *const *const libc::c_char,
+}
+
+impl Layout<'_> {
+    /// (bytes of the file name and argument strings with their NULs, number of arguments)
+    ///
+    /// # Safety
+    /// `argv` is null or a NULL-terminated array of C strings.
+    unsafe fn measure(&self) -> (usize, usize) {
+        let (mut bytes, mut n) = (self.file.len() + 1, 0);
+        if !self.argv.is_null() {
+            // SAFETY: per the contract.
+            unsafe {
+                while !(*self.argv.add(n)).is_null() {
+                    bytes += sys::cstr_len(*self.argv.add(n)) + 1;
+                    n += 1;
+                }
+            }
+        }
+        (bytes, n)
+    }
+}
+
+/// Room for the pad entry beyond the other variables.
+const PAD_ROOM: usize = senv::LAYOUT_BLOCK + 64;
+
 /// `NAME=value` split; `None` for an entry without `=`.
 fn split(entry: &[u8]) -> Option<(&[u8], &[u8])> {
     let eq = entry.iter().position(|&c| c == b'=')?;
@@ -68,6 +108,23 @@ struct Cursor {
 }
 
 impl Cursor {
+    /// `NAME=` then `x` up to `len` bytes in all, NUL included.
+    fn pad(&mut self, name: &[u8], len: usize) -> Option<*const libc::c_char> {
+        if len < name.len() + 2 || self.used + len > self.len {
+            return None;
+        }
+        // SAFETY: base..base+len is our writable mapping; the range was checked above.
+        unsafe {
+            let start = self.base.add(self.used);
+            core::ptr::copy_nonoverlapping(name.as_ptr(), start, name.len());
+            *start.add(name.len()) = b'=';
+            core::ptr::write_bytes(start.add(name.len() + 1), b'x', len - name.len() - 2);
+            *start.add(len - 1) = 0;
+            self.used += len;
+            Some(start as *const libc::c_char)
+        }
+    }
+
     fn put(&mut self, parts: &[&[u8]]) -> Option<*const libc::c_char> {
         let need: usize = parts.iter().map(|p| p.len()).sum::<usize>() + 1;
         if self.used + need > self.len {
@@ -94,11 +151,27 @@ pub struct EnvBlock {
     base: *mut u8,
     size: usize,
     envp: *const *const libc::c_char,
+    /// Index of the pad entry (the last one), if any.
+    pad: Option<usize>,
 }
 
 impl EnvBlock {
     pub fn envp(&self) -> *const *const libc::c_char {
         self.envp
+    }
+
+    /// Takes the pad out (when the exec failed with E2BIG: the padded size is past the
+    /// kernel's limit, and the program runs with an unpadded stack rather than not at all).
+    /// False when there was none.
+    pub fn drop_pad(&mut self) -> bool {
+        match self.pad.take() {
+            // SAFETY: the pad is the last entry of our own array: end the array there.
+            Some(i) => {
+                unsafe { *(self.base as *mut *const libc::c_char).add(i) = core::ptr::null() };
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -129,14 +202,17 @@ pub fn plan(caller_run_dir: Option<&[u8]>, ours: &[u8]) -> Plan {
 
 /// Builds the environment for a new image from `envp` (null = empty). `None` means "pass the
 /// caller's environment unchanged" (a foreign run, or no memory: then the child may run
-/// unsealed, which the caller reports).
+/// unsealed, which the caller reports). With a `layout` (and the family sealed), the result
+/// ends with the pad.
 ///
 /// # Safety
-/// `envp` is null or a NULL-terminated array of NUL-terminated strings.
+/// `envp` is null or a NULL-terminated array of NUL-terminated strings; `layout.argv` as
+/// [`Layout`] says.
 pub unsafe fn build(
     envp: *const *const libc::c_char,
     s: &Settings,
     st: &ImageState,
+    layout: Option<Layout>,
 ) -> Option<EnvBlock> {
     // Pass 1: size and what is there.
     let mut n = 0usize;
@@ -160,17 +236,20 @@ pub unsafe fn build(
     if plan(caller_run_dir, s.run_dir) == Plan::Foreign {
         return None;
     }
-    let extra = senv::PER_PROCESS.len() + SETTINGS.len() + 1;
+    let layout = layout.filter(|_| s.flags & seal_abi::flags::LAYOUT != 0);
+    let extra = senv::PER_PROCESS.len() + SETTINGS.len() + 2;
     let ptr_bytes = (n + extra + 1) * 8;
-    let size = (ptr_bytes + bytes + extra * VAR_ROOM + 4095) & !4095;
+    let pad_room = if layout.is_some() { PAD_ROOM } else { 0 };
+    let size = (ptr_bytes + bytes + extra * VAR_ROOM + pad_room + 4095) & !4095;
     let base = sys::mmap_anon(size);
     if base.is_null() {
         return None;
     }
-    let block = EnvBlock {
+    let mut block = EnvBlock {
         base,
         size,
         envp: base as *const *const libc::c_char,
+        pad: None,
     };
     let ptrs = base as *mut *const libc::c_char;
     let mut cur = Cursor {
@@ -194,7 +273,7 @@ pub unsafe fn build(
             out += 1;
             continue;
         };
-        if senv::PER_PROCESS.iter().any(|p| p.as_bytes() == k) {
+        if k == senv::PAD.as_bytes() || senv::PER_PROCESS.iter().any(|p| p.as_bytes() == k) {
             continue; // rewritten below
         }
         if let Some(j) = SETTINGS.iter().position(|p| p.as_bytes() == k) {
@@ -248,9 +327,135 @@ pub unsafe fn build(
         };
         push(&[name.as_bytes(), b"=", value])?;
     }
+    if let Some(l) = layout {
+        // SAFETY: per the contract; the first `out` slots are C strings.
+        let (mut strings, argc) = unsafe { l.measure() };
+        for i in 0..out {
+            // SAFETY: as above.
+            strings += unsafe { sys::cstr_len(*ptrs.add(i)) } + 1;
+        }
+        let len = senv::pad_entry_len(strings, argc + out);
+        if let Some(p) = cur.pad(senv::PAD.as_bytes(), len) {
+            // SAFETY: one slot of the extra room is kept for the pad.
+            unsafe { *ptrs.add(out) = p };
+            block.pad = Some(out);
+            out += 1;
+        }
+    }
     // SAFETY: the terminating NULL (the mapping has room for n + extra + 1 pointers).
     unsafe { *ptrs.add(out) = core::ptr::null() };
     Some(block)
+}
+
+/// Is `entry` one of the variables seal adds: `LIBSEAL_*`?
+fn is_contract(entry: &[u8]) -> bool {
+    entry.starts_with(senv::PREFIX.as_bytes())
+}
+
+/// A copy of the environment `envp` without seal's own variables: no `LIBSEAL_*` entry, and
+/// `shim` taken out of `LD_PRELOAD` (dropped when nothing else is preloaded; the user's own
+/// entries stay, in their order). `None` when there is nothing to take out or no memory.
+/// The strings are the caller's, except a rewritten `LD_PRELOAD`; the array is a new mapping
+/// (never freed: the process's environment from now on).
+///
+/// # Safety
+/// `envp` is null or a NULL-terminated array of NUL-terminated strings.
+pub unsafe fn without_contract(
+    envp: *const *const libc::c_char,
+    shim: &[u8],
+) -> Option<*const *const libc::c_char> {
+    if envp.is_null() {
+        return None;
+    }
+    let (mut n, mut found, mut preload_len) = (0usize, false, 0usize);
+    // SAFETY: per the contract.
+    unsafe {
+        while !(*envp.add(n)).is_null() {
+            let e = sys::cstr(*envp.add(n));
+            if is_contract(e) {
+                found = true;
+            } else if let Some((k, v)) = split(e) {
+                if k == LD_PRELOAD.as_bytes() && preload_has(v, shim) {
+                    found = true;
+                    preload_len = e.len() + 1;
+                }
+            }
+            n += 1;
+        }
+    }
+    if !found {
+        return None;
+    }
+    let ptr_bytes = (n + 1) * 8;
+    let size = (ptr_bytes + preload_len + 4095) & !4095;
+    let base = sys::mmap_anon(size);
+    if base.is_null() {
+        return None;
+    }
+    let ptrs = base as *mut *const libc::c_char;
+    let mut out = 0;
+    for i in 0..n {
+        // SAFETY: i < n entries; our mapping has n + 1 slots and room for one LD_PRELOAD.
+        unsafe {
+            let raw = *envp.add(i);
+            let e = sys::cstr(raw);
+            if is_contract(e) {
+                continue;
+            }
+            let mut entry = raw;
+            if let Some((k, v)) = split(e) {
+                if k == LD_PRELOAD.as_bytes() && preload_has(v, shim) {
+                    // Rebuild "LD_PRELOAD=" + the other entries, ':'-separated.
+                    let dst = base.add(ptr_bytes);
+                    let head = b"LD_PRELOAD=";
+                    core::ptr::copy_nonoverlapping(head.as_ptr(), dst, head.len());
+                    let mut w = head.len();
+                    for part in v.split(|&c| c == b':' || c == b' ') {
+                        if part.is_empty() || part == shim {
+                            continue;
+                        }
+                        if w > head.len() {
+                            *dst.add(w) = b':';
+                            w += 1;
+                        }
+                        core::ptr::copy_nonoverlapping(part.as_ptr(), dst.add(w), part.len());
+                        w += part.len();
+                    }
+                    *dst.add(w) = 0;
+                    if w == head.len() {
+                        continue; // nothing of the user's: no LD_PRELOAD at all
+                    }
+                    entry = dst as *const libc::c_char;
+                }
+            }
+            *ptrs.add(out) = entry;
+            out += 1;
+        }
+    }
+    // SAFETY: slot out <= n.
+    unsafe { *ptrs.add(out) = core::ptr::null() };
+    Some(ptrs as *const *const libc::c_char)
+}
+
+extern "C" {
+    static mut environ: *const *const libc::c_char;
+}
+
+/// Takes seal's own variables out of this process's `environ` (once, from libseal's
+/// constructor, in a sealed process): the program sees the environment it was given, not the
+/// run directory, settings, clocks and pad seal passes along. The settings are in the shim's
+/// statics by now, and the exec hooks add them back for children. The original array on the
+/// stack is left as it was (`/proc/self/environ`, and runtimes such as Go's that read the
+/// initial stack, still see everything).
+pub fn hide_from_environ() {
+    // SAFETY: environ is libc's NULL-terminated array; the constructor runs before main, with
+    // one thread.
+    unsafe {
+        let envp = environ;
+        if let Some(clean) = without_contract(envp, config::SHIM_PATH.get()) {
+            environ = clean;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -284,7 +489,7 @@ mod tests {
             gen: 1,
         };
         // SAFETY: ptrs is a NULL-terminated array of C strings that outlive the call.
-        let b = unsafe { build(ptrs.as_ptr(), &s, &st) }?;
+        let b = unsafe { build(ptrs.as_ptr(), &s, &st, None) }?;
         let mut out = Vec::new();
         // SAFETY: build returns a NULL-terminated array.
         unsafe {

@@ -46,13 +46,28 @@ pub fn check_target(path: Option<&[u8]>) {
     }
 }
 
-/// Resolves a `p`-variant's file and checks it.
-pub fn check_search(file: &[u8]) {
-    if let Some(mut p) = target::search_path(file) {
-        if let Err((kind, prog)) = target::check(p.as_cstr()) {
-            census::record_unsealed(kind, prog.as_bytes());
+/// Resolves a `p`-variant's file and checks it; returns the path the kernel will be given.
+pub fn check_search(file: &[u8]) -> Option<target::Path> {
+    let mut p = target::search_path(file)?;
+    if let Err((kind, prog)) = target::check(p.as_cstr()) {
+        census::record_unsealed(kind, prog.as_bytes());
+    }
+    Some(p)
+}
+
+/// The file name the kernel gets for `execveat(dirfd, rel)` / `fexecve(dirfd)` (`rel` empty):
+/// what goes on the new stack as `AT_EXECFN`.
+pub fn kernel_file_name(dirfd: i32, rel: &[u8]) -> target::Path {
+    let mut p = target::Path::new();
+    if rel.starts_with(b"/") || (dirfd == libc::AT_FDCWD && !rel.is_empty()) {
+        p.push(rel);
+    } else {
+        p.push(b"/dev/fd/").push_i64(dirfd as i64);
+        if !rel.is_empty() {
+            p.push(b"/").push(rel);
         }
     }
+    p
 }
 
 /// The environment for an exec by this process (same pid, next image generation). `None`:
@@ -60,7 +75,10 @@ pub fn check_search(file: &[u8]) {
 ///
 /// # Safety
 /// `envp` is null or a NULL-terminated array of C strings.
-pub unsafe fn exec_env(envp: *const *const libc::c_char) -> Option<env::EnvBlock> {
+pub unsafe fn exec_env(
+    envp: *const *const libc::c_char,
+    layout: Option<env::Layout>,
+) -> Option<env::EnvBlock> {
     if !config::in_run() {
         return None;
     }
@@ -73,7 +91,7 @@ pub unsafe fn exec_env(envp: *const *const libc::c_char) -> Option<env::EnvBlock
         gen: config::GEN.load(Relaxed) + 1,
     };
     // SAFETY: forwarded.
-    unsafe { env::build(envp, &env::current_settings(), &st) }
+    unsafe { env::build(envp, &env::current_settings(), &st, layout) }
 }
 
 /// The environment for a new child process `p` (posix_spawn, system, popen).
@@ -83,6 +101,7 @@ pub unsafe fn exec_env(envp: *const *const libc::c_char) -> Option<env::EnvBlock
 pub unsafe fn spawn_env(
     envp: *const *const libc::c_char,
     p: &vpid::Pending,
+    layout: Option<env::Layout>,
 ) -> Option<env::EnvBlock> {
     let st = env::ImageState {
         clock: thread::peek(),
@@ -93,7 +112,7 @@ pub unsafe fn spawn_env(
         gen: 0,
     };
     // SAFETY: forwarded.
-    unsafe { env::build(envp, &env::current_settings(), &st) }
+    unsafe { env::build(envp, &env::current_settings(), &st, layout) }
 }
 
 /// `syscall(SYS_getpid | SYS_gettid | SYS_kill | …)`: `Some(result)` when handled here.

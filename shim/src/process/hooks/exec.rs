@@ -3,7 +3,7 @@
 
 use libc::{c_char, c_int};
 
-use crate::process::{check_search, check_target, exec_env, target};
+use crate::process::{check_search, check_target, env, exec_env, kernel_file_name, target};
 use crate::sys::{self, errno, set_errno};
 use crate::{config, hook, real};
 
@@ -33,39 +33,58 @@ pub fn resolve_early() {
     real_execveat();
 }
 
-/// Calls `exec` with the sealed environment for `envp` (ours when built, else the caller's).
+/// Calls `exec` with the sealed environment for `envp` (ours when built, else the caller's),
+/// padded for `file` and `argv` (the file name the kernel is given). When the padded
+/// environment is past the kernel's limit (E2BIG), tries once more without the pad.
 ///
 /// # Safety
-/// `envp` is a valid environment vector.
+/// `envp` is a valid environment vector, `argv` a valid argument vector.
 #[inline(always)]
-unsafe fn with_env(envp: Argv, exec: impl FnOnce(Argv) -> c_int) -> c_int {
+unsafe fn with_env(
+    envp: Argv,
+    file: Option<&[u8]>,
+    argv: Argv,
+    exec: impl Fn(Argv) -> c_int,
+) -> c_int {
+    let layout = file.map(|file| env::Layout { file, argv });
     // SAFETY: per the contract.
-    let block = unsafe { exec_env(envp) };
-    exec(block.as_ref().map(|b| b.envp()).unwrap_or(envp))
+    let mut block = unsafe { exec_env(envp, layout) };
+    let r = exec(block.as_ref().map(|b| b.envp()).unwrap_or(envp));
+    if r == -1 && errno() == libc::E2BIG {
+        if let Some(b) = block.as_mut() {
+            if b.drop_pad() {
+                return exec(b.envp());
+            }
+        }
+    }
+    r
 }
 
 /// # Safety
 /// As `execve(2)`.
 unsafe fn execve_impl(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
     let real = real_execve();
-    if config::in_run() && !path.is_null() {
-        // SAFETY: path is a C string.
-        check_target(Some(unsafe { sys::cstr(path) }));
+    // SAFETY: path is a C string.
+    let file = (!path.is_null()).then(|| unsafe { sys::cstr(path) });
+    if config::in_run() {
+        check_target(file);
     }
     // SAFETY: forwarded.
-    unsafe { with_env(envp, |env| real(path, argv, env)) }
+    unsafe { with_env(envp, file, argv, |env| real(path, argv, env)) }
 }
 
 /// # Safety
 /// As `execvpe(3)`.
 unsafe fn execvpe_impl(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
     let real = real_execvpe();
+    let mut resolved = None;
     if config::in_run() && !file.is_null() {
         // SAFETY: file is a C string.
-        check_search(unsafe { sys::cstr(file) });
+        resolved = check_search(unsafe { sys::cstr(file) });
     }
+    let name = resolved.as_ref().map(|p| p.as_bytes());
     // SAFETY: forwarded.
-    unsafe { with_env(envp, |env| real(file, argv, env)) }
+    unsafe { with_env(envp, name, argv, |env| real(file, argv, env)) }
 }
 
 extern "C" {
@@ -125,8 +144,9 @@ hook! {
             p.push(b"/proc/self/fd/").push_i64(fd as i64);
             check_target(Some(p.as_bytes()));
         }
+        let name = kernel_file_name(fd, b"");
         // SAFETY: forwarded.
-        unsafe { with_env(envp, |env| real(fd, argv, env)) }
+        unsafe { with_env(envp, Some(name.as_bytes()), argv, |env| real(fd, argv, env)) }
     }
 }
 
@@ -143,8 +163,10 @@ hook! {
             target::execveat_path(dirfd, unsafe { sys::cstr(path) }, &mut p);
             check_target(Some(p.as_bytes()));
         }
+        // SAFETY: path is null or a C string.
+        let name = kernel_file_name(dirfd, unsafe { sys::cstr(path) });
         // SAFETY: forwarded.
-        unsafe { with_env(envp, |env| real(dirfd, path, argv, env, flags)) }
+        unsafe { with_env(envp, Some(name.as_bytes()), argv, |env| real(dirfd, path, argv, env, flags)) }
     }
 }
 

@@ -23,10 +23,12 @@ type SpawnFn =
 ///
 /// # Safety
 /// As `posix_spawn(3)`.
+#[allow(clippy::too_many_arguments)]
 unsafe fn spawn_with(
     f: SpawnFn,
     pid: *mut pid_t,
     path: *const c_char,
+    kernel_name: Option<&[u8]>,
     fa: FileActions,
     attr: Attr,
     argv: Argv,
@@ -57,11 +59,22 @@ unsafe fn spawn_with(
     }
     let p = vpid::next_child();
     // SAFETY: envp per the contract.
-    let block = unsafe { spawn_env(envp, &p) };
+    let layout = kernel_name.map(|file| crate::process::env::Layout { file, argv });
+    // SAFETY: envp per the contract.
+    let mut block = unsafe { spawn_env(envp, &p, layout) };
     let mut spawned: pid_t = 0;
     let env = block.as_ref().map(|b| b.envp()).unwrap_or(envp);
     // SAFETY: forwarded with our pid slot and environment.
-    let r = unsafe { f(&mut spawned, path, fa, attr, argv, env) };
+    let mut r = unsafe { f(&mut spawned, path, fa, attr, argv, env) };
+    if r == libc::E2BIG {
+        if let Some(b) = block.as_mut() {
+            if b.drop_pad() {
+                // Padded past the kernel's limit: once more without the pad.
+                // SAFETY: as above.
+                r = unsafe { f(&mut spawned, path, fa, attr, argv, b.envp()) };
+            }
+        }
+    }
     drop(block);
     let shown = vpid::parent_done(&p, if r == 0 { spawned } else { -1 });
     if r == 0 && !pid.is_null() {
@@ -81,12 +94,13 @@ hook! {
     fn posix_spawn(pid: *mut pid_t, path: *const c_char, fa: FileActions, attr: Attr, argv: Argv, envp: Argv) -> c_int;
     fid = PosixSpawn;
     || {
-        if config::in_run() && !path.is_null() {
-            // SAFETY: path is a C string.
-            check_target(Some(unsafe { sys::cstr(path) }));
+        // SAFETY: path is null or a C string.
+        let name = (!path.is_null()).then(|| unsafe { sys::cstr(path) });
+        if config::in_run() {
+            check_target(name);
         }
         // SAFETY: forwarded.
-        unsafe { spawn_with(real_posix_spawn(), pid, path, fa, attr, argv, envp) }
+        unsafe { spawn_with(real_posix_spawn(), pid, path, name, fa, attr, argv, envp) }
     }
 }
 
@@ -98,12 +112,14 @@ hook! {
     || {
         let real: SpawnFn =
             real!(posix_spawnp: fn(*mut pid_t, *const c_char, FileActions, Attr, Argv, Argv) -> c_int);
+        let mut resolved = None;
         if config::in_run() && !file.is_null() {
             // SAFETY: file is a C string.
-            check_search(unsafe { sys::cstr(file) });
+            resolved = check_search(unsafe { sys::cstr(file) });
         }
+        let name = resolved.as_ref().map(|p| p.as_bytes());
         // SAFETY: forwarded.
-        unsafe { spawn_with(real, pid, file, fa, attr, argv, envp) }
+        unsafe { spawn_with(real, pid, file, name, fa, attr, argv, envp) }
     }
 }
 
@@ -127,7 +143,18 @@ unsafe fn spawn_shell(cmd: *const c_char, fa: FileActions, attr: Attr, pid: &mut
     ];
     let (sh, env) = (SHELL.as_ptr(), current_environ());
     // SAFETY: per the contract; argv lives until the spawn returns.
-    unsafe { spawn_with(real_posix_spawn(), pid, sh, fa, attr, argv.as_ptr(), env) }
+    unsafe {
+        spawn_with(
+            real_posix_spawn(),
+            pid,
+            sh,
+            Some(SHELL.to_bytes()),
+            fa,
+            attr,
+            argv.as_ptr(),
+            env,
+        )
+    }
 }
 
 /// Waits for real pid `real`, retrying on EINTR; records the status; -1 on error.
