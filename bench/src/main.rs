@@ -169,14 +169,14 @@ fn revision(root: &Path) -> String {
 }
 
 /// A program's full path from PATH.
-fn which(prog: &str) -> Option<PathBuf> {
+pub(crate) fn which(prog: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(prog))
         .find(|p| p.is_file())
 }
 
 /// The real Python interpreter (not a pyenv shim script, whose own start-up would dominate).
-fn python_exe() -> Option<PathBuf> {
+pub(crate) fn python_exe() -> Option<PathBuf> {
     let out = Command::new("python3")
         .args(["-c", "import sys; print(sys.executable)"])
         .output()

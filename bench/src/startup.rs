@@ -219,7 +219,7 @@ pub fn measure_all(env: &Env, quick: bool) -> Result<Results, String> {
         skipped.push("pyenv-style Python (no ~/.pyenv/shims/python3)".into());
     }
     let bs = vec![How::Bare, How::Seal];
-    match which("java") {
+    match crate::which("java") {
         Some(java) => w.push(measure_one(
             env,
             "JVM start-up (`java -version`)",
@@ -231,7 +231,7 @@ pub fn measure_all(env: &Env, quick: bool) -> Result<Results, String> {
         )?),
         None => skipped.push("JVM (java not on PATH)".into()),
     }
-    match which("node") {
+    match crate::which("node") {
         Some(node) => {
             w.push(measure_one(
                 env,
@@ -264,7 +264,7 @@ pub fn measure_all(env: &Env, quick: bool) -> Result<Results, String> {
         if let Some(kb) = vm_rss(env, h, &["/bin/cat".into(), "/proc/self/status".into()]) {
             rss.push((h, kb));
         }
-        if let Some(py) = python() {
+        if let Some(py) = crate::python_exe() {
             let script = "import threading,re\n\
                 def rss(): return int(re.search(r'VmRSS:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n\
                 e=threading.Event(); a=rss()\n\
@@ -284,20 +284,6 @@ pub fn measure_all(env: &Env, quick: bool) -> Result<Results, String> {
         rss_thread,
         skipped,
     })
-}
-
-fn which(prog: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|d| d.join(prog))
-        .find(|p| p.is_file())
-}
-
-fn python() -> Option<PathBuf> {
-    let out = Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .ok()?;
-    Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())).filter(|p| p.is_file())
 }
 
 /// Median over 5 runs of the VmRSS (KiB) line the command prints.

@@ -3,6 +3,7 @@
 //! files. Each must never panic on arbitrary input, and must either round-trip a value or reject
 //! it with one line. 256 cases each (a few seconds in all); `PROPTEST_CASES` raises it.
 
+use crate::golden::case::{CASE_KEYS, SEAL_KEYS};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -51,35 +52,15 @@ fn toml_value() -> impl Strategy<Value = String> {
     ]
 }
 
-const SEAL_KEYS: &[&str] = &[
-    "epoch",
-    "tick",
-    "seed",
-    "tz",
-    "locale",
-    "hash_seed",
-    "hostname",
-    "warp",
-    "unseal",
-    "nope",
-];
-const CASE_KEYS: &[&str] = &[
-    "name",
-    "cmd",
-    "cwd",
-    "env",
-    "stdin",
-    "masks",
-    "timeout",
-    "artifacts",
-    "seed",
-    "tick",
-    "epoch",
-    "unseal",
-    "warp",
-    "exit",
-    "nope",
-];
+/// The keys seal.toml accepts in `keys`, plus `extra` ones it may not.
+fn keys_and(keys: &[&[&'static str]], extra: &[&'static str]) -> &'static [&'static str] {
+    let all: Vec<&'static str> = keys
+        .concat()
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    Box::leak(all.into_boxed_slice())
+}
 
 /// A seal.toml built from the real sections and keys with arbitrary values.
 fn config_text() -> impl Strategy<Value = String> {
@@ -87,7 +68,7 @@ fn config_text() -> impl Strategy<Value = String> {
         (prop::sample::select(keys), toml_value()).prop_map(|(k, v)| format!("{k} = {v}\n"))
     };
     (
-        prop::collection::vec(line(SEAL_KEYS), 0..5),
+        prop::collection::vec(line(keys_and(&[SEAL_KEYS], &["nope"])), 0..5),
         prop::collection::vec(
             (
                 "[A-Za-z_][A-Za-z0-9_]{0,12}|LD_PRELOAD|SEAL_SEED|LIBSEAL_X",
@@ -96,7 +77,13 @@ fn config_text() -> impl Strategy<Value = String> {
             0..3,
         ),
         prop::collection::vec(("[a-z]{1,6}", any::<String>()), 0..3),
-        prop::collection::vec(prop::collection::vec(line(CASE_KEYS), 0..6), 0..3),
+        prop::collection::vec(
+            prop::collection::vec(
+                line(keys_and(&[CASE_KEYS, SEAL_KEYS], &["exit", "nope"])),
+                0..6,
+            ),
+            0..3,
+        ),
         prop::collection::vec(line(&["dir", "masks", "timeout", "nope"]), 0..3),
     )
         .prop_map(|(seal, env, patterns, cases, golden)| {

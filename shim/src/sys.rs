@@ -271,6 +271,13 @@ pub fn read_file(path: &[u8], buf: &mut [u8]) -> usize {
     if fd < 0 {
         return 0;
     }
+    let got = read_all(fd, buf);
+    close(fd);
+    got
+}
+
+/// Reads `fd` to its end or until `buf` is full, retrying after `EINTR`; the length read.
+pub fn read_all(fd: i32, buf: &mut [u8]) -> usize {
     let mut got = 0;
     while got < buf.len() {
         // SAFETY: the tail of buf is valid.
@@ -290,7 +297,6 @@ pub fn read_file(path: &[u8], buf: &mut [u8]) -> usize {
         }
         got += n as usize;
     }
-    close(fd);
     got
 }
 

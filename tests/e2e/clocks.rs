@@ -30,23 +30,6 @@ fn c_clocks() -> PathBuf {
     BIN.get_or_init(|| build_c("clocks", &[])).clone()
 }
 
-/// The value of the first line `KEY VALUE...` of `out`.
-fn value<'a>(out: &'a str, key: &str) -> &'a str {
-    let prefix = format!("{key} ");
-    out.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .unwrap_or_else(|| panic!("no line `{key} ...` in\n{out}"))
-}
-
-/// Asserts that the value of the first line `KEY VALUE...` of `out` starts with `prefix`.
-fn assert_value_starts(out: &str, key: &str, prefix: &str) {
-    let v = value(out, key);
-    assert!(
-        v.starts_with(prefix),
-        "`{key}` is {v:?}, want {prefix:?}...\n{out}"
-    );
-}
-
 /// Every value of every line `KEY VALUE...`.
 fn values<'a>(out: &'a str, key: &str) -> Vec<&'a str> {
     let prefix = format!("{key} ");

@@ -179,15 +179,13 @@ fn private_tmp_falls_back_without_namespaces() {
     if !probe.is_ok_and(|s| s.success()) {
         skip!("unshare -U is not permitted here");
     }
-    let mut c = command("unshare");
-    c.arg("-U").arg(seal_bin()).args([
+    let o = seal_without_namespaces(&[
         "--private-tmp",
         "--",
         "sh",
         "-c",
         "echo \"$TMPDIR\"; mktemp",
     ]);
-    let o = run_timeout(c, TIMEOUT);
     o.ok()
         .stderr_has("--private-tmp:")
         .stderr_has("TMPDIR points to a private directory");
@@ -199,8 +197,7 @@ fn private_tmp_falls_back_without_namespaces() {
         "the fallback directory outlived the run"
     );
     // verify still works (one run after another) and agrees.
-    let mut c = command("unshare");
-    c.arg("-U").arg(seal_bin()).args([
+    seal_without_namespaces(&[
         "verify",
         "-n",
         "3",
@@ -210,21 +207,9 @@ fn private_tmp_falls_back_without_namespaces() {
         "sh",
         "-c",
         "mktemp >/dev/null; echo ok",
-    ]);
-    run_timeout(c, TIMEOUT).ok().stdout_has("3/3 identical");
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
+    ])
+    .ok()
+    .stdout_has("3/3 identical");
 }
 
 const SUITE: &str = r#"
@@ -267,4 +252,11 @@ fn a_golden_suite_recorded_in_one_environment_passes_from_another() {
     let o = run_timeout(c, TIMEOUT);
     drop(leftovers);
     o.ok().stdout_has("4 ok");
+}
+
+/// `seal ARGS` inside `unshare -U` with no mapping, where no further namespace can be made.
+fn seal_without_namespaces(args: &[&str]) -> Output {
+    let mut c = command("unshare");
+    c.arg("-U").arg(seal_bin()).args(args);
+    run_timeout(c, TIMEOUT)
 }

@@ -77,12 +77,6 @@ fn stable(cmd: &[&str]) -> String {
     first.stdout
 }
 
-fn value<'a>(out: &'a str, key: &str) -> &'a str {
-    out.lines()
-        .find_map(|l| l.strip_prefix(key).map(str::trim))
-        .unwrap_or_else(|| panic!("no {key:?} in\n{out}"))
-}
-
 /// fixtures/java/Runtimes.java compiled once per test binary; None without a JDK.
 fn java_classes() -> Option<PathBuf> {
     if !have("java") || !have("javac") {
@@ -187,14 +181,8 @@ fn node_default_settings_is_identical() {
         "{out}"
     );
     // The setTimeout(20) fired after its 20 ms, once.
-    assert!(
-        value(&out, "setTimeout after").starts_with("20 ms"),
-        "{out}"
-    );
-    assert!(
-        value(&out, "worker").starts_with("982 17672256000"),
-        "{out}"
-    );
+    assert_value_starts(&out, "setTimeout after", "20 ms");
+    assert_value_starts(&out, "worker", "982 17672256000");
 }
 
 #[test]

@@ -509,3 +509,34 @@ macro_rules! require_tools {
         }
     }};
 }
+
+/// Copies a directory tree (files and folders only).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The value of the first line `KEY VALUE...` of `out`.
+pub fn value<'a>(out: &'a str, key: &str) -> &'a str {
+    let prefix = format!("{key} ");
+    out.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no line `{key} ...` in\n{out}"))
+}
+
+/// Asserts that the value of the first line `KEY VALUE...` of `out` starts with `prefix`.
+pub fn assert_value_starts(out: &str, key: &str, prefix: &str) {
+    let v = value(out, key);
+    assert!(
+        v.starts_with(prefix),
+        "`{key}` is {v:?}, want {prefix:?}...\n{out}"
+    );
+}

@@ -313,7 +313,7 @@ pub fn open(path: &[u8], oflags: i32, ra: u64) -> Option<Outcome> {
                 // Gone, or not ours to read: the real open says so with its own errno.
                 return None;
             }
-            let n = read_all(fd, &mut src);
+            let n = sys::read_all(fd, &mut src);
             sys::close(fd);
             if n == src.len() {
                 return Some(too_big(path));
@@ -372,30 +372,6 @@ fn too_big(path: &[u8]) -> Outcome {
     census::record_unsealed(unsealed::UNSUPPORTED_CALL, m.as_bytes());
     sys::warn(m.as_bytes());
     Outcome::PassThrough
-}
-
-/// Reads `fd` to its end or until `buf` is full; the length read.
-fn read_all(fd: i32, buf: &mut [u8]) -> usize {
-    let mut got = 0;
-    while got < buf.len() {
-        // SAFETY: the tail of buf is valid for writes.
-        let r = unsafe {
-            sys::syscall3(
-                libc::SYS_read,
-                fd as i64,
-                buf[got..].as_mut_ptr() as i64,
-                (buf.len() - got) as i64,
-            )
-        };
-        if r == -(libc::EINTR as i64) {
-            continue;
-        }
-        if r <= 0 {
-            break;
-        }
-        got += r as usize;
-    }
-    got
 }
 
 #[cfg(test)]

@@ -90,18 +90,24 @@ pub(super) fn open_pipe(seed: u64, id: u64) -> Result<i32, i32> {
     Err(libc::EAGAIN)
 }
 
-/// Sends `wfd` and `msg` to this image's feeder, starting one when there is none or the last
-/// one is gone. `Ok(nonce of the feeder's name)`.
-fn hand_over(wfd: i32, msg: &Msg) -> Result<u64, i32> {
+/// A new close-on-exec Unix datagram socket.
+fn datagram_socket() -> Result<i32, i32> {
     // SAFETY: plain integer arguments.
-    let sock = check(unsafe {
+    check(unsafe {
         sys::syscall3(
             libc::SYS_socket,
             libc::AF_UNIX as i64,
             (libc::SOCK_DGRAM | libc::SOCK_CLOEXEC) as i64,
             0,
         )
-    })? as i32;
+    })
+    .map(|fd| fd as i32)
+}
+
+/// Sends `wfd` and `msg` to this image's feeder, starting one when there is none or the last
+/// one is gone. `Ok(nonce of the feeder's name)`.
+fn hand_over(wfd: i32, msg: &Msg) -> Result<u64, i32> {
+    let sock = datagram_socket()?;
     let mut nonce = NAME.load(Relaxed);
     let mut result = Err(libc::EAGAIN);
     for _ in 0..3 {
@@ -226,15 +232,7 @@ fn spawn() -> Result<u64, i32> {
     nonce ^=
         (sys::gettid() as u64) << 32 ^ sys::clock_gettime(libc::CLOCK_MONOTONIC).tv_nsec as u64;
     nonce |= 1;
-    // SAFETY: plain integer arguments.
-    let sock = check(unsafe {
-        sys::syscall3(
-            libc::SYS_socket,
-            libc::AF_UNIX as i64,
-            (libc::SOCK_DGRAM | libc::SOCK_CLOEXEC) as i64,
-            0,
-        )
-    })? as i32;
+    let sock = datagram_socket()?;
     let (addr, len) = address(nonce);
     let one: i32 = 1;
     // SAFETY (both): valid option value and address of the given lengths.
