@@ -354,13 +354,35 @@ fn binds(keep: &[PathBuf]) -> io::Result<Vec<Bind>> {
 }
 
 /// The paths a run needs kept visible: its working directory, seal's cache (the shim), the
-/// run directory and the program (its directory, or the file itself when it lies in /tmp).
-pub fn needed(run_dir: &Path, cwd: Option<&Path>, program: &std::ffi::OsStr) -> Vec<PathBuf> {
+/// run directory, the program (its directory, or the file itself when it lies in /tmp), and
+/// files or directories under /tmp that its arguments or environment name (`python3
+/// /tmp/x/script.py`, `--config=/tmp/x/c.toml`, `CONFIG=/tmp/x/c.toml`): they existed before
+/// the run, so hiding them would only make the command fail.
+pub fn needed(run_dir: &Path, cwd: Option<&Path>, argv: &[std::ffi::OsString]) -> Vec<PathBuf> {
+    let program = argv.first().map(|p| p.as_os_str()).unwrap_or_default();
     let mut keep = vec![run_dir.to_path_buf()];
-    keep.extend(
-        cwd.map(Path::to_path_buf)
-            .or_else(|| std::env::current_dir().ok()),
-    );
+    let here = cwd
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok());
+    let env: Vec<std::ffi::OsString> = std::env::vars_os().map(|(_, v)| v).collect();
+    let named = argv[1.min(argv.len())..]
+        .iter()
+        .chain(env.iter())
+        .filter_map(|a| {
+            // `--opt=PATH` names PATH too.
+            let b = a.as_bytes();
+            let b = b.iter().position(|&c| c == b'=').map_or(b, |i| &b[i + 1..]);
+            let p = Path::new(std::ffi::OsStr::from_bytes(b));
+            let p = match (&here, p.is_absolute()) {
+                (_, true) => p.to_path_buf(),
+                (Some(d), false) if !b.is_empty() => d.join(p),
+                _ => return None,
+            };
+            (tmp_root(&p).is_some() && p.exists()).then_some(p)
+        })
+        .collect::<Vec<_>>();
+    keep.extend(named);
+    keep.extend(here);
     keep.extend(crate::shim::cache_dir().ok());
     if let Some(p) = crate::exec_check::resolve(program) {
         let p = match cwd {

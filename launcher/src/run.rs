@@ -289,7 +289,7 @@ fn private_tmp(
     if !pt::wanted(settings, default) {
         return Ok(());
     }
-    let keep = pt::needed(run_dir.path(), cwd, &argv[0]);
+    let keep = pt::needed(run_dir.path(), cwd, argv);
     let applied = pt::apply(cmd, settings, run_dir.path(), &keep)
         .context("cannot set up the private /tmp")?;
     if let pt::Applied::Fallback(why) = applied {

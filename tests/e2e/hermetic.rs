@@ -260,3 +260,40 @@ fn seal_without_namespaces(args: &[&str]) -> Output {
     c.arg("-U").arg(seal_bin()).args(args);
     run_timeout(c, TIMEOUT)
 }
+
+/// A private /tmp hides what was in /tmp before the run, except what the run names: a script
+/// under /tmp given as an argument (a checkout under /tmp, as CI clones often are), a
+/// `--flag=PATH` and an environment variable naming a file there stay visible.
+#[test]
+fn a_private_tmp_keeps_the_files_the_command_names() {
+    let dir = tempfile::Builder::new()
+        .prefix("seal-named-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let script = dir.path().join("s.sh");
+    std::fs::write(
+        &script,
+        "cat \"$1\" \"$CONF\"; ls /tmp | grep -c leftover || true\n",
+    )
+    .unwrap();
+    let data = dir.path().join("data.txt");
+    std::fs::write(&data, "data\n").unwrap();
+    let conf = tempfile::Builder::new()
+        .prefix("seal-conf-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::write(conf.path().join("c"), "conf\n").unwrap();
+    let leftover = tempfile::Builder::new()
+        .prefix("leftover-")
+        .tempfile_in("/tmp")
+        .unwrap();
+    let mut c = seal(["--private-tmp", "--", "sh"]);
+    c.arg(&script)
+        .arg(format!("--x={}", data.display()))
+        .env("CONF", conf.path().join("c"))
+        .current_dir(root());
+    let out = run_timeout(c, TIMEOUT);
+    out.ok();
+    assert_eq!(out.stdout, "data\nconf\n0\n", "{}", out.show());
+    drop(leftover);
+}
