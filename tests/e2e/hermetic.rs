@@ -271,9 +271,10 @@ fn a_private_tmp_keeps_the_files_the_command_names() {
         .tempdir_in("/tmp")
         .unwrap();
     let script = dir.path().join("s.sh");
+    // "$1" is `--x=PATH`: the script strips the flag.
     std::fs::write(
         &script,
-        "cat \"$1\" \"$CONF\"; ls /tmp | grep -c leftover || true\n",
+        "cat \"${1#--x=}\" \"$CONF\"; ls /tmp | grep -c leftover || true\n",
     )
     .unwrap();
     let data = dir.path().join("data.txt");
