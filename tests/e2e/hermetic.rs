@@ -266,10 +266,8 @@ fn seal_without_namespaces(args: &[&str]) -> Output {
 /// `--flag=PATH` and an environment variable naming a file there stay visible.
 #[test]
 fn a_private_tmp_keeps_the_files_the_command_names() {
-    let dir = tempfile::Builder::new()
-        .prefix("seal-named-")
-        .tempdir_in("/tmp")
-        .unwrap();
+    let in_tmp = |prefix: &str| tempfile::Builder::new().prefix(prefix).tempdir_in("/tmp");
+    let dir = in_tmp("seal-named-").unwrap();
     let script = dir.path().join("s.sh");
     // "$1" is `--x=PATH`: the script strips the flag.
     std::fs::write(
@@ -279,10 +277,7 @@ fn a_private_tmp_keeps_the_files_the_command_names() {
     .unwrap();
     let data = dir.path().join("data.txt");
     std::fs::write(&data, "data\n").unwrap();
-    let conf = tempfile::Builder::new()
-        .prefix("seal-conf-")
-        .tempdir_in("/tmp")
-        .unwrap();
+    let conf = in_tmp("seal-conf-").unwrap();
     std::fs::write(conf.path().join("c"), "conf\n").unwrap();
     let leftover = tempfile::Builder::new()
         .prefix("leftover-")
