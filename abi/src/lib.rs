@@ -9,6 +9,7 @@
 
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, AtomicU8};
 
+pub mod py;
 pub mod settings;
 
 /// Bits of [`settings::FLAGS`]. A set `SEAL_*` bit means the family is sealed.
@@ -412,6 +413,8 @@ pub struct CensusFile {
     pub strings: [u8; MODULE_STRINGS],
     pub overflow: [AtomicU64; 256],
     pub slots: [CensusSlot; CENSUS_SLOTS],
+    /// Python frames of the calls (CPython images only; see [`py`]).
+    pub py: py::PyCensus,
 }
 
 pub const CENSUS_FILE_SIZE: usize = core::mem::size_of::<CensusFile>();

@@ -16,6 +16,8 @@ use seal_abi::{
 };
 use serde::{Deserialize, Serialize};
 
+pub use crate::pycensus::Frame;
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Census {
     pub version: u32,
@@ -36,6 +38,9 @@ pub struct Process {
     pub exit: Option<Exit>,
     pub calls: Vec<Call>,
     pub unsealed: Vec<Unsealed>,
+    /// CPython version of a process whose Python frames were recorded (docs/census.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -53,6 +58,26 @@ pub struct Call {
     pub detail: Option<String>,
     pub count: u64,
     pub callers: Vec<Caller>,
+    /// The calls made while a Python thread ran Python code, per Python frame.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub python: Vec<PyCall>,
+}
+
+/// Calls of one function made under one Python frame, from one native caller.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PyCall {
+    /// The innermost frame in the user's own code (`None`: every frame was library code).
+    pub user: Option<Frame>,
+    /// The innermost Python frame, when it is not `user` (library code between them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub innermost: Option<Frame>,
+    /// The innermost frame is the import machinery or start-up (interpreter bookkeeping).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub import: bool,
+    /// The native caller, as in [`Caller`].
+    pub object: String,
+    pub symbol: Option<String>,
+    pub count: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
@@ -89,6 +114,9 @@ pub struct Image {
     /// Calls counted without a caller (table full), per fid.
     pub overflow: Vec<(u8, u64)>,
     pub modules: Vec<Module>,
+    /// CPython version and calls with Python frames: `(address, fid, detail, frames)`.
+    pub py_version: Option<u32>,
+    pub py_counts: Vec<(u64, u8, u8, crate::pycensus::PyCount)>,
 }
 
 #[derive(Debug, Clone)]
@@ -206,14 +234,28 @@ pub fn read_image(path: &Path) -> Result<Option<Image>> {
 
     let slot_off = offset_of!(CensusFile, slots);
     let mut counts = Vec::new();
-    for i in 0..CENSUS_SLOTS {
+    let mut slot_keys = vec![0u64; CENSUS_SLOTS];
+    for (i, k) in slot_keys.iter_mut().enumerate() {
         let key = u64_at(&b, slot_off + i * 16);
         let count = u64_at(&b, slot_off + i * 16 + 8);
+        *k = key;
         if key != 0 && count != 0 {
             let (addr, fid, detail) = split_census_key(key);
             counts.push((addr, fid, detail, count));
         }
     }
+    let py = crate::pycensus::read(&b);
+    let py_version = py.as_ref().map(|p| p.version);
+    let py_counts = py
+        .map(|p| p.counts)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| {
+            let key = *slot_keys.get(c.slot)?;
+            let (addr, fid, detail) = split_census_key(key);
+            (key != 0).then_some((addr, fid, detail, c))
+        })
+        .collect();
     let ov_off = offset_of!(CensusFile, overflow);
     let overflow = (0..256usize)
         .map(|i| (i as u8, u64_at(&b, ov_off + i * 8)))
@@ -229,6 +271,8 @@ pub fn read_image(path: &Path) -> Result<Option<Image>> {
         counts,
         overflow,
         modules,
+        py_version,
+        py_counts,
     }))
 }
 
@@ -320,7 +364,29 @@ pub fn collect(
         let last = imgs.last().unwrap();
         let mut calls: BTreeMap<(u8, u8), CallerCounts> = BTreeMap::new();
         let mut unsealed_set = std::collections::BTreeSet::new();
+        let mut py_calls: BTreeMap<(u8, u8), BTreeMap<PyCall, u64>> = BTreeMap::new();
+        let mut python = None;
         for img in &imgs {
+            if let Some(v) = img.py_version {
+                python = Some(crate::pycensus::version_text(v));
+            }
+            for (addr, fid, detail, c) in &img.py_counts {
+                let (object, symbol) = resolve_caller(&img.modules, *addr, &mut symbols);
+                let innermost = Some(c.inner.clone()).filter(|i| Some(i) != c.user.as_ref());
+                let key = PyCall {
+                    user: c.user.clone(),
+                    innermost,
+                    import: c.import,
+                    object,
+                    symbol,
+                    count: 0,
+                };
+                *py_calls
+                    .entry((*fid, *detail))
+                    .or_default()
+                    .entry(key)
+                    .or_default() += c.count;
+            }
             for &(addr, fid, detail, count) in &img.counts {
                 let who = resolve_caller(&img.modules, addr, &mut symbols);
                 *calls
@@ -362,12 +428,20 @@ pub fn collect(
                 })
                 .collect();
             callers.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.cmp(b)));
+            let mut python: Vec<PyCall> = py_calls
+                .remove(&(fid_n, detail))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, count)| PyCall { count, ..k })
+                .collect();
+            python.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.cmp(b)));
             call_list.push(Call {
                 family: family.name().to_string(),
                 symbol: symbol.to_string(),
                 detail: seal_abi::detail_name(fid, detail).map(str::to_string),
                 count,
                 callers,
+                python,
             });
         }
         call_list.sort_by(|a, b| {
@@ -397,6 +471,7 @@ pub fn collect(
             exit,
             calls: call_list,
             unsealed: unsealed_set.into_iter().collect(),
+            python,
         });
     }
     let mut totals: Vec<Total> = totals

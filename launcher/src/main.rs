@@ -16,6 +16,7 @@ mod private_tmp;
 mod probe;
 #[cfg(test)]
 mod proptests;
+mod pycensus;
 mod report;
 mod run;
 mod shim;

@@ -52,8 +52,15 @@ pub fn count(fid: Fid, detail: u8, caller: u64) {
     } else {
         count_in(file, key, thread_shard(), false)
     };
-    if counted == Counted::NewSite {
-        new_site(file, caller);
+    match counted {
+        Counted::Counted(slot) if crate::py::wanted() => crate::py::capture(file, slot),
+        Counted::NewSite(slot) => {
+            new_site(file, caller);
+            if crate::py::wanted() {
+                crate::py::capture(file, slot);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -110,10 +117,10 @@ fn single_threaded() -> bool {
 /// What [`count_in`] did with a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counted {
-    /// Added to an existing slot.
-    Counted,
+    /// Added to an existing slot (its index).
+    Counted(usize),
     /// Claimed a fresh slot for this key (a call site seen for the first time).
-    NewSite,
+    NewSite(usize),
     /// No free slot within [`MAX_PROBE`]: counted per function only, without a caller.
     Overflow,
 }
@@ -131,21 +138,22 @@ pub fn count_in(file: &CensusFile, key: u64, shard: u64, single: bool) -> Counte
     let mut i = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CENSUS_BITS)) as usize;
     i = i.wrapping_add(shard as usize * SHARD_STRIDE);
     for _ in 0..MAX_PROBE {
-        let slot = &file.slots[i & (CENSUS_SLOTS - 1)];
+        let idx = i & (CENSUS_SLOTS - 1);
+        let slot = &file.slots[idx];
         let k = slot.key.load(Relaxed);
         if k == key {
             bump(&slot.count, single);
-            return Counted::Counted;
+            return Counted::Counted(idx);
         }
         if k == 0 {
             match slot.key.compare_exchange(0, key, Relaxed, Relaxed) {
                 Ok(_) => {
                     bump(&slot.count, single);
-                    return Counted::NewSite;
+                    return Counted::NewSite(idx);
                 }
                 Err(other) if other == key => {
                     bump(&slot.count, single);
-                    return Counted::Counted;
+                    return Counted::Counted(idx);
                 }
                 Err(_) => {}
             }
@@ -324,6 +332,10 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
             core::ptr::copy_nonoverlapping(from.modules.as_ptr(), to.modules.as_mut_ptr(), n);
             to.strings[..used].copy_from_slice(&from.strings[..used]);
             to.strings_used.store(used as u32, Relaxed);
+            // A fork child: its interpreter (if any) was already found in the parent image.
+            let py = (from.py.status.load(Relaxed), from.py.version.load(Relaxed));
+            to.py.status.store(py.0, Relaxed);
+            to.py.version.store(py.1, Relaxed);
             to.n_modules.store(n as u32, Release);
         }
     }
@@ -424,6 +436,7 @@ unsafe extern "C" fn module_cb(
         name = &exe_buf[..k];
     }
     crate::runtime::note_object(name, lo, hi, info);
+    crate::py::note_object(name, info, file);
     let n = file.n_modules.load(Relaxed) as usize;
     let used = file.strings_used.load(Relaxed) as usize;
     let listed = file.modules[..n.min(file.modules.len())].iter().any(|m| {
@@ -494,13 +507,13 @@ mod tests {
         let f = z.file();
         let a = census_key(0x5555_0000_1234, Fid::TimeFn, 0);
         let b = census_key(0x5555_0000_1234, Fid::Getrandom, seal_abi::NO_DETAIL);
-        assert_eq!(count_in(f, a, 0, true), Counted::NewSite);
+        assert!(matches!(count_in(f, a, 0, true), Counted::NewSite(_)));
         for _ in 0..6 {
-            assert_eq!(count_in(f, a, 0, true), Counted::Counted);
+            assert!(matches!(count_in(f, a, 0, true), Counted::Counted(_)));
         }
-        assert_eq!(count_in(f, b, 3, false), Counted::NewSite);
-        assert_eq!(count_in(f, b, 3, false), Counted::Counted);
-        assert_eq!(count_in(f, b, 3, true), Counted::Counted);
+        assert!(matches!(count_in(f, b, 3, false), Counted::NewSite(_)));
+        assert!(matches!(count_in(f, b, 3, false), Counted::Counted(_)));
+        assert!(matches!(count_in(f, b, 3, true), Counted::Counted(_)));
         let find = |k| f.slots.iter().find(|s| s.key.load(Relaxed) == k).unwrap();
         assert_eq!(find(a).count.load(Relaxed), 7);
         assert_eq!(find(b).count.load(Relaxed), 3);

@@ -35,6 +35,7 @@ pub mod net;
 mod nounwind;
 pub mod open;
 pub mod process;
+pub mod py;
 pub mod random;
 pub mod real;
 pub mod runtime;
