@@ -139,6 +139,12 @@ pub struct CensusArgs {
     /// Rows per process in the table (0 = all)
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub top: usize,
+    /// Leave the Python interpreter's own reads (start-up, imports) out of the table
+    #[arg(long)]
+    pub hide_bookkeeping: bool,
+    /// Write one row per Python call site (file, line, symbol, kind, patch_target) as JSON
+    #[arg(long, value_name = "FILE")]
+    pub patch_targets: Option<PathBuf>,
     /// The command and its arguments, after `--`
     #[arg(last = true, value_name = "CMD")]
     pub cmd: Vec<OsString>,

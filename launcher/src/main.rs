@@ -12,6 +12,7 @@ mod exec_check;
 mod golden;
 mod masks;
 mod observe;
+mod patch_targets;
 mod private_tmp;
 mod probe;
 #[cfg(test)]

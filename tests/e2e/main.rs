@@ -17,6 +17,7 @@ mod names;
 mod probe;
 mod process;
 mod procfs;
+mod pyframes;
 mod random;
 mod realworld;
 mod runtimes;

@@ -3,6 +3,7 @@
 //! The table goes to stderr after the command has finished, so the command's own stdout
 //! stays intact and separable (`seal census -- cmd > out.txt` keeps `out.txt` clean).
 
+mod python;
 mod table;
 
 use std::io::Write;
@@ -12,6 +13,7 @@ use anyhow::{Context, Result};
 
 use crate::census::Census;
 
+pub use python::is_bookkeeping;
 pub use table::render;
 
 /// `seal census [--json FILE] [--top N] -- cmd`.
@@ -19,6 +21,9 @@ pub fn census_command(args: crate::cli::CensusArgs) -> Result<ExitCode> {
     crate::usage::require_command(&args.cmd, "seal census")?;
     if let Some(out) = &args.json {
         crate::usage::writable_file("--json", out)?;
+    }
+    if let Some(out) = &args.patch_targets {
+        crate::usage::writable_file("--patch-targets", out)?;
     }
     let settings = crate::usage::settings_for(&args.seal)?;
     // The run writes the JSON to a private temporary file; the table and `--json` both come
@@ -39,8 +44,14 @@ pub fn census_command(args: crate::cli::CensusArgs) -> Result<ExitCode> {
         std::fs::write(out, &text)
             .with_context(|| format!("cannot write census to {}", out.display()))?;
     }
-    let census: Census = serde_json::from_str(&text)
+    let mut census: Census = serde_json::from_str(&text)
         .with_context(|| format!("cannot read the census back from {}", path.display()))?;
+    if let Some(out) = &args.patch_targets {
+        crate::patch_targets::write(out, &crate::patch_targets::rows(&census))?;
+    }
+    if args.hide_bookkeeping {
+        python::strip_bookkeeping(&mut census);
+    }
     // The table is what was asked for: a failed write is an error (a closed pipe a quiet one).
     let table = render(&census, args.top, crate::term::stderr_width());
     std::io::stderr()

@@ -133,6 +133,7 @@ fn process_block(out: &mut String, p: &Process, depth: usize, top: usize, width:
         let more = and_more(rest.len(), "function", rest.iter().map(|c| c.count).sum());
         line(out, &format!("{:>CALLS_W$}  {more}", ""), width);
     }
+    super::python::block(out, p, width);
     for u in &p.unsealed {
         line(
             out,
@@ -246,7 +247,7 @@ fn basename(path: &str) -> &str {
 }
 
 /// Appends `s` as one line, cut with "…" to `width` characters.
-fn line(out: &mut String, s: &str, width: usize) {
+pub(super) fn line(out: &mut String, s: &str, width: usize) {
     let s = s.trim_end();
     if s.chars().count() <= width {
         out.push_str(s);

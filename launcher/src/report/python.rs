@@ -1,0 +1,150 @@
+//! The Python part of the census table: one row per user call site (`file:line function →
+//! time.time`, `via` the library frame that made the call), and `--hide-bookkeeping`, which
+//! drops the interpreter's own reads (start-up, imports) from the whole table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::census::{Census, Frame, Process, PyCall, Total};
+use crate::patch_targets::{is_import_line, is_interpreter, Sources};
+
+/// Width of the CALLS column (as in the function rows).
+const CALLS_W: usize = 10;
+const INDENT: usize = 14;
+
+/// Is this call the interpreter's own bookkeeping? Its innermost frame is the import
+/// machinery or start-up; or the interpreter made it with no user frame at all; or it was
+/// made on a user's `import` line by the interpreter itself (the import lock).
+pub fn is_bookkeeping(pc: &PyCall, sources: &mut Sources) -> bool {
+    if pc.import {
+        return true;
+    }
+    if !is_interpreter(&pc.object) {
+        return false;
+    }
+    match &pc.user {
+        None => true,
+        Some(u) => pc.innermost.is_none() && sources.line(u).is_some_and(|t| is_import_line(&t)),
+    }
+}
+
+/// Removes the interpreter's bookkeeping from a census: calls counted above, and calls the
+/// interpreter made with no Python frame at all.
+pub fn strip_bookkeeping(c: &mut Census) {
+    let mut sources = Sources::default();
+    for p in c.processes.iter_mut().filter(|p| p.python.is_some()) {
+        for call in &mut p.calls {
+            let mut framed: BTreeMap<(String, Option<String>), u64> = BTreeMap::new();
+            let mut drop: BTreeMap<(String, Option<String>), u64> = BTreeMap::new();
+            call.python.retain(|pc| {
+                let who = (pc.object.clone(), pc.symbol.clone());
+                *framed.entry(who.clone()).or_default() += pc.count;
+                let book = is_bookkeeping(pc, &mut sources);
+                if book {
+                    *drop.entry(who).or_default() += pc.count;
+                }
+                !book
+            });
+            for caller in &mut call.callers {
+                let who = (caller.object.clone(), caller.symbol.clone());
+                let mut n = drop.get(&who).copied().unwrap_or(0);
+                if is_interpreter(&caller.object) {
+                    n += caller
+                        .count
+                        .saturating_sub(framed.get(&who).copied().unwrap_or(0));
+                }
+                caller.count = caller.count.saturating_sub(n);
+            }
+            call.callers.retain(|c| c.count > 0);
+            call.count = call.callers.iter().map(|c| c.count).sum();
+        }
+        p.calls.retain(|c| c.count > 0);
+    }
+    let mut totals: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for p in &c.processes {
+        for call in &p.calls {
+            *totals
+                .entry((call.family.clone(), call.symbol.clone()))
+                .or_default() += call.count;
+        }
+    }
+    c.totals = totals
+        .into_iter()
+        .map(|((family, symbol), count)| Total {
+            family,
+            symbol,
+            count,
+        })
+        .collect();
+}
+
+/// `file:line function`, the file relative to the current directory when it is below it.
+fn frame_text(f: &Frame) -> String {
+    let cwd = std::env::current_dir().ok();
+    let file = cwd
+        .as_ref()
+        .and_then(|d| std::path::Path::new(&f.file).strip_prefix(d).ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| f.file.clone());
+    format!("{file}:{} {}", f.line, f.function)
+}
+
+/// The Python call sites of a process, most calls first (nothing for a non-Python process).
+pub fn block(out: &mut String, p: &Process, width: usize) {
+    let Some(version) = &p.python else {
+        return;
+    };
+    let mut sources = Sources::default();
+    // (user frame, what was called) → (calls, innermost frames with their calls)
+    type Via = BTreeMap<Option<Frame>, u64>;
+    let mut rows: BTreeMap<(Option<Frame>, String), (u64, Via)> = BTreeMap::new();
+    for call in &p.calls {
+        let native = match &call.detail {
+            Some(d) => format!("{} {d}", call.symbol),
+            None => call.symbol.clone(),
+        };
+        for pc in &call.python {
+            let what = match &pc.user {
+                Some(u) => {
+                    let row = sources.classify(p, u, &call.symbol);
+                    if row.kind == "native" {
+                        native.clone()
+                    } else {
+                        format!("{} ({native})", row.symbol)
+                    }
+                }
+                None => native.clone(),
+            };
+            let e = rows.entry((pc.user.clone(), what)).or_default();
+            e.0 += pc.count;
+            *e.1.entry(pc.innermost.clone()).or_default() += pc.count;
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let mut rows: Vec<_> = rows.into_iter().collect();
+    rows.sort_by(|a, b| (b.1).0.cmp(&(a.1).0).then_with(|| a.0.cmp(&b.0)));
+    super::table::line(
+        out,
+        &format!("{:>CALLS_W$}  PYTHON {version} CALL SITE → CALL", "CALLS"),
+        width,
+    );
+    for ((user, what), (count, via)) in rows {
+        let site = match &user {
+            Some(u) => frame_text(u),
+            None => "[library code only]".to_string(),
+        };
+        super::table::line(out, &format!("{count:>CALLS_W$}  {site} → {what}"), width);
+        let mut via: Vec<_> = via.into_iter().filter_map(|(f, n)| Some((f?, n))).collect();
+        via.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        if let Some((f, n)) = via.first() {
+            let base = f.file.rsplit('/').next().unwrap_or(&f.file);
+            let mut t = format!("{:INDENT$}via {base}:{} {}", "", f.line, f.function);
+            if via.len() > 1 || *n != count {
+                let _ = write!(t, " ({n} of {count})");
+            }
+            super::table::line(out, &t, width);
+        }
+    }
+}
