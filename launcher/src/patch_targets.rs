@@ -241,7 +241,7 @@ fn call_chains(text: &str) -> Vec<String> {
     let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'.';
     let mut i = 0;
     while i < b.len() {
-        if word(b[i]) && (i == 0 || !word(b[i - 1])) && !b[i].is_ascii_digit() {
+        if word(b[i]) && (i == 0 || !word(b[i - 1])) && !b[i].is_ascii_digit() && b[i] != b'.' {
             let start = i;
             while i < b.len() && word(b[i]) {
                 i += 1;

@@ -561,9 +561,11 @@ mod tests {
                         detail: None,
                         count: *n,
                         callers: vec![],
+                        python: vec![],
                     })
                     .collect(),
                 unsealed: vec![],
+                python: None,
             }],
             totals: vec![],
         };

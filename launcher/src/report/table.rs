@@ -282,6 +282,7 @@ mod tests {
                     count: n,
                 })
                 .collect(),
+            python: vec![],
         }
     }
 
@@ -295,6 +296,7 @@ mod tests {
             exit: Some(exit),
             calls,
             unsealed: vec![],
+            python: None,
         }
     }
 
