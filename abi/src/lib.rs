@@ -32,7 +32,10 @@ pub mod flags {
     /// [`crate::settings::pad_entry_len`]), so stack addresses do not depend on the size of the
     /// environment, the arguments or the program's path.
     pub const LAYOUT: u32 = 1 << 10;
-    pub const ALL_FAMILIES: u32 = TIME | RANDOM | PID | HOST | TEMPNAME | WAIT | FILES | NET;
+    /// Family `cpu`: `rdtsc`/`rdtscp` and `cpuid` fault (where the machine lets a process
+    /// ask for that) and are answered from the logical clock and a sealed feature list.
+    pub const CPU: u32 = 1 << 11;
+    pub const ALL_FAMILIES: u32 = TIME | RANDOM | PID | HOST | TEMPNAME | WAIT | FILES | NET | CPU;
 }
 
 /// Families of intercepted calls, as named in the census and on the command line.
@@ -48,6 +51,7 @@ pub enum Family {
     Exec,
     Files,
     Net,
+    Cpu,
 }
 
 impl Family {
@@ -62,6 +66,7 @@ impl Family {
             Family::Exec => "exec",
             Family::Files => "files",
             Family::Net => "net",
+            Family::Cpu => "cpu",
         }
     }
 }
@@ -241,6 +246,13 @@ functions! {
     // pid and time (appended): /proc files rewritten with virtual pids and sealed times
     ProcStat = Pid "open(/proc/<pid>/stat|status)",
     ProcUptime = Time "open(/proc/uptime)",
+    // cpu (appended): instructions that fault under seal and are answered by its handler, and
+    // the signal calls it interposes to keep that handler installed
+    Rdtsc = Cpu "rdtsc",
+    Rdtscp = Cpu "rdtscp",
+    Cpuid = Cpu "cpuid",
+    SigactionSegv = Cpu "sigaction(SIGSEGV) (chained behind seal's)",
+    SigmaskSegv = Cpu "sigprocmask(SIGSEGV left unblocked)",
 }
 
 impl Fid {
@@ -346,6 +358,9 @@ pub mod unsealed {
     /// The program did not match `--only` or matched `--skip`: it runs with real values by
     /// the user's choice, and passes the seal on to its children.
     pub const SCOPED_OUT: u32 = 9;
+    /// Family `cpu` is sealed but this machine or kernel cannot trap `rdtsc`/`cpuid` (no
+    /// `cpuid_fault`, a `prctl` refused): those instructions give real values.
+    pub const CPU_TRAP: u32 = 10;
 
     pub fn name(kind: u32) -> &'static str {
         match kind {
@@ -358,6 +373,7 @@ pub mod unsealed {
             UNSUPPORTED_CALL => "unsupported-call",
             NOT_EXECUTABLE => "not-executable",
             SCOPED_OUT => "scoped-out",
+            CPU_TRAP => "cpu-trap-unavailable",
             _ => "unknown",
         }
     }
