@@ -84,7 +84,16 @@ pub fn on_start() {
     }
     ARMED.fetch_or(HANDLER, Relaxed);
     signals::unblock_on_start();
-    let tsc = prctl_tsc(PR_TSC_SIGSEGV);
+    // A Go program execs its children with a raw `syscall` instruction (os/exec), past the
+    // hooks that switch the trap off: the child's loader would die on its first rdtsc.
+    let go = is_go_program();
+    if go {
+        report(
+            b"rdtsc gives real values in Go programs: their os/exec starts children by raw \
+                 system calls, which the rdtsc trap would kill",
+        );
+    }
+    let tsc = if go { -1 } else { prctl_tsc(PR_TSC_SIGSEGV) };
     if tsc == 0 {
         ARMED.fetch_or(TSC, Relaxed);
     }
@@ -102,6 +111,7 @@ pub fn on_start() {
         (true, false) => {
             report(b"cpuid gives real values (RDRAND, RDSEED): the kernel refused ARCH_SET_CPUID")
         }
+        (false, true) if go => {}
         (false, true) => {
             report(b"rdtsc gives real values: the kernel refused PR_SET_TSC (PR_TSC_SIGSEGV)")
         }
@@ -114,6 +124,61 @@ pub fn on_start() {
 #[cfg(not(test))]
 fn report(what: &[u8]) {
     census::record_unsealed(seal_abi::unsealed::CPU_TRAP, what);
+}
+
+/// Does the main program carry a Go build id note (`.note.go.buildid`: owner "Go", type 4)?
+/// Read from its program headers, already in memory.
+#[cfg(not(test))]
+fn is_go_program() -> bool {
+    // SAFETY: getauxval has no preconditions.
+    let (phdr, phnum) = unsafe {
+        (
+            libc::getauxval(libc::AT_PHDR) as usize,
+            libc::getauxval(libc::AT_PHNUM) as usize,
+        )
+    };
+    if phdr == 0 {
+        return false;
+    }
+    // SAFETY: the kernel's program headers of the main program, mapped with it.
+    let ph = |i: usize| unsafe { &*(phdr as *const libc::Elf64_Phdr).add(i) };
+    let Some(bias) = (0..phnum)
+        .find(|&i| ph(i).p_type == libc::PT_PHDR)
+        .map(|i| phdr.wrapping_sub(ph(i).p_vaddr as usize))
+    else {
+        return false;
+    };
+    (0..phnum)
+        .filter(|&i| ph(i).p_type == libc::PT_NOTE)
+        .any(|i| {
+            let (start, len) = (
+                bias.wrapping_add(ph(i).p_vaddr as usize),
+                ph(i).p_memsz as usize,
+            );
+            // SAFETY: a PT_NOTE segment lies inside a loaded segment of the program.
+            has_go_note(unsafe { core::slice::from_raw_parts(start as *const u8, len) })
+        })
+}
+
+/// Does this note segment hold a note of owner "Go" and type 4 (the Go build id)? (Not tried
+/// on a real Go binary here: no Go toolchain on the machine this was written on.)
+pub fn has_go_note(mut notes: &[u8]) -> bool {
+    let word =
+        |b: &[u8], o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]) as usize;
+    while notes.len() >= 12 {
+        let (namesz, descsz, kind) = (word(notes, 0), word(notes, 4), word(notes, 8));
+        let name_end = 12 + namesz;
+        let next = 12 + namesz.next_multiple_of(4) + descsz.next_multiple_of(4);
+        if name_end > notes.len() {
+            return false;
+        }
+        // Go's linker writes the owner as "Go\0\0" (namesz 4).
+        if kind == 4 && matches!(&notes[12..name_end], b"Go\0" | b"Go\0\0") {
+            return true;
+        }
+        notes = notes.get(next..).unwrap_or(&[]);
+    }
+    false
 }
 
 #[cfg(not(test))]
@@ -388,6 +453,27 @@ mod tests {
         assert_eq!(sanitize(7, 1, all), all);
         assert_eq!(sanitize(0xb, 1, all)[3], 0);
         assert_eq!(sanitize(0x8000_0001, 0, all), all);
+    }
+
+    #[test]
+    fn go_build_id_notes_are_found() {
+        let note = |name: &[u8], kind: u32, desc: &[u8]| {
+            let mut v = Vec::new();
+            v.extend((name.len() as u32).to_le_bytes());
+            v.extend((desc.len() as u32).to_le_bytes());
+            v.extend(kind.to_le_bytes());
+            v.extend(name);
+            v.resize(v.len().next_multiple_of(4), 0);
+            v.extend(desc);
+            v.resize(v.len().next_multiple_of(4), 0);
+            v
+        };
+        let gnu = note(b"GNU\0", 3, &[7; 20]);
+        let go = note(b"Go\0\0", 4, b"abcdef/ghijk");
+        assert!(has_go_note(&[gnu.clone(), go.clone()].concat()));
+        assert!(!has_go_note(&gnu));
+        assert!(!has_go_note(&note(b"Go\0", 1, b"x")));
+        assert!(!has_go_note(&go[..14]));
     }
 
     #[test]
