@@ -32,8 +32,7 @@ pub mod flags {
     /// [`crate::settings::pad_entry_len`]), so stack addresses do not depend on the size of the
     /// environment, the arguments or the program's path.
     pub const LAYOUT: u32 = 1 << 10;
-    /// Family `cpu`: `rdtsc`/`rdtscp` and `cpuid` fault (where the machine lets a process
-    /// ask for that) and are answered from the logical clock and a sealed feature list.
+    /// Family `cpu`: `rdtsc`/`rdtscp` and `cpuid` trapped and answered (shim/src/cpu).
     pub const CPU: u32 = 1 << 11;
     pub const ALL_FAMILIES: u32 = TIME | RANDOM | PID | HOST | TEMPNAME | WAIT | FILES | NET | CPU;
 }
@@ -246,8 +245,7 @@ functions! {
     // pid and time (appended): /proc files rewritten with virtual pids and sealed times
     ProcStat = Pid "open(/proc/<pid>/stat|status)",
     ProcUptime = Time "open(/proc/uptime)",
-    // cpu (appended): instructions that fault under seal and are answered by its handler, and
-    // the signal calls it interposes to keep that handler installed
+    // cpu (appended): trapped instructions, and signal calls that keep seal's handler installed
     Rdtsc = Cpu "rdtsc",
     Rdtscp = Cpu "rdtscp",
     Cpuid = Cpu "cpuid",
@@ -346,38 +344,7 @@ pub struct CensusSlot {
 }
 
 /// Kinds of `unsealed` events.
-pub mod unsealed {
-    pub const STATIC_BINARY: u32 = 1;
-    pub const SETUID: u32 = 2;
-    pub const FOREIGN_ARCH: u32 = 3;
-    pub const FAMILY_OFF: u32 = 4;
-    pub const TABLE_FULL: u32 = 5;
-    pub const PID_SPACE_FULL: u32 = 6;
-    pub const UNSUPPORTED_CALL: u32 = 7;
-    pub const NOT_EXECUTABLE: u32 = 8;
-    /// The program did not match `--only` or matched `--skip`: it runs with real values by
-    /// the user's choice, and passes the seal on to its children.
-    pub const SCOPED_OUT: u32 = 9;
-    /// Family `cpu` is sealed but this machine or kernel cannot trap `rdtsc`/`cpuid` (no
-    /// `cpuid_fault`, a `prctl` refused): those instructions give real values.
-    pub const CPU_TRAP: u32 = 10;
-
-    pub fn name(kind: u32) -> &'static str {
-        match kind {
-            STATIC_BINARY => "static-binary",
-            SETUID => "setuid",
-            FOREIGN_ARCH => "foreign-arch",
-            FAMILY_OFF => "family-off",
-            TABLE_FULL => "census-table-full",
-            PID_SPACE_FULL => "pid-space-full",
-            UNSUPPORTED_CALL => "unsupported-call",
-            NOT_EXECUTABLE => "not-executable",
-            SCOPED_OUT => "scoped-out",
-            CPU_TRAP => "cpu-trap-unavailable",
-            _ => "unknown",
-        }
-    }
-}
+pub mod unsealed;
 
 #[repr(C)]
 pub struct UnsealedEvent {
