@@ -33,7 +33,9 @@ pub mod flags {
     /// [`crate::settings::pad_entry_len`]), so stack addresses do not depend on the size of the
     /// environment, the arguments or the program's path.
     pub const LAYOUT: u32 = 1 << 10;
-    pub const ALL_FAMILIES: u32 = TIME | RANDOM | PID | HOST | TEMPNAME | WAIT | FILES | NET;
+    /// Family `cpu`: `rdtsc`/`rdtscp` and `cpuid` trapped and answered (shim/src/cpu).
+    pub const CPU: u32 = 1 << 11;
+    pub const ALL_FAMILIES: u32 = TIME | RANDOM | PID | HOST | TEMPNAME | WAIT | FILES | NET | CPU;
 }
 
 /// Families of intercepted calls, as named in the census and on the command line.
@@ -49,6 +51,7 @@ pub enum Family {
     Exec,
     Files,
     Net,
+    Cpu,
 }
 
 impl Family {
@@ -63,6 +66,7 @@ impl Family {
             Family::Exec => "exec",
             Family::Files => "files",
             Family::Net => "net",
+            Family::Cpu => "cpu",
         }
     }
 }
@@ -242,6 +246,12 @@ functions! {
     // pid and time (appended): /proc files rewritten with virtual pids and sealed times
     ProcStat = Pid "open(/proc/<pid>/stat|status)",
     ProcUptime = Time "open(/proc/uptime)",
+    // cpu (appended): trapped instructions, and signal calls that keep seal's handler installed
+    Rdtsc = Cpu "rdtsc",
+    Rdtscp = Cpu "rdtscp",
+    Cpuid = Cpu "cpuid",
+    SigactionSegv = Cpu "sigaction(SIGSEGV) (chained behind seal's)",
+    SigmaskSegv = Cpu "sigprocmask(SIGSEGV left unblocked)",
 }
 
 impl Fid {
@@ -335,34 +345,7 @@ pub struct CensusSlot {
 }
 
 /// Kinds of `unsealed` events.
-pub mod unsealed {
-    pub const STATIC_BINARY: u32 = 1;
-    pub const SETUID: u32 = 2;
-    pub const FOREIGN_ARCH: u32 = 3;
-    pub const FAMILY_OFF: u32 = 4;
-    pub const TABLE_FULL: u32 = 5;
-    pub const PID_SPACE_FULL: u32 = 6;
-    pub const UNSUPPORTED_CALL: u32 = 7;
-    pub const NOT_EXECUTABLE: u32 = 8;
-    /// The program did not match `--only` or matched `--skip`: it runs with real values by
-    /// the user's choice, and passes the seal on to its children.
-    pub const SCOPED_OUT: u32 = 9;
-
-    pub fn name(kind: u32) -> &'static str {
-        match kind {
-            STATIC_BINARY => "static-binary",
-            SETUID => "setuid",
-            FOREIGN_ARCH => "foreign-arch",
-            FAMILY_OFF => "family-off",
-            TABLE_FULL => "census-table-full",
-            PID_SPACE_FULL => "pid-space-full",
-            UNSUPPORTED_CALL => "unsupported-call",
-            NOT_EXECUTABLE => "not-executable",
-            SCOPED_OUT => "scoped-out",
-            _ => "unknown",
-        }
-    }
-}
+pub mod unsealed;
 
 #[repr(C)]
 pub struct UnsealedEvent {

@@ -250,6 +250,7 @@ pub const FAMILIES: &[FamilyInfo] = &[
     fam("layout", flags::LAYOUT, None),
     fam("files", flags::FILES, Some(Family::Files)),
     fam("net", flags::NET, Some(Family::Net)),
+    fam("cpu", flags::CPU, Some(Family::Cpu)),
 ];
 
 /// The family called `name`.

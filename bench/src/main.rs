@@ -313,7 +313,10 @@ fn measure_all(
     if o.callgrind && which("valgrind").is_some() {
         eprint!("seal-bench: instructions per call (callgrind) ");
         'modes: for &mode in &modes {
-            for (op, _) in percall::OPS {
+            for (op, _) in percall::OPS
+                .iter()
+                .filter(|(op, _)| callgrind::countable(op))
+            {
                 match callgrind::per_call(&launch, mode, &percall_bin, op, callgrind::divisor(op)) {
                     Ok(v) => {
                         callgrind.insert((mode.name(), *op), v);

@@ -1,4 +1,4 @@
-//! Per-call cost of the clock and randomness entry points: fixtures/bench/percall.c, compiled
+//! Per-call cost of the clock and randomness entry points and of `rdtsc`: fixtures/bench/percall.c, compiled
 //! with the system `cc`, run bare, under seal and under libfaketime in interleaved rounds.
 //!
 //! Each process runs every op in batches and times each batch with its own thread CPU time
@@ -22,6 +22,7 @@ pub const OPS: &[(&str, &str)] = &[
     ("time", "`time(NULL)`"),
     ("gettimeofday", "`gettimeofday`"),
     ("getrandom16", "`getrandom(16 bytes)`"),
+    ("rdtsc", "`rdtsc` (sealed: a trap, a SIGSEGV round trip)"),
 ];
 pub const LOOP: &str = "loop";
 

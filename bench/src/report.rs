@@ -204,11 +204,13 @@ pub fn render(r: &Results) -> String {
     let _ = writeln!(s, "{row}\n");
     let _ = writeln!(
         s,
-        "{} rounds × {} batches per mode; a batch is {} calls ({} for `getrandom`). {}\n",
+        "{} rounds × {} batches per mode; a batch is {} calls ({} for `getrandom`, {} for \
+         `rdtsc`). {}\n",
         r.percall_rounds,
         r.batches,
         r.iterations,
         r.iterations / 8,
+        r.iterations / 256,
         if r.faketime {
             format!(
                 "libfaketime: `LD_PRELOAD=libfaketime.so.1 FAKETIME=\"{FAKETIME_SPEC}\"` (its \

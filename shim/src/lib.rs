@@ -15,7 +15,8 @@
 //! the shim makes), `table` (the run-wide table of pids and of the sealed world), `world`
 //! (what the run's clock and name setters changed, instead of the machine), `runtime` (which
 //! clock reads are a language runtime's own bookkeeping), `jvm` (the options a sealed JVM
-//! starts with, through the one `dlsym` trampoline).
+//! starts with, through the one `dlsym` trampoline), `cpu` (`rdtsc` and `cpuid` made to fault
+//! and answered by a `SIGSEGV` handler that chains to the program's).
 #![deny(unsafe_op_in_unsafe_fn)]
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
@@ -24,6 +25,7 @@ compile_error!("libseal supports x86_64 Linux with glibc only");
 pub mod census;
 pub mod clock;
 pub mod config;
+pub mod cpu;
 pub mod fd;
 pub mod files;
 pub mod hook;
@@ -65,6 +67,8 @@ pub(crate) fn on_process_start() {
         census::record_unsealed(seal_abi::unsealed::SCOPED_OUT, &exe[..n]);
     }
     files::on_start();
+    #[cfg(not(test))]
+    cpu::on_start();
 }
 
 /// libseal's constructor: initialise before `main` even if no hook has run yet.

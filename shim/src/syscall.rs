@@ -93,6 +93,10 @@ unsafe fn dispatch(n: c_long, args: [c_long; 6], ra: u64) -> Option<c_long> {
             }
             libc::SYS_futex => crate::wait::sys_futex(args, ra),
             libc::SYS_clock_nanosleep => crate::wait::sys_clock_nanosleep(args, ra),
+            libc::SYS_rt_sigaction
+            | libc::SYS_rt_sigprocmask
+            | libc::SYS_execve
+            | libc::SYS_execveat => crate::cpu::signals::sys_cpu(n, args, ra),
             _ => crate::files::hooks::sys_files(n, args, ra)
                 .or_else(|| crate::process::sys_pid(n, args, ra)),
         }

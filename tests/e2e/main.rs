@@ -8,6 +8,7 @@ mod util;
 mod census;
 mod cli;
 mod clocks;
+mod cpu;
 mod devices;
 mod golden;
 mod hardening;

@@ -16,6 +16,7 @@ use crate::masks::MaskSet;
 /// The families `--attribute` tries, one at a time.
 pub const ATTRIBUTED: &[&str] = &[
     "time", "random", "pid", "host", "tempname", "hashseed", "tz", "locale", "aslr", "layout",
+    "cpu",
 ];
 
 /// Runs per family (and for the fully sealed control).

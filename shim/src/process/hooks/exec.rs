@@ -49,6 +49,8 @@ unsafe fn with_env(
     let layout = file.map(|file| env::Layout { file, argv });
     // SAFETY: per the contract.
     let mut block = unsafe { exec_env(envp, layout) };
+    // The new image's loader runs rdtsc before libseal is loaded: no trap across exec.
+    let _cpu = crate::cpu::ExecGuard::new();
     let r = exec(block.as_ref().map(|b| b.envp()).unwrap_or(envp));
     if r == -1 && errno() == libc::E2BIG {
         if let Some(b) = block.as_mut() {

@@ -64,6 +64,9 @@ unsafe fn spawn_with(
     let mut block = unsafe { spawn_env(envp, &p, layout) };
     let mut spawned: pid_t = 0;
     let env = block.as_ref().map(|b| b.envp()).unwrap_or(envp);
+    // The child inherits this thread's rdtsc trap, and its loader runs rdtsc before libseal is
+    // loaded: off for the spawn.
+    let _cpu = crate::cpu::ExecGuard::new();
     // SAFETY: forwarded with our pid slot and environment.
     let mut r = unsafe { f(&mut spawned, path, fa, attr, argv, env) };
     if r == libc::E2BIG {

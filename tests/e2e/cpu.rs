@@ -1,0 +1,161 @@
+//! Family `cpu`: `rdtsc`/`rdtscp` read the logical clock and `cpuid` hides RDRAND/RDSEED
+//! (fixtures/c/cpu.c), programs keep their own SIGSEGV handlers and still crash, children
+//! started across exec run, gpg's key ids agree, a JVM runs, and `--unseal cpu` turns it off.
+//! Skipped, visibly, where the machine cannot trap the instructions (then the one loud line
+//! is what is checked).
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::util::*;
+
+fn fixture_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| build_c("cpu", &[])).clone()
+}
+
+/// Can this machine trap both instructions? (`cpuid_fault`; `PR_SET_TSC` works everywhere
+/// the kernel has it.)
+fn can_trap() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| c.contains(" cpuid_fault"))
+}
+
+/// `(symbol, count)` of the census totals of family `cpu`.
+fn cpu_totals(cmd: &[&str]) -> (Output, Vec<(String, u64)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("census.json");
+    let mut args = vec!["census", "--json", json.to_str().unwrap(), "--"];
+    args.extend_from_slice(cmd);
+    let out = run_seal(&args);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let totals = v["totals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["family"] == "cpu")
+        .map(|t| {
+            let s = t["symbol"].as_str().unwrap().to_string();
+            (s, t["count"].as_u64().unwrap())
+        })
+        .collect();
+    (out, totals)
+}
+
+#[test]
+fn rdtsc_and_cpuid_are_sealed_and_counted() {
+    let bin = fixture_bin();
+    let bin = bin.to_str().unwrap();
+    if !can_trap() {
+        run_sealed(&[bin])
+            .ok()
+            .stderr_has("not sealed (cpu-trap-unavailable)");
+        skip!("no cpuid_fault in /proc/cpuinfo: checked the warning only");
+    }
+    let out = assert_sealed_stable(&[bin], 3);
+    // 3 GHz nominal over the sealed monotonic clock (1 day + L), one tick per read.
+    assert_eq!(
+        out,
+        "rdtsc 259200000000000 259200000003000\nrdtscp 259200000006000 aux 0\n\
+         rdrand 0 rdseed 0 apic 0\n"
+    );
+    // Unsealed (bare, and with --unseal cpu) the counter moves between runs.
+    assert_plain_runs_differ(bin, &[]);
+    let a = run_seal(["--unseal", "cpu", "--", bin]);
+    let b = run_seal(["--unseal", "cpu", "--", bin]);
+    a.ok().stderr_has("not sealed (--unseal): cpu");
+    assert_ne!(a.stdout, b.stdout, "{}", a.show());
+    if std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| c.contains(" rdrand")) {
+        a.stdout_has("rdrand 1");
+    }
+    let (out, totals) = cpu_totals(&[bin]);
+    out.ok();
+    let count = |s: &str| totals.iter().find(|t| t.0 == s).map_or(0, |t| t.1);
+    assert_eq!(
+        (count("rdtsc"), count("rdtscp"), count("cpuid")),
+        (2, 1, 2),
+        "{totals:?}"
+    );
+}
+
+#[test]
+fn programs_keep_their_sigsegv_handlers_and_still_crash() {
+    let bin = fixture_bin();
+    let bin = bin.to_str().unwrap();
+    let out = assert_sealed_stable(&[bin, "chain"], 2);
+    for line in [
+        "previous handler is SIG_DFL: 1",
+        "query shows mine: 1, with its full mask: 1",
+        "syscall(rt_sigaction) shows mine: 1",
+        "blocked SIGSEGV shows blocked: 1",
+        "own faults caught: 3",
+        "signal() returns mine: 1",
+    ] {
+        assert!(out.contains(line), "{line:?} missing in\n{out}");
+    }
+    if can_trap() {
+        assert!(out.contains("every signal blocked: 2592000"), "{out}");
+    }
+    // SIG_DFL: the fault kills the program with SIGSEGV, as bare (seal exits 128 + 11).
+    run_sealed(&[bin, "crash"]).code_is(139);
+    assert_eq!(run_plain(bin, ["crash"]).signal, Some(11));
+}
+
+#[test]
+fn children_started_across_exec_run() {
+    let bin = fixture_bin();
+    let out = assert_sealed_stable(&[bin.to_str().unwrap(), "spawn"], 2);
+    assert_eq!(out.matches("child ran").count(), 4, "{out}");
+    assert_eq!(out.matches("status 0").count(), 4, "{out}");
+}
+
+/// `gpg --quick-gen-key` in a fresh home: its key id (libgcrypt mixes RDTSC and RDRAND into
+/// its pool).
+fn gpg_key_id(unseal: &[&str]) -> Output {
+    let tmp = private_tmpdir();
+    let script = "export GNUPGHOME=$(mktemp -d) && \
+        gpg --batch --quiet --passphrase '' --quick-gen-key 'Seal <seal@example.org>' \
+            ed25519 default never 2>/dev/null && \
+        gpg --batch --with-colons --list-keys 2>/dev/null | grep '^pub' | cut -d: -f5; \
+        gpgconf --kill gpg-agent 2>/dev/null; rm -rf \"$GNUPGHOME\"";
+    let mut args = unseal.to_vec();
+    args.extend(["--", "sh", "-c", script]);
+    let mut cmd = seal(&args);
+    cmd.env("TMPDIR", tmp.path());
+    let out = run_timeout(cmd, TIMEOUT);
+    assert_eq!(out.stdout.trim().len(), 16, "no key id\n{}", out.show());
+    out
+}
+
+#[test]
+fn gpg_key_ids_agree() {
+    require_tools!("gpg", "gpgconf");
+    if !can_trap() {
+        skip!("no cpuid_fault in /proc/cpuinfo");
+    }
+    assert_runs_agree("gpg --quick-gen-key", 5, || gpg_key_id(&[]));
+    let a = gpg_key_id(&["--unseal", "cpu"]);
+    let b = gpg_key_id(&["--unseal", "cpu"]);
+    assert_ne!(a.stdout, b.stdout, "{}", a.show());
+}
+
+#[test]
+fn a_jvm_runs_with_its_null_checks_chained() {
+    require_tools!("java", "javac");
+    let classes = build_java("CpuNulls");
+    let cp = classes.to_str().unwrap();
+    let args = sealed_java(&[], cp, "CpuNulls");
+    let first = assert_runs_agree("java CpuNulls", 2, || run_seal(&args));
+    first.stdout_has("null checks caught: 1000");
+    if can_trap() {
+        let (out, totals) = cpu_totals(&["java", "-cp", cp, "CpuNulls"]);
+        out.ok();
+        let count = |s: &str| totals.iter().find(|t| t.0 == s).map_or(0, |t| t.1);
+        assert!(count("cpuid") > 0, "{totals:?}");
+        assert!(
+            count("sigaction(SIGSEGV) (chained behind seal's)") > 0,
+            "{totals:?}"
+        );
+    }
+}
