@@ -18,10 +18,12 @@ pub struct ClockSlot {
 }
 
 impl ClockSlot {
-    pub const EMPTY: ClockSlot = ClockSlot {
-        key: AtomicU64::new(0),
-        clock: AtomicI64::new(0),
-    };
+    pub const fn empty() -> ClockSlot {
+        ClockSlot {
+            key: AtomicU64::new(0),
+            clock: AtomicI64::new(0),
+        }
+    }
 }
 
 /// A 64-bit mix of the parts of a key (never 0: 0 marks a free slot).
@@ -116,14 +118,16 @@ pub struct Channel {
 }
 
 impl Channel {
-    pub const EMPTY: Channel = Channel {
-        key: AtomicU64::new(0),
-        written: AtomicU64::new(0),
-        read: AtomicU64::new(0),
-        next: AtomicU64::new(0),
-        at: [const { AtomicU64::new(0) }; RECORDS],
-        clock: [const { AtomicI64::new(0) }; RECORDS],
-    };
+    pub const fn empty() -> Channel {
+        Channel {
+            key: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            read: AtomicU64::new(0),
+            next: AtomicU64::new(0),
+            at: [const { AtomicU64::new(0) }; RECORDS],
+            clock: [const { AtomicI64::new(0) }; RECORDS],
+        }
+    }
 }
 
 /// The channel of `key`, claimed when `claim` (a writer); `None` when absent or the window
@@ -204,7 +208,7 @@ mod tests {
     use super::*;
 
     fn table() -> [ClockSlot; 64] {
-        [const { ClockSlot::EMPTY }; 64]
+        [const { ClockSlot::empty() }; 64]
     }
 
     #[test]
@@ -248,10 +252,10 @@ mod tests {
 
     #[test]
     fn a_reader_adopts_the_clock_of_the_bytes_it_read() {
-        let chans = [const { Channel::EMPTY }; 8];
+        let chans = [const { Channel::empty() }; 8];
         let k = key_of(1, 2, 3);
         assert_eq!(receive(&chans, k, 5), 0, "nothing written: nothing carried");
-        let chans = [const { Channel::EMPTY }; 8];
+        let chans = [const { Channel::empty() }; 8];
         send(&chans, k, 100, 10); // bytes 0..10 at 100
         send(&chans, k, 100, 10); // 10..20, same clock: no new record
         send(&chans, k, 300, 10); // 20..30 at 300
@@ -265,7 +269,7 @@ mod tests {
 
     #[test]
     fn short_writes_give_back_their_positions_and_eof_takes_all() {
-        let chans = [const { Channel::EMPTY }; 8];
+        let chans = [const { Channel::empty() }; 8];
         let k = key_of(9, 9, 9);
         send(&chans, k, 10, 100);
         unsend(&chans, k, 100, 4); // only 4 bytes went out
@@ -273,6 +277,10 @@ mod tests {
         assert_eq!(receive(&chans, k, 4), 10);
         assert_eq!(receive(&chans, k, 4), 20);
         send(&chans, k, 30, 4);
-        assert_eq!(receive(&chans, k, 0), 30, "end of file: every byte was read");
+        assert_eq!(
+            receive(&chans, k, 0),
+            30,
+            "end of file: every byte was read"
+        );
     }
 }

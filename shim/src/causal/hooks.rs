@@ -25,7 +25,9 @@ unsafe fn iov_len(iov: *const iovec, n: usize) -> usize {
         return 0;
     }
     // SAFETY: per the contract.
-    (0..n).map(|i| unsafe { (*iov.add(i)).iov_len }).fold(0, usize::saturating_add)
+    (0..n)
+        .map(|i| unsafe { (*iov.add(i)).iov_len })
+        .fold(0, usize::saturating_add)
 }
 
 hook! {

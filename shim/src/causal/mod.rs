@@ -45,7 +45,7 @@ fn active() -> bool {
 // ---- joins (process-private) --------------------------------------------------------------
 
 /// The causal clocks of threads that ended, for their joiners.
-static JOINS: [ClockSlot; 1024] = [const { ClockSlot::EMPTY }; 1024];
+static JOINS: [ClockSlot; 1024] = [const { ClockSlot::empty() }; 1024];
 
 /// A join of `id` returned `r` (0: joined). Returns `r`.
 #[inline]

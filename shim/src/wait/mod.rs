@@ -154,7 +154,12 @@ thread_local! {
 }
 
 fn end_streak() {
-    STREAK.with(|s| s.set(Streak { real: 0, logical: 0 }));
+    STREAK.with(|s| {
+        s.set(Streak {
+            real: 0,
+            logical: 0,
+        })
+    });
 }
 
 /// A relative wait of `ns` that started at real `t0` and logical `l0` ended early.
