@@ -9,6 +9,7 @@
 
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, AtomicU8};
 
+pub mod causal;
 pub mod py;
 pub mod settings;
 
@@ -430,6 +431,9 @@ pub struct RunTable {
     /// wait that ran out, a reaped child's own wait clock) moved one of its threads to; 0
     /// none. A parent that reaps the process moves its clock there.
     pub wait_clock: [AtomicI64; VPID_LIMIT],
+    /// The run's channels (pipes, sockets) and the clocks their bytes carry: what a sealed
+    /// writer leaves for the sealed reader it wakes ([`causal`]).
+    pub channels: [causal::Channel; causal::CHANNELS],
 }
 
 /// `clock_settime(CLOCK_SEAL_ADVANCE, &duration)` inside a sealed run moves every clock of the

@@ -35,6 +35,9 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 /// Kinds of runtime objects.
 const JVM: u64 = 1;
 const NODE: u64 = 2;
+/// CPython (the `python3.X` executable or `libpython3.X.so`): no clock read is bookkeeping,
+/// but its condition variables are the GIL's (`crate::causal` leaves them out).
+const PYTHON: u64 = 3;
 
 /// Registered runtime objects: `[start, end)` of their mapping and their kind.
 const MAX_OBJECTS: usize = 4;
@@ -53,6 +56,8 @@ pub fn kind_of(path: &[u8]) -> u64 {
         JVM
     } else if base == b"node" || base.starts_with(b"libnode.so") || base.starts_with(b"nodejs") {
         NODE
+    } else if base.starts_with(b"python") || base.starts_with(b"libpython") {
+        PYTHON
     } else {
         0
     }
@@ -131,6 +136,27 @@ fn object_of(addr: u64) -> Option<(u64, u64, u64)> {
     None
 }
 
+/// Is a synchronisation call from `ra` a runtime's own thread handoff, which carries no
+/// causal time (`crate::causal`)? Every one HotSpot makes (its parking, safepoints and
+/// service threads); CPython's condition variables (`condvar`: its GIL), not its semaphores
+/// (`threading` locks, joins, queues, events).
+#[inline]
+pub fn internal_sync(ra: u64, condvar: bool) -> bool {
+    match object_of(ra.wrapping_sub(1)) {
+        Some((JVM, _, _)) => true,
+        Some((PYTHON, _, _)) => condvar,
+        _ => false,
+    }
+}
+
+/// Is a condition variable wait from `ra` CPython's GIL? Its 5 ms timeouts time out as often
+/// as the scheduler makes threads contend: they are the interpreter's bookkeeping, and move
+/// no clock (`crate::wait::bookkeeping`).
+#[inline]
+pub fn gil_wait(ra: u64) -> bool {
+    matches!(object_of(ra.wrapping_sub(1)), Some((PYTHON, _, _)))
+}
+
 /// Is this clock read the runtime's own bookkeeping (answer without a tick)?
 ///
 /// `ra` is the hook's return address, `fp` the hook's frame pointer (`frame!()`), `realtime`
@@ -139,7 +165,7 @@ fn object_of(addr: u64) -> Option<(u64, u64, u64)> {
 pub fn bookkeeping(ra: u64, fp: u64, realtime: bool) -> bool {
     match object_of(ra.wrapping_sub(1)) {
         None => false,
-        Some(obj) => classify(obj, ra, fp, realtime),
+        Some(obj) => obj.0 != PYTHON && classify(obj, ra, fp, realtime),
     }
 }
 
@@ -388,7 +414,8 @@ mod tests {
         assert_eq!(kind_of(b"/usr/lib/jvm/java-17/lib/server/libjvm.so"), JVM);
         assert_eq!(kind_of(b"/usr/bin/node"), NODE);
         assert_eq!(kind_of(b"/usr/lib/x86_64-linux-gnu/libnode.so.108"), NODE);
-        assert_eq!(kind_of(b"/usr/bin/python3"), 0);
+        assert_eq!(kind_of(b"/usr/bin/python3"), PYTHON);
+        assert_eq!(kind_of(b"/usr/lib/libpython3.11.so.1.0"), PYTHON);
         assert_eq!(kind_of(b"/usr/lib/libjvm.so.bak"), 0);
         assert_eq!(name_class(b"JVM_NanoTime"), JVM_ENTRY);
         assert_eq!(name_class(b"uv_run"), 0);

@@ -192,6 +192,14 @@ pub fn get() -> Option<Table<'static>> {
     }
 }
 
+/// The run-wide causal clocks of channels ([`seal_abi::causal`]), if the run table is mapped.
+#[inline]
+pub fn channels() -> Option<&'static [seal_abi::causal::Channel]> {
+    let p = BASE.load(Acquire);
+    // SAFETY: as in `get`: a live mapping that starts with a RunTable.
+    (!p.is_null()).then(|| unsafe { &(&(*(p as *const RunTable)).channels)[..] })
+}
+
 /// The run-wide state the setters change ([`seal_abi::World`]), if the run table is mapped.
 #[inline(always)]
 pub fn world() -> Option<&'static seal_abi::World> {

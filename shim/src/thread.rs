@@ -20,6 +20,14 @@ pub struct ThreadState {
     pub vtid: i32,
     /// Threads this thread has created (the next child's index).
     pub threads: u64,
+    /// The causal clock `W`: `L` as it stood after this thread's last wait that moved it
+    /// (a timeout, a sleep) or its last adoption of another's clock; what it publishes to
+    /// whoever it wakes (`crate::causal`). Clock reads alone do not move it.
+    pub causal: i64,
+    /// How far waits and adoptions (not reads) have moved `L` since the thread started, plus
+    /// its `L` then: the CPU-time clocks read `L - waited`, so they advance with the thread's
+    /// reads and never while it waits.
+    pub waited: i64,
 }
 
 impl ThreadState {
@@ -29,6 +37,8 @@ impl ThreadState {
         lineage: 0,
         vtid: 0,
         threads: 0,
+        causal: 0,
+        waited: 0,
     };
 }
 
@@ -105,12 +115,15 @@ fn init_thread(t: &mut ThreadState) {
             STRAYS.fetch_add(1, Relaxed),
         )
     };
+    let clock = config::START_CLOCK.load(Relaxed);
     *t = ThreadState {
         ready: true,
-        clock: config::START_CLOCK.load(Relaxed),
+        clock,
         lineage,
         vtid: if main { config::VPID.load(Relaxed) } else { 0 },
         threads: 0,
+        causal: clock,
+        waited: clock,
     };
 }
 
@@ -138,7 +151,12 @@ pub fn with<R>(f: impl FnOnce(&mut ThreadState) -> R) -> R {
 /// handler's advance is never lost.
 #[inline(always)]
 fn update_clock(f: impl Fn(i64) -> i64) -> i64 {
-    let clock = with(|t| core::ptr::addr_of_mut!(t.clock));
+    update_field(with(|t| core::ptr::addr_of_mut!(t.clock)), f)
+}
+
+/// [`update_clock`] on any `i64` field of this thread's state.
+#[inline(always)]
+fn update_field(clock: *mut i64, f: impl Fn(i64) -> i64) -> i64 {
     loop {
         // SAFETY: `clock` is this thread's live, aligned TLS slot.
         let old = unsafe { clock.read_volatile() };
@@ -170,6 +188,70 @@ pub fn read_and_tick() -> i64 {
     update_clock(|v| v.saturating_add(tick))
 }
 
+/// A read of a CPU-time clock: `L - waited` (the ticks of this thread's reads, never its
+/// waits), after which `L` advances one tick as for every read.
+#[inline(always)]
+pub fn cpu_read_and_tick() -> i64 {
+    let waited = with(|t| t.waited);
+    read_and_tick().saturating_sub(waited).max(0)
+}
+
+/// The CPU clock without advancing it.
+#[inline(always)]
+pub fn cpu_peek() -> i64 {
+    with(|t| t.clock.saturating_sub(t.waited).max(0))
+}
+
+/// `L` moved by `f` because of a wait or an adoption: `waited` takes the move, so the CPU
+/// clock stays where it was. (`waited` is raised first: a signal handler that reads the CPU
+/// clock between the two sees it a little early, never ahead.)
+#[inline]
+fn wait_move(target: i64) {
+    let delta = target.saturating_sub(peek());
+    if delta <= 0 {
+        return;
+    }
+    with(|t| t.waited = t.waited.saturating_add(delta));
+    advance_to(target);
+}
+
+/// The causal clock `W` (what this thread publishes to those it wakes).
+#[inline(always)]
+pub fn causal() -> i64 {
+    with(|t| t.causal)
+}
+
+/// A wait moved `L`, or another's clock was adopted: `W` catches up with `L`.
+#[inline]
+fn mark_causal() {
+    let l = peek();
+    update_field(with(|t| core::ptr::addr_of_mut!(t.causal)), |v| v.max(l));
+}
+
+/// A wait ran to its deadline: `L` moves to `to` (never back) and `W` follows.
+#[inline]
+pub fn waited_to(to: i64) {
+    wait_move(to);
+    mark_causal();
+}
+
+/// A relative wait ran `ns`: `L` moves by it and `W` follows.
+#[inline]
+pub fn waited_by(ns: i64) {
+    wait_move(peek().saturating_add(ns.max(0)));
+    mark_causal();
+}
+
+/// Lamport's receive: this thread was woken by one whose causal clock was `v`. `L` and `W`
+/// become at least `v`. Returns whether `L` moved.
+#[inline]
+pub fn adopt(v: i64) -> bool {
+    let before = peek();
+    wait_move(v);
+    update_field(with(|t| core::ptr::addr_of_mut!(t.causal)), |c| c.max(v));
+    v > before
+}
+
 /// The logical clock without advancing it (for deadline translation).
 #[inline(always)]
 pub fn peek() -> i64 {
@@ -199,6 +281,10 @@ pub fn spawn_child_state() -> ThreadState {
             lineage: child_lineage(t.lineage, KIND_THREAD, idx),
             vtid: 0,
             threads: 0,
+            // Creating a thread carries no wait: its causal clock is its creator's.
+            causal: t.causal,
+            // A new thread's CPU clock starts at 0.
+            waited: t.clock,
         }
     })
 }

@@ -5,6 +5,7 @@
 #[macro_use]
 mod util;
 
+mod causal;
 mod census;
 mod cli;
 mod clocks;

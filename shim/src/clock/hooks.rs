@@ -46,15 +46,19 @@ pub unsafe fn clock_gettime_at(
     if config::sealed(flags::TIME) {
         let d = domain(clock);
         if d != Domain::PassThrough && !ts.is_null() {
-            let l = if runtime::bookkeeping(ra, fp, matches!(d, Domain::Realtime(_))) {
+            let v = if runtime::bookkeeping(ra, fp, matches!(d, Domain::Realtime(_))) {
                 census::count(Fid::RuntimeClock, detail(clock), ra);
-                super::now_logical()
+                if d == Domain::Cputime {
+                    crate::thread::cpu_peek()
+                } else {
+                    value_at(d, super::now_logical())
+                }
             } else {
                 census::count(fid, detail(clock), ra);
-                super::tick_read()
+                super::read(d)
             };
             // SAFETY: caller guarantees ts is writable.
-            unsafe { *ts = to_timespec(value_at(d, l)) };
+            unsafe { *ts = to_timespec(v) };
             return 0;
         }
     }
@@ -228,13 +232,15 @@ hook! {
         if !config::sealed(flags::TIME) {
             return real(buf);
         }
-        // Clock ticks of 10 ms (sysconf(_SC_CLK_TCK) == 100 on Linux).
-        let l = super::tick_read();
+        // Clock ticks of 10 ms (sysconf(_SC_CLK_TCK) == 100 on Linux). The CPU time is the
+        // thread's CPU clock; the return value is elapsed (monotonic) time.
+        let cpu = super::cpu_read();
+        let l = crate::thread::peek();
         if !buf.is_null() {
             // SAFETY: caller guarantees buf is writable.
             unsafe {
                 *buf = libc::tms {
-                    tms_utime: l / 10_000_000,
+                    tms_utime: cpu / 10_000_000,
                     tms_stime: 0,
                     tms_cutime: 0,
                     tms_cstime: 0,
@@ -256,7 +262,7 @@ hook! {
             let l = if who == libc::RUSAGE_CHILDREN {
                 0
             } else {
-                super::tick_read()
+                super::cpu_read()
             };
             // SAFETY: the kernel just filled *usage.
             unsafe { seal_rusage(who, l, usage) };

@@ -113,7 +113,22 @@ pub fn from_timespec(ts: &libc::timespec) -> i64 {
 /// One sealed read of `domain`: the value, after which `L` has advanced one tick.
 #[inline(always)]
 pub fn read(domain: Domain) -> i64 {
+    if domain == Domain::Cputime {
+        return cpu_read();
+    }
     value_at(domain, tick_read())
+}
+
+/// One sealed read of a CPU-time clock: the thread's CPU clock, which counts its reads and
+/// never its waits (a `process_time()` taken across a sleep grows by the reads alone).
+#[inline(always)]
+pub fn cpu_read() -> i64 {
+    if config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed) != 0 {
+        // Under --rate, `L` follows real time: so does the CPU clock, waits left out.
+        tick_read();
+        return thread::cpu_peek();
+    }
+    thread::cpu_read_and_tick()
 }
 
 /// The logical clock a read returns (after which it has advanced one tick); under `--rate`,

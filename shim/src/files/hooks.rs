@@ -413,6 +413,7 @@ hook! {
     uncounted;
     |real| {
         closing(fd);
+        crate::causal::forget(fd);
         real(fd)
     }
 }
@@ -436,6 +437,10 @@ hook! {
                 libc::fileno(f)
             };
             closing(fd);
+        }
+        if !f.is_null() {
+            // SAFETY: a valid stream per the contract; fileno is not interposed.
+            crate::causal::forget(unsafe { libc::fileno(f) });
         }
         real(f)
     }

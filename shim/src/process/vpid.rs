@@ -328,9 +328,8 @@ pub fn reaped(v: i32, status: i32) {
     if let Some(t) = table::get() {
         t.set_status(v, status);
         let waited = t.wait_clock(v);
-        if waited > 0 && config::sealed(flags::TIME) {
-            thread::advance_to(waited);
-            note_waited();
+        if waited > 0 && config::sealed(flags::TIME) && thread::adopt(waited) {
+            crate::causal::moved();
         }
     }
 }

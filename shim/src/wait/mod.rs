@@ -100,19 +100,91 @@ fn forget_anchor() {
 /// A wait reached its deadline: `L` moves to it (never backwards).
 fn timed_out_at(target: i64) {
     forget_anchor();
-    if target > thread::peek() {
-        thread::advance_to(target);
-        crate::process::vpid::note_waited();
+    end_streak();
+    if BOOKKEEPING.with(|b| b.get()) {
+        return;
     }
+    if target > thread::peek() {
+        thread::waited_to(target);
+        crate::causal::moved();
+    }
+}
+
+thread_local! {
+    /// The wait in progress is a runtime's own (CPython's GIL): reaching its deadline moves
+    /// no clock.
+    static BOOKKEEPING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f`, a runtime's own timed wait, whose timeout moves no clock.
+pub fn bookkeeping<R>(f: impl FnOnce() -> R) -> R {
+    BOOKKEEPING.with(|b| b.set(true));
+    let r = f();
+    BOOKKEEPING.with(|b| b.set(false));
+    r
 }
 
 /// A relative wait ran `ns`: `L` moves forward by it.
 fn ran_for(ns: i64) {
     forget_anchor();
+    end_streak();
     if ns > 0 {
-        thread::advance_by(ns);
-        crate::process::vpid::note_waited();
+        thread::waited_by(ns);
+        crate::causal::moved();
     }
+}
+
+/// A run of relative waits that were all ended early by something that carried no time (an
+/// fd that became ready, a wakeup from an unsealed process or the network), with the real and
+/// logical deadline of the one that should have run out first. Causality (`crate::causal`)
+/// moves the clock when the waker is sealed; when it is not, a deadline loop would otherwise
+/// spin forever while its logical clock stands still. So once the streak has lasted as long
+/// in real time as its shortest timeout, the next wait ends it: `L` moves to that deadline, as
+/// real time would have moved it.
+#[derive(Clone, Copy)]
+struct Streak {
+    /// Real `CLOCK_MONOTONIC` deadline; 0 = no streak.
+    real: i64,
+    /// The logical deadline that goes with it.
+    logical: i64,
+}
+
+thread_local! {
+    static STREAK: Cell<Streak> = const { Cell::new(Streak { real: 0, logical: 0 }) };
+}
+
+fn end_streak() {
+    STREAK.with(|s| {
+        s.set(Streak {
+            real: 0,
+            logical: 0,
+        })
+    });
+}
+
+/// A relative wait of `ns` that started at real `t0` and logical `l0` ended early.
+fn early(t0: i64, l0: i64, ns: i64, clock_moved: bool) {
+    if clock_moved {
+        // A sealed waker carried its time: the loop is making progress on its own.
+        end_streak();
+        return;
+    }
+    let real = t0.saturating_add(clock::real_span(ns));
+    STREAK.with(|s| {
+        let cur = s.get();
+        if cur.real == 0 || real < cur.real {
+            s.set(Streak {
+                real,
+                logical: l0.saturating_add(ns),
+            });
+        }
+    });
+}
+
+/// At the start of a relative wait: the logical deadline of a streak whose real time is up.
+fn streak_due(real_now: i64) -> Option<i64> {
+    let cur = STREAK.with(|s| s.get());
+    (cur.real != 0 && real_now >= cur.real).then_some(cur.logical)
 }
 
 pub use crate::sys::{errno, set_errno};
@@ -276,11 +348,28 @@ pub fn relative<R>(
 ) -> R {
     let use_warp = warpable && warping();
     let t0 = if use_warp { 0 } else { mono_now() };
+    // Sleeps (warpable waits) are never ended early by an event: only waits that something
+    // else can end take part in a streak.
+    let eventful = !warpable;
+    if eventful {
+        if let Some(due) = streak_due(t0) {
+            // The streak's shortest timeout has passed in real time: it ends here, with `L`
+            // at its deadline, and this wait only collects what is ready.
+            end_streak();
+            if due > thread::peek() {
+                thread::waited_to(due);
+                crate::causal::moved();
+            }
+            return warped().0;
+        }
+    }
+    let l0 = thread::peek();
     let (r, ran) = if use_warp { warped() } else { call() };
     match ran {
         Ran::Full => ran_for(ns),
         Ran::Interrupted(Some(e)) => ran_for(e.clamp(0, ns)),
         Ran::Interrupted(None) if !use_warp => ran_for((mono_now() - t0).clamp(0, ns)),
+        Ran::Early if eventful => early(t0, l0, ns, thread::peek() > l0),
         Ran::Interrupted(None) | Ran::Early => {}
     }
     r

@@ -124,7 +124,10 @@ extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
     vpid::thread_started(s.state.vtid);
     let (func, arg) = (s.func, s.arg);
     drop(s);
-    func(arg)
+    let r = func(arg);
+    // SAFETY: pthread_self has no preconditions.
+    crate::causal::thread_done(unsafe { libc::pthread_self() });
+    r
 }
 
 hook! {

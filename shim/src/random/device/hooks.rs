@@ -17,7 +17,7 @@ hook! {
             // SAFETY: forwarded contract.
             return unsafe { read_full(fd, buf as *mut u8, len) };
         }
-        real(fd, buf, len)
+        crate::causal::hooks::after_read(fd, real(fd, buf, len))
     }
 }
 
@@ -32,7 +32,7 @@ hook! {
             // SAFETY: forwarded contract.
             return unsafe { read_full(fd, buf as *mut u8, len) };
         }
-        real(fd, buf, len, buflen)
+        crate::causal::hooks::after_read(fd, real(fd, buf, len, buflen))
     }
 }
 
@@ -51,6 +51,7 @@ hook! {
     uncounted;
     |real| {
         crate::files::hooks::replacing(old, new);
+        crate::causal::forget(new);
         dup_result(old, real(old, new))
     }
 }
@@ -62,6 +63,7 @@ hook! {
     uncounted;
     |real| {
         crate::files::hooks::replacing(old, new);
+        crate::causal::forget(new);
         dup_result(old, real(old, new, fl))
     }
 }

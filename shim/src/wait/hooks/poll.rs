@@ -198,7 +198,7 @@ hook! {
     fid = EpollWait;
     // An epoll set is never treated as fd-less.
     |real| match ms_wait(timeout) {
-        Some(ns) => timed_poll(ns, false, |_| real(epfd, ev, max, timeout)),
+        Some(ns) => timed_poll(ns, false, |zero| real(epfd, ev, max, if zero { 0 } else { timeout })),
         None => real(epfd, ev, max, timeout),
     }
 }
@@ -215,7 +215,9 @@ hook! {
     ) -> c_int;
     fid = EpollPwait;
     |real| match ms_wait(timeout) {
-        Some(ns) => timed_poll(ns, false, |_| real(epfd, ev, max, timeout, mask)),
+        Some(ns) => timed_poll(ns, false, |zero| {
+            real(epfd, ev, max, if zero { 0 } else { timeout }, mask)
+        }),
         None => real(epfd, ev, max, timeout, mask),
     }
 }
@@ -235,7 +237,9 @@ hook! {
     fid = EpollPwait;
     // SAFETY: forwarded contract.
     |real| match unsafe { ts_wait(ts) } {
-        Some(ns) => timed_poll(ns, false, |_| real(epfd, ev, max, ts, mask)),
+        Some(ns) => timed_poll(ns, false, |zero| {
+            real(epfd, ev, max, if zero { &ZERO_TS } else { ts }, mask)
+        }),
         None => real(epfd, ev, max, ts, mask),
     }
 }

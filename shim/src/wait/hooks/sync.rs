@@ -148,9 +148,11 @@ hook! {
         let clk = unsafe { cond_clock(cond) };
         crate::census::count(seal_abi::Fid::CondTimedwait, detail(clk), ra);
         // SAFETY: forwarded contract; cond is initialised.
-        unsafe {
+        let wait = || unsafe {
             until(clk, abstime, || cond_private(cond) && single_threaded(), |ts| real(cond, mutex, ts))
-        }
+        };
+        // CPython's GIL: a runtime's own wait (`crate::runtime::gil_wait`).
+        if crate::runtime::gil_wait(ra) { crate::wait::bookkeeping(wait) } else { wait() }
     }
 }
 
@@ -163,15 +165,19 @@ hook! {
         clk: clockid_t,
         abstime: *const timespec,
     ) -> c_int;
-    fid = CondClockwait, detail = detail(clk);
-    // SAFETY: forwarded contract.
-    |real| unsafe {
-        until(
-            clk,
-            abstime,
-            || !cond.is_null() && cond_private(cond) && single_threaded(),
-            |ts| real(cond, mutex, clk, ts),
-        )
+    caller = ra;
+    |real| {
+        crate::census::count(seal_abi::Fid::CondClockwait, detail(clk), ra);
+        // SAFETY: forwarded contract.
+        let wait = || unsafe {
+            until(
+                clk,
+                abstime,
+                || !cond.is_null() && cond_private(cond) && single_threaded(),
+                |ts| real(cond, mutex, clk, ts),
+            )
+        };
+        if crate::runtime::gil_wait(ra) { crate::wait::bookkeeping(wait) } else { wait() }
     }
 }
 
@@ -359,7 +365,9 @@ hook! {
     ) -> c_int;
     fid = TimedjoinNp, detail = detail(CLOCK_REALTIME);
     // SAFETY: forwarded contract.
-    |real| unsafe { until(CLOCK_REALTIME, abstime, single_threaded, |ts| real(th, retval, ts)) }
+    |real| crate::causal::join_done(th, unsafe {
+        until(CLOCK_REALTIME, abstime, single_threaded, |ts| real(th, retval, ts))
+    })
 }
 
 hook! {
@@ -373,5 +381,7 @@ hook! {
     ) -> c_int;
     fid = ClockjoinNp, detail = detail(clk);
     // SAFETY: forwarded contract.
-    |real| unsafe { until(clk, abstime, single_threaded, |ts| real(th, retval, clk, ts)) }
+    |real| crate::causal::join_done(th, unsafe {
+        until(clk, abstime, single_threaded, |ts| real(th, retval, clk, ts))
+    })
 }

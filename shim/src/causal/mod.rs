@@ -1,0 +1,200 @@
+//! Causality between sealed threads and processes (docs/design.md, "Causality").
+//!
+//! Every thread has a causal clock `W` (`crate::thread`): its logical clock as it stood after
+//! its last wait that moved it or its last adoption. Clock reads alone never move `W`, so two
+//! processes that only compute never pull each other's clocks, whatever the scheduler does.
+//! Whoever may wake another thread leaves `W` where the woken one will look (Lamport's send):
+//!
+//! * a write to a pipe, FIFO or connected socket notes `W` with the position of the bytes it
+//!   sends in that channel's record in the run table (`seal_abi::causal::Channel`); a read
+//!   raises the reader's `L` and `W` to the highest clock the bytes it took carry (Lamport's
+//!   receive). Writes and reads that glibc makes internally (stdio buffers) are not seen;
+//! * a thread that returns leaves its `W` for `pthread_join` (and the timed joins);
+//! * a reaped child's wait clock moves its parent (`crate::process::vpid::reaped`).
+//!
+//! Wakeups through condition variables, semaphores, mutexes and futexes carry nothing: in a
+//! thread pool, which worker a wakeup reaches (and which waits it timed out before) is the
+//! scheduler's choice, and measured on CPython's `concurrent.futures` pools, carrying them
+//! made a run's clocks differ by 10 ms from run to run. Time flows along the data and along
+//! ends, which the program orders itself. CPython's GIL waits move no clock at all
+//! (`crate::wait::bookkeeping`).
+
+#[cfg(not(test))]
+pub(crate) mod hooks;
+mod peer;
+
+use core::sync::atomic::{AtomicU64, Ordering::*};
+
+use seal_abi::causal::{self, key_of, lookup, publish, ClockSlot};
+use seal_abi::flags;
+
+use crate::{config, sys, table, thread};
+
+/// Key kinds (the first part of `key_of`).
+const PIPE: u64 = 1;
+const UNIX: u64 = 2;
+const INET: u64 = 3;
+const JOIN: u64 = 4;
+
+/// Causality is on: the time family is sealed and the run table is mapped.
+#[inline(always)]
+fn active() -> bool {
+    config::sealed(flags::TIME)
+}
+
+// ---- joins (process-private) --------------------------------------------------------------
+
+/// The causal clocks of threads that ended, for their joiners.
+static JOINS: [ClockSlot; 1024] = [const { ClockSlot::empty() }; 1024];
+
+/// A join of `id` returned `r` (0: joined). Returns `r`.
+#[inline]
+pub fn join_done(id: libc::pthread_t, r: i32) -> i32 {
+    if r == 0 && active() {
+        adopt(lookup(&JOINS, key_of(JOIN, id, 0)));
+    }
+    r
+}
+
+/// A thread started by our trampoline returned: leave its `W` for `pthread_join`.
+pub fn thread_done(id: libc::pthread_t) {
+    if active() {
+        publish(&JOINS, key_of(JOIN, id, 0), thread::causal());
+    }
+}
+
+/// Lamport's receive of `v` (0: nothing was published).
+#[inline]
+fn adopt(v: i64) {
+    if v > 0 && thread::adopt(v) {
+        moved();
+    }
+}
+
+/// This thread's `W` moved (a wait ran out, a clock was adopted): the process's wait clock
+/// follows (a parent that reaps it adopts that).
+pub fn moved() {
+    crate::process::vpid::note_waited();
+}
+
+// ---- channels (run-wide) -----------------------------------------------------------------
+
+/// Descriptors below this are cached; others are classified on every use.
+const FDS: usize = 1024;
+/// `STATE`: 0 not looked at, 1 not a channel, 2 a channel.
+static STATE: [AtomicU64; FDS] = [const { AtomicU64::new(0) }; FDS];
+static SEND: [AtomicU64; FDS] = [const { AtomicU64::new(0) }; FDS];
+static RECV: [AtomicU64; FDS] = [const { AtomicU64::new(0) }; FDS];
+
+/// The channel keys of `fd` (send, receive); `None` when it is no channel.
+fn keys(fd: i32) -> Option<(u64, u64)> {
+    if fd < 0 {
+        return None;
+    }
+    let i = fd as usize;
+    if i < FDS {
+        match STATE[i].load(Acquire) {
+            1 => return None,
+            2 => return Some((SEND[i].load(Relaxed), RECV[i].load(Relaxed))),
+            _ => {}
+        }
+    }
+    let k = classify(fd);
+    if i < FDS {
+        if let Some((s, r)) = k {
+            SEND[i].store(s, Relaxed);
+            RECV[i].store(r, Relaxed);
+        }
+        STATE[i].store(if k.is_some() { 2 } else { 1 }, Release);
+    }
+    k
+}
+
+/// What `fd` is: a pipe or FIFO (one key for both ends), a connected UNIX socket (its own
+/// inode to receive, its peer's to send), a connected IP socket (the address pair, in each
+/// direction), or nothing that carries time.
+fn classify(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: an all-zero stat is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: st is a valid out-pointer; a bad fd only fails.
+    let r = unsafe { sys::syscall3(libc::SYS_fstat, fd as i64, &mut st as *mut _ as i64, 0) };
+    if r != 0 {
+        return None;
+    }
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFIFO => {
+            let k = key_of(PIPE, st.st_dev, st.st_ino);
+            Some((k, k))
+        }
+        libc::S_IFSOCK => match peer::domain(fd)? {
+            libc::AF_UNIX => {
+                let recv = key_of(UNIX, st.st_ino, 0);
+                let send = peer::unix_peer(st.st_ino).map_or(0, |p| key_of(UNIX, p, 0));
+                Some((send, recv))
+            }
+            libc::AF_INET | libc::AF_INET6 => {
+                let (local, remote) = peer::inet_pair(fd)?;
+                Some((key_of(INET, remote, local), key_of(INET, local, remote)))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `fd` was closed or replaced: whatever reuses its number is looked at afresh.
+#[inline]
+pub fn forget(fd: i32) {
+    if fd >= 0 && (fd as usize) < FDS {
+        STATE[fd as usize].store(0, Release);
+    }
+}
+
+/// A write-like call of `n` bytes on `fd`, run by `call` (returning bytes written or -1): a
+/// channel records this thread's `W` for the bytes it carries.
+#[inline]
+pub fn send(fd: i32, n: usize, call: impl FnOnce() -> isize) -> isize {
+    if !active() || (fd >= 0 && (fd as usize) < FDS && STATE[fd as usize].load(Acquire) == 1) {
+        return call();
+    }
+    let Some((key, t)) = send_key(fd) else {
+        return call();
+    };
+    causal::send(t, key, thread::causal(), n as u64);
+    let r = call();
+    if r < n as isize {
+        causal::unsend(t, key, n as u64, r.max(0) as u64);
+    }
+    r
+}
+
+#[cold]
+fn send_key(fd: i32) -> Option<(u64, &'static [causal::Channel])> {
+    let (send, _) = keys(fd)?;
+    (send != 0).then_some(())?;
+    Some((send, table::channels()?))
+}
+
+/// A read-like call on `fd` returned `r`: `r` bytes (0: end of file) were received, and the
+/// reader adopts the clock they carry.
+#[inline]
+pub fn received(fd: i32, r: isize) {
+    if r < 0 || !active() {
+        return;
+    }
+    if fd >= 0 && (fd as usize) < FDS && STATE[fd as usize].load(Acquire) == 1 {
+        return;
+    }
+    receive_slow(fd, r as u64);
+}
+
+#[cold]
+fn receive_slow(fd: i32, n: u64) {
+    let Some((_, recv)) = keys(fd) else { return };
+    if recv == 0 {
+        return;
+    }
+    if let Some(t) = table::channels() {
+        adopt(causal::receive(t, recv, n));
+    }
+}

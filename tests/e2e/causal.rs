@@ -1,0 +1,94 @@
+//! End-to-end tests: causality between sealed threads and processes (docs/design.md,
+//! "Causality"). A deadline loop whose waits are ended by someone else's waiting reaches its
+//! deadline, as in real time; a joiner sees the joined thread's waits; CPU-time clocks do not
+//! count waits; a loop fed by an unsealed writer still ends. Each case runs sealed 5 times
+//! (byte-identical stdout; a hang fails with the harness's HANG message).
+use crate::util::*;
+
+const RUNS: usize = 5;
+
+fn python_case(case: &str) -> String {
+    let f = fixture("python/causal.py");
+    assert_sealed_stable(&["python3", f.to_str().unwrap(), case], RUNS)
+}
+
+#[test]
+fn a_chatty_childs_output_brings_communicate_to_its_timeout() {
+    require_tools!("python3");
+    assert_eq!(python_case("communicate"), "TimeoutExpired after 0.300\n");
+}
+
+#[test]
+fn a_manager_condition_times_out_in_the_managers_wait() {
+    require_tools!("python3");
+    assert_eq!(python_case("manager"), "wait_for False after 0.200\n");
+}
+
+#[test]
+fn a_request_reply_deadline_loop_ends_after_the_same_rounds() {
+    require_tools!("python3");
+    // 1 s of 0.2 s replies: 5 rounds, and 1.0 s (plus the reads' ticks) every run.
+    let out = python_case("request_reply");
+    assert!(out.starts_with("rounds 5 elapsed 1.00"), "{out}");
+}
+
+#[test]
+fn cpu_time_does_not_count_waits() {
+    require_tools!("python3");
+    assert_eq!(
+        python_case("cpu_time"),
+        "cpu time across 0.15 s of waits: under 100 us True\n\
+         monotonic across a 0.1 s sleep 0.100\n"
+    );
+}
+
+#[test]
+fn a_joined_threads_sleep_shows_in_the_joiner() {
+    let bin = build_c("causal_join", &[]);
+    let out = assert_sealed_stable(&[bin.to_str().unwrap()], RUNS);
+    assert!(out.starts_with("joined after 1.000\n"), "{out}");
+    // Two clock reads' ticks (1 us each), none of the 0.1 s.
+    assert!(
+        out.contains("process cpu across a 0.1 s sleep: 1000 ns\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_loop_fed_by_an_unsealed_writer_still_reaches_its_deadline() {
+    require_tools!("python3", "sh");
+    let f = fixture("python/causal.py");
+    // The shell is left out of the seal: its bytes carry no clock.
+    let dash = std::fs::canonicalize("/bin/sh").unwrap();
+    let name = dash.file_name().unwrap().to_str().unwrap().to_string();
+    let out = run_seal([
+        "--skip",
+        name.as_str(),
+        "--",
+        "python3",
+        f.to_str().unwrap(),
+        "unsealed_writer",
+    ]);
+    out.code_is(0);
+    assert_eq!(
+        out.stdout, "TimeoutExpired after at least 0.3: True\n",
+        "{out:?}"
+    );
+}
+
+#[test]
+fn unsealed_time_carries_nothing() {
+    require_tools!("python3");
+    // With the time family off, nothing is adopted and the real clock answers.
+    let f = fixture("python/causal.py");
+    let out = run_seal([
+        "--unseal",
+        "time",
+        "--",
+        "python3",
+        f.to_str().unwrap(),
+        "request_reply",
+    ]);
+    out.code_is(0);
+    assert!(out.stdout.starts_with("rounds "), "{out:?}");
+}
