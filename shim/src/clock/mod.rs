@@ -166,13 +166,20 @@ fn follow_real_time() {
 
 #[cold]
 fn rate_elapsed(ppm: u64) -> i64 {
-    let real = crate::real!(clock_gettime: fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int);
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
+    let ts = if crate::cpu::tsc_trapped() {
+        // The vDSO's rdtsc would trap.
+        crate::sys::clock_gettime(libc::CLOCK_MONOTONIC)
+    } else {
+        let real =
+            crate::real!(clock_gettime: fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int);
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid timespec to fill.
+        unsafe { real(libc::CLOCK_MONOTONIC, &mut ts) };
+        ts
     };
-    // SAFETY: a valid timespec to fill.
-    unsafe { real(libc::CLOCK_MONOTONIC, &mut ts) };
     let start = config::REAL_START.load(core::sync::atomic::Ordering::Relaxed);
     let real_elapsed = from_timespec(&ts).saturating_sub(start).max(0);
     scale(real_elapsed, ppm as i128, 1_000_000)

@@ -55,6 +55,13 @@ fn armed(bit: u8) -> bool {
     ARMED.load(Relaxed) & bit != 0
 }
 
+/// Does `rdtsc` trap in this image? Then the vDSO's clocks (which run `rdtsc`) cost a signal
+/// round trip each, and libseal's own real-clock reads take the system call instead.
+#[inline(always)]
+pub fn tsc_trapped() -> bool {
+    armed(TSC)
+}
+
 /// Is libseal's `SIGSEGV` handler installed in this image?
 #[inline(always)]
 pub fn handler_installed() -> bool {
