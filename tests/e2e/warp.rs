@@ -120,3 +120,18 @@ fn threads_sleeping_in_turns_wake_in_deadline_order() {
     }
     assert_quick(&ties);
 }
+
+/// A child killed in the middle of a sleep, left a zombie, with the earliest deadline on the
+/// waiter board, does not hold the others up: the parent's `sleep(10)` still warps (it
+/// waited its real 10 s while a dead or zombie thread's slot counted).
+#[test]
+fn a_killed_waiter_does_not_hold_the_board_up() {
+    require_tools!("python3", "sleep");
+    let py = fixture("python/warp_killed.py");
+    let runs = run_concurrently(warped(2, &["python3", py.to_str().unwrap()]), LIMIT);
+    for r in &runs {
+        r.ok();
+        assert_eq!(r.stdout, "slept 10.000\nchild -9\n", "{}", r.show());
+    }
+    assert_quick(&runs);
+}

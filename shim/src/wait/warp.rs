@@ -51,6 +51,9 @@ impl Waiter {
     /// when every slot is taken (then the wait takes its real time; said once).
     fn enter(deadline: i64) -> Option<Waiter> {
         let board = table::waiters()?;
+        // Counted before the slot is claimed: a signal handler that waits in between must not
+        // take this thread's new slot for a stale one (see `earliest`).
+        DEPTH.with(|d| d.set(d.get() + 1));
         let tid = sys::gettid();
         let pid = sys::getpid();
         let start = (seal_abi::mix64(tid as u64) % WAITER_SLOTS as u64) as usize;
@@ -61,6 +64,7 @@ impl Waiter {
             .find(|s| s.tid.load(Relaxed) == 0 && claim(s, tid))
             .or_else(|| (0..WAITER_SLOTS).map(at).find(|s| claim(s, tid)));
         let Some(slot) = slot else {
+            DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
             board_full();
             return None;
         };
@@ -70,7 +74,6 @@ impl Waiter {
         slot.key.store(key, Relaxed);
         slot.phase.store(1, Release);
         board.gen.fetch_add(1, AcqRel);
-        DEPTH.with(|d| d.set(d.get() + 1));
         Some(Waiter {
             board,
             slot,
@@ -154,11 +157,23 @@ fn free(b: &WaiterBoard, s: &WaiterSlot, tid: i32) {
     }
 }
 
-/// Thread `tid` of process `pid` exists (`tgkill(pid, tid, 0)`).
+/// Thread `tid` of process `pid` exists (`tgkill(pid, tid, 0)`) and is no zombie (a killed
+/// process no one has reaped yet waits for nothing).
 fn alive(pid: i32, tid: i32) -> bool {
     // SAFETY: signal 0 only checks for existence.
     let r = unsafe { sys::syscall3(libc::SYS_tgkill, pid as i64, tid as i64, 0) };
-    r != -(libc::ESRCH as i64)
+    if r == -(libc::ESRCH as i64) {
+        return false;
+    }
+    let mut path = sys::StackBuf::<64>::new();
+    path.push(b"/proc/")
+        .push_u64(pid as u64)
+        .push(b"/task/")
+        .push_u64(tid as u64)
+        .push(b"/stat");
+    let mut line = [0u8; 96];
+    let got = sys::read_file(path.as_cstr(), &mut line);
+    !matches!(stat_state(&line[..got]), Some(b'Z' | b'X'))
 }
 
 #[cold]
@@ -170,11 +185,11 @@ fn board_full() {
     }
 }
 
-/// Is `tid` a waiter in its bookkeeping between two slices?
-fn between_slices(b: &WaiterBoard, tid: i32) -> bool {
-    b.slots
-        .iter()
-        .any(|s| s.tid.load(Acquire) == tid && s.phase.load(Acquire) == 1)
+/// Is thread `tid` of process `pid` a waiter in its bookkeeping between two slices?
+fn between_slices(b: &WaiterBoard, pid: i32, tid: i32) -> bool {
+    b.slots.iter().any(|s| {
+        s.tid.load(Acquire) == tid && s.pid.load(Acquire) == pid && s.phase.load(Acquire) == 1
+    })
 }
 
 /// A kernel task state that means "can run" (`R` running, `D` in uninterruptible sleep, `t`
@@ -246,6 +261,7 @@ fn scan(b: &WaiterBoard, t: &table::Table<'_>, real: i32, me: i32) -> Scan {
 fn scan_dir(b: &WaiterBoard, t: &table::Table<'_>, dir: i32, real: i32, me: i32) -> Scan {
     let mut buf = [0u8; 1024];
     let mut first = true;
+    let mut leader = real;
     loop {
         // SAFETY: buf is valid for its length.
         let n = unsafe {
@@ -276,8 +292,11 @@ fn scan_dir(b: &WaiterBoard, t: &table::Table<'_>, dir: i32, real: i32, me: i32)
             };
             // The first entry is the thread group leader: a thread's own entry of `real_of`
             // is covered by its process's.
-            if core::mem::take(&mut first) && tid != real && t.virt(tid).is_some() {
-                return Scan::Settled;
+            if core::mem::take(&mut first) {
+                if tid != real && t.virt(tid).is_some() {
+                    return Scan::Settled;
+                }
+                leader = tid;
             }
             if tid == me {
                 continue;
@@ -290,7 +309,7 @@ fn scan_dir(b: &WaiterBoard, t: &table::Table<'_>, dir: i32, real: i32, me: i32)
             let Some(state) = stat_state(&line[..got]) else {
                 continue;
             };
-            if runs(state) && !between_slices(b, tid) {
+            if runs(state) && !between_slices(b, leader, tid) {
                 return Scan::Busy;
             }
         }
