@@ -7,12 +7,12 @@ use std::time::Duration;
 use crate::util::*;
 
 const RUNS: usize = 5;
-/// Harness limit of one run (the programs below sleep 7 to 100 logical seconds, or compute
+/// Harness limit of one run (the programs below sleep 30 to 100 logical seconds, or compute
 /// for about a second).
 const LIMIT: Duration = Duration::from_secs(60);
 /// A sleep-only program must finish in well under this, whatever the machine's load (they
-/// take about 0.1 to 0.5 s; unwarped, 8 to 100 s).
-const QUICK: Duration = Duration::from_secs(3);
+/// take about 0.03 to 0.7 s; unwarped, 30 to 100 s).
+const QUICK: Duration = Duration::from_secs(15);
 
 fn c_warp() -> String {
     static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -89,14 +89,14 @@ fn sleep_only_programs_still_finish_at_once() {
     let runs = run_concurrently(warped(RUNS, &["python3", py.to_str().unwrap()]), LIMIT);
     assert_eq!(
         assert_same_stdout("python thread + sleeps", &runs),
-        "worker 1 2.000\nmain 1 3.500\nworker 2 4.000\nworker 3 6.000\nmain 2 7.000\n\
-         end 7.000\n"
+        "worker 1 20.000\nmain 1 35.000\nworker 2 40.000\nworker 3 60.000\nmain 2 70.000\n\
+         end 70.000\n"
     );
     assert_quick(&runs);
 }
 
-/// Two threads sleeping 2 s and 2.5 s in turns wake in deadline order, at their exact
-/// logical times; with equal deadlines (`--tick 0`, both 1 s) the tie is broken the same way
+/// Two threads sleeping 20 s and 25 s in turns wake in deadline order, at their exact
+/// logical times; with equal deadlines (`--tick 0`, both 10 s) the tie is broken the same way
 /// every run.
 #[test]
 fn threads_sleeping_in_turns_wake_in_deadline_order() {
@@ -107,14 +107,14 @@ fn threads_sleeping_in_turns_wake_in_deadline_order() {
     let ties = runs.split_off(RUNS);
     assert_eq!(
         assert_same_stdout("warp alternate", &runs),
-        "A 1 at 2000 ms\nB 1 at 2500 ms\nA 2 at 4000 ms\nB 2 at 5000 ms\nA 3 at 6000 ms\n\
-         B 3 at 7500 ms\nA 4 at 8000 ms\n"
+        "A 1 at 20000 ms\nB 1 at 25000 ms\nA 2 at 40000 ms\nB 2 at 50000 ms\n\
+         A 3 at 60000 ms\nB 3 at 75000 ms\nA 4 at 80000 ms\n"
     );
     assert_quick(&runs);
     let out = assert_same_stdout("warp ties", &ties);
     for round in 1..=3 {
         for who in ["A", "B"] {
-            let want = format!("{who} {round} at {round}000 ms\n");
+            let want = format!("{who} {round} at {round}0000 ms\n");
             assert!(out.contains(&want), "no {want:?} in\n{out}");
         }
     }
@@ -122,8 +122,8 @@ fn threads_sleeping_in_turns_wake_in_deadline_order() {
 }
 
 /// A child killed in the middle of a sleep, left a zombie, with the earliest deadline on the
-/// waiter board, does not hold the others up: the parent's `sleep(10)` still warps (it
-/// waited its real 10 s while a dead or zombie thread's slot counted).
+/// waiter board, does not hold the others up: the parent's `sleep(60)` still warps (it
+/// waited its real 60 s while a zombie thread's slot counted).
 #[test]
 fn a_killed_waiter_does_not_hold_the_board_up() {
     require_tools!("python3", "sleep");
@@ -131,7 +131,7 @@ fn a_killed_waiter_does_not_hold_the_board_up() {
     let runs = run_concurrently(warped(2, &["python3", py.to_str().unwrap()]), LIMIT);
     for r in &runs {
         r.ok();
-        assert_eq!(r.stdout, "slept 10.000\nchild -9\n", "{}", r.show());
+        assert_eq!(r.stdout, "slept 60.000\nchild -9\n", "{}", r.show());
     }
     assert_quick(&runs);
 }
