@@ -434,7 +434,12 @@ pub struct RunTable {
     /// The run's channels (pipes, sockets) and the clocks their bytes carry: what a sealed
     /// writer leaves for the sealed reader it wakes ([`causal`]).
     pub channels: [causal::Channel; causal::CHANNELS],
+    /// `--warp`'s waiter board (appended): who waits for which logical deadline.
+    pub waiters: WaiterBoard,
 }
+
+mod waiters;
+pub use waiters::{WaiterBoard, WaiterSlot, WAITER_SLOTS};
 
 /// `clock_settime(CLOCK_SEAL_ADVANCE, &duration)` inside a sealed run moves every clock of the
 /// run forward by `duration` (what `seal time advance` does; no privilege needed). The id is

@@ -208,6 +208,14 @@ pub fn world() -> Option<&'static seal_abi::World> {
     (!p.is_null()).then(|| unsafe { &(*(p as *const RunTable)).world })
 }
 
+/// The run's `--warp` waiter board ([`seal_abi::WaiterBoard`]), if the run table is mapped.
+#[inline]
+pub fn waiters() -> Option<&'static seal_abi::WaiterBoard> {
+    let p = BASE.load(Acquire);
+    // SAFETY: as in `get`: a live mapping that starts with a RunTable.
+    (!p.is_null()).then(|| unsafe { &(*(p as *const RunTable)).waiters })
+}
+
 /// Maps `$LIBSEAL_RUN_DIR/run.table` (once per image; a fork child keeps its parent's mapping).
 pub fn map() -> bool {
     if !BASE.load(Acquire).is_null() {

@@ -30,3 +30,4 @@ mod stress;
 mod time_control;
 mod verify;
 mod waits;
+mod warp;

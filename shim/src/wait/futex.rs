@@ -5,8 +5,7 @@
 use seal_abi::{flags, Fid};
 
 use super::{
-    absolute, clock_nanosleep_impl, err_of, relative, ret_of, single_threaded, valid_timespec, Ran,
-    Reached,
+    absolute, clock_nanosleep_impl, err_of, relative, ret_of, valid_timespec, Ran, Reached,
 };
 use crate::{census, clock, config, real};
 
@@ -101,8 +100,6 @@ pub unsafe fn sys_futex(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
     if !config::sealed(flags::WAIT) {
         return None;
     }
-    let private = op & FUTEX_PRIVATE_FLAG != 0;
-    let warpable = || private && single_threaded();
     let with_ts = |t: *const libc::timespec| {
         let mut b = a;
         b[3] = t as libc::c_long;
@@ -118,20 +115,18 @@ pub unsafe fn sys_futex(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
             if !valid_timespec(&rel) || ns == 0 {
                 return None;
             }
-            let zero = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
             let classify = |err: i32| match err {
                 libc::ETIMEDOUT => Ran::Full,
                 libc::EINTR => Ran::Interrupted(None),
                 _ => Ran::Early,
             };
+            // Under --warp, waited again with the same expected value after a slice: a wake
+            // in between changed the word, and the next slice returns EAGAIN at once.
             let err = relative(
                 ns,
-                warpable(),
-                || {
-                    let e = with_ts(&zero);
+                true,
+                |slice| {
+                    let e = with_ts(&clock::to_timespec(slice));
                     (e, classify(e))
                 },
                 || {
@@ -142,8 +137,12 @@ pub unsafe fn sys_futex(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
             Some(syscall_ret(err))
         }
         FutexTimeout::Absolute(c) => {
+            // Under --warp, waited again with a later deadline after a slice, except a
+            // requeue-PI wait (paired with a condvar's requeue: a timeout is final).
+            let sliceable =
+                || op & !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) != FUTEX_WAIT_REQUEUE_PI;
             // SAFETY: ts valid per the contract.
-            let err = unsafe { absolute(c, c, ts, Reached::OnTimedout, warpable, with_ts) };
+            let err = unsafe { absolute(c, c, ts, Reached::OnTimedout, sliceable, with_ts) };
             Some(syscall_ret(err))
         }
     }

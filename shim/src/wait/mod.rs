@@ -7,11 +7,9 @@
 //! its deadline (by its timeout): a timed-out wait reads the same elapsed time every run. A
 //! wait that ends early because another thread signalled leaves `L` alone.
 //!
-//! `--warp`: sleeps (and fd-less `poll`/`select` used as sleeps) return at once and advance
-//! `L`. A timed wait on a sync object (condvar, semaphore, mutex, rwlock, futex, join) is only
-//! warped when nothing could end it early: the object is process-private and the process has a
-//! single thread. Otherwise it waits its real time (never a fake timeout). docs/waits.md says
-//! it for users.
+//! `--warp`: a sleep or timed wait returns at once (`L` moved to its deadline) only when
+//! nothing in the whole run can run, the earliest deadline first; while anything runs, waits
+//! take their real time, in slices (`warp.rs`). docs/waits.md says it for users.
 //!
 //! Exports are in `hooks/`; this file is the logic of absolute and relative waits.
 //! `timer.rs`: the clocks and deadlines of ABSTIME timers. `futex.rs`: the `syscall()` futex
@@ -258,7 +256,8 @@ pub enum Reached {
 /// An absolute wait on `abstime` (a value of `clock`, in the domain of the clock the program
 /// read). `real_clock` is the clock the real function compares with. `call` runs the real
 /// function with a (translated) deadline and returns its result as an error number (0 =
-/// success). `warpable` says whether nothing but the deadline can end this wait.
+/// success). `sliceable` says whether, under `--warp`, the real function may be called again
+/// with a later deadline when an earlier one ran out (see `warp::absolute`).
 ///
 /// # Safety
 /// `abstime` is null or valid for reads.
@@ -267,8 +266,8 @@ pub unsafe fn absolute(
     real_clock: libc::clockid_t,
     abstime: *const libc::timespec,
     reached: Reached,
-    warpable: impl FnOnce() -> bool,
-    call: impl FnOnce(*const libc::timespec) -> i32,
+    sliceable: impl FnOnce() -> bool,
+    mut call: impl FnMut(*const libc::timespec) -> i32,
 ) -> i32 {
     let domain = clock::domain(clock_id);
     if !config::sealed(flags::WAIT) || abstime.is_null() || domain == Domain::PassThrough {
@@ -286,13 +285,16 @@ pub unsafe fn absolute(
     if from_real_clock(value, clock::value_at(domain, now_l), rnow) {
         return call(abstime);
     }
-    let real = if target <= now_l || (warping() && warpable()) {
+    let real = if target <= now_l {
         rnow
     } else {
         anchored(target, real_clock, real_deadline(rnow, target, now_l))
     };
-    let rts = clock::to_timespec(real);
-    let err = call(&rts);
+    let err = if target > now_l && warping() {
+        warp::absolute(target, real_clock, real, reached, sliceable(), &mut call)
+    } else {
+        call(&clock::to_timespec(real))
+    };
     let done = match reached {
         Reached::OnSuccess => err == 0,
         Reached::OnTimedout => err == libc::ETIMEDOUT,
@@ -334,23 +336,23 @@ pub enum Ran {
     Early,
 }
 
-/// A relative wait of `ns` (> 0) nanoseconds. `warped` is the at-once variant (used under
-/// `--warp` when `warpable`), `call` the real wait; both say how it ended.
+/// A relative wait of `ns` (> 0) nanoseconds. `call` is the real wait; `slice(real_ns)` the
+/// same wait bounded to `real_ns` (0: don't wait), which `--warp` uses when `sliceable`; both
+/// say how they ended.
 ///
 /// A wait interrupted by a signal advances `L` by the real time it waited (capped at the
 /// timeout): a retry loop under a periodic signal (a profiler's timer) still ends, and the
 /// logical time of interrupted-and-resumed sleeps adds up to the whole sleep.
 pub fn relative<R>(
     ns: i64,
-    warpable: bool,
-    warped: impl FnOnce() -> (R, Ran),
+    sliceable: bool,
+    mut slice: impl FnMut(i64) -> (R, Ran),
     call: impl FnOnce() -> (R, Ran),
 ) -> R {
-    let use_warp = warpable && warping();
-    let t0 = if use_warp { 0 } else { mono_now() };
-    // Sleeps (warpable waits) are never ended early by an event: only waits that something
-    // else can end take part in a streak.
-    let eventful = !warpable;
+    let t0 = mono_now();
+    // Sleeps (sliceable waits) are never ended early by an event: only waits that something
+    // else can end (a descriptor) take part in a streak.
+    let eventful = !sliceable;
     if eventful {
         if let Some(due) = streak_due(t0) {
             // The streak's shortest timeout has passed in real time: it ends here, with `L`
@@ -360,17 +362,21 @@ pub fn relative<R>(
                 thread::waited_to(due);
                 crate::causal::moved();
             }
-            return warped().0;
+            return slice(0).0;
         }
     }
     let l0 = thread::peek();
-    let (r, ran) = if use_warp { warped() } else { call() };
+    let (r, ran) = if warping() {
+        warp::relative(ns, sliceable, slice, call)
+    } else {
+        call()
+    };
     match ran {
         Ran::Full => ran_for(ns),
         Ran::Interrupted(Some(e)) => ran_for(e.clamp(0, ns)),
-        Ran::Interrupted(None) if !use_warp => ran_for((mono_now() - t0).clamp(0, ns)),
+        Ran::Interrupted(None) => ran_for((mono_now() - t0).clamp(0, ns)),
         Ran::Early if eventful => early(t0, l0, ns, thread::peek() > l0),
-        Ran::Interrupted(None) | Ran::Early => {}
+        Ran::Early => {}
     }
     r
 }
@@ -383,7 +389,7 @@ pub fn relative<R>(
 pub unsafe fn sleep_for(
     req: *const libc::timespec,
     rem: *mut libc::timespec,
-    call: impl FnOnce(*const libc::timespec, *mut libc::timespec) -> i32,
+    call: impl Fn(*const libc::timespec, *mut libc::timespec) -> i32,
 ) -> i32 {
     // SAFETY: valid per the contract; copied, since `rem` may point to the same timespec.
     let asked = unsafe { *req };
@@ -391,10 +397,36 @@ pub unsafe fn sleep_for(
     if !config::sealed(flags::WAIT) || !valid_timespec(&asked) || ns == 0 {
         return call(req, rem);
     }
+    // Under --warp, the logical time of the slices slept so far.
+    let mut slept = 0i64;
     relative(
         ns,
         true,
-        || (0, Ran::Full),
+        |real_ns| {
+            if real_ns == 0 {
+                return (0, Ran::Full);
+            }
+            let mut left = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            let err = call(&clock::to_timespec(real_ns), &mut left);
+            let done = slept + clock::logical_span(real_ns - clock::from_timespec(&left));
+            match err {
+                0 => {
+                    slept += clock::logical_span(real_ns);
+                    (0, Ran::Full)
+                }
+                libc::EINTR => {
+                    if !rem.is_null() {
+                        // SAFETY: rem valid per the contract.
+                        unsafe { *rem = clock::to_timespec((ns - done).max(0)) };
+                    }
+                    (err, Ran::Interrupted(Some(done)))
+                }
+                _ => (err, Ran::Early),
+            }
+        },
         || {
             let mut left = libc::timespec {
                 tv_sec: 0,
@@ -500,6 +532,7 @@ pub fn parse_stat_threads(s: &[u8]) -> Option<u64> {
 
 mod futex;
 mod timer;
+mod warp;
 
 pub use futex::{futex_timeout, sys_clock_nanosleep, sys_futex, FutexTimeout};
 pub use timer::{

@@ -16,20 +16,28 @@ fn poll_ran(r: c_int) -> Ran {
     }
 }
 
-/// A relative wait of `ns` through `call(timeout_zero)`; fd-less ones are warpable.
-fn timed_poll(ns: i64, fd_less: bool, call: impl Fn(bool) -> c_int) -> c_int {
+/// A relative wait of `ns` through `call(slice)`: `None` waits the caller's own timeout,
+/// `Some(ns)` at most that long. Under `--warp` fd-less ones (sleeps in disguise) wait in
+/// slices and can warp; the others wait their real time (a descriptor may become ready from
+/// outside the run).
+fn timed_poll(ns: i64, fd_less: bool, call: impl Fn(Option<i64>) -> c_int) -> c_int {
     relative(
         ns,
         fd_less,
-        || {
-            let r = call(true);
+        |slice| {
+            let r = call(Some(slice));
             (r, poll_ran(r))
         },
         || {
-            let r = call(false);
+            let r = call(None);
             (r, poll_ran(r))
         },
     )
+}
+
+/// A slice in `poll`'s milliseconds (rounded up: a nonzero slice never polls without waiting).
+fn slice_ms(ns: i64) -> c_int {
+    ((ns + 999_999) / 1_000_000).min(c_int::MAX as i64) as c_int
 }
 
 /// Milliseconds to a relative wait, if it is one (`> 0`; negative waits forever).
@@ -67,11 +75,6 @@ unsafe fn tv_wait(tv: *const timeval) -> Option<i64> {
     Some(t.tv_sec.saturating_mul(NS_PER_SEC) + t.tv_usec * 1000).filter(|&ns| ns != 0)
 }
 
-const ZERO_TS: timespec = timespec {
-    tv_sec: 0,
-    tv_nsec: 0,
-};
-
 hook! {
     /// # Safety
     /// As `poll(2)`.
@@ -79,8 +82,8 @@ hook! {
     fid = Poll;
     |real| match ms_wait(timeout) {
         // SAFETY: forwarded contract (the fd-less check reads the caller's array).
-        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |zero| {
-            real(fds, n, if zero { 0 } else { timeout })
+        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
+            real(fds, n, s.map_or(timeout, slice_ms))
         }),
         None => real(fds, n, timeout),
     }
@@ -95,8 +98,8 @@ hook! {
     fid = Poll;
     |real| match ms_wait(timeout) {
         // SAFETY: forwarded contract.
-        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |zero| {
-            real(fds, n, if zero { 0 } else { timeout }, fdslen)
+        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
+            real(fds, n, s.map_or(timeout, slice_ms), fdslen)
         }),
         None => real(fds, n, timeout, fdslen),
     }
@@ -110,8 +113,9 @@ hook! {
     // SAFETY: forwarded contract.
     |real| match unsafe { ts_wait(ts) } {
         // SAFETY: forwarded contract.
-        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |zero| {
-            real(fds, n, if zero { &ZERO_TS } else { ts }, mask)
+        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
+            let t = s.map(clock::to_timespec);
+            real(fds, n, t.as_ref().map_or(ts, |t| t as *const timespec), mask)
         }),
         None => real(fds, n, ts, mask),
     }
@@ -131,8 +135,9 @@ hook! {
     // SAFETY: forwarded contract.
     |real| match unsafe { ts_wait(ts) } {
         // SAFETY: forwarded contract.
-        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |zero| {
-            real(fds, n, if zero { &ZERO_TS } else { ts }, mask, fdslen)
+        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
+            let t = s.map(clock::to_timespec);
+            real(fds, n, t.as_ref().map_or(ts, |t| t as *const timespec), mask, fdslen)
         }),
         None => real(fds, n, ts, mask, fdslen),
     }
@@ -152,18 +157,21 @@ hook! {
     // SAFETY: forwarded contract.
     |real| match unsafe { tv_wait(tv) } {
         // SAFETY: the sets are null or valid per the contract.
-        Some(ns) => timed_poll(ns, unsafe { select_fd_less(nfds, [r, w, e]) }, |zero| {
-            if zero {
-                // The kernel leaves a timed-out select's timeout at zero.
+        Some(ns) => timed_poll(ns, unsafe { select_fd_less(nfds, [r, w, e]) }, |s| {
+            let Some(s) = s else { return real(nfds, r, w, e, tv) };
+            let us = (s + 999) / 1000;
+            let mut t = timeval {
+                tv_sec: us / 1_000_000,
+                tv_usec: us % 1_000_000,
+            };
+            let got = real(nfds, r, w, e, &mut t);
+            // The kernel leaves a timed-out select's timeout at zero (the caller's is left
+            // alone until then: a select interrupted between slices reports it unchanged).
+            if got == 0 {
                 // SAFETY: tv non-null, valid.
-                unsafe {
-                    *tv = timeval {
-                        tv_sec: 0,
-                        tv_usec: 0,
-                    }
-                };
+                unsafe { *tv = t };
             }
-            real(nfds, r, w, e, tv)
+            got
         }),
         None => real(nfds, r, w, e, tv),
     }
@@ -184,8 +192,9 @@ hook! {
     // SAFETY: forwarded contract.
     |real| match unsafe { ts_wait(ts) } {
         // SAFETY: the sets are null or valid per the contract.
-        Some(ns) => timed_poll(ns, unsafe { select_fd_less(nfds, [r, w, e]) }, |zero| {
-            real(nfds, r, w, e, if zero { &ZERO_TS } else { ts }, mask)
+        Some(ns) => timed_poll(ns, unsafe { select_fd_less(nfds, [r, w, e]) }, |s| {
+            let t = s.map(clock::to_timespec);
+            real(nfds, r, w, e, t.as_ref().map_or(ts, |t| t as *const timespec), mask)
         }),
         None => real(nfds, r, w, e, ts, mask),
     }
@@ -198,7 +207,8 @@ hook! {
     fid = EpollWait;
     // An epoll set is never treated as fd-less.
     |real| match ms_wait(timeout) {
-        Some(ns) => timed_poll(ns, false, |zero| real(epfd, ev, max, if zero { 0 } else { timeout })),
+        // A slice is only asked for to collect what is ready (see `wait::relative`).
+        Some(ns) => timed_poll(ns, false, |s| real(epfd, ev, max, s.map_or(timeout, slice_ms))),
         None => real(epfd, ev, max, timeout),
     }
 }
@@ -215,8 +225,8 @@ hook! {
     ) -> c_int;
     fid = EpollPwait;
     |real| match ms_wait(timeout) {
-        Some(ns) => timed_poll(ns, false, |zero| {
-            real(epfd, ev, max, if zero { 0 } else { timeout }, mask)
+        Some(ns) => timed_poll(ns, false, |s| {
+            real(epfd, ev, max, s.map_or(timeout, slice_ms), mask)
         }),
         None => real(epfd, ev, max, timeout, mask),
     }
@@ -237,8 +247,9 @@ hook! {
     fid = EpollPwait;
     // SAFETY: forwarded contract.
     |real| match unsafe { ts_wait(ts) } {
-        Some(ns) => timed_poll(ns, false, |zero| {
-            real(epfd, ev, max, if zero { &ZERO_TS } else { ts }, mask)
+        Some(ns) => timed_poll(ns, false, |s| match s {
+            None => real(epfd, ev, max, ts, mask),
+            Some(n) => real(epfd, ev, max, &clock::to_timespec(n), mask),
         }),
         None => real(epfd, ev, max, ts, mask),
     }

@@ -1,10 +1,12 @@
 //! Timed waits on sync objects: an absolute deadline, translated by `wait::absolute`.
 //!
-//! Sync objects are only warped when process-private (a process-shared one can be signalled
-//! by another process). The private/shared bits are read from glibc 2.36's x86_64 layouts:
-//! condvar `__data.__wrefs` (byte 36: bit 0 process-shared, bit 1 `CLOCK_MONOTONIC`, see
-//! nptl/pthread_cond_common.c), mutex `__data.__kind` (byte 16, bit 7 = PSHARED), rwlock
-//! `__data.__shared` (byte 28), semaphore `private` (byte 8: 0 = private).
+//! Under `--warp` a semaphore, mutex, rwlock, message queue or join wait is waited in real
+//! slices (called again with a later deadline when a slice runs out: the object keeps its
+//! state). A condvar wait is not: a slice that ran out would have to return a spurious wakeup,
+//! and callers that compute a fresh relative deadline after one (Python's GIL, `awaitNanos`)
+//! would never time out while the run is busy. It waits once, and can only warp at its start.
+//! A condvar's clock is read from glibc 2.36's x86_64 layout: `__data.__wrefs` (byte 36:
+//! bit 1 `CLOCK_MONOTONIC`, see nptl/pthread_cond_common.c).
 
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
@@ -15,7 +17,7 @@ use libc::{
 
 use crate::clock::detail;
 use crate::hook;
-use crate::wait::{absolute, err_of, errno, ret_of, set_errno, single_threaded, Reached};
+use crate::wait::{absolute, err_of, errno, ret_of, set_errno, Reached};
 
 // ---- glibc internals (2.36, x86_64) -------------------------------------------------------
 
@@ -42,57 +44,6 @@ unsafe fn cond_clock(cond: *const pthread_cond_t) -> clockid_t {
     }
 }
 
-/// # Safety
-/// As [`cond_wrefs`].
-unsafe fn cond_private(cond: *const pthread_cond_t) -> bool {
-    // SAFETY: forwarded.
-    (unsafe { cond_wrefs(cond) } & 1) == 0
-}
-
-/// # Safety
-/// `m` points to an initialised `pthread_mutex_t`.
-unsafe fn mutex_private(m: *const pthread_mutex_t) -> bool {
-    // SAFETY: __kind is an i32 at byte 16.
-    unsafe { *((m as *const u8).add(16) as *const i32) & 128 == 0 }
-}
-
-/// # Safety
-/// `rw` points to an initialised `pthread_rwlock_t`.
-unsafe fn rwlock_private(rw: *const pthread_rwlock_t) -> bool {
-    // SAFETY: __shared is a byte at offset 28.
-    unsafe { *(rw as *const u8).add(28) == 0 }
-}
-
-/// # Safety
-/// `s` points to an initialised `sem_t`.
-unsafe fn sem_private(s: *const sem_t) -> bool {
-    // SAFETY: `private` is an i32 at byte 8 of struct new_sem.
-    unsafe { *((s as *const u8).add(8) as *const i32) == 0 }
-}
-
-/// A single-threaded wait on a private mutex: nothing but the deadline can end it.
-///
-/// # Safety
-/// `m` null or an initialised `pthread_mutex_t`.
-unsafe fn mutex_warpable(m: *const pthread_mutex_t) -> bool {
-    // SAFETY: non-null, initialised per the contract.
-    !m.is_null() && unsafe { mutex_private(m) } && single_threaded()
-}
-
-/// # Safety
-/// `s` null or an initialised `sem_t`.
-unsafe fn sem_warpable(s: *const sem_t) -> bool {
-    // SAFETY: non-null, initialised per the contract.
-    !s.is_null() && unsafe { sem_private(s) } && single_threaded()
-}
-
-/// # Safety
-/// `rw` null or an initialised `pthread_rwlock_t`.
-unsafe fn rwlock_warpable(rw: *const pthread_rwlock_t) -> bool {
-    // SAFETY: non-null, initialised per the contract.
-    !rw.is_null() && unsafe { rwlock_private(rw) } && single_threaded()
-}
-
 /// A timed wait until `abstime` on `clk` (the clock the real function compares with too) that
 /// reports reaching it as `ETIMEDOUT`; `call` returns an error number.
 ///
@@ -102,11 +53,11 @@ unsafe fn rwlock_warpable(rw: *const pthread_rwlock_t) -> bool {
 unsafe fn until(
     clk: clockid_t,
     abstime: *const timespec,
-    warpable: impl FnOnce() -> bool,
-    call: impl FnOnce(*const timespec) -> i32,
+    sliceable: impl FnOnce() -> bool,
+    call: impl FnMut(*const timespec) -> i32,
 ) -> i32 {
     // SAFETY: per the contract.
-    unsafe { absolute(clk, clk, abstime, Reached::OnTimedout, warpable, call) }
+    unsafe { absolute(clk, clk, abstime, Reached::OnTimedout, sliceable, call) }
 }
 
 /// C11's `thrd_timedout`: mapped to `ETIMEDOUT` for [`until`], and back.
@@ -149,7 +100,7 @@ hook! {
         crate::census::count(seal_abi::Fid::CondTimedwait, detail(clk), ra);
         // SAFETY: forwarded contract; cond is initialised.
         let wait = || unsafe {
-            until(clk, abstime, || cond_private(cond) && single_threaded(), |ts| real(cond, mutex, ts))
+            until(clk, abstime, || false, |ts| real(cond, mutex, ts))
         };
         // CPython's GIL: a runtime's own wait (`crate::runtime::gil_wait`).
         if crate::runtime::gil_wait(ra) { crate::wait::bookkeeping(wait) } else { wait() }
@@ -169,14 +120,7 @@ hook! {
     |real| {
         crate::census::count(seal_abi::Fid::CondClockwait, detail(clk), ra);
         // SAFETY: forwarded contract.
-        let wait = || unsafe {
-            until(
-                clk,
-                abstime,
-                || !cond.is_null() && cond_private(cond) && single_threaded(),
-                |ts| real(cond, mutex, clk, ts),
-            )
-        };
+        let wait = || unsafe { until(clk, abstime, || false, |ts| real(cond, mutex, clk, ts)) };
         if crate::runtime::gil_wait(ra) { crate::wait::bookkeeping(wait) } else { wait() }
     }
 }
@@ -208,11 +152,11 @@ hook! {
     fid = MtxTimedlock, detail = detail(CLOCK_REALTIME);
     // SAFETY: forwarded contract.
     |real| to_thrd(unsafe {
-        until(CLOCK_REALTIME, abstime, || mutex_warpable(m), |ts| from_thrd(real(m, ts)))
+        until(CLOCK_REALTIME, abstime, || true, |ts| from_thrd(real(m, ts)))
     })
 }
 
-// ---- message queues (process-shared by nature: never warped) ----------------------------
+// ---- message queues -----------------------------------------------------------------------
 
 hook! {
     /// # Safety
@@ -229,7 +173,7 @@ hook! {
         let mut got: ssize_t = -1;
         // SAFETY: forwarded contract.
         let err = unsafe {
-            until(CLOCK_REALTIME, abstime, || false, |ts| {
+            until(CLOCK_REALTIME, abstime, || true, |ts| {
                 got = real(q, msg, len, prio, ts);
                 if got < 0 {
                     errno()
@@ -259,7 +203,7 @@ hook! {
     fid = MqTimedsend, detail = detail(CLOCK_REALTIME);
     // SAFETY: forwarded contract.
     |real| ret_of(unsafe {
-        until(CLOCK_REALTIME, abstime, || false, |ts| err_of(real(q, msg, len, prio, ts)))
+        until(CLOCK_REALTIME, abstime, || true, |ts| err_of(real(q, msg, len, prio, ts)))
     })
 }
 
@@ -272,7 +216,7 @@ hook! {
     fid = SemTimedwait, detail = detail(CLOCK_REALTIME);
     // SAFETY: forwarded contract.
     |real| ret_of(unsafe {
-        until(CLOCK_REALTIME, abstime, || sem_warpable(sem), |ts| err_of(real(sem, ts)))
+        until(CLOCK_REALTIME, abstime, || true, |ts| err_of(real(sem, ts)))
     })
 }
 
@@ -283,7 +227,7 @@ hook! {
     fid = SemClockwait, detail = detail(clk);
     // SAFETY: forwarded contract.
     |real| ret_of(unsafe {
-        until(clk, abstime, || sem_warpable(sem), |ts| err_of(real(sem, clk, ts)))
+        until(clk, abstime, || true, |ts| err_of(real(sem, clk, ts)))
     })
 }
 
@@ -295,7 +239,7 @@ hook! {
     fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, abstime: *const timespec) -> c_int;
     fid = MutexTimedlock, detail = detail(CLOCK_REALTIME);
     // SAFETY: forwarded contract.
-    |real| unsafe { until(CLOCK_REALTIME, abstime, || mutex_warpable(m), |ts| real(m, ts)) }
+    |real| unsafe { until(CLOCK_REALTIME, abstime, || true, |ts| real(m, ts)) }
 }
 
 hook! {
@@ -308,7 +252,7 @@ hook! {
     ) -> c_int;
     fid = MutexClocklock, detail = detail(clk);
     // SAFETY: forwarded contract.
-    |real| unsafe { until(clk, abstime, || mutex_warpable(m), |ts| real(m, clk, ts)) }
+    |real| unsafe { until(clk, abstime, || true, |ts| real(m, clk, ts)) }
 }
 
 hook! {
@@ -317,7 +261,7 @@ hook! {
     fn pthread_rwlock_timedrdlock(rw: *mut pthread_rwlock_t, abstime: *const timespec) -> c_int;
     fid = RwlockTimedrdlock, detail = detail(CLOCK_REALTIME);
     // SAFETY: forwarded contract.
-    |real| unsafe { until(CLOCK_REALTIME, abstime, || rwlock_warpable(rw), |ts| real(rw, ts)) }
+    |real| unsafe { until(CLOCK_REALTIME, abstime, || true, |ts| real(rw, ts)) }
 }
 
 hook! {
@@ -326,7 +270,7 @@ hook! {
     fn pthread_rwlock_timedwrlock(rw: *mut pthread_rwlock_t, abstime: *const timespec) -> c_int;
     fid = RwlockTimedwrlock, detail = detail(CLOCK_REALTIME);
     // SAFETY: forwarded contract.
-    |real| unsafe { until(CLOCK_REALTIME, abstime, || rwlock_warpable(rw), |ts| real(rw, ts)) }
+    |real| unsafe { until(CLOCK_REALTIME, abstime, || true, |ts| real(rw, ts)) }
 }
 
 hook! {
@@ -339,7 +283,7 @@ hook! {
     ) -> c_int;
     fid = RwlockClockrdlock, detail = detail(clk);
     // SAFETY: forwarded contract.
-    |real| unsafe { until(clk, abstime, || rwlock_warpable(rw), |ts| real(rw, clk, ts)) }
+    |real| unsafe { until(clk, abstime, || true, |ts| real(rw, clk, ts)) }
 }
 
 hook! {
@@ -352,7 +296,7 @@ hook! {
     ) -> c_int;
     fid = RwlockClockwrlock, detail = detail(clk);
     // SAFETY: forwarded contract.
-    |real| unsafe { until(clk, abstime, || rwlock_warpable(rw), |ts| real(rw, clk, ts)) }
+    |real| unsafe { until(clk, abstime, || true, |ts| real(rw, clk, ts)) }
 }
 
 hook! {
@@ -366,7 +310,7 @@ hook! {
     fid = TimedjoinNp, detail = detail(CLOCK_REALTIME);
     // SAFETY: forwarded contract.
     |real| crate::causal::join_done(th, unsafe {
-        until(CLOCK_REALTIME, abstime, single_threaded, |ts| real(th, retval, ts))
+        until(CLOCK_REALTIME, abstime, || true, |ts| real(th, retval, ts))
     })
 }
 
@@ -382,6 +326,6 @@ hook! {
     fid = ClockjoinNp, detail = detail(clk);
     // SAFETY: forwarded contract.
     |real| crate::causal::join_done(th, unsafe {
-        until(clk, abstime, single_threaded, |ts| real(th, retval, clk, ts))
+        until(clk, abstime, || true, |ts| real(th, retval, clk, ts))
     })
 }
