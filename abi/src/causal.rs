@@ -203,6 +203,23 @@ pub fn receive(chans: &[Channel], key: u64, n: u64) -> i64 {
     best
 }
 
+/// The clock the next unread byte of `key` carries (0 when none is known): what a reader
+/// would adopt by reading one byte, without reading it.
+pub fn peek(chans: &[Channel], key: u64) -> i64 {
+    let Some(c) = channel(chans, key, false) else {
+        return 0;
+    };
+    let next = c.read.load(Acquire);
+    let mut best = 0;
+    for i in 0..RECORDS {
+        let at = c.at[i].load(Acquire);
+        if at != WRITING && at <= next {
+            best = best.max(c.clock[i].load(Acquire));
+        }
+    }
+    best
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,9 +277,11 @@ mod tests {
         send(&chans, k, 100, 10); // 10..20, same clock: no new record
         send(&chans, k, 300, 10); // 20..30 at 300
         send(&chans, k, 500, 10); // 30..40 at 500
+        assert_eq!(peek(&chans, k), 100);
         assert_eq!(receive(&chans, k, 15), 100);
         assert_eq!(receive(&chans, k, 6), 300, "byte 20 is the first at 300");
         assert_eq!(receive(&chans, k, 9), 300);
+        assert_eq!(peek(&chans, k), 500, "byte 30 is next");
         assert_eq!(receive(&chans, k, 1), 500);
         assert_eq!(receive(&chans, key_of(1, 2, 4), 1), 0, "another channel");
     }

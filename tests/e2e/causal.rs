@@ -1,21 +1,34 @@
 //! End-to-end tests: causality between sealed threads and processes (docs/design.md,
 //! "Causality"). A deadline loop whose waits are ended by someone else's waiting reaches its
 //! deadline, as in real time; a joiner sees the joined thread's waits; CPU-time clocks do not
-//! count waits; a loop fed by an unsealed writer still ends. Each case runs sealed 5 times
-//! (byte-identical stdout; a hang fails with the harness's HANG message).
+//! count waits; a loop fed by an unsealed writer still ends. Each case runs sealed 5 times,
+//! and the Python ones 5 more under `--warp` (byte-identical stdout; a hang fails with the
+//! harness's HANG message). A few of CPython's own regression tests run sealed and warped.
 use crate::util::*;
 
 const RUNS: usize = 5;
 
+/// The fixture's `case`, 5 sealed runs and 5 under `--warp` (where the waits another process
+/// or thread does take their real time while anything runs): byte-identical, and the same with
+/// and without `--warp`. Returns the output.
 fn python_case(case: &str) -> String {
     let f = fixture("python/causal.py");
-    assert_sealed_stable(&["python3", f.to_str().unwrap(), case], RUNS)
+    let plain = assert_sealed_stable(&["python3", f.to_str().unwrap(), case], RUNS);
+    let warp = assert_runs_agree(&format!("--warp {case}"), RUNS, || {
+        run_seal(["--warp", "--", "python3", f.to_str().unwrap(), case])
+    });
+    assert_eq!(warp.stdout, plain, "--warp changed what {case} prints");
+    plain
 }
 
 #[test]
 fn a_chatty_childs_output_brings_communicate_to_its_timeout() {
     require_tools!("python3");
-    assert_eq!(python_case("communicate"), "TimeoutExpired after 0.300\n");
+    // 0.5 s (plus poll's rounding up to whole milliseconds), with the three lines written
+    // logically before the deadline, never the fourth.
+    let out = python_case("communicate");
+    assert!(out.starts_with("TimeoutExpired after 0.50"), "{out}");
+    assert!(out.ends_with(" read b'1\\n2\\n3\\n'\n"), "{out}");
 }
 
 #[test]
@@ -91,4 +104,45 @@ fn unsealed_time_carries_nothing() {
     ]);
     out.code_is(0);
     assert!(out.stdout.starts_with("rounds "), "{out:?}");
+}
+
+/// CPython's own regression tests for queues, the scheduler, subprocesses and asyncio locks:
+/// bare, sealed and sealed with `--warp`, each must pass (about 25 s of the three together;
+/// they run at once).
+#[test]
+fn cpython_regression_tests_pass_sealed_and_warped() {
+    require_tools!("python3");
+    let probe = run_plain("python3", ["-c", "import test.libregrtest"]);
+    if probe.code != Some(0) {
+        skip!("python3 has no test package");
+    }
+    let tests = [
+        "test_queue",
+        "test_sched",
+        "test_subprocess",
+        "test_asyncio.test_locks",
+    ];
+    let args = |pre: &[&str]| {
+        let mut a: Vec<String> = pre.iter().map(|s| s.to_string()).collect();
+        a.extend(["python3", "-m", "test"].map(String::from));
+        a.extend(tests.map(String::from));
+        a
+    };
+    let mut bare = command("python3");
+    bare.args(&args(&[])[1..]);
+    let mut cmds = vec![bare, seal(args(&["--"])), seal(args(&["--warp", "--"]))];
+    // regrtest works in $TMPDIR/test_python_<pid>: both sealed runs are pid 1000, so each
+    // gets its own TMPDIR (virtual pids repeat across runs, by design).
+    let tmps: Vec<tempfile::TempDir> = (0..cmds.len()).map(|_| private_tmpdir()).collect();
+    for (c, t) in cmds.iter_mut().zip(&tmps) {
+        c.env("TMPDIR", t.path());
+    }
+    let runs = run_concurrently(cmds, std::time::Duration::from_secs(300));
+    for (what, out) in ["bare", "sealed", "--warp"].iter().zip(&runs) {
+        assert!(
+            out.code == Some(0) && out.stdout.contains("Result: SUCCESS"),
+            "{what}: {}",
+            out.show()
+        );
+    }
 }

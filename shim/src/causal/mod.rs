@@ -175,6 +175,46 @@ fn send_key(fd: i32) -> Option<(u64, &'static [causal::Channel])> {
     Some((send, table::channels()?))
 }
 
+/// A timed `poll` with logical deadline `deadline` returned `r`: a descriptor whose next byte
+/// carries a clock later than the deadline was not ready in time (logically, the wait timed
+/// out before that byte was written), so it is reported not ready; when nothing is left, the
+/// poll timed out, at its deadline. So whether a timeout or a sealed writer's late line ends
+/// the wait is decided by their clocks, not by which came first in real time.
+///
+/// # Safety
+/// `fds` valid for `n` entries (or `r <= 0`).
+pub unsafe fn in_time(fds: *mut libc::pollfd, n: libc::nfds_t, deadline: i64, r: i32) -> i32 {
+    if r <= 0 || fds.is_null() || !active() {
+        return r;
+    }
+    let Some(t) = table::channels() else { return r };
+    let (mut left, mut late) = (0, false);
+    for i in 0..n as usize {
+        // SAFETY: per the contract.
+        let p = unsafe { &mut *fds.add(i) };
+        if p.revents == 0 {
+            continue;
+        }
+        let next = match keys(p.fd) {
+            Some((_, recv)) if recv != 0 && p.revents & libc::POLLIN != 0 => causal::peek(t, recv),
+            _ => 0,
+        };
+        if next > deadline {
+            p.revents = 0;
+            late = true;
+        } else {
+            left += 1;
+        }
+    }
+    if !late {
+        return r;
+    }
+    if left == 0 {
+        crate::wait::reached(deadline);
+    }
+    left
+}
+
 /// A read-like call on `fd` returned `r`: `r` bytes (0: end of file) were received, and the
 /// reader adopts the clock they carry.
 #[inline]

@@ -95,6 +95,12 @@ fn forget_anchor() {
     ANCHOR.with(|a| a.set(NO_ANCHOR));
 }
 
+/// A wait that was ended early turned out to have reached its logical deadline first
+/// (`crate::causal::in_time`).
+pub fn reached(target: i64) {
+    timed_out_at(target);
+}
+
 /// A wait reached its deadline: `L` moves to it (never backwards).
 fn timed_out_at(target: i64) {
     forget_anchor();

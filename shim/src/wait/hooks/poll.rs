@@ -35,6 +35,15 @@ fn timed_poll(ns: i64, fd_less: bool, call: impl Fn(Option<i64>) -> c_int) -> c_
     )
 }
 
+/// A timed poll of `ns` run by `call`, with its readiness checked against its logical deadline
+/// (`crate::causal::in_time`).
+fn in_time(fds: *mut pollfd, n: nfds_t, ns: i64, call: impl FnOnce() -> c_int) -> c_int {
+    let deadline = crate::thread::peek().saturating_add(ns);
+    let r = call();
+    // SAFETY: the caller's array of n entries, just filled by the kernel.
+    unsafe { crate::causal::in_time(fds, n, deadline, r) }
+}
+
 /// A slice in `poll`'s milliseconds (rounded up: a nonzero slice never polls without waiting).
 fn slice_ms(ns: i64) -> c_int {
     ((ns + 999_999) / 1_000_000).min(c_int::MAX as i64) as c_int
@@ -82,9 +91,9 @@ hook! {
     fid = Poll;
     |real| match ms_wait(timeout) {
         // SAFETY: forwarded contract (the fd-less check reads the caller's array).
-        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
+        Some(ns) => in_time(fds, n, ns, || timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
             real(fds, n, s.map_or(timeout, slice_ms))
-        }),
+        })),
         None => real(fds, n, timeout),
     }
 }
@@ -98,9 +107,9 @@ hook! {
     fid = Poll;
     |real| match ms_wait(timeout) {
         // SAFETY: forwarded contract.
-        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
+        Some(ns) => in_time(fds, n, ns, || timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
             real(fds, n, s.map_or(timeout, slice_ms), fdslen)
-        }),
+        })),
         None => real(fds, n, timeout, fdslen),
     }
 }
@@ -113,10 +122,10 @@ hook! {
     // SAFETY: forwarded contract.
     |real| match unsafe { ts_wait(ts) } {
         // SAFETY: forwarded contract.
-        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
+        Some(ns) => in_time(fds, n, ns, || timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
             let t = s.map(clock::to_timespec);
             real(fds, n, t.as_ref().map_or(ts, |t| t as *const timespec), mask)
-        }),
+        })),
         None => real(fds, n, ts, mask),
     }
 }
@@ -135,10 +144,10 @@ hook! {
     // SAFETY: forwarded contract.
     |real| match unsafe { ts_wait(ts) } {
         // SAFETY: forwarded contract.
-        Some(ns) => timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
+        Some(ns) => in_time(fds, n, ns, || timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
             let t = s.map(clock::to_timespec);
             real(fds, n, t.as_ref().map_or(ts, |t| t as *const timespec), mask, fdslen)
-        }),
+        })),
         None => real(fds, n, ts, mask, fdslen),
     }
 }
