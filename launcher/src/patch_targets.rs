@@ -145,7 +145,20 @@ impl Sources {
             return row;
         };
         let imports = imports(self.lines(&f.file).map(Vec::as_slice).unwrap_or(&[]));
-        for chain in call_chains(&text) {
+        // A line may call several known functions (`t, u = time.time(), uuid.uuid4()`): the
+        // ones whose family is the read's come first.
+        let mut chains = call_chains(&text);
+        let want = native_family(native);
+        chains.sort_by_key(|c| {
+            let head = c.split('.').next().unwrap_or(c);
+            let full = match (imports.get(head), c.split_once('.')) {
+                (Some((t, _)), Some((_, rest))) => format!("{t}.{rest}"),
+                (Some((t, _)), None) => t.clone(),
+                (None, _) => c.clone(),
+            };
+            symbol_family(&full) != want
+        });
+        for chain in chains {
             let (head, rest) = chain.split_once('.').unwrap_or((&chain, ""));
             let Some((target, is_module)) = imports.get(head) else {
                 continue;
@@ -180,6 +193,35 @@ impl Sources {
             return row;
         }
         row
+    }
+}
+
+/// The family of a sealed C call as the census names it (`clock_gettime CLOCK_REALTIME`,
+/// `getrandom`, `getpid`, …).
+fn native_family(native: &str) -> &'static str {
+    let n = native.to_ascii_lowercase();
+    if n.contains("random") || n.contains("entropy") || n.contains("arc4") {
+        "random"
+    } else if n.contains("pid") {
+        "pid"
+    } else if n.contains("host") || n.contains("uname") {
+        "host"
+    } else if n.contains("time") || n.contains("clock") {
+        "time"
+    } else {
+        ""
+    }
+}
+
+/// The family of what a known Python function reads.
+fn symbol_family(full: &str) -> &'static str {
+    match full.split('.').next().unwrap_or("") {
+        "time" | "datetime" => "time",
+        "random" | "uuid" | "secrets" | "tempfile" => "random",
+        "socket" | "platform" => "host",
+        "os" if full.contains("pid") => "pid",
+        "os" => "random",
+        _ => "",
     }
 }
 
@@ -331,5 +373,17 @@ mod tests {
         assert_eq!(m["d"], ("datetime.date".into(), false));
         assert_eq!(m["now"], ("time.time".into(), false));
         assert!(is_import_line("from a import b") && !is_import_line("fromage = 1"));
+    }
+
+    #[test]
+    fn a_line_with_several_calls_names_the_one_of_the_reads_family() {
+        assert_eq!(native_family("clock_gettime CLOCK_REALTIME"), "time");
+        assert_eq!(native_family("getrandom"), "random");
+        assert_eq!(native_family("read /dev/urandom"), "random");
+        assert_eq!(native_family("getpid"), "pid");
+        assert_eq!(symbol_family("uuid.uuid4"), "random");
+        assert_eq!(symbol_family("datetime.datetime.now"), "time");
+        assert_eq!(symbol_family("os.getpid"), "pid");
+        assert_eq!(symbol_family("os.urandom"), "random");
     }
 }
