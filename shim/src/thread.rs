@@ -252,6 +252,16 @@ pub fn adopt(v: i64) -> bool {
     v > before
 }
 
+/// Takes back the tick of this thread's last read, whose value only a runtime's own wait saw
+/// (CPython reads the monotonic clock to compute each GIL wait's deadline, as often as its
+/// threads contend): the program's next read returns what that read returned, so the
+/// program's values do not depend on how often it waited for the GIL.
+#[inline]
+pub fn refund_tick() {
+    let tick = config::tick().max(0);
+    update_clock(|v| v.saturating_sub(tick));
+}
+
 /// The logical clock without advancing it (for deadline translation).
 #[inline(always)]
 pub fn peek() -> i64 {

@@ -120,8 +120,14 @@ thread_local! {
     static BOOKKEEPING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Runs `f`, a runtime's own timed wait, whose timeout moves no clock.
+/// Runs `f`, CPython's GIL wait, whose timeout moves no clock; the clock read that computed
+/// its deadline (one per wait, just before it) is taken back too (`thread::refund_tick`).
 pub fn bookkeeping<R>(f: impl FnOnce() -> R) -> R {
+    if crate::config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed) == 0
+        && config::sealed(flags::TIME)
+    {
+        thread::refund_tick();
+    }
     BOOKKEEPING.with(|b| b.set(true));
     let r = f();
     BOOKKEEPING.with(|b| b.set(false));
