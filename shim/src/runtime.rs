@@ -157,6 +157,25 @@ pub fn gil_wait(ra: u64) -> bool {
     matches!(object_of(ra.wrapping_sub(1)), Some((PYTHON, _, _)))
 }
 
+/// A semaphore call from `ra` that CPython's lock code (`PyThread_acquire_lock_timed`, 3.11+)
+/// makes right after reading the monotonic clock for a deadline: that read is bookkeeping
+/// whenever the call is untimed (`sem_wait`, `sem_trywait`: 3.11 and 3.12 read the clock for
+/// every acquire, timed or not, and a `Lock.acquire()` first tries without blocking), and its
+/// tick is taken back (`thread::refund_tick`); for `sem_clockwait` (timed) it is taken back
+/// too, since only the deadline saw it. 3.8-3.10 read no clock there; 3.13's untimed waits
+/// neither.
+#[inline]
+pub fn python_lock_read(ra: u64, timed: bool) -> bool {
+    if !matches!(object_of(ra.wrapping_sub(1)), Some((PYTHON, _, _))) {
+        return false;
+    }
+    match crate::py::minor() {
+        11 | 12 => true,
+        13 => timed,
+        _ => false,
+    }
+}
+
 /// Is this clock read the runtime's own bookkeeping (answer without a tick)?
 ///
 /// `ra` is the hook's return address, `fp` the hook's frame pointer (`frame!()`), `realtime`

@@ -146,3 +146,30 @@ fn cpython_regression_tests_pass_sealed_and_warped() {
         );
     }
 }
+
+/// Threads that contend for the GIL print the same microseconds every run, on every CPython
+/// on the machine (the GIL's waits and the reads that compute their deadlines are the
+/// interpreter's bookkeeping).
+#[test]
+fn threads_contending_for_the_gil_print_the_same_microseconds() {
+    require_tools!("python3");
+    let f = fixture("python/gil_threads.py");
+    let mut pythons = vec!["python3".to_string()];
+    if let Ok(dir) = std::fs::read_dir(format!("{}/.pyenv/versions", env!("HOME"))) {
+        for e in dir.flatten() {
+            let p = e.path().join("bin/python3");
+            let v = e.file_name().to_string_lossy().into_owned();
+            if p.exists()
+                && ["3.8", "3.9", "3.10", "3.12"]
+                    .iter()
+                    .any(|m| v.starts_with(&format!("{m}.")))
+            {
+                pythons.push(p.to_string_lossy().into_owned());
+            }
+        }
+    }
+    for py in &pythons {
+        let out = assert_sealed_stable(&[py.as_str(), f.to_str().unwrap()], 3);
+        assert!(out.contains("sleeper 1767225600.05"), "{py}: {out}");
+    }
+}

@@ -58,6 +58,16 @@ pub fn wanted() -> bool {
     s == FOUND || s == ON
 }
 
+/// The minor version of this image's CPython 3 interpreter (0: none found, or not 3.8-3.13).
+pub fn minor() -> u32 {
+    let v = VERSION.load(Relaxed);
+    if v >> 24 == 3 {
+        (v >> 16) & 0xff
+    } else {
+        0
+    }
+}
+
 /// Looks at a loaded object (from the census's module walk): is it a CPython interpreter?
 pub fn note_object(path: &[u8], info: &libc::dl_phdr_info, file: &CensusFile) {
     if STATE.load(Relaxed) != ABSENT {

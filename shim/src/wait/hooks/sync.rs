@@ -224,11 +224,53 @@ hook! {
     /// # Safety
     /// As `sem_clockwait(3)`.
     fn sem_clockwait(sem: *mut sem_t, clk: clockid_t, abstime: *const timespec) -> c_int;
-    fid = SemClockwait, detail = detail(clk);
-    // SAFETY: forwarded contract.
-    |real| ret_of(unsafe {
-        until(clk, abstime, || true, |ts| err_of(real(sem, clk, ts)))
-    })
+    caller = ra;
+    |real| {
+        crate::census::count(seal_abi::Fid::SemClockwait, detail(clk), ra);
+        python_lock_bookkeeping(ra, true);
+        // SAFETY: forwarded contract.
+        ret_of(unsafe {
+            until(clk, abstime, || true, |ts| err_of(real(sem, clk, ts)))
+        })
+    }
+}
+
+/// CPython's lock code read the clock for this semaphore call's deadline: take its tick back
+/// (`crate::runtime::python_lock_read`).
+#[inline]
+fn python_lock_bookkeeping(ra: u64, timed: bool) {
+    if crate::config::sealed(seal_abi::flags::TIME)
+        && crate::config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed) == 0
+        && crate::runtime::python_lock_read(ra, timed)
+    {
+        crate::thread::refund_tick();
+    }
+}
+
+hook! {
+    /// Not a timed wait: hooked for CPython's lock bookkeeping only, uncounted.
+    ///
+    /// # Safety
+    /// As `sem_wait(3)`.
+    fn sem_wait(sem: *mut sem_t) -> c_int;
+    caller = ra;
+    |real| {
+        python_lock_bookkeeping(ra, false);
+        real(sem)
+    }
+}
+
+hook! {
+    /// Not a wait: hooked for CPython's lock bookkeeping only, uncounted.
+    ///
+    /// # Safety
+    /// As `sem_trywait(3)`.
+    fn sem_trywait(sem: *mut sem_t) -> c_int;
+    caller = ra;
+    |real| {
+        python_lock_bookkeeping(ra, false);
+        real(sem)
+    }
 }
 
 // ---- mutexes, rwlocks, joins --------------------------------------------------------------
