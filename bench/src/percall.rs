@@ -23,6 +23,10 @@ pub const OPS: &[(&str, &str)] = &[
     ("gettimeofday", "`gettimeofday`"),
     ("getrandom16", "`getrandom(16 bytes)`"),
     ("rdtsc", "`rdtsc` (sealed: a trap, a SIGSEGV round trip)"),
+    (
+        "pipe_write_read",
+        "1-byte `write` + `read` on a pipe (sealed: a causal clock carried)",
+    ),
 ];
 pub const LOOP: &str = "loop";
 
