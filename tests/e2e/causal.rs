@@ -90,6 +90,20 @@ fn a_loop_fed_by_an_unsealed_writer_still_reaches_its_deadline() {
 }
 
 #[test]
+fn a_queue_deadline_loop_fed_by_a_computing_thread_still_ends() {
+    require_tools!("python3");
+    // Without the streak rule this loop reads the clock about a million times, each wait
+    // ended by the producer a few ms later: hours.
+    let f = fixture("python/causal.py");
+    let out = run_sealed(&["python3", f.to_str().unwrap(), "queue_loop"]);
+    out.code_is(0);
+    assert_eq!(
+        out.stdout, "queue loop ended at its deadline: True\n",
+        "{out:?}"
+    );
+}
+
+#[test]
 fn unsealed_time_carries_nothing() {
     require_tools!("python3");
     // With the time family off, nothing is adopted and the real clock answers.

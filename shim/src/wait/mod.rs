@@ -103,11 +103,13 @@ pub fn reached(target: i64) {
 
 /// A wait reached its deadline: `L` moves to it (never backwards).
 fn timed_out_at(target: i64) {
-    forget_anchor();
-    end_streak();
     if BOOKKEEPING.with(|b| b.get()) {
+        // A runtime's own wait: it moves no clock, and leaves the program's anchor and
+        // streak alone.
         return;
     }
+    forget_anchor();
+    end_streak();
     if target > thread::peek() {
         thread::waited_to(target);
         crate::causal::moved();
@@ -292,13 +294,31 @@ pub unsafe fn absolute(
     }
     let value = clock::from_timespec(&ts);
     let target = clock::logical_of(domain, value);
-    let now_l = clock::now_logical();
+    let mut now_l = clock::now_logical();
     let rnow = real_now(real_clock);
     if from_real_clock(value, clock::value_at(domain, now_l), rnow) {
         return call(abstime);
     }
+    // A timed wait on a sync object can be ended early by another thread, which carries no
+    // time (docs/design.md, "Causality"): it takes part in the streak rule, as a `poll` does.
+    // The GIL's waits are bookkeeping, and sleeps cannot be ended early.
+    let bookkeeping = BOOKKEEPING.with(|b| b.get());
+    let eventful = reached == Reached::OnTimedout && !bookkeeping;
+    let t0 = if eventful { mono_now() } else { 0 };
+    if eventful && target > now_l {
+        if let Some(due) = streak_due(t0) {
+            end_streak();
+            if due > thread::peek() {
+                thread::waited_to(due);
+                crate::causal::moved();
+            }
+            now_l = clock::now_logical();
+        }
+    }
     let real = if target <= now_l {
         rnow
+    } else if bookkeeping {
+        real_deadline(rnow, target, now_l)
     } else {
         anchored(target, real_clock, real_deadline(rnow, target, now_l))
     };
@@ -313,6 +333,8 @@ pub unsafe fn absolute(
     };
     if done {
         timed_out_at(target);
+    } else if eventful && err == 0 && target > now_l {
+        early(t0, now_l, target - now_l, thread::peek() > now_l);
     }
     err
 }
