@@ -27,6 +27,7 @@ pub mod census;
 pub mod clock;
 pub mod config;
 pub mod cpu;
+pub mod elf;
 pub mod fd;
 pub mod files;
 pub mod hook;

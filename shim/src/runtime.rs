@@ -242,61 +242,14 @@ fn classify((kind, start, end): (u64, u64, u64), ra: u64, fp: u64, realtime: boo
 /// # Safety
 /// `info` describes a loaded object whose dynamic section and symbol table are mapped.
 unsafe fn node_spans(info: &libc::dl_phdr_info) {
-    let bias = info.dlpi_addr;
-    let mut dynamic = 0u64;
-    for i in 0..info.dlpi_phnum as usize {
-        // SAFETY: dlpi_phdr has dlpi_phnum entries.
-        let ph = unsafe { &*info.dlpi_phdr.add(i) };
-        if ph.p_type == libc::PT_DYNAMIC {
-            dynamic = bias.wrapping_add(ph.p_vaddr);
-        }
-    }
-    if dynamic == 0 {
+    // SAFETY: forwarded.
+    let Some(t) = (unsafe { crate::elf::DynSyms::of(info) }) else {
         return;
-    }
-    let (mut symtab, mut strtab, mut strsz) = (0u64, 0u64, 0u64);
-    // `Elf64_Dyn` and the tags used here (<elf.h>).
-    #[repr(C)]
-    struct Dyn {
-        tag: i64,
-        val: u64,
-    }
-    const DT_NULL: i64 = 0;
-    const DT_STRTAB: i64 = 5;
-    const DT_SYMTAB: i64 = 6;
-    const DT_STRSZ: i64 = 10;
-    let mut d = dynamic as *const Dyn;
-    // SAFETY: the dynamic section is an array of entries ended by DT_NULL.
-    unsafe {
-        while (*d).tag != DT_NULL {
-            match (*d).tag {
-                DT_SYMTAB => symtab = (*d).val,
-                DT_STRTAB => strtab = (*d).val,
-                DT_STRSZ => strsz = (*d).val,
-                _ => {}
-            }
-            d = d.add(1);
-        }
-    }
-    // glibc relocates these in place; an unrelocated (read-only) section holds vaddrs.
-    let fix = |p: u64| if p != 0 && p < bias { p + bias } else { p };
-    let (symtab, strtab) = (fix(symtab), fix(strtab));
-    // .dynsym sits right before .dynstr: the span between them is the symbol count.
-    if symtab == 0 || strtab <= symtab || strsz == 0 {
-        return;
-    }
-    let n = ((strtab - symtab) as usize / core::mem::size_of::<libc::Elf64_Sym>()).min(1 << 20);
-    let syms = symtab as *const libc::Elf64_Sym;
-    let name = |s: &libc::Elf64_Sym| -> &[u8] {
-        if s.st_name as u64 >= strsz {
-            return b"";
-        }
-        // SAFETY: st_name is an offset into the string table, NUL-terminated within strsz.
-        unsafe { crate::sys::cstr((strtab + s.st_name as u64) as *const libc::c_char) }
     };
+    let bias = t.bias;
+    let name = |s: &libc::Elf64_Sym| t.name(s);
     let is_func = |s: &libc::Elf64_Sym| s.st_info & 0xf == 2 /* STT_FUNC */ && s.st_value != 0;
-    // SAFETY: n symbols lie between symtab and strtab.
-    let all = unsafe { core::slice::from_raw_parts(syms, n) };
+    let all = t.all();
     let span = |prefix: &[u8]| -> (u64, u64) {
         let mut matching = all
             .iter()

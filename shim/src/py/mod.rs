@@ -129,51 +129,22 @@ fn minor_from_name(rest: &[u8]) -> Option<u32> {
 }
 
 /// Looks up `(name, value, size)` for each wanted name in the object's `.dynsym`.
+///
+/// # Safety
+/// As [`crate::elf::DynSyms::of`].
 unsafe fn dynsyms(info: &libc::dl_phdr_info, want: &mut [(&[u8], u64, u64)]) {
-    let bias = info.dlpi_addr;
-    let mut dynamic = 0u64;
-    for i in 0..info.dlpi_phnum as usize {
-        // SAFETY: dlpi_phdr has dlpi_phnum entries.
-        let ph = unsafe { &*info.dlpi_phdr.add(i) };
-        if ph.p_type == libc::PT_DYNAMIC {
-            dynamic = bias.wrapping_add(ph.p_vaddr);
-        }
-    }
-    if dynamic == 0 {
+    // SAFETY: forwarded.
+    let Some(t) = (unsafe { crate::elf::DynSyms::of(info) }) else {
         return;
-    }
-    let (mut symtab, mut strtab, mut strsz) = (0u64, 0u64, 0u64);
-    let mut d = dynamic as *const [i64; 2];
-    // SAFETY: the dynamic section is an array of (tag, value) entries ended by DT_NULL.
-    unsafe {
-        while (*d)[0] != 0 {
-            match (*d)[0] {
-                5 => strtab = (*d)[1] as u64,
-                6 => symtab = (*d)[1] as u64,
-                10 => strsz = (*d)[1] as u64,
-                _ => {}
-            }
-            d = d.add(1);
-        }
-    }
-    // glibc relocates these in place; an unrelocated (read-only) section holds vaddrs.
-    let fix = |p: u64| if p != 0 && p < bias { p + bias } else { p };
-    let (symtab, strtab) = (fix(symtab), fix(strtab));
-    if symtab == 0 || strtab <= symtab || strsz == 0 {
-        return;
-    }
-    let n = ((strtab - symtab) as usize / core::mem::size_of::<libc::Elf64_Sym>()).min(1 << 20);
-    // SAFETY: .dynsym lies right before .dynstr: n symbols between them.
-    let all = unsafe { core::slice::from_raw_parts(symtab as *const libc::Elf64_Sym, n) };
-    for s in all {
-        if s.st_value == 0 || s.st_shndx == 0 || s.st_name as u64 >= strsz {
+    };
+    for s in t.all() {
+        if s.st_value == 0 || s.st_shndx == 0 {
             continue;
         }
-        // SAFETY: st_name is an offset into the string table, NUL-terminated within strsz.
-        let name = unsafe { crate::sys::cstr((strtab + s.st_name as u64) as *const libc::c_char) };
+        let name = t.name(s);
         for w in want.iter_mut() {
             if w.1 == 0 && name == w.0 {
-                *w = (w.0, bias.wrapping_add(s.st_value), s.st_size);
+                *w = (w.0, t.bias.wrapping_add(s.st_value), s.st_size);
             }
         }
     }

@@ -248,24 +248,11 @@ fn python_lock_bookkeeping(ra: u64, timed: bool) {
 }
 
 hook! {
-    /// Not a timed wait: hooked for CPython's lock bookkeeping only, uncounted.
+    /// Not timed waits: hooked for CPython's lock bookkeeping only, uncounted.
     ///
     /// # Safety
-    /// As `sem_wait(3)`.
-    fn sem_wait(sem: *mut sem_t) -> c_int;
-    caller = ra;
-    |real| {
-        python_lock_bookkeeping(ra, false);
-        real(sem)
-    }
-}
-
-hook! {
-    /// Not a wait: hooked for CPython's lock bookkeeping only, uncounted.
-    ///
-    /// # Safety
-    /// As `sem_trywait(3)`.
-    fn sem_trywait(sem: *mut sem_t) -> c_int;
+    /// As `sem_wait(3)` / `sem_trywait(3)`.
+    fn sem_wait | sem_trywait(sem: *mut sem_t) -> c_int;
     caller = ra;
     |real| {
         python_lock_bookkeeping(ra, false);
