@@ -100,6 +100,20 @@ pub struct Total {
     pub count: u64,
 }
 
+impl Total {
+    /// Totals from counts per (family, symbol).
+    pub fn list(counts: BTreeMap<(String, String), u64>) -> Vec<Total> {
+        counts
+            .into_iter()
+            .map(|((family, symbol), count)| Total {
+                family,
+                symbol,
+                count,
+            })
+            .collect()
+    }
+}
+
 /// One process image's census file, decoded.
 #[derive(Debug, Clone)]
 pub struct Image {
@@ -474,14 +488,7 @@ pub fn collect(
             python,
         });
     }
-    let mut totals: Vec<Total> = totals
-        .into_iter()
-        .map(|((family, symbol), count)| Total {
-            family,
-            symbol,
-            count,
-        })
-        .collect();
+    let mut totals = Total::list(totals);
     totals.sort_by(|a, b| {
         a.family
             .cmp(&b.family)

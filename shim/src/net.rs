@@ -80,21 +80,10 @@ unsafe fn port_zero(addr: *const sockaddr, len: socklen_t) -> Option<usize> {
 }
 
 fn stream_or_datagram(fd: c_int) -> bool {
-    let mut ty: c_int = 0;
-    let mut l = core::mem::size_of::<c_int>() as socklen_t;
-    // SAFETY: valid out-pointers.
-    let r = unsafe {
-        sys::syscall6(
-            libc::SYS_getsockopt,
-            fd as i64,
-            libc::SOL_SOCKET as i64,
-            libc::SO_TYPE as i64,
-            &mut ty as *mut _ as i64,
-            &mut l as *mut _ as i64,
-            0,
-        )
-    };
-    r == 0 && (ty == libc::SOCK_STREAM || ty == libc::SOCK_DGRAM)
+    matches!(
+        sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE),
+        Some(libc::SOCK_STREAM | libc::SOCK_DGRAM)
+    )
 }
 
 hook! {

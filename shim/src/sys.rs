@@ -104,6 +104,25 @@ pub fn open(path: &[u8], flags: i32, mode: u32) -> i32 {
     }
 }
 
+/// An `int` socket option (`getsockopt(fd, level, name)`), with a raw system call.
+pub fn getsockopt_int(fd: i32, level: i32, name: i32) -> Option<i32> {
+    let mut v: i32 = 0;
+    let mut len: u32 = 4;
+    // SAFETY: valid out-pointers of the sizes given.
+    let r = unsafe {
+        syscall6(
+            libc::SYS_getsockopt,
+            fd as i64,
+            level as i64,
+            name as i64,
+            &mut v as *mut i32 as i64,
+            &mut len as *mut u32 as i64,
+            0,
+        )
+    };
+    (r == 0).then_some(v)
+}
+
 pub fn close(fd: i32) {
     // SAFETY: closing an fd the shim owns.
     unsafe { syscall3(libc::SYS_close, fd as i64, 0, 0) };

@@ -68,14 +68,7 @@ pub fn strip_bookkeeping(c: &mut Census) {
                 .or_default() += call.count;
         }
     }
-    c.totals = totals
-        .into_iter()
-        .map(|((family, symbol), count)| Total {
-            family,
-            symbol,
-            count,
-        })
-        .collect();
+    c.totals = Total::list(totals);
 }
 
 /// `file:line function`, the file relative to the current directory when it is below it.

@@ -6,21 +6,7 @@ use crate::sys;
 
 /// `SO_DOMAIN` of a socket.
 pub fn domain(fd: i32) -> Option<i32> {
-    let mut v: i32 = 0;
-    let mut len: u32 = 4;
-    // SAFETY: valid out-pointers of the sizes given.
-    let r = unsafe {
-        sys::syscall6(
-            libc::SYS_getsockopt,
-            fd as i64,
-            libc::SOL_SOCKET as i64,
-            libc::SO_DOMAIN as i64,
-            &mut v as *mut i32 as i64,
-            &mut len as *mut u32 as i64,
-            0,
-        )
-    };
-    (r == 0).then_some(v)
+    sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)
 }
 
 /// An FNV-1a hash of an address (the bytes the kernel returned).
