@@ -36,6 +36,12 @@ pub const SKIP: &str = "LIBSEAL_SKIP";
 pub const RATE_PPM: &str = "LIBSEAL_RATE_PPM";
 /// The real `CLOCK_MONOTONIC` at launch (i64 ns), what `--rate` measures from.
 pub const REAL_START: &str = "LIBSEAL_REAL_START";
+/// The run's start on the kernel's coarse real clock (i64 ns; 0: the root finds it): the
+/// first tick of the clock files are stamped with after the launcher began the run, so every
+/// file written before the run is older and every file written in it is not (family
+/// `files`). The launcher waits for that tick while it sets the run up, instead of the root
+/// waiting for it after.
+pub const FILES_START: &str = "LIBSEAL_FILES_START";
 
 /// Padding (`LIBSEAL_PAD=xxx…`) that makes the strings and pointers the kernel copies onto a
 /// new image's stack one fixed size; see [`pad_entry_len`]. Rewritten on every exec.
@@ -67,8 +73,19 @@ pub fn pad_entry_len(strings: usize, pointers: usize) -> usize {
 }
 
 /// The run-wide variables, in the order they are written.
-pub const VARS: [&str; 11] = [
-    RUN_DIR, SHIM, EPOCH_NS, TICK_NS, SEED, FLAGS, HOSTNAME, ONLY, SKIP, RATE_PPM, REAL_START,
+pub const VARS: [&str; 12] = [
+    RUN_DIR,
+    SHIM,
+    EPOCH_NS,
+    TICK_NS,
+    SEED,
+    FLAGS,
+    HOSTNAME,
+    ONLY,
+    SKIP,
+    RATE_PPM,
+    REAL_START,
+    FILES_START,
 ];
 
 /// Logical clock (ns) of the thread that called exec; the new image starts from it.
@@ -106,6 +123,8 @@ pub struct Settings<'a> {
     pub rate_ppm: u64,
     /// The real `CLOCK_MONOTONIC` (ns) at launch.
     pub real_start_ns: i64,
+    /// [`FILES_START`]; 0: the root waits for the tick itself.
+    pub files_start_ns: i64,
 }
 
 /// Room for one encoded number.
@@ -134,6 +153,7 @@ impl<'a> Settings<'a> {
             FLAGS => crate::write_u64(self.flags as u64, buf),
             RATE_PPM => crate::write_u64(self.rate_ppm, buf),
             REAL_START => write_i64(self.real_start_ns, buf),
+            FILES_START => write_i64(self.files_start_ns, buf),
             _ => 0,
         };
         &buf[..n]
@@ -163,6 +183,7 @@ impl<'a> Settings<'a> {
             skip: get(SKIP).unwrap_or(b""),
             rate_ppm: get(RATE_PPM).and_then(parse_u64).unwrap_or(0),
             real_start_ns: get(REAL_START).and_then(parse_i64).unwrap_or(0),
+            files_start_ns: get(FILES_START).and_then(parse_i64).unwrap_or(0),
         })
     }
 
@@ -345,6 +366,7 @@ mod tests {
             skip: b"",
             rate_ppm: 10_000_000,
             real_start_ns: 123_456,
+            files_start_ns: 1_767_225_600_004_000_000,
         };
         let mut env: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
         s.encode(|k, v| {

@@ -187,12 +187,41 @@ fn real_monotonic_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-/// Builds the sealed command for `argv` in `run_dir` (not yet spawned).
+/// The kernel's coarse real clock (what it stamps file times with), in ns.
+pub fn coarse_now() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// The run's start for the `files` family (`LIBSEAL_FILES_START`): the first tick of the
+/// coarse clock after `began` (its value when this run's setup began). Every file written
+/// before the run carries an older time, every file the run writes this one or a later one.
+/// The setup (shim check, run directory, run table) usually outlasts the tick; the rest is
+/// waited for here, in 0.2 ms steps, at most 100 of them.
+fn files_start(began: i64) -> i64 {
+    for _ in 0..100 {
+        let now = coarse_now();
+        if now != began {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    coarse_now()
+}
+
+/// Builds the sealed command for `argv` in `run_dir` (not yet spawned). `began` is the
+/// coarse real clock when this run's setup began ([`coarse_now`]).
 pub fn sealed_command(
     settings: &Settings,
     shim_path: &Path,
     run_dir: &Path,
     argv: &[OsString],
+    began: i64,
 ) -> Command {
     // The kernel puts the file name it is given on the new stack: name the file found in PATH
     // here, so the pad (`pad_stack`) knows its length (argv[0] stays as typed).
@@ -236,6 +265,11 @@ pub fn sealed_command(
         skip: skip.as_bytes(),
         rate_ppm: settings.rate_ppm,
         real_start_ns: real_monotonic_ns(),
+        files_start_ns: if settings.unsealed("files") {
+            0
+        } else {
+            files_start(began)
+        },
     }
     .encode(|name, value| {
         cmd.env(name, OsStr::from_bytes(value));
@@ -487,10 +521,11 @@ pub fn run_captured(
     input: Input,
     limit: Option<std::time::Duration>,
 ) -> Result<std::result::Result<Captured, SpawnError>> {
+    let began = coarse_now();
     let shim_path = shim::extract()?;
     let run_dir = RunDir::create()?;
     disable_aslr(settings);
-    let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv);
+    let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv, began);
     if let Some(d) = cwd {
         cmd.current_dir(d);
     }
@@ -549,13 +584,17 @@ pub fn run_interactive(
     argv: &[OsString],
     census_json: Option<&PathBuf>,
 ) -> Result<ExitCode> {
+    let began = crate::LAUNCHED_COARSE
+        .get()
+        .copied()
+        .unwrap_or_else(coarse_now);
     let shim_path = shim::extract()?;
     let run_dir = RunDir::create()?;
     disable_aslr(settings);
     if let Some(line) = unsealed_note(settings) {
         crate::term::note(line);
     }
-    let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv);
+    let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv, began);
     private_tmp(&mut cmd, settings, false, &run_dir, argv, None)?;
     pad_stack(&mut cmd, settings, &argv[0]);
     // Signals go to the command (the terminal's ^C reaches it directly); seal waits and
@@ -618,6 +657,16 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         crate::config::resolve(&opts, &env, None).unwrap()
+    }
+
+    #[test]
+    fn the_files_start_is_the_next_coarse_tick() {
+        let began = coarse_now();
+        let start = files_start(began);
+        assert!(start > began, "{start} is not after {began}");
+        // Already past: no wait, the clock as it is now.
+        let later = files_start(began - 1);
+        assert!(later >= start && later - start < 1_000_000_000);
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub static SEED: AtomicU64 = AtomicU64::new(0);
 /// launch it measures from.
 pub static RATE_PPM: AtomicU64 = AtomicU64::new(0);
 pub static REAL_START: AtomicI64 = AtomicI64::new(0);
+/// `LIBSEAL_FILES_START`: the run's start on the coarse real clock, found by the launcher.
+pub static FILES_START: AtomicI64 = AtomicI64::new(0);
 /// Logical clock the first thread of this image starts at.
 pub static START_CLOCK: AtomicI64 = AtomicI64::new(0);
 pub static VPID: AtomicI32 = AtomicI32::new(seal_abi::ROOT_VPID);
@@ -191,6 +193,7 @@ fn load_from_env() -> u32 {
     SEED.store(s.seed, Relaxed);
     RATE_PPM.store(s.rate_ppm, Relaxed);
     REAL_START.store(s.real_start_ns, Relaxed);
+    FILES_START.store(s.files_start_ns, Relaxed);
     if let Some(v) = getenv(settings::CLOCK).and_then(parse_i64) {
         START_CLOCK.store(v, Relaxed);
     }

@@ -190,7 +190,14 @@ pub fn on_start() {
         // Create the table first, then wait: the run dir changes no later than it did
         // without this family (the launcher ages run dirs by their mtime).
         if let Some(t) = table::map(Some(0)) {
-            t.set_start(table::wait_for_tick());
+            // The launcher found the tick while it set the run up (LIBSEAL_FILES_START);
+            // without it (an older or foreign launcher), wait for it here.
+            let found = config::FILES_START.load(Relaxed);
+            t.set_start(if found > 0 {
+                found
+            } else {
+                table::wait_for_tick()
+            });
         }
     }
 }

@@ -47,6 +47,7 @@ pub fn current_settings() -> Settings<'static> {
         skip: config::SKIP.get(),
         rate_ppm: config::RATE_PPM.load(Relaxed),
         real_start_ns: config::REAL_START.load(Relaxed),
+        files_start_ns: config::FILES_START.load(Relaxed),
     }
 }
 
@@ -479,6 +480,7 @@ mod tests {
             skip: b"",
             rate_ppm: 0,
             real_start_ns: 0,
+            files_start_ns: 0,
         };
         let st = ImageState {
             clock: 1234,
