@@ -136,17 +136,12 @@ fn object_of(addr: u64) -> Option<(u64, u64, u64)> {
     None
 }
 
-/// Is a synchronisation call from `ra` a runtime's own thread handoff, which carries no
-/// causal time (`crate::causal`)? Every one HotSpot makes (its parking, safepoints and
-/// service threads); CPython's condition variables (`condvar`: its GIL), not its semaphores
-/// (`threading` locks, joins, queues, events).
+/// Is a wait from `ra` one of HotSpot's (`libjvm.so` parks every Java thread through its own
+/// condition variables, for `Thread.sleep` and `LockSupport.park` as for its own service
+/// threads)?
 #[inline]
-pub fn internal_sync(ra: u64, condvar: bool) -> bool {
-    match object_of(ra.wrapping_sub(1)) {
-        Some((JVM, _, _)) => true,
-        Some((PYTHON, _, _)) => condvar,
-        _ => false,
-    }
+pub fn jvm_wait(ra: u64) -> bool {
+    matches!(object_of(ra.wrapping_sub(1)), Some((JVM, _, _)))
 }
 
 /// Is a condition variable wait from `ra` CPython's GIL? Its 5 ms timeouts time out as often

@@ -30,6 +30,11 @@ const SEC_MAX: i64 = i64::MAX / 1_000_000_000;
 pub fn set_realtime(value_ns: i64) {
     let now = realtime_base().wrapping_add(thread::peek());
     world::shift_realtime_by(value_ns.saturating_sub(now));
+    // Setting the clock is an event others learn of (a parent that reaps the setter, a
+    // reader of its output): it carries the setter's clock, so whoever is causally after it
+    // reads at least the time it set (docs/design.md, "Causality").
+    thread::waited_to(thread::peek());
+    crate::causal::moved();
 }
 
 /// `clock_settime(clock, ts)` on the sealed world: `Err(errno)` as the kernel would fail.

@@ -136,6 +136,21 @@ pub fn bookkeeping<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+thread_local! {
+    /// The wait in progress is a runtime's own handoff (HotSpot's parking): it takes no part
+    /// in the streak rule, since how often the VM's own waits are woken early is the
+    /// scheduler's.
+    static NO_STREAK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f`, a runtime's timed wait that stays out of the streak rule.
+pub fn without_streak<R>(f: impl FnOnce() -> R) -> R {
+    NO_STREAK.with(|b| b.set(true));
+    let r = f();
+    NO_STREAK.with(|b| b.set(false));
+    r
+}
+
 /// A relative wait ran `ns`: `L` moves forward by it.
 fn ran_for(ns: i64) {
     forget_anchor();
@@ -303,7 +318,7 @@ pub unsafe fn absolute(
     // time (docs/design.md, "Causality"): it takes part in the streak rule, as a `poll` does.
     // The GIL's waits are bookkeeping, and sleeps cannot be ended early.
     let bookkeeping = BOOKKEEPING.with(|b| b.get());
-    let eventful = reached == Reached::OnTimedout && !bookkeeping;
+    let eventful = reached == Reached::OnTimedout && !bookkeeping && !NO_STREAK.with(|b| b.get());
     let t0 = if eventful { mono_now() } else { 0 };
     if eventful && target > now_l {
         if let Some(due) = streak_due(t0) {

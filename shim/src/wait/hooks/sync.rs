@@ -81,6 +81,20 @@ fn to_thrd(r: i32) -> c_int {
 
 // ---- condition variables ------------------------------------------------------------------
 
+/// A condvar wait from `ra`: CPython's GIL is the interpreter's bookkeeping (no clock moves),
+/// HotSpot's parking stays out of the streak rule (`crate::runtime`), the rest is the
+/// program's.
+#[inline(always)]
+fn runtime_wait(ra: u64, wait: impl FnOnce() -> c_int) -> c_int {
+    if crate::runtime::gil_wait(ra) {
+        crate::wait::bookkeeping(wait)
+    } else if crate::runtime::jvm_wait(ra) {
+        crate::wait::without_streak(wait)
+    } else {
+        wait()
+    }
+}
+
 hook! {
     /// # Safety
     /// As `pthread_cond_timedwait(3)`.
@@ -102,8 +116,7 @@ hook! {
         let wait = || unsafe {
             until(clk, abstime, || false, |ts| real(cond, mutex, ts))
         };
-        // CPython's GIL: a runtime's own wait (`crate::runtime::gil_wait`).
-        if crate::runtime::gil_wait(ra) { crate::wait::bookkeeping(wait) } else { wait() }
+        runtime_wait(ra, wait)
     }
 }
 
@@ -121,7 +134,7 @@ hook! {
         crate::census::count(seal_abi::Fid::CondClockwait, detail(clk), ra);
         // SAFETY: forwarded contract.
         let wait = || unsafe { until(clk, abstime, || false, |ts| real(cond, mutex, clk, ts)) };
-        if crate::runtime::gil_wait(ra) { crate::wait::bookkeeping(wait) } else { wait() }
+        runtime_wait(ra, wait)
     }
 }
 
