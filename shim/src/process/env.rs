@@ -522,6 +522,7 @@ mod tests {
                 "LIBSEAL_SKIP=",
                 "LIBSEAL_RATE_PPM=0",
                 "LIBSEAL_REAL_START=0",
+                "LIBSEAL_FILES_START=0",
                 "LIBSEAL_CLOCK=1234",
                 "LIBSEAL_VPID=1500",
                 "LIBSEAL_PPID=1000",
