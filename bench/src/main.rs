@@ -12,6 +12,7 @@ mod measure;
 mod percall;
 mod process;
 mod report;
+mod runtimes;
 mod startup;
 
 use std::collections::BTreeMap;
@@ -40,7 +41,9 @@ Options:
   --no-faketime        skip libfaketime even when installed
   --no-callgrind       skip the instruction counts even when valgrind is installed
   --no-python          skip the Python workload
-  --no-startup         skip the start-up and per-process section";
+  --no-startup         skip the start-up and per-process section
+  --no-runtimes        skip the JVM and Node section
+  --runtime-rounds N   rounds of the JVM and Node workloads (default 5)";
 
 struct Options {
     quick: bool,
@@ -55,6 +58,8 @@ struct Options {
     callgrind: bool,
     python: bool,
     startup: bool,
+    runtimes: bool,
+    runtime_rounds: usize,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -71,6 +76,8 @@ fn parse_args() -> Result<Options, String> {
         callgrind: true,
         python: true,
         startup: true,
+        runtimes: true,
+        runtime_rounds: 5,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -88,6 +95,7 @@ fn parse_args() -> Result<Options, String> {
                 o.iterations = 200_000;
                 o.startup_runs = 20;
                 o.python_rounds = 2;
+                o.runtime_rounds = 1;
             }
             "--no-write" => o.write = false,
             "--out" => o.out = Some(value("--out")?.into()),
@@ -100,6 +108,8 @@ fn parse_args() -> Result<Options, String> {
             "--no-callgrind" => o.callgrind = false,
             "--no-python" => o.python = false,
             "--no-startup" => o.startup = false,
+            "--no-runtimes" => o.runtimes = false,
+            "--runtime-rounds" => o.runtime_rounds = number(&a, value(&a)?)? as usize,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -308,6 +318,12 @@ fn measure_all(
         None
     };
 
+    let runtimes_section = if o.runtimes {
+        runtimes::section(&launch, root, workdir, &modes, o.runtime_rounds)?
+    } else {
+        None
+    };
+
     let mut callgrind = BTreeMap::new();
     let mut callgrind_note = None;
     if o.callgrind && which("valgrind").is_some() {
@@ -382,7 +398,7 @@ fn measure_all(
         eprintln!("seal-bench: --quick: few rounds; do not publish these figures");
     }
     let mut text = report::render(&results);
-    if let Some(section) = startup_section {
+    for section in [startup_section, runtimes_section].into_iter().flatten() {
         text.push('\n');
         text.push_str(&section);
     }
