@@ -114,5 +114,6 @@ fn render(cases: &[Case]) -> String {
             cell(ratio(Mode::Faketime), &|v| format!("{v:.3}×")),
         );
     }
+    s.push('\n');
     s
 }
