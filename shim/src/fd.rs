@@ -12,6 +12,14 @@ pub fn check(r: i64) -> Result<i64, i32> {
     }
 }
 
+/// A raw system call's result in libc's convention: the value, or -1 with `errno` set.
+pub fn libc_result(r: i64) -> i64 {
+    check(r).unwrap_or_else(|e| {
+        sys::set_errno(e);
+        -1
+    })
+}
+
 /// A memfd holding `content`, positioned at its start.
 pub fn memfd_with(name: &[u8], content: &[u8], cloexec: bool) -> Result<i32, i32> {
     let fl = if cloexec { libc::MFD_CLOEXEC } else { 0 };

@@ -146,7 +146,7 @@ pub fn jvm_wait(ra: u64) -> bool {
 
 /// Is a condition variable wait from `ra` CPython's GIL? Its 5 ms timeouts time out as often
 /// as the scheduler makes threads contend: they are the interpreter's bookkeeping, and move
-/// no clock (`crate::wait::bookkeeping`).
+/// no clock (`crate::wait::Owner::Gil`).
 #[inline]
 pub fn gil_wait(ra: u64) -> bool {
     matches!(object_of(ra.wrapping_sub(1)), Some((PYTHON, _, _)))

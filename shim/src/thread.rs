@@ -221,9 +221,10 @@ pub fn causal() -> i64 {
     with(|t| t.causal)
 }
 
-/// A wait moved `L`, or another's clock was adopted: `W` catches up with `L`.
+/// A wait moved `L`, another's clock was adopted, or the thread did something others learn of
+/// (set the clock): `W` catches up with `L`.
 #[inline]
-fn mark_causal() {
+pub fn mark_causal() {
     let l = peek();
     update_field(with(|t| core::ptr::addr_of_mut!(t.causal)), |v| v.max(l));
 }

@@ -17,7 +17,7 @@
 //! scheduler's choice, and measured on CPython's `concurrent.futures` pools, carrying them
 //! made a run's clocks differ by 10 ms from run to run. Time flows along the data and along
 //! ends, which the program orders itself. CPython's GIL waits move no clock at all
-//! (`crate::wait::bookkeeping`).
+//! (`crate::wait::Owner::Gil`).
 
 #[cfg(not(test))]
 pub(crate) mod hooks;

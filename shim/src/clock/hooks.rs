@@ -66,23 +66,13 @@ pub unsafe fn clock_gettime_at(
     if crate::cpu::tsc_trapped() {
         // The vDSO would trap on its rdtsc: the system call is ~10x cheaper than the trap.
         // SAFETY: forwarded.
-        return raw_result(unsafe {
+        return crate::fd::libc_result(unsafe {
             crate::sys::syscall3(libc::SYS_clock_gettime, clock as i64, ts as i64, 0)
         }) as libc::c_int;
     }
     let real = real!(clock_gettime: fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int);
     // SAFETY: forwarded.
     unsafe { real(clock, ts) }
-}
-
-/// A raw system call's result in libc's convention (-1 and errno).
-fn raw_result(r: i64) -> i64 {
-    if (-4095..0).contains(&r) {
-        crate::sys::set_errno(-r as i32);
-        -1
-    } else {
-        r
-    }
 }
 
 hook! {
@@ -141,7 +131,7 @@ pub unsafe fn gettimeofday_at(
     census::count(fid, 0, ra);
     if crate::cpu::tsc_trapped() {
         // SAFETY: forwarded.
-        return raw_result(unsafe {
+        return crate::fd::libc_result(unsafe {
             crate::sys::syscall3(libc::SYS_gettimeofday, tv as i64, tz as i64, 0)
         }) as libc::c_int;
     }
@@ -174,7 +164,9 @@ pub unsafe fn time_impl(t: *mut libc::time_t, fid: Fid, ra: u64) -> libc::time_t
     }
     if crate::cpu::tsc_trapped() {
         // SAFETY: forwarded.
-        return raw_result(unsafe { crate::sys::syscall3(libc::SYS_time, t as i64, 0, 0) });
+        return crate::fd::libc_result(unsafe {
+            crate::sys::syscall3(libc::SYS_time, t as i64, 0, 0)
+        });
     }
     let real = real!(time: fn(*mut libc::time_t) -> libc::time_t);
     // SAFETY: forwarded.

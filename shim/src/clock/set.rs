@@ -33,7 +33,7 @@ pub fn set_realtime(value_ns: i64) {
     // Setting the clock is an event others learn of (a parent that reaps the setter, a
     // reader of its output): it carries the setter's clock, so whoever is causally after it
     // reads at least the time it set (docs/design.md, "Causality").
-    thread::waited_to(thread::peek());
+    thread::mark_causal();
     crate::causal::moved();
 }
 

@@ -103,9 +103,7 @@ pub fn reached(target: i64) {
 
 /// A wait reached its deadline: `L` moves to it (never backwards).
 fn timed_out_at(target: i64) {
-    if BOOKKEEPING.with(|b| b.get()) {
-        // A runtime's own wait: it moves no clock, and leaves the program's anchor and
-        // streak alone.
+    if owner() == Owner::Gil {
         return;
     }
     forget_anchor();
@@ -116,38 +114,38 @@ fn timed_out_at(target: i64) {
     }
 }
 
-thread_local! {
-    /// The wait in progress is a runtime's own (CPython's GIL): reaching its deadline moves
-    /// no clock.
-    static BOOKKEEPING: Cell<bool> = const { Cell::new(false) };
+/// Whose timed wait is in progress on this thread (set around a runtime's own waits).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// The program's: the whole model applies.
+    Program,
+    /// CPython's GIL: reaching its deadline moves no clock, and it leaves the program's
+    /// anchor and streak alone; the read that computed its deadline is taken back.
+    Gil,
+    /// HotSpot's parking: the program's time, but out of the streak rule (how often the VM's
+    /// own waits are woken early is the scheduler's).
+    Jvm,
 }
 
-/// Runs `f`, CPython's GIL wait, whose timeout moves no clock; the clock read that computed
-/// its deadline (one per wait, just before it) is taken back too (`thread::refund_tick`).
-pub fn bookkeeping<R>(f: impl FnOnce() -> R) -> R {
-    if crate::config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed) == 0
+thread_local! {
+    static OWNER: Cell<Owner> = const { Cell::new(Owner::Program) };
+}
+
+fn owner() -> Owner {
+    OWNER.with(|o| o.get())
+}
+
+/// Runs `f`, a timed wait of `owner`'s.
+pub fn owned_by<R>(owner: Owner, f: impl FnOnce() -> R) -> R {
+    if owner == Owner::Gil
+        && crate::config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed) == 0
         && config::sealed(flags::TIME)
     {
         thread::refund_tick();
     }
-    BOOKKEEPING.with(|b| b.set(true));
+    OWNER.with(|o| o.set(owner));
     let r = f();
-    BOOKKEEPING.with(|b| b.set(false));
-    r
-}
-
-thread_local! {
-    /// The wait in progress is a runtime's own handoff (HotSpot's parking): it takes no part
-    /// in the streak rule, since how often the VM's own waits are woken early is the
-    /// scheduler's.
-    static NO_STREAK: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `f`, a runtime's timed wait that stays out of the streak rule.
-pub fn without_streak<R>(f: impl FnOnce() -> R) -> R {
-    NO_STREAK.with(|b| b.set(true));
-    let r = f();
-    NO_STREAK.with(|b| b.set(false));
+    OWNER.with(|o| o.set(Owner::Program));
     r
 }
 
@@ -317,8 +315,8 @@ pub unsafe fn absolute(
     // A timed wait on a sync object can be ended early by another thread, which carries no
     // time (docs/design.md, "Causality"): it takes part in the streak rule, as a `poll` does.
     // The GIL's waits are bookkeeping, and sleeps cannot be ended early.
-    let bookkeeping = BOOKKEEPING.with(|b| b.get());
-    let eventful = reached == Reached::OnTimedout && !bookkeeping && !NO_STREAK.with(|b| b.get());
+    let bookkeeping = owner() == Owner::Gil;
+    let eventful = reached == Reached::OnTimedout && owner() == Owner::Program;
     let t0 = if eventful { mono_now() } else { 0 };
     if eventful && target > now_l {
         if let Some(due) = streak_due(t0) {

@@ -87,9 +87,9 @@ fn to_thrd(r: i32) -> c_int {
 #[inline(always)]
 fn runtime_wait(ra: u64, wait: impl FnOnce() -> c_int) -> c_int {
     if crate::runtime::gil_wait(ra) {
-        crate::wait::bookkeeping(wait)
+        crate::wait::owned_by(crate::wait::Owner::Gil, wait)
     } else if crate::runtime::jvm_wait(ra) {
-        crate::wait::without_streak(wait)
+        crate::wait::owned_by(crate::wait::Owner::Jvm, wait)
     } else {
         wait()
     }
