@@ -159,59 +159,6 @@ fn ran_for(ns: i64) {
     }
 }
 
-/// A run of relative waits that were all ended early by something that carried no time (an
-/// fd that became ready, a wakeup from an unsealed process or the network), with the real and
-/// logical deadline of the one that should have run out first. Causality (`crate::causal`)
-/// moves the clock when the waker is sealed; when it is not, a deadline loop would otherwise
-/// spin forever while its logical clock stands still. So once the streak has lasted as long
-/// in real time as its shortest timeout, the next wait ends it: `L` moves to that deadline, as
-/// real time would have moved it.
-#[derive(Clone, Copy)]
-struct Streak {
-    /// Real `CLOCK_MONOTONIC` deadline; 0 = no streak.
-    real: i64,
-    /// The logical deadline that goes with it.
-    logical: i64,
-}
-
-thread_local! {
-    static STREAK: Cell<Streak> = const { Cell::new(Streak { real: 0, logical: 0 }) };
-}
-
-fn end_streak() {
-    STREAK.with(|s| {
-        s.set(Streak {
-            real: 0,
-            logical: 0,
-        })
-    });
-}
-
-/// A relative wait of `ns` that started at real `t0` and logical `l0` ended early.
-fn early(t0: i64, l0: i64, ns: i64, clock_moved: bool) {
-    if clock_moved {
-        // A sealed waker carried its time: the loop is making progress on its own.
-        end_streak();
-        return;
-    }
-    let real = t0.saturating_add(clock::real_span(ns));
-    STREAK.with(|s| {
-        let cur = s.get();
-        if cur.real == 0 || real < cur.real {
-            s.set(Streak {
-                real,
-                logical: l0.saturating_add(ns),
-            });
-        }
-    });
-}
-
-/// At the start of a relative wait: the logical deadline of a streak whose real time is up.
-fn streak_due(real_now: i64) -> Option<i64> {
-    let cur = STREAK.with(|s| s.get());
-    (cur.real != 0 && real_now >= cur.real).then_some(cur.logical)
-}
-
 pub use crate::sys::{errno, set_errno};
 
 /// An error number from a `-1`-and-errno style result (of `int` or `long` type).
@@ -578,7 +525,10 @@ pub fn parse_stat_threads(s: &[u8]) -> Option<u64> {
 }
 
 mod futex;
+mod streak;
 mod timer;
+
+use streak::{early, end_streak, streak_due};
 mod warp;
 
 pub use futex::{futex_timeout, sys_clock_nanosleep, sys_futex, FutexTimeout};
