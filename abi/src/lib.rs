@@ -10,6 +10,7 @@
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, AtomicU8};
 
 pub mod causal;
+pub mod files;
 pub mod py;
 pub mod settings;
 
@@ -329,7 +330,7 @@ pub const fn split_census_key(key: u64) -> (u64, u8, u8) {
 
 pub const CENSUS_MAGIC: u64 = 0x5345_414c_4345_4e31; // "SEALCEN1"
 pub const RUN_MAGIC: u64 = 0x5345_414c_5255_4e31; // "SEALRUN1"
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 pub const CENSUS_SLOTS: usize = 1 << 14;
 pub const MAX_UNSEALED: usize = 64;
@@ -369,6 +370,11 @@ pub struct ModuleRecord {
 
 /// Layout of one census file: one per process image (`<vpid>.<gen>.census` in the run dir),
 /// created by the shim, mapped `MAP_SHARED`, so counts survive SIGKILL and exec.
+///
+/// The file is sparse: a page exists once something was written to it. The fields every image
+/// writes come first (the header, and the executable's path in the rest of page 0), so a short
+/// process's census is a few pages: the header, its argv, a module page, a string page and
+/// the pages its call sites hash to.
 #[repr(C)]
 pub struct CensusFile {
     pub magic: u64,
@@ -384,18 +390,19 @@ pub struct CensusFile {
     pub argv_truncated: u32,
     /// Logical clock (ns) the image started at; lets a reader order images.
     pub start_clock: i64,
-    pub exe: [u8; EXE_BYTES],
-    /// NUL-separated arguments.
-    pub argv: [u8; ARGV_BYTES],
     pub n_unsealed: AtomicU32,
     pub n_modules: AtomicU32,
     pub strings_used: AtomicU32,
+    pub _pad: u32,
     /// Calls that found the table full, per function id (counted, but without a caller).
     pub dropped_calls: AtomicU64,
+    pub overflow: [AtomicU64; 256],
+    pub exe: [u8; EXE_BYTES],
+    /// NUL-separated arguments.
+    pub argv: [u8; ARGV_BYTES],
     pub unsealed: [UnsealedEvent; MAX_UNSEALED],
     pub modules: [ModuleRecord; MAX_MODULES],
     pub strings: [u8; MODULE_STRINGS],
-    pub overflow: [AtomicU64; 256],
     pub slots: [CensusSlot; CENSUS_SLOTS],
     /// Python frames of the calls (CPython images only; see [`py`]).
     pub py: py::PyCensus,

@@ -16,13 +16,45 @@
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*};
 
 use seal_abi::{
-    census_key, unsealed, CensusFile, Fid, CENSUS_FILE_SIZE, CENSUS_MAGIC, CENSUS_SLOTS,
-    LAYOUT_VERSION,
+    census_key, unsealed, CensusFile, Fid, ModuleRecord, ARGV_BYTES, CENSUS_FILE_SIZE,
+    CENSUS_MAGIC, CENSUS_SLOTS, LAYOUT_VERSION,
 };
 
-use crate::{config, sys};
+use crate::{backing::Backing, config, sys};
 
 static FILE: AtomicPtr<CensusFile> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Which pages of this image's (sparse) census file are backed ([`crate::backing`]).
+static BACKED: Backing<{ CENSUS_FILE_SIZE.div_ceil(4096 * 64) }> = Backing::new();
+
+/// Backs `len` bytes at `p` inside `file`; false if the file system is full.
+#[inline(always)]
+fn backed<T: ?Sized>(file: *const CensusFile, p: *const T, len: usize) -> bool {
+    let base = file as *const u8;
+    BACKED.back(
+        base,
+        (p as *const u8 as usize).wrapping_sub(base as usize),
+        len,
+    )
+}
+
+/// Set once this image's Python region is backed (see [`back_py`]).
+static PY_BACKED: AtomicBool = AtomicBool::new(false);
+
+/// Backs the whole Python region of `file` (once per image, when a CPython interpreter is
+/// found or a fork child inherits one): its tables are written from many places.
+pub fn back_py(file: &CensusFile) -> bool {
+    if PY_BACKED.load(Relaxed) {
+        return true;
+    }
+    let ok = backed(
+        file,
+        &file.py,
+        core::mem::size_of::<seal_abi::py::PyCensus>(),
+    );
+    PY_BACKED.store(ok, Relaxed);
+    ok
+}
 
 /// Linear probes before a call counts as "table full".
 const MAX_PROBE: usize = 64;
@@ -140,6 +172,9 @@ pub fn count_in(file: &CensusFile, key: u64, shard: u64, single: bool) -> Counte
     for _ in 0..MAX_PROBE {
         let idx = i & (CENSUS_SLOTS - 1);
         let slot = &file.slots[idx];
+        if !backed(file, slot, core::mem::size_of::<seal_abi::CensusSlot>()) {
+            break;
+        }
         let k = slot.key.load(Relaxed);
         if k == key {
             bump(&slot.count, single);
@@ -223,6 +258,9 @@ pub fn record_unsealed(kind: u32, detail: &[u8]) {
     let file = unsafe { &*file };
     let n = file.n_unsealed.load(Acquire) as usize;
     for ev in file.unsealed.iter().take(n.min(file.unsealed.len())) {
+        if !backed(file, ev, core::mem::size_of::<seal_abi::UnsealedEvent>()) {
+            return;
+        }
         let len = ev.len.load(Relaxed) as usize;
         if ev.kind.load(Relaxed) == kind
             && ev.detail[..len.min(ev.detail.len())] == detail[..detail.len().min(ev.detail.len())]
@@ -234,6 +272,9 @@ pub fn record_unsealed(kind: u32, detail: &[u8]) {
     let Some(ev) = file.unsealed.get(idx) else {
         return;
     };
+    if !backed(file, ev, core::mem::size_of::<seal_abi::UnsealedEvent>()) {
+        return;
+    }
     let len = detail.len().min(ev.detail.len());
     // SAFETY: this slot index was reserved by the fetch_add above; nobody else writes it.
     unsafe {
@@ -279,15 +320,24 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
         unmap_old();
         return;
     }
-    // Reserve every page now: a MAP_SHARED page that a full tmpfs cannot back kills the
-    // process with SIGBUS on first touch, long after this point and without a word.
-    let r = sys::reserve(fd, CENSUS_FILE_SIZE);
-    let p = if r == 0 {
+    // Sparse: pages are backed as they are first written (`BACKED`), the header now, so a
+    // full file system is this warning rather than a SIGBUS later.
+    let r = sys::ftruncate(fd, CENSUS_FILE_SIZE);
+    let mut p = if r == 0 {
         sys::mmap_shared(fd, CENSUS_FILE_SIZE)
     } else {
         core::ptr::null_mut()
     };
     sys::close(fd);
+    BACKED.reset();
+    PY_BACKED.store(false, Relaxed);
+    let header = core::mem::offset_of!(CensusFile, exe) + 256;
+    if !p.is_null() && !BACKED.back(p, 0, header) {
+        // SAFETY: our fresh mapping, not yet published.
+        unsafe { sys::munmap(p, CENSUS_FILE_SIZE) };
+        p = core::ptr::null_mut();
+    }
+    let r = if r < 0 { r } else { -(libc::ENOSPC as i64) };
     if p.is_null() {
         // SAFETY: NUL-terminated path; the file is ours (created above), and an empty or
         // unmappable census file would only confuse the launcher.
@@ -315,11 +365,23 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
         (*file).parent_vpid = parent_vpid;
         (*file).gen = gen;
         (*file).start_clock = crate::thread::peek();
-        let n = sys::readlink(b"/proc/self/exe\0", &mut (*file).exe);
-        (*file).exe_len = n as u32;
-        let n = sys::read_file(b"/proc/self/cmdline\0", &mut (*file).argv);
-        (*file).argv_len = n as u32;
-        (*file).argv_truncated = (n == (*file).argv.len()) as u32;
+        let exe = core::ptr::addr_of_mut!((*file).exe) as *mut u8;
+        let argv = core::ptr::addr_of_mut!((*file).argv) as *mut u8;
+        if let Some(from) = old.as_ref() {
+            // A fork child runs its parent's program with its parent's arguments.
+            let n = (from.exe_len as usize).min(seal_abi::EXE_BYTES);
+            (*file).exe_len = copy_in(file, exe, seal_abi::EXE_BYTES, &from.exe[..n]) as u32;
+            let n = (from.argv_len as usize).min(ARGV_BYTES);
+            (*file).argv_len = copy_in(file, argv, ARGV_BYTES, &from.argv[..n]) as u32;
+            (*file).argv_truncated = from.argv_truncated;
+        } else {
+            let mut buf = [0u8; 4096];
+            let n = sys::readlink(b"/proc/self/exe\0", &mut buf);
+            (*file).exe_len = copy_in(file, exe, seal_abi::EXE_BYTES, &buf[..n]) as u32;
+            let n = read_argv(file, &mut buf);
+            (*file).argv_len = n as u32;
+            (*file).argv_truncated = (n == ARGV_BYTES) as u32;
+        }
     }
     let inherited = !old.is_null();
     if inherited {
@@ -327,15 +389,25 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
         // arrays' lengths; the new file is not yet published.
         unsafe {
             let (from, to) = (&*old, &mut *file);
-            let n = (from.n_modules.load(Acquire) as usize).min(to.modules.len());
-            let used = (from.strings_used.load(Acquire) as usize).min(to.strings.len());
+            let mut n = (from.n_modules.load(Acquire) as usize).min(to.modules.len());
+            let mut used = (from.strings_used.load(Acquire) as usize).min(to.strings.len());
+            if !backed(
+                to,
+                to.modules.as_ptr(),
+                n * core::mem::size_of::<ModuleRecord>(),
+            ) || !backed(to, to.strings.as_ptr(), used)
+            {
+                (n, used) = (0, 0);
+            }
             core::ptr::copy_nonoverlapping(from.modules.as_ptr(), to.modules.as_mut_ptr(), n);
             to.strings[..used].copy_from_slice(&from.strings[..used]);
             to.strings_used.store(used as u32, Relaxed);
             // A fork child: its interpreter (if any) was already found in the parent image.
             let py = (from.py.status.load(Relaxed), from.py.version.load(Relaxed));
-            to.py.status.store(py.0, Relaxed);
-            to.py.version.store(py.1, Relaxed);
+            if py != (0, 0) && back_py(to) {
+                to.py.status.store(py.0, Relaxed);
+                to.py.version.store(py.1, Relaxed);
+            }
             to.n_modules.store(n as u32, Release);
         }
     }
@@ -348,6 +420,49 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
     }
     // SAFETY: published above; `ready` is an atomic.
     unsafe { (*file).ready.store(1, Release) };
+}
+
+/// Copies `src` to `dst`, a field of `cap` bytes in the census file at `file`, as far as it
+/// fits and its pages can be backed; the bytes copied.
+///
+/// # Safety
+/// `dst..dst + cap` lies in the live mapping at `file`, and nobody else writes it.
+unsafe fn copy_in(file: *const CensusFile, dst: *mut u8, cap: usize, src: &[u8]) -> usize {
+    let n = src.len().min(cap);
+    if !backed(file, dst, n) {
+        return 0;
+    }
+    // SAFETY: per the contract; `src` is ours.
+    unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), dst, n) };
+    n
+}
+
+/// Reads `/proc/self/cmdline` into the census file's `argv` a page at a time; the bytes read.
+///
+/// # Safety
+/// `file` is a live, unpublished census mapping.
+unsafe fn read_argv(file: *mut CensusFile, buf: &mut [u8; 4096]) -> usize {
+    let fd = sys::open(b"/proc/self/cmdline\0", libc::O_RDONLY | libc::O_CLOEXEC, 0);
+    if fd < 0 {
+        return 0;
+    }
+    // SAFETY: a field of the live mapping.
+    let argv = unsafe { core::ptr::addr_of_mut!((*file).argv) } as *mut u8;
+    let mut done = 0;
+    while done < ARGV_BYTES {
+        let n = sys::read_all(fd, &mut buf[..4096.min(ARGV_BYTES - done)]);
+        if n == 0 {
+            break;
+        }
+        // SAFETY: `done + n <= ARGV_BYTES`: inside the field.
+        let c = unsafe { copy_in(file, argv.add(done), ARGV_BYTES - done, &buf[..n]) };
+        done += c;
+        if c < n {
+            break;
+        }
+    }
+    sys::close(fd);
+    done
 }
 
 /// Families the user turned off (`--unseal`): the process still runs and is counted, but
@@ -431,9 +546,14 @@ unsafe extern "C" fn module_cb(
     let mut name = unsafe { sys::cstr(info.dlpi_name) };
     let mut exe_buf = [0u8; 1024];
     if name.is_empty() {
-        // The main executable has an empty name.
-        let k = sys::readlink(b"/proc/self/exe\0", &mut exe_buf);
-        name = &exe_buf[..k];
+        // The main executable has an empty name: the path the header holds (else the link).
+        let k = (file.exe_len as usize).min(file.exe.len());
+        name = if k > 0 {
+            &file.exe[..k]
+        } else {
+            let k = sys::readlink(b"/proc/self/exe\0", &mut exe_buf);
+            &exe_buf[..k]
+        };
     }
     crate::runtime::note_object(name, lo, hi, info);
     crate::py::note_object(name, info, file);
@@ -452,6 +572,11 @@ unsafe extern "C" fn module_cb(
         return 1;
     }
     let len = name.len().min(file.strings.len().saturating_sub(used));
+    if !backed(file, &file.modules[n], core::mem::size_of::<ModuleRecord>())
+        || !backed(file, file.strings[used..].as_ptr(), len)
+    {
+        return 1;
+    }
     // SAFETY: the module slot `n` and the string bytes past `used` are not yet published
     // (n_modules / strings_used are stored after them), and REFRESHING makes this thread
     // their only writer; readers (the launcher) read only up to the published counts.

@@ -22,6 +22,7 @@
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
 compile_error!("libseal supports x86_64 Linux with glibc only");
 
+pub mod backing;
 pub mod causal;
 pub mod census;
 pub mod clock;

@@ -158,22 +158,6 @@ pub fn create_private(path: &[u8], access: i32, replace: bool) -> i32 {
     fd
 }
 
-/// Gives `fd` a length of `len` bytes with every block allocated now (`fallocate`), so a
-/// shared mapping of it can never meet a full file system on first touch (SIGBUS). Falls
-/// back to `ftruncate` where the file system cannot reserve. 0 or a negative errno.
-pub fn reserve(fd: i32, len: usize) -> i64 {
-    loop {
-        // SAFETY: plain integers on our own fd.
-        let r = unsafe { syscall6(libc::SYS_fallocate, fd as i64, 0, 0, len as i64, 0, 0) };
-        match -r as i32 {
-            0 => return 0,
-            libc::EINTR => continue,
-            libc::EOPNOTSUPP | libc::ENOSYS => return ftruncate(fd, len),
-            _ => return r,
-        }
-    }
-}
-
 /// Backs the pages of `p..p+len` now (`MADV_POPULATE_WRITE`): on a full tmpfs this is an
 /// error here instead of a SIGBUS at the first store. 0, or a negative errno (`-EINVAL` on
 /// kernels before 5.14, which cannot populate: the caller goes on as before).
@@ -237,6 +221,10 @@ pub fn mmap_shared(fd: i32, len: usize) -> *mut u8 {
 /// Anonymous private memory (for scratch buffers in exec hooks, which may run in a vfork child
 /// where malloc is off limits). Returns null on failure.
 pub fn mmap_anon(len: usize) -> *mut u8 {
+    mmap_anon_flags(len, 0)
+}
+
+fn mmap_anon_flags(len: usize, extra: i32) -> *mut u8 {
     // SAFETY: a fresh anonymous mapping.
     let p = unsafe {
         syscall6(
@@ -244,7 +232,7 @@ pub fn mmap_anon(len: usize) -> *mut u8 {
             0,
             len as i64,
             (libc::PROT_READ | libc::PROT_WRITE) as i64,
-            (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as i64,
+            (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra) as i64,
             -1,
             0,
         )

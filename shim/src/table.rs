@@ -10,7 +10,7 @@ use core::sync::atomic::{AtomicI32, AtomicI64, AtomicPtr, AtomicUsize, Ordering:
 
 use seal_abi::{vpid_candidate, RunTable, VPID_LIMIT, VPID_MIN};
 
-use crate::{config, sys};
+use crate::{backing::Backing, config, sys};
 
 /// A view of the three arrays of a run table.
 #[derive(Clone, Copy)]
@@ -51,13 +51,15 @@ impl<'a> Table<'a> {
     }
 
     fn claim(&self, v: i32) -> bool {
-        let ok = self.real_of[v as usize]
-            .compare_exchange(0, -1, AcqRel, Relaxed)
-            .is_ok();
+        let (slot, clock) = (&self.real_of[v as usize], &self.wait_clock[v as usize]);
+        if !backed(slot) || !backed(clock) {
+            return false;
+        }
+        let ok = slot.compare_exchange(0, -1, AcqRel, Relaxed).is_ok();
         if ok {
             // A vpid can be handed out again: forget the wait clock of its last holder
             // (here, before the child exists, so only the child's own waits count).
-            self.wait_clock[v as usize].store(0, Release);
+            clock.store(0, Release);
         }
         ok
     }
@@ -109,20 +111,26 @@ impl<'a> Table<'a> {
     /// Records the wait status of a reaped virtual pid.
     pub fn set_status(&self, v: i32, status: i32) {
         if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
-            self.status_of[v as usize].store(status.wrapping_add(1), Release);
+            let slot = &self.status_of[v as usize];
+            if backed(slot) {
+                slot.store(status.wrapping_add(1), Release);
+            }
         }
     }
 
     /// Raises the wait clock of virtual pid `v` to `clock` (never lowers it).
     pub fn raise_wait_clock(&self, v: i32, clock: i64) {
         if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
-            self.wait_clock[v as usize].fetch_max(clock, AcqRel);
+            let slot = &self.wait_clock[v as usize];
+            if backed(slot) {
+                slot.fetch_max(clock, AcqRel);
+            }
         }
     }
 
     /// The wait clock of virtual pid `v` (0 none).
     pub fn wait_clock(&self, v: i32) -> i64 {
-        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
+        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT && backed(&self.wait_clock[v as usize]) {
             self.wait_clock[v as usize].load(Acquire)
         } else {
             0
@@ -130,7 +138,7 @@ impl<'a> Table<'a> {
     }
 
     fn slot(&self, v: i32) -> Option<&'a AtomicI32> {
-        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
+        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT && backed(&self.real_of[v as usize]) {
             Some(&self.real_of[v as usize])
         } else {
             None
@@ -138,16 +146,35 @@ impl<'a> Table<'a> {
     }
 }
 
-/// `vpid_of` is sparse (sized by pid_max), and on tmpfs even a read of a page never touched
-/// allocates it: back the entry's page before any access, so a full file system is a
-/// reported error (`false`) rather than a SIGBUS.
-fn backed(slot: &AtomicI32) -> bool {
-    let r = sys::populate(slot.as_ptr() as *const u8, 4);
-    if r < 0 && r != -(libc::EINVAL as i64) {
-        no_room();
-        return false;
+/// Pages of the mapped run table this process has backed ([`crate::backing`]): the fixed
+/// arrays and the `vpid_of` map (up to the kernel's largest `pid_max`, 2²²).
+static BACKED: Backing<{ (RunTable::REAL_MAP_OFFSET + 4 * (1 << 22)).div_ceil(4096 * 64) }> =
+    Backing::new();
+
+/// The table is sparse, and on tmpfs even a read of a page never touched allocates it: back
+/// an entry's page before any access, so a full file system is a reported error (`false`)
+/// rather than a SIGBUS. Memory outside the mapping (unit tests' tables) needs nothing.
+fn backed<T>(x: &T) -> bool {
+    let base = BASE.load(Relaxed);
+    let off = (x as *const T as usize).wrapping_sub(base as usize);
+    if base.is_null() || off >= RunTable::file_size(PID_MAX.load(Relaxed)) {
+        return true;
     }
-    true
+    if BACKED.back(base, off, core::mem::size_of::<T>()) {
+        return true;
+    }
+    no_room();
+    false
+}
+
+/// Backs a whole region of the table once per process image (`done` remembers it).
+fn backed_region<T>(x: &T, done: &core::sync::atomic::AtomicBool) -> bool {
+    if done.load(Relaxed) {
+        return true;
+    }
+    let ok = backed(x);
+    done.store(ok, Relaxed);
+    ok
 }
 
 /// The run table's file system is full: this pid stays untranslated for kill/wait by real pid.
@@ -197,7 +224,10 @@ pub fn get() -> Option<Table<'static>> {
 pub fn channels() -> Option<&'static [seal_abi::causal::Channel]> {
     let p = BASE.load(Acquire);
     // SAFETY: as in `get`: a live mapping that starts with a RunTable.
-    (!p.is_null()).then(|| unsafe { &(&(*(p as *const RunTable)).channels)[..] })
+    static DONE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+    // SAFETY: as in `get`: a live mapping that starts with a RunTable.
+    let chans = (!p.is_null()).then(|| unsafe { &(*(p as *const RunTable)).channels })?;
+    backed_region(chans, &DONE).then_some(&chans[..])
 }
 
 /// The run-wide state the setters change ([`seal_abi::World`]), if the run table is mapped.
@@ -213,7 +243,10 @@ pub fn world() -> Option<&'static seal_abi::World> {
 pub fn waiters() -> Option<&'static seal_abi::WaiterBoard> {
     let p = BASE.load(Acquire);
     // SAFETY: as in `get`: a live mapping that starts with a RunTable.
-    (!p.is_null()).then(|| unsafe { &(*(p as *const RunTable)).waiters })
+    static DONE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+    // SAFETY: as in `get`: a live mapping that starts with a RunTable.
+    let w = (!p.is_null()).then(|| unsafe { &(*(p as *const RunTable)).waiters })?;
+    backed_region(w, &DONE).then_some(w)
 }
 
 /// Maps `$LIBSEAL_RUN_DIR/run.table` (once per image; a fork child keeps its parent's mapping).
@@ -253,24 +286,18 @@ pub fn map() -> bool {
     if p.is_null() {
         return false;
     }
-    // The first process of the run backs the fixed arrays (every process may touch any entry
-    // of them), so no later store can meet a full tmpfs; `vpid_of` pages are backed one by one
-    // in `register`.
-    let root = config::VPID.load(Relaxed) == seal_abi::ROOT_VPID
-        && config::GEN.load(Relaxed) == 0
-        && config::LINEAGE.load(Relaxed) == seal_abi::ROOT_LINEAGE;
-    if root {
-        let r = sys::populate(p, RunTable::REAL_MAP_OFFSET);
-        if r < 0 && r != -(libc::EINVAL as i64) {
-            // SAFETY: our fresh mapping, not yet published.
-            unsafe { sys::munmap(p, RunTable::file_size(pid_max)) };
-            let mut m = sys::StackBuf::<200>::new();
-            m.push(b"cannot reserve the run table (")
-                .push(sys::errno_name(-r as i32))
-                .push(b")");
-            sys::warn(m.as_bytes());
-            return false;
-        }
+    // The header and the setters' world are read by every clock read: backed now. The rest
+    // is backed page by page as it is first used (`backed`).
+    let r = sys::populate(p, core::mem::offset_of!(RunTable, real_of));
+    if r < 0 && r != -(libc::EINVAL as i64) {
+        // SAFETY: our fresh mapping, not yet published.
+        unsafe { sys::munmap(p, RunTable::file_size(pid_max)) };
+        let mut m = sys::StackBuf::<200>::new();
+        m.push(b"cannot map the run table (")
+            .push(sys::errno_name(-r as i32))
+            .push(b")");
+        sys::warn(m.as_bytes());
+        return false;
     }
     PID_MAX.store(pid_max, Relaxed);
     BASE.store(p, Release);

@@ -99,6 +99,10 @@ pub fn note_object(path: &[u8], info: &libc::dl_phdr_info, file: &CensusFile) {
     } else {
         minor_from_name(&base[at + 6..]).map_or(0, |m| 0x0300_0000 | (m << 16))
     };
+    if !crate::census::back_py(file) {
+        STATE.store(OFF, Relaxed);
+        return;
+    }
     let py = &file.py;
     py.version.store(version, Relaxed);
     let minor = (version >> 16) & 0xff;
@@ -251,6 +255,9 @@ struct At {
 /// Records the Python frames of a call that was counted in census slot `slot`.
 #[inline(never)]
 pub fn capture(file: &CensusFile, slot: usize) {
+    if !crate::census::back_py(file) {
+        return;
+    }
     let py = &file.py;
     match STATE.load(Acquire) {
         ON => {}

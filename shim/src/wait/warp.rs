@@ -212,7 +212,7 @@ fn idle(b: &WaiterBoard, t: &table::Table<'_>, me: i32) -> bool {
         if word.load(Relaxed) & bit != 0 {
             continue;
         }
-        let real = t.real_of[v].load(Acquire);
+        let real = t.holder(v as i32);
         if real <= 0 || v as i32 == LAUNCHER_VPID {
             continue;
         }
