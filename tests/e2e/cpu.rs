@@ -103,6 +103,18 @@ fn programs_keep_their_sigsegv_handlers_and_still_crash() {
 }
 
 #[test]
+fn a_handler_that_reads_the_counter_during_a_masked_wait_runs() {
+    // ppoll, pselect and epoll_pwait install a mask for the wait that blocks SIGSEGV: the
+    // trapped rdtsc in a handler would be a fault with SIGSEGV blocked, which the kernel kills.
+    let bin = fixture_bin();
+    let out = assert_sealed_stable(&[bin.to_str().unwrap(), "waitmask"], 2);
+    for call in ["ppoll", "pselect", "epoll_pwait"] {
+        let line = format!("{call}: EINTR, handler ran: 1");
+        assert!(out.contains(&line), "{line:?} missing in\n{out}");
+    }
+}
+
+#[test]
 fn children_started_across_exec_run() {
     let bin = fixture_bin();
     let out = assert_sealed_stable(&[bin.to_str().unwrap(), "spawn"], 2);

@@ -433,6 +433,25 @@ hook! {
     }
 }
 
+/// The mask a `ppoll`/`pselect`/`epoll_pwait` installs while it waits, with `SIGSEGV` taken
+/// out while armed (a handler that runs during the wait may execute a trapped instruction).
+/// Returns `mask` itself, or `copy` filled with the cleared mask.
+///
+/// # Safety
+/// `mask` is null or a valid sigset.
+pub unsafe fn wait_mask(
+    mask: *const libc::sigset_t,
+    copy: &mut core::mem::MaybeUninit<libc::sigset_t>,
+) -> *const libc::sigset_t {
+    if mask.is_null() || !super::handler_installed() || first_word(mask) & SEGV_BIT == 0 {
+        return mask;
+    }
+    // SAFETY: mask is a valid sigset per the contract.
+    let c = copy.write(unsafe { *mask });
+    set_first_word(c, first_word(mask) & !SEGV_BIT);
+    c
+}
+
 /// `syscall(SYS_rt_sigaction | SYS_rt_sigprocmask | SYS_execve | SYS_execveat)` while armed:
 /// `Some(result)` when handled here.
 ///

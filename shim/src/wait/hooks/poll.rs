@@ -120,13 +120,18 @@ hook! {
     fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const timespec, mask: *const sigset_t) -> c_int;
     fid = Ppoll;
     // SAFETY: forwarded contract.
-    |real| match unsafe { ts_wait(ts) } {
-        // SAFETY: forwarded contract.
-        Some(ns) => in_time(fds, n, ns, || timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
-            let t = s.map(clock::to_timespec);
-            real(fds, n, t.as_ref().map_or(ts, |t| t as *const timespec), mask)
-        })),
-        None => real(fds, n, ts, mask),
+    |real| {
+        let mut copy = core::mem::MaybeUninit::uninit();
+        // SAFETY: the mask is null or valid per the contract.
+        let mask = unsafe { crate::cpu::signals::wait_mask(mask, &mut copy) };
+        match unsafe { ts_wait(ts) } {
+            // SAFETY: forwarded contract.
+            Some(ns) => in_time(fds, n, ns, || timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
+                let t = s.map(clock::to_timespec);
+                real(fds, n, t.as_ref().map_or(ts, |t| t as *const timespec), mask)
+            })),
+            None => real(fds, n, ts, mask),
+        }
     }
 }
 
@@ -142,13 +147,18 @@ hook! {
     ) -> c_int;
     fid = Ppoll;
     // SAFETY: forwarded contract.
-    |real| match unsafe { ts_wait(ts) } {
-        // SAFETY: forwarded contract.
-        Some(ns) => in_time(fds, n, ns, || timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
-            let t = s.map(clock::to_timespec);
-            real(fds, n, t.as_ref().map_or(ts, |t| t as *const timespec), mask, fdslen)
-        })),
-        None => real(fds, n, ts, mask, fdslen),
+    |real| {
+        let mut copy = core::mem::MaybeUninit::uninit();
+        // SAFETY: the mask is null or valid per the contract.
+        let mask = unsafe { crate::cpu::signals::wait_mask(mask, &mut copy) };
+        match unsafe { ts_wait(ts) } {
+            // SAFETY: forwarded contract.
+            Some(ns) => in_time(fds, n, ns, || timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
+                let t = s.map(clock::to_timespec);
+                real(fds, n, t.as_ref().map_or(ts, |t| t as *const timespec), mask, fdslen)
+            })),
+            None => real(fds, n, ts, mask, fdslen),
+        }
     }
 }
 
@@ -199,13 +209,18 @@ hook! {
     ) -> c_int;
     fid = Pselect;
     // SAFETY: forwarded contract.
-    |real| match unsafe { ts_wait(ts) } {
-        // SAFETY: the sets are null or valid per the contract.
-        Some(ns) => timed_poll(ns, unsafe { select_fd_less(nfds, [r, w, e]) }, |s| {
-            let t = s.map(clock::to_timespec);
-            real(nfds, r, w, e, t.as_ref().map_or(ts, |t| t as *const timespec), mask)
-        }),
-        None => real(nfds, r, w, e, ts, mask),
+    |real| {
+        let mut copy = core::mem::MaybeUninit::uninit();
+        // SAFETY: the mask is null or valid per the contract.
+        let mask = unsafe { crate::cpu::signals::wait_mask(mask, &mut copy) };
+        match unsafe { ts_wait(ts) } {
+            // SAFETY: the sets are null or valid per the contract.
+            Some(ns) => timed_poll(ns, unsafe { select_fd_less(nfds, [r, w, e]) }, |s| {
+                let t = s.map(clock::to_timespec);
+                real(nfds, r, w, e, t.as_ref().map_or(ts, |t| t as *const timespec), mask)
+            }),
+            None => real(nfds, r, w, e, ts, mask),
+        }
     }
 }
 
@@ -233,11 +248,16 @@ hook! {
         mask: *const sigset_t,
     ) -> c_int;
     fid = EpollPwait;
-    |real| match ms_wait(timeout) {
-        Some(ns) => timed_poll(ns, false, |s| {
-            real(epfd, ev, max, s.map_or(timeout, slice_ms), mask)
-        }),
-        None => real(epfd, ev, max, timeout, mask),
+    |real| {
+        let mut copy = core::mem::MaybeUninit::uninit();
+        // SAFETY: the mask is null or valid per the contract.
+        let mask = unsafe { crate::cpu::signals::wait_mask(mask, &mut copy) };
+        match ms_wait(timeout) {
+            Some(ns) => timed_poll(ns, false, |s| {
+                real(epfd, ev, max, s.map_or(timeout, slice_ms), mask)
+            }),
+            None => real(epfd, ev, max, timeout, mask),
+        }
     }
 }
 
@@ -255,11 +275,16 @@ hook! {
     ) -> c_int;
     fid = EpollPwait;
     // SAFETY: forwarded contract.
-    |real| match unsafe { ts_wait(ts) } {
-        Some(ns) => timed_poll(ns, false, |s| match s {
+    |real| {
+        let mut copy = core::mem::MaybeUninit::uninit();
+        // SAFETY: the mask is null or valid per the contract.
+        let mask = unsafe { crate::cpu::signals::wait_mask(mask, &mut copy) };
+        match unsafe { ts_wait(ts) } {
+            Some(ns) => timed_poll(ns, false, |s| match s {
+                None => real(epfd, ev, max, ts, mask),
+                Some(n) => real(epfd, ev, max, &clock::to_timespec(n), mask),
+            }),
             None => real(epfd, ev, max, ts, mask),
-            Some(n) => real(epfd, ev, max, &clock::to_timespec(n), mask),
-        }),
-        None => real(epfd, ev, max, ts, mask),
+        }
     }
 }
