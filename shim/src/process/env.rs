@@ -117,6 +117,8 @@ impl Cursor {
         // SAFETY: base..base+len is our writable mapping; the range was checked above.
         unsafe {
             let start = self.base.add(self.used);
+            // Up to 64 KiB of fresh pages: allocated in one call rather than a fault each.
+            sys::populate(start, len);
             core::ptr::copy_nonoverlapping(name.as_ptr(), start, name.len());
             *start.add(name.len()) = b'=';
             core::ptr::write_bytes(start.add(name.len() + 1), b'x', len - name.len() - 2);
