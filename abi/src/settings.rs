@@ -36,12 +36,19 @@ pub const SKIP: &str = "LIBSEAL_SKIP";
 pub const RATE_PPM: &str = "LIBSEAL_RATE_PPM";
 /// The real `CLOCK_MONOTONIC` at launch (i64 ns), what `--rate` measures from.
 pub const REAL_START: &str = "LIBSEAL_REAL_START";
-/// The run's start on the kernel's coarse real clock (i64 ns; 0: the root finds it): the
-/// first tick of the clock files are stamped with after the launcher began the run, so every
-/// file written before the run is older and every file written in it is not (family
-/// `files`). The launcher waits for that tick while it sets the run up, instead of the root
-/// waiting for it after.
+/// The run's real start for file times (i64 ns; 0: the root finds it): every file time the
+/// kernel gave before the run is below it, every one it gives in the run at or above it
+/// (family `files`). The launcher finds it while it makes the run's file-time table, which
+/// holds it too.
 pub const FILES_START: &str = "LIBSEAL_FILES_START";
+
+/// The launcher's real pid (ten digits) when it left the root command's guard to libseal, else
+/// zeros: the root (virtual pid 1000) then asks the kernel to kill it when the launcher dies
+/// (`PR_SET_PDEATHSIG`), exits at once if the launcher is already gone, and empties the signal
+/// mask it was started with. The launcher then starts the command with `posix_spawn` (no copy
+/// of its own address space); with zeros it does the same in the forked child before exec, as
+/// for a root that never loads libseal.
+pub const GUARD: &str = "LIBSEAL_GUARD";
 
 /// Padding (`LIBSEAL_PAD=xxx…`) that makes the strings and pointers the kernel copies onto a
 /// new image's stack one fixed size; see [`pad_entry_len`]. Rewritten on every exec.

@@ -31,12 +31,7 @@ use std::process::ExitCode;
 
 use cli::{Cli, Command};
 
-/// The kernel's coarse real clock when `seal` started: `seal run`'s files family starts at
-/// its next tick (`run::sealed_command`), so the launcher's own start-up overlaps the wait.
-pub static LAUNCHED_COARSE: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
-
 fn main() -> ExitCode {
-    LAUNCHED_COARSE.get_or_init(run::coarse_now);
     let cli = usage::parse();
     // `seal run` and `seal census` end with their command's status, whatever signals it was
     // sent; the multi-run commands stop at a forwarded SIGINT/TERM/HUP/QUIT and say so.

@@ -187,42 +187,57 @@ fn real_monotonic_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-/// The kernel's coarse real clock (what it stamps file times with), in ns.
-pub fn coarse_now() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
+/// The run's start for the `files` family (`LIBSEAL_FILES_START`), found while making the
+/// run's file-time table (`files.table`, sparse, its header filled in here): a real time that
+/// every file time given before this call is below and every one given after is at or above.
+///
+/// File times come from the kernel's coarse clock (4 ms ticks here), so a file written just
+/// before the run and one written in its first tick could carry the same time. Since Linux
+/// 6.13 ("multigrain" timestamps) a change to a file whose times were just read gets a
+/// fine-grained time, and every later file time, on any file system, is at least that one.
+/// So: create the table, read its ctime (marking it read), set its times to now, read again.
+/// A later ctime is the boundary: fine-grained on such kernels (no wait), the next coarse
+/// tick on older ones, which this retries for, in 0.2 ms steps (at most 100).
+fn files_start(dir: &Path) -> Result<i64> {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+    let path = dir.join(seal_abi::files::TABLE_NAME);
+    let f = shim::create_private_file(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    f.set_len(seal_abi::files::SIZE as u64)?;
+    let ctime = |f: &std::fs::File| -> Result<i64> {
+        let m = f.metadata()?;
+        Ok(m.ctime() * 1_000_000_000 + m.ctime_nsec())
     };
-    // SAFETY: a valid timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-}
-
-/// The run's start for the `files` family (`LIBSEAL_FILES_START`): the first tick of the
-/// coarse clock after `began` (its value when this run's setup began). Every file written
-/// before the run carries an older time, every file the run writes this one or a later one.
-/// The setup (shim check, run directory, run table) usually outlasts the tick; the rest is
-/// waited for here, in 0.2 ms steps, at most 100 of them.
-fn files_start(began: i64) -> i64 {
+    let before = ctime(&f)?;
+    let mut start = before;
     for _ in 0..100 {
-        let now = coarse_now();
-        if now != began {
-            return now;
+        // SAFETY: a descriptor we own; NULL times mean "now".
+        if unsafe { libc::futimens(f.as_raw_fd(), std::ptr::null()) } != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("cannot set the times of {}", path.display()));
+        }
+        start = ctime(&f)?;
+        if start > before {
+            break;
         }
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
-    coarse_now()
+    let mut header = [0u8; 16];
+    header[..8].copy_from_slice(&seal_abi::files::MAGIC.to_le_bytes());
+    header[8..].copy_from_slice(&start.to_le_bytes());
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(&header, seal_abi::files::MAGIC_OFFSET as u64)?;
+    Ok(start)
 }
 
-/// Builds the sealed command for `argv` in `run_dir` (not yet spawned). `began` is the
-/// coarse real clock when this run's setup began ([`coarse_now`]).
+/// Builds the sealed command for `argv` in `run_dir` (not yet spawned).
 pub fn sealed_command(
     settings: &Settings,
     shim_path: &Path,
     run_dir: &Path,
     argv: &[OsString],
-    began: i64,
-) -> Command {
+) -> Result<Command> {
     // The kernel puts the file name it is given on the new stack: name the file found in PATH
     // here, so the pad (`pad_stack`) knows its length (argv[0] stays as typed).
     let mut cmd = match crate::exec_check::resolve(&argv[0]) {
@@ -268,7 +283,7 @@ pub fn sealed_command(
         files_start_ns: if settings.unsealed("files") {
             0
         } else {
-            files_start(began)
+            files_start(run_dir)?
         },
     }
     .encode(|name, value| {
@@ -306,11 +321,12 @@ pub fn sealed_command(
     for (k, v) in &settings.env {
         cmd.env(k, v);
     }
-    cmd
+    Ok(cmd)
 }
 
 /// Gives the command a private `/tmp` when the settings (else `default`) ask for one; the
-/// fallback's warning is said once per launcher (unless quiet).
+/// fallback's warning is said once per launcher (unless quiet). True when the command enters
+/// a mount namespace between fork and exec.
 fn private_tmp(
     cmd: &mut Command,
     settings: &Settings,
@@ -318,21 +334,24 @@ fn private_tmp(
     run_dir: &RunDir,
     argv: &[OsString],
     cwd: Option<&Path>,
-) -> Result<()> {
+) -> Result<bool> {
     use crate::private_tmp as pt;
     if !pt::wanted(settings, default) {
-        return Ok(());
+        return Ok(false);
     }
     let keep = pt::needed(run_dir.path(), cwd, argv);
     let applied = pt::apply(cmd, settings, run_dir.path(), &keep)
         .context("cannot set up the private /tmp")?;
-    if let pt::Applied::Fallback(why) = applied {
-        static SAID: std::sync::Once = std::sync::Once::new();
-        if !settings.quiet {
-            SAID.call_once(|| crate::term::warn(why));
+    match applied {
+        pt::Applied::Namespace => Ok(true),
+        pt::Applied::Fallback(why) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            if !settings.quiet {
+                SAID.call_once(|| crate::term::warn(why));
+            }
+            Ok(false)
         }
     }
-    Ok(())
 }
 
 /// Pads the command's environment with `LIBSEAL_PAD=xxx…` so that what the kernel copies onto
@@ -521,18 +540,20 @@ pub fn run_captured(
     input: Input,
     limit: Option<std::time::Duration>,
 ) -> Result<std::result::Result<Captured, SpawnError>> {
-    let began = coarse_now();
     let shim_path = shim::extract()?;
     let run_dir = RunDir::create()?;
     disable_aslr(settings);
-    let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv, began);
+    let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv)?;
     if let Some(d) = cwd {
         cmd.current_dir(d);
     }
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
-    private_tmp(&mut cmd, settings, true, &run_dir, argv, cwd)?;
+    let namespace = private_tmp(&mut cmd, settings, true, &run_dir, argv, cwd)?;
+    let guards = !namespace && crate::exec_check::root_warnings(&argv[0]).is_empty();
+    let (name, value) = supervise::guard_var(guards);
+    cmd.env(name, value);
     pad_stack(&mut cmd, settings, &argv[0]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.stdin(match input {
@@ -546,7 +567,7 @@ pub fn run_captured(
     if let Some(sig) = supervise::interrupted() {
         return Err(supervise::Interrupted(sig).into());
     }
-    let mut child = match supervise::spawn(&mut cmd, supervise::Stdio::Redirected) {
+    let mut child = match supervise::spawn(&mut cmd, supervise::Stdio::Redirected, guards) {
         Ok(c) => c,
         Err(e) => return Ok(Err(SpawnError::from_io(&argv[0], cwd, e))),
     };
@@ -584,22 +605,21 @@ pub fn run_interactive(
     argv: &[OsString],
     census_json: Option<&PathBuf>,
 ) -> Result<ExitCode> {
-    let began = crate::LAUNCHED_COARSE
-        .get()
-        .copied()
-        .unwrap_or_else(coarse_now);
     let shim_path = shim::extract()?;
     let run_dir = RunDir::create()?;
     disable_aslr(settings);
     if let Some(line) = unsealed_note(settings) {
         crate::term::note(line);
     }
-    let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv, began);
-    private_tmp(&mut cmd, settings, false, &run_dir, argv, None)?;
+    let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv)?;
+    let namespace = private_tmp(&mut cmd, settings, false, &run_dir, argv, None)?;
+    let guards = !namespace && crate::exec_check::root_warnings(&argv[0]).is_empty();
+    let (name, value) = supervise::guard_var(guards);
+    cmd.env(name, value);
     pad_stack(&mut cmd, settings, &argv[0]);
     // Signals go to the command (the terminal's ^C reaches it directly); seal waits and
     // reports its status.
-    let mut child = match supervise::spawn(&mut cmd, supervise::Stdio::Inherited) {
+    let mut child = match supervise::spawn(&mut cmd, supervise::Stdio::Inherited, guards) {
         Ok(c) => c,
         Err(e) => {
             let err = SpawnError::from_io(&argv[0], None, e);
@@ -660,13 +680,33 @@ mod tests {
     }
 
     #[test]
-    fn the_files_start_is_the_next_coarse_tick() {
-        let began = coarse_now();
-        let start = files_start(began);
-        assert!(start > began, "{start} is not after {began}");
-        // Already past: no wait, the clock as it is now.
-        let later = files_start(began - 1);
-        assert!(later >= start && later - start < 1_000_000_000);
+    fn the_files_start_splits_file_times_before_and_after_it() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mtime = |name: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, b"x").unwrap();
+            let m = std::fs::metadata(&p).unwrap();
+            m.mtime() * 1_000_000_000 + m.mtime_nsec()
+        };
+        for round in 0..20 {
+            let run = tempfile::tempdir().unwrap();
+            let before = mtime("before");
+            let start = files_start(run.path()).unwrap();
+            let after = mtime("after");
+            assert!(
+                before < start,
+                "round {round}: {before} is not before {start}"
+            );
+            assert!(after >= start, "round {round}: {after} is before {start}");
+            let table = std::fs::read(run.path().join(seal_abi::files::TABLE_NAME)).unwrap();
+            assert_eq!(table.len(), seal_abi::files::SIZE);
+            let at = seal_abi::files::START_OFFSET;
+            assert_eq!(
+                i64::from_le_bytes(table[at..at + 8].try_into().unwrap()),
+                start
+            );
+        }
     }
 
     #[test]

@@ -186,18 +186,14 @@ pub fn on_start() {
     if !config::sealed(flags::FILES) {
         return;
     }
-    if config::VPID.load(Relaxed) == seal_abi::ROOT_VPID && config::GEN.load(Relaxed) == 0 {
-        // Create the table first, then wait: the run dir changes no later than it did
-        // without this family (the launcher ages run dirs by their mtime).
+    // The launcher made the table with the run's start in it (LIBSEAL_FILES_START says so);
+    // an older or foreign launcher did not: then the root makes it and waits for the tick.
+    if config::FILES_START.load(Relaxed) == 0
+        && config::VPID.load(Relaxed) == seal_abi::ROOT_VPID
+        && config::GEN.load(Relaxed) == 0
+    {
         if let Some(t) = table::map(Some(0)) {
-            // The launcher found the tick while it set the run up (LIBSEAL_FILES_START);
-            // without it (an older or foreign launcher), wait for it here.
-            let found = config::FILES_START.load(Relaxed);
-            t.set_start(if found > 0 {
-                found
-            } else {
-                table::wait_for_tick()
-            });
+            t.set_start(table::wait_for_tick());
         }
     }
 }

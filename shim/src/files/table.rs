@@ -13,11 +13,9 @@ use core::sync::atomic::{
     Ordering::{AcqRel, Acquire, Relaxed, Release},
 };
 
-use crate::{census, config, sys};
+use crate::{backing::Backing, census, config, sys};
 
-const MAGIC: u64 = 0x5345_414c_4649_4c31; // "SEALFIL1"
-/// Slots: 64 Ki files recorded per run (2 MiB of shared memory, touched pages only).
-pub const SLOTS: usize = 1 << 16;
+use seal_abi::files::{MAGIC, SLOTS};
 /// Slots looked at from a key's home slot before the table counts as full for it.
 const PROBES: usize = 64;
 
@@ -37,8 +35,16 @@ pub struct Header {
     pub start: AtomicI64,
     /// Set once the table was found full (reported once per run).
     pub full: AtomicU32,
-    _pad: [u32; 11],
+    _pad: u32,
+    /// A bit per page of entries: set before an entry of the page is first claimed. A lookup
+    /// that reaches a page whose bit is clear stops there without touching it, so looking up
+    /// the many files nobody recorded (everything from before the run) backs no page.
+    used: [AtomicU64; USED_WORDS],
+    _pad2: [u64; 16 - 3 - USED_WORDS],
 }
+
+const ENTRY_PAGES: usize = (SLOTS * core::mem::size_of::<Entry>()).div_ceil(4096) + 1;
+const USED_WORDS: usize = ENTRY_PAGES.div_ceil(64);
 
 #[repr(C)]
 pub struct Entry {
@@ -54,6 +60,9 @@ pub struct Entry {
 }
 
 pub const SIZE: usize = core::mem::size_of::<Header>() + SLOTS * core::mem::size_of::<Entry>();
+const _: () = assert!(SIZE == seal_abi::files::SIZE);
+const _: () = assert!(core::mem::size_of::<Header>() == seal_abi::files::HEADER_BYTES);
+const _: () = assert!(core::mem::offset_of!(Header, start) == seal_abi::files::START_OFFSET);
 
 #[repr(C)]
 pub struct Table {
@@ -63,6 +72,9 @@ pub struct Table {
 
 /// 0: not mapped yet, 1: mapping failed, else the mapping.
 static MAP: AtomicUsize = AtomicUsize::new(0);
+
+/// Which pages of the (sparse) table this process has backed ([`crate::backing`]).
+static BACKED: Backing<{ SIZE.div_ceil(4096 * 64) }> = Backing::new();
 
 pub fn key_of(dev: u64, ino: u64) -> u64 {
     seal_abi::mix64(dev ^ seal_abi::mix64(ino ^ 0x5eed_f11e)) | 1
@@ -82,29 +94,44 @@ pub fn get() -> Option<&'static Table> {
     map(None)
 }
 
-/// Maps the table (creating it if needed). `start`: the run's real start to store when this
-/// process is the run's first (the root); others store their own start only if nobody has.
+/// Maps the table. The launcher made it, with the run's start in its header; without one (an
+/// older or foreign launcher) the first process creates it. `start`: the run's real start to
+/// store when this process is the run's first (the root); others store their own start only
+/// if nobody has. The file is sparse: [`BACKED`] backs each page before its first touch.
 #[cold]
 pub fn map(start: Option<i64>) -> Option<&'static Table> {
     let mut path = sys::StackBuf::<4200>::new();
-    path.push(config::RUN_DIR.get()).push(b"/files.table");
-    let fd = sys::open(
+    path.push(config::RUN_DIR.get())
+        .push(b"/")
+        .push(seal_abi::files::TABLE_NAME.as_bytes());
+    let mut fd = sys::open(
         path.as_cstr(),
-        libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        0o600,
+        libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        0,
     );
+    if fd == -libc::ENOENT {
+        fd = sys::open(
+            path.as_cstr(),
+            libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600,
+        );
+        if fd >= 0 {
+            // Private whatever the umask (every process of the run must be able to open it).
+            // SAFETY: fchmod and ftruncate of a descriptor we own (the same size from every
+            // process: the first one sizes it, the rest change nothing).
+            unsafe { sys::syscall3(libc::SYS_fchmod, fd as i64, 0o600, 0) };
+            sys::ftruncate(fd, SIZE);
+        }
+    }
     let mut p = core::ptr::null_mut();
     if fd >= 0 {
-        // Private whatever the umask (every process of the run must be able to open it).
-        // SAFETY: fchmod of a descriptor we own.
-        unsafe { sys::syscall3(libc::SYS_fchmod, fd as i64, 0o600, 0) };
-        // Every process reserves the same size: the first one allocates it (zero-filled), the
-        // rest change nothing. Reserved, not just sized: on a full tmpfs a page of a sparse
-        // file would kill the process with SIGBUS at its first touch.
-        if sys::reserve(fd, SIZE) == 0 {
-            p = sys::mmap_shared(fd, SIZE);
-        }
+        p = sys::mmap_shared(fd, SIZE);
         sys::close(fd);
+    }
+    if !p.is_null() && !BACKED.back(p, 0, seal_abi::files::HEADER_BYTES) {
+        // SAFETY: our own mapping, never published.
+        unsafe { sys::munmap(p, SIZE) };
+        p = core::ptr::null_mut();
     }
     if p.is_null() {
         if MAP.compare_exchange(0, 1, AcqRel, Acquire).is_ok() && !config::run_ended() {
@@ -174,8 +201,20 @@ impl Table {
 
     fn slot(&self, key: u64, claim: bool) -> Option<&Entry> {
         let home = (key as usize) & (SLOTS - 1);
+        let base = self as *const Table as *const u8;
         for i in 0..PROBES {
             let e = &self.entries[(home + i) & (SLOTS - 1)];
+            let page = (e as *const Entry as usize - base as usize) / 4096;
+            let (word, bit) = (&self.header.used[page / 64], 1u64 << (page % 64));
+            if word.load(Acquire) & bit == 0 {
+                if !claim {
+                    return None;
+                }
+                word.fetch_or(bit, AcqRel);
+            }
+            if !BACKED.back_ref(base, e) {
+                break;
+            }
             let k = e.key.load(Acquire);
             if k == key {
                 return Some(e);
