@@ -170,9 +170,9 @@ pub fn getenv(name: &'static str) -> Option<&'static [u8]> {
             return None;
         }
         while !(*p).is_null() {
-            let s = sys::cstr(*p);
-            if s.len() > name.len() && s.starts_with(name.as_bytes()) && s[name.len()] == b'=' {
-                return Some(&s[name.len() + 1..]);
+            // Only the name is compared: other entries are never measured (the stack pad).
+            if sys::cstr_starts_with(*p, name.as_bytes()) && *(*p).add(name.len()) == b'=' as _ {
+                return Some(sys::cstr((*p).add(name.len() + 1)));
             }
             p = p.add(1);
         }

@@ -423,6 +423,25 @@ pub unsafe fn cstr<'a>(p: *const libc::c_char) -> &'a [u8] {
     unsafe { core::slice::from_raw_parts(p as *const u8, cstr_len(p)) }
 }
 
+/// Does the C string `p` start with `prefix`? Reads no further than `prefix` (an environment
+/// entry can be the 64 KiB stack pad).
+///
+/// # Safety
+/// `p` is null or a NUL-terminated string.
+pub unsafe fn cstr_starts_with(p: *const libc::c_char, prefix: &[u8]) -> bool {
+    if p.is_null() {
+        return false;
+    }
+    for (i, &b) in prefix.iter().enumerate() {
+        // SAFETY: every byte before the first NUL is readable, and we stop at a mismatch
+        // (a NUL mismatches any prefix byte, which is never NUL).
+        if unsafe { *(p as *const u8).add(i) } != b {
+            return false;
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

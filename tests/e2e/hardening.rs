@@ -175,6 +175,24 @@ fn hardening_the_command_dies_with_a_seal_killed_by_sigkill() {
 }
 
 #[test]
+fn hardening_a_static_command_dies_with_a_seal_killed_by_sigkill() {
+    // No libseal in a static root: the launcher ties it to itself between fork and exec.
+    let bin = crate::util::build_c("static_sleep", &["-static"]);
+    let mut s = spawn_sealed(&["-q", "--", bin.to_str().unwrap()]);
+    // The kernel keeps the first 15 bytes of the file name as the command name.
+    let name = bin.file_name().unwrap().to_string_lossy();
+    let child = sealed_child(&s, &name[..name.len().min(15)]);
+    kill(s.id(), libc::SIGKILL);
+    let status = wait_timeout(&mut s, Duration::from_secs(10));
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    until(
+        "the orphaned static program to die",
+        Duration::from_secs(5),
+        || is_dead(child),
+    );
+}
+
+#[test]
 fn hardening_a_terminated_verify_stops_and_exits_128_plus_n() {
     let mut s = spawn_sealed(&["verify", "-n", "3", "--", "sleep", "30"]);
     let child = sealed_child(&s, "sleep");

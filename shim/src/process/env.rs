@@ -225,6 +225,10 @@ pub unsafe fn build(
     unsafe {
         if !envp.is_null() {
             while !(*envp.add(n)).is_null() {
+                if is_pad(*envp.add(n)) {
+                    n += 1; // dropped below, never measured
+                    continue;
+                }
                 let e = sys::cstr(*envp.add(n));
                 bytes += e.len() + 1;
                 if let Some((k, v)) = split(e) {
@@ -266,10 +270,13 @@ pub unsafe fn build(
     let mut num = sys::StackBuf::<64>::new();
     for i in 0..n {
         // SAFETY: i < n entries counted above.
-        let (raw, e) = unsafe {
-            let raw = *envp.add(i);
-            (raw, sys::cstr(raw))
-        };
+        let raw = unsafe { *envp.add(i) };
+        // SAFETY: as above; the pad is rewritten below.
+        if unsafe { is_pad(raw) } {
+            continue;
+        }
+        // SAFETY: as above.
+        let e = unsafe { sys::cstr(raw) };
         let Some((k, v)) = split(e) else {
             // SAFETY: out < n + extra + 1 slots.
             unsafe { *ptrs.add(out) = raw };
@@ -351,8 +358,15 @@ pub unsafe fn build(
 }
 
 /// Is `entry` one of the variables seal adds: `LIBSEAL_*`?
-fn is_contract(entry: &[u8]) -> bool {
-    entry.starts_with(senv::PREFIX.as_bytes())
+/// Is this environment entry the stack pad (`LIBSEAL_PAD=…`)?
+///
+/// # Safety
+/// `e` is a NUL-terminated string.
+unsafe fn is_pad(e: *const libc::c_char) -> bool {
+    // SAFETY: per the contract.
+    unsafe {
+        sys::cstr_starts_with(e, senv::PAD.as_bytes()) && *e.add(senv::PAD.len()) == b'=' as _
+    }
 }
 
 /// A copy of the environment `envp` without seal's own variables: no `LIBSEAL_*` entry, and
@@ -374,10 +388,13 @@ pub unsafe fn without_contract(
     // SAFETY: per the contract.
     unsafe {
         while !(*envp.add(n)).is_null() {
-            let e = sys::cstr(*envp.add(n));
-            if is_contract(e) {
+            if sys::cstr_starts_with(*envp.add(n), senv::PREFIX.as_bytes()) {
                 found = true;
-            } else if let Some((k, v)) = split(e) {
+                n += 1;
+                continue;
+            }
+            let e = sys::cstr(*envp.add(n));
+            if let Some((k, v)) = split(e) {
                 if k == LD_PRELOAD.as_bytes() && preload_has(v, shim) {
                     found = true;
                     preload_len = e.len() + 1;
@@ -401,10 +418,10 @@ pub unsafe fn without_contract(
         // SAFETY: i < n entries; our mapping has n + 1 slots and room for one LD_PRELOAD.
         unsafe {
             let raw = *envp.add(i);
-            let e = sys::cstr(raw);
-            if is_contract(e) {
-                continue;
+            if sys::cstr_starts_with(raw, senv::PREFIX.as_bytes()) {
+                continue; // seal's own, never measured (the stack pad is one)
             }
+            let e = sys::cstr(raw);
             let mut entry = raw;
             if let Some((k, v)) = split(e) {
                 if k == LD_PRELOAD.as_bytes() && preload_has(v, shim) {

@@ -68,6 +68,7 @@ pub fn on_start() {
         REAL_PID.store(me, Relaxed);
         REAL_PPID.store(sys::getppid(), Relaxed);
         if v == ROOT_VPID {
+            guard();
             let launcher = sys::getppid();
             if t.virt(launcher).is_none() {
                 t.register(LAUNCHER_VPID, launcher);
@@ -79,6 +80,46 @@ pub fn on_start() {
         // binary. Take a fresh identity instead of impersonating it.
         adopt_identity(me, false);
     }
+}
+
+/// The root's tie to its launcher (`LIBSEAL_GUARD`, see [`seal_abi::settings::GUARD`]): die
+/// with it, and do not outlive it if it already died before this line. The launcher started
+/// it with the signals it forwards blocked (so none is lost before it knows the child's pid)
+/// and only when its own caller's mask was empty: the root's mask is emptied here, and what
+/// arrived meanwhile is delivered now.
+fn guard() {
+    let guard = config::getenv(seal_abi::settings::GUARD);
+    let Some(pid) = guard
+        .and_then(seal_abi::settings::parse_i64)
+        .filter(|&p| p > 0)
+    else {
+        return;
+    };
+    // SAFETY: plain integers; PR_SET_PDEATHSIG affects only this process.
+    unsafe {
+        sys::syscall3(
+            libc::SYS_prctl,
+            libc::PR_SET_PDEATHSIG as i64,
+            libc::SIGKILL as i64,
+            0,
+        )
+    };
+    if sys::getppid() as i64 != pid {
+        sys::exit_group(125);
+    }
+    let empty = 0u64;
+    // SAFETY: a valid 8-byte kernel signal set; no old set wanted.
+    unsafe {
+        sys::syscall6(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK as i64,
+            &empty as *const u64 as i64,
+            0,
+            8,
+            0,
+            0,
+        )
+    };
 }
 
 /// The virtual pid of the calling process (setting it up first if it is new).
