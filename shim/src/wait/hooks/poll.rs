@@ -114,25 +114,40 @@ hook! {
     }
 }
 
+/// `ppoll` and `__ppoll_chk`: `call(timeout, mask)` is the real one.
+///
+/// # Safety
+/// As `ppoll(2)`.
+unsafe fn ppoll_impl(
+    fds: *mut pollfd,
+    n: nfds_t,
+    ts: *const timespec,
+    mask: *const sigset_t,
+    call: impl Fn(*const timespec, *const sigset_t) -> c_int,
+) -> c_int {
+    let mut copy = core::mem::MaybeUninit::uninit();
+    // SAFETY: the mask is null or valid per the contract.
+    let mask = unsafe { crate::cpu::signals::wait_mask(mask, &mut copy) };
+    // SAFETY: forwarded contract.
+    match unsafe { ts_wait(ts) } {
+        // SAFETY: forwarded contract.
+        Some(ns) => in_time(fds, n, ns, || {
+            timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
+                let t = s.map(clock::to_timespec);
+                call(t.as_ref().map_or(ts, |t| t as *const timespec), mask)
+            })
+        }),
+        None => call(ts, mask),
+    }
+}
+
 hook! {
     /// # Safety
     /// As `ppoll(2)`.
     fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const timespec, mask: *const sigset_t) -> c_int;
     fid = Ppoll;
     // SAFETY: forwarded contract.
-    |real| {
-        let mut copy = core::mem::MaybeUninit::uninit();
-        // SAFETY: the mask is null or valid per the contract.
-        let mask = unsafe { crate::cpu::signals::wait_mask(mask, &mut copy) };
-        match unsafe { ts_wait(ts) } {
-            // SAFETY: forwarded contract.
-            Some(ns) => in_time(fds, n, ns, || timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
-                let t = s.map(clock::to_timespec);
-                real(fds, n, t.as_ref().map_or(ts, |t| t as *const timespec), mask)
-            })),
-            None => real(fds, n, ts, mask),
-        }
-    }
+    |real| unsafe { ppoll_impl(fds, n, ts, mask, |t, m| real(fds, n, t, m)) }
 }
 
 hook! {
@@ -147,19 +162,7 @@ hook! {
     ) -> c_int;
     fid = Ppoll;
     // SAFETY: forwarded contract.
-    |real| {
-        let mut copy = core::mem::MaybeUninit::uninit();
-        // SAFETY: the mask is null or valid per the contract.
-        let mask = unsafe { crate::cpu::signals::wait_mask(mask, &mut copy) };
-        match unsafe { ts_wait(ts) } {
-            // SAFETY: forwarded contract.
-            Some(ns) => in_time(fds, n, ns, || timed_poll(ns, unsafe { poll_fd_less(fds, n) }, |s| {
-                let t = s.map(clock::to_timespec);
-                real(fds, n, t.as_ref().map_or(ts, |t| t as *const timespec), mask, fdslen)
-            })),
-            None => real(fds, n, ts, mask, fdslen),
-        }
-    }
+    |real| unsafe { ppoll_impl(fds, n, ts, mask, |t, m| real(fds, n, t, m, fdslen)) }
 }
 
 hook! {
