@@ -613,7 +613,10 @@ pub fn run_interactive(
     }
     let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv)?;
     let namespace = private_tmp(&mut cmd, settings, false, &run_dir, argv, None)?;
-    let guards = !namespace && crate::exec_check::root_warnings(&argv[0]).is_empty();
+    // A static or setuid root never loads libseal: it is reported after the run, and seal
+    // ties it to itself before exec.
+    let root_warnings = crate::exec_check::root_warnings(&argv[0]);
+    let guards = !namespace && root_warnings.is_empty();
     let (name, value) = supervise::guard_var(guards);
     cmd.env(name, value);
     pad_stack(&mut cmd, settings, &argv[0]);
@@ -637,10 +640,7 @@ pub fn run_interactive(
     if !settings.quiet {
         // The root command itself (no libseal in a static/setuid root, so no census of it),
         // then what the shim reported; one line per distinct program.
-        let mut lines: std::collections::BTreeSet<String> =
-            crate::exec_check::root_warnings(&argv[0])
-                .into_iter()
-                .collect();
+        let mut lines: std::collections::BTreeSet<String> = root_warnings.into_iter().collect();
         match &census {
             Some(c) => lines.extend(c.unsealed_warnings()),
             None => lines.extend(census::unsealed_warnings_in(run_dir.path())?),
