@@ -193,6 +193,20 @@ fn hardening_a_static_command_dies_with_a_seal_killed_by_sigkill() {
 }
 
 #[test]
+fn hardening_the_root_starts_unmasked_and_keeps_a_mask_it_sets_across_exec() {
+    // seal blocks the signals it forwards while it starts the root; the root's libseal
+    // empties that mask in the first image only: a mask the program sets before it execs
+    // is the program's.
+    let first = run_seal(["-q", "--", "grep", "SigBlk", "/proc/self/status"]);
+    assert_eq!(first.ok().stdout, "SigBlk:\t0000000000000000\n");
+    let script = "import signal, os\n\
+                  signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n\
+                  os.execvp('grep', ['grep', 'SigBlk', '/proc/self/status'])";
+    let later = run_seal(["-q", "--", "python3", "-c", script]);
+    assert_eq!(later.ok().stdout, "SigBlk:\t0000000000000200\n");
+}
+
+#[test]
 fn hardening_a_terminated_verify_stops_and_exits_128_plus_n() {
     let mut s = spawn_sealed(&["verify", "-n", "3", "--", "sleep", "30"]);
     let child = sealed_child(&s, "sleep");

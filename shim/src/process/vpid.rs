@@ -88,6 +88,11 @@ pub fn on_start() {
 /// and only when its own caller's mask was empty: the root's mask is emptied here, and what
 /// arrived meanwhile is delivered now.
 fn guard() {
+    // Only the root's first image: the tie survives exec, and a mask the program set before a
+    // later exec is the program's.
+    if config::GEN.load(Relaxed) != 0 {
+        return;
+    }
     let guard = config::getenv(seal_abi::settings::GUARD);
     let Some(pid) = guard
         .and_then(seal_abi::settings::parse_i64)
