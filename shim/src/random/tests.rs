@@ -1,0 +1,275 @@
+//! The stream's contract: position p is keystream byte p, whatever the request sizes.
+
+use super::*;
+
+#[test]
+fn same_seed_and_id_same_bytes_any_split() {
+    let mut a = EntropyStream::new(42, 7);
+    let mut b = EntropyStream::new(42, 7);
+    let mut x = [0u8; 700];
+    a.fill(&mut x);
+    let mut y = [0u8; 700];
+    let (y1, y2) = y.split_at_mut(13);
+    b.fill(y1);
+    b.fill(y2);
+    assert_eq!(x, y);
+}
+
+#[test]
+fn position_p_is_keystream_byte_p() {
+    // The stream is the ChaCha keystream in order: batch b is blocks 4b..4b+3.
+    let mut s = EntropyStream::new(9, 3);
+    let mut got = [0u8; 1000];
+    s.fill(&mut got[..5]);
+    s.fill(&mut got[5..300]);
+    s.fill(&mut got[300..]);
+    let mut want = [0u8; 1024];
+    for b in 0..4u64 {
+        let mut batch = [0u8; 256];
+        chacha::blocks4(&s.key, b * 4, s.nonce, chacha::STREAM_ROUNDS, &mut batch);
+        want[b as usize * 256..][..256].copy_from_slice(&batch);
+    }
+    assert_eq!(got, want[..1000]);
+}
+
+#[test]
+fn different_ids_differ() {
+    let mut x = [0u8; 32];
+    let mut y = [0u8; 32];
+    EntropyStream::new(42, 7).fill(&mut x);
+    EntropyStream::new(42, 8).fill(&mut y);
+    assert_ne!(x, y);
+    EntropyStream::new(43, 7).fill(&mut y);
+    assert_ne!(x, y);
+}
+
+#[test]
+fn uniform_in_range() {
+    let mut s = EntropyStream::new(1, 1);
+    for upper in [2u32, 3, 10, 1000, u32::MAX] {
+        for _ in 0..100 {
+            assert!(uniform(&mut s, upper) < upper);
+        }
+    }
+    assert_eq!(uniform(&mut s, 0), 0);
+}
+
+/// FNV-1a (64-bit) over `bytes`, continuing from `h`.
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+const FNV0: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// The request sizes of the pinned sequence: the sizes programs use (1, 3, 16, 17, 100,
+/// 4096), sizes around every power-of-two buffer boundary, then a long pseudo-random mix that
+/// lands requests at every alignment and across many refills.
+fn pinned_sizes() -> impl Iterator<Item = usize> {
+    let fixed = [
+        1usize, 3, 16, 17, 100, 4096, 16, 1, 16, 3, 255, 256, 257, 16, 17, 1000, 2, 16, 511, 513,
+        1023, 1025, 16, 16, 16, 7, 4095, 1, 2047, 2049, 8, 24, 32, 15, 31, 33, 63, 64, 65,
+    ];
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mixed = (0..3000).map(move |i| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        match i % 10 {
+            0..=4 => 16,
+            5 => 1 + (x % 8) as usize,
+            6 => 1 + (x % 64) as usize,
+            7 => 1 + (x % 300) as usize,
+            8 => 1 + (x % 5000) as usize,
+            _ => 4,
+        }
+    });
+    fixed.into_iter().chain(mixed)
+}
+
+/// Draws the pinned sequence from `s` (fills, with `next_u32` and `uniform` interleaved) and
+/// returns the hash of everything drawn and the first 16 bytes.
+fn draw_pinned(s: &mut EntropyStream) -> (u64, [u8; 16]) {
+    let mut h = FNV0;
+    let mut first = [0u8; 16];
+    let mut buf = [0u8; 8192];
+    for (i, n) in pinned_sizes().enumerate() {
+        s.fill(&mut buf[..n]);
+        if i == 0 {
+            s.fill(&mut first);
+            h = fnv(h, &first);
+        }
+        h = fnv(h, &buf[..n]);
+        match i % 13 {
+            3 => h = fnv(h, &s.next_u32().to_le_bytes()),
+            9 => h = fnv(h, &uniform(s, 1000 + i as u32).to_le_bytes()),
+            _ => {}
+        }
+    }
+    (h, first)
+}
+
+/// Every sealed random byte is pinned: same seed and stream id, same bytes, for every pattern
+/// of request sizes. A change here changes what every sealed program sees (users pin goldens
+/// on those bytes): it must be deliberate.
+#[test]
+fn stream_bytes_are_pinned() {
+    let cases: [(u64, u64, u64, [u8; 16]); 3] = [
+        (
+            42,
+            7,
+            0xdaee_1782_37bd_2c85,
+            [
+                42, 50, 193, 143, 151, 65, 14, 204, 67, 172, 166, 242, 150, 76, 137, 11,
+            ],
+        ),
+        (
+            0,
+            1,
+            0xbda3_310e_c889_2098,
+            [
+                199, 134, 140, 194, 254, 21, 35, 47, 175, 142, 103, 253, 60, 80, 109, 78,
+            ],
+        ),
+        (
+            u64::MAX,
+            0x1234_5678_9abc_def0,
+            0x6726_052f_d8e1_4b11,
+            [
+                191, 217, 182, 131, 144, 126, 186, 159, 199, 44, 176, 189, 47, 49, 66, 81,
+            ],
+        ),
+    ];
+    for (seed, id, hash, first) in cases {
+        let got = draw_pinned(&mut EntropyStream::new(seed, id));
+        assert_eq!(got, (hash, first), "seed {seed} id {id:#x}");
+    }
+}
+
+/// The block counter is 64 bits: positions beyond 2^38 bytes (2^32 blocks, where a 32-bit
+/// counter would wrap) are pinned too, as is the start of a draw just before that crossing.
+#[test]
+fn stream_bytes_past_the_32_bit_block_counter_are_pinned() {
+    let mut s = EntropyStream::new(42, 7);
+    s.pos = (1u64 << 38) - 1000;
+    let mut h = FNV0;
+    let mut buf = [0u8; 3000];
+    for n in [1usize, 3, 16, 17, 100, 2000, 16, 16, 3000, 1] {
+        s.fill(&mut buf[..n]);
+        h = fnv(h, &buf[..n]);
+    }
+    assert_eq!(h, 0x8e28_fb97_a62a_7199);
+}
+
+/// Signal safety: a handler that draws on the thread it interrupted, at any instruction of a
+/// draw (the claim, the copy, a refill, a store of the buffer), takes its own bytes. Every
+/// draw, the interrupted thread's and the handlers', is one stretch of the keystream, and the
+/// stretches tile it in claim order: nothing is handed out twice, nothing is skipped.
+#[test]
+fn handler_draws_mid_draw_tile_the_keystream() {
+    use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
+    const SLOTS: usize = 1 << 16;
+    const HANDLED_LEN: usize = 16;
+    const DRAWS: usize = 200_000;
+    static SLOT_BUF: AtomicPtr<[u8; HANDLED_LEN]> = AtomicPtr::new(core::ptr::null_mut());
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    static DONE: AtomicBool = AtomicBool::new(false);
+    static STOPPED: AtomicBool = AtomicBool::new(false);
+    static TARGET: AtomicU64 = AtomicU64::new(0);
+
+    extern "C" fn on_signal(_: libc::c_int) {
+        let k = NEXT.fetch_add(1, Relaxed);
+        if k < SLOTS {
+            // SAFETY: slot k of the leaked buffer, written by this handler only.
+            fill(unsafe { &mut *SLOT_BUF.load(Relaxed).add(k) });
+        }
+    }
+
+    let slots: &'static mut [[u8; HANDLED_LEN]] = vec![[0u8; HANDLED_LEN]; SLOTS].leak();
+    SLOT_BUF.store(slots.as_mut_ptr(), Relaxed);
+    // SAFETY: installs a handler for SIGUSR2, which nothing else in this test binary uses.
+    unsafe {
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR2, &sa, core::ptr::null_mut()),
+            0
+        );
+    }
+
+    let drawer = std::thread::spawn(|| {
+        let sizes = [
+            16usize, 8, 16, 24, 100, 16, 300, 13, 1000, 16, 9, 255, 16, 257, 16, 4096,
+        ];
+        // All memory up front: the thread spends its time drawing, where the signals should
+        // land.
+        let lens: Vec<usize> = (0..DRAWS).map(|i| sizes[i % sizes.len()]).collect();
+        let mut out = vec![0u8; lens.iter().sum()];
+        fill(&mut out[..16]); // keys the stream before the storm
+                              // SAFETY: pthread_self has no preconditions.
+        TARGET.store(unsafe { libc::pthread_self() } as u64, Release);
+        let mut at = 16;
+        for &n in &lens[1..] {
+            fill(&mut out[at..at + n]);
+            at += n;
+        }
+        DONE.store(true, Release);
+        while !STOPPED.load(Acquire) {
+            std::hint::spin_loop();
+        }
+        // A system call: a signal still pending is delivered on its way back.
+        // SAFETY: no arguments.
+        unsafe { libc::sched_yield() };
+        let (key, nonce, pos) = with_stream(|s| (s.key, s.nonce, s.pos));
+        (lens, out, key, nonce, pos)
+    });
+    let sender = std::thread::spawn(|| {
+        let mut sent = 0u64;
+        while TARGET.load(Acquire) == 0 {
+            std::hint::spin_loop();
+        }
+        while !DONE.load(Acquire) {
+            // SAFETY: the drawing thread is alive until it sees STOPPED.
+            unsafe { libc::pthread_kill(TARGET.load(Relaxed) as libc::pthread_t, libc::SIGUSR2) };
+            sent += 1;
+            for _ in 0..(sent % 31) * 4 {
+                std::hint::spin_loop();
+            }
+        }
+        STOPPED.store(true, Release);
+    });
+    sender.join().unwrap();
+    let (lens, out, key, nonce, pos) = drawer.join().unwrap();
+    let mut draws = Vec::new();
+    let mut at = 0;
+    for n in lens {
+        draws.push(&out[at..at + n]);
+        at += n;
+    }
+
+    let handled = NEXT.load(Relaxed).min(SLOTS);
+    assert!(handled > 100, "only {handled} handler draws");
+    let total = pos as usize;
+    let mut keystream = vec![0u8; total.next_multiple_of(256)];
+    for (b, batch) in keystream.chunks_exact_mut(256).enumerate() {
+        let batch: &mut [u8; 256] = batch.try_into().unwrap();
+        chacha::blocks4(&key, b as u64 * 4, nonce, chacha::STREAM_ROUNDS, batch);
+    }
+    // Merge the two claim-ordered sequences along the keystream.
+    let (mut at, mut i, mut j) = (0usize, 0usize, 0usize);
+    while at < total {
+        let here = |d: &[u8]| keystream.get(at..at + d.len()) == Some(d);
+        if i < draws.len() && here(draws[i]) {
+            at += draws[i].len();
+            i += 1;
+        } else if j < handled && here(&slots[j]) {
+            at += HANDLED_LEN;
+            j += 1;
+        } else {
+            panic!("at byte {at}: neither draw {i} nor handler draw {j} is the keystream there");
+        }
+    }
+    assert_eq!((i, j), (draws.len(), handled), "draws left over at the end");
+}
