@@ -17,7 +17,7 @@ fn same_seed_and_id_same_bytes_any_split() {
 
 #[test]
 fn position_p_is_keystream_byte_p() {
-    // The stream is the ChaCha keystream in order: batch b is blocks 4b..4b+3.
+    // The stream is the ChaCha keystream in order (here computed four blocks at a time).
     let mut s = EntropyStream::new(9, 3);
     let mut got = [0u8; 1000];
     s.fill(&mut got[..5]);
@@ -141,9 +141,17 @@ fn stream_bytes_are_pinned() {
             ],
         ),
     ];
-    for (seed, id, hash, first) in cases {
-        let got = draw_pinned(&mut EntropyStream::new(seed, id));
-        assert_eq!(got, (hash, first), "seed {seed} id {id:#x}");
+    // Both block functions: the AVX2 one where the CPU has it, and the SSE2 fallback.
+    for sse2_only in [false, true] {
+        chacha::tests::SSE2_ONLY.set(sse2_only);
+        for (seed, id, hash, first) in cases {
+            let got = draw_pinned(&mut EntropyStream::new(seed, id));
+            assert_eq!(
+                got,
+                (hash, first),
+                "seed {seed} id {id:#x}, SSE2 only: {sse2_only}"
+            );
+        }
     }
 }
 
@@ -151,15 +159,18 @@ fn stream_bytes_are_pinned() {
 /// counter would wrap) are pinned too, as is the start of a draw just before that crossing.
 #[test]
 fn stream_bytes_past_the_32_bit_block_counter_are_pinned() {
-    let mut s = EntropyStream::new(42, 7);
-    s.pos = (1u64 << 38) - 1000;
-    let mut h = FNV0;
-    let mut buf = [0u8; 3000];
-    for n in [1usize, 3, 16, 17, 100, 2000, 16, 16, 3000, 1] {
-        s.fill(&mut buf[..n]);
-        h = fnv(h, &buf[..n]);
+    for sse2_only in [false, true] {
+        chacha::tests::SSE2_ONLY.set(sse2_only);
+        let mut s = EntropyStream::new(42, 7);
+        s.pos = (1u64 << 38) - 1000;
+        let mut h = FNV0;
+        let mut buf = [0u8; 3000];
+        for n in [1usize, 3, 16, 17, 100, 2000, 16, 16, 3000, 1] {
+            s.fill(&mut buf[..n]);
+            h = fnv(h, &buf[..n]);
+        }
+        assert_eq!(h, 0x8e28_fb97_a62a_7199, "SSE2 only: {sse2_only}");
     }
-    assert_eq!(h, 0x8e28_fb97_a62a_7199);
 }
 
 /// Signal safety: a handler that draws on the thread it interrupted, at any instruction of a
@@ -272,4 +283,114 @@ fn handler_draws_mid_draw_tile_the_keystream() {
         }
     }
     assert_eq!((i, j), (draws.len(), handled), "draws left over at the end");
+}
+
+std::thread_local! {
+    /// Interrupt points passed so far on this thread, and which of them draws (`u64::MAX`:
+    /// none, `u64::MAX - 1`: all).
+    static POINTS: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+    static FIRE: core::cell::Cell<u64> = const { core::cell::Cell::new(u64::MAX) };
+    /// Set while an injected draw runs (injected draws do not nest).
+    static NESTED: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+    /// Injected draws: the index of the draw they interrupted, and their bytes.
+    static INJECTED: core::cell::RefCell<Vec<(usize, Vec<u8>)>> =
+        const { core::cell::RefCell::new(Vec::new()) };
+    /// The index of the draw in progress.
+    static CURRENT: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+}
+
+/// Called at every interrupt point of the stream's code in test builds: draws from this
+/// thread's stream when this is the point the test chose, as a signal handler arriving there
+/// would.
+pub(super) fn interrupt_point() {
+    if NESTED.get() {
+        return;
+    }
+    let k = POINTS.get();
+    POINTS.set(k + 1);
+    let fire = FIRE.get();
+    if fire != k && fire != u64::MAX - 1 {
+        return;
+    }
+    NESTED.set(true);
+    let n = [16usize, 9, 600, 1024, 8, 40][(k % 6) as usize];
+    let mut b = vec![0u8; n];
+    fill(&mut b);
+    INJECTED.with(|v| v.borrow_mut().push((CURRENT.get(), b)));
+    NESTED.set(false);
+}
+
+/// Runs the draw sequence on a fresh thread with a handler draw injected at point `fire`;
+/// returns the points passed, and whether every draw got its own stretch of the keystream in
+/// claim order (an injected draw comes right after the draw it interrupted: every point is
+/// after that draw's claim).
+fn run_with_injection(fire: u64) -> (u64, Result<(), String>) {
+    std::thread::spawn(move || {
+        let sizes = [
+            16usize, 3, 16, 1, 600, 16, 32, 17, 512, 7, 16, 1024, 100, 2, 31, 4096, 16, 16, 5,
+        ];
+        let mut draws = Vec::new();
+        for (i, &n) in sizes.iter().chain(&sizes).enumerate() {
+            // The first draw keys the stream; injection starts after it.
+            if i == 1 {
+                FIRE.set(fire);
+            }
+            CURRENT.set(i);
+            let mut b = vec![0u8; n];
+            fill(&mut b);
+            draws.push(b);
+        }
+        FIRE.set(u64::MAX);
+        let (key, nonce, pos) = with_stream(|s| (s.key, s.nonce, s.pos));
+        let injected = INJECTED.with(|v| v.take());
+        let mut keystream = vec![0u8; (pos as usize).next_multiple_of(256)];
+        for (b, batch) in keystream.chunks_exact_mut(256).enumerate() {
+            let batch: &mut [u8; 256] = batch.try_into().unwrap();
+            chacha::blocks4(&key, b as u64 * 4, nonce, chacha::STREAM_ROUNDS, batch);
+        }
+        let mut at = 0;
+        let mut check = |what: String, d: &[u8]| {
+            if keystream.get(at..at + d.len()) != Some(d) {
+                return Err(format!(
+                    "{what} ({} bytes) is not the keystream at {at}",
+                    d.len()
+                ));
+            }
+            at += d.len();
+            Ok(())
+        };
+        let result = (|| {
+            for (i, d) in draws.iter().enumerate() {
+                check(format!("draw {i}"), d)?;
+                for (j, (_, e)) in injected.iter().enumerate().filter(|(_, (k, _))| *k == i) {
+                    check(format!("handler draw {j} during draw {i}"), e)?;
+                }
+            }
+            check("the end".into(), &[])
+        })();
+        let result = result.and_then(|()| match at as u64 == pos {
+            true => Ok(()),
+            false => Err(format!("draws took {at} bytes, the stream moved {pos}")),
+        });
+        (POINTS.get(), result)
+    })
+    .join()
+    .unwrap()
+}
+
+/// A handler draw at every place inside a draw where a signal could deliver one (claim, the
+/// small copy's check and loads, the slow path's copy, store and generation), one at a time and
+/// all at once: every draw still gets its own stretch of the keystream, in claim order.
+#[test]
+fn a_handler_draw_at_any_point_of_a_draw_takes_its_own_bytes() {
+    let (points, clean) = run_with_injection(u64::MAX);
+    clean.unwrap();
+    assert!(points > 60, "only {points} interrupt points");
+    for fire in 0..points {
+        let (_, r) = run_with_injection(fire);
+        r.unwrap_or_else(|e| panic!("handler draw at point {fire}: {e}"));
+    }
+    run_with_injection(u64::MAX - 1)
+        .1
+        .unwrap_or_else(|e| panic!("handler draws at every point: {e}"));
 }
