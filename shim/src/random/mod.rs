@@ -22,12 +22,15 @@ use crate::{config, thread};
 /// position (byte `p` is byte `p % BATCH` of batch `p / BATCH`, ChaCha blocks `8b .. 8b+8`), so
 /// the interrupted draw and the handler's never share a byte.
 ///
-/// The batch generated last is kept in `buf`, named by `held`. A draw trusts bytes it read
-/// from `buf` only if `held` named their batch both before and after the read: a handler that
-/// refilled `buf` meanwhile either changed `held` or wrote that same batch again (the same
-/// bytes), since draws only move forward and `held` never returns to a batch it moved past
-/// while a draw of that batch is under way. A store sets `held` to [`BUSY`] while it writes
-/// `buf`; a handler that finds it busy neither reads nor writes `buf`.
+/// The batch generated last is kept in `buf`, named by `held`. A store sets `held` to [`BUSY`]
+/// while it writes `buf`, and a handler that finds it busy neither reads nor writes `buf`; so
+/// whenever interrupted code resumes, `buf` holds the batch `held` names. A draw trusts bytes
+/// it read from `buf` only if `held` named their batch both before and after the read. In
+/// between, handlers may have refilled `buf`; but a handler stores only batches its own draws
+/// reach, and each handler draws later bytes than every draw before it, so once `held` has
+/// named a later batch at one of the reader's instructions, no later handler names the
+/// reader's batch again and the second check fails. If it passes, `buf` held that batch at
+/// every one of the reader's loads.
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub struct EntropyStream {
