@@ -173,16 +173,36 @@ fn stream_bytes_past_the_32_bit_block_counter_are_pinned() {
     }
 }
 
+/// Keystream bytes `at .. at + out.len()` of (`key`, `nonce`), computed four blocks at a time
+/// by `chacha::blocks4` (none of the stream's own code).
+fn keystream(key: &[u32; 8], nonce: [u32; 2], at: u64, out: &mut [u8]) {
+    let mut done = 0;
+    while done < out.len() {
+        let p = at + done as u64;
+        let mut batch = [0u8; 256];
+        chacha::blocks4(key, p / 256 * 4, nonce, chacha::STREAM_ROUNDS, &mut batch);
+        let within = (p % 256) as usize;
+        let n = (out.len() - done).min(256 - within);
+        out[done..done + n].copy_from_slice(&batch[within..within + n]);
+        done += n;
+    }
+}
+
 /// Signal safety: a handler that draws on the thread it interrupted, at any instruction of a
 /// draw (the claim, the copy, a refill, a store of the buffer), takes its own bytes. Every
 /// draw, the interrupted thread's and the handlers', is one stretch of the keystream, and the
 /// stretches tile it in claim order: nothing is handed out twice, nothing is skipped.
+///
+/// Another thread sends SIGUSR2 to the drawing thread as fast as it can; the drawing thread
+/// draws in rounds, checking each round's draws (and the handler draws so far) along the
+/// keystream, until enough signals landed or time is up (a loaded machine may starve the
+/// sender).
 #[test]
 fn handler_draws_mid_draw_tile_the_keystream() {
     use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
     const SLOTS: usize = 1 << 16;
     const HANDLED_LEN: usize = 16;
-    const DRAWS: usize = 200_000;
+    const WANTED: usize = 3000;
     static SLOT_BUF: AtomicPtr<[u8; HANDLED_LEN]> = AtomicPtr::new(core::ptr::null_mut());
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     static DONE: AtomicBool = AtomicBool::new(false);
@@ -198,7 +218,10 @@ fn handler_draws_mid_draw_tile_the_keystream() {
     }
 
     let slots: &'static mut [[u8; HANDLED_LEN]] = vec![[0u8; HANDLED_LEN]; SLOTS].leak();
-    SLOT_BUF.store(slots.as_mut_ptr(), Relaxed);
+    let slots: &'static [[u8; HANDLED_LEN]] = {
+        SLOT_BUF.store(slots.as_mut_ptr(), Relaxed);
+        slots
+    };
     // SAFETY: installs a handler for SIGUSR2, which nothing else in this test binary uses.
     unsafe {
         let mut sa: libc::sigaction = core::mem::zeroed();
@@ -209,38 +232,93 @@ fn handler_draws_mid_draw_tile_the_keystream() {
             0
         );
     }
+    let handled = || NEXT.load(Relaxed).min(SLOTS);
 
-    let drawer = std::thread::spawn(|| {
+    /// Tells the sender to stop however the drawing thread ends (a failed check panics).
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            DONE.store(true, Release);
+        }
+    }
+    let drawer = std::thread::spawn(move || {
+        let done = Done;
         let sizes = [
             16usize, 8, 16, 24, 100, 16, 300, 13, 1000, 16, 9, 255, 16, 257, 16, 4096,
         ];
+        let lens: Vec<usize> = (0..5000).map(|i| sizes[i % sizes.len()]).collect();
         // All memory up front: the thread spends its time drawing, where the signals should
         // land.
-        let lens: Vec<usize> = (0..DRAWS).map(|i| sizes[i % sizes.len()]).collect();
         let mut out = vec![0u8; lens.iter().sum()];
-        fill(&mut out[..16]); // keys the stream before the storm
-                              // SAFETY: pthread_self has no preconditions.
+        let mut first = [0u8; 16];
+        fill(&mut first); // keys the stream before the storm
+        let (key, nonce) = with_stream(|s| (s.key, s.nonce));
+        // The merge: `at` bytes of the keystream accounted for, `j` handler draws among them.
+        let (mut at, mut j) = (0u64, 0usize);
+        let mut want = vec![0u8; 4096];
+        let mut take = |d: &[u8], at: &mut u64| {
+            keystream(&key, nonce, *at, &mut want[..d.len()]);
+            let yes = want[..d.len()] == *d;
+            if yes {
+                *at += d.len() as u64;
+            }
+            yes
+        };
+        let mut check = |draws: &mut dyn Iterator<Item = &[u8]>, j: &mut usize, at: &mut u64| {
+            for d in draws {
+                while !take(d, at) {
+                    let k = *j;
+                    assert!(
+                        k < handled() && take(&slots[k], at),
+                        "at byte {at}: neither the next draw nor handler draw {k} is there"
+                    );
+                    *j += 1;
+                }
+            }
+        };
+        check(&mut core::iter::once(&first[..]), &mut j, &mut at);
+        // SAFETY: pthread_self has no preconditions.
         TARGET.store(unsafe { libc::pthread_self() } as u64, Release);
-        let mut at = 16;
-        for &n in &lens[1..] {
-            fill(&mut out[at..at + n]);
-            at += n;
+        let start = std::time::Instant::now();
+        while handled() < WANTED && start.elapsed() < std::time::Duration::from_secs(20) {
+            let mut p = 0;
+            for &n in &lens {
+                fill(&mut out[p..p + n]);
+                p += n;
+            }
+            let mut p = 0;
+            let mut round = lens.iter().map(|&n| {
+                p += n;
+                &out[p - n..p]
+            });
+            check(&mut round, &mut j, &mut at);
         }
-        DONE.store(true, Release);
+        drop(done);
         while !STOPPED.load(Acquire) {
             std::hint::spin_loop();
         }
         // A system call: a signal still pending is delivered on its way back.
         // SAFETY: no arguments.
         unsafe { libc::sched_yield() };
-        let (key, nonce, pos) = with_stream(|s| (s.key, s.nonce, s.pos));
-        (lens, out, key, nonce, pos)
+        while j < handled() {
+            assert!(
+                take(&slots[j], &mut at),
+                "at byte {at}: handler draw {j} is not there"
+            );
+            j += 1;
+        }
+        assert_eq!(
+            at,
+            with_stream(|s| s.pos),
+            "the stream moved past its draws"
+        );
+        j
     });
     let sender = std::thread::spawn(|| {
-        let mut sent = 0u64;
-        while TARGET.load(Acquire) == 0 {
+        while TARGET.load(Acquire) == 0 && !DONE.load(Acquire) {
             std::hint::spin_loop();
         }
+        let mut sent = 0u64;
         while !DONE.load(Acquire) {
             // SAFETY: the drawing thread is alive until it sees STOPPED.
             unsafe { libc::pthread_kill(TARGET.load(Relaxed) as libc::pthread_t, libc::SIGUSR2) };
@@ -252,37 +330,8 @@ fn handler_draws_mid_draw_tile_the_keystream() {
         STOPPED.store(true, Release);
     });
     sender.join().unwrap();
-    let (lens, out, key, nonce, pos) = drawer.join().unwrap();
-    let mut draws = Vec::new();
-    let mut at = 0;
-    for n in lens {
-        draws.push(&out[at..at + n]);
-        at += n;
-    }
-
-    let handled = NEXT.load(Relaxed).min(SLOTS);
-    assert!(handled > 100, "only {handled} handler draws");
-    let total = pos as usize;
-    let mut keystream = vec![0u8; total.next_multiple_of(256)];
-    for (b, batch) in keystream.chunks_exact_mut(256).enumerate() {
-        let batch: &mut [u8; 256] = batch.try_into().unwrap();
-        chacha::blocks4(&key, b as u64 * 4, nonce, chacha::STREAM_ROUNDS, batch);
-    }
-    // Merge the two claim-ordered sequences along the keystream.
-    let (mut at, mut i, mut j) = (0usize, 0usize, 0usize);
-    while at < total {
-        let here = |d: &[u8]| keystream.get(at..at + d.len()) == Some(d);
-        if i < draws.len() && here(draws[i]) {
-            at += draws[i].len();
-            i += 1;
-        } else if j < handled && here(&slots[j]) {
-            at += HANDLED_LEN;
-            j += 1;
-        } else {
-            panic!("at byte {at}: neither draw {i} nor handler draw {j} is the keystream there");
-        }
-    }
-    assert_eq!((i, j), (draws.len(), handled), "draws left over at the end");
+    let checked = drawer.join().unwrap();
+    assert!(checked > 100, "only {checked} handler draws");
 }
 
 std::thread_local! {
