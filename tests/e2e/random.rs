@@ -169,3 +169,27 @@ fn short_readers_leave_no_feeder() {
     }
     assert_eq!(left, 0, "feeders still running after their readers exited");
 }
+
+/// The sealed bytes themselves are pinned, not only their stability: users record goldens on
+/// them, so a change to the stream (its cipher, its keying, how a request is cut from it) must
+/// be a deliberate edit of these lines. fixtures/c/random_golden.c hashes getrandom in mixed
+/// request sizes, the other entry points, a thread, a fork child, a vfork child and
+/// /dev/urandom.
+#[test]
+fn sealed_random_bytes_are_pinned() {
+    let prog = build_c("random_golden", &[]);
+    let out = run_seal(["--seed", "42", "--", prog.to_str().unwrap()]);
+    out.ok();
+    assert_eq!(
+        out.stdout,
+        "getrandom b783ad284e329214\n\
+         others    83593be347678f6e\n\
+         thread    c84d1b88ef0f4736\n\
+         fork      fa44ae01a91ec830\n\
+         vfork     28\n\
+         after     1cf8fa4e4299b869\n\
+         urandom   bf22b9c8ec7298f3\n",
+        "{}",
+        out.show()
+    );
+}

@@ -18,11 +18,21 @@ use crate::{config, thread};
 ///
 /// Signal-safe for its own thread: a handler may draw from the stream while the thread it
 /// interrupted is in the middle of a draw. Each draw first claims its byte range with one
-/// non-locked `xadd` on `pos`, then computes exactly those keystream bytes from their position
-/// (byte `p` is byte `p % 256` of the four-block batch `p / 256`), so the interrupted draw and
-/// the handler's never share a byte. The last batch is cached behind a sequence number: a
-/// draw only trusts a copy if no store happened meanwhile.
+/// non-locked `xadd` on `pos`, then takes exactly those keystream bytes, computed from their
+/// position (byte `p` is byte `p % BATCH` of batch `p / BATCH`, ChaCha blocks `8b .. 8b+8`), so
+/// the interrupted draw and the handler's never share a byte.
+///
+/// The batch generated last is kept in `buf`, named by `held`. A store sets `held` to [`BUSY`]
+/// while it writes `buf`, and a handler that finds it busy neither reads nor writes `buf`; so
+/// whenever interrupted code resumes, `buf` holds the batch `held` names. A draw trusts bytes
+/// it read from `buf` only if `held` named their batch both before and after the read. In
+/// between, handlers may have refilled `buf`; but a handler stores only batches its own draws
+/// reach, and each handler draws later bytes than every draw before it, so once `held` has
+/// named a later batch at one of the reader's instructions, no later handler names the
+/// reader's batch again and the second check fails. If it passes, `buf` held that batch at
+/// every one of the reader's loads.
 #[derive(Clone, Copy)]
+#[repr(C)]
 pub struct EntropyStream {
     /// The lineage this stream was keyed for (0 = never keyed).
     keyed_for: u64,
@@ -30,15 +40,19 @@ pub struct EntropyStream {
     nonce: [u32; 2],
     /// Bytes of the stream claimed so far.
     pos: u64,
-    /// Even when `cached`/`buf` are stable, odd while a store is in progress.
-    seq: u64,
-    /// Batch index + 1 of the bytes in `buf` (0: nothing cached).
-    cached: u64,
+    /// Batch index + 1 of the bytes in `buf`; 0 nothing; [`BUSY`] while a store is under way.
+    held: u64,
     buf: [u8; BATCH],
 }
 
-/// Bytes per keystream batch (four 64-byte blocks).
-const BATCH: usize = 256;
+/// Bytes per keystream batch (eight 64-byte blocks: one AVX2 pass of the block function).
+const BATCH: usize = 512;
+
+/// `held` while `buf` is being written.
+const BUSY: u64 = u64::MAX;
+
+/// Draws up to this many bytes copy through registers, without a `memcpy` call.
+const SMALL: usize = 32;
 
 impl EntropyStream {
     pub const EMPTY: EntropyStream = EntropyStream {
@@ -46,8 +60,7 @@ impl EntropyStream {
         key: [0; 8],
         nonce: [0; 2],
         pos: 0,
-        seq: 0,
-        cached: 0,
+        held: 0,
         buf: [0; BATCH],
     };
 
@@ -66,7 +79,7 @@ impl EntropyStream {
         }
         self.nonce = [id as u32, (id >> 32) as u32];
         self.pos = 0;
-        self.cached = 0;
+        self.held = 0;
         self.keyed_for = id;
     }
 
@@ -84,46 +97,89 @@ impl EntropyStream {
         v
     }
 
-    /// Copies `out.len()` bytes at `within` of batch `batch` from the cache, if it holds that
-    /// batch and no store (a signal handler's) overlapped the copy.
+    /// `held`, read as a handler may have left it.
     #[inline(always)]
-    fn copy_cached(&self, batch: u64, within: usize, out: &mut [u8]) -> bool {
-        use core::sync::atomic::{compiler_fence, Ordering::SeqCst};
-        let seq = core::ptr::addr_of!(self.seq);
-        // SAFETY (volatile reads): fields of this live stream.
-        let s1 = unsafe { seq.read_volatile() };
-        let tag = unsafe { core::ptr::addr_of!(self.cached).read_volatile() };
-        if s1 & 1 != 0 || tag != batch + 1 {
-            return false;
-        }
-        compiler_fence(SeqCst);
-        out.copy_from_slice(&self.buf[within..within + out.len()]);
-        compiler_fence(SeqCst);
-        // SAFETY: as above.
-        unsafe { seq.read_volatile() == s1 }
-    }
-
-    /// Caches `bytes` as batch `batch`, unless this call interrupted another store.
-    #[inline(always)]
-    fn store_cached(&mut self, batch: u64, bytes: &[u8; BATCH]) {
-        use core::sync::atomic::{compiler_fence, Ordering::SeqCst};
-        let seq = core::ptr::addr_of_mut!(self.seq);
-        // SAFETY (volatile accesses): fields of this live stream.
-        let s = unsafe { seq.read_volatile() };
-        if s & 1 != 0 {
-            return;
-        }
-        unsafe { seq.write_volatile(s + 1) };
-        compiler_fence(SeqCst);
-        unsafe { core::ptr::addr_of_mut!(self.cached).write_volatile(batch + 1) };
-        self.buf = *bytes;
-        compiler_fence(SeqCst);
-        unsafe { seq.write_volatile(s + 2) };
+    fn held(&self) -> u64 {
+        // SAFETY: a field of this live stream.
+        unsafe { core::ptr::addr_of!(self.held).read_volatile() }
     }
 
     /// Fills `out` with the next bytes of the stream.
+    #[inline(always)]
     pub fn fill(&mut self, out: &mut [u8]) {
-        let start = self.claim(out.len() as u64);
+        let n = out.len();
+        let start = self.claim(n as u64);
+        interrupt_point();
+        let within = (start % BATCH as u64) as usize;
+        if n <= SMALL && within + n <= BATCH && self.copy_small(start / BATCH as u64, within, out) {
+            return;
+        }
+        self.fill_slow(start, out);
+    }
+
+    /// The common draw: up to [`SMALL`] bytes inside the held batch, read into registers by at
+    /// most two (overlapping) loads and stored once `held` is confirmed. False (nothing
+    /// written) when `buf` does not hold `batch`, or stopped holding it during the read.
+    #[inline(always)]
+    fn copy_small(&self, batch: u64, within: usize, out: &mut [u8]) -> bool {
+        use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
+        use core::ptr::{read_unaligned as rd, write_unaligned as wr};
+        use core::sync::atomic::{compiler_fence, Ordering::SeqCst};
+        let tag = batch + 1;
+        if self.held() != tag {
+            return false;
+        }
+        interrupt_point();
+        compiler_fence(SeqCst);
+        let n = out.len();
+        let src = self.buf[within..].as_ptr();
+        let dst = out.as_mut_ptr();
+        // SAFETY: `within + n <= BATCH` (the caller) and `out` has `n` bytes: every load is
+        // inside `buf[within..within + n]`, every store inside `out`; SSE2 is baseline.
+        unsafe {
+            macro_rules! two {
+                ($t:ty, $load:expr, $store:expr) => {{
+                    let (a, b) = (
+                        $load(src as *const $t),
+                        $load(src.add(n - size_of::<$t>()) as *const $t),
+                    );
+                    interrupt_point();
+                    compiler_fence(SeqCst);
+                    if self.held() != tag {
+                        return false;
+                    }
+                    $store(dst as *mut $t, a);
+                    $store(dst.add(n - size_of::<$t>()) as *mut $t, b);
+                }};
+            }
+            if n >= 16 {
+                two!(__m128i, _mm_loadu_si128, _mm_storeu_si128);
+            } else if n >= 8 {
+                two!(u64, rd, wr);
+            } else if n >= 4 {
+                two!(u32, rd, wr);
+            } else if n > 0 {
+                // First, middle and last byte cover 1, 2 and 3 bytes.
+                let (a, b, c) = (*src, *src.add(n / 2), *src.add(n - 1));
+                interrupt_point();
+                compiler_fence(SeqCst);
+                if self.held() != tag {
+                    return false;
+                }
+                *dst = a;
+                *dst.add(n / 2) = b;
+                *dst.add(n - 1) = c;
+            }
+        }
+        true
+    }
+
+    /// Every other draw (large, across a batch boundary, or its batch not held), one batch's
+    /// stretch at a time: copied from `buf` when it holds the batch, else generated; a whole
+    /// batch straight into `out`; a batch whose rest the next draw wants into `buf`.
+    #[cold]
+    #[inline(never)]
+    fn fill_slow(&mut self, start: u64, out: &mut [u8]) {
         let mut done = 0;
         while done < out.len() {
             let p = start.wrapping_add(done as u64);
@@ -131,23 +187,63 @@ impl EntropyStream {
             let within = (p % BATCH as u64) as usize;
             let n = (out.len() - done).min(BATCH - within);
             let dst = &mut out[done..done + n];
-            if !self.copy_cached(batch, within, dst) {
-                let mut tmp = [0u8; BATCH];
-                chacha::blocks4(
-                    &self.key,
-                    batch.wrapping_mul(4),
-                    self.nonce,
-                    chacha::STREAM_ROUNDS,
-                    &mut tmp,
-                );
-                dst.copy_from_slice(&tmp[within..within + n]);
-                if within + n < BATCH {
-                    // The rest of this batch is what the next draw wants.
-                    self.store_cached(batch, &tmp);
-                }
-            }
             done += n;
+            if self.copy_held(batch, within, dst) {
+                continue;
+            }
+            interrupt_point();
+            if let Ok(whole) = <&mut [u8; BATCH]>::try_from(&mut *dst) {
+                generate(&self.key, self.nonce, batch, whole);
+            } else if within + n < BATCH && self.begin_store() {
+                // The rest of this batch is what the next draw wants.
+                interrupt_point();
+                generate(&self.key, self.nonce, batch, &mut self.buf);
+                interrupt_point();
+                dst.copy_from_slice(&self.buf[within..within + n]);
+                self.end_store(batch);
+                interrupt_point();
+            } else {
+                let mut tmp = [0u8; BATCH];
+                generate(&self.key, self.nonce, batch, &mut tmp);
+                dst.copy_from_slice(&tmp[within..within + n]);
+            }
         }
+    }
+
+    /// Copies `out.len()` bytes at `within` of batch `batch` from `buf`, if it holds that batch
+    /// before and after the copy.
+    #[inline(always)]
+    fn copy_held(&self, batch: u64, within: usize, out: &mut [u8]) -> bool {
+        use core::sync::atomic::{compiler_fence, Ordering::SeqCst};
+        if self.held() != batch + 1 {
+            return false;
+        }
+        interrupt_point();
+        compiler_fence(SeqCst);
+        out.copy_from_slice(&self.buf[within..within + out.len()]);
+        interrupt_point();
+        compiler_fence(SeqCst);
+        self.held() == batch + 1
+    }
+
+    /// Marks `buf` busy, unless this call interrupted another store (then false: leave it).
+    #[inline(always)]
+    fn begin_store(&mut self) -> bool {
+        if self.held() == BUSY {
+            return false;
+        }
+        // SAFETY: a field of this live stream.
+        unsafe { core::ptr::addr_of_mut!(self.held).write_volatile(BUSY) };
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+        true
+    }
+
+    /// `buf` now holds `batch`.
+    #[inline(always)]
+    fn end_store(&mut self, batch: u64) {
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+        // SAFETY: a field of this live stream.
+        unsafe { core::ptr::addr_of_mut!(self.held).write_volatile(batch + 1) };
     }
 
     pub fn next_u32(&mut self) -> u32 {
@@ -155,6 +251,20 @@ impl EntropyStream {
         self.fill(&mut b);
         u32::from_le_bytes(b)
     }
+}
+
+/// A place where a signal handler's draw may land in the middle of a draw: test builds draw
+/// there (tests.rs), other builds compile it away.
+#[cfg(not(test))]
+#[inline(always)]
+fn interrupt_point() {}
+#[cfg(test)]
+use tests::interrupt_point;
+
+/// Writes batch `batch` of the keystream of (`key`, `nonce`) into `out`.
+#[inline(always)]
+fn generate(key: &[u32; 8], nonce: [u32; 2], batch: u64, out: &mut [u8; BATCH]) {
+    chacha::blocks8(key, batch.wrapping_mul(8), nonce, out);
 }
 
 // This thread's stream. All-zero bytes are a valid, never-keyed stream (`keyed_for` 0):
@@ -195,58 +305,4 @@ pub fn uniform(s: &mut EntropyStream, upper: u32) -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn same_seed_and_id_same_bytes_any_split() {
-        let mut a = EntropyStream::new(42, 7);
-        let mut b = EntropyStream::new(42, 7);
-        let mut x = [0u8; 700];
-        a.fill(&mut x);
-        let mut y = [0u8; 700];
-        let (y1, y2) = y.split_at_mut(13);
-        b.fill(y1);
-        b.fill(y2);
-        assert_eq!(x, y);
-    }
-
-    #[test]
-    fn position_p_is_keystream_byte_p() {
-        // The stream is the ChaCha keystream in order: batch b is blocks 4b..4b+3.
-        let mut s = EntropyStream::new(9, 3);
-        let mut got = [0u8; 1000];
-        s.fill(&mut got[..5]);
-        s.fill(&mut got[5..300]);
-        s.fill(&mut got[300..]);
-        let mut want = [0u8; 1024];
-        for b in 0..4u64 {
-            let mut batch = [0u8; 256];
-            chacha::blocks4(&s.key, b * 4, s.nonce, chacha::STREAM_ROUNDS, &mut batch);
-            want[b as usize * 256..][..256].copy_from_slice(&batch);
-        }
-        assert_eq!(got, want[..1000]);
-    }
-
-    #[test]
-    fn different_ids_differ() {
-        let mut x = [0u8; 32];
-        let mut y = [0u8; 32];
-        EntropyStream::new(42, 7).fill(&mut x);
-        EntropyStream::new(42, 8).fill(&mut y);
-        assert_ne!(x, y);
-        EntropyStream::new(43, 7).fill(&mut y);
-        assert_ne!(x, y);
-    }
-
-    #[test]
-    fn uniform_in_range() {
-        let mut s = EntropyStream::new(1, 1);
-        for upper in [2u32, 3, 10, 1000, u32::MAX] {
-            for _ in 0..100 {
-                assert!(uniform(&mut s, upper) < upper);
-            }
-        }
-        assert_eq!(uniform(&mut s, 0), 0);
-    }
-}
+mod tests;
