@@ -414,6 +414,7 @@ hook! {
     |real| {
         closing(fd);
         crate::causal::forget(fd);
+        crate::open::listing::forget(fd);
         real(fd)
     }
 }

@@ -32,6 +32,7 @@ use crate::{census, config, host, sys};
 
 #[cfg(not(test))]
 mod hooks;
+pub mod listing;
 pub mod procfs;
 
 /// What a path names, if it is one of ours.
