@@ -1,23 +1,12 @@
 //! The directory-listing hooks, exported (the logic is in the parent module): `readdir`,
 //! `readdir64`, `readdir_r`, `readdir64_r`, `getdents64` and `closedir`. Each calls the real
-//! function and passes its entries through [`listing::verdict`]: kept, renamed to a virtual
-//! pid, or skipped (the next entry is read in its place).
+//! function and hands what it read to the parent module, which passes it on, skips it, or
+//! returns the listing's numbers in virtual pid order instead.
 
 use libc::{c_int, c_void, dirent64, size_t, ssize_t, DIR};
-use seal_abi::Fid;
 
-use super::{self as listing, Verdict};
-use crate::{hook, sys};
-
-/// The name of a record (`d_name`, up to its NUL).
-///
-/// # Safety
-/// `e` is a valid `dirent64`.
-#[inline(always)]
-unsafe fn name<'a>(e: *const dirent64) -> &'a [u8] {
-    // SAFETY: d_name is NUL-terminated within the record.
-    unsafe { sys::cstr((*e).d_name.as_ptr()) }
-}
+use super::{self as listing, Step, DIRENT_SIZE};
+use crate::hook;
 
 /// The descriptor of a stream.
 ///
@@ -36,45 +25,48 @@ hook! {
     caller = ra;
     |real| loop {
         let e = real(dir);
-        if e.is_null() {
-            return e;
-        }
-        // SAFETY: e is the record readdir just returned for dir.
-        match listing::verdict(unsafe { name(e) }, || unsafe { fd_of(dir) }, Fid::ReaddirProc, ra) {
-            Verdict::Keep => return e,
-            Verdict::Hide => continue,
-            Verdict::Rename(v) => {
-                // SAFETY: as above.
-                let r = unsafe { listing::renamed(dir as usize, e as *mut u8, v) };
-                if !r.is_null() {
-                    return r as *mut dirent64;
-                }
-            }
+        // SAFETY: dir is the caller's open stream.
+        let fd = || unsafe { fd_of(dir) };
+        let mut next = || real(dir) as *mut u8;
+        // SAFETY: e was just read from dir, next reads dir; the slot holds the records we make.
+        match unsafe { listing::readdir_step(dir as usize, e as *mut u8, &fd, ra, &mut next, core::ptr::null_mut()) } {
+            Step::Return(p) => return p as *mut dirent64,
+            Step::Again => continue,
         }
     }
 }
 
 hook! {
     /// # Safety
-    /// As `readdir_r(3)`: `entry` a whole `struct dirent`.
+    /// As `readdir_r(3)`: `entry` a whole `struct dirent`, `result` a valid out-pointer.
     fn readdir_r | readdir64_r(dir: *mut DIR, entry: *mut dirent64, result: *mut *mut dirent64) -> c_int;
     caller = ra;
     |real| loop {
         let r = real(dir, entry, result);
-        // SAFETY: result is a valid out-pointer per the contract.
-        let e = if r == 0 && !result.is_null() { unsafe { *result } } else { core::ptr::null_mut() };
-        if e.is_null() {
+        if r != 0 || result.is_null() {
             return r;
         }
-        // SAFETY: e is the caller's entry, filled by readdir_r.
-        match listing::verdict(unsafe { name(e) }, || unsafe { fd_of(dir) }, Fid::ReaddirProc, ra) {
-            Verdict::Keep => return r,
-            Verdict::Hide => continue,
-            Verdict::Rename(v) => {
-                // SAFETY: e is the caller's whole struct dirent64 per the contract.
-                unsafe { listing::rename_entry(e as *mut u8, v) };
-                return r;
+        // SAFETY: result is a valid out-pointer per the contract.
+        let e = unsafe { *result } as *mut u8;
+        // SAFETY: dir is the caller's open stream.
+        let fd = || unsafe { fd_of(dir) };
+        let mut spare = [0u64; DIRENT_SIZE / 8];
+        let mut got: *mut dirent64 = core::ptr::null_mut();
+        let mut next = || {
+            if real(dir, spare.as_mut_ptr() as *mut dirent64, &mut got) == 0 {
+                got as *mut u8
+            } else {
+                core::ptr::null_mut()
             }
+        };
+        // SAFETY: e was just read from dir, next reads dir, entry is a whole dirent.
+        match unsafe { listing::readdir_step(dir as usize, e, &fd, ra, &mut next, entry as *mut u8) } {
+            Step::Return(p) => {
+                // SAFETY: as above.
+                unsafe { *result = p as *mut dirent64 };
+                return 0;
+            }
+            Step::Again => continue,
         }
     }
 }
@@ -96,8 +88,7 @@ hook! {
     |real| {
         if !dir.is_null() {
             // SAFETY: an open stream per the contract.
-            listing::forget(unsafe { fd_of(dir) });
-            listing::release(dir as usize);
+            listing::closing(dir as usize, unsafe { fd_of(dir) });
         }
         real(dir)
     }

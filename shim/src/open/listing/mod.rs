@@ -1,28 +1,29 @@
 //! Listings of `/proc` and of a process's `task` directory, as a pid namespace shows them
 //! (family `pid`): every process of the run under its virtual pid, every thread of the run
-//! under its virtual tid, numbers of processes outside the run hidden, every other name (`self`,
-//! `sys`, `.`) unchanged. `d_type`, `d_ino` and `d_off` stay the kernel's.
+//! under its virtual tid, in ascending order, numbers outside the run (and the launcher, the
+//! run's parent) left out, every other name (`self`, `sys`, `.`) unchanged and where the
+//! kernel put it. `d_type` is the kernel's; `d_ino` and `d_off` are real (see `sorted`).
 //!
 //! The hooks (`hooks.rs`) are `readdir`, `readdir64`, `readdir_r`, `readdir64_r` (glibc
-//! reads its buffer with an internal `getdents`, past the PLT, so the entries are rewritten as
-//! they leave it), `getdents64` (the libc wrapper, for programs that call it directly) and
-//! `closedir`, which forgets a stream. Which directory a stream lists is decided once, by the
-//! first numeric name it yields: one `fstat` of its descriptor (procfs's `st_dev`; the root of
-//! procfs is inode 1) and, for another procfs directory, one `readlink` of
-//! `/proc/self/fd/<fd>` (`/proc/<pid>/task`). The answer is cached per descriptor below
+//! reads its buffer with an internal `getdents`, past the PLT, so the entries are handled as
+//! they leave it), `getdents64` (the libc wrapper, for programs that call it directly;
+//! `getdents.rs`) and `closedir`, which forgets a stream. Which directory a stream lists is
+//! decided once, by the first numeric name it yields: one `fstat` of its descriptor (procfs's
+//! `st_dev`; the root of procfs is inode 1) and, for another procfs directory, one `readlink`
+//! of `/proc/self/fd/<fd>` (`/proc/<pid>/task`). The answer is cached per descriptor below
 //! [`FDS`] and forgotten when the descriptor is closed or replaced (`closedir`, `close`,
 //! `dup2`, `dup3`); a directory without numeric names costs nothing, one with them that is
 //! not on procfs one `fstat` per stream (and the process one `statfs` and `stat` of `/proc`,
 //! the first time).
 //!
-//! A renamed `readdir` record is a copy in one of [`SLOTS`] per-stream buffers (a virtual pid
-//! can be longer than the real one its record was sized for), valid until the stream's next
-//! call, as POSIX says. `getdents64` rewrites the caller's buffer through a stack buffer; when
-//! the renamed records do not all fit, the descriptor is moved back (`lseek` to the last
-//! record returned: procfs directories are seekable by `d_off`) and the rest comes next call.
+//! At its first number a listing's stream is read to its end and its numbers are returned in
+//! virtual pid order from a fixed slot (`sorted`): the kernel's order is the real pids', which
+//! wrap. When all [`sorted::SLOTS`] slots are taken (that many listings half read at once),
+//! a stream comes in the kernel's order instead: a `readdir` record renamed in place (a
+//! virtual pid longer than the real one's record can hold is left out, and reported), a
+//! `getdents64` buffer rewritten through a stack buffer.
 
-use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering::*};
 
 use seal_abi::{unsealed, Fid, LAUNCHER_VPID, NO_DETAIL};
 
@@ -34,9 +35,13 @@ pub use records::{
 use crate::process::vpid;
 use crate::{census, config, sys, table};
 
+mod getdents;
 #[cfg(not(test))]
 mod hooks;
 pub mod records;
+pub mod sorted;
+
+pub use getdents::getdents;
 
 /// Inode of the root directory of procfs (`PROC_ROOT_INO`).
 const PROC_ROOT_INO: u64 = 1;
@@ -111,6 +116,7 @@ pub fn forget(fd: i32) {
     if let Some(s) = usize::try_from(fd).ok().and_then(|i| KINDS.get(i)) {
         s.store(0, Release);
     }
+    sorted::release_fd(fd);
 }
 
 fn classify_fd(fd: i32) -> Kind {
@@ -174,119 +180,152 @@ fn find_proc_dev() -> u64 {
 
 // ---- one name of a stream -------------------------------------------------------------------
 
-/// What to show for one entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    Keep,
-    Hide,
-    Rename(i32),
-}
-
-/// The verdict on `name`, an entry of the stream on descriptor `fd()` (asked only for a
-/// numeric name), read through `fid` from `ra`.
+/// When `name`, an entry of the stream on descriptor `fd()`, is a number of a `/proc` listing
+/// the pid family rewrites: the listing's kind and the run table. Read through `fid` from
+/// `ra` (counted when the stream is found to be such a listing, sealed or not).
 #[inline]
-pub fn verdict(name: &[u8], fd: impl FnOnce() -> i32, fid: Fid, ra: u64) -> Verdict {
-    let Some(real) = numeric(name) else {
-        return Verdict::Keep;
-    };
+pub fn listed<'t>(
+    name: &[u8],
+    fd: &dyn Fn() -> i32,
+    fid: Fid,
+    ra: u64,
+) -> Option<(Kind, table::Table<'t>)> {
+    numeric(name)?;
     if crate::real::Reentry::inside() || !config::in_run() {
-        return Verdict::Keep;
+        return None;
     }
     let kind = kind_of(fd(), fid, ra);
     if kind == Kind::Other || !vpid::sealed() {
-        return Verdict::Keep;
+        return None;
     }
-    let Some(t) = table::get() else {
-        return Verdict::Keep;
-    };
-    match shown(&t, kind, real) {
-        None => Verdict::Hide,
-        Some(v) if v == real => Verdict::Keep,
-        Some(v) => Verdict::Rename(v),
-    }
+    Some((kind, table::get()?))
 }
 
-// ---- readdir: a record per stream -----------------------------------------------------------
+/// The longest record a listing makes: a virtual pid has at most 5 digits.
+const MADE: usize = reclen_for(5);
 
-/// Streams that can hold a renamed `readdir` record at once.
-pub const SLOTS: usize = 32;
-
-#[repr(C, align(8))]
-struct Dirent(UnsafeCell<[u8; DIRENT_SIZE]>);
-
-/// `OWNER[i]`: the `DIR *` that slot `i` belongs to (0 free).
-static OWNER: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
-static RECORDS: Records = Records([const { Dirent(UnsafeCell::new([0; DIRENT_SIZE])) }; SLOTS]);
-
-struct Records([Dirent; SLOTS]);
-// SAFETY: slot `i` is written only by readdir on the stream that owns it (claimed by CAS), and
-// read by the caller of that readdir until its next call on the stream (POSIX).
-unsafe impl Sync for Records {}
-
-/// The slot of stream `dir`, claimed if it has none; `None` when every slot is taken.
-fn slot_of(dir: usize) -> Option<usize> {
-    if let Some(i) = OWNER.iter().position(|o| o.load(Acquire) == dir) {
-        return Some(i);
-    }
-    OWNER
-        .iter()
-        .position(|o| o.compare_exchange(0, dir, AcqRel, Relaxed).is_ok())
-}
-
-/// Stream `dir` is being closed: its slot is free again.
-pub fn release(dir: usize) {
-    for o in &OWNER {
-        let _ = o.compare_exchange(dir, 0, AcqRel, Relaxed);
-    }
-}
-
-/// glibc's record `e` of stream `dir`, renamed to `v`: a copy in the stream's slot, or `e`
-/// itself renamed in place when every slot is taken and the name fits; null when neither (the
-/// record is then hidden, and that reported).
+/// The record at `e`.
 ///
 /// # Safety
-/// `e` is a record `readdir` just returned for `dir` (valid for its `d_reclen` bytes).
-pub unsafe fn renamed(dir: usize, e: *mut u8, v: i32) -> *mut u8 {
-    // SAFETY: per the contract, e is valid for its header, then for d_reclen bytes.
-    let src = unsafe {
+/// `e` is a record a `readdir` call just returned (valid for its `d_reclen` bytes).
+unsafe fn record_at<'a>(e: *const u8) -> Option<Record<'a>> {
+    // SAFETY: per the contract: the header first, then d_reclen bytes.
+    unsafe {
         let reclen = u16::from_ne_bytes([*e.add(16), *e.add(17)]) as usize;
-        core::slice::from_raw_parts_mut(e, reclen.max(NAME_AT))
+        record(core::slice::from_raw_parts(e, reclen.max(NAME_AT)), 0)
+    }
+}
+
+// ---- readdir, readdir_r ---------------------------------------------------------------------
+
+/// What a `readdir`-family hook does next.
+pub enum Step {
+    /// Return this record (null: the end).
+    Return(*mut u8),
+    /// Read the next record instead.
+    Again,
+}
+
+/// After the real `readdir` or `readdir_r` of stream `dir` gave record `e` (null at the
+/// end). `next` reads the stream's next record (null at its end); a record made here goes to
+/// `out` (a `readdir_r` caller's entry) or, when `out` is null, to the stream's slot.
+///
+/// # Safety
+/// `e` is null or the record just read from `dir`; `next` reads `dir`; `out` is null or a
+/// whole `struct dirent64`.
+pub unsafe fn readdir_step(
+    dir: usize,
+    e: *mut u8,
+    fd: &dyn Fn() -> i32,
+    ra: u64,
+    next: &mut dyn FnMut() -> *mut u8,
+    out: *mut u8,
+) -> Step {
+    let key = sorted::dir_key(dir);
+    if let Some(i) = sorted::find(key) {
+        if e.is_null() {
+            // SAFETY: the stream's slot; forwarded contract.
+            return Step::Return(unsafe { serve_one(i, fd(), out) });
+        }
+        // The kernel has records again: the stream was rewound. List it afresh.
+        sorted::free(i);
+    }
+    if e.is_null() {
+        return Step::Return(e);
+    }
+    // SAFETY: per the contract.
+    let Some(rec) = (unsafe { record_at(e) }) else {
+        return Step::Return(e);
     };
-    let Some(r) = record(src, 0) else {
-        return e;
+    let Some((kind, t)) = listed(rec.name, fd, Fid::ReaddirProc, ra) else {
+        return Step::Return(e);
+    };
+    if let Some(i) = sorted::claim(key) {
+        // SAFETY: the slot we just claimed.
+        let s = &mut unsafe { sorted::state(i) }.list;
+        s.take(&t, kind, &rec);
+        loop {
+            let e = next();
+            // SAFETY: a record `next` just read, or null.
+            match (!e.is_null()).then(|| unsafe { record_at(e) }).flatten() {
+                Some(r) => s.take(&t, kind, &r),
+                None => break,
+            }
+        }
+        // SAFETY: as above.
+        return Step::Return(unsafe { serve_one(i, fd(), out) });
+    }
+    // Every slot is taken: this stream comes in the kernel's order.
+    let v = match numeric(rec.name).map(|p| (p, shown(&t, kind, p))) {
+        Some((_, None)) => return Step::Again,
+        Some((p, Some(v))) if v != p => v,
+        _ => return Step::Return(e),
     };
     let mut digits = sys::StackBuf::<16>::new();
     let name = digits.push_i64(v as i64).as_bytes();
-    if let Some(i) = slot_of(dir) {
-        let d = RECORDS.0[i].0.get();
-        // SAFETY: the slot is this stream's (see `Records`).
-        let dst = unsafe { &mut *d };
-        if write_record(dst, r.ino, r.off, r.dtype, name).is_some() {
-            return d as *mut u8;
+    let (ino, off, dtype, reclen) = (rec.ino, rec.off, rec.dtype, rec.reclen);
+    let dst = if out.is_null() { e } else { out };
+    let room = if out.is_null() { reclen } else { MADE };
+    if NAME_AT + name.len() < room {
+        // SAFETY: `room` bytes of dst are the record's (or the caller's entry's).
+        let d = unsafe { core::slice::from_raw_parts_mut(dst, room) };
+        write_record(d, ino, off, dtype, name);
+        if out.is_null() {
+            // Keep the kernel's record length: glibc has already stepped over it.
+            d[16..18].copy_from_slice(&(reclen as u16).to_ne_bytes());
         }
-    }
-    if NAME_AT + name.len() < src.len() {
-        src[NAME_AT..NAME_AT + name.len()].copy_from_slice(name);
-        src[NAME_AT + name.len()] = 0;
-        return e;
+        return Step::Return(dst);
     }
     no_slot();
-    core::ptr::null_mut()
+    Step::Again
 }
 
-/// Renames the caller's `readdir_r` entry `e` to `v` in place.
+/// The next record of an ordered stream, written to `out` (null: the slot's own record).
 ///
 /// # Safety
-/// `e` is a whole `struct dirent64` (its name has room for 255 bytes and a NUL).
-pub unsafe fn rename_entry(e: *mut u8, v: i32) {
-    let mut digits = sys::StackBuf::<16>::new();
-    let name = digits.push_i64(v as i64).as_bytes();
-    // SAFETY: per the contract, e holds at least a header and a name of this length.
-    let rec = unsafe { core::slice::from_raw_parts_mut(e, reclen_for(name.len())) };
-    let ino = u64::from_ne_bytes(rec[0..8].try_into().unwrap_or([0; 8]));
-    let off = i64::from_ne_bytes(rec[8..16].try_into().unwrap_or([0; 8]));
-    let dtype = rec[18];
-    write_record(rec, ino, off, dtype, name);
+/// The caller's stream owns slot `i`; `out` is null or a whole `struct dirent64`.
+unsafe fn serve_one(i: usize, fd: i32, out: *mut u8) -> *mut u8 {
+    let Some(t) = table::get() else {
+        return core::ptr::null_mut();
+    };
+    // SAFETY: per the contract.
+    let sorted::State { list, rec } = unsafe { sorted::state(i) };
+    let dst: &mut [u8] = if out.is_null() {
+        &mut rec.0
+    } else {
+        // SAFETY: per the contract, out holds a whole entry; we write at most MADE bytes.
+        unsafe { core::slice::from_raw_parts_mut(out, MADE) }
+    };
+    match list.serve(&t, &mut |r| sorted::ino_of(fd, r), dst) {
+        sorted::Served::Record(_) => dst.as_mut_ptr(),
+        _ => core::ptr::null_mut(),
+    }
+}
+
+/// Stream `dir` is being closed.
+pub fn closing(dir: usize, fd: i32) {
+    sorted::release(sorted::dir_key(dir));
+    forget(fd);
 }
 
 #[cold]
@@ -295,81 +334,6 @@ fn no_slot() {
         unsealed::UNSUPPORTED_CALL,
         b"too many /proc listings open at once: a process of the run is left out of one",
     );
-}
-
-// ---- getdents64 -----------------------------------------------------------------------------
-
-/// Bytes of records rewritten per `getdents64` call on a `/proc` listing.
-const SCRATCH: usize = 4096;
-/// Below this a caller's buffer may not hold a renamed first record (its record can grow).
-const SMALL: usize = 32;
-
-fn lseek(fd: i32, off: i64, whence: i32) -> i64 {
-    // SAFETY: no pointers.
-    unsafe { sys::syscall3(libc::SYS_lseek, fd as i64, off, whence as i64) }
-}
-
-/// `getdents64(fd, buf, count)` with `real` the libc function bound to `fd`: the records of
-/// a `/proc` listing rewritten (see the module doc).
-///
-/// # Safety
-/// As `getdents64(2)`: `buf` valid for `count` bytes.
-pub unsafe fn getdents(
-    fd: i32,
-    buf: *mut u8,
-    count: usize,
-    ra: u64,
-    real: impl Fn(*mut u8, usize) -> isize,
-) -> isize {
-    if buf.is_null() || crate::real::Reentry::inside() || !config::in_run() {
-        return real(buf, count);
-    }
-    let listing = |k: u8| k == 2 || k == 3;
-    let mut ask = match usize::try_from(fd).ok().and_then(|i| KINDS.get(i)) {
-        Some(k) if listing(k.load(Acquire)) && vpid::sealed() => count.min(SCRATCH),
-        _ => count,
-    };
-    let start = if count < SMALL {
-        lseek(fd, 0, libc::SEEK_CUR)
-    } else {
-        -1
-    };
-    loop {
-        let n = real(buf, ask);
-        if n <= 0 {
-            return n;
-        }
-        // SAFETY: the kernel wrote n <= count bytes of records at buf.
-        let src = unsafe { core::slice::from_raw_parts(buf as *const u8, n as usize) };
-        if !has_numeric(src) {
-            return n;
-        }
-        let kind = kind_of(fd, Fid::GetdentsProc, ra);
-        if kind == Kind::Other || !vpid::sealed() {
-            return n;
-        }
-        let Some(t) = table::get() else {
-            return n;
-        };
-        let mut scratch = [0u8; SCRATCH];
-        let cap = count.min(SCRATCH);
-        let r = rewrite(src, &mut scratch[..cap], &mut |p| shown(&t, kind, p));
-        if r.full {
-            // Resume after the last record taken, or (nothing taken) where this call began.
-            let back = r.resume.unwrap_or(start);
-            if back < 0 || lseek(fd, back, libc::SEEK_SET) < 0 || r.written == 0 {
-                sys::set_errno(libc::EINVAL);
-                return -1;
-            }
-        } else if r.written == 0 {
-            // Only processes outside the run in this batch: read on.
-            ask = count.min(SCRATCH);
-            continue;
-        }
-        // SAFETY: written <= cap <= count bytes, into the caller's buffer.
-        unsafe { core::ptr::copy_nonoverlapping(scratch.as_ptr(), buf, r.written) };
-        return r.written as isize;
-    }
 }
 
 #[cfg(test)]
@@ -535,28 +499,5 @@ mod tests {
         ] {
             assert!(!is_task_path(p), "{}", String::from_utf8_lossy(p));
         }
-    }
-
-    #[test]
-    fn a_renamed_readdir_record_lives_in_its_streams_slot() {
-        let mut rec = records(&[(77, 88, libc::DT_DIR, "57")]);
-        let dir = 0x1234_5670usize;
-        // SAFETY: rec is one valid record.
-        let p = unsafe { renamed(dir, rec.as_mut_ptr(), 12345) };
-        assert_ne!(p, rec.as_mut_ptr());
-        // SAFETY: p is the slot's record, DIRENT_SIZE bytes.
-        let got = unsafe { core::slice::from_raw_parts(p, DIRENT_SIZE) };
-        let r = record(got, 0).unwrap();
-        assert_eq!((r.name, r.ino, r.off, r.dtype), (&b"12345"[..], 77, 88, 4));
-        // The same stream reuses its slot; another gets its own.
-        // SAFETY: as above.
-        let q = unsafe { renamed(dir, rec.as_mut_ptr(), 2000) };
-        assert_eq!(p, q);
-        // SAFETY: as above.
-        let other = unsafe { renamed(dir + 8, rec.as_mut_ptr(), 2001) };
-        assert_ne!(other, q);
-        release(dir);
-        release(dir + 8);
-        assert!(OWNER.iter().all(|o| o.load(Relaxed) != dir));
     }
 }
