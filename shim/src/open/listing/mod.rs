@@ -59,11 +59,27 @@ pub enum Kind {
     Task,
 }
 
+/// Whose task directory `p` (a `/proc/self/fd/<n>` link target) is, if it is one.
+pub fn task_owner(p: &[u8]) -> Option<i32> {
+    numeric(p.strip_prefix(b"/proc/")?.strip_suffix(b"/task")?)
+}
+
 /// Is `p` (a `/proc/self/fd/<n>` link target) a process's task directory?
 pub fn is_task_path(p: &[u8]) -> bool {
-    p.strip_prefix(b"/proc/")
-        .and_then(|r| r.strip_suffix(b"/task"))
-        .is_some_and(|pid| numeric(pid).is_some())
+    task_owner(p).is_some()
+}
+
+/// `base/path`, NUL-terminated, into `out`; `false` when it does not fit.
+pub fn join(base: &[u8], path: &[u8], out: &mut [u8; 4096]) -> bool {
+    let n = base.len() + 1 + path.len();
+    if n >= out.len() {
+        return false;
+    }
+    out[..base.len()].copy_from_slice(base);
+    out[base.len()] = b'/';
+    out[base.len() + 1..n].copy_from_slice(path);
+    out[n] = 0;
+    true
 }
 
 /// The number a listing of `kind` shows for real pid or tid `real`: its virtual one when a
@@ -78,8 +94,10 @@ pub fn shown(t: &table::Table, kind: Kind, real: i32) -> Option<i32> {
 
 /// Descriptors below this have their [`Kind`] cached; others are looked at on every use.
 pub const FDS: usize = 1024;
-/// Per descriptor: 0 not looked at, else `1 + Kind`.
+/// Per descriptor: 0 not looked at, else [`code`] of its kind, plus [`COUNTED`] once a
+/// listing of it was counted.
 static KINDS: [AtomicU8; FDS] = [const { AtomicU8::new(0) }; FDS];
+const COUNTED: u8 = 4;
 /// procfs's `st_dev` + 2; 0 not looked up yet, 1 no procfs at `/proc`.
 static PROC_DEV: AtomicU64 = AtomicU64::new(0);
 
@@ -91,21 +109,38 @@ fn code(k: Kind) -> u8 {
     }
 }
 
-/// What `fd` lists (cached); a newly found `/proc` listing is counted as `fid` from `ra`.
+fn decode(c: u8) -> Option<Kind> {
+    match c & 3 {
+        1 => Some(Kind::Other),
+        2 => Some(Kind::Root),
+        3 => Some(Kind::Task),
+        _ => None,
+    }
+}
+
+/// What `fd` lists (cached); a `/proc` listing is counted as `fid` from `ra`, once.
 pub fn kind_of(fd: i32, fid: Fid, ra: u64) -> Kind {
     let slot = usize::try_from(fd).ok().and_then(|i| KINDS.get(i));
-    match slot.map(|s| s.load(Acquire)) {
-        Some(1) => return Kind::Other,
-        Some(2) => return Kind::Root,
-        Some(3) => return Kind::Task,
-        _ => {}
-    }
-    let k = classify_fd(fd);
-    if k != Kind::Other {
+    let c = slot.map_or(0, |s| s.load(Acquire));
+    let k = decode(c).unwrap_or_else(|| classify_fd(fd));
+    if k != Kind::Other && c & COUNTED == 0 {
         census::count(fid, NO_DETAIL, ra);
     }
     if let Some(s) = slot {
-        s.store(code(k), Release);
+        s.store(code(k) | COUNTED, Release);
+    }
+    k
+}
+
+/// What `fd` is (cached), for a path relative to it; nothing is counted.
+fn kind_quiet(fd: i32) -> Kind {
+    let slot = usize::try_from(fd).ok().and_then(|i| KINDS.get(i));
+    if let Some(k) = decode(slot.map_or(0, |s| s.load(Acquire))) {
+        return k;
+    }
+    let k = classify_fd(fd);
+    if let Some(s) = slot {
+        let _ = s.compare_exchange(0, code(k), AcqRel, Relaxed);
     }
     k
 }
@@ -130,15 +165,20 @@ fn classify_fd(fd: i32) -> Kind {
     if st.st_ino == PROC_ROOT_INO {
         return Kind::Root;
     }
-    let mut p = sys::StackBuf::<40>::new();
-    p.push(b"/proc/self/fd/").push_i64(fd as i64);
-    let mut link = [0u8; 64];
-    let n = sys::readlink(p.as_cstr(), &mut link);
-    if n < link.len() && is_task_path(&link[..n]) {
+    if task_of(fd).is_some() {
         Kind::Task
     } else {
         Kind::Other
     }
+}
+
+/// The real pid whose task directory `fd` is open on, if it is one (one `readlink`).
+fn task_of(fd: i32) -> Option<i32> {
+    let mut p = sys::StackBuf::<40>::new();
+    p.push(b"/proc/self/fd/").push_i64(fd as i64);
+    let mut link = [0u8; 64];
+    let n = sys::readlink(p.as_cstr(), &mut link);
+    (n < link.len()).then(|| task_owner(&link[..n])).flatten()
 }
 
 /// The `st_dev` of procfs at `/proc` (looked up once per process image).
@@ -214,6 +254,40 @@ unsafe fn record_at<'a>(e: *const u8) -> Option<Record<'a>> {
         let reclen = u16::from_ne_bytes([*e.add(16), *e.add(17)]) as usize;
         record(core::slice::from_raw_parts(e, reclen.max(NAME_AT)), 0)
     }
+}
+
+// ---- a name of a listing, relative to its directory -----------------------------------------
+
+/// `path`, relative to directory `dirfd`, as the absolute path it names when `dirfd` is the
+/// root of procfs or a task directory and `path` starts with a number (as a listing showed
+/// it): `/proc/<n>/…`, or `/proc/<vpid>/task/<n>/…`, NUL-terminated in `out`, so that what
+/// applies to absolute paths (virtual numbers translated, `stat` and `status` sealed) applies
+/// to it: `find /proc` and tools that `openat` the names they listed. `false` otherwise.
+/// `dirfd` is looked at once (one `fstat`, cached as for a listing; a task directory costs a
+/// `readlink` each time).
+pub fn absolute_at(dirfd: i32, path: &[u8], out: &mut [u8; 4096]) -> bool {
+    if dirfd < 0
+        || !path.first().is_some_and(u8::is_ascii_digit)
+        || crate::real::Reentry::inside()
+        || !config::in_run()
+        || !vpid::sealed()
+    {
+        return false;
+    }
+    let mut base = sys::StackBuf::<48>::new();
+    match kind_quiet(dirfd) {
+        Kind::Root => base.push(b"/proc"),
+        Kind::Task => match task_of(dirfd) {
+            // Its owner by virtual pid, which translates back to this one.
+            Some(r) => base
+                .push(b"/proc/")
+                .push_i64(vpid::to_virt(r) as i64)
+                .push(b"/task"),
+            None => return false,
+        },
+        Kind::Other => return false,
+    };
+    join(base.as_bytes(), path, out)
 }
 
 // ---- readdir, readdir_r ---------------------------------------------------------------------
@@ -486,7 +560,19 @@ mod tests {
     }
 
     #[test]
+    fn names_relative_to_a_listed_directory_are_joined_to_it() {
+        let mut out = [0u8; 4096];
+        assert!(join(b"/proc", b"1000/stat", &mut out));
+        assert_eq!(&out[..16], b"/proc/1000/stat\0");
+        assert!(join(b"/proc/1000/task", b"1234", &mut out));
+        assert_eq!(&out[..21], b"/proc/1000/task/1234\0");
+        assert!(!join(b"/proc", &[b'1'; 4090], &mut out));
+        assert!(join(b"/proc", &[b'1'; 4089], &mut out));
+    }
+
+    #[test]
     fn task_directories_are_recognised_by_their_link() {
+        assert_eq!(task_owner(b"/proc/4242/task"), Some(4242));
         assert!(is_task_path(b"/proc/4242/task"));
         for p in [
             &b"/proc/self/task"[..],
