@@ -62,7 +62,8 @@ fn set<'a>(v: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
 
 /// `ls /proc` and `find /proc` (each through a shell that prints its pid and becomes it) and
 /// Python's `os.listdir('/proc')` list exactly the run: the root shell (1000), its background
-/// `sleep` and the lister itself. `find` also stats each name relative to `/proc`.
+/// `sleep` and the lister itself. `find` also stats each name relative to `/proc`; `ls -l
+/// /proc` reads them without an error and shows `self` as its own virtual pid.
 #[test]
 fn ls_proc_and_os_listdir_list_exactly_the_runs_virtual_pids() {
     let outsider = Outsider::start();
@@ -76,6 +77,11 @@ echo "named $(echo "$l" | grep -cE '^(self|thread-self|meminfo|sys)$')"
 f=$(sh -c 'echo "find $$"; exec find /proc -maxdepth 1 -name "[0-9]*" -perm -u=r -printf "%f\n"' 2>&1)
 echo "$f" | grep '^find '
 echo "found $(echo "$f" | grep -v '^find ' | tr '\n' ' ')"
+x=$(sh -c 'echo "lsl $$"; exec ls -l /proc' 2>&1)
+echo "$x" | grep '^lsl '
+echo "errors $(echo "$x" | grep -c 'No such')"
+echo "$x" | grep -E -- '-> [0-9]+' | sed 's/.* \([a-z-]*\) -> /link \1 /'
+sh -c 'echo "readlink $$"; exec readlink /proc/self /proc/thread-self'
 kill $s
 "#;
     let out = assert_runs_agree("ls /proc", RUNS, || sealed_sh(&[], script)).stdout;
@@ -87,6 +93,26 @@ kill $s
     );
     assert_eq!(words(&out, "named"), ["4"], "non-numeric names kept: {out}");
     assert!(!words(&out, "listed").contains(&outsider.pid().as_str()));
+    // ls -l: no error (its label and ACL reads reach the process), and /proc/self and
+    // /proc/thread-self name it by its virtual pid, as readlink does.
+    assert_eq!(words(&out, "errors"), ["0"], "{out}");
+    let lsl = words(&out, "lsl")[0];
+    assert_eq!(words(&out, "link self"), [lsl], "{out}");
+    assert_eq!(
+        words(&out, "link thread-self"),
+        [format!("{lsl}/task/{lsl}").as_str()],
+        "{out}"
+    );
+    let rl = words(&out, "readlink")[0];
+    let lines: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("readlink"))
+        .collect();
+    assert_eq!(
+        lines[1..3],
+        [rl.to_string(), format!("{rl}/task/{rl}")],
+        "{out}"
+    );
     // find stats each name relative to /proc: no error, the same run.
     let find = words(&out, "find ")[0];
     assert_eq!(

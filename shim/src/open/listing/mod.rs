@@ -290,6 +290,57 @@ pub fn absolute_at(dirfd: i32, path: &[u8], out: &mut [u8; 4096]) -> bool {
     join(base.as_bytes(), path, out)
 }
 
+/// The target of `/proc/self` (`N`) or `/proc/thread-self` (`N/task/T`), as read from the
+/// kernel, with its numbers through `virt`, into `out`; `false` for any other target.
+pub fn virtual_self_link<const N: usize>(
+    target: &[u8],
+    virt: &dyn Fn(i32) -> i32,
+    out: &mut sys::StackBuf<N>,
+) -> bool {
+    let (pid, task) = match target.iter().position(|&c| c == b'/') {
+        Some(i) => (&target[..i], Some(&target[i..])),
+        None => (target, None),
+    };
+    let Some(pid) = numeric(pid) else {
+        return false;
+    };
+    out.push_i64(virt(pid) as i64);
+    if let Some(t) = task {
+        let Some(tid) = t.strip_prefix(b"/task/").and_then(numeric) else {
+            return false;
+        };
+        out.push(b"/task/").push_i64(virt(tid) as i64);
+    }
+    true
+}
+
+/// After `readlink(path)` put `n` bytes into `buf` (`len` long): the link of `/proc/self`
+/// or `/proc/thread-self` names the caller by its virtual pid and tid, as `getpid` and
+/// `gettid` do (`ls -l /proc`). Returns the length to report.
+///
+/// # Safety
+/// `path` is null or a C string; `buf` valid for `len` bytes, `n` of them the link.
+pub unsafe fn self_link(path: *const libc::c_char, buf: *mut u8, len: usize, n: isize) -> isize {
+    if n <= 0 || path.is_null() {
+        return n;
+    }
+    // SAFETY: per the contract.
+    let p = unsafe { sys::cstr(path) };
+    if (p != b"/proc/self" && p != b"/proc/thread-self") || !config::in_run() || !vpid::sealed() {
+        return n;
+    }
+    // SAFETY: per the contract.
+    let target = unsafe { core::slice::from_raw_parts(buf as *const u8, n as usize) };
+    let mut out = sys::StackBuf::<64>::new();
+    if !virtual_self_link(target, &|r| vpid::to_virt(r), &mut out) {
+        return n;
+    }
+    let m = out.len.min(len);
+    // SAFETY: m <= len bytes into the caller's buffer.
+    unsafe { core::ptr::copy_nonoverlapping(out.as_bytes().as_ptr(), buf, m) };
+    m as isize
+}
+
 // ---- readdir, readdir_r ---------------------------------------------------------------------
 
 /// What a `readdir`-family hook does next.
@@ -568,6 +619,23 @@ mod tests {
         assert_eq!(&out[..21], b"/proc/1000/task/1234\0");
         assert!(!join(b"/proc", &[b'1'; 4090], &mut out));
         assert!(join(b"/proc", &[b'1'; 4089], &mut out));
+    }
+
+    #[test]
+    fn self_links_name_the_caller_by_virtual_numbers() {
+        let virt = |r: i32| if r == 4242 { 1000 } else { r + 1 };
+        let link = |t: &[u8]| {
+            let mut out = sys::StackBuf::<64>::new();
+            virtual_self_link(t, &virt, &mut out).then(|| out.as_bytes().to_vec())
+        };
+        assert_eq!(link(b"4242").as_deref(), Some(&b"1000"[..]));
+        assert_eq!(
+            link(b"4242/task/4250").as_deref(),
+            Some(&b"1000/task/4251"[..])
+        );
+        for t in [&b"self/net"[..], b"4242/fd", b"", b"4242/task/", b"x"] {
+            assert_eq!(link(t), None, "{}", String::from_utf8_lossy(t));
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `/proc/<vpid>/…` through the path calls that are not `open` (the open family lives in
 //! `crate::open`; the stat family in `crate::files`, which calls [`with_proc_path`] and, for
 //! paths relative to a directory descriptor, [`with_proc_path_at`]): `[ -d /proc/$pid ]`,
-//! `ls /proc/$$/fd`, `readlink /proc/$$/exe`, `find /proc`. Only paths that start with
+//! `ls /proc/$$/fd`, `ls -l /proc` (whose `self` link names the caller by virtual pid),
+//! `readlink /proc/$$/exe`, `find /proc`. Only paths that start with
 //! `/proc/<digit>` (or a digit, relative to a listed `/proc` or task directory) are looked at
 //! (and counted).
 
@@ -96,8 +97,11 @@ hook! {
     /// As `readlink(2)`.
     fn readlink(path: *const c_char, buf: *mut c_char, len: size_t) -> ssize_t;
     caller = ra;
-    // SAFETY: forwarded, with the path translated.
-    |real| unsafe { with_proc_path(path, ra, |p| real(p, buf, len)) }
+    // SAFETY: forwarded, with the path translated; `/proc/self` answered with virtual numbers.
+    |real| unsafe {
+        let n = with_proc_path(path, ra, |p| real(p, buf, len));
+        crate::open::listing::self_link(path, buf as *mut u8, len, n)
+    }
 }
 
 hook! {
@@ -123,6 +127,27 @@ hook! {
     /// As `readlinkat(2)`.
     fn readlinkat(dirfd: c_int, path: *const c_char, buf: *mut c_char, len: size_t) -> ssize_t;
     caller = ra;
+    // SAFETY: forwarded, with the path translated; `/proc/self` answered with virtual numbers.
+    |real| unsafe {
+        let n = with_proc_path_at(dirfd, path, ra, |p| real(dirfd, p, buf, len));
+        crate::open::listing::self_link(path, buf as *mut u8, len, n)
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `getxattr(2)` and `lgetxattr(2)` (`ls -l` asks for a file's security label).
+    fn getxattr | lgetxattr(path: *const c_char, name: *const c_char, value: *mut libc::c_void, size: size_t) -> ssize_t;
+    caller = ra;
     // SAFETY: forwarded, with the path translated.
-    |real| unsafe { with_proc_path_at(dirfd, path, ra, |p| real(dirfd, p, buf, len)) }
+    |real| unsafe { with_proc_path(path, ra, |p| real(p, name, value, size)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `listxattr(2)` and `llistxattr(2)` (`ls -l` looks for ACLs).
+    fn listxattr | llistxattr(path: *const c_char, list: *mut c_char, size: size_t) -> ssize_t;
+    caller = ra;
+    // SAFETY: forwarded, with the path translated.
+    |real| unsafe { with_proc_path(path, ra, |p| real(p, list, size)) }
 }
