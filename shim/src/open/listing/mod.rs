@@ -375,7 +375,9 @@ pub unsafe fn readdir_step(
         // The kernel has records again: the stream was rewound. List it afresh.
         sorted::free(i);
     }
-    if e.is_null() {
+    // Most entries of most directories: not a number, nothing to do.
+    // SAFETY: per the contract, a non-null e holds a header and a name.
+    if e.is_null() || !(b'1'..=b'9').contains(unsafe { &*e.add(NAME_AT) }) {
         return Step::Return(e);
     }
     // SAFETY: per the contract.
