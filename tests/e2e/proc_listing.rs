@@ -198,18 +198,22 @@ fn pgrep_finds_the_runs_sleep_and_not_an_outside_one() {
 }
 
 /// The C fixture's readdir, readdir_r and getdents64 (with a 64-byte buffer, which holds
-/// two records, and a 32 KiB one), and readdir after `rewinddir` and getdents64 after
+/// two records), its 64-bit-offset build's readdir64, readdir64_r and getdents64 (with a 32
+/// KiB one), and readdir after `rewinddir` and getdents64 after
 /// `lseek(fd, 0)`, list the same run: the shell, two `sleep`s and itself, as directories, in
 /// virtual pid order; each, reached relative to `/proc` (`openat`, `fstatat`), is that
 /// process.
 #[test]
 fn readdir_readdir_r_and_getdents64_list_the_same_run() {
     let bin = build_c("proc_list", &[]);
+    // Built for 64-bit offsets, it calls readdir64 and readdir64_r.
+    let bin64 = build_c("proc_list", &["-D_FILE_OFFSET_BITS=64"]);
     let _outsider = Outsider::start();
     let script = format!(
         "sleep 5 & a=$!; sleep 5 & b=$!; echo \"sleeps $a $b\"; \
-         {bin} /proc 64; {bin} /proc 32768; kill $a $b",
-        bin = bin.display()
+         {bin} /proc 64; {bin64} /proc 32768; kill $a $b",
+        bin = bin.display(),
+        bin64 = bin64.display()
     );
     let out = assert_runs_agree("C listings", RUNS, || sealed_sh(&[], &script)).stdout;
     for (i, block, want) in blocks(&out) {
