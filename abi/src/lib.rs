@@ -254,6 +254,10 @@ functions! {
     Cpuid = Cpu "cpuid",
     SigactionSegv = Cpu "sigaction(SIGSEGV) (chained behind seal's)",
     SigmaskSegv = Cpu "sigprocmask(SIGSEGV left unblocked)",
+    // pid (appended): listings of /proc and of a process's task directory, shown with
+    // virtual pids (counted once per stream, when it is found to be such a listing)
+    ReaddirProc = Pid "readdir(/proc listing)",
+    GetdentsProc = Pid "getdents64(/proc listing)",
 }
 
 impl Fid {

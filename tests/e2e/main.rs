@@ -17,6 +17,7 @@ mod hermetic;
 mod kernel_values;
 mod names;
 mod probe;
+mod proc_listing;
 mod process;
 mod procfs;
 mod pyframes;

@@ -11,7 +11,7 @@ use libc::{c_char, c_int, c_long, timespec, timeval, FILE};
 use seal_abi::{flags, Fid};
 
 use super::{note_set, note_written, seal, Times};
-use crate::process::hooks::path::with_proc_path;
+use crate::process::hooks::path::{with_proc_path, with_proc_path_at};
 use crate::{census, config, hook, sys};
 
 #[inline(always)]
@@ -156,7 +156,7 @@ hook! {
     caller = ra;
     // SAFETY: forwarded (a `/proc/<vpid>` path translated); filled by the real call on success.
     |real| unsafe {
-        after(with_proc_path(path, ra, |p| real(dirfd, p, buf, flag)), buf)
+        after(with_proc_path_at(dirfd, path, ra, |p| real(dirfd, p, buf, flag)), buf)
     }
 }
 
@@ -203,7 +203,7 @@ hook! {
     caller = ra;
     |real| {
         // SAFETY: forwarded, with a `/proc/<vpid>` path translated (absolute: dirfd unused).
-        let r = unsafe { with_proc_path(path, ra, |p| real(dirfd, p, flag, mask, buf)) };
+        let r = unsafe { with_proc_path_at(dirfd, path, ra, |p| real(dirfd, p, flag, mask, buf)) };
         if r == 0 {
             // SAFETY: filled by the real call.
             unsafe { fix_statx(buf) };
@@ -414,6 +414,7 @@ hook! {
     |real| {
         closing(fd);
         crate::causal::forget(fd);
+        crate::open::listing::forget(fd);
         real(fd)
     }
 }

@@ -1,6 +1,7 @@
 //! The open family, exported: each hook answers our paths (see the parent module), translates
-//! `/proc/<vpid>/…` paths (the pid family's `translate_proc_path`), and otherwise calls the
-//! real function with the caller's arguments unchanged (errno untouched).
+//! `/proc/<vpid>/…` paths (the pid family's `translate_proc_path`) and, for `openat`, names a
+//! listing of `/proc` showed relative to its directory (`listing::absolute_at`), and otherwise
+//! calls the real function with the caller's arguments unchanged (errno untouched).
 
 use libc::{c_char, c_int, c_uint, FILE};
 use seal_abi::Fid;
@@ -62,6 +63,45 @@ unsafe fn front(
     Err(path)
 }
 
+/// Is `path` relative to a directory descriptor and led by a number (a name a listing of
+/// `/proc` or of a task directory shows)?
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+#[inline(always)]
+unsafe fn relative_number(dirfd: c_int, path: *const c_char) -> bool {
+    // SAFETY: a non-null path has at least its NUL.
+    dirfd >= 0 && !path.is_null() && unsafe { *path as u8 }.is_ascii_digit()
+}
+
+/// [`front`] for a path relative to `dirfd`: a number under a listed `/proc` or task directory
+/// becomes the absolute path it names first (`listing::absolute_at`). `call` makes the real
+/// call, here, while the path it is given lives.
+///
+/// # Safety
+/// `path` is a NUL-terminated string.
+#[cold]
+#[inline(never)]
+unsafe fn front_at(
+    dirfd: c_int,
+    path: *const c_char,
+    oflags: c_int,
+    ra: u64,
+    call: impl FnOnce(*const c_char) -> c_int,
+) -> c_int {
+    let mut abs = [0u8; 4096];
+    // SAFETY: per the contract.
+    if !super::listing::absolute_at(dirfd, unsafe { sys::cstr(path) }, &mut abs) {
+        return call(path);
+    }
+    let mut scratch = Path { buf: [0; 4096] };
+    // SAFETY: abs is NUL-terminated.
+    match unsafe { front(abs.as_ptr() as *const c_char, oflags, ra, &mut scratch) } {
+        Ok(fd) => fd,
+        Err(p) => call(p),
+    }
+}
+
 /// [`front`] for the fopen family: the open flags of `mode` (a writing mode is not ours, but
 /// its `/proc/<vpid>` path is still rewritten).
 ///
@@ -102,6 +142,11 @@ hook! {
     fn openat | openat64(dirfd: c_int, path: *const c_char, oflags: c_int, mode: c_uint) -> c_int;
     caller = ra;
     |real| {
+        // SAFETY: forwarded contract.
+        if unsafe { relative_number(dirfd, path) } {
+            // SAFETY: as above; the path front_at passes is absolute (dirfd unused) or path.
+            return unsafe { front_at(dirfd, path, oflags, ra, |p| real(dirfd, p, oflags, mode)) };
+        }
         let mut scratch = Path { buf: [0; 4096] };
         // SAFETY: forwarded contract.
         unsafe { front(path, oflags, ra, &mut scratch) }
@@ -127,6 +172,11 @@ hook! {
     fn __openat_2 | __openat64_2(dirfd: c_int, path: *const c_char, oflags: c_int) -> c_int;
     caller = ra;
     |real| {
+        // SAFETY: forwarded contract.
+        if unsafe { relative_number(dirfd, path) } {
+            // SAFETY: as above; the path front_at passes is absolute (dirfd unused) or path.
+            return unsafe { front_at(dirfd, path, oflags, ra, |p| real(dirfd, p, oflags)) };
+        }
         let mut scratch = Path { buf: [0; 4096] };
         // SAFETY: forwarded contract.
         unsafe { front(path, oflags, ra, &mut scratch) }

@@ -9,7 +9,8 @@
 //! * pids and times in `/proc`: `stat` and `status` of a process of the run and
 //!   `/proc/uptime` get a memfd with virtual pids and sealed times (`procfs`);
 //! * pids: any other `/proc/<vpid>/…` is rewritten to the real pid's path (`process`), then
-//!   opened by libc as usual;
+//!   opened by libc as usual; a number relative to a listed `/proc` or task directory
+//!   (`openat(procfd, "1000/stat")`) is made absolute first (`listing`);
 //!
 //! and anything else reaches the real function with the caller's arguments unchanged (errno
 //! untouched).
@@ -32,6 +33,7 @@ use crate::{census, config, host, sys};
 
 #[cfg(not(test))]
 mod hooks;
+pub mod listing;
 pub mod procfs;
 
 /// What a path names, if it is one of ours.

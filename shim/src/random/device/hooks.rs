@@ -52,6 +52,7 @@ hook! {
     |real| {
         crate::files::hooks::replacing(old, new);
         crate::causal::forget(new);
+        crate::open::listing::forget(new);
         dup_result(old, real(old, new))
     }
 }
@@ -64,6 +65,7 @@ hook! {
     |real| {
         crate::files::hooks::replacing(old, new);
         crate::causal::forget(new);
+        crate::open::listing::forget(new);
         dup_result(old, real(old, new, fl))
     }
 }
