@@ -11,18 +11,32 @@ use std::path::{Path, PathBuf};
 use seal_abi::exec_target::{classify, secure_exec, Head, MAX_SCRIPT_DEPTH};
 use seal_abi::unsealed;
 
-/// Warning lines (same form as the census's `unsealed_warnings`) for the command `program`.
-pub fn root_warnings(program: &OsStr) -> Vec<String> {
-    let Some(path) = resolve(program) else {
-        return Vec::new();
-    };
-    match check(&path) {
-        Some((kind, prog)) => vec![format!(
-            "not sealed ({}): {}",
-            unsealed::name(kind),
-            prog.display()
-        )],
-        None => Vec::new(),
+/// What starting the root command will do.
+#[derive(Debug, PartialEq)]
+enum Root {
+    /// The dynamic loader runs (directly or behind `#!` lines) and loads libseal.
+    Loads,
+    /// It never loads libseal: why (an `unsealed` kind) and which file.
+    Unsealable(u32, PathBuf),
+    /// Not found, unreadable, or neither ELF nor `#!` script (execvp may still hand it to sh).
+    Unknown,
+}
+
+/// Warning lines (same form as the census's `unsealed_warnings`) for the command `program`,
+/// and whether libseal is sure to load in it (then libseal can tie the root to seal instead
+/// of a step between fork and exec: `supervise::spawn`).
+pub fn inspect(program: &OsStr) -> (Vec<String>, bool) {
+    match resolve(program).map_or(Root::Unknown, |p| check(&p)) {
+        Root::Loads => (Vec::new(), true),
+        Root::Unsealable(kind, prog) => (
+            vec![format!(
+                "not sealed ({}): {}",
+                unsealed::name(kind),
+                prog.display()
+            )],
+            false,
+        ),
+        Root::Unknown => (Vec::new(), false),
     }
 }
 
@@ -40,15 +54,19 @@ pub fn resolve(program: &OsStr) -> Option<PathBuf> {
     })
 }
 
-fn check(path: &Path) -> Option<(u32, PathBuf)> {
+fn check(path: &Path) -> Root {
     let mut cur = path.to_path_buf();
     // SAFETY: getuid/getgid have no preconditions.
     let (ruid, rgid) = unsafe { (libc::getuid(), libc::getgid()) };
     for _ in 0..MAX_SCRIPT_DEPTH {
-        let mut f = std::fs::File::open(&cur).ok()?;
-        let meta = f.metadata().ok()?;
+        let Ok(mut f) = std::fs::File::open(&cur) else {
+            return Root::Unknown;
+        };
+        let Ok(meta) = f.metadata() else {
+            return Root::Unknown;
+        };
         if secure_exec(meta.mode(), meta.uid(), meta.gid(), ruid, rgid) {
-            return Some((unsealed::SETUID, cur));
+            return Root::Unsealable(unsealed::SETUID, cur);
         }
         let mut head = [0u8; 256];
         let mut n = 0;
@@ -63,12 +81,15 @@ fn check(path: &Path) -> Option<(u32, PathBuf)> {
             Head::Script(interp) if !interp.is_empty() => {
                 cur = PathBuf::from(OsStr::from_bytes(interp));
             }
-            Head::Elf(Err(unsealed::STATIC_BINARY)) if is_system_loader(&meta) => return None,
-            Head::Elf(Err(kind)) => return Some((kind, cur)),
-            _ => return None,
+            Head::Elf(Ok(())) => return Root::Loads,
+            Head::Elf(Err(unsealed::STATIC_BINARY)) if is_system_loader(&meta) => {
+                return Root::Loads
+            }
+            Head::Elf(Err(kind)) => return Root::Unsealable(kind, cur),
+            _ => return Root::Unknown,
         }
     }
-    None
+    Root::Unknown
 }
 
 /// Is this file the dynamic loader itself (see [`seal_abi::exec_target::SYSTEM_LOADER`])?
@@ -84,11 +105,36 @@ mod tests {
 
     #[test]
     fn dynamic_programs_and_scripts_are_fine() {
-        assert!(root_warnings(OsStr::new("sh")).is_empty());
-        assert!(root_warnings(OsStr::new("/nonexistent/prog")).is_empty());
+        assert!(inspect(OsStr::new("sh")).0.is_empty());
+        assert!(inspect(OsStr::new("/nonexistent/prog")).0.is_empty());
         let loader = seal_abi::exec_target::SYSTEM_LOADER;
         if Path::new(loader).exists() {
-            assert!(root_warnings(OsStr::new(loader)).is_empty());
+            assert!(inspect(OsStr::new(loader)).0.is_empty());
         }
+    }
+
+    #[test]
+    fn libseal_is_sure_to_load_only_behind_the_dynamic_loader() {
+        assert!(inspect(OsStr::new("sh")).1, "a dynamic program");
+        let dir = tempfile::tempdir().unwrap();
+        let script = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            p
+        };
+        let with = script("with.sh", "#!/bin/sh\necho hi\n");
+        assert!(
+            inspect(with.as_os_str()).1,
+            "a #! script run by a dynamic shell"
+        );
+        // No #! line: execvp runs it through /bin/sh, which posix_spawn does not.
+        let without = script("without.sh", "echo hi\n");
+        assert_eq!(inspect(without.as_os_str()), (Vec::new(), false));
+        assert_eq!(
+            inspect(OsStr::new("/nonexistent/prog")),
+            (Vec::new(), false)
+        );
     }
 }

@@ -551,7 +551,7 @@ pub fn run_captured(
         cmd.env(k, v);
     }
     let namespace = private_tmp(&mut cmd, settings, true, &run_dir, argv, cwd)?;
-    let guards = !namespace && crate::exec_check::root_warnings(&argv[0]).is_empty();
+    let guards = !namespace && crate::exec_check::inspect(&argv[0]).1;
     let (name, value) = supervise::guard_var(guards);
     cmd.env(name, value);
     pad_stack(&mut cmd, settings, &argv[0]);
@@ -615,8 +615,8 @@ pub fn run_interactive(
     let namespace = private_tmp(&mut cmd, settings, false, &run_dir, argv, None)?;
     // A static or setuid root never loads libseal: it is reported after the run, and seal
     // ties it to itself before exec.
-    let root_warnings = crate::exec_check::root_warnings(&argv[0]);
-    let guards = !namespace && root_warnings.is_empty();
+    let (root_warnings, loads) = crate::exec_check::inspect(&argv[0]);
+    let guards = !namespace && loads;
     let (name, value) = supervise::guard_var(guards);
     cmd.env(name, value);
     pad_stack(&mut cmd, settings, &argv[0]);

@@ -207,6 +207,16 @@ fn hardening_the_root_starts_unmasked_and_keeps_a_mask_it_sets_across_exec() {
 }
 
 #[test]
+fn hardening_a_script_without_a_shebang_runs_through_sh_as_execvp_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("plain.sh");
+    std::fs::write(&script, "echo ran by sh\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = run_seal(["-q", "--", script.to_str().unwrap()]);
+    assert_eq!(out.ok().stdout, "ran by sh\n");
+}
+
+#[test]
 fn hardening_a_terminated_verify_stops_and_exits_128_plus_n() {
     let mut s = spawn_sealed(&["verify", "-n", "3", "--", "sleep", "30"]);
     let child = sealed_child(&s, "sleep");
