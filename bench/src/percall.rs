@@ -27,6 +27,14 @@ pub const OPS: &[(&str, &str)] = &[
         "pipe_write_read",
         "1-byte `write` + `read` on a pipe (sealed: a causal clock carried)",
     ),
+    (
+        "stat",
+        "`stat` of a file from before the run (sealed: clamped; target ≤ 1.2×)",
+    ),
+    (
+        "bind0",
+        "TCP `socket` + `bind` to port 0 + `close` (sealed: a seeded port)",
+    ),
 ];
 pub const LOOP: &str = "loop";
 

@@ -205,12 +205,14 @@ pub fn render(r: &Results) -> String {
     let _ = writeln!(
         s,
         "{} rounds × {} batches per mode; a batch is {} calls ({} for `getrandom`, {} for \
-         `rdtsc`). {}\n",
+         `rdtsc`, {} for the pipe and `stat`, {} for `bind`). {}\n",
         r.percall_rounds,
         r.batches,
         r.iterations,
         r.iterations / 8,
         r.iterations / 256,
+        r.iterations / 64,
+        r.iterations / 1024,
         if r.faketime {
             format!(
                 "libfaketime: `LD_PRELOAD=libfaketime.so.1 FAKETIME=\"{FAKETIME_SPEC}\"` (its \
