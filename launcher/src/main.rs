@@ -9,6 +9,7 @@ mod cli;
 mod config;
 mod demo;
 mod exec_check;
+mod filetimes;
 mod golden;
 mod masks;
 mod observe;
