@@ -75,6 +75,10 @@ impl Launch {
                 cmd.env_remove(&k);
             }
         }
+        // Every mode may cache bytecode, as a default Python does. With this variable set (as
+        // on this VM), a bare Python recompiles what `site` imports at every start while a
+        // sealed one reads seal's own bytecode cache, which made sealed Python look faster.
+        cmd.env_remove("PYTHONDONTWRITEBYTECODE");
         cmd.current_dir(&self.workdir).stdin(Stdio::null());
         cmd
     }
