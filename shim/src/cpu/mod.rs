@@ -292,6 +292,13 @@ pub fn tsc_of(mono_ns: i64) -> u64 {
 fn ignores_subleaf(leaf: u32) -> bool {
     matches!(leaf, 0..=3 | 5 | 6 | 8 | 9 | 0xa | 0x15 | 0x16 | 0x19)
         || (0x8000_0000..=0x8000_0008).contains(&leaf)
+        || is_hypervisor_base(leaf)
+}
+
+/// The bases of the hypervisor leaf ranges (`0x4000_0000`, `0x4000_0100`, …, `0x4000_ff00`),
+/// which HotSpot probes all of at start-up (256 leaves) to find the hypervisor's signature.
+fn is_hypervisor_base(leaf: u32) -> bool {
+    leaf & 0xffff_00ff == 0x4000_0000
 }
 
 /// The sealed answer to `cpuid(leaf, sub)` given the machine's `r` (`[eax, ebx, ecx, edx]`):
@@ -319,7 +326,9 @@ struct Entry {
     regs: [AtomicU32; 4],
 }
 
-const CACHE_LEN: usize = 64;
+/// Slots of the process's answer cache, probed from a hash of the key (HotSpot alone asks
+/// ~300 different leaves).
+const CACHE_LEN: usize = 512;
 #[allow(clippy::declare_interior_mutable_const)]
 const FREE: Entry = Entry {
     state: AtomicU32::new(0),
@@ -333,30 +342,72 @@ static CACHE: [Entry; CACHE_LEN] = [FREE; CACHE_LEN];
 /// instruction.
 pub fn cpuid(leaf: u32, sub: u32) -> [u32; 4] {
     let sub = if ignores_subleaf(leaf) { 0 } else { sub };
-    let key = ((leaf as u64) << 32) | sub as u64;
-    for e in &CACHE {
-        if e.state.load(Acquire) == 2 && e.key.load(Relaxed) == key {
-            return core::array::from_fn(|i| e.regs[i].load(Relaxed));
-        }
+    if let Some(r) = cached(key_of(leaf, sub)) {
+        return r;
     }
     let trapped = armed(CPUID);
     if trapped {
         set_cpuid(true);
     }
-    let r = core::arch::x86_64::__cpuid_count(leaf, sub);
+    let r = ask(leaf, sub);
+    // A probe of one hypervisor base is a scan of all 256 (HotSpot's start-up): answer them
+    // in this one window with faulting off. Each switch of the faulting is an MSR write, a
+    // VM exit in a guest: 256 of them pairs cost a JVM ~6 ms of start-up.
+    if trapped && is_hypervisor_base(leaf) {
+        for base in (0..=0xffu32).map(|i| 0x4000_0000 | (i << 8)) {
+            if base != leaf && cached(key_of(base, 0)).is_none() {
+                ask(base, 0);
+            }
+        }
+    }
     if trapped {
         set_cpuid(false);
     }
-    let r = sanitize(leaf, sub, [r.eax, r.ebx, r.ecx, r.edx]);
-    if let Some(e) = CACHE
-        .iter()
-        .find(|e| e.state.compare_exchange(0, 1, Acquire, Relaxed).is_ok())
-    {
-        e.key.store(key, Relaxed);
-        for (slot, v) in e.regs.iter().zip(r) {
-            slot.store(v, Relaxed);
+    r
+}
+
+fn key_of(leaf: u32, sub: u32) -> u64 {
+    ((leaf as u64) << 32) | sub as u64
+}
+
+/// The cache slot where `key`'s search starts.
+fn home(key: u64) -> usize {
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 55) as usize % CACHE_LEN
+}
+
+/// The cached answer for `key`, if any.
+fn cached(key: u64) -> Option<[u32; 4]> {
+    for i in 0..CACHE_LEN {
+        let e = &CACHE[(home(key) + i) % CACHE_LEN];
+        match e.state.load(Acquire) {
+            0 => return None,
+            2 if e.key.load(Relaxed) == key => {
+                return Some(core::array::from_fn(|i| e.regs[i].load(Relaxed)))
+            }
+            _ => {}
         }
-        e.state.store(2, Release);
+    }
+    None
+}
+
+/// The CPU's answer (faulting must be off on this thread), sealed and cached.
+fn ask(leaf: u32, sub: u32) -> [u32; 4] {
+    let r = core::arch::x86_64::__cpuid_count(leaf, sub);
+    let r = sanitize(leaf, sub, [r.eax, r.ebx, r.ecx, r.edx]);
+    let key = key_of(leaf, sub);
+    for i in 0..CACHE_LEN {
+        let e = &CACHE[(home(key) + i) % CACHE_LEN];
+        if e.state.compare_exchange(0, 1, Acquire, Relaxed).is_ok() {
+            e.key.store(key, Relaxed);
+            for (slot, v) in e.regs.iter().zip(r) {
+                slot.store(v, Relaxed);
+            }
+            e.state.store(2, Release);
+            break;
+        }
+        if e.state.load(Acquire) == 2 && e.key.load(Relaxed) == key {
+            break;
+        }
     }
     r
 }
@@ -498,5 +549,13 @@ mod tests {
         assert!(CACHE
             .iter()
             .any(|e| e.state.load(Acquire) == 2 && e.key.load(Relaxed) == 1 << 32));
+    }
+
+    #[test]
+    fn hypervisor_bases_are_one_answer_whatever_the_subleaf() {
+        assert!(is_hypervisor_base(0x4000_0000) && is_hypervisor_base(0x4000_ff00));
+        assert!(!is_hypervisor_base(0x4000_0001) && !is_hypervisor_base(0x4001_0000));
+        assert_eq!(cpuid(0x4000_0100, 1), cpuid(0x4000_0100, 0));
+        assert_eq!(cached(key_of(0x4000_0100, 0)), Some(cpuid(0x4000_0100, 7)));
     }
 }
