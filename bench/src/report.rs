@@ -98,7 +98,7 @@ pub fn render(r: &Results) -> String {
     s.push('\n');
 
     // Targets.
-    let _ = writeln!(s, "## Targets (DESIGN.md)\n");
+    let _ = writeln!(s, "## Targets (docs/design.md, \"Performance targets\")\n");
     let _ = writeln!(s, "| target | measured | verdict |\n|---|---|---|");
     for (op, label) in &OPS[..2] {
         let (sealed, bare) = (pc.net_median(Mode::Seal, op), pc.net_median(Mode::Bare, op));
