@@ -60,3 +60,12 @@ pub fn write_all(fd: i32, bytes: &[u8]) -> Result<(), i32> {
     }
     Ok(())
 }
+
+/// Descriptor `fd` was closed or replaced (`close`, `fclose`, the target of `dup2`/`dup3`):
+/// forget what the shim cached about the file it named (its causal channel, whether it is a
+/// `/proc` listing).
+#[inline]
+pub fn forget(fd: i32) {
+    crate::causal::forget(fd);
+    crate::open::listing::forget(fd);
+}

@@ -413,8 +413,7 @@ hook! {
     uncounted;
     |real| {
         closing(fd);
-        crate::causal::forget(fd);
-        crate::open::listing::forget(fd);
+        crate::fd::forget(fd);
         real(fd)
     }
 }
@@ -441,7 +440,7 @@ hook! {
         }
         if !f.is_null() {
             // SAFETY: a valid stream per the contract; fileno is not interposed.
-            crate::causal::forget(unsafe { libc::fileno(f) });
+            crate::fd::forget(unsafe { libc::fileno(f) });
         }
         real(f)
     }

@@ -51,8 +51,7 @@ hook! {
     uncounted;
     |real| {
         crate::files::hooks::replacing(old, new);
-        crate::causal::forget(new);
-        crate::open::listing::forget(new);
+        crate::fd::forget(new);
         dup_result(old, real(old, new))
     }
 }
@@ -64,8 +63,7 @@ hook! {
     uncounted;
     |real| {
         crate::files::hooks::replacing(old, new);
-        crate::causal::forget(new);
-        crate::open::listing::forget(new);
+        crate::fd::forget(new);
         dup_result(old, real(old, new, fl))
     }
 }
