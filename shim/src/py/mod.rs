@@ -141,15 +141,9 @@ unsafe fn dynsyms(info: &libc::dl_phdr_info, want: &mut [(&[u8], u64, u64)]) {
     let Some(t) = (unsafe { crate::elf::DynSyms::of(info) }) else {
         return;
     };
-    for s in t.all() {
-        if s.st_value == 0 || s.st_shndx == 0 {
-            continue;
-        }
-        let name = t.name(s);
-        for w in want.iter_mut() {
-            if w.1 == 0 && name == w.0 {
-                *w = (w.0, t.bias.wrapping_add(s.st_value), s.st_size);
-            }
+    for w in want.iter_mut() {
+        if let Some(s) = t.lookup(w.0).filter(|s| s.st_value != 0) {
+            *w = (w.0, t.bias.wrapping_add(s.st_value), s.st_size);
         }
     }
 }
