@@ -77,10 +77,13 @@ pub(crate) fn on_process_start() {
 /// libseal's constructor: initialise before `main` even if no hook has run yet.
 #[cfg(not(test))]
 extern "C" fn seal_init(
-    _argc: libc::c_int,
-    _argv: *const *const libc::c_char,
+    argc: libc::c_int,
+    argv: *const *const libc::c_char,
     _envp: *const *const libc::c_char,
 ) {
+    // Before anything initialises: the census reads the image's arguments from here rather
+    // than from /proc/self/cmdline (four system calls per image).
+    census::set_args(argc, argv);
     if config::in_run() {
         process::env::hide_from_environ();
     }

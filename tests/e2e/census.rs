@@ -382,6 +382,31 @@ fn a_three_level_tree_has_correct_parent_links() {
     assert_eq!(root["vpid"], 1000, "{c:#}");
     assert_eq!(basename(root["exe"].as_str().unwrap()), "bash");
     assert_eq!(root["parent_vpid"], Value::Null);
+    // Each image's arguments, as /proc/self/cmdline shows them at its start (libseal takes
+    // them from its constructor's argv).
+    let argv = |p: &Value| -> Vec<String> {
+        p["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect()
+    };
+    let want = [
+        "bash",
+        sh.to_str().unwrap(),
+        py.to_str().unwrap(),
+        pyf.to_str().unwrap(),
+        exe.to_str().unwrap(),
+        "nofork",
+    ];
+    assert_eq!(argv(root), want, "{c:#}");
+    assert_eq!(argv(cp)[0], exe.to_str().unwrap(), "{cp:#}");
+    assert_eq!(
+        argv(pyp)[..2],
+        [py.to_str().unwrap(), pyf.to_str().unwrap()],
+        "{pyp:#}"
+    );
 }
 
 #[test]
