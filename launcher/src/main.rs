@@ -76,3 +76,15 @@ fn run_cmd(args: cli::RunArgs) -> anyhow::Result<ExitCode> {
     let settings = usage::settings_for(&args.seal)?;
     run::run_interactive(&settings, &args.cmd, args.census.as_ref())
 }
+
+#[cfg(test)]
+mod tests {
+    /// `seal` links the unwinder from libgcc_eh.a (launcher/build.rs): a panic still unwinds
+    /// and is caught, with its message.
+    #[test]
+    fn a_panic_unwinds_through_the_linked_unwinder() {
+        let r = std::panic::catch_unwind(|| panic!("unwound"));
+        let msg = r.unwrap_err();
+        assert_eq!(msg.downcast_ref::<&str>(), Some(&"unwound"));
+    }
+}
