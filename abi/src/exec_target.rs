@@ -16,10 +16,7 @@ pub enum Head<'a> {
 
 /// Classifies a file from its first bytes (`head`, at least the 64-byte ELF header) and a
 /// reader `read_at(offset, buf) -> bytes read` for its program headers.
-pub fn classify<'a>(
-    head: &'a [u8],
-    read_at: &mut dyn FnMut(u64, &mut [u8]) -> usize,
-) -> Head<'a> {
+pub fn classify<'a>(head: &'a [u8], read_at: &mut dyn FnMut(u64, &mut [u8]) -> usize) -> Head<'a> {
     if head.starts_with(b"#!") {
         let rest = &head[2..];
         let line = rest.split(|&c| c == b'\n').next().unwrap_or(rest);

@@ -259,6 +259,10 @@ functions! {
     // virtual pids (counted once per stream, when it is found to be such a listing)
     ReaddirProc = Pid "readdir(/proc listing)",
     GetdentsProc = Pid "getdents64(/proc listing)",
+    // pid (appended): debuggers and tracers (gdb, strace) name their tracee by its pid
+    Ptrace = Pid "ptrace",
+    ProcessVmReadv = Pid "process_vm_readv",
+    ProcessVmWritev = Pid "process_vm_writev",
 }
 
 impl Fid {
@@ -578,7 +582,6 @@ pub const fn vpid_candidate(lineage: u64, attempt: u64) -> i32 {
     let span = (VPID_LIMIT as u64) - (VPID_MIN as u64) - 1;
     (VPID_MIN as u64 + 1 + mix64(lineage ^ mix64(attempt + 0x51)) % span) as i32
 }
-
 
 #[cfg(test)]
 mod tests {

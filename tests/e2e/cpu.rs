@@ -7,8 +7,6 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use serde_json::Value;
-
 use crate::util::*;
 
 fn fixture_bin() -> PathBuf {
@@ -24,23 +22,7 @@ fn can_trap() -> bool {
 
 /// `(symbol, count)` of the census totals of family `cpu`.
 fn cpu_totals(cmd: &[&str]) -> (Output, Vec<(String, u64)>) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("census.json");
-    let mut args = vec!["census", "--json", json.to_str().unwrap(), "--"];
-    args.extend_from_slice(cmd);
-    let out = run_seal(&args);
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let totals = v["totals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["family"] == "cpu")
-        .map(|t| {
-            let s = t["symbol"].as_str().unwrap().to_string();
-            (s, t["count"].as_u64().unwrap())
-        })
-        .collect();
-    (out, totals)
+    census_totals(cmd, "cpu")
 }
 
 #[test]

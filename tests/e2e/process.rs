@@ -405,3 +405,82 @@ fn many_sequential_children_are_unique_and_stable() {
     ]);
     assert!(out.starts_with("0\n"), "no duplicate pids: {out}");
 }
+
+/// A program that traces its own child names it by the pid fork returned (a virtual one):
+/// `ptrace`, `process_vm_readv` and `process_vm_writev` reach the real process.
+#[test]
+fn a_tracer_reaches_its_child_by_its_virtual_pid() {
+    let bin = build_c("tracer", &[]);
+    let out = stable(&[bin.to_str().unwrap()]);
+    assert_eq!(
+        out,
+        "process_vm_readv 32 (ok): child's own words\n\
+         process_vm_writev 32 (ok)\n\
+         ptrace attach 0 (ok)\n\
+         stopped: waitpid gives the child 1, stopped 1 by signal 19\n\
+         ptrace peekdata (ok): written \n\
+         ptrace detach 0 (ok)\n\
+         child sees: written by the tracer\n\
+         reaped the child 1, exit 7\n"
+    );
+    let (o, totals) = census_totals(&[bin.to_str().unwrap()], "pid");
+    o.ok();
+    for (symbol, n) in [
+        ("ptrace", 3),
+        ("process_vm_readv", 1),
+        ("process_vm_writev", 1),
+    ] {
+        assert_eq!(
+            totals.iter().find(|t| t.0 == symbol).map(|t| t.1),
+            Some(n),
+            "{symbol}: {totals:?}"
+        );
+    }
+}
+
+/// `strace -f` follows a shell's children (it learns their real pids from the kernel before
+/// they have virtual ones, and keeps using those) and passes the traced command's status on;
+/// gdb runs a program to its end.
+#[test]
+fn strace_and_gdb_run_sealed() {
+    if have("strace") {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("strace.log");
+        let o = run_seal([
+            "--",
+            "strace",
+            "-f",
+            "-o",
+            log.to_str().unwrap(),
+            "sh",
+            "-c",
+            "/bin/echo a; /bin/echo b; exit 3",
+        ]);
+        assert_eq!(o.code, Some(3), "{}", o.show());
+        assert_eq!(o.stdout, "a\nb\n", "{}", o.show());
+        assert!(!o.stderr.contains("strace:"), "{}", o.show());
+        let log = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(log.matches("+++ exited with 0 +++").count(), 2, "{log}");
+        assert!(log.contains("+++ exited with 3 +++"), "{log}");
+    } else {
+        report_skip(module_path!(), true, "strace not on PATH");
+    }
+    if have("gdb") {
+        let o = run_seal([
+            "--",
+            "gdb",
+            "-q",
+            "-batch",
+            "-ex",
+            "run",
+            "--args",
+            "/bin/echo",
+            "traced",
+        ]);
+        o.ok();
+        assert!(o.stdout.contains("traced\n"), "{}", o.show());
+        assert!(o.stdout.contains("exited normally"), "{}", o.show());
+    } else {
+        report_skip(module_path!(), true, "gdb not on PATH");
+    }
+}

@@ -540,3 +540,26 @@ pub fn assert_value_starts(out: &str, key: &str, prefix: &str) {
         "`{key}` is {v:?}, want {prefix:?}...\n{out}"
     );
 }
+
+/// Runs `seal census --json` on `cmd`: its output, and `(symbol, count)` of the census totals
+/// of one family.
+pub fn census_totals(cmd: &[&str], family: &str) -> (Output, Vec<(String, u64)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("census.json");
+    let mut args = vec!["census", "--json", json.to_str().unwrap(), "--"];
+    args.extend_from_slice(cmd);
+    let out = run_seal(&args);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let totals = v["totals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["family"] == family)
+        .map(|t| {
+            let s = t["symbol"].as_str().unwrap().to_string();
+            (s, t["count"].as_u64().unwrap())
+        })
+        .collect();
+    (out, totals)
+}

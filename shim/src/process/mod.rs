@@ -245,10 +245,22 @@ pub fn priority_who_to_real(n: libc::c_long, which: i32, who: i32) -> i32 {
 /// (when the child was reaped, not merely stopped) and returns the pid to show.
 pub fn reaped(real: i32, status: i32) -> i32 {
     let v = table::get().and_then(|t| t.virt(real));
+    let ended = libc::WIFEXITED(status) || libc::WIFSIGNALED(status);
     if let Some(v) = v {
-        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+        if ended {
             vpid::reaped(v, status);
         }
+    }
+    if vpid::is_raw(real) {
+        if ended {
+            vpid::forget_raw(real);
+        }
+        return real;
+    }
+    // A stop of a process with no virtual pid yet: a tracer's new tracee, stopped before it
+    // could register itself. This tracer knows it by its real pid from now on.
+    if v.is_none() && !ended && vpid::sealed() {
+        vpid::show_raw(real);
     }
     match v {
         Some(v) if vpid::sealed() => v,

@@ -335,7 +335,7 @@ pub fn parent_done(p: &Pending, real: i32) -> i32 {
 /// Virtual pid/tid -> real (unknown numbers pass through unchanged).
 #[inline]
 pub fn to_real(v: i32) -> i32 {
-    if v <= 0 {
+    if v <= 0 || is_raw(v) {
         return v;
     }
     table::get().and_then(|t| t.real(v)).unwrap_or(v)
@@ -344,10 +344,49 @@ pub fn to_real(v: i32) -> i32 {
 /// Real pid -> virtual (pids of processes outside the run pass through unchanged).
 #[inline]
 pub fn to_virt(r: i32) -> i32 {
-    if r <= 0 {
+    if r <= 0 || is_raw(r) {
         return r;
     }
     table::get().and_then(|t| t.virt(r)).unwrap_or(r)
+}
+
+/// Real pids this process was shown as they are: a tracer's `PTRACE_GETEVENTMSG` names a new
+/// tracee before the tracee has registered its virtual pid (it is stopped until the tracer
+/// resumes it). The tracer (strace -f) then knows it by that number only, so its waits,
+/// signals and further ptrace calls keep using the real pid for it until it is reaped.
+const RAW_SLOTS: usize = 256;
+static RAW: [AtomicI32; RAW_SLOTS] = [const { AtomicI32::new(0) }; RAW_SLOTS];
+static RAW_USED: AtomicI32 = AtomicI32::new(0);
+
+/// Remembers that `real` was shown unchanged (a full list forgets nothing, adds nothing).
+pub fn show_raw(real: i32) {
+    if real <= 0 || is_raw(real) {
+        return;
+    }
+    for slot in &RAW {
+        if slot.compare_exchange(0, real, AcqRel, Relaxed).is_ok() {
+            RAW_USED.fetch_add(1, AcqRel);
+            return;
+        }
+    }
+}
+
+/// Was `p` shown as a real pid (see [`show_raw`])?
+#[inline]
+pub fn is_raw(p: i32) -> bool {
+    RAW_USED.load(Acquire) > 0 && RAW.iter().any(|s| s.load(Relaxed) == p)
+}
+
+/// `p` was reaped: a later process may reuse the number.
+pub fn forget_raw(p: i32) {
+    if RAW_USED.load(Acquire) == 0 {
+        return;
+    }
+    for slot in &RAW {
+        if slot.compare_exchange(p, 0, AcqRel, Relaxed).is_ok() {
+            RAW_USED.fetch_sub(1, AcqRel);
+        }
+    }
 }
 
 /// A `kill`/`waitpid`-style pid argument: `> 0` a process, `0` and `-1` as is, `< -1` a

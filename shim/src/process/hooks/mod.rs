@@ -269,3 +269,69 @@ hook! {
     fid = Sigqueue;
     |real| real(real_pid(pid), sig, value)
 }
+
+// ---------------------------------------------------------------------------------------------
+// Tracers: gdb and strace attach to, stop, read and resume their tracee by the pid they were
+// shown (a virtual one).
+
+/// `PTRACE_GETEVENTMSG` (<sys/ptrace.h>).
+const PTRACE_GETEVENTMSG: c_int = 0x4201;
+
+hook! {
+    /// glibc's `ptrace` is variadic (`request, ...`); every request passes at most a pid, an
+    /// address and a data word, in registers on x86_64, as this fixed signature reads them.
+    ///
+    /// # Safety
+    /// As `ptrace(2)`.
+    fn ptrace(request: c_int, pid: pid_t, addr: *mut libc::c_void, data: *mut libc::c_void) -> libc::c_long;
+    fid = Ptrace;
+    |real| {
+        let r = real(request, real_pid(pid), addr, data);
+        // The message of a fork, vfork or clone stop is the new process's real pid: shown
+        // virtual if it has registered itself, else as it is, and then kept real for this
+        // tracer (`vpid::show_raw`). Other stops' messages (an exit status) are left alone
+        // unless they happen to be a run process's real pid.
+        if r == 0 && request == PTRACE_GETEVENTMSG && !data.is_null() && vpid::sealed() {
+            // SAFETY: the kernel just wrote an unsigned long there.
+            let msg = unsafe { &mut *(data as *mut libc::c_ulong) };
+            if let Ok(p) = pid_t::try_from(*msg) {
+                let shown = shown_pid(p);
+                if shown == p && p > 0 {
+                    vpid::show_raw(p);
+                }
+                *msg = shown as libc::c_ulong;
+            }
+        }
+        r
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `process_vm_readv(2)`.
+    fn process_vm_readv(
+        pid: pid_t,
+        local: *const libc::iovec,
+        nlocal: libc::c_ulong,
+        remote: *const libc::iovec,
+        nremote: libc::c_ulong,
+        flags: libc::c_ulong
+    ) -> libc::ssize_t;
+    fid = ProcessVmReadv;
+    |real| real(real_pid(pid), local, nlocal, remote, nremote, flags)
+}
+
+hook! {
+    /// # Safety
+    /// As `process_vm_writev(2)`.
+    fn process_vm_writev(
+        pid: pid_t,
+        local: *const libc::iovec,
+        nlocal: libc::c_ulong,
+        remote: *const libc::iovec,
+        nremote: libc::c_ulong,
+        flags: libc::c_ulong
+    ) -> libc::ssize_t;
+    fid = ProcessVmWritev;
+    |real| real(real_pid(pid), local, nlocal, remote, nremote, flags)
+}
