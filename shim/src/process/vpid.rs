@@ -44,6 +44,15 @@ pub fn sealed() -> bool {
     config::sealed(flags::PID)
 }
 
+/// This process's real pid as recorded at its start (or fork), else asked of the kernel.
+#[inline]
+pub fn real_pid() -> i32 {
+    match REAL_PID.load(Relaxed) {
+        p if p > 0 => p,
+        _ => sys::getpid(),
+    }
+}
+
 /// Sets up the identity of a new process image (called once per image, before its census
 /// file is opened, so a corrected identity names the right file).
 pub fn on_start() {

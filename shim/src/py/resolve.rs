@@ -24,7 +24,8 @@ pub fn read(addr: u64, buf: &mut [u8]) -> bool {
     let n = unsafe {
         sys::syscall6(
             libc::SYS_process_vm_readv,
-            sys::getpid() as i64,
+            // The pid recorded at start: a system call less per read.
+            crate::process::vpid::real_pid() as i64,
             &local as *const _ as i64,
             1,
             &remote as *const _ as i64,
@@ -48,21 +49,38 @@ pub fn read_i32(addr: u64) -> Option<i32> {
 /// The text of a `str` object as UTF-8 into `out` (cut to fit); its length. `str_type` is
 /// `&PyUnicode_Type` (0 when unknown: the type is then not checked).
 pub fn read_str(l: &Layout, obj: u64, str_type: u64, out: &mut [u8]) -> Option<usize> {
-    if str_type != 0 && read_u64(obj + 8)? != str_type {
+    // One read for the header and, for a short ASCII name (most file and function names),
+    // its text; field by field only when those 128 bytes are not all mapped.
+    let mut head = [0u8; 128];
+    let whole = read(obj, &mut head);
+    let word = |o: usize| u64::from_le_bytes(head[o..o + 8].try_into().unwrap());
+    let (ty, state, len) = if whole {
+        (word(8), word(l.str_state) as u32, word(l.str_len) as usize)
+    } else {
+        (
+            read_u64(obj + 8)?,
+            read_i32(obj + l.str_state as u64)? as u32,
+            read_u64(obj + l.str_len as u64)? as usize,
+        )
+    };
+    if str_type != 0 && ty != str_type {
         return None;
     }
-    let state = read_i32(obj + l.str_state as u64)? as u32;
-    let len = read_u64(obj + l.str_len as u64)? as usize;
     let (kind, compact, ascii) = ((state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1);
     if compact == 0 || !matches!(kind, 1 | 2 | 4) {
         return None;
     }
-    let data = obj
-        + if ascii == 1 {
-            l.str_ascii
-        } else {
-            l.str_compact
-        } as u64;
+    let off = if ascii == 1 {
+        l.str_ascii
+    } else {
+        l.str_compact
+    };
+    if whole && ascii == 1 && off + len <= head.len() {
+        let n = len.min(out.len());
+        out[..n].copy_from_slice(&head[off..off + n]);
+        return Some(n);
+    }
+    let data = obj + off as u64;
     let mut n = 0;
     let mut chunk = [0u8; 128];
     let mut i = 0;
