@@ -40,7 +40,7 @@ fn rdtsc_and_cpuid_are_sealed_and_counted() {
     assert_eq!(
         out,
         "rdtsc 259200000000000 259200000003000\nrdtscp 259200000006000 aux 0\n\
-         rdrand 0 rdseed 0 apic 0\nhypervisor 0 0 0 0\n"
+         rdrand 0 rdseed 0 apic 0\nhypervisor bit 0 leaf 0 0 0 0\n"
     );
     // Unsealed (bare, and with --unseal cpu) the counter moves between runs.
     assert_plain_runs_differ(bin, &[]);

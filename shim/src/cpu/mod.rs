@@ -15,7 +15,8 @@
 //! * `cpuid` answers the machine's own leaves with `RDRAND` and `RDSEED` cleared and the APIC
 //!   ids of CPU 0 (the CPU a thread runs on changes between runs). The first query of a leaf
 //!   runs the real instruction with faulting switched off for a moment, later ones come from a
-//!   small lock-free cache. The hypervisor's leaves (`0x4000_0000..=0x4fff_ffff`) are empty.
+//!   small lock-free cache. No hypervisor is announced (leaf 1 ECX bit 31) and its leaves
+//!   (`0x4000_0000..=0x4fff_ffff`) are empty.
 //!
 //! Every other `SIGSEGV` goes to the program's own handler, which the interposed `sigaction`
 //! family keeps (see [`signals`]). The trap survives `exec` (where the new image's dynamic
@@ -302,14 +303,17 @@ fn is_hypervisor(leaf: u32) -> bool {
 }
 
 /// The sealed answer to `cpuid(leaf, sub)` given the machine's `r` (`[eax, ebx, ecx, edx]`):
-/// no `RDRAND` (leaf 1 ECX bit 30), no `RDSEED` (leaf 7 EBX bit 18), and the APIC ids of the
+/// no `RDRAND` (leaf 1 ECX bit 30), no hypervisor (bit 31), no `RDSEED` (leaf 7 EBX bit 18),
+/// and the APIC ids of the
 /// first CPU (leaf 1 EBX bits 31..24, the x2APIC id in EDX of leaves 0xB and 0x1F, AMD's
 /// extended APIC id in 0x8000001E), so the answer does not depend on where the thread runs.
 pub fn sanitize(leaf: u32, sub: u32, mut r: [u32; 4]) -> [u32; 4] {
     match leaf {
         1 => {
             r[1] &= 0x00ff_ffff;
-            r[2] &= !(1 << 30);
+            // RDRAND, and "running under a hypervisor" (whose leaves are empty, below): HotSpot
+            // scans 256 hypervisor leaves at start-up only when this bit is set.
+            r[2] &= !(1 << 30 | 1 << 31);
         }
         7 if sub == 0 => r[1] &= !(1 << 18),
         0xb | 0x1f => r[3] = 0,
