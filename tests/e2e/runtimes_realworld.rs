@@ -274,12 +274,24 @@ fn java_executors_timers_and_processes() {
     assert!(out.starts_with(head), "{out}");
     // Default settings: the JIT's clock reads no longer move anything, so every line but the
     // last is stable. The last (sub-millisecond Instant, new Random()) still moves by a few
-    // ticks, most likely through the JDK's own Java code on the main thread: its timed waits
-    // (AQS awaitNanos, behind Future.get(timeout) and awaitTermination) read nanoTime once per
-    // wakeup, and how often they wake is the scheduler's (docs/runtimes.md).
+    // ticks: Future.get(timeout) and awaitTermination read nanoTime only if their task or pool
+    // has not finished yet, which real time decides (docs/runtimes.md).
+    // Of the last line, the millisecond clock, the UUID (SecureRandom) and the pid are stable
+    // too: only the sub-millisecond Instant and new Random() (seeded from nanoTime) move.
+    let last = |o: &str| -> Vec<String> {
+        let w: Vec<&str> = o.lines().last().unwrap_or("").split_whitespace().collect();
+        ["ms", "uuid", "pid"]
+            .iter()
+            .map(|k| {
+                let at = w.iter().position(|x| x == k).map(|i| i + 1);
+                format!("{k} {}", at.and_then(|i| w.get(i)).unwrap_or(&"?"))
+            })
+            .collect()
+    };
     for o in default_runs {
         o.ok();
         assert!(o.stdout.starts_with(head), "{}", o.show());
+        assert_eq!(last(&o.stdout), last(&out), "{}", o.show());
     }
 }
 
