@@ -337,7 +337,14 @@ pub fn pad_stack(cmd: &mut Command, settings: &Settings, argv0: &OsStr) {
             .map(|(k, v)| k.len() + v.len() + 2)
             .sum::<usize>();
     let len = senv::pad_entry_len(strings, args.len() + env.len());
-    cmd.env(senv::PAD, "x".repeat(len - senv::PAD.len() - 2));
+    // The value is a slice of a constant (one 64 KiB copy, into the command, instead of
+    // two); an environment past one block needs a longer pad than the constant holds.
+    static XS: [u8; senv::LAYOUT_BLOCK + 64] = [b'x'; senv::LAYOUT_BLOCK + 64];
+    let n = len - senv::PAD.len() - 2;
+    match XS.get(..n) {
+        Some(xs) => cmd.env(senv::PAD, OsStr::from_bytes(xs)),
+        None => cmd.env(senv::PAD, "x".repeat(n)),
+    };
 }
 
 /// Turns address-space randomisation off for this process's future children (the personality
