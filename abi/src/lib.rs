@@ -261,8 +261,7 @@ functions! {
     GetdentsProc = Pid "getdents64(/proc listing)",
     // pid (appended): debuggers and tracers (gdb, strace) name their tracee by its pid
     Ptrace = Pid "ptrace",
-    ProcessVmReadv = Pid "process_vm_readv",
-    ProcessVmWritev = Pid "process_vm_writev",
+    ProcessVm = Pid "process_vm_readv/writev",
 }
 
 impl Fid {

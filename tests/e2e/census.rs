@@ -344,14 +344,15 @@ fn a_three_level_tree_has_correct_parent_links() {
     let exe = built("census_counts", &[]);
     let sh = fixture("bash/census_tree.sh");
     let pyf = fixture("python/census_tree.py");
-    let (out, c, _) = census_of(&[
+    let cmd = [
         "bash",
         sh.to_str().unwrap(),
         py.to_str().unwrap(),
         pyf.to_str().unwrap(),
         exe.to_str().unwrap(),
         "nofork",
-    ]);
+    ];
+    let (out, c, _) = census_of(&cmd);
     out.ok();
     assert_eq!(
         out.stdout,
@@ -392,15 +393,7 @@ fn a_three_level_tree_has_correct_parent_links() {
             .map(|a| a.as_str().unwrap().to_string())
             .collect()
     };
-    let want = [
-        "bash",
-        sh.to_str().unwrap(),
-        py.to_str().unwrap(),
-        pyf.to_str().unwrap(),
-        exe.to_str().unwrap(),
-        "nofork",
-    ];
-    assert_eq!(argv(root), want, "{c:#}");
+    assert_eq!(argv(root), cmd, "{c:#}");
     assert_eq!(argv(cp)[0], exe.to_str().unwrap(), "{cp:#}");
     assert_eq!(
         argv(pyp)[..2],

@@ -308,8 +308,8 @@ hook! {
 
 hook! {
     /// # Safety
-    /// As `process_vm_readv(2)`.
-    fn process_vm_readv(
+    /// As `process_vm_readv(2)` / `process_vm_writev(2)`.
+    fn process_vm_readv | process_vm_writev(
         pid: pid_t,
         local: *const libc::iovec,
         nlocal: libc::c_ulong,
@@ -317,21 +317,6 @@ hook! {
         nremote: libc::c_ulong,
         flags: libc::c_ulong
     ) -> libc::ssize_t;
-    fid = ProcessVmReadv;
-    |real| real(real_pid(pid), local, nlocal, remote, nremote, flags)
-}
-
-hook! {
-    /// # Safety
-    /// As `process_vm_writev(2)`.
-    fn process_vm_writev(
-        pid: pid_t,
-        local: *const libc::iovec,
-        nlocal: libc::c_ulong,
-        remote: *const libc::iovec,
-        nremote: libc::c_ulong,
-        flags: libc::c_ulong
-    ) -> libc::ssize_t;
-    fid = ProcessVmWritev;
+    fid = ProcessVm;
     |real| real(real_pid(pid), local, nlocal, remote, nremote, flags)
 }
