@@ -16,8 +16,8 @@
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 
 use seal_abi::{
-    census_key, unsealed, CensusFile, Fid, ModuleRecord, ARGV_BYTES, CENSUS_FILE_SIZE,
-    CENSUS_MAGIC, CENSUS_SLOTS, LAYOUT_VERSION,
+    census_key, py::PyCensus, unsealed, CensusFile, Fid, ModuleRecord, ARGV_BYTES,
+    CENSUS_FILE_SIZE, CENSUS_MAGIC, CENSUS_SLOTS, LAYOUT_VERSION,
 };
 
 use crate::{backing::Backing, config, sys};
@@ -38,22 +38,30 @@ fn backed<T: ?Sized>(file: *const CensusFile, p: *const T, len: usize) -> bool {
     )
 }
 
-/// Set once this image's Python region is backed (see [`back_py`]).
+/// Set once this image's Python header is backed (see [`back_py`]).
 static PY_BACKED: AtomicBool = AtomicBool::new(false);
 
-/// Backs the whole Python region of `file` (once per image, when a CPython interpreter is
-/// found or a fork child inherits one): its tables are written from many places.
+/// Backs the header of `file`'s Python region (status, version, counters: once per image,
+/// when a CPython interpreter is found or a fork child inherits one). Its tables (416 KiB)
+/// are backed page by page as they are touched ([`backed_py`]): backed whole, they cost
+/// every Python process, and every fork child of one, ~100 pages (~0.5 ms per
+/// `subprocess.run`).
 pub fn back_py(file: &CensusFile) -> bool {
     if PY_BACKED.load(Relaxed) {
         return true;
     }
-    let ok = backed(
-        file,
-        &file.py,
-        core::mem::size_of::<seal_abi::py::PyCensus>(),
-    );
+    let ok = backed(file, &file.py, core::mem::offset_of!(PyCensus, sites));
     PY_BACKED.store(ok, Relaxed);
     ok
+}
+
+/// Backs `len` bytes at `p` inside `py`, this image's Python region; false if the file
+/// system is full.
+#[inline(always)]
+pub fn backed_py<T: ?Sized>(py: &PyCensus, p: *const T, len: usize) -> bool {
+    let file =
+        (py as *const PyCensus as *const u8).wrapping_sub(core::mem::offset_of!(CensusFile, py));
+    backed(file as *const CensusFile, p, len)
 }
 
 /// Linear probes before a call counts as "table full".

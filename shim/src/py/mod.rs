@@ -335,6 +335,9 @@ pub fn capture(file: &CensusFile, slot: usize) {
     let mut i = (mix(key) as usize) & (PY_SLOTS - 1);
     for _ in 0..64 {
         let s = &py.slots[i];
+        if !crate::census::backed_py(py, s, core::mem::size_of::<abi::PySlot>()) {
+            break;
+        }
         let k = s.key.load(Relaxed);
         if k == key
             || (k == 0 && s.key.compare_exchange(0, key, Relaxed, Relaxed).is_ok())
@@ -457,6 +460,9 @@ fn site_of(l: &Layout, py: &PyCensus, at: At) -> Option<usize> {
     let mut i = (key >> 40) as usize & (PY_SITES - 1);
     for _ in 0..64 {
         let s = &py.sites[i];
+        if !crate::census::backed_py(py, s, core::mem::size_of::<abi::PySite>()) {
+            return None;
+        }
         let k = s.key.load(Relaxed);
         if k == key {
             return Some(i);
@@ -508,7 +514,9 @@ fn resolve_site(l: &Layout, py: &PyCensus, idx: usize, at: At) {
 /// Appends `b` to the census file's Python strings: `(offset, length)`; `(0, 0)` when full.
 fn put_string(py: &PyCensus, b: &[u8]) -> (u32, u32) {
     let at = py.strings_used.fetch_add(b.len() as u32, Relaxed) as usize;
-    if at + b.len() > py.strings.len() {
+    if at + b.len() > py.strings.len()
+        || !crate::census::backed_py(py, py.strings[at..].as_ptr(), b.len())
+    {
         return (0, 0);
     }
     // SAFETY: the fetch_add above reserved these bytes for this thread alone.
