@@ -251,7 +251,9 @@ unsafe fn node_spans(info: &libc::dl_phdr_info) {
     const WINDOW: u64 = 1 << 18;
     // The anchors come from the hash table, as the loader finds symbols; a Node without one
     // of them anchors that span at the first function of its prefix (reading every name).
-    let mut spans: [(&[u8], Option<(u64, u64, u64)>); 3] = [
+    // Per span: its prefix and (anchor, lowest, end) once anchored.
+    type Prefix<'a> = (&'a [u8], Option<(u64, u64, u64)>);
+    let mut spans: [Prefix; 3] = [
         (b"uv_", None),
         (b"_ZN2v84base9TimeTicks", None),
         (b"_ZN4node12NodePlatform", None),
