@@ -1,0 +1,131 @@
+//! The census file's module list: every loaded object (path, address range, load bias), so
+//! the launcher can name the object and symbol behind each counted return address. Written
+//! at image start and again whenever a call comes from an object loaded since (`dlopen`, C
+//! extensions); one walker at a time, never waiting.
+
+use core::sync::atomic::{AtomicBool, Ordering::*};
+
+use seal_abi::{CensusFile, ModuleRecord};
+
+use super::{backed, file_ptr};
+use crate::sys;
+
+/// Held by the thread that is walking the loaded objects into the module list.
+static REFRESHING: AtomicBool = AtomicBool::new(false);
+/// Set by anyone who wants a walk; cleared by the walker before it walks.
+static REFRESH_WANTED: AtomicBool = AtomicBool::new(false);
+
+/// Appends every loaded object not yet listed to the module list (at image start, and when a
+/// call comes from an address no listed object contains).
+///
+/// Never waits: if another thread (or this one, from a signal handler) is already walking,
+/// the request is left in [`REFRESH_WANTED`] and that walker walks again before it lets go,
+/// so an object loaded before the request is always listed by someone.
+pub fn refresh_modules() {
+    let file = file_ptr();
+    if file.is_null() {
+        return;
+    }
+    REFRESH_WANTED.store(true, SeqCst);
+    loop {
+        if REFRESHING
+            .compare_exchange(false, true, Acquire, Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        while REFRESH_WANTED.swap(false, SeqCst) {
+            let _g = crate::real::Reentry::force();
+            // SAFETY: dl_iterate_phdr calls us back synchronously with valid info structs;
+            // data is the published census file, and REFRESHING makes us its only module
+            // writer.
+            unsafe { libc::dl_iterate_phdr(Some(module_cb), file as *mut libc::c_void) };
+        }
+        REFRESHING.store(false, Release);
+        if !REFRESH_WANTED.load(SeqCst) {
+            return;
+        }
+    }
+}
+
+/// Forgets a walk that a thread of the fork parent was in the middle of (that thread does not
+/// exist in the child).
+pub(super) fn reset_refresh_lock() {
+    REFRESHING.store(false, Relaxed);
+    REFRESH_WANTED.store(false, Relaxed);
+}
+
+unsafe extern "C" fn module_cb(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut libc::c_void,
+) -> libc::c_int {
+    // SAFETY: called by dl_iterate_phdr with a valid info; data is our census file (shared:
+    // other threads count into its slots meanwhile, so it is only ever borrowed shared here).
+    let (info, file) = unsafe { (&*info, &*(data as *const CensusFile)) };
+    let mut lo = u64::MAX;
+    let mut hi = 0u64;
+    for i in 0..info.dlpi_phnum as usize {
+        // SAFETY: dlpi_phdr has dlpi_phnum entries.
+        let ph = unsafe { &*info.dlpi_phdr.add(i) };
+        if ph.p_type == libc::PT_LOAD {
+            let s = info.dlpi_addr.wrapping_add(ph.p_vaddr);
+            lo = lo.min(s);
+            hi = hi.max(s.wrapping_add(ph.p_memsz));
+        }
+    }
+    if hi == 0 {
+        return 0;
+    }
+    // SAFETY: dlpi_name is a NUL-terminated string or null.
+    let mut name = unsafe { sys::cstr(info.dlpi_name) };
+    let mut exe_buf = [0u8; 1024];
+    if name.is_empty() {
+        // The main executable has an empty name: the path the header holds (else the link).
+        let k = (file.exe_len as usize).min(file.exe.len());
+        name = if k > 0 {
+            &file.exe[..k]
+        } else {
+            let k = sys::readlink(b"/proc/self/exe\0", &mut exe_buf);
+            &exe_buf[..k]
+        };
+    }
+    crate::runtime::note_object(name, lo, hi, info);
+    crate::py::note_object(name, info, file);
+    let n = file.n_modules.load(Relaxed) as usize;
+    let used = file.strings_used.load(Relaxed) as usize;
+    let listed = file.modules[..n.min(file.modules.len())].iter().any(|m| {
+        let off = m.name_off as usize;
+        m.start == lo
+            && m.end == hi
+            && file.strings.get(off..off + m.name_len as usize) == Some(name)
+    });
+    if listed {
+        return 0;
+    }
+    if n >= file.modules.len() {
+        return 1;
+    }
+    let len = name.len().min(file.strings.len().saturating_sub(used));
+    if !backed(file, &file.modules[n], core::mem::size_of::<ModuleRecord>())
+        || !backed(file, file.strings[used..].as_ptr(), len)
+    {
+        return 1;
+    }
+    // SAFETY: the module slot `n` and the string bytes past `used` are not yet published
+    // (n_modules / strings_used are stored after them), and REFRESHING makes this thread
+    // their only writer; readers (the launcher) read only up to the published counts.
+    unsafe {
+        let strings = file.strings.as_ptr() as *mut u8;
+        core::ptr::copy_nonoverlapping(name.as_ptr(), strings.add(used), len);
+        let m = file.modules.as_ptr().add(n) as *mut seal_abi::ModuleRecord;
+        (*m).start = lo;
+        (*m).end = hi;
+        (*m).bias = info.dlpi_addr;
+        (*m).name_off = used as u32;
+        (*m).name_len = len as u32;
+    }
+    file.strings_used.store((used + len) as u32, Release);
+    file.n_modules.store(n as u32 + 1, Release);
+    0
+}
