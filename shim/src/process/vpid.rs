@@ -367,9 +367,11 @@ const RAW_SLOTS: usize = 256;
 static RAW: [AtomicI32; RAW_SLOTS] = [const { AtomicI32::new(0) }; RAW_SLOTS];
 static RAW_USED: AtomicI32 = AtomicI32::new(0);
 
-/// Remembers that `real` was shown unchanged (a full list forgets nothing, adds nothing).
+/// Remembers that `real` was shown unchanged (a full list forgets nothing, adds nothing). A
+/// number that is also a virtual pid of the run (with another real pid behind it) is left
+/// out: it could not mean both.
 pub fn show_raw(real: i32) {
-    if real <= 0 || is_raw(real) {
+    if real <= 0 || is_raw(real) || table::get().and_then(|t| t.real(real)).is_some() {
         return;
     }
     for slot in &RAW {
