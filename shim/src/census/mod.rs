@@ -476,8 +476,6 @@ unsafe fn argv_from_start(file: *mut CensusFile) -> Option<usize> {
     if argc == 0 || argv.is_null() {
         return None;
     }
-    // SAFETY: a field of the live mapping.
-    let dst = unsafe { core::ptr::addr_of_mut!((*file).argv) } as *mut u8;
     let mut done = 0;
     for i in 0..argc {
         // SAFETY: glibc's argv holds argc strings, untouched before main.
@@ -487,14 +485,27 @@ unsafe fn argv_from_start(file: *mut CensusFile) -> Option<usize> {
         }
         // SAFETY: a NUL-terminated argument, NUL included.
         let arg = unsafe { core::slice::from_raw_parts(a as *const u8, sys::cstr(a).len() + 1) };
-        // SAFETY: `done <= ARGV_BYTES`: inside the field.
-        let c = unsafe { copy_in(file, dst.add(done), ARGV_BYTES - done, arg) };
-        done += c;
-        if c < arg.len() {
+        // SAFETY: per the contract.
+        if !unsafe { append_argv(file, &mut done, arg) } {
             break;
         }
     }
     Some(done)
+}
+
+/// Appends `piece` to the census file's `argv` at `*done` as far as it fits (and its pages can
+/// be backed); false when it was cut.
+///
+/// # Safety
+/// `file` is a live, unpublished census mapping and `*done <= ARGV_BYTES`.
+unsafe fn append_argv(file: *mut CensusFile, done: &mut usize, piece: &[u8]) -> bool {
+    // SAFETY: a field of the live mapping; `*done <= ARGV_BYTES` keeps the start inside it.
+    let c = unsafe {
+        let dst = core::ptr::addr_of_mut!((*file).argv) as *mut u8;
+        copy_in(file, dst.add(*done), ARGV_BYTES - *done, piece)
+    };
+    *done += c;
+    c == piece.len()
 }
 
 /// Reads `/proc/self/cmdline` into the census file's `argv` a page at a time (or takes the
@@ -511,18 +522,11 @@ unsafe fn read_argv(file: *mut CensusFile, buf: &mut [u8; 4096]) -> usize {
     if fd < 0 {
         return 0;
     }
-    // SAFETY: a field of the live mapping.
-    let argv = unsafe { core::ptr::addr_of_mut!((*file).argv) } as *mut u8;
     let mut done = 0;
     while done < ARGV_BYTES {
         let n = sys::read_all(fd, &mut buf[..4096.min(ARGV_BYTES - done)]);
-        if n == 0 {
-            break;
-        }
-        // SAFETY: `done + n <= ARGV_BYTES`: inside the field.
-        let c = unsafe { copy_in(file, argv.add(done), ARGV_BYTES - done, &buf[..n]) };
-        done += c;
-        if c < n {
+        // SAFETY: per the contract; `done < ARGV_BYTES`.
+        if n == 0 || !unsafe { append_argv(file, &mut done, &buf[..n]) } {
             break;
         }
     }

@@ -385,21 +385,36 @@ static CLASS: [AtomicU64; CLASSES] = [const { AtomicU64::new(0) }; CLASSES];
 /// [`abi::SITE_USER`] / [`abi::SITE_IMPORT`] flags of a code object, by its file name.
 #[inline(always)]
 fn class_of(l: &Layout, at: At) -> u32 {
-    let tag = at.fp & !7;
-    let mut i = (at.fp >> 52) as usize & (CLASSES - 1);
-    for _ in 0..32 {
-        let v = CLASS[i].load(Relaxed);
+    let start = (at.fp >> 52) as usize;
+    cached_flags(&CLASS, at.fp & !7, start, 32, || classify(l, at.code))
+}
+
+/// A lock-free cache of 2-bit flags (never cleared): entries `tag | 4 | flags`, where `tag`
+/// has its low 3 bits clear; open addressing from `start`, `probes` slots at most. `compute`
+/// runs on a miss (and its answer is kept when a slot is free).
+#[inline(always)]
+fn cached_flags(
+    table: &[AtomicU64],
+    tag: u64,
+    start: usize,
+    probes: usize,
+    compute: impl FnOnce() -> u32,
+) -> u32 {
+    let mask = table.len() - 1;
+    let mut i = start & mask;
+    for _ in 0..probes {
+        let v = table[i].load(Relaxed);
         if v & !7 == tag && v & 4 != 0 {
             return (v & 3) as u32;
         }
         if v == 0 {
-            let flags = classify(l, at.code);
-            let _ = CLASS[i].compare_exchange(0, tag | 4 | flags as u64, Relaxed, Relaxed);
+            let flags = compute();
+            let _ = table[i].compare_exchange(0, tag | 4 | flags as u64, Relaxed, Relaxed);
             return flags;
         }
-        i = (i + 1) & (CLASSES - 1);
+        i = (i + 1) & mask;
     }
-    classify(l, at.code)
+    compute()
 }
 
 /// Flags of each file name object seen, `address | 4 | flags` (a `str` is 16-aligned): every
@@ -418,20 +433,10 @@ fn classify(l: &Layout, code: u64) -> u32 {
     if !plausible(obj) {
         return 0;
     }
-    let mut i = (mix(obj) >> 54) as usize & (FILES - 1);
-    for _ in 0..16 {
-        let v = FILE_CLASS[i].load(Relaxed);
-        if v & !7 == obj && v & 4 != 0 {
-            return (v & 3) as u32;
-        }
-        if v == 0 {
-            let flags = file_flags(l, obj);
-            let _ = FILE_CLASS[i].compare_exchange(0, obj | 4 | flags as u64, Relaxed, Relaxed);
-            return flags;
-        }
-        i = (i + 1) & (FILES - 1);
-    }
-    file_flags(l, obj)
+    // A str is 16-aligned: its address is a tag.
+    cached_flags(&FILE_CLASS, obj, (mix(obj) >> 54) as usize, 16, || {
+        file_flags(l, obj)
+    })
 }
 
 /// [`flags_of`] the file name `obj` (a `str`), read without faulting.
