@@ -66,6 +66,10 @@ pub fn write_all(fd: i32, bytes: &[u8]) -> Result<(), i32> {
 /// `/proc` listing).
 #[inline]
 pub fn forget(fd: i32) {
+    if crate::process::vfork::in_child() {
+        // The parent's descriptor of that number is still open (see `process::vfork`).
+        return;
+    }
     crate::causal::forget(fd);
     crate::open::listing::forget(fd);
 }

@@ -480,3 +480,60 @@ fn strace_and_gdb_run_sealed() {
         report_skip(module_path!(), true, "gdb not on PATH");
     }
 }
+
+/// A vfork child runs on its parent's memory (seal keeps vfork a vfork): it sees its own
+/// virtual pid and tid, draws from a stream of its own, and leaves its parent's random stream,
+/// `SIGSEGV` handler and address space as they were, whether its exec succeeds or fails. Its
+/// calls before exec are counted in the parent's census image; the shells it execs are
+/// processes of their own.
+#[test]
+fn a_vfork_child_leaves_its_parent_as_it_was() {
+    let bin = build_c("vfork_child", &[]);
+    let sh = "/bin/sh";
+    let out = stable(&[bin.to_str().unwrap(), sh]);
+    let parent = line_with(&out, "parent ");
+    let child = field(parent, "returned").unwrap();
+    assert_eq!(field(parent, "parent"), Some("1000"), "{out}");
+    assert_eq!(
+        line_with(&out, "exec pid"),
+        format!("exec pid {child} ppid 1000"),
+        "{out}"
+    );
+    let seen = line_with(&out, "child pid");
+    assert_eq!(field(seen, "pid"), Some(child), "{out}");
+    assert_eq!(field(seen, "tid"), Some(child), "{out}");
+    assert_eq!(field(seen, "ppid"), Some("1000"), "{out}");
+    // The parent's stream continues as if the child had never drawn.
+    let reference = run_sealed(&[bin.to_str().unwrap(), sh, "ref"]);
+    assert_eq!(
+        line_with(&out, "parent random"),
+        reference.stdout.trim_end(),
+        "{out}"
+    );
+    assert_ne!(
+        field(seen, "random"),
+        field(reference.stdout.trim_end(), "after"),
+        "the child drew the parent's bytes: {out}"
+    );
+    for line in [
+        "SIGSEGV handler kept yes",
+        "fault caught by the program's handler",
+        "address space after 40 more vforks: +0 KiB",
+    ] {
+        assert!(out.lines().any(|l| l == line), "no {line:?} in\n{out}");
+    }
+    let (o, totals) = census_totals(&[bin.to_str().unwrap(), sh], "exec");
+    o.ok();
+    for (symbol, n) in [("vfork", 43), ("execl", 43)] {
+        assert_eq!(
+            totals.iter().find(|t| t.0 == symbol).map(|t| t.1),
+            Some(n),
+            "{symbol}: {totals:?}"
+        );
+    }
+    assert!(
+        o.stderr.contains("23 processes"),
+        "the parent and the 22 shells its children exec'd: {}",
+        o.show()
+    );
+}

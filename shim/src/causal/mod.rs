@@ -100,7 +100,8 @@ fn keys(fd: i32) -> Option<(u64, u64)> {
         }
     }
     let k = classify(fd);
-    if i < FDS {
+    // A vfork child's descriptors are its own; the cache is its parent's.
+    if i < FDS && !crate::process::vfork::in_child() {
         if let Some((s, r)) = k {
             SEND[i].store(s, Relaxed);
             RECV[i].store(r, Relaxed);

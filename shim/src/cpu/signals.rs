@@ -46,12 +46,12 @@ static MASKED_SEGV: AtomicU64 = AtomicU64::new(0);
 // Per thread: the program asked for SIGSEGV to be blocked (what a mask query shows).
 crate::initial_exec_tls!("seal_cpu_segv_blocked", u64, blocked_ptr);
 
-fn program_blocked() -> bool {
+pub(crate) fn program_blocked() -> bool {
     // SAFETY: this thread's own zero-initialised slot.
     unsafe { *blocked_ptr() != 0 }
 }
 
-fn set_program_blocked(b: bool) {
+pub(crate) fn set_program_blocked(b: bool) {
     // SAFETY: as above.
     unsafe { *blocked_ptr() = b as u64 };
 }
@@ -235,7 +235,9 @@ fn segv_action(new: Option<KAction>, old: Option<&mut KAction>) {
     if let Some(o) = old {
         *o = load_prog();
     }
-    if let Some(a) = new {
+    // A vfork child's `SIGSEGV` disposition is its own, but the record is its parent's: the
+    // child keeps libseal's handler (its exec resets it) and the parent's record stays.
+    if let Some(a) = new.filter(|_| !crate::process::vfork::in_child()) {
         store_prog(a);
         rt_sigaction(libc::SIGSEGV, Some(&ours(&a)), None);
     }
@@ -301,12 +303,15 @@ unsafe fn sigaction_impl(
     // SAFETY: act is null or a valid sigaction per the contract.
     if let Some(a) = unsafe { act.as_ref() } {
         let w = first_word(&a.sa_mask);
+        let child = crate::process::vfork::in_child();
         if w & SEGV_BIT != 0 && bit != 0 {
             copy = *a;
             set_first_word(&mut copy.sa_mask, w & !SEGV_BIT);
             act = &copy;
-            MASKED_SEGV.fetch_or(bit, Relaxed);
-        } else {
+            if !child {
+                MASKED_SEGV.fetch_or(bit, Relaxed);
+            }
+        } else if !child {
             MASKED_SEGV.fetch_and(!bit, Relaxed);
         }
     }

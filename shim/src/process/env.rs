@@ -180,6 +180,7 @@ impl EnvBlock {
 
 impl Drop for EnvBlock {
     fn drop(&mut self) {
+        super::vfork::unkeep(self.base);
         // SAFETY: our own mapping, no longer referenced.
         unsafe { sys::munmap(self.base, self.size) };
     }
@@ -252,6 +253,7 @@ pub unsafe fn build(
     if base.is_null() {
         return None;
     }
+    super::vfork::keep(base, size);
     let mut block = EnvBlock {
         base,
         size,

@@ -18,6 +18,7 @@ pub mod env;
 #[cfg(not(test))]
 pub(crate) mod hooks;
 pub mod target;
+pub mod vfork;
 pub mod vpid;
 
 use core::sync::atomic::Ordering::Relaxed;
@@ -82,13 +83,24 @@ pub unsafe fn exec_env(
     if !config::in_run() {
         return None;
     }
-    let st = env::ImageState {
-        clock: thread::peek(),
-        vpid: vpid::current(),
-        ppid: config::PPID.load(Relaxed),
-        lineage: config::LINEAGE.load(Relaxed),
-        children: config::CHILDREN.load(Relaxed),
-        gen: config::GEN.load(Relaxed) + 1,
+    let st = match vfork::child() {
+        // A vfork child's exec: image 1 of the child, as after a fork.
+        Some(p) => env::ImageState {
+            clock: thread::peek(),
+            vpid: if p.vpid > 0 { p.vpid } else { sys::getpid() },
+            ppid: p.parent,
+            lineage: p.lineage,
+            children: 0,
+            gen: 1,
+        },
+        None => env::ImageState {
+            clock: thread::peek(),
+            vpid: vpid::current(),
+            ppid: config::PPID.load(Relaxed),
+            lineage: config::LINEAGE.load(Relaxed),
+            children: config::CHILDREN.load(Relaxed),
+            gen: config::GEN.load(Relaxed) + 1,
+        },
     };
     // SAFETY: forwarded.
     unsafe { env::build(envp, &env::current_settings(), &st, layout) }

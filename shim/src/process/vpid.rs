@@ -177,7 +177,7 @@ pub fn gettid_value() -> i32 {
     }
     let vpid = current();
     let real_tid = sys::gettid();
-    if real_tid == REAL_PID.load(Relaxed) {
+    if real_tid == REAL_PID.load(Relaxed) || super::vfork::in_child() {
         return vpid;
     }
     let (vtid, lineage) = thread::with(|t| (t.vtid, t.lineage));
@@ -226,6 +226,10 @@ pub fn thread_started(v: i32) {
 /// A process the shim has not set up yet (see the module doc).
 #[cold]
 fn adopt(real: i32) -> i32 {
+    if let Some(p) = super::vfork::child() {
+        // A vfork child: its identity is its parent thread's slot, not the process's.
+        return if p.vpid > 0 { p.vpid } else { real };
+    }
     if let Some(p) = PENDING.with(|c| c.take()) {
         become_child(p);
         return p.vpid;

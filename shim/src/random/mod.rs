@@ -271,6 +271,39 @@ fn generate(key: &[u32; 8], nonce: [u32; 2], batch: u64, out: &mut [u8; BATCH]) 
 // `with_stream` keys it before first use, which also empties its buffer.
 crate::initial_exec_tls!("seal_entropy_stream", EntropyStream, stream_ptr);
 
+/// Where this thread's stream stands: a vfork parent puts it back after its child (which runs
+/// on this thread's memory) drew from a stream of its own (`crate::process::vfork`).
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct StreamMark {
+    keyed_for: u64,
+    pos: u64,
+}
+
+/// This thread's stream position.
+pub fn mark() -> StreamMark {
+    // SAFETY: only this thread touches its stream.
+    let s = unsafe { &*stream_ptr() };
+    StreamMark {
+        keyed_for: s.keyed_for,
+        pos: s.pos,
+    }
+}
+
+/// Puts this thread's stream back where [`mark`] found it (the bytes after it regenerated on
+/// the next draw).
+pub fn restore(m: &StreamMark) {
+    // SAFETY: only this thread touches its stream; the caller has signals blocked.
+    let s = unsafe { &mut *stream_ptr() };
+    if m.keyed_for == 0 {
+        s.keyed_for = 0;
+        s.held = 0;
+        return;
+    }
+    s.rekey(config::SEED.load(Relaxed), m.keyed_for);
+    s.pos = m.pos;
+}
+
 /// Runs `f` on this thread's stream, (re)keying it when the thread's lineage changed (first
 /// use, or this thread is now the main thread of a fork child).
 #[inline(always)]

@@ -126,7 +126,8 @@ pub fn kind_of(fd: i32, fid: Fid, ra: u64) -> Kind {
     if k != Kind::Other && c & COUNTED == 0 {
         census::count(fid, NO_DETAIL, ra);
     }
-    if let Some(s) = slot {
+    // A vfork child's descriptors are its own; the cache is its parent's.
+    if let Some(s) = slot.filter(|_| !crate::process::vfork::in_child()) {
         s.store(code(k) | COUNTED, Release);
     }
     k
@@ -139,7 +140,7 @@ fn kind_quiet(fd: i32) -> Kind {
         return k;
     }
     let k = classify_fd(fd);
-    if let Some(s) = slot {
+    if let Some(s) = slot.filter(|_| !crate::process::vfork::in_child()) {
         let _ = s.compare_exchange(0, code(k), AcqRel, Relaxed);
     }
     k

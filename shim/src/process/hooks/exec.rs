@@ -206,6 +206,7 @@ impl VarArgs {
         if mem.is_null() {
             return None;
         }
+        crate::process::vfork::keep(mem, size);
         let v = mem as *mut *const c_char;
         // SAFETY: mem has room for n + 1 pointers.
         unsafe {
@@ -236,6 +237,7 @@ fn list_exec(
     };
     let r = exec(argv, &va, n);
     let e = errno();
+    crate::process::vfork::unkeep(mem);
     // SAFETY: our own mapping; exec failed, so nothing references it any more.
     unsafe { sys::munmap(mem, size) };
     set_errno(e);

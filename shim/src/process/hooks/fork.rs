@@ -50,18 +50,46 @@ hook! {
     }
 }
 
-hook! {
-    /// `vfork` is implemented as a fork without atfork handlers (`_Fork`): a vfork child shares
-    /// its parent's memory and stack, so no wrapper function can return into it safely (our own
-    /// frame would be clobbered by the child before the parent resumes). Programs use vfork only
-    /// to exec or `_exit` at once, which a fork child does just as well.
-    ///
-    /// # Safety
-    /// As `vfork(2)`, with fork's (stronger) guarantees.
-    fn vfork() -> pid_t;
-    fid = Vfork;
-    // SAFETY: _Fork is fork-like.
-    || unsafe { fork_with(real_fork_no_handlers()) }
+/// `vfork(2)` itself (see `crate::process::vfork`), written as glibc writes it: the return
+/// address is popped into a register before the system call, because the child returns first
+/// and its calls overwrite this frame on the shared stack; the parent pushes it back when it
+/// resumes. Around the call, `prepare` allocates the child and switches this thread to it,
+/// `child_started` gives the child its signal mask back, and `parent_done` restores the thread
+/// and registers the child.
+///
+/// # Safety
+/// As `vfork(2)`: the child may only exec or `_exit` (and what POSIX allows before that).
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn vfork() -> pid_t {
+    core::arch::naked_asm!(
+        // Entry: rsp = 8 mod 16, [rsp] the caller's return address (counted as the caller).
+        "mov rdi, [rsp]",
+        "sub rsp, 8",
+        "call {prepare}",
+        "add rsp, 8",
+        "pop rdi",
+        "mov eax, {nr}",
+        "syscall",
+        "push rdi",
+        "sub rsp, 8",
+        "test rax, rax",
+        "jz 2f",
+        // Parent (rax the child's real pid) or failure (rax a negated errno).
+        "mov rdi, rax",
+        "call {parent}",
+        "add rsp, 8",
+        "ret",
+        "2:",
+        "call {child}",
+        "add rsp, 8",
+        "xor eax, eax",
+        "ret",
+        prepare = sym crate::process::vfork::prepare,
+        parent = sym crate::process::vfork::parent_done,
+        child = sym crate::process::vfork::child_started,
+        nr = const libc::SYS_vfork,
+    )
 }
 
 hook! {
