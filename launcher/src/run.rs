@@ -169,13 +169,6 @@ fn create_run_table(dir: &Path) -> Result<std::fs::File> {
     Ok(f)
 }
 
-/// seal's private bytecode cache for sealed Pythons (`PYTHONPYCACHEPREFIX`), if it can be made.
-fn pycache_dir() -> Option<PathBuf> {
-    let dir = shim::cache_dir().ok()?.join("pycache");
-    shim::private_dir(&dir).ok()?;
-    Some(dir)
-}
-
 /// The real `CLOCK_MONOTONIC` now, what `--rate` measures the run's time from.
 fn real_monotonic_ns() -> i64 {
     let mut ts = libc::timespec {
@@ -262,16 +255,6 @@ pub fn sealed_command(
                 "SOURCE_DATE_EPOCH",
                 settings.epoch_ns.div_euclid(1_000_000_000).to_string(),
             );
-        }
-        if !settings.unsealed("files") && std::env::var_os("PYTHONPYCACHEPREFIX").is_none() {
-            // Sealed file times clamp an installed Python's sources (newer than the epoch) to
-            // the epoch, so its own __pycache__ looks stale: sealed Pythons would recompile
-            // the standard library on every run and rewrite the installation's caches, which
-            // an unsealed Python then rewrites back. Their bytecode goes to seal's cache
-            // instead, where it stays valid from one sealed run to the next.
-            if let Some(dir) = pycache_dir() {
-                cmd.env("PYTHONPYCACHEPREFIX", dir);
-            }
         }
     }
     for (k, v) in &settings.env {

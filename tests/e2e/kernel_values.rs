@@ -172,33 +172,67 @@ fn servers_on_port_0_get_the_same_ports_every_run() {
     assert_ne!(a.stdout, b.stdout, "unsealed ports should differ");
 }
 
-/// Sealed file times clamp an installed Python's sources to the epoch, so its own
-/// `__pycache__` looks stale to a sealed Python: its bytecode goes to seal's cache instead
-/// (`PYTHONPYCACHEPREFIX`), and the installation's caches are left as they were.
+/// Python's importer sees the sources' real times, so a sealed Python loads the bytecode a
+/// bare one compiled (also with `PYTHONDONTWRITEBYTECODE`, where a stale-looking cache meant
+/// compiling on every start), and the bytecode it writes is what a bare Python accepts. The
+/// program itself still sees the clamped time.
 #[test]
-fn sealed_pythons_keep_their_bytecode_in_seals_cache_not_the_installations() {
-    let code = "import sys, json; print(sys.pycache_prefix is not None)";
-    let mut first = seal(["--", "python3", "-c", code]);
-    first.env_remove("PYTHONDONTWRITEBYTECODE");
-    let first = run_timeout(first, TIMEOUT);
+fn sealed_python_uses_the_bytecode_a_bare_one_wrote_and_the_other_way_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("sealmod.py");
+    std::fs::write(&src, "VALUE = 42\n").unwrap();
+    let cache = dir.path().join("__pycache__");
+    let code = "import os, sealmod; print(sealmod.VALUE, os.stat(sealmod.__file__).st_mtime)";
+    let imported = |o: &Output, from_pyc: bool| {
+        let matches = o
+            .stderr
+            .lines()
+            .any(|l| l.contains("sealmod") && l.contains(" matches "));
+        let compiled = o.stderr.contains("code object from") && !matches;
+        assert!(o.stderr.contains("sealmod"), "{}", o.show());
+        assert_eq!(matches, from_pyc, "{}", o.show());
+        assert_eq!(compiled, !from_pyc, "{}", o.show());
+    };
+    let sealed = |write: bool| {
+        let mut c = seal(["--", "python3", "-v", "-c", code]);
+        c.current_dir(dir.path());
+        if write {
+            c.env_remove("PYTHONDONTWRITEBYTECODE");
+        } else {
+            c.env("PYTHONDONTWRITEBYTECODE", "1");
+        }
+        run_timeout(c, TIMEOUT)
+    };
+    let bare = || {
+        let mut c = command("python3");
+        c.args(["-v", "-c", code]).current_dir(dir.path());
+        c.env_remove("PYTHONDONTWRITEBYTECODE");
+        run_timeout(c, TIMEOUT)
+    };
+    // A sealed Python compiles the new module and writes the cache a bare one then loads.
+    let first = sealed(true);
     first.ok();
-    assert_eq!(first.stdout, "True\n", "{}", first.show());
-    let prefix = cache_home().join("seal").join("pycache");
-    let cached = walk_count(&prefix, ".pyc");
-    assert!(cached > 0, "no bytecode in {}", prefix.display());
-    // A user's own choice wins.
-    let mut own = seal([
-        "--",
-        "python3",
-        "-c",
-        "import sys; print(sys.pycache_prefix)",
-    ]);
-    own.env("PYTHONPYCACHEPREFIX", "/nonexistent-prefix");
-    let own = run_timeout(own, TIMEOUT);
-    assert_eq!(own.stdout, "/nonexistent-prefix\n", "{}", own.show());
-    // With --unseal files nothing is redirected.
-    let plain = run_seal(["--unseal", "files", "--", "python3", "-c", code]);
-    assert_eq!(plain.stdout, "False\n", "{}", plain.show());
+    imported(&first, false);
+    assert_eq!(first.stdout, "42 1767225600.0\n", "{}", first.show());
+    assert_eq!(walk_count(&cache, ".pyc"), 1, "{}", first.show());
+    let b = bare();
+    b.ok();
+    imported(&b, true);
+    // A bare Python's cache is what a sealed one loads, without writing (or being allowed to).
+    std::fs::remove_dir_all(&cache).unwrap();
+    bare().ok();
+    let pyc = std::fs::read_dir(&cache)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let before = std::fs::read(&pyc).unwrap();
+    let again = sealed(false);
+    again.ok();
+    imported(&again, true);
+    assert_eq!(again.stdout, first.stdout, "{}", again.show());
+    assert_eq!(std::fs::read(&pyc).unwrap(), before);
 }
 
 fn walk_count(dir: &std::path::Path, suffix: &str) -> usize {

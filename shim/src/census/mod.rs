@@ -108,6 +108,22 @@ pub fn count(fid: Fid, detail: u8, caller: u64) {
     }
 }
 
+/// Is the calling thread's innermost Python frame in the interpreter's import machinery
+/// ([`crate::py::in_import_system`])? One relaxed load when the image holds no Python.
+#[inline]
+pub fn in_python_import() -> bool {
+    if !crate::py::wanted() {
+        return false;
+    }
+    let p = FILE.load(Relaxed);
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: as in `count`.
+    let file = unsafe { &*(((p as usize) & !THREADS_BIT) as *const CensusFile) };
+    crate::py::in_import_system(file)
+}
+
 /// Shards per call site in a multi-threaded process. Threads that read the clock from one
 /// call site would otherwise all increment one counter, and its cache line would ping-pong
 /// between cores; with shards they mostly count in different slots, which the launcher sums

@@ -23,12 +23,14 @@ fn ns(sec: i64, nsec: i64) -> i64 {
     sec.saturating_mul(1_000_000_000).saturating_add(nsec)
 }
 
-/// Rewrites the times of a `struct stat` the kernel filled.
+/// Rewrites the times of a `struct stat` the kernel filled. Not for Python's importer: it
+/// compares a source's mtime with the one its `.pyc` recorded, and the clamp made every
+/// bytecode cache look stale (each sealed start recompiled what it imported).
 ///
 /// # Safety
 /// `st` valid for reads and writes.
 unsafe fn fix_stat(st: *mut libc::stat) {
-    if st.is_null() || !active() {
+    if st.is_null() || !active() || crate::census::in_python_import() {
         return;
     }
     // SAFETY: per the contract.
@@ -64,7 +66,7 @@ fn set_xts(t: &mut libc::statx_timestamp, v: i64) {
 /// # Safety
 /// `x` valid for reads and writes.
 unsafe fn fix_statx(x: *mut libc::statx) {
-    if x.is_null() || !active() {
+    if x.is_null() || !active() || crate::census::in_python_import() {
         return;
     }
     // SAFETY: per the contract.

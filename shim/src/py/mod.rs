@@ -249,70 +249,24 @@ struct At {
 /// Records the Python frames of a call that was counted in census slot `slot`.
 #[inline(never)]
 pub fn capture(file: &CensusFile, slot: usize) {
-    if !crate::census::back_py(file) {
+    if !ready(file) {
         return;
     }
     let py = &file.py;
-    match STATE.load(Acquire) {
-        ON => {}
-        FOUND => {
-            if !activate(py) {
-                return;
-            }
-        }
-        _ => return,
-    }
     let l = layout();
-    let ts = thread_state();
-    if !plausible(ts) {
-        return;
-    }
-    let code_t = CODE_TYPE.load(Relaxed);
-    // SAFETY (every `ld` below): the thread state is this thread's own, handed to the
-    // interpreter's TSS key by the interpreter; the checked layout says which of its words
-    // point to this thread's frames and each frame's code object, both kept alive while the
-    // frame is on the chain; every pointer is range- and alignment-checked before it is read.
-    let mut f = unsafe { ld(ts + l.ts_frame as u64) };
-    if l.cframe_current != NONE && plausible(f) {
-        f = unsafe { ld(f + l.cframe_current as u64) };
-    }
     let mut inner: Option<(At, u32)> = None;
     let mut user: Option<At> = None;
-    for _ in 0..MAX_DEPTH {
-        if !plausible(f) {
-            break;
+    walk(l, |at| {
+        let class = class_of(l, at);
+        if inner.is_none() {
+            inner = Some((at, class));
         }
-        let back = unsafe { ld(f + l.fr_back as u64) };
-        // 3.12+: a frame owned by the C stack is an entry shim, not Python code.
-        let shim = l.fr_owner != NONE && unsafe { *((f + l.fr_owner as u64) as *const u8) } == 3;
-        let code = unsafe { ld(f + l.fr_code as u64) };
-        if !shim && plausible(code) && unsafe { ld(code + 8) } == code_t {
-            let off = if l.minor >= 11 {
-                (unsafe { ld(f + l.fr_instr as u64) } as i64)
-                    .wrapping_sub((code + l.co_code as u64) as i64)
-            } else {
-                let lasti = unsafe { *((f + l.fr_instr as u64) as *const i32) } as i64;
-                if l.minor == 10 {
-                    lasti * 2
-                } else {
-                    lasti
-                }
-            };
-            if off >= 0 {
-                let fp = unsafe { fingerprint(l, code) };
-                let at = At { code, off, fp };
-                let class = class_of(l, at);
-                if inner.is_none() {
-                    inner = Some((at, class));
-                }
-                if class & abi::SITE_USER != 0 {
-                    user = Some(at);
-                    break;
-                }
-            }
+        if class & abi::SITE_USER != 0 {
+            user = Some(at);
+            return true;
         }
-        f = back;
-    }
+        false
+    });
     let Some((inner, _)) = inner else {
         return;
     };
@@ -349,6 +303,85 @@ pub fn capture(file: &CensusFile, slot: usize) {
         i = (i + 1) & (PY_SLOTS - 1);
     }
     py.dropped.fetch_add(1, Relaxed);
+}
+
+/// Can this thread's frames be read (the census file's Python region backed, the layout
+/// checked, activating it on first use)?
+#[inline(always)]
+fn ready(file: &CensusFile) -> bool {
+    if !crate::census::back_py(file) {
+        return false;
+    }
+    match STATE.load(Acquire) {
+        ON => true,
+        FOUND => activate(&file.py),
+        _ => false,
+    }
+}
+
+/// Calls `visit` on this thread's Python frames that run code, innermost first, until it
+/// returns true (at most [`MAX_DEPTH`] frames). The layout must be checked ([`STATE`] `ON`).
+#[inline(always)]
+fn walk(l: &Layout, mut visit: impl FnMut(At) -> bool) {
+    let ts = thread_state();
+    if !plausible(ts) {
+        return;
+    }
+    let code_t = CODE_TYPE.load(Relaxed);
+    // SAFETY (every `ld` below): the thread state is this thread's own, handed to the
+    // interpreter's TSS key by the interpreter; the checked layout says which of its words
+    // point to this thread's frames and each frame's code object, both kept alive while the
+    // frame is on the chain; every pointer is range- and alignment-checked before it is read.
+    let mut f = unsafe { ld(ts + l.ts_frame as u64) };
+    if l.cframe_current != NONE && plausible(f) {
+        f = unsafe { ld(f + l.cframe_current as u64) };
+    }
+    for _ in 0..MAX_DEPTH {
+        if !plausible(f) {
+            break;
+        }
+        let back = unsafe { ld(f + l.fr_back as u64) };
+        // 3.12+: a frame owned by the C stack is an entry shim, not Python code.
+        let shim = l.fr_owner != NONE && unsafe { *((f + l.fr_owner as u64) as *const u8) } == 3;
+        let code = unsafe { ld(f + l.fr_code as u64) };
+        if !shim && plausible(code) && unsafe { ld(code + 8) } == code_t {
+            let off = if l.minor >= 11 {
+                (unsafe { ld(f + l.fr_instr as u64) } as i64)
+                    .wrapping_sub((code + l.co_code as u64) as i64)
+            } else {
+                let lasti = unsafe { *((f + l.fr_instr as u64) as *const i32) } as i64;
+                if l.minor == 10 {
+                    lasti * 2
+                } else {
+                    lasti
+                }
+            };
+            if off >= 0 {
+                let fp = unsafe { fingerprint(l, code) };
+                if visit(At { code, off, fp }) {
+                    return;
+                }
+            }
+        }
+        f = back;
+    }
+}
+
+/// Is this thread's innermost Python frame in the interpreter's start-up or import machinery
+/// (importlib, zipimport, site: [`abi::is_import_path`])? False when no frames can be read.
+/// The file-time hooks ask, so that the importer validates bytecode caches against the
+/// sources' real times (`crate::files`).
+pub fn in_import_system(file: &CensusFile) -> bool {
+    if !ready(file) {
+        return false;
+    }
+    let l = layout();
+    let mut import = false;
+    walk(l, |at| {
+        import = class_of(l, at) & abi::SITE_IMPORT != 0;
+        true
+    });
+    import
 }
 
 /// What identifies a code object beyond its address (which a freed one's successor may
@@ -417,10 +450,11 @@ fn cached_flags(
     compute()
 }
 
-/// Flags of each file name object seen, `address | 4 | flags` (a `str` is 16-aligned): every
-/// code object of a module shares its `co_filename`, so a module's functions are classified
-/// by one read of the name (five system calls; CPython's start-up meets ~200 code objects in
-/// its frames).
+/// Flags of each file name seen, `hash of its text | 4 | flags`: every code object of a
+/// module shares its `co_filename`, so a module's functions are classified by one read of the
+/// name (five system calls; CPython's start-up meets ~200 code objects in its frames). Keyed
+/// by the text, not the object's address: a freed name's address is reused by another name
+/// (the importer replaces and frees file names as it loads bytecode).
 const FILES: usize = 1024;
 static FILE_CLASS: [AtomicU64; FILES] = [const { AtomicU64::new(0) }; FILES];
 
@@ -433,10 +467,50 @@ fn classify(l: &Layout, code: u64) -> u32 {
     if !plausible(obj) {
         return 0;
     }
-    // A str is 16-aligned: its address is a tag.
-    cached_flags(&FILE_CLASS, obj, (mix(obj) >> 54) as usize, 16, || {
-        file_flags(l, obj)
-    })
+    // SAFETY: `obj` is the file name a live code object holds a reference to.
+    match unsafe { text_hash(l, obj) } {
+        Some(h) => cached_flags(&FILE_CLASS, h & !7, (h >> 54) as usize, 16, || {
+            file_flags(l, obj)
+        }),
+        None => file_flags(l, obj),
+    }
+}
+
+/// A hash of the text of the compact `str` `obj` (up to 4 KiB of it), read with plain loads;
+/// `None` for anything else.
+///
+/// # Safety
+/// `obj` is a live object (a code object's `co_filename`).
+unsafe fn text_hash(l: &Layout, obj: u64) -> Option<u64> {
+    let str_t = STR_TYPE.load(Relaxed);
+    // SAFETY: the header words of a live object.
+    let (ty, state, len) = unsafe {
+        (
+            ld(obj + 8),
+            *((obj + l.str_state as u64) as *const u32),
+            ld(obj + l.str_len as u64) as usize,
+        )
+    };
+    let (kind, compact, ascii) = ((state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1);
+    if str_t == 0 || ty != str_t || compact == 0 || !matches!(kind, 1 | 2 | 4) || len > 4096 {
+        return None;
+    }
+    let off = if ascii == 1 {
+        l.str_ascii
+    } else {
+        l.str_compact
+    };
+    let data = (obj + off as u64) as *const u8;
+    let n = len * kind as usize;
+    let mut h = mix(n as u64 ^ 0x9e37_79b9_7f4a_7c15);
+    for i in (0..n).step_by(8) {
+        let mut w = [0u8; 8];
+        let k = (n - i).min(8);
+        // SAFETY: a compact str's `n` bytes of text follow its header, inside the object.
+        unsafe { core::ptr::copy_nonoverlapping(data.add(i), w.as_mut_ptr(), k) };
+        h = mix(h ^ u64::from_le_bytes(w));
+    }
+    Some(h)
 }
 
 /// [`flags_of`] the file name `obj` (a `str`), read without faulting.
