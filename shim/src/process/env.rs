@@ -109,15 +109,19 @@ struct Cursor {
 }
 
 impl Cursor {
-    /// `NAME=` then `x` up to `len` bytes in all, NUL included.
-    fn pad(&mut self, name: &[u8], len: usize) -> Option<*const libc::c_char> {
+    /// A pad entry of `len` bytes, NUL included: the tail of [`PAD_TEXT`], or (longer than
+    /// that) `LIBSEAL_PAD=xxx…` written here.
+    fn pad(&mut self, len: usize) -> Option<*const libc::c_char> {
+        if let Some(start) = PAD_MAX.checked_sub(len).filter(|_| len > PAD_TAIL.len()) {
+            return Some(PAD_TEXT[start..].as_ptr() as *const libc::c_char);
+        }
+        let name = senv::PAD.as_bytes();
         if len < name.len() + 2 || self.used + len > self.len {
             return None;
         }
         // SAFETY: base..base+len is our writable mapping; the range was checked above.
         unsafe {
             let start = self.base.add(self.used);
-            // Up to 64 KiB of fresh pages: allocated in one call rather than a fault each.
             sys::populate(start, len);
             core::ptr::copy_nonoverlapping(name.as_ptr(), start, name.len());
             *start.add(name.len()) = b'=';
@@ -226,7 +230,7 @@ pub unsafe fn build(
     unsafe {
         if !envp.is_null() {
             while !(*envp.add(n)).is_null() {
-                if is_pad(*envp.add(n)) {
+                if is_pad(*envp.add(n), (*envp.add(n + 1)).is_null()) {
                     n += 1; // dropped below, never measured
                     continue;
                 }
@@ -274,7 +278,7 @@ pub unsafe fn build(
         // SAFETY: i < n entries counted above.
         let raw = unsafe { *envp.add(i) };
         // SAFETY: as above; the pad is rewritten below.
-        if unsafe { is_pad(raw) } {
+        if unsafe { is_pad(raw, i + 1 == n) } {
             continue;
         }
         // SAFETY: as above.
@@ -347,7 +351,7 @@ pub unsafe fn build(
             strings += unsafe { sys::cstr_len(*ptrs.add(i)) } + 1;
         }
         let len = senv::pad_entry_len(strings, argc + out);
-        if let Some(p) = cur.pad(senv::PAD.as_bytes(), len) {
+        if let Some(p) = cur.pad(len) {
             // SAFETY: one slot of the extra room is kept for the pad.
             unsafe { *ptrs.add(out) = p };
             block.pad = Some(out);
@@ -360,16 +364,47 @@ pub unsafe fn build(
 }
 
 /// Is `entry` one of the variables seal adds: `LIBSEAL_*`?
-/// Is this environment entry the stack pad (`LIBSEAL_PAD=…`)?
+/// Is entry `e` (the environment's `last` one, or not) the stack pad? The launcher's is `LIBSEAL_PAD=xxx…`; the shim's is
+/// `xxx…LIBSEAL_PAD=`, always the last entry, and recognised from its first bytes (never
+/// measured: it is up to 64 KiB long).
 ///
 /// # Safety
 /// `e` is a NUL-terminated string.
-unsafe fn is_pad(e: *const libc::c_char) -> bool {
-    // SAFETY: per the contract.
+unsafe fn is_pad(e: *const libc::c_char, last: bool) -> bool {
+    // SAFETY: per the contract; every read stops at the first byte that is not an `x`.
     unsafe {
-        sys::cstr_starts_with(e, senv::PAD.as_bytes()) && *e.add(senv::PAD.len()) == b'=' as _
+        if sys::cstr_starts_with(e, senv::PAD.as_bytes()) && *e.add(senv::PAD.len()) == b'=' as _ {
+            return true;
+        }
+        if !last {
+            return false;
+        }
+        let mut k = 0;
+        while k < 64 && *e.add(k) == b'x' as _ {
+            k += 1;
+        }
+        k == 64 || sys::cstr_starts_with(e.add(k), PAD_TAIL) && *e.add(k + PAD_TAIL.len()) == 0
     }
 }
+
+/// The end of the shim's pad entry.
+const PAD_TAIL: &[u8] = b"LIBSEAL_PAD=";
+
+/// The longest pad ([`senv::pad_entry_len`] stays below it).
+const PAD_MAX: usize = senv::LAYOUT_BLOCK + 64;
+
+/// `xxx…LIBSEAL_PAD=` and its NUL: a pad of `len` bytes is its last `len` bytes, which the
+/// kernel copies from here (no page is written or faulted in for it at each exec).
+static PAD_TEXT: [u8; PAD_MAX] = {
+    let mut t = [b'x'; PAD_MAX];
+    let mut i = 0;
+    while i < PAD_TAIL.len() {
+        t[PAD_MAX - 1 - PAD_TAIL.len() + i] = PAD_TAIL[i];
+        i += 1;
+    }
+    t[PAD_MAX - 1] = 0;
+    t
+};
 
 /// A copy of the environment `envp` without seal's own variables: no `LIBSEAL_*` entry, and
 /// `shim` taken out of `LD_PRELOAD` (dropped when nothing else is preloaded; the user's own
@@ -390,7 +425,10 @@ pub unsafe fn without_contract(
     // SAFETY: per the contract.
     unsafe {
         while !(*envp.add(n)).is_null() {
-            if sys::cstr_starts_with(*envp.add(n), senv::PREFIX.as_bytes()) {
+            let e = *envp.add(n);
+            if sys::cstr_starts_with(e, senv::PREFIX.as_bytes())
+                || is_pad(e, (*envp.add(n + 1)).is_null())
+            {
                 found = true;
                 n += 1;
                 continue;
@@ -420,7 +458,7 @@ pub unsafe fn without_contract(
         // SAFETY: i < n entries; our mapping has n + 1 slots and room for one LD_PRELOAD.
         unsafe {
             let raw = *envp.add(i);
-            if sys::cstr_starts_with(raw, senv::PREFIX.as_bytes()) {
+            if sys::cstr_starts_with(raw, senv::PREFIX.as_bytes()) || is_pad(raw, i + 1 == n) {
                 continue; // seal's own, never measured (the stack pad is one)
             }
             let e = sys::cstr(raw);
@@ -593,5 +631,78 @@ mod tests {
         assert!(run(&["LIBSEAL_RUN_DIR=/run/x"]).is_some());
         assert_eq!(plan(None, b"/a"), Plan::Seal);
         assert_eq!(plan(Some(b""), b"/a"), Plan::Seal);
+    }
+
+    /// The pad is the tail of a constant (nothing written per exec), sized so that strings and
+    /// pointers make one fixed total, and recognised (without being measured) when the next
+    /// exec or the new image's constructor drops it again.
+    #[test]
+    fn pad_is_a_tail_of_the_constant_and_is_dropped_again() {
+        let s = Settings {
+            run_dir: b"/run/x",
+            shim: b"/c/libseal.so",
+            epoch_ns: 5,
+            tick_ns: 1000,
+            seed: 7,
+            flags: 63 | seal_abi::flags::LAYOUT,
+            hostname: b"seal",
+            only: b"",
+            skip: b"",
+            rate_ppm: 0,
+            real_start_ns: 0,
+            files_start_ns: 0,
+        };
+        let st = ImageState { clock: 1, vpid: 1500, ppid: 1000, lineage: 1, children: 0, gen: 1 };
+        let arg = CString::new("prog").unwrap();
+        let argv = [arg.as_ptr(), core::ptr::null()];
+        let mut totals = std::collections::BTreeSet::new();
+        for extra in [0usize, 1, 100, 3000] {
+            let var = CString::new(format!("A={}", "a".repeat(extra))).unwrap();
+            let envp = [var.as_ptr(), core::ptr::null()];
+            let layout = Layout { file: b"/bin/prog", argv: argv.as_ptr() };
+            // SAFETY: NULL-terminated arrays of C strings that outlive the call.
+            let b = unsafe { build(envp.as_ptr(), &s, &st, Some(layout)) }.unwrap();
+            let mut entries = Vec::new();
+            // SAFETY: build returns a NULL-terminated array.
+            unsafe {
+                let mut p = b.envp();
+                while !(*p).is_null() {
+                    entries.push(*p);
+                    p = p.add(1);
+                }
+            }
+            let pad = *entries.last().unwrap();
+            let range = PAD_TEXT.as_ptr_range();
+            assert!(range.contains(&(pad as *const u8)), "the pad is not the constant's tail");
+            // SAFETY: C strings.
+            let (strings, pad_len) = unsafe {
+                let s: usize = entries.iter().map(|&e| sys::cstr_len(e) + 1).sum();
+                (s, sys::cstr_len(pad) + 1)
+            };
+            assert!(pad_len > 100, "{pad_len}");
+            // File name and argument (as the kernel copies them) plus every entry, and the
+            // pointers: one total whatever the environment.
+            let n = entries.len() + 1;
+            totals.insert(b"/bin/prog\0".len() + b"prog\0".len() + strings + 8 * (n + n % 2));
+            // SAFETY: as above.
+            unsafe {
+                assert!(is_pad(pad, true));
+                assert!(!is_pad(pad, false) || sys::cstr_starts_with(pad, senv::PAD.as_bytes()));
+                assert!(!is_pad(entries[0], true));
+                let clean = without_contract(b.envp(), b"/c/libseal.so").unwrap();
+                let mut p = clean;
+                while !(*p).is_null() {
+                    assert!(!sys::cstr(*p).ends_with(PAD_TAIL), "pad kept");
+                    p = p.add(1);
+                }
+                let again = build(b.envp(), &s, &st, None).unwrap();
+                let mut p = again.envp();
+                while !(*p).is_null() {
+                    assert!(!sys::cstr(*p).ends_with(PAD_TAIL), "pad passed on");
+                    p = p.add(1);
+                }
+            }
+        }
+        assert_eq!(totals.len(), 1, "{totals:?}");
     }
 }
