@@ -403,12 +403,10 @@ pub use seal_abi::settings::{parse_hex, parse_i64, parse_u64};
 /// # Safety
 /// `p` must point to a NUL-terminated string.
 pub unsafe fn cstr_len(p: *const libc::c_char) -> usize {
-    let mut n = 0;
-    // SAFETY: per the contract, every byte up to the NUL is readable.
-    while unsafe { *p.add(n) } != 0 {
-        n += 1;
-    }
-    n
+    // libc's vectorised strlen (a byte loop was ~1 ns a byte: a few µs per image start, over
+    // the environment): pure, async-signal-safe, and never interposed by libseal.
+    // SAFETY: per the contract.
+    unsafe { libc::strlen(p) }
 }
 
 /// The bytes of a C string (without the NUL), or empty for null.

@@ -652,14 +652,24 @@ mod tests {
             real_start_ns: 0,
             files_start_ns: 0,
         };
-        let st = ImageState { clock: 1, vpid: 1500, ppid: 1000, lineage: 1, children: 0, gen: 1 };
+        let st = ImageState {
+            clock: 1,
+            vpid: 1500,
+            ppid: 1000,
+            lineage: 1,
+            children: 0,
+            gen: 1,
+        };
         let arg = CString::new("prog").unwrap();
         let argv = [arg.as_ptr(), core::ptr::null()];
         let mut totals = std::collections::BTreeSet::new();
         for extra in [0usize, 1, 100, 3000] {
             let var = CString::new(format!("A={}", "a".repeat(extra))).unwrap();
             let envp = [var.as_ptr(), core::ptr::null()];
-            let layout = Layout { file: b"/bin/prog", argv: argv.as_ptr() };
+            let layout = Layout {
+                file: b"/bin/prog",
+                argv: argv.as_ptr(),
+            };
             // SAFETY: NULL-terminated arrays of C strings that outlive the call.
             let b = unsafe { build(envp.as_ptr(), &s, &st, Some(layout)) }.unwrap();
             let mut entries = Vec::new();
@@ -673,7 +683,10 @@ mod tests {
             }
             let pad = *entries.last().unwrap();
             let range = PAD_TEXT.as_ptr_range();
-            assert!(range.contains(&(pad as *const u8)), "the pad is not the constant's tail");
+            assert!(
+                range.contains(&(pad as *const u8)),
+                "the pad is not the constant's tail"
+            );
             // SAFETY: C strings.
             let (strings, pad_len) = unsafe {
                 let s: usize = entries.iter().map(|&e| sys::cstr_len(e) + 1).sum();

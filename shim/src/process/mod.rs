@@ -31,8 +31,6 @@ use crate::{census, config, sys, table, thread};
 /// is opened (it may correct the identity the file is named after).
 pub fn on_start() {
     vpid::on_start();
-    #[cfg(not(test))]
-    hooks::resolve_early();
 }
 
 /// Checks an exec target and records an `unsealed` event when libseal cannot follow it. The

@@ -110,6 +110,8 @@ pub extern "C" fn prepare(caller: u64) {
     if !config::in_run() {
         return;
     }
+    #[cfg(not(test))]
+    super::hooks::resolve_early();
     s.mask = sigmask(libc::SIG_SETMASK, !0);
     let p = vpid::next_child();
     s.pending = p;

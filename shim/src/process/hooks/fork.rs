@@ -18,6 +18,7 @@ unsafe fn fork_with(f: unsafe extern "C" fn() -> pid_t) -> pid_t {
         // SAFETY: forwarded.
         return unsafe { f() };
     }
+    super::resolve_early();
     let p = vpid::next_child();
     vpid::set_pending(Some(p));
     // SAFETY: forwarded.
@@ -172,6 +173,8 @@ hook! {
         if !config::in_run() {
             return real(th, attr, func, arg);
         }
+        // This process may be multi-threaded from now on: a fork child may no longer dlsym.
+        super::resolve_early();
         let mut state = thread::spawn_child_state();
         state.vtid = vpid::reserve_vtid(state.lineage);
         let start = Box::into_raw(Box::new(Start { func, arg, state }));
