@@ -54,6 +54,17 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     None
 }
 
+/// Each `(symbol, count)` is the census total of that symbol.
+fn assert_totals(totals: &[(String, u64)], want: &[(&str, u64)]) {
+    for &(symbol, n) in want {
+        assert_eq!(
+            totals.iter().find(|t| t.0 == symbol).map(|t| t.1),
+            Some(n),
+            "{symbol}: {totals:?}"
+        );
+    }
+}
+
 fn line_with<'a>(out: &'a str, prefix: &str) -> &'a str {
     out.lines()
         .find(|l| l.starts_with(prefix))
@@ -425,13 +436,7 @@ fn a_tracer_reaches_its_child_by_its_virtual_pid() {
     );
     let (o, totals) = census_totals(&[bin.to_str().unwrap()], "pid");
     o.ok();
-    for (symbol, n) in [("ptrace", 3), ("process_vm_readv/writev", 2)] {
-        assert_eq!(
-            totals.iter().find(|t| t.0 == symbol).map(|t| t.1),
-            Some(n),
-            "{symbol}: {totals:?}"
-        );
-    }
+    assert_totals(&totals, &[("ptrace", 3), ("process_vm_readv/writev", 2)]);
 }
 
 /// `strace -f` follows a shell's children (it learns their real pids from the kernel before
@@ -524,13 +529,7 @@ fn a_vfork_child_leaves_its_parent_as_it_was() {
     }
     let (o, totals) = census_totals(&[bin.to_str().unwrap(), sh], "exec");
     o.ok();
-    for (symbol, n) in [("vfork", 43), ("execl", 43)] {
-        assert_eq!(
-            totals.iter().find(|t| t.0 == symbol).map(|t| t.1),
-            Some(n),
-            "{symbol}: {totals:?}"
-        );
-    }
+    assert_totals(&totals, &[("vfork", 43), ("execl", 43)]);
     assert!(
         o.stderr.contains("23 processes"),
         "the parent and the 22 shells its children exec'd: {}",

@@ -527,20 +527,7 @@ mod tests {
         let owned: Vec<CString> = env.iter().map(|s| CString::new(*s).unwrap()).collect();
         let mut ptrs: Vec<*const libc::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
         ptrs.push(core::ptr::null());
-        let s = Settings {
-            run_dir: b"/run/x",
-            shim: b"/c/libseal.so",
-            epoch_ns: 5,
-            tick_ns: 1000,
-            seed: 7,
-            flags: 63,
-            hostname: b"seal",
-            only: b"",
-            skip: b"",
-            rate_ppm: 0,
-            real_start_ns: 0,
-            files_start_ns: 0,
-        };
+        let s = settings(63);
         let st = ImageState {
             clock: 1234,
             vpid: 1500,
@@ -551,16 +538,43 @@ mod tests {
         };
         // SAFETY: ptrs is a NULL-terminated array of C strings that outlive the call.
         let b = unsafe { build(ptrs.as_ptr(), &s, &st, None) }?;
+        let out = entries(b.envp())
+            .into_iter()
+            // SAFETY: entries of the block, which is alive.
+            .map(|e| String::from_utf8(unsafe { sys::cstr(e) }.to_vec()).unwrap())
+            .collect();
+        Some(out)
+    }
+
+    fn settings(flags: u32) -> Settings<'static> {
+        Settings {
+            run_dir: b"/run/x",
+            shim: b"/c/libseal.so",
+            epoch_ns: 5,
+            tick_ns: 1000,
+            seed: 7,
+            flags,
+            hostname: b"seal",
+            only: b"",
+            skip: b"",
+            rate_ppm: 0,
+            real_start_ns: 0,
+            files_start_ns: 0,
+        }
+    }
+
+    /// The entries of a NULL-terminated environment array.
+    fn entries(envp: *const *const libc::c_char) -> Vec<*const libc::c_char> {
         let mut out = Vec::new();
-        // SAFETY: build returns a NULL-terminated array.
+        // SAFETY: a NULL-terminated array (the callers' blocks are alive).
         unsafe {
-            let mut p = b.envp();
+            let mut p = envp;
             while !(*p).is_null() {
-                out.push(String::from_utf8(sys::cstr(*p).to_vec()).unwrap());
+                out.push(*p);
                 p = p.add(1);
             }
         }
-        Some(out)
+        out
     }
 
     #[test]
@@ -638,20 +652,7 @@ mod tests {
     /// exec or the new image's constructor drops it again.
     #[test]
     fn pad_is_a_tail_of_the_constant_and_is_dropped_again() {
-        let s = Settings {
-            run_dir: b"/run/x",
-            shim: b"/c/libseal.so",
-            epoch_ns: 5,
-            tick_ns: 1000,
-            seed: 7,
-            flags: 63 | seal_abi::flags::LAYOUT,
-            hostname: b"seal",
-            only: b"",
-            skip: b"",
-            rate_ppm: 0,
-            real_start_ns: 0,
-            files_start_ns: 0,
-        };
+        let s = settings(63 | seal_abi::flags::LAYOUT);
         let st = ImageState {
             clock: 1,
             vpid: 1500,
@@ -672,16 +673,8 @@ mod tests {
             };
             // SAFETY: NULL-terminated arrays of C strings that outlive the call.
             let b = unsafe { build(envp.as_ptr(), &s, &st, Some(layout)) }.unwrap();
-            let mut entries = Vec::new();
-            // SAFETY: build returns a NULL-terminated array.
-            unsafe {
-                let mut p = b.envp();
-                while !(*p).is_null() {
-                    entries.push(*p);
-                    p = p.add(1);
-                }
-            }
-            let pad = *entries.last().unwrap();
+            let list = entries(b.envp());
+            let pad = *list.last().unwrap();
             let range = PAD_TEXT.as_ptr_range();
             assert!(
                 range.contains(&(pad as *const u8)),
@@ -689,31 +682,27 @@ mod tests {
             );
             // SAFETY: C strings.
             let (strings, pad_len) = unsafe {
-                let s: usize = entries.iter().map(|&e| sys::cstr_len(e) + 1).sum();
+                let s: usize = list.iter().map(|&e| sys::cstr_len(e) + 1).sum();
                 (s, sys::cstr_len(pad) + 1)
             };
             assert!(pad_len > 100, "{pad_len}");
             // File name and argument (as the kernel copies them) plus every entry, and the
             // pointers: one total whatever the environment.
-            let n = entries.len() + 1;
+            let n = list.len() + 1;
             totals.insert(b"/bin/prog\0".len() + b"prog\0".len() + strings + 8 * (n + n % 2));
             // SAFETY: as above.
             unsafe {
                 assert!(is_pad(pad, true));
                 assert!(!is_pad(pad, false) || sys::cstr_starts_with(pad, senv::PAD.as_bytes()));
-                assert!(!is_pad(entries[0], true));
+                assert!(!is_pad(list[0], true));
                 let clean = without_contract(b.envp(), b"/c/libseal.so").unwrap();
-                let mut p = clean;
-                while !(*p).is_null() {
-                    assert!(!sys::cstr(*p).ends_with(PAD_TAIL), "pad kept");
-                    p = p.add(1);
-                }
+                assert!(entries(clean)
+                    .iter()
+                    .all(|&e| !sys::cstr(e).ends_with(PAD_TAIL)));
                 let again = build(b.envp(), &s, &st, None).unwrap();
-                let mut p = again.envp();
-                while !(*p).is_null() {
-                    assert!(!sys::cstr(*p).ends_with(PAD_TAIL), "pad passed on");
-                    p = p.add(1);
-                }
+                assert!(entries(again.envp())
+                    .iter()
+                    .all(|&e| !sys::cstr(e).ends_with(PAD_TAIL)));
             }
         }
         assert_eq!(totals.len(), 1, "{totals:?}");
