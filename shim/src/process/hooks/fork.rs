@@ -56,7 +56,8 @@ hook! {
 /// and its calls overwrite this frame on the shared stack; the parent pushes it back when it
 /// resumes. Around the call, `prepare` allocates the child and switches this thread to it,
 /// `child_started` gives the child its signal mask back, and `parent_done` restores the thread
-/// and registers the child.
+/// and registers the child. (glibc's own `vfork` also repairs the shadow stack when CET
+/// shadow stacks are on; they never are with libseal loaded, which is not marked for them.)
 ///
 /// # Safety
 /// As `vfork(2)`: the child may only exec or `_exit` (and what POSIX allows before that).
