@@ -73,8 +73,45 @@ fn line_with<'a>(out: &'a str, prefix: &str) -> &'a str {
 
 #[test]
 fn python_children_three_ways_and_fork_are_sealed() {
+    python_children_are_sealed("python3");
+}
+
+/// CPython 3.12 and later start `subprocess` children with `vfork` (3.13 with `posix_spawn`
+/// where it can): the same children and checks with the oldest of them, and the census shows
+/// its vforks.
+#[test]
+fn python_vfork_children_are_sealed() {
+    let found = std::fs::read_dir("/root/.pyenv/versions")
+        .ok()
+        .and_then(|d| {
+            let mut v: Vec<_> = d
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    let n = p.file_name().unwrap().to_string_lossy();
+                    let minor = n.strip_prefix("3.").and_then(|r| r.split('.').next());
+                    minor.and_then(|m| m.parse::<u32>().ok()) >= Some(12)
+                })
+                .map(|p| p.join("bin/python3"))
+                .filter(|p| p.exists())
+                .collect();
+            v.sort();
+            v.into_iter().next()
+        });
+    let Some(python) = found else {
+        skip!("no CPython 3.12 or later under /root/.pyenv/versions");
+    };
+    let python = python.to_str().unwrap();
+    python_children_are_sealed(python);
     let script = fixture("python/proc_spawn.py");
-    let out = stable(&["python3", script.to_str().unwrap()]);
+    let (o, totals) = census_totals(&[python, script.to_str().unwrap()], "exec");
+    o.ok();
+    assert_totals(&totals, &[("vfork", 4), ("fork", 1)]);
+}
+
+fn python_children_are_sealed(python: &str) {
+    let script = fixture("python/proc_spawn.py");
+    let out = stable(&[python, script.to_str().unwrap()]);
     let parent = line_with(&out, "parent ");
     assert_eq!(field(parent, "pid"), Some("1000"));
     assert_eq!(field(parent, "ppid"), Some("999"));
