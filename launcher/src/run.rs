@@ -31,6 +31,9 @@ pub struct RunDir {
     /// The run table, locked (`flock`) for as long as this launcher lives: a run directory
     /// whose lock nobody holds was left by a launcher that was killed.
     _lock: std::fs::File,
+    /// Where the run directories of this kind live, and their name prefix ([`Self::sweep`]).
+    parent: PathBuf,
+    prefix: &'static str,
 }
 
 impl Drop for RunDir {
@@ -47,22 +50,32 @@ impl RunDir {
     /// is the fallback.
     pub fn create() -> Result<RunDir> {
         for parent in memory_dirs() {
-            remove_stale_runs(&parent, "seal-run-");
             if let Ok(path) = shim::create_private_dir_in(&parent, "seal-run-") {
-                return RunDir::with_table(path);
+                return RunDir::with_table(path, parent, "seal-run-");
             }
         }
         let parent = shim::cache_dir()?.join("runs");
         shim::private_dir(&parent)?;
-        remove_stale_runs(&parent, "run-");
         let path = shim::create_private_dir_in(&parent, "run-")
             .with_context(|| format!("cannot create a run directory in {}", parent.display()))?;
-        RunDir::with_table(path)
+        RunDir::with_table(path, parent, "run-")
     }
 
-    fn with_table(path: PathBuf) -> Result<RunDir> {
+    /// Removes run directories that killed launchers left next to this one. Called once the
+    /// command is running: it lists the whole parent (`/dev/shm` is shared with every other
+    /// program's leftovers: ~850 entries and ~0.1 ms here), which the command need not wait for.
+    pub fn sweep(&self) {
+        remove_stale_runs(&self.parent, self.prefix);
+    }
+
+    fn with_table(path: PathBuf, parent: PathBuf, prefix: &'static str) -> Result<RunDir> {
         match create_run_table(&path) {
-            Ok(_lock) => Ok(RunDir { path, _lock }),
+            Ok(_lock) => Ok(RunDir {
+                path,
+                _lock,
+                parent,
+                prefix,
+            }),
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&path);
                 Err(e)
@@ -517,6 +530,7 @@ pub fn run_captured(
         Ok(c) => c,
         Err(e) => return Ok(Err(SpawnError::from_io(&argv[0], cwd, e))),
     };
+    run_dir.sweep();
     let writer = match (input, child.child.stdin.take()) {
         (Input::Bytes(b), Some(mut stdin)) => {
             let data = b.to_vec();
@@ -576,6 +590,7 @@ pub fn run_interactive(
             return Ok(ExitCode::from(err.exit_code()));
         }
     };
+    run_dir.sweep();
     let status = child.wait().context("waiting for the sealed command")?;
     drop(child);
     // The full census (symbol tables of every object) only when it was asked for.

@@ -315,7 +315,8 @@ fn old_shim_versions_are_pruned_on_extraction() {
 }
 
 /// A `seal` killed with SIGKILL cannot remove its run directory; the next `seal` removes it
-/// once no launcher holds its lock, and leaves a live run's directory alone.
+/// (while its own command runs) once no launcher holds its lock, and leaves a live run's
+/// directory alone.
 #[test]
 fn run_dirs_of_killed_launchers_are_removed() {
     if !std::path::Path::new("/dev/shm").is_dir() {
@@ -386,6 +387,13 @@ fn run_dirs_of_killed_launchers_are_removed() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let fresh = fresh.expect("the second run made no directory");
+    // The sweep runs once the second launcher's command has started.
+    for _ in 0..200 {
+        if !stale.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert!(!stale.exists(), "the killed launcher's run dir was kept");
     age(&fresh);
     let mut cmd = seal(["--", "true"]);
