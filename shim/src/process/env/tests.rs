@@ -1,0 +1,188 @@
+//! Unit tests of the environment builder (`super`).
+use super::*;
+use std::ffi::CString;
+
+fn run(env: &[&str]) -> Option<Vec<String>> {
+    let owned: Vec<CString> = env.iter().map(|s| CString::new(*s).unwrap()).collect();
+    let mut ptrs: Vec<*const libc::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(core::ptr::null());
+    let s = settings(63);
+    let st = ImageState {
+        clock: 1234,
+        vpid: 1500,
+        ppid: 1000,
+        lineage: 0xabc,
+        children: 2,
+        gen: 1,
+    };
+    // SAFETY: ptrs is a NULL-terminated array of C strings that outlive the call.
+    let b = unsafe { build(ptrs.as_ptr(), &s, &st, None) }?;
+    let out = entries(b.envp())
+        .into_iter()
+        // SAFETY: entries of the block, which is alive.
+        .map(|e| String::from_utf8(unsafe { sys::cstr(e) }.to_vec()).unwrap())
+        .collect();
+    Some(out)
+}
+
+fn settings(flags: u32) -> Settings<'static> {
+    Settings {
+        run_dir: b"/run/x",
+        shim: b"/c/libseal.so",
+        epoch_ns: 5,
+        tick_ns: 1000,
+        seed: 7,
+        flags,
+        hostname: b"seal",
+        only: b"",
+        skip: b"",
+        rate_ppm: 0,
+        real_start_ns: 0,
+        files_start_ns: 0,
+    }
+}
+
+/// The entries of a NULL-terminated environment array.
+fn entries(envp: *const *const libc::c_char) -> Vec<*const libc::c_char> {
+    let mut out = Vec::new();
+    // SAFETY: a NULL-terminated array (the callers' blocks are alive).
+    unsafe {
+        let mut p = envp;
+        while !(*p).is_null() {
+            out.push(*p);
+            p = p.add(1);
+        }
+    }
+    out
+}
+
+#[test]
+fn cleaned_environment_gets_everything_back() {
+    let e = run(&[]).unwrap();
+    assert_eq!(
+        e,
+        [
+            "LD_PRELOAD=/c/libseal.so",
+            "LIBSEAL_RUN_DIR=/run/x",
+            "LIBSEAL_SHIM=/c/libseal.so",
+            "LIBSEAL_EPOCH_NS=5",
+            "LIBSEAL_TICK_NS=1000",
+            "LIBSEAL_SEED=7",
+            "LIBSEAL_FLAGS=63",
+            "LIBSEAL_HOSTNAME=seal",
+            "LIBSEAL_ONLY=",
+            "LIBSEAL_SKIP=",
+            "LIBSEAL_RATE_PPM=0",
+            "LIBSEAL_REAL_START=0",
+            "LIBSEAL_FILES_START=0",
+            "LIBSEAL_CLOCK=1234",
+            "LIBSEAL_VPID=1500",
+            "LIBSEAL_PPID=1000",
+            "LIBSEAL_LINEAGE=0000000000000abc",
+            "LIBSEAL_CHILDREN=2",
+            "LIBSEAL_GEN=1",
+        ]
+    );
+}
+
+#[test]
+fn inherited_environment_keeps_order_and_replaces_state() {
+    let e = run(&[
+        "A=1",
+        "LIBSEAL_SEED=9",
+        "LD_PRELOAD=/other.so",
+        "LIBSEAL_VPID=1000",
+        "SEAL_FOO=kept",
+        "noequals",
+    ])
+    .unwrap();
+    assert_eq!(&e[0], "A=1");
+    assert_eq!(
+        &e[1], "LIBSEAL_SEED=9",
+        "a setting present is kept as given"
+    );
+    assert_eq!(&e[2], "LD_PRELOAD=/c/libseal.so:/other.so");
+    assert_eq!(&e[3], "SEAL_FOO=kept");
+    assert_eq!(&e[4], "noequals");
+    assert!(e.contains(&"LIBSEAL_VPID=1500".to_string()));
+    assert!(!e.contains(&"LIBSEAL_VPID=1000".to_string()));
+    assert_eq!(
+        e.iter().filter(|v| v.starts_with("LIBSEAL_SEED=")).count(),
+        1
+    );
+}
+
+#[test]
+fn preload_already_there_is_untouched() {
+    let e = run(&["LD_PRELOAD=/x.so /c/libseal.so"]).unwrap();
+    assert_eq!(&e[0], "LD_PRELOAD=/x.so /c/libseal.so");
+}
+
+#[test]
+fn another_run_is_left_alone() {
+    assert!(run(&["LIBSEAL_RUN_DIR=/run/other"]).is_none());
+    assert!(run(&["LIBSEAL_RUN_DIR=/run/x"]).is_some());
+    assert_eq!(plan(None, b"/a"), Plan::Seal);
+    assert_eq!(plan(Some(b""), b"/a"), Plan::Seal);
+}
+
+/// The pad is the tail of a constant (nothing written per exec), sized so that strings and
+/// pointers make one fixed total, and recognised (without being measured) when the next
+/// exec or the new image's constructor drops it again.
+#[test]
+fn pad_is_a_tail_of_the_constant_and_is_dropped_again() {
+    let s = settings(63 | seal_abi::flags::LAYOUT);
+    let st = ImageState {
+        clock: 1,
+        vpid: 1500,
+        ppid: 1000,
+        lineage: 1,
+        children: 0,
+        gen: 1,
+    };
+    let arg = CString::new("prog").unwrap();
+    let argv = [arg.as_ptr(), core::ptr::null()];
+    let mut totals = std::collections::BTreeSet::new();
+    for extra in [0usize, 1, 100, 3000] {
+        let var = CString::new(format!("A={}", "a".repeat(extra))).unwrap();
+        let envp = [var.as_ptr(), core::ptr::null()];
+        let layout = Layout {
+            file: b"/bin/prog",
+            argv: argv.as_ptr(),
+        };
+        // SAFETY: NULL-terminated arrays of C strings that outlive the call.
+        let b = unsafe { build(envp.as_ptr(), &s, &st, Some(layout)) }.unwrap();
+        let list = entries(b.envp());
+        let pad = *list.last().unwrap();
+        let range = PAD_TEXT.as_ptr_range();
+        assert!(
+            range.contains(&(pad as *const u8)),
+            "the pad is not the constant's tail"
+        );
+        // SAFETY: C strings.
+        let (strings, pad_len) = unsafe {
+            let s: usize = list.iter().map(|&e| sys::cstr_len(e) + 1).sum();
+            (s, sys::cstr_len(pad) + 1)
+        };
+        assert!(pad_len > 100, "{pad_len}");
+        // File name and argument (as the kernel copies them) plus every entry, and the
+        // pointers: one total whatever the environment.
+        let n = list.len() + 1;
+        totals.insert(b"/bin/prog\0".len() + b"prog\0".len() + strings + 8 * (n + n % 2));
+        // SAFETY: as above.
+        unsafe {
+            assert!(is_pad(pad, true));
+            assert!(!is_pad(pad, false) || sys::cstr_starts_with(pad, senv::PAD.as_bytes()));
+            assert!(!is_pad(list[0], true));
+            let clean = without_contract(b.envp(), b"/c/libseal.so").unwrap();
+            assert!(entries(clean)
+                .iter()
+                .all(|&e| !sys::cstr(e).ends_with(PAD_TAIL)));
+            let again = build(b.envp(), &s, &st, None).unwrap();
+            assert!(entries(again.envp())
+                .iter()
+                .all(|&e| !sys::cstr(e).ends_with(PAD_TAIL)));
+        }
+    }
+    assert_eq!(totals.len(), 1, "{totals:?}");
+}
