@@ -17,67 +17,111 @@ use crate::sys;
 const READY: u32 = 1 << 31;
 
 /// `READY | FLAGS` once initialised; the families' bits are only set when sealed.
+#[link_section = ".data.seal_hot"]
 static ACTIVE: AtomicU32 = AtomicU32::new(0);
+#[link_section = ".data.seal_hot"]
 static INIT: AtomicU8 = AtomicU8::new(0); // 0 not started, 1 running, 2 done
 
+#[link_section = ".data.seal_hot"]
 pub static EPOCH_NS: AtomicI64 = AtomicI64::new(settings::DEFAULT_EPOCH_NS);
+#[link_section = ".data.seal_hot"]
 pub static TICK_NS: AtomicI64 = AtomicI64::new(settings::DEFAULT_TICK_NS);
+#[link_section = ".data.seal_hot"]
 pub static SEED: AtomicU64 = AtomicU64::new(0);
 /// `--rate` in parts per million (0: deterministic ticks) and the real monotonic time at
 /// launch it measures from.
+#[link_section = ".data.seal_hot"]
 pub static RATE_PPM: AtomicU64 = AtomicU64::new(0);
+#[link_section = ".data.seal_hot"]
 pub static REAL_START: AtomicI64 = AtomicI64::new(0);
 /// `LIBSEAL_FILES_START`: the run's start on the coarse real clock, found by the launcher.
+#[link_section = ".data.seal_hot"]
 pub static FILES_START: AtomicI64 = AtomicI64::new(0);
 /// Logical clock the first thread of this image starts at.
+#[link_section = ".data.seal_hot"]
 pub static START_CLOCK: AtomicI64 = AtomicI64::new(0);
+#[link_section = ".data.seal_hot"]
 pub static VPID: AtomicI32 = AtomicI32::new(seal_abi::ROOT_VPID);
+#[link_section = ".data.seal_hot"]
 pub static PPID: AtomicI32 = AtomicI32::new(seal_abi::LAUNCHER_VPID);
 /// This process's place in the process tree (stable across exec).
+#[link_section = ".data.seal_hot"]
 pub static LINEAGE: AtomicU64 = AtomicU64::new(seal_abi::ROOT_LINEAGE);
 /// Exec generation of this image.
+#[link_section = ".data.seal_hot"]
 pub static GEN: AtomicU32 = AtomicU32::new(0);
 /// Children created so far by this process (across its images): the next child's index.
+#[link_section = ".data.seal_hot"]
 pub static CHILDREN: AtomicU64 = AtomicU64::new(0);
 
-/// A fixed-size byte string written once during initialisation (or in a fresh fork child).
-pub struct FixedStr<const N: usize> {
-    cell: UnsafeCell<[u8; N]>,
-    len: AtomicU32,
+/// Room for every [`FixedStr`] of the configuration at its longest, each with its NUL.
+const STRINGS_LEN: usize = 4096 + 4096 + 65 + 2048 + 2048;
+
+/// The values of the [`FixedStr`]s, packed one after another as they are set: short values
+/// (the usual case) share the first bytes, so an image's start touches one page of them where
+/// a buffer each touched four.
+struct Strings {
+    buf: UnsafeCell<[u8; STRINGS_LEN]>,
+    used: AtomicU32,
 }
 
-// SAFETY: written only while INIT is running (single writer) or in a single-threaded fork
-// child, read after; readers see `len` with Acquire after the bytes were written.
-unsafe impl<const N: usize> Sync for FixedStr<N> {}
+// SAFETY: bytes are written once, by the one thread initialising the image (INIT), each range
+// before the `FixedStr` that owns it is published with Release; readers read after Acquire.
+unsafe impl Sync for Strings {}
+
+static STRINGS: Strings = Strings {
+    buf: UnsafeCell::new([0; STRINGS_LEN]),
+    used: AtomicU32::new(0),
+};
+
+/// A byte string of at most `N - 1` bytes, set once during initialisation; its bytes live in
+/// [`STRINGS`].
+pub struct FixedStr<const N: usize> {
+    /// 1 + offset in [`STRINGS`]; 0 while unset.
+    at: AtomicU32,
+    len: AtomicU32,
+}
 
 impl<const N: usize> FixedStr<N> {
     pub const fn new() -> Self {
         FixedStr {
-            cell: UnsafeCell::new([0; N]),
+            at: AtomicU32::new(0),
             len: AtomicU32::new(0),
         }
     }
-    /// Stores `s` (cut to N-1 bytes, NUL-terminated).
+    /// Stores `s` (cut to N-1 bytes, NUL-terminated). Once per image: a second value would
+    /// need room the packing does not keep, and is dropped.
     pub fn set(&self, s: &[u8]) {
-        let n = s.len().min(N - 1);
-        // SAFETY: single writer per the type's contract.
-        unsafe {
-            let b = &mut *self.cell.get();
-            b[..n].copy_from_slice(&s[..n]);
-            b[n] = 0;
+        if s.is_empty() && self.at.load(Relaxed) == 0 {
+            return; // reads as empty already
         }
-        self.len.store(n as u32, Release);
-    }
-    pub fn get(&self) -> &[u8] {
-        let n = self.len.load(Acquire) as usize;
-        // SAFETY: bytes up to len were written before len was published.
-        unsafe { &(&*self.cell.get())[..n] }
+        let n = s.len().min(N - 1);
+        let off = STRINGS.used.fetch_add(n as u32 + 1, Relaxed) as usize;
+        if off + n + 1 > STRINGS_LEN {
+            return;
+        }
+        // SAFETY: `off..off+n+1` was claimed above by this call alone, inside the buffer.
+        unsafe {
+            let b = STRINGS.buf.get() as *mut u8;
+            core::ptr::copy_nonoverlapping(s.as_ptr(), b.add(off), n);
+            *b.add(off + n) = 0;
+        }
+        self.len.store(n as u32, Relaxed);
+        self.at.store(off as u32 + 1, Release);
     }
     /// The value with its trailing NUL.
     pub fn get_cstr(&self) -> &[u8] {
-        let n = self.len.load(Acquire) as usize;
-        // SAFETY: as in get; set() always writes the NUL at n.
-        unsafe { &(&*self.cell.get())[..=n] }
+        let at = self.at.load(Acquire) as usize;
+        if at == 0 {
+            return b"\0";
+        }
+        let n = self.len.load(Relaxed) as usize;
+        // SAFETY: published by `set` (Release) after the bytes and their NUL were written.
+        unsafe { core::slice::from_raw_parts((STRINGS.buf.get() as *const u8).add(at - 1), n + 1) }
+    }
+    pub fn get(&self) -> &[u8] {
+        let c = self.get_cstr();
+        &c[..c.len() - 1]
     }
 }
 
@@ -87,16 +131,23 @@ impl<const N: usize> Default for FixedStr<N> {
     }
 }
 
+#[link_section = ".data.seal_hot"]
 pub static RUN_DIR: FixedStr<4096> = FixedStr::new();
 /// `--only`/`--skip` globs of the run, one a line, handed on to children as they came.
+#[link_section = ".data.seal_hot"]
 pub static ONLY: FixedStr<2048> = FixedStr::new();
+#[link_section = ".data.seal_hot"]
 pub static SKIP: FixedStr<2048> = FixedStr::new();
 /// The run's flags word as the launcher gave it (what children get), even in a process that
 /// `--only`/`--skip` left out.
+#[link_section = ".data.seal_hot"]
 pub static RUN_FLAGS: AtomicU32 = AtomicU32::new(0);
 /// This program is outside `--only`/`--skip`: sealed families are off in this image only.
+#[link_section = ".data.seal_hot"]
 pub static SCOPED_OUT: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+#[link_section = ".data.seal_hot"]
 pub static SHIM_PATH: FixedStr<4096> = FixedStr::new();
+#[link_section = ".data.seal_hot"]
 pub static HOSTNAME: FixedStr<65> = FixedStr::new();
 
 /// The flags word (0 until initialised or when not sealed; the READY bit aside).

@@ -79,6 +79,8 @@ pub fn resolve(cache: &AtomicUsize, name: &'static [u8]) -> usize {
 #[macro_export]
 macro_rules! real {
     ($name:ident : fn($($t:ty),* $(,)?) -> $r:ty) => {{
+        // With the other statics an image's start touches (see the crate docs).
+        #[link_section = ".data.seal_hot"]
         static CACHE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
         let mut p = CACHE.load(core::sync::atomic::Ordering::Relaxed);
         if p == 0 {

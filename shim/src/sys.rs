@@ -384,6 +384,7 @@ impl<const N: usize> Default for StackBuf<N> {
 
 /// Set once at start-up when the run is quiet (`-q`). Held here, not read from `config`, so
 /// this module of raw system calls depends on nothing else in the shim.
+#[link_section = ".data.seal_hot"]
 pub static QUIET: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// Prints `libseal: <msg>` on stderr unless the run is quiet.

@@ -148,6 +148,7 @@ impl<'a> Table<'a> {
 
 /// Pages of the mapped run table this process has backed ([`crate::backing`]): the fixed
 /// arrays and the `vpid_of` map (up to the kernel's largest `pid_max`, 2²²).
+#[link_section = ".data.seal_hot"]
 static BACKED: Backing<{ (RunTable::REAL_MAP_OFFSET + 4 * (1 << 22)).div_ceil(4096 * 64) }> =
     Backing::new();
 
@@ -191,7 +192,9 @@ fn no_room() {
     }
 }
 
+#[link_section = ".data.seal_hot"]
 static BASE: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
+#[link_section = ".data.seal_hot"]
 static PID_MAX: AtomicUsize = AtomicUsize::new(0);
 
 /// The mapped run table of this run, if any.

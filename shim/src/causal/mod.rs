@@ -23,7 +23,7 @@
 pub(crate) mod hooks;
 mod peer;
 
-use core::sync::atomic::{AtomicU64, Ordering::*};
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering::*};
 
 use seal_abi::causal::{self, key_of, lookup, publish, ClockSlot};
 use seal_abi::flags;
@@ -82,7 +82,8 @@ pub fn moved() {
 /// Descriptors below this are cached; others are classified on every use.
 const FDS: usize = 1024;
 /// `STATE`: 0 not looked at, 1 not a channel, 2 a channel.
-static STATE: [AtomicU64; FDS] = [const { AtomicU64::new(0) }; FDS];
+#[link_section = ".data.seal_hot"]
+static STATE: [AtomicU8; FDS] = [const { AtomicU8::new(0) }; FDS];
 static SEND: [AtomicU64; FDS] = [const { AtomicU64::new(0) }; FDS];
 static RECV: [AtomicU64; FDS] = [const { AtomicU64::new(0) }; FDS];
 

@@ -26,9 +26,11 @@ mod modules;
 pub use modules::refresh_modules;
 use modules::reset_refresh_lock;
 
+#[link_section = ".data.seal_hot"]
 static FILE: AtomicPtr<CensusFile> = AtomicPtr::new(core::ptr::null_mut());
 
 /// Which pages of this image's (sparse) census file are backed ([`crate::backing`]).
+#[link_section = ".data.seal_hot"]
 static BACKED: Backing<{ CENSUS_FILE_SIZE.div_ceil(4096 * 64) }> = Backing::new();
 
 /// Backs `len` bytes at `p` inside `file`; false if the file system is full.
@@ -43,6 +45,7 @@ fn backed<T: ?Sized>(file: *const CensusFile, p: *const T, len: usize) -> bool {
 }
 
 /// Set once this image's Python header is backed (see [`back_py`]).
+#[link_section = ".data.seal_hot"]
 static PY_BACKED: AtomicBool = AtomicBool::new(false);
 
 /// Backs the header of `file`'s Python region (status, version, counters: once per image,
@@ -468,7 +471,9 @@ unsafe fn copy_in(file: *const CensusFile, dst: *mut u8, cap: usize, src: &[u8])
 /// The image's `argc` and `argv` as glibc passes them to libseal's constructor (0 and null
 /// until then, or when libseal was initialised earlier, from a hook another library's
 /// constructor called).
+#[link_section = ".data.seal_hot"]
 static ARGC: AtomicUsize = AtomicUsize::new(0);
+#[link_section = ".data.seal_hot"]
 static ARGV: AtomicUsize = AtomicUsize::new(0);
 
 /// Keeps the constructor's arguments for [`read_argv`].

@@ -11,8 +11,10 @@ use super::{backed, file_ptr};
 use crate::sys;
 
 /// Held by the thread that is walking the loaded objects into the module list.
+#[link_section = ".data.seal_hot"]
 static REFRESHING: AtomicBool = AtomicBool::new(false);
 /// Set by anyone who wants a walk; cleared by the walker before it walks.
+#[link_section = ".data.seal_hot"]
 static REFRESH_WANTED: AtomicBool = AtomicBool::new(false);
 
 /// Appends every loaded object not yet listed to the module list (at image start, and when a

@@ -47,8 +47,10 @@ const CPUID: u8 = 2;
 const HANDLER: u8 = 4;
 
 /// What this image traps (set once at start, before any fault can arrive).
+#[link_section = ".data.seal_hot"]
 static ARMED: AtomicU8 = AtomicU8::new(0);
 /// The vDSO's address range `[start, end)`: its `rdtsc` is the real clock's.
+#[link_section = ".data.seal_hot"]
 static VDSO: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 
 #[inline(always)]

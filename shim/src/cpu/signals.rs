@@ -37,10 +37,13 @@ pub struct KAction {
 }
 
 /// The program's `SIGSEGV` action (seqlock: `SEQ` odd while a writer is inside).
+#[link_section = ".data.seal_hot"]
 static SEQ: AtomicU32 = AtomicU32::new(0);
+#[link_section = ".data.seal_hot"]
 static PROG: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 /// Bit `sig - 1`: the program's `sa_mask` for `sig` included `SIGSEGV` (which the kernel's
 /// copy leaves out).
+#[link_section = ".data.seal_hot"]
 static MASKED_SEGV: AtomicU64 = AtomicU64::new(0);
 
 // Per thread: the program asked for SIGSEGV to be blocked (what a mask query shows).

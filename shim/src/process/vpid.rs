@@ -16,8 +16,10 @@ use crate::{census, config, sys, thread};
 
 /// Real pid the current identity (config::VPID) belongs to; another value means this is a
 /// new process that has not been set up yet.
+#[link_section = ".data.seal_hot"]
 static REAL_PID: AtomicI32 = AtomicI32::new(0);
 /// Real parent pid when the identity was set (getppid answers PPID while it still holds).
+#[link_section = ".data.seal_hot"]
 static REAL_PPID: AtomicI32 = AtomicI32::new(0);
 
 /// Lineage kind of processes the shim did not see being created (kept apart from ordinary

@@ -96,6 +96,7 @@ pub fn shown(t: &table::Table, kind: Kind, real: i32) -> Option<i32> {
 pub const FDS: usize = 1024;
 /// Per descriptor: 0 not looked at, else [`code`] of its kind, plus [`COUNTED`] once a
 /// listing of it was counted.
+#[link_section = ".data.seal_hot"]
 static KINDS: [AtomicU8; FDS] = [const { AtomicU8::new(0) }; FDS];
 const COUNTED: u8 = 4;
 /// procfs's `st_dev` + 2; 0 not looked up yet, 1 no procfs at `/proc`.

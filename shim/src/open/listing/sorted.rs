@@ -177,7 +177,9 @@ static STATES: Slots = Slots([const { UnsafeCell::new(State::new()) }; SLOTS]);
 /// `OWNER[i]`: the key of the stream slot `i` belongs to (0 free).
 static OWNER: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
 /// Slots owned at all, and by descriptors: the common case (none) costs one load.
+#[link_section = ".data.seal_hot"]
 static USED: AtomicUsize = AtomicUsize::new(0);
+#[link_section = ".data.seal_hot"]
 static USED_BY_FDS: AtomicUsize = AtomicUsize::new(0);
 
 /// The key of a `DIR *` stream (aligned: its low bit is clear).
