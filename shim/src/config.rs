@@ -167,6 +167,12 @@ pub fn sealed(family: u32) -> bool {
     ACTIVE.load(Relaxed) & family != 0
 }
 
+/// Has this image's configuration been read (whatever it said)?
+#[inline]
+pub fn initialised() -> bool {
+    ACTIVE.load(Relaxed) & READY != 0
+}
+
 /// Is this process part of a sealed run at all?
 #[inline]
 pub fn in_run() -> bool {

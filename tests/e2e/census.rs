@@ -188,6 +188,32 @@ fn calls_from_a_dlopened_object_are_attributed_to_it() {
     assert_eq!(count_from(root, "time", "[unknown]"), 0, "{root:#}");
 }
 
+/// A library constructor that runs before libseal's (a dependency of the program) and calls a
+/// hook: the image is set up at that call, which is counted and attributed to the library (it
+/// was lost before), and the census takes the arguments from `/proc/self/cmdline`, since
+/// libseal's constructor, which hands them over, has not run yet.
+#[test]
+fn a_call_from_an_earlier_constructor_is_counted_with_the_arguments() {
+    let lib = built("early_lib", &["-shared", "-fPIC"]);
+    let exe = build_c("early_main", &[lib.to_str().unwrap()]);
+    let exe = exe.to_str().unwrap();
+    let (out, c, _) = census_of(&[exe, "one", "two words"]);
+    out.ok();
+    assert_eq!(out.stdout, "1767225600 3\n");
+    let root = process(&c, 1000);
+    assert_eq!(
+        root["argv"],
+        serde_json::json!([exe, "one", "two words"]),
+        "{root:#}"
+    );
+    let lname = basename(lib.to_str().unwrap()).to_string();
+    assert_eq!(
+        callers(root, "time"),
+        vec![(lname, Some("early".to_string()), 1)],
+        "{root:#}"
+    );
+}
+
 #[test]
 fn a_short_process_census_holds_a_few_pages() {
     // Census files are sparse: a page exists once written. `du` of the run's census files

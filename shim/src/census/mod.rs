@@ -86,9 +86,12 @@ extern "C" {
 /// slot with a CAS and makes sure the object that made the call is in the module list.
 #[inline(always)]
 pub fn count(fid: Fid, detail: u8, caller: u64) {
-    let p = FILE.load(Relaxed);
+    let mut p = FILE.load(Relaxed);
     if p.is_null() {
-        return;
+        p = before_start();
+        if p.is_null() {
+            return;
+        }
     }
     // SAFETY: FILE points (bar its THREADS_BIT) to a live mapping of CENSUS_FILE_SIZE bytes,
     // never unmapped while published; a fork child replaces it before any other thread exists.
@@ -109,6 +112,20 @@ pub fn count(fid: Fid, detail: u8, caller: u64) {
         }
         _ => {}
     }
+}
+
+/// A call counted before this image was set up: another library's constructor ran before
+/// libseal's and called a hook. Sets the image up now, so that the call is counted too (it
+/// was lost before); null when the image is not counted (not in a run, or already set up
+/// without a census file).
+#[cold]
+#[inline(never)]
+fn before_start() -> *mut CensusFile {
+    if config::initialised() {
+        return core::ptr::null_mut();
+    }
+    config::in_run();
+    FILE.load(Relaxed)
 }
 
 /// Is the calling thread's innermost Python frame in the interpreter's import machinery
