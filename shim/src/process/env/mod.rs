@@ -230,7 +230,7 @@ pub unsafe fn build(
     unsafe {
         if !envp.is_null() {
             while !(*envp.add(n)).is_null() {
-                if is_pad(*envp.add(n), (*envp.add(n + 1)).is_null()) {
+                if is_pad(*envp.add(n)) {
                     n += 1; // dropped below, never measured
                     continue;
                 }
@@ -278,7 +278,7 @@ pub unsafe fn build(
         // SAFETY: i < n entries counted above.
         let raw = unsafe { *envp.add(i) };
         // SAFETY: as above; the pad is rewritten below.
-        if unsafe { is_pad(raw, i + 1 == n) } {
+        if unsafe { is_pad(raw) } {
             continue;
         }
         // SAFETY: as above.
@@ -363,27 +363,28 @@ pub unsafe fn build(
     Some(block)
 }
 
-/// Is `entry` one of the variables seal adds: `LIBSEAL_*`?
-/// Is entry `e` (the environment's `last` one, or not) the stack pad? The launcher's is `LIBSEAL_PAD=xxx…`; the shim's is
-/// `xxx…LIBSEAL_PAD=`, always the last entry, and recognised from its first bytes (never
-/// measured: it is up to 64 KiB long).
+/// Is entry `e` the stack pad? The launcher's is `LIBSEAL_PAD=xxx…`; the shim's is
+/// `xxx…LIBSEAL_PAD=`, the last entry of the environments it builds but not necessarily of
+/// one a program passes on (the initial stack's `envp` with a variable appended). Short ones
+/// are read up to their first byte that is not an `x`; one of 64 `x`s or more is measured
+/// with libc's `strlen` (up to 64 KiB, ~2 µs) to check its end.
 ///
 /// # Safety
 /// `e` is a NUL-terminated string.
-unsafe fn is_pad(e: *const libc::c_char, last: bool) -> bool {
-    // SAFETY: per the contract; every read stops at the first byte that is not an `x`.
+unsafe fn is_pad(e: *const libc::c_char) -> bool {
+    // SAFETY: per the contract; the loop stops at the first byte that is not an `x`.
     unsafe {
         if sys::cstr_starts_with(e, senv::PAD.as_bytes()) && *e.add(senv::PAD.len()) == b'=' as _ {
             return true;
-        }
-        if !last {
-            return false;
         }
         let mut k = 0;
         while k < 64 && *e.add(k) == b'x' as _ {
             k += 1;
         }
-        k == 64 || sys::cstr_starts_with(e.add(k), PAD_TAIL) && *e.add(k + PAD_TAIL.len()) == 0
+        if k < 64 {
+            return sys::cstr_starts_with(e.add(k), PAD_TAIL) && *e.add(k + PAD_TAIL.len()) == 0;
+        }
+        sys::cstr(e).ends_with(PAD_TAIL)
     }
 }
 
@@ -426,9 +427,7 @@ pub unsafe fn without_contract(
     unsafe {
         while !(*envp.add(n)).is_null() {
             let e = *envp.add(n);
-            if sys::cstr_starts_with(e, senv::PREFIX.as_bytes())
-                || is_pad(e, (*envp.add(n + 1)).is_null())
-            {
+            if sys::cstr_starts_with(e, senv::PREFIX.as_bytes()) || is_pad(e) {
                 found = true;
                 n += 1;
                 continue;
@@ -458,7 +457,7 @@ pub unsafe fn without_contract(
         // SAFETY: i < n entries; our mapping has n + 1 slots and room for one LD_PRELOAD.
         unsafe {
             let raw = *envp.add(i);
-            if sys::cstr_starts_with(raw, senv::PREFIX.as_bytes()) || is_pad(raw, i + 1 == n) {
+            if sys::cstr_starts_with(raw, senv::PREFIX.as_bytes()) || is_pad(raw) {
                 continue; // seal's own, never measured (the stack pad is one)
             }
             let e = sys::cstr(raw);
