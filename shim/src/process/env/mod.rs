@@ -4,10 +4,11 @@
 //! image continues from (`LIBSEAL_CLOCK`, `LIBSEAL_VPID`, `LIBSEAL_PPID`, `LIBSEAL_LINEAGE`,
 //! `LIBSEAL_CHILDREN`, `LIBSEAL_GEN`). The names and the encoding are `seal_abi::settings`.
 //!
-//! With the `layout` family sealed, one more variable, `LIBSEAL_PAD=xxx…`, pads what the
-//! kernel copies onto the new stack (file name, arguments, environment, pointers) to a fixed
-//! size ([`seal_abi::settings::pad_entry_len`]), so the new image's stack addresses do not
-//! depend on the caller's environment, working directory or the program's path.
+//! With the `layout` family sealed, one more entry, `xxx…LIBSEAL_PAD=` (the tail of a
+//! constant), pads what the kernel copies onto the new stack (file name, arguments,
+//! environment, pointers) to a fixed size ([`seal_abi::settings::pad_entry_len`]), so the new
+//! image's stack addresses do not depend on the caller's environment, working directory or the
+//! program's path.
 //!
 //! Built without malloc, in anonymous memory from `mmap` (the exec may run in a fork child of
 //! a multi-threaded program, where malloc's locks may be held by threads that no longer exist).
