@@ -135,13 +135,11 @@ pub fn in_python_import() -> bool {
     if !crate::py::wanted() {
         return false;
     }
-    let p = FILE.load(Relaxed);
-    if p.is_null() {
-        return false;
+    // SAFETY: as in `count`: null, or a live mapping while published.
+    match unsafe { file_ptr().as_ref() } {
+        Some(file) => crate::py::in_import_system(file),
+        None => false,
     }
-    // SAFETY: as in `count`.
-    let file = unsafe { &*(((p as usize) & !THREADS_BIT) as *const CensusFile) };
-    crate::py::in_import_system(file)
 }
 
 /// Shards per call site in a multi-threaded process. Threads that read the clock from one

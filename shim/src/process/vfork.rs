@@ -144,10 +144,10 @@ pub extern "C" fn parent_done(r: i64) -> i32 {
     let s = slot();
     if s.nested != 0 {
         s.nested -= 1;
-        return libc_result(r);
+        return crate::fd::libc_result(r) as i32;
     }
     if s.active == 0 {
-        return libc_result(r);
+        return crate::fd::libc_result(r) as i32;
     }
     thread::with(|t| *t = s.thread);
     random::restore(&s.stream);
@@ -160,22 +160,13 @@ pub extern "C" fn parent_done(r: i64) -> i32 {
         }
     }
     s.active = 0;
-    let shown = vpid::parent_done(&s.pending, if r < 0 { -1 } else { r as i32 });
+    let real = crate::fd::libc_result(r) as i32;
+    let shown = vpid::parent_done(&s.pending, real);
     sigmask(libc::SIG_SETMASK, s.mask);
-    if r < 0 {
-        sys::set_errno(-r as i32);
-        return -1;
+    if real < 0 {
+        return -1; // errno set by libc_result (parent_done and sigmask keep it)
     }
     shown
-}
-
-fn libc_result(r: i64) -> i32 {
-    if r < 0 {
-        sys::set_errno(-r as i32);
-        -1
-    } else {
-        r as i32
-    }
 }
 
 /// A vfork child is about to exec with `len` bytes mapped at `base`: if the exec succeeds,
