@@ -136,12 +136,48 @@ fn object_of(addr: u64) -> Option<(u64, u64, u64)> {
     None
 }
 
-/// Is a wait from `ra` one of HotSpot's (`libjvm.so` parks every Java thread through its own
-/// condition variables, for `Thread.sleep` and `LockSupport.park` as for its own service
-/// threads)?
+/// Whose is a timed wait HotSpot makes (`ra` its return address into `libjvm.so`, `fp` the
+/// hook's frame pointer)? `None` when `ra` is not in `libjvm.so`.
+///
+/// `libjvm.so` parks every thread through its own condition variables, for the program's
+/// waits and for its own. The program's are `Thread.sleep` and `Object.wait` (reached through
+/// the exported `JVM_Sleep`/`JVM_MonitorWait`) and `LockSupport.parkNanos` (`Parker::park`,
+/// called by `Unsafe_Park`, a native method called straight from Java code: the stack leaves
+/// `libjvm.so` within three return addresses). Everything else is the VM's own: the timed
+/// rechecks of a contended `synchronized` enter (`ObjectMonitor::EnterI` parks 1, 8, 64 ms at
+/// a time), the inflation spin's 1 ms naps and the VM's internal monitors. Whether those time
+/// out depends on how soon the scheduler runs the lock's holder, so they move no clock
+/// (measured: a contended class-initialisation monitor put a program's clock 1 ms later in
+/// one run out of a few hundred under load).
 #[inline]
-pub fn jvm_wait(ra: u64) -> bool {
-    matches!(object_of(ra.wrapping_sub(1)), Some((JVM, _, _)))
+pub fn jvm_wait(ra: u64, fp: u64) -> Option<bool> {
+    let (kind, start, end) = object_of(ra.wrapping_sub(1))?;
+    (kind == JVM).then(|| jvm_program_wait(start, end, fp))
+}
+
+/// How many return addresses [`jvm_wait`] looks at before it calls a wait the VM's own.
+const JVM_WAIT_DEPTH: usize = 8;
+
+#[cold]
+#[inline(never)]
+fn jvm_program_wait(start: u64, end: u64, mut fp: u64) -> bool {
+    // Depth 1 is the hook's own return address (in libjvm); depth 2 its caller's.
+    for depth in 2..=JVM_WAIT_DEPTH {
+        let Some(up) = frame_above(fp) else {
+            return false;
+        };
+        // SAFETY: `up` lies within 64 KiB above a live frame of this stack, 8-aligned.
+        let ret = unsafe { ((up + 8) as *const u64).read() };
+        let a = ret.wrapping_sub(1);
+        if !(start <= a && a < end) {
+            return depth <= 3;
+        }
+        if sym_class(ret) & JVM_WAIT != 0 {
+            return true;
+        }
+        fp = up;
+    }
+    false
 }
 
 /// Is a condition variable wait from `ra` CPython's GIL? Its 5 ms timeouts time out as often
@@ -188,19 +224,26 @@ pub fn bookkeeping(ra: u64, fp: u64, realtime: bool) -> bool {
 /// the stack just above the hook's frame (a caller that keeps no frame pointer).
 #[inline]
 fn caller_of_caller(fp: u64) -> u64 {
-    if fp == 0 {
-        return 0;
+    match frame_above(fp) {
+        // SAFETY: `up` lies within 64 KiB above a live frame of this stack, 8-aligned; the
+        // stack between a frame and the frames that called it is mapped.
+        Some(up) => unsafe { ((up + 8) as *const u64).read() },
+        None => 0,
     }
-    // SAFETY: `fp` is the hook's own frame base (frame pointers are forced in libseal), so
-    // [fp] is the saved frame pointer of its caller, a readable stack word.
+}
+
+/// The frame pointer saved in the frame at `fp` (its caller's frame), when it points a little
+/// higher up the same stack; `None` for a caller that keeps no frame pointer.
+#[inline]
+fn frame_above(fp: u64) -> Option<u64> {
+    if fp == 0 {
+        return None;
+    }
+    // SAFETY: `fp` is a frame base of this stack (the hook's own: frame pointers are forced in
+    // libseal; or one found by this function), so [fp] is a readable stack word.
     let up = unsafe { (fp as *const u64).read() };
     // A frame pointer points at a higher address of the same stack, not far away.
-    if up <= fp || up - fp > 1 << 16 || up & 7 != 0 {
-        return 0;
-    }
-    // SAFETY: `up` lies within 64 KiB above a live frame of this stack, 8-aligned; the stack
-    // between a frame and the frames that called it is mapped.
-    unsafe { ((up + 8) as *const u64).read() }
+    (up > fp && up - fp <= 1 << 16 && up & 7 == 0).then_some(up)
 }
 
 #[cold]
@@ -303,6 +346,8 @@ unsafe fn node_spans(info: &libc::dl_phdr_info) {
 const KNOWN: u8 = 1;
 /// Inside an exported function whose name starts with `JVM_`.
 const JVM_ENTRY: u8 = 2;
+/// Inside `JVM_Sleep` or `JVM_MonitorWait`: `Thread.sleep` and `Object.wait`.
+const JVM_WAIT: u8 = 4;
 
 /// Cache of [`sym_class`]: open addressing, key = address, value = class (with `KNOWN`).
 const CACHE_SLOTS: usize = 4096;
@@ -384,7 +429,9 @@ fn lookup(_addr: u64) -> u8 {
 
 /// The class of an exported function from its (mangled) name.
 pub fn name_class(name: &[u8]) -> u8 {
-    if name.starts_with(b"JVM_") {
+    if name == b"JVM_Sleep" || name == b"JVM_MonitorWait" {
+        JVM_ENTRY | JVM_WAIT
+    } else if name.starts_with(b"JVM_") {
         JVM_ENTRY
     } else {
         0
@@ -404,11 +451,17 @@ mod tests {
         assert_eq!(kind_of(b"/usr/lib/libpython3.11.so.1.0"), PYTHON);
         assert_eq!(kind_of(b"/usr/lib/libjvm.so.bak"), 0);
         assert_eq!(name_class(b"JVM_NanoTime"), JVM_ENTRY);
+        assert_eq!(name_class(b"JVM_Sleep"), JVM_ENTRY | JVM_WAIT);
+        assert_eq!(name_class(b"JVM_MonitorWait"), JVM_ENTRY | JVM_WAIT);
         assert_eq!(name_class(b"uv_run"), 0);
     }
 
+    /// The registered objects are process-wide: tests that register some take turns.
+    static OBJECTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn reads_outside_runtime_objects_tick() {
+        let _turn = OBJECTS.lock().unwrap_or_else(|e| e.into_inner());
         reset();
         assert!(!bookkeeping(0x1000, 0, false));
         // SAFETY: all-zero is a valid dl_phdr_info (no program headers).
@@ -438,6 +491,47 @@ mod tests {
         // Called from outside (compiled Java code): the program's.
         stack[3] = 0x40_0000;
         assert!(!bookkeeping(0x15_0001, stack.as_ptr() as u64, false));
+        reset();
+    }
+
+    /// A frame-pointer chain on a fake stack: frame `i` is `stack[2i..2i + 2]` (saved frame
+    /// pointer, return address); `rets[i]` is the return address of frame `i + 1`.
+    fn chain(stack: &mut [u64; 32], rets: &[u64]) -> u64 {
+        let base = stack.as_ptr() as u64;
+        for (i, &r) in rets.iter().enumerate() {
+            stack[2 * i] = base + 16 * (i as u64 + 1);
+            stack[2 * i + 3] = r;
+        }
+        base
+    }
+
+    #[test]
+    fn hotspot_waits_are_the_programs_only_when_java_code_is_near() {
+        let _turn = OBJECTS.lock().unwrap_or_else(|e| e.into_inner());
+        reset();
+        // SAFETY: all-zero is a valid dl_phdr_info (no program headers).
+        let info: libc::dl_phdr_info = unsafe { core::mem::zeroed() };
+        note_object(b"/jdk/lib/server/libjvm.so", 0x10_0000, 0x20_0000, &info);
+        let mut stack = [0u64; 32];
+        // Not libjvm: not HotSpot's.
+        assert_eq!(jvm_wait(0x30_0000, 0), None);
+        // Parker::park <- Unsafe_Park <- Java code: LockSupport.parkNanos, the program's.
+        let fp = chain(&mut stack, &[0x15_0000, 0x40_0000]);
+        assert_eq!(jvm_wait(0x15_0010, fp), Some(true));
+        // PlatformEvent::park <- ObjectMonitor::EnterI <- enter <- ObjectSynchronizer::enter
+        // <- SharedRuntime <- Java code: a contended monitor's recheck, the VM's own.
+        let mut stack = [0u64; 32];
+        let fp = chain(
+            &mut stack,
+            &[0x15_0000, 0x15_1000, 0x15_2000, 0x15_3000, 0x40_0000],
+        );
+        assert_eq!(jvm_wait(0x15_0010, fp), Some(false));
+        // A VM thread's monitor, deep inside libjvm and then libc: the VM's own.
+        let mut stack = [0u64; 32];
+        let fp = chain(&mut stack, &[0x15_0000; 12]);
+        assert_eq!(jvm_wait(0x15_0010, fp), Some(false));
+        // No frame pointer to follow: the VM's own.
+        assert_eq!(jvm_wait(0x15_0010, 0), Some(false));
         reset();
     }
 }

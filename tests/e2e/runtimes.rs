@@ -152,6 +152,20 @@ fn java_spin_until_nanotime_moves_ends() {
     assert_eq!(out, "spin iterations 999\n");
 }
 
+/// HotSpot's own timed waits (a contended `synchronized` enter parks 1, then 8 ms at a time
+/// while the holder keeps the lock) time out as often as the scheduler decides: they move no
+/// clock. The program's timed waits (`Object.wait`, `parkNanos`) still do. Before, the
+/// entering thread's clock was 9 ms later here, and the default-flags report above was 1 ms
+/// off in one run out of a few hundred under load.
+#[test]
+fn java_contended_monitor_rechecks_move_no_clock() {
+    let Some(dir) = java_classes() else { return };
+    let out = stable(&["java", "-cp", dir.to_str().unwrap(), "Runtimes", "contend"]);
+    assert_eq!(value(&out, "contended enter delta"), "1000", "{out}");
+    assert_eq!(value(&out, "Object.wait(20) waited"), "20001000", "{out}");
+    assert_eq!(value(&out, "parkNanos(5 ms) parked"), "5001000", "{out}");
+}
+
 #[test]
 fn java_rate_does_not_divide_by_zero() {
     let Some(dir) = java_classes() else { return };

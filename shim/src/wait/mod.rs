@@ -103,7 +103,7 @@ pub fn reached(target: i64) {
 
 /// A wait reached its deadline: `L` moves to it (never backwards).
 fn timed_out_at(target: i64) {
-    if owner() == Owner::Gil {
+    if !owner().moves_clock() {
         return;
     }
     forget_anchor();
@@ -122,9 +122,21 @@ pub enum Owner {
     /// CPython's GIL: reaching its deadline moves no clock, and it leaves the program's
     /// anchor and streak alone; the read that computed its deadline is taken back.
     Gil,
-    /// HotSpot's parking: the program's time, but out of the streak rule (how often the VM's
-    /// own waits are woken early is the scheduler's).
+    /// HotSpot's parking for the program (`Thread.sleep`, `Object.wait`, `parkNanos`): the
+    /// program's time, but out of the streak rule (how often the VM's own waits are woken
+    /// early is the scheduler's).
     Jvm,
+    /// HotSpot's own waits (a contended monitor's timed rechecks, its internal monitors,
+    /// `crate::runtime::jvm_wait`): as the GIL's, they move no clock and leave the program's
+    /// anchor and streak alone; the read that computed the deadline was bookkeeping already.
+    JvmOwn,
+}
+
+impl Owner {
+    /// Does reaching this wait's deadline move the thread's clock?
+    fn moves_clock(self) -> bool {
+        matches!(self, Owner::Program | Owner::Jvm)
+    }
 }
 
 thread_local! {
@@ -262,7 +274,7 @@ pub unsafe fn absolute(
     // A timed wait on a sync object can be ended early by another thread, which carries no
     // time (docs/design.md, "Causality"): it takes part in the streak rule, as a `poll` does.
     // The GIL's waits are bookkeeping, and sleeps cannot be ended early.
-    let bookkeeping = owner() == Owner::Gil;
+    let bookkeeping = !owner().moves_clock();
     let eventful = reached == Reached::OnTimedout && owner() == Owner::Program;
     let t0 = if eventful { mono_now() } else { 0 };
     if eventful && target > now_l {

@@ -81,17 +81,19 @@ fn to_thrd(r: i32) -> c_int {
 
 // ---- condition variables ------------------------------------------------------------------
 
-/// A condvar wait from `ra`: CPython's GIL is the interpreter's bookkeeping (no clock moves),
-/// HotSpot's parking stays out of the streak rule (`crate::runtime`), the rest is the
-/// program's.
+/// A condvar wait from `ra` (`fp`: the hook's frame pointer): CPython's GIL and HotSpot's own
+/// waits are the runtime's bookkeeping (no clock moves), HotSpot's parking for the program
+/// stays out of the streak rule (`crate::runtime`), the rest is the program's.
 #[inline(always)]
-fn runtime_wait(ra: u64, wait: impl FnOnce() -> c_int) -> c_int {
+fn runtime_wait(ra: u64, fp: u64, wait: impl FnOnce() -> c_int) -> c_int {
+    use crate::wait::{owned_by, Owner};
     if crate::runtime::gil_wait(ra) {
-        crate::wait::owned_by(crate::wait::Owner::Gil, wait)
-    } else if crate::runtime::jvm_wait(ra) {
-        crate::wait::owned_by(crate::wait::Owner::Jvm, wait)
-    } else {
-        wait()
+        return owned_by(Owner::Gil, wait);
+    }
+    match crate::runtime::jvm_wait(ra, fp) {
+        Some(true) => owned_by(Owner::Jvm, wait),
+        Some(false) => owned_by(Owner::JvmOwn, wait),
+        None => wait(),
     }
 }
 
@@ -116,7 +118,7 @@ hook! {
         let wait = || unsafe {
             until(clk, abstime, || false, |ts| real(cond, mutex, ts))
         };
-        runtime_wait(ra, wait)
+        runtime_wait(ra, crate::frame!(), wait)
     }
 }
 
@@ -134,7 +136,7 @@ hook! {
         crate::census::count(seal_abi::Fid::CondClockwait, detail(clk), ra);
         // SAFETY: forwarded contract.
         let wait = || unsafe { until(clk, abstime, || false, |ts| real(cond, mutex, clk, ts)) };
-        runtime_wait(ra, wait)
+        runtime_wait(ra, crate::frame!(), wait)
     }
 }
 
