@@ -338,7 +338,7 @@ pub const fn split_census_key(key: u64) -> (u64, u8, u8) {
 
 pub const CENSUS_MAGIC: u64 = 0x5345_414c_4345_4e31; // "SEALCEN1"
 pub const RUN_MAGIC: u64 = 0x5345_414c_5255_4e31; // "SEALRUN1"
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 
 pub const CENSUS_SLOTS: usize = 1 << 14;
 pub const MAX_UNSEALED: usize = 64;
@@ -346,6 +346,12 @@ pub const MAX_MODULES: usize = 1024;
 pub const MODULE_STRINGS: usize = 1 << 17;
 pub const EXE_BYTES: usize = 4096;
 pub const ARGV_BYTES: usize = 16384;
+/// Counters and modules in the census file's first page ([`CensusFile::head_slots`],
+/// [`CensusFile::head_modules`]).
+pub const HEAD_SLOTS: usize = 64;
+pub const HEAD_MODULES: usize = 16;
+/// [`CensusFile::text`]: the executable's path, the arguments and the module names.
+pub const TEXT_BYTES: usize = EXE_BYTES + ARGV_BYTES + MODULE_STRINGS;
 
 /// One counter: `key` (see [`census_key`], 0 = free) and how often it was hit.
 #[repr(C)]
@@ -365,7 +371,7 @@ pub struct UnsealedEvent {
 }
 
 /// A loaded object (main executable or shared library) of the process image: the address range
-/// of its mapped segments and its path (in [`CensusFile::strings`]).
+/// of its mapped segments and its path (in [`CensusFile::text`]).
 #[repr(C)]
 pub struct ModuleRecord {
     pub start: u64,
@@ -379,10 +385,12 @@ pub struct ModuleRecord {
 /// Layout of one census file: one per process image (`<vpid>.<gen>.census` in the run dir),
 /// created by the shim, mapped `MAP_SHARED`, so counts survive SIGKILL and exec.
 ///
-/// The file is sparse: a page exists once something was written to it. The fields every image
-/// writes come first (the header, and the executable's path in the rest of page 0), so a short
-/// process's census is a few pages: the header, its argv, a module page, a string page and
-/// the pages its call sites hash to.
+/// The file is sparse: a page exists once something was written to it. A short process's
+/// census is its first page only: the header, the first [`HEAD_SLOTS`] counters, the first
+/// [`HEAD_MODULES`] modules and the start of the text (its path, its arguments and the module
+/// names, in that order). Busier images spill into the tables after it: counter `i` of
+/// [`CensusFile::slot`] is `head_slots[i]` below [`HEAD_SLOTS`] and `slots[i - HEAD_SLOTS]`
+/// above, and the same for modules.
 #[repr(C)]
 pub struct CensusFile {
     pub magic: u64,
@@ -392,6 +400,7 @@ pub struct CensusFile {
     pub vpid: i32,
     pub parent_vpid: i32,
     pub gen: u32,
+    /// The executable's path is `text[..exe_len]`, the arguments (NUL-separated) follow.
     pub exe_len: u32,
     pub argv_len: u32,
     /// Set when `argv` was cut to fit.
@@ -400,20 +409,68 @@ pub struct CensusFile {
     pub start_clock: i64,
     pub n_unsealed: AtomicU32,
     pub n_modules: AtomicU32,
-    pub strings_used: AtomicU32,
+    /// Bytes of `text` in use (the module names follow the arguments).
+    pub text_used: AtomicU32,
     pub _pad: u32,
     /// Calls that found the table full, per function id (counted, but without a caller).
     pub dropped_calls: AtomicU64,
+    pub head_slots: [CensusSlot; HEAD_SLOTS],
+    pub head_modules: [ModuleRecord; HEAD_MODULES],
+    pub text: [u8; TEXT_BYTES],
     pub overflow: [AtomicU64; 256],
-    pub exe: [u8; EXE_BYTES],
-    /// NUL-separated arguments.
-    pub argv: [u8; ARGV_BYTES],
     pub unsealed: [UnsealedEvent; MAX_UNSEALED],
-    pub modules: [ModuleRecord; MAX_MODULES],
-    pub strings: [u8; MODULE_STRINGS],
+    pub more_modules: [ModuleRecord; MAX_MODULES - HEAD_MODULES],
     pub slots: [CensusSlot; CENSUS_SLOTS],
     /// Python frames of the calls (CPython images only; see [`py`]).
     pub py: py::PyCensus,
+}
+
+/// The header, the head tables and a few hundred bytes of text share the first page.
+const _: () = assert!(core::mem::offset_of!(CensusFile, text) + 512 <= 4096);
+
+impl CensusFile {
+    /// Counters in all: the head's, then the table's.
+    pub const ALL_SLOTS: usize = HEAD_SLOTS + CENSUS_SLOTS;
+
+    /// Counter `i` (`i < ALL_SLOTS`).
+    #[inline(always)]
+    pub fn slot(&self, i: usize) -> &CensusSlot {
+        if i < HEAD_SLOTS {
+            &self.head_slots[i]
+        } else {
+            &self.slots[i - HEAD_SLOTS]
+        }
+    }
+
+    /// Byte offset of counter `i` in the file.
+    pub const fn slot_offset(i: usize) -> usize {
+        let size = core::mem::size_of::<CensusSlot>();
+        if i < HEAD_SLOTS {
+            core::mem::offset_of!(CensusFile, head_slots) + i * size
+        } else {
+            core::mem::offset_of!(CensusFile, slots) + (i - HEAD_SLOTS) * size
+        }
+    }
+
+    /// Module record `i` (`i < MAX_MODULES`).
+    #[inline]
+    pub fn module(&self, i: usize) -> &ModuleRecord {
+        if i < HEAD_MODULES {
+            &self.head_modules[i]
+        } else {
+            &self.more_modules[i - HEAD_MODULES]
+        }
+    }
+
+    /// Byte offset of module record `i` in the file.
+    pub const fn module_offset(i: usize) -> usize {
+        let size = core::mem::size_of::<ModuleRecord>();
+        if i < HEAD_MODULES {
+            core::mem::offset_of!(CensusFile, head_modules) + i * size
+        } else {
+            core::mem::offset_of!(CensusFile, more_modules) + (i - HEAD_MODULES) * size
+        }
+    }
 }
 
 pub const CENSUS_FILE_SIZE: usize = core::mem::size_of::<CensusFile>();

@@ -11,8 +11,8 @@ use std::process::ExitStatus;
 
 use anyhow::{Context, Result};
 use seal_abi::{
-    split_census_key, unsealed, CensusFile, Fid, ModuleRecord, CENSUS_MAGIC, CENSUS_SLOTS,
-    FUNCTIONS, MAX_MODULES, MAX_UNSEALED,
+    split_census_key, unsealed, CensusFile, Fid, ModuleRecord, CENSUS_MAGIC, FUNCTIONS,
+    MAX_MODULES, MAX_UNSEALED,
 };
 use serde::{Deserialize, Serialize};
 
@@ -155,8 +155,7 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 /// file headers: what `seal run` needs when no census was asked for (no symbol tables, no
 /// counter tables, so the launcher adds next to nothing to a short command's run time).
 pub fn unsealed_warnings_in(dir: &Path) -> Result<Vec<String>> {
-    use std::io::Read;
-    let header = offset_of!(CensusFile, modules);
+    use std::os::unix::fs::FileExt;
     let mut seen = std::collections::BTreeSet::new();
     for entry in std::fs::read_dir(dir)
         .with_context(|| format!("cannot read run directory {}", dir.display()))?
@@ -165,12 +164,19 @@ pub fn unsealed_warnings_in(dir: &Path) -> Result<Vec<String>> {
         if path.extension().and_then(|e| e.to_str()) != Some("census") {
             continue;
         }
-        let mut b = Vec::with_capacity(header);
-        std::fs::File::open(&path)
-            .with_context(|| format!("cannot read census file {}", path.display()))?
-            .take(header as u64)
-            .read_to_end(&mut b)?;
-        if b.len() < header || u64_at(&b, offset_of!(CensusFile, magic)) != CENSUS_MAGIC {
+        let file = std::fs::File::open(&path)
+            .with_context(|| format!("cannot read census file {}", path.display()))?;
+        // The header first; the events (16 KiB past the text) only when there are some.
+        let mut b = vec![0u8; offset_of!(CensusFile, head_slots)];
+        if file.read_exact_at(&mut b, 0).is_err()
+            || u64_at(&b, offset_of!(CensusFile, magic)) != CENSUS_MAGIC
+            || u32_at(&b, offset_of!(CensusFile, n_unsealed)) == 0
+        {
+            continue;
+        }
+        b.resize(offset_of!(CensusFile, more_modules), 0);
+        let events = offset_of!(CensusFile, unsealed);
+        if file.read_exact_at(&mut b[events..], events as u64).is_err() {
             continue;
         }
         for (kind, detail) in unsealed_events(&b) {
@@ -210,13 +216,13 @@ pub fn read_image(path: &Path) -> Result<Option<Image>> {
     {
         return Ok(None);
     }
+    let text_off = offset_of!(CensusFile, text);
+    let text = &b[text_off..text_off + seal_abi::TEXT_BYTES];
     let exe_len = (u32_at(&b, offset_of!(CensusFile, exe_len)) as usize).min(seal_abi::EXE_BYTES);
-    let exe_off = offset_of!(CensusFile, exe);
-    let exe = String::from_utf8_lossy(&b[exe_off..exe_off + exe_len]).into_owned();
+    let exe = String::from_utf8_lossy(&text[..exe_len]).into_owned();
     let argv_len =
         (u32_at(&b, offset_of!(CensusFile, argv_len)) as usize).min(seal_abi::ARGV_BYTES);
-    let argv_off = offset_of!(CensusFile, argv);
-    let argv_bytes = &b[argv_off..argv_off + argv_len];
+    let argv_bytes = &text[exe_len..exe_len + argv_len];
     let argv = argv_bytes
         .strip_suffix(b"\0")
         .unwrap_or(argv_bytes)
@@ -227,31 +233,27 @@ pub fn read_image(path: &Path) -> Result<Option<Image>> {
 
     let unsealed = unsealed_events(&b);
 
-    let mod_size = std::mem::size_of::<ModuleRecord>();
     let n_modules = (u32_at(&b, offset_of!(CensusFile, n_modules)) as usize).min(MAX_MODULES);
-    let strings_off = offset_of!(CensusFile, strings);
     let mut modules = Vec::new();
     for i in 0..n_modules {
-        let base = offset_of!(CensusFile, modules) + i * mod_size;
-        let name_off = u32_at(&b, base + 24) as usize;
-        let name_len = u32_at(&b, base + 28) as usize;
-        let name = b
-            .get(strings_off + name_off..strings_off + name_off + name_len)
-            .unwrap_or(&[]);
+        let base = CensusFile::module_offset(i);
+        let name_off = u32_at(&b, base + offset_of!(ModuleRecord, name_off)) as usize;
+        let name_len = u32_at(&b, base + offset_of!(ModuleRecord, name_len)) as usize;
+        let name = text.get(name_off..name_off + name_len).unwrap_or(&[]);
         modules.push(Module {
-            start: u64_at(&b, base),
-            end: u64_at(&b, base + 8),
-            bias: u64_at(&b, base + 16),
+            start: u64_at(&b, base + offset_of!(ModuleRecord, start)),
+            end: u64_at(&b, base + offset_of!(ModuleRecord, end)),
+            bias: u64_at(&b, base + offset_of!(ModuleRecord, bias)),
             path: String::from_utf8_lossy(name).into_owned(),
         });
     }
 
-    let slot_off = offset_of!(CensusFile, slots);
     let mut counts = Vec::new();
-    let mut slot_keys = vec![0u64; CENSUS_SLOTS];
+    let mut slot_keys = vec![0u64; CensusFile::ALL_SLOTS];
     for (i, k) in slot_keys.iter_mut().enumerate() {
-        let key = u64_at(&b, slot_off + i * 16);
-        let count = u64_at(&b, slot_off + i * 16 + 8);
+        let at = CensusFile::slot_offset(i);
+        let key = u64_at(&b, at);
+        let count = u64_at(&b, at + 8);
         *k = key;
         if key != 0 && count != 0 {
             let (addr, fid, detail) = split_census_key(key);

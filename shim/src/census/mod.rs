@@ -17,7 +17,7 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering
 
 use seal_abi::{
     census_key, py::PyCensus, unsealed, CensusFile, Fid, ModuleRecord, ARGV_BYTES,
-    CENSUS_FILE_SIZE, CENSUS_MAGIC, CENSUS_SLOTS, LAYOUT_VERSION,
+    CENSUS_FILE_SIZE, CENSUS_MAGIC, CENSUS_SLOTS, EXE_BYTES, HEAD_SLOTS, LAYOUT_VERSION,
 };
 
 use crate::{backing::Backing, config, sys};
@@ -203,17 +203,34 @@ pub enum Counted {
     Overflow,
 }
 
-/// Counts `key` in `file`'s table (lock-free open addressing, linear probing).
+/// Counts `key` in `file`'s table (lock-free open addressing, linear probing); the result's
+/// index is a [`CensusFile::slot`] index.
 ///
-/// `shard` moves the probe start (one key may then own several slots, which the reader sums).
-/// `single` says no other thread of this process can be counting: the increment is then one
-/// non-locked `add` instruction, which a signal handler on this thread cannot split. Exact
-/// either way: a claimed key never changes, and every increment is atomic with respect to
-/// everything that can run concurrently.
+/// Shard 0 (the only one of a single-threaded process) looks in the head first: the
+/// [`HEAD_SLOTS`] counters in the file's first page, [`HEAD_PROBE`] of them from the key's
+/// place, so a short process's counts stay in the one page every image has. A key that finds
+/// no room there goes to the table, and stays found there (head slots are never freed).
+/// `shard` moves the probe start in the table (one key may then own several slots, which the
+/// reader sums). `single` says no other thread of this process can be counting: the increment
+/// is then one non-locked `add` instruction, which a signal handler on this thread cannot
+/// split. Exact either way: a claimed key never changes, and every increment is atomic with
+/// respect to everything that can run concurrently.
 #[inline(always)]
 pub fn count_in(file: &CensusFile, key: u64, shard: u64, single: bool) -> Counted {
     // Fibonacci hashing: the top bits of key × 2⁶⁴/φ mix address, function and detail.
-    let mut i = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CENSUS_BITS)) as usize;
+    let hash = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    if shard == 0 {
+        let mut i = (hash >> (64 - HEAD_BITS)) as usize;
+        for _ in 0..HEAD_PROBE {
+            let idx = i & (HEAD_SLOTS - 1);
+            // The first page is backed when the file is made.
+            if let Some(c) = claim(&file.head_slots[idx], key, single, idx) {
+                return c;
+            }
+            i = i.wrapping_add(1);
+        }
+    }
+    let mut i = (hash >> (64 - CENSUS_BITS)) as usize;
     i = i.wrapping_add(shard as usize * SHARD_STRIDE);
     for _ in 0..MAX_PROBE {
         let idx = i & (CENSUS_SLOTS - 1);
@@ -221,23 +238,8 @@ pub fn count_in(file: &CensusFile, key: u64, shard: u64, single: bool) -> Counte
         if !backed(file, slot, core::mem::size_of::<seal_abi::CensusSlot>()) {
             break;
         }
-        let k = slot.key.load(Relaxed);
-        if k == key {
-            bump(&slot.count, single);
-            return Counted::Counted(idx);
-        }
-        if k == 0 {
-            match slot.key.compare_exchange(0, key, Relaxed, Relaxed) {
-                Ok(_) => {
-                    bump(&slot.count, single);
-                    return Counted::NewSite(idx);
-                }
-                Err(other) if other == key => {
-                    bump(&slot.count, single);
-                    return Counted::Counted(idx);
-                }
-                Err(_) => {}
-            }
+        if let Some(c) = claim(slot, key, single, HEAD_SLOTS + idx) {
+            return c;
         }
         i = i.wrapping_add(1);
     }
@@ -245,6 +247,35 @@ pub fn count_in(file: &CensusFile, key: u64, shard: u64, single: bool) -> Counte
     Counted::Overflow
 }
 
+/// Counts `key` in `slot` (index `idx`) if it holds it or is free; `None` when it holds
+/// another key.
+#[inline(always)]
+fn claim(slot: &seal_abi::CensusSlot, key: u64, single: bool, idx: usize) -> Option<Counted> {
+    let k = slot.key.load(Relaxed);
+    if k == key {
+        bump(&slot.count, single);
+        return Some(Counted::Counted(idx));
+    }
+    if k == 0 {
+        match slot.key.compare_exchange(0, key, Relaxed, Relaxed) {
+            Ok(_) => {
+                bump(&slot.count, single);
+                return Some(Counted::NewSite(idx));
+            }
+            Err(other) if other == key => {
+                bump(&slot.count, single);
+                return Some(Counted::Counted(idx));
+            }
+            Err(_) => {}
+        }
+    }
+    None
+}
+
+/// Head slots a key may take, from its place on.
+const HEAD_PROBE: usize = 4;
+const HEAD_BITS: u32 = HEAD_SLOTS.trailing_zeros();
+const _: () = assert!(1 << HEAD_BITS == HEAD_SLOTS);
 const CENSUS_BITS: u32 = CENSUS_SLOTS.trailing_zeros();
 const _: () = assert!(1 << CENSUS_BITS == CENSUS_SLOTS);
 
@@ -272,11 +303,11 @@ fn bump(c: &AtomicU64, single: bool) {
 #[inline(never)]
 fn new_site(file: &CensusFile, caller: u64) {
     let probe = caller.wrapping_sub(1);
-    let n = (file.n_modules.load(Acquire) as usize).min(file.modules.len());
-    if file.modules[..n]
-        .iter()
-        .any(|m| m.start <= probe && probe < m.end)
-    {
+    let n = (file.n_modules.load(Acquire) as usize).min(seal_abi::MAX_MODULES);
+    if (0..n).any(|i| {
+        let m = file.module(i);
+        m.start <= probe && probe < m.end
+    }) {
         return;
     }
     refresh_modules();
@@ -376,9 +407,11 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
     };
     sys::close(fd);
     BACKED.reset();
-    PY_BACKED.store(false, Relaxed);
-    let header = core::mem::offset_of!(CensusFile, exe) + 256;
-    if !p.is_null() && !BACKED.back(p, 0, header) {
+    // A fork child reads its parent's Python header only if the parent backed it: reading a
+    // page of a sparse tmpfs file allocates it.
+    let parent_py = PY_BACKED.swap(false, Relaxed);
+    // The first page: the header, the head tables and the start of the text.
+    if !p.is_null() && !BACKED.back(p, 0, 4096) {
         // SAFETY: our fresh mapping, not yet published.
         unsafe { sys::munmap(p, CENSUS_FILE_SIZE) };
         p = core::ptr::null_mut();
@@ -411,52 +444,48 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
         (*file).parent_vpid = parent_vpid;
         (*file).gen = gen;
         (*file).start_clock = crate::thread::peek();
-        let exe = core::ptr::addr_of_mut!((*file).exe) as *mut u8;
-        let argv = core::ptr::addr_of_mut!((*file).argv) as *mut u8;
+        let text = core::ptr::addr_of_mut!((*file).text) as *mut u8;
         if let Some(from) = old.as_ref() {
-            // A fork child runs its parent's program with its parent's arguments.
-            let n = (from.exe_len as usize).min(seal_abi::EXE_BYTES);
-            (*file).exe_len = copy_in(file, exe, seal_abi::EXE_BYTES, &from.exe[..n]) as u32;
-            let n = (from.argv_len as usize).min(ARGV_BYTES);
-            (*file).argv_len = copy_in(file, argv, ARGV_BYTES, &from.argv[..n]) as u32;
+            // A fork child runs its parent's program with its parent's arguments, and has its
+            // parent's objects loaded: the text (path, arguments, module names) and the module
+            // list are its parent's.
+            let used = (from.text_used.load(Acquire) as usize).min(seal_abi::TEXT_BYTES);
+            let n = (from.n_modules.load(Acquire) as usize).min(seal_abi::MAX_MODULES);
+            let copied = copy_in(file, text, seal_abi::TEXT_BYTES, &from.text[..used]);
+            let (n, used) = if copied == used && copy_modules(from, &*file, n) {
+                (n, used)
+            } else {
+                (0, ((from.exe_len + from.argv_len) as usize).min(copied))
+            };
+            (*file).exe_len = from.exe_len.min(used as u32);
+            (*file).argv_len = from
+                .argv_len
+                .min((used as u32).saturating_sub((*file).exe_len));
             (*file).argv_truncated = from.argv_truncated;
+            (*file).text_used.store(used as u32, Relaxed);
+            // A fork child: its interpreter (if any) was already found in the parent image.
+            let py = if parent_py {
+                (from.py.status.load(Relaxed), from.py.version.load(Relaxed))
+            } else {
+                (0, 0)
+            };
+            if py != (0, 0) && back_py(&*file) {
+                (*file).py.status.store(py.0, Relaxed);
+                (*file).py.version.store(py.1, Relaxed);
+            }
+            (*file).n_modules.store(n as u32, Release);
         } else {
             let mut buf = [0u8; 4096];
             let n = sys::readlink(b"/proc/self/exe\0", &mut buf);
-            (*file).exe_len = copy_in(file, exe, seal_abi::EXE_BYTES, &buf[..n]) as u32;
+            let exe = copy_in(file, text, EXE_BYTES, &buf[..n]);
+            (*file).exe_len = exe as u32;
             let n = read_argv(file, &mut buf);
             (*file).argv_len = n as u32;
             (*file).argv_truncated = (n == ARGV_BYTES) as u32;
+            (*file).text_used.store((exe + n) as u32, Relaxed);
         }
     }
     let inherited = !old.is_null();
-    if inherited {
-        // SAFETY: both mappings are live and CENSUS_FILE_SIZE long; counts are bounded by the
-        // arrays' lengths; the new file is not yet published.
-        unsafe {
-            let (from, to) = (&*old, &mut *file);
-            let mut n = (from.n_modules.load(Acquire) as usize).min(to.modules.len());
-            let mut used = (from.strings_used.load(Acquire) as usize).min(to.strings.len());
-            if !backed(
-                to,
-                to.modules.as_ptr(),
-                n * core::mem::size_of::<ModuleRecord>(),
-            ) || !backed(to, to.strings.as_ptr(), used)
-            {
-                (n, used) = (0, 0);
-            }
-            core::ptr::copy_nonoverlapping(from.modules.as_ptr(), to.modules.as_mut_ptr(), n);
-            to.strings[..used].copy_from_slice(&from.strings[..used]);
-            to.strings_used.store(used as u32, Relaxed);
-            // A fork child: its interpreter (if any) was already found in the parent image.
-            let py = (from.py.status.load(Relaxed), from.py.version.load(Relaxed));
-            if py != (0, 0) && back_py(to) {
-                to.py.status.store(py.0, Relaxed);
-                to.py.version.store(py.1, Relaxed);
-            }
-            to.n_modules.store(n as u32, Release);
-        }
-    }
     unmap_old();
     FILE.store(file, Release);
     reset_refresh_lock();
@@ -466,6 +495,29 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
     }
     // SAFETY: published above; `ready` is an atomic.
     unsafe { (*file).ready.store(1, Release) };
+}
+
+/// Copies the first `n` module records of `from` (a fork parent's census) to `to`; false when
+/// their pages could not be backed.
+///
+/// # Safety
+/// `to` is a live, unpublished census mapping; `n <= MAX_MODULES`.
+unsafe fn copy_modules(from: &CensusFile, to: &CensusFile, n: usize) -> bool {
+    for i in 0..n {
+        let dst = to.module(i);
+        if !backed(to, dst, core::mem::size_of::<ModuleRecord>()) {
+            return false;
+        }
+        // SAFETY: an unpublished record of the new mapping; nobody else writes it.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                from.module(i),
+                dst as *const ModuleRecord as *mut ModuleRecord,
+                1,
+            )
+        };
+    }
+    true
 }
 
 /// Copies `src` to `dst`, a field of `cap` bytes in the census file at `file`, as far as it
@@ -535,10 +587,12 @@ unsafe fn argv_from_start(file: *mut CensusFile) -> Option<usize> {
 /// # Safety
 /// `file` is a live, unpublished census mapping and `*done <= ARGV_BYTES`.
 unsafe fn append_argv(file: *mut CensusFile, done: &mut usize, piece: &[u8]) -> bool {
-    // SAFETY: a field of the live mapping; `*done <= ARGV_BYTES` keeps the start inside it.
+    // SAFETY: the text of the live mapping, after the path; `*done <= ARGV_BYTES` keeps the
+    // start inside it.
     let c = unsafe {
-        let dst = core::ptr::addr_of_mut!((*file).argv) as *mut u8;
-        copy_in(file, dst.add(*done), ARGV_BYTES - *done, piece)
+        let at = (*file).exe_len as usize + *done;
+        let dst = core::ptr::addr_of_mut!((*file).text) as *mut u8;
+        copy_in(file, dst.add(at), ARGV_BYTES - *done, piece)
     };
     *done += c;
     c == piece.len()
@@ -606,8 +660,12 @@ mod tests {
         }
     }
 
+    fn all_slots(file: &CensusFile) -> impl Iterator<Item = &seal_abi::CensusSlot> {
+        (0..CensusFile::ALL_SLOTS).map(|i| file.slot(i))
+    }
+
     fn total(file: &CensusFile) -> u64 {
-        let slots: u64 = file.slots.iter().map(|s| s.count.load(Relaxed)).sum();
+        let slots: u64 = all_slots(file).map(|s| s.count.load(Relaxed)).sum();
         slots + file.overflow.iter().map(|c| c.load(Relaxed)).sum::<u64>()
     }
 
@@ -624,9 +682,42 @@ mod tests {
         assert!(matches!(count_in(f, b, 3, false), Counted::NewSite(_)));
         assert!(matches!(count_in(f, b, 3, false), Counted::Counted(_)));
         assert!(matches!(count_in(f, b, 3, true), Counted::Counted(_)));
-        let find = |k| f.slots.iter().find(|s| s.key.load(Relaxed) == k).unwrap();
+        let find = |k| all_slots(f).find(|s| s.key.load(Relaxed) == k).unwrap();
         assert_eq!(find(a).count.load(Relaxed), 7);
         assert_eq!(find(b).count.load(Relaxed), 3);
+    }
+
+    /// A short single-threaded process counts in the first page only; a key that finds its
+    /// head window full goes to the table and is found there again.
+    #[test]
+    fn a_few_call_sites_stay_in_the_first_page() {
+        let z = Zeroed::new();
+        let f = z.file();
+        let keys: Vec<u64> = (0..12)
+            .map(|i| census_key(0x5555_0000_1000 + i * 0x40, Fid::ClockGettime, 1))
+            .collect();
+        for &k in &keys {
+            match count_in(f, k, 0, true) {
+                Counted::NewSite(i) => assert!(i < HEAD_SLOTS, "{i}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        // Fill the head: later keys spill to the table, and each is found where it went.
+        let many: Vec<u64> = (0..200)
+            .map(|i| census_key(0x6666_0000_0000 + i * 8, Fid::TimeFn, 0))
+            .collect();
+        let first: Vec<usize> = many
+            .iter()
+            .map(|&k| match count_in(f, k, 0, true) {
+                Counted::NewSite(i) => i,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(first.iter().any(|&i| i >= HEAD_SLOTS));
+        for (&k, &i) in many.iter().zip(&first) {
+            assert_eq!(count_in(f, k, 0, true), Counted::Counted(i));
+        }
+        assert_eq!(total(f), 12 + 400);
     }
 
     #[test]
@@ -647,9 +738,7 @@ mod tests {
         });
         assert_eq!(total(f), 200_000);
         for &k in &keys {
-            let per_key: u64 = f
-                .slots
-                .iter()
+            let per_key: u64 = all_slots(f)
                 .filter(|s| s.key.load(Relaxed) == k)
                 .map(|s| s.count.load(Relaxed))
                 .sum();
@@ -661,7 +750,7 @@ mod tests {
     fn a_full_table_still_counts_every_call_per_function() {
         let z = Zeroed::new();
         let f = z.file();
-        let calls = CENSUS_SLOTS as u64 + 5_000;
+        let calls = CensusFile::ALL_SLOTS as u64 + 5_000;
         let mut overflowed = 0;
         for i in 0..calls {
             if count_in(

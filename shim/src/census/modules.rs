@@ -5,7 +5,7 @@
 
 use core::sync::atomic::{AtomicBool, Ordering::*};
 
-use seal_abi::{CensusFile, ModuleRecord};
+use seal_abi::{CensusFile, ModuleRecord, MAX_MODULES, TEXT_BYTES};
 
 use super::{backed, file_ptr};
 use crate::sys;
@@ -82,11 +82,11 @@ unsafe extern "C" fn module_cb(
     // SAFETY: dlpi_name is a NUL-terminated string or null.
     let mut name = unsafe { sys::cstr(info.dlpi_name) };
     let mut exe_buf = [0u8; 1024];
+    let exe_len = (file.exe_len as usize).min(seal_abi::EXE_BYTES);
     if name.is_empty() {
         // The main executable has an empty name: the path the header holds (else the link).
-        let k = (file.exe_len as usize).min(file.exe.len());
-        name = if k > 0 {
-            &file.exe[..k]
+        name = if exe_len > 0 {
+            &file.text[..exe_len]
         } else {
             let k = sys::readlink(b"/proc/self/exe\0", &mut exe_buf);
             &exe_buf[..k]
@@ -94,40 +94,51 @@ unsafe extern "C" fn module_cb(
     }
     crate::runtime::note_object(name, lo, hi, info);
     crate::py::note_object(name, info, file);
-    let n = file.n_modules.load(Relaxed) as usize;
-    let used = file.strings_used.load(Relaxed) as usize;
-    let listed = file.modules[..n.min(file.modules.len())].iter().any(|m| {
+    let n = (file.n_modules.load(Relaxed) as usize).min(MAX_MODULES);
+    let used = (file.text_used.load(Relaxed) as usize).min(TEXT_BYTES);
+    let listed = (0..n).any(|i| {
+        let m = file.module(i);
         let off = m.name_off as usize;
-        m.start == lo
-            && m.end == hi
-            && file.strings.get(off..off + m.name_len as usize) == Some(name)
+        m.start == lo && m.end == hi && file.text.get(off..off + m.name_len as usize) == Some(name)
     });
     if listed {
         return 0;
     }
-    if n >= file.modules.len() {
+    if n >= MAX_MODULES {
         return 1;
     }
-    let len = name.len().min(file.strings.len().saturating_sub(used));
-    if !backed(file, &file.modules[n], core::mem::size_of::<ModuleRecord>())
-        || !backed(file, file.strings[used..].as_ptr(), len)
-    {
+    let record = file.module(n);
+    if !backed(file, record, core::mem::size_of::<ModuleRecord>()) {
         return 1;
     }
-    // SAFETY: the module slot `n` and the string bytes past `used` are not yet published
-    // (n_modules / strings_used are stored after them), and REFRESHING makes this thread
-    // their only writer; readers (the launcher) read only up to the published counts.
+    // The executable's name is the path at the start of the text: no second copy.
+    let (off, len) = if exe_len > 0 && name == &file.text[..exe_len] {
+        (0, exe_len)
+    } else {
+        let len = name.len().min(TEXT_BYTES - used);
+        if !backed(file, file.text[used..].as_ptr(), len) {
+            return 1;
+        }
+        // SAFETY: the text bytes past `used` are not yet published (text_used is stored
+        // after them), and REFRESHING makes this thread their only writer.
+        unsafe {
+            let text = file.text.as_ptr() as *mut u8;
+            core::ptr::copy_nonoverlapping(name.as_ptr(), text.add(used), len);
+        }
+        file.text_used.store((used + len) as u32, Release);
+        (used, len)
+    };
+    // SAFETY: the module record `n` is not yet published (n_modules is stored after it), and
+    // REFRESHING makes this thread its only writer; readers (the launcher) read only up to the
+    // published counts.
     unsafe {
-        let strings = file.strings.as_ptr() as *mut u8;
-        core::ptr::copy_nonoverlapping(name.as_ptr(), strings.add(used), len);
-        let m = file.modules.as_ptr().add(n) as *mut seal_abi::ModuleRecord;
+        let m = record as *const ModuleRecord as *mut ModuleRecord;
         (*m).start = lo;
         (*m).end = hi;
         (*m).bias = info.dlpi_addr;
-        (*m).name_off = used as u32;
+        (*m).name_off = off as u32;
         (*m).name_len = len as u32;
     }
-    file.strings_used.store((used + len) as u32, Release);
     file.n_modules.store(n as u32 + 1, Release);
     0
 }
