@@ -61,11 +61,15 @@ impl RunDir {
         RunDir::with_table(path, parent, "run-")
     }
 
-    /// Removes run directories that killed launchers left next to this one. Called once the
-    /// command is running: it lists the whole parent (`/dev/shm` is shared with every other
-    /// program's leftovers: ~850 entries and ~0.1 ms here), which the command need not wait for.
+    /// Removes run directories that killed launchers left next to this one, at most once a
+    /// [`SWEEP_EVERY`] per user and parent. Called once the command is running: it lists the
+    /// whole parent (`/dev/shm` is shared with every other program's leftovers: ~1000 entries
+    /// and ~0.15 ms of every short run here). A directory is only removed once it is
+    /// [`STALE_AFTER`] old anyway, so a stale one goes within two minutes, at the next run.
     pub fn sweep(&self) {
-        remove_stale_runs(&self.parent, self.prefix);
+        if sweep_due(&self.parent) {
+            remove_stale_runs(&self.parent, self.prefix);
+        }
     }
 
     fn with_table(path: PathBuf, parent: PathBuf, prefix: &'static str) -> Result<RunDir> {
@@ -129,6 +133,43 @@ fn pid_max() -> usize {
 /// Removes this user's run directories under `parent` that no live launcher holds: a `seal`
 /// killed with SIGKILL cannot remove its own. A directory younger than a minute is left alone
 /// (its launcher may not have locked it yet).
+/// How old a run directory whose launcher is gone must be before a sweep removes it.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+/// How often a user's launchers sweep one parent directory.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Is a sweep of `parent` due? The mark is `<parent>/.seal-swept-<uid>`, whose mtime is the
+/// last sweep's time: one `stat` instead of listing the parent. A mark that is missing, not
+/// ours, not a regular file or not recent means a sweep; a sweep that is due touches it (made
+/// 0600 and never followed when it is a link).
+fn sweep_due(parent: &Path) -> bool {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let mark = parent.join(format!(".seal-swept-{uid}"));
+    let recent = std::fs::symlink_metadata(&mark).is_ok_and(|m| {
+        m.is_file()
+            && m.uid() == uid
+            && m.modified()
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age < SWEEP_EVERY)
+    });
+    if recent {
+        return false;
+    }
+    if let Ok(f) = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&mark)
+    {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
+    true
+}
+
 fn remove_stale_runs(parent: &Path, prefix: &str) {
     use std::os::unix::fs::MetadataExt;
     use std::os::unix::io::AsRawFd;
@@ -148,7 +189,7 @@ fn remove_stale_runs(parent: &Path, prefix: &str) {
             .modified()
             .ok()
             .and_then(|t| t.elapsed().ok())
-            .is_none_or(|age| age.as_secs() < 60);
+            .is_none_or(|age| age < STALE_AFTER);
         if !meta.is_dir() || meta.uid() != uid || young {
             continue;
         }

@@ -377,6 +377,13 @@ fn run_dirs_of_killed_launchers_are_removed() {
     killed.kill().unwrap();
     killed.wait().unwrap();
     age(&stale);
+    // The first launcher swept the parent; the next sweep is due a minute later.
+    // SAFETY: geteuid has no preconditions.
+    let mark = runtime
+        .path()
+        .join(format!(".seal-swept-{}", unsafe { libc::geteuid() }));
+    assert!(mark.is_file(), "no sweep mark {}", mark.display());
+    age(&mark);
     let mut live = start("5");
     let mut fresh = None;
     for _ in 0..200 {
@@ -396,12 +403,30 @@ fn run_dirs_of_killed_launchers_are_removed() {
     }
     assert!(!stale.exists(), "the killed launcher's run dir was kept");
     age(&fresh);
-    let mut cmd = seal(["--", "true"]);
-    cmd.env("XDG_RUNTIME_DIR", runtime.path());
-    run_timeout(cmd, TIMEOUT).ok();
+    age(&mark);
+    let run_true = || {
+        let mut cmd = seal(["--", "true"]);
+        cmd.env("XDG_RUNTIME_DIR", runtime.path());
+        run_timeout(cmd, TIMEOUT).ok();
+    };
+    run_true();
     assert!(fresh.exists(), "a live run's directory was removed");
     live.kill().unwrap();
     live.wait().unwrap();
+    // Within a minute of a sweep, runs do not list the parent: an old, unlocked run dir stays
+    // until the mark is a minute old.
+    let left = runtime.path().join("seal-run-0123456789abcdef");
+    std::fs::create_dir(&left).unwrap();
+    std::fs::write(left.join("run.table"), b"").unwrap();
+    age(&left);
+    run_true();
+    assert!(
+        left.exists(),
+        "a run swept the parent although the last sweep was recent"
+    );
+    age(&mark);
+    run_true();
+    assert!(!left.exists(), "a due sweep kept a stale run dir");
 }
 
 /// A `seal` started inside a sealed run reads its own seal.toml, flags and environment: the
