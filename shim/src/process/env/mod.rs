@@ -110,11 +110,11 @@ struct Cursor {
 }
 
 impl Cursor {
-    /// A pad entry of `len` bytes, NUL included: the tail of [`PAD_TEXT`], or (longer than
-    /// that) `LIBSEAL_PAD=xxx…` written here.
-    fn pad(&mut self, len: usize) -> Option<*const libc::c_char> {
-        if let Some(start) = PAD_MAX.checked_sub(len).filter(|_| len > PAD_TAIL.len()) {
-            return Some(PAD_TEXT[start..].as_ptr() as *const libc::c_char);
+    /// A pad entry of `len` bytes, NUL included: the tail of [`LONG_PAD`] when its length
+    /// fits that constant's period, else `LIBSEAL_PAD=xxx…` written here.
+    fn long_pad(&mut self, len: usize) -> Option<*const libc::c_char> {
+        if len <= LONG_PAD.len() && (len - 1) % PAD_TAIL.len() == 0 {
+            return Some(LONG_PAD[LONG_PAD.len() - len..].as_ptr() as *const libc::c_char);
         }
         let name = senv::PAD.as_bytes();
         if len < name.len() + 2 || self.used + len > self.len {
@@ -159,7 +159,7 @@ pub struct EnvBlock {
     base: *mut u8,
     size: usize,
     envp: *const *const libc::c_char,
-    /// Index of the pad entry (the last one), if any.
+    /// Index of the pad's first entry (its one or two entries are the last), if any.
     pad: Option<usize>,
 }
 
@@ -173,7 +173,7 @@ impl EnvBlock {
     /// False when there was none.
     pub fn drop_pad(&mut self) -> bool {
         match self.pad.take() {
-            // SAFETY: the pad is the last entry of our own array: end the array there.
+            // SAFETY: the pad's entries are the last of our own array: end the array there.
             Some(i) => {
                 unsafe { *(self.base as *mut *const libc::c_char).add(i) = core::ptr::null() };
                 true
@@ -250,7 +250,8 @@ pub unsafe fn build(
         return None;
     }
     let layout = layout.filter(|_| s.flags & seal_abi::flags::LAYOUT != 0);
-    let extra = senv::PER_PROCESS.len() + SETTINGS.len() + 2;
+    // LD_PRELOAD and two pad entries beyond the settings.
+    let extra = senv::PER_PROCESS.len() + SETTINGS.len() + 3;
     let ptr_bytes = (n + extra + 1) * 8;
     let pad_room = if layout.is_some() { PAD_ROOM } else { 0 };
     let size = (ptr_bytes + bytes + extra * VAR_ROOM + pad_room + 4095) & !4095;
@@ -351,12 +352,27 @@ pub unsafe fn build(
             // SAFETY: as above.
             strings += unsafe { sys::cstr_len(*ptrs.add(i)) } + 1;
         }
-        let len = senv::pad_entry_len(strings, argc + out);
-        if let Some(p) = cur.pad(len) {
-            // SAFETY: one slot of the extra room is kept for the pad.
-            unsafe { *ptrs.add(out) = p };
+        // One short entry, or a long one whose name comes first and a short one: the loader
+        // reads each entry's name up to its `=` (glibc's tunables parser, byte by byte), and a
+        // 60 KiB name was ~20 µs of every exec.
+        let single = senv::pad_entry_len(strings, argc + out);
+        let parts = if single <= SHORT_PAD.len() {
+            [short_pad(single), None]
+        } else {
+            let total = senv::pad_entry_len(strings, argc + out + 1);
+            let short = PAD_TAIL.len() + 1 + (total - PAD_TAIL.len() - 2) % PAD_TAIL.len();
+            match cur.long_pad(total - short) {
+                Some(p) => [Some(p), short_pad(short)],
+                None => [None, None],
+            }
+        };
+        if let [Some(first), second] = parts {
             block.pad = Some(out);
-            out += 1;
+            for p in [Some(first), second].into_iter().flatten() {
+                // SAFETY: two slots of the extra room are kept for the pad.
+                unsafe { *ptrs.add(out) = p };
+                out += 1;
+            }
         }
     }
     // SAFETY: the terminating NULL (the mapping has room for n + extra + 1 pointers).
@@ -364,18 +380,18 @@ pub unsafe fn build(
     Some(block)
 }
 
-/// Is entry `e` the stack pad? The launcher's is `LIBSEAL_PAD=xxx…`; the shim's is
-/// `xxx…LIBSEAL_PAD=`, the last entry of the environments it builds but not necessarily of
-/// one a program passes on (the initial stack's `envp` with a variable appended). Short ones
-/// are read up to their first byte that is not an `x`; one of 64 `x`s or more is measured
-/// with libc's `strlen` (up to 64 KiB, ~2 µs) to check its end.
+/// Is entry `e` (part of) the stack pad? The launcher's is `LIBSEAL_PAD=xxx…`; the shim's is
+/// `xxx…LIBSEAL_PAD=` (short) or `LIBSEAL_PAD=LIBSEAL_PAD=…` and a short one, the last entries
+/// of the environments it builds but not necessarily of one a program passes on (the initial
+/// stack's `envp` with a variable appended). A short one is read up to its first byte that is
+/// not an `x`; one of 64 `x`s or more (an older shim's) is measured with libc's `strlen`.
 ///
 /// # Safety
 /// `e` is a NUL-terminated string.
 unsafe fn is_pad(e: *const libc::c_char) -> bool {
     // SAFETY: per the contract; the loop stops at the first byte that is not an `x`.
     unsafe {
-        if sys::cstr_starts_with(e, senv::PAD.as_bytes()) && *e.add(senv::PAD.len()) == b'=' as _ {
+        if sys::cstr_starts_with(e, PAD_TAIL) {
             return true;
         }
         let mut k = 0;
@@ -389,24 +405,46 @@ unsafe fn is_pad(e: *const libc::c_char) -> bool {
     }
 }
 
-/// The end of the shim's pad entry.
+/// The pad's name and `=`; the end of a short pad entry, the period of a long one.
 const PAD_TAIL: &[u8] = b"LIBSEAL_PAD=";
 
-/// The longest pad ([`senv::pad_entry_len`] stays below it).
-const PAD_MAX: usize = senv::LAYOUT_BLOCK + 64;
+/// `xxx…LIBSEAL_PAD=` and its NUL, 64 bytes: a short pad entry of `len` bytes is its last
+/// `len` bytes (13 at least).
+static SHORT_PAD: [u8; 64] = tail_text();
 
-/// `xxx…LIBSEAL_PAD=` and its NUL: a pad of `len` bytes is its last `len` bytes, which the
-/// kernel copies from here (no page is written or faulted in for it at each exec).
-static PAD_TEXT: [u8; PAD_MAX] = {
-    let mut t = [b'x'; PAD_MAX];
+/// `LIBSEAL_PAD=` repeated and a NUL, longer than any pad ([`senv::pad_entry_len`] stays below
+/// `LAYOUT_BLOCK + 64`): a long pad entry of `12k + 1` bytes is its last `12k + 1` bytes, which
+/// the kernel copies from here (no page is written or faulted in for it at each exec), and
+/// whose name ends at its first `=`.
+static LONG_PAD: [u8; LONG_PAD_LEN] = periodic_text();
+const LONG_PAD_LEN: usize = (senv::LAYOUT_BLOCK + 64).div_ceil(12) * 12 + 1;
+
+const fn tail_text<const N: usize>() -> [u8; N] {
+    let mut t = [b'x'; N];
     let mut i = 0;
     while i < PAD_TAIL.len() {
-        t[PAD_MAX - 1 - PAD_TAIL.len() + i] = PAD_TAIL[i];
+        t[N - 1 - PAD_TAIL.len() + i] = PAD_TAIL[i];
         i += 1;
     }
-    t[PAD_MAX - 1] = 0;
+    t[N - 1] = 0;
     t
-};
+}
+
+const fn periodic_text<const N: usize>() -> [u8; N] {
+    let mut t = [0u8; N];
+    let mut i = 0;
+    while i + 1 < N {
+        t[i] = PAD_TAIL[i % PAD_TAIL.len()];
+        i += 1;
+    }
+    t
+}
+
+/// A short pad entry of `len` bytes (`13..=64`).
+fn short_pad(len: usize) -> Option<*const libc::c_char> {
+    (PAD_TAIL.len() < len && len <= SHORT_PAD.len())
+        .then(|| SHORT_PAD[SHORT_PAD.len() - len..].as_ptr() as *const libc::c_char)
+}
 
 /// A copy of the environment `envp` without seal's own variables: no `LIBSEAL_*` entry, and
 /// `shim` taken out of `LD_PRELOAD` (dropped when nothing else is preloaded; the user's own

@@ -153,15 +153,18 @@ fn pad_is_a_tail_of_the_constant_and_is_dropped_again() {
         // SAFETY: NULL-terminated arrays of C strings that outlive the call.
         let b = unsafe { build(envp.as_ptr(), &s, &st, Some(layout)) }.unwrap();
         let list = entries(b.envp());
-        let pad = *list.last().unwrap();
-        let range = PAD_TEXT.as_ptr_range();
+        // A long entry (its name first) and a short one, both tails of constants.
+        let (pad, short) = (list[list.len() - 2], list[list.len() - 1]);
         assert!(
-            range.contains(&(pad as *const u8)),
-            "the pad is not the constant's tail"
+            LONG_PAD.as_ptr_range().contains(&(pad as *const u8))
+                && SHORT_PAD.as_ptr_range().contains(&(short as *const u8)),
+            "the pad is not the constants' tails"
         );
         // SAFETY: C strings.
         let (strings, pad_len) = unsafe {
             let s: usize = list.iter().map(|&e| sys::cstr_len(e) + 1).sum();
+            assert!(sys::cstr(pad).starts_with(PAD_TAIL));
+            assert!(sys::cstr(short).ends_with(PAD_TAIL));
             (s, sys::cstr_len(pad) + 1)
         };
         assert!(pad_len > 100, "{pad_len}");
@@ -170,28 +173,74 @@ fn pad_is_a_tail_of_the_constant_and_is_dropped_again() {
         let n = list.len() + 1;
         totals.insert(b"/bin/prog\0".len() + b"prog\0".len() + strings + 8 * (n + n % 2));
         // SAFETY: as above.
+        let no_pad = |list: &[*const libc::c_char]| {
+            list.iter().all(|&e| {
+                // SAFETY: C strings.
+                let e = unsafe { sys::cstr(e) };
+                !e.ends_with(PAD_TAIL) && !e.starts_with(PAD_TAIL)
+            })
+        };
+        // SAFETY: as above.
         unsafe {
-            assert!(is_pad(pad));
+            assert!(is_pad(pad) && is_pad(short));
             assert!(!is_pad(list[0]));
-            // Passed on first, with a variable after it (a program that appends to the
+            // Passed on first, with a variable after them (a program that appends to the
             // initial stack's envp): still the pad.
-            let moved: Vec<_> = std::iter::once(pad)
-                .chain(list[..list.len() - 1].iter().copied())
+            let moved: Vec<_> = [pad, short]
+                .into_iter()
+                .chain(list[..list.len() - 2].iter().copied())
                 .chain([core::ptr::null()])
                 .collect();
             let again = build(moved.as_ptr(), &s, &st, None).unwrap();
-            assert!(entries(again.envp())
-                .iter()
-                .all(|&e| !sys::cstr(e).ends_with(PAD_TAIL)));
+            assert!(no_pad(&entries(again.envp())));
             let clean = without_contract(b.envp(), b"/c/libseal.so").unwrap();
-            assert!(entries(clean)
-                .iter()
-                .all(|&e| !sys::cstr(e).ends_with(PAD_TAIL)));
+            assert!(no_pad(&entries(clean)));
             let again = build(b.envp(), &s, &st, None).unwrap();
-            assert!(entries(again.envp())
-                .iter()
-                .all(|&e| !sys::cstr(e).ends_with(PAD_TAIL)));
+            assert!(no_pad(&entries(again.envp())));
         }
     }
     assert_eq!(totals.len(), 1, "{totals:?}");
+}
+
+/// Near the end of a layout block the pad is one short entry; further on, the next block. The
+/// strings and pointers make a whole number of blocks (plus 8) either way.
+#[test]
+fn pad_sizes_make_whole_blocks_with_one_or_two_entries() {
+    let s = settings(63 | seal_abi::flags::LAYOUT);
+    let st = ImageState {
+        clock: 1,
+        vpid: 1500,
+        ppid: 1000,
+        lineage: 1,
+        children: 0,
+        gen: 1,
+    };
+    let arg = CString::new("prog").unwrap();
+    let argv = [arg.as_ptr(), core::ptr::null()];
+    let block = seal_abi::settings::LAYOUT_BLOCK;
+    let (mut one, mut two) = (0, 0);
+    for extra in (block - 1200..block - 200).step_by(7) {
+        let var = CString::new(format!("A={}", "a".repeat(extra))).unwrap();
+        let envp = [var.as_ptr(), core::ptr::null()];
+        let layout = Layout {
+            file: b"/bin/prog",
+            argv: argv.as_ptr(),
+        };
+        // SAFETY: NULL-terminated arrays of C strings that outlive the call.
+        let b = unsafe { build(envp.as_ptr(), &s, &st, Some(layout)) }.unwrap();
+        let list = entries(b.envp());
+        // SAFETY: C strings.
+        let pads = list.iter().filter(|&&e| unsafe { is_pad(e) }).count();
+        match pads {
+            1 => one += 1,
+            2 => two += 1,
+            n => panic!("{n} pad entries"),
+        }
+        // SAFETY: C strings.
+        let strings: usize = list.iter().map(|&e| unsafe { sys::cstr_len(e) } + 1).sum();
+        let n = list.len() + 1;
+        let total = b"/bin/prog\0".len() + b"prog\0".len() + strings + 8 * (n + n % 2);
+        assert_eq!((total - 8) % block, 0, "extra {extra}: total {total}");
+    }
+    assert!(one > 0 && two > 0, "one entry {one} times, two {two} times");
 }
