@@ -113,7 +113,7 @@ impl Cursor {
     /// A pad entry of `len` bytes, NUL included: the tail of [`LONG_PAD`] when its length
     /// fits that constant's period, else `LIBSEAL_PAD=xxx…` written here.
     fn long_pad(&mut self, len: usize) -> Option<*const libc::c_char> {
-        if len <= LONG_PAD.len() && (len - 1) % PAD_TAIL.len() == 0 {
+        if len <= LONG_PAD.len() && (len - 1).is_multiple_of(PAD_TAIL.len()) {
             return Some(LONG_PAD[LONG_PAD.len() - len..].as_ptr() as *const libc::c_char);
         }
         let name = senv::PAD.as_bytes();
