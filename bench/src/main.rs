@@ -211,6 +211,9 @@ fn run(o: &Options) -> Result<(), String> {
              (apt-get install -y faketime)"
         );
     }
+    if faketime.is_some() {
+        clear_faketime_leftovers(Path::new("/dev/shm"));
+    }
     let workdir = std::env::temp_dir().join(format!("seal-bench-{}", std::process::id()));
     std::fs::create_dir_all(&workdir)
         .map_err(|e| format!("cannot create {}: {e}", workdir.display()))?;
@@ -232,6 +235,33 @@ fn run(o: &Options) -> Result<(), String> {
         eprintln!("seal-bench: wrote {}", out.display());
     }
     Ok(())
+}
+
+/// Removes what killed `faketime` wrappers left in `shm`: the wrapper names its semaphore and
+/// shared memory after its pid (`sem.faketime_sem_<pid>`, `faketime_shm_<pid>`) and fails
+/// ("File exists") when a later wrapper gets the same pid, which a benchmark of thousands of
+/// processes does once a few hundred are left. Only this user's entries of pids that are gone.
+fn clear_faketime_leftovers(shm: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(shm) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("sem.faketime_sem_")
+            .or_else(|| name.strip_prefix("faketime_shm_"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let ours = e.metadata().is_ok_and(|m| m.uid() == uid && m.is_file());
+        if ours && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 fn measure_all(

@@ -56,6 +56,14 @@ impl<const W: usize> Backing<W> {
         self.back_slow(base, off, len)
     }
 
+    /// Is the page holding the start of `p` (inside the mapping at `base`) known backed? One
+    /// bit test; nothing is backed.
+    #[inline(always)]
+    pub fn is_backed<T>(&self, base: *const u8, p: &T) -> bool {
+        let page = (p as *const T as usize).wrapping_sub(base as usize) / PAGE;
+        page < W * 64 && self.bits[page / 64].load(Relaxed) & (1 << (page % 64)) != 0
+    }
+
     /// Makes sure the whole object at `p` (inside the mapping at `base`) is backed.
     #[inline(always)]
     pub fn back_ref<T>(&self, base: *const u8, p: &T) -> bool {

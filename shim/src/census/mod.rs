@@ -219,19 +219,45 @@ pub enum Counted {
 pub fn count_in(file: &CensusFile, key: u64, shard: u64, single: bool) -> Counted {
     // Fibonacci hashing: the top bits of key × 2⁶⁴/φ mix address, function and detail.
     let hash = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    // The common case inline: the key sits at its first place (the first page is backed when
+    // the file is made; a table slot's page is checked).
+    let (slot, idx) = if shard == 0 {
+        let i = (hash >> (64 - HEAD_BITS)) as usize;
+        (&file.head_slots[i], i)
+    } else {
+        let i = table_start(hash, shard);
+        (&file.slots[i], HEAD_SLOTS + i)
+    };
+    // A table page is tested before it is read: reading a hole of a tmpfs file allocates it.
+    let readable = shard == 0 || BACKED.is_backed(file as *const CensusFile as *const u8, slot);
+    if readable && slot.key.load(Relaxed) == key {
+        bump(&slot.count, single);
+        return Counted::Counted(idx);
+    }
+    count_probing(file, key, hash, shard, single)
+}
+
+/// Where `shard`'s probe for a key of this hash starts in the table.
+#[inline(always)]
+fn table_start(hash: u64, shard: u64) -> usize {
+    ((hash >> (64 - CENSUS_BITS)) as usize).wrapping_add(shard as usize * SHARD_STRIDE)
+        & (CENSUS_SLOTS - 1)
+}
+
+/// [`count_in`] past the key's first place: the head's window, then the table.
+#[inline(never)]
+fn count_probing(file: &CensusFile, key: u64, hash: u64, shard: u64, single: bool) -> Counted {
     if shard == 0 {
         let mut i = (hash >> (64 - HEAD_BITS)) as usize;
         for _ in 0..HEAD_PROBE {
             let idx = i & (HEAD_SLOTS - 1);
-            // The first page is backed when the file is made.
             if let Some(c) = claim(&file.head_slots[idx], key, single, idx) {
                 return c;
             }
             i = i.wrapping_add(1);
         }
     }
-    let mut i = (hash >> (64 - CENSUS_BITS)) as usize;
-    i = i.wrapping_add(shard as usize * SHARD_STRIDE);
+    let mut i = table_start(hash, shard);
     for _ in 0..MAX_PROBE {
         let idx = i & (CENSUS_SLOTS - 1);
         let slot = &file.slots[idx];
