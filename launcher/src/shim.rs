@@ -233,7 +233,10 @@ fn prune_old_versions(dir: &Path, keep: &Path) {
             }
             continue;
         }
-        if path == keep || !name.starts_with("libseal-") || !name.ends_with(".so") {
+        // The private bytecode cache seal kept for sealed Pythons before they used the
+        // installation's own (`PYTHONPYCACHEPREFIX`): nothing reads it any more.
+        let old_pycache = name == "pycache" && entry.file_type().is_ok_and(|t| t.is_dir());
+        if path == keep || !(old_pycache || name.starts_with("libseal-") && name.ends_with(".so")) {
             continue;
         }
         let idle = entry
@@ -242,7 +245,9 @@ fn prune_old_versions(dir: &Path, keep: &Path) {
             .ok()
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age > UNUSED_FOR);
-        if idle {
+        if idle && old_pycache {
+            let _ = fs::remove_dir_all(&path);
+        } else if idle {
             let _ = fs::remove_file(&path);
         }
     }

@@ -280,7 +280,8 @@ fn demo_falls_back_to_bash_without_python() {
 
 /// Each seal build extracts its own content-addressed shim; copies of other versions idle for a
 /// week are removed when a new one is written, recent ones are kept (another installed seal may
-/// be using them).
+/// be using them). So is the bytecode cache of versions before sealed Pythons used the
+/// installation's own.
 #[test]
 fn old_shim_versions_are_pruned_on_extraction() {
     let cache = tempfile::tempdir().unwrap();
@@ -291,17 +292,22 @@ fn old_shim_versions_are_pruned_on_extraction() {
     let recent = dir.join("libseal-1111111111111111.so");
     std::fs::write(&old, b"old").unwrap();
     std::fs::write(&recent, b"recent").unwrap();
+    // The private bytecode cache older versions kept for sealed Pythons.
+    let pycache = dir.join("pycache");
+    std::fs::create_dir_all(pycache.join("usr/lib")).unwrap();
+    std::fs::write(pycache.join("usr/lib/m.cpython-311.pyc"), b"pyc").unwrap();
     let ten_days = std::time::Duration::from_secs(10 * 24 * 3600);
-    std::fs::File::options()
-        .write(true)
-        .open(&old)
-        .unwrap()
-        .set_modified(std::time::SystemTime::now() - ten_days)
-        .unwrap();
+    for stale in [&old, &pycache] {
+        std::fs::File::open(stale)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - ten_days)
+            .unwrap();
+    }
     let mut cmd = seal(["--", "true"]);
     cmd.env("XDG_CACHE_HOME", cache.path());
     run_timeout(cmd, TIMEOUT).ok();
     assert!(!old.exists(), "a shim idle for 10 days was kept");
+    assert!(!pycache.exists(), "the old bytecode cache was kept");
     assert!(recent.exists(), "a recently used shim was removed");
     let ours = std::fs::read_dir(&dir)
         .unwrap()
