@@ -126,33 +126,54 @@ fn another_run_is_left_alone() {
     assert_eq!(plan(Some(b""), b"/a"), Plan::Seal);
 }
 
-/// The pad is the tail of a constant (nothing written per exec), sized so that strings and
+/// Builds a padded environment for `/bin/prog prog` from one variable of `extra` bytes: the
+/// block, its entries, and what the kernel copies for it (file name, argument, every entry
+/// and the pointers, as `senv::pad_entry_len` counts them). The variable is leaked: the
+/// entries point at it.
+fn padded(
+    s: &Settings,
+    st: &ImageState,
+    extra: usize,
+) -> (EnvBlock, Vec<*const libc::c_char>, usize) {
+    let arg: &CString = Box::leak(Box::new(CString::new("prog").unwrap()));
+    let var: &CString = Box::leak(Box::new(
+        CString::new(format!("A={}", "a".repeat(extra))).unwrap(),
+    ));
+    let argv = [arg.as_ptr(), core::ptr::null()];
+    let envp = [var.as_ptr(), core::ptr::null()];
+    let layout = Layout {
+        file: b"/bin/prog",
+        argv: argv.as_ptr(),
+    };
+    // SAFETY: NULL-terminated arrays of C strings that outlive the call.
+    let b = unsafe { build(envp.as_ptr(), s, st, Some(layout)) }.unwrap();
+    let list = entries(b.envp());
+    // SAFETY: C strings.
+    let strings: usize = list.iter().map(|&e| unsafe { sys::cstr_len(e) } + 1).sum();
+    let n = list.len() + 1;
+    let total = b"/bin/prog\0".len() + b"prog\0".len() + strings + 8 * (n + n % 2);
+    (b, list, total)
+}
+
+const STATE: ImageState = ImageState {
+    clock: 1,
+    vpid: 1500,
+    ppid: 1000,
+    lineage: 1,
+    children: 0,
+    gen: 1,
+};
+
+/// The pad is the tail of constants (nothing written per exec), sized so that strings and
 /// pointers make one fixed total, and recognised (without being measured) when the next
 /// exec or the new image's constructor drops it again.
 #[test]
 fn pad_is_a_tail_of_the_constant_and_is_dropped_again() {
     let s = settings(63 | seal_abi::flags::LAYOUT);
-    let st = ImageState {
-        clock: 1,
-        vpid: 1500,
-        ppid: 1000,
-        lineage: 1,
-        children: 0,
-        gen: 1,
-    };
-    let arg = CString::new("prog").unwrap();
-    let argv = [arg.as_ptr(), core::ptr::null()];
     let mut totals = std::collections::BTreeSet::new();
     for extra in [0usize, 1, 100, 3000] {
-        let var = CString::new(format!("A={}", "a".repeat(extra))).unwrap();
-        let envp = [var.as_ptr(), core::ptr::null()];
-        let layout = Layout {
-            file: b"/bin/prog",
-            argv: argv.as_ptr(),
-        };
-        // SAFETY: NULL-terminated arrays of C strings that outlive the call.
-        let b = unsafe { build(envp.as_ptr(), &s, &st, Some(layout)) }.unwrap();
-        let list = entries(b.envp());
+        let (b, list, total) = padded(&s, &STATE, extra);
+        totals.insert(total);
         // A long entry (its name first) and a short one, both tails of constants.
         let (pad, short) = (list[list.len() - 2], list[list.len() - 1]);
         assert!(
@@ -161,18 +182,11 @@ fn pad_is_a_tail_of_the_constant_and_is_dropped_again() {
             "the pad is not the constants' tails"
         );
         // SAFETY: C strings.
-        let (strings, pad_len) = unsafe {
-            let s: usize = list.iter().map(|&e| sys::cstr_len(e) + 1).sum();
+        unsafe {
             assert!(sys::cstr(pad).starts_with(PAD_TAIL));
             assert!(sys::cstr(short).ends_with(PAD_TAIL));
-            (s, sys::cstr_len(pad) + 1)
-        };
-        assert!(pad_len > 100, "{pad_len}");
-        // File name and argument (as the kernel copies them) plus every entry, and the
-        // pointers: one total whatever the environment.
-        let n = list.len() + 1;
-        totals.insert(b"/bin/prog\0".len() + b"prog\0".len() + strings + 8 * (n + n % 2));
-        // SAFETY: as above.
+            assert!(sys::cstr_len(pad) > 100);
+        }
         let no_pad = |list: &[*const libc::c_char]| {
             list.iter().all(|&e| {
                 // SAFETY: C strings.
@@ -180,7 +194,7 @@ fn pad_is_a_tail_of_the_constant_and_is_dropped_again() {
                 !e.ends_with(PAD_TAIL) && !e.starts_with(PAD_TAIL)
             })
         };
-        // SAFETY: as above.
+        // SAFETY: NULL-terminated arrays of C strings.
         unsafe {
             assert!(is_pad(pad) && is_pad(short));
             assert!(!is_pad(list[0]));
@@ -191,14 +205,16 @@ fn pad_is_a_tail_of_the_constant_and_is_dropped_again() {
                 .chain(list[..list.len() - 2].iter().copied())
                 .chain([core::ptr::null()])
                 .collect();
-            let again = build(moved.as_ptr(), &s, &st, None).unwrap();
+            let again = build(moved.as_ptr(), &s, &STATE, None).unwrap();
             assert!(no_pad(&entries(again.envp())));
             let clean = without_contract(b.envp(), b"/c/libseal.so").unwrap();
             assert!(no_pad(&entries(clean)));
-            let again = build(b.envp(), &s, &st, None).unwrap();
+            let again = build(b.envp(), &s, &STATE, None).unwrap();
             assert!(no_pad(&entries(again.envp())));
         }
     }
+    // File name and argument plus every entry, and the pointers: one total whatever the
+    // environment.
     assert_eq!(totals.len(), 1, "{totals:?}");
 }
 
@@ -207,39 +223,16 @@ fn pad_is_a_tail_of_the_constant_and_is_dropped_again() {
 #[test]
 fn pad_sizes_make_whole_blocks_with_one_or_two_entries() {
     let s = settings(63 | seal_abi::flags::LAYOUT);
-    let st = ImageState {
-        clock: 1,
-        vpid: 1500,
-        ppid: 1000,
-        lineage: 1,
-        children: 0,
-        gen: 1,
-    };
-    let arg = CString::new("prog").unwrap();
-    let argv = [arg.as_ptr(), core::ptr::null()];
     let block = seal_abi::settings::LAYOUT_BLOCK;
     let (mut one, mut two) = (0, 0);
     for extra in (block - 1200..block - 200).step_by(7) {
-        let var = CString::new(format!("A={}", "a".repeat(extra))).unwrap();
-        let envp = [var.as_ptr(), core::ptr::null()];
-        let layout = Layout {
-            file: b"/bin/prog",
-            argv: argv.as_ptr(),
-        };
-        // SAFETY: NULL-terminated arrays of C strings that outlive the call.
-        let b = unsafe { build(envp.as_ptr(), &s, &st, Some(layout)) }.unwrap();
-        let list = entries(b.envp());
+        let (_b, list, total) = padded(&s, &STATE, extra);
         // SAFETY: C strings.
-        let pads = list.iter().filter(|&&e| unsafe { is_pad(e) }).count();
-        match pads {
+        match list.iter().filter(|&&e| unsafe { is_pad(e) }).count() {
             1 => one += 1,
             2 => two += 1,
             n => panic!("{n} pad entries"),
         }
-        // SAFETY: C strings.
-        let strings: usize = list.iter().map(|&e| unsafe { sys::cstr_len(e) } + 1).sum();
-        let n = list.len() + 1;
-        let total = b"/bin/prog\0".len() + b"prog\0".len() + strings + 8 * (n + n % 2);
         assert_eq!((total - 8) % block, 0, "extra {extra}: total {total}");
     }
     assert!(one > 0 && two > 0, "one entry {one} times, two {two} times");
