@@ -279,3 +279,25 @@ fn line_count_drift_is_aligned_and_reported() {
     );
     out.stdout_has("drift: tz-far#1 printed 4 lines (reference 3): 1 extra, 0 missing");
 }
+
+/// The copies of the working tree go to a temporary directory outside it: a probe run from a
+/// tree that holds `TMPDIR` (as one run from `/tmp` does) copied the tree into itself and
+/// failed ("cannot copy a directory into itself").
+#[test]
+fn a_working_tree_holding_the_temporary_directory_is_copied_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let tmp = dir.path().join("tree").join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::write(dir.path().join("tree").join("data"), "42\n").unwrap();
+    let mut c = probe_command(&[], &["cat", "data"], dir.path(), &report);
+    c.env("TMPDIR", &tmp);
+    let (out, r) = run_probe(c, &report);
+    out.ok();
+    assert_eq!(r["summary"]["stable"], 1, "{}", out.show());
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "a sandbox was left in the tree's TMPDIR"
+    );
+}

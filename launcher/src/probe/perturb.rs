@@ -117,7 +117,7 @@ impl Sandbox {
     pub fn at_depth(workdir: &Path, depth: usize) -> Result<Sandbox> {
         let dir = tempfile::Builder::new()
             .prefix("seal-probe-")
-            .tempdir()
+            .tempdir_in(sandbox_parent(workdir)?)
             .context("cannot create a temporary directory for a probe run")?;
         let work = (0..depth).fold(dir.path().join("work"), |p, _| p.join("deeper"));
         std::fs::create_dir_all(&work)?;
@@ -142,6 +142,35 @@ impl Sandbox {
     pub fn home(&self) -> PathBuf {
         self.dir.path().join("home")
     }
+}
+
+/// Where the copies of `workdir` go: the temporary directory (`TMPDIR`, else `/tmp`), or the
+/// first of `/var/tmp`, `/dev/shm` and seal's cache directory that does not lie inside
+/// `workdir` (a probe run from `/tmp` would otherwise copy the tree into itself).
+fn sandbox_parent(workdir: &Path) -> Result<PathBuf> {
+    let work = workdir
+        .canonicalize()
+        .with_context(|| format!("cannot resolve the working directory {}", workdir.display()))?;
+    let candidates = [
+        Some(std::env::temp_dir()),
+        Some(PathBuf::from("/var/tmp")),
+        Some(PathBuf::from("/dev/shm")),
+        crate::shim::cache_dir().ok(),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|d| {
+            d.canonicalize()
+                .is_ok_and(|c| c.is_dir() && !c.starts_with(&work))
+        })
+        .with_context(|| {
+            format!(
+                "every temporary directory lies inside the working directory {}, which each \
+                 probe run copies; run probe from the project's directory or give --workdir",
+                work.display()
+            )
+        })
 }
 
 /// Runs `argv` unsealed under `p` in a fresh copy of `workdir`. `Ok(Err(why))` when the
