@@ -390,3 +390,45 @@ fn hanging_case_is_killed_at_its_timeout() {
     bad.code_is(2);
     bad.stderr_has("seal.toml:4").stderr_has("`timeout`");
 }
+
+/// A JVM case prints the same bytes every pass, but the JVM's own bookkeeping (its clock
+/// reads, timed waits and thread-id lookups) moves the census totals from pass to pass. The
+/// case is recorded with those rows named in `census_varies` and left out of its census, and
+/// checks clean; it used to be refused, so no JVM program could have a golden.
+#[test]
+fn a_jvm_case_is_recorded_without_its_varying_census_rows() {
+    if !have("java") || !have("javac") {
+        skip!("java/javac not on PATH");
+    }
+    let p = tempfile::Builder::new()
+        .prefix("seal-golden-jvm-")
+        .tempdir()
+        .unwrap();
+    let classes = p.path().join("classes");
+    let st = Command::new("javac")
+        .arg("-d")
+        .arg(&classes)
+        .arg(fixture("java/Runtimes.java"))
+        .status()
+        .expect("javac");
+    assert!(st.success(), "javac failed");
+    std::fs::write(
+        p.path().join("seal.toml"),
+        "[[case]]\nname = \"jvm\"\ncmd = [\"java\", \"-cp\", \"classes\", \"Runtimes\"]\n",
+    )
+    .unwrap();
+    let rec = golden(p.path(), &["record"]);
+    rec.ok();
+    let g: serde_json::Value =
+        serde_json::from_str(&read(p.path().join("golden/jvm.json"))).unwrap();
+    let varies: Vec<&str> = g["census_varies"]
+        .as_array()
+        .map(|a| a.iter().map(|r| r.as_str().unwrap()).collect())
+        .unwrap_or_default();
+    for row in &varies {
+        let (fam, f) = row.split_once('/').unwrap();
+        assert!(g["census"][fam][f].is_null(), "{row} recorded\n{g:#}");
+        assert!(rec.stderr.contains(row), "{row} not named\n{}", rec.show());
+    }
+    golden(p.path(), &["check"]).ok();
+}
