@@ -404,17 +404,13 @@ fn a_jvm_case_is_recorded_without_its_varying_census_rows() {
         .prefix("seal-golden-jvm-")
         .tempdir()
         .unwrap();
-    let classes = p.path().join("classes");
-    let st = Command::new("javac")
-        .arg("-d")
-        .arg(&classes)
-        .arg(fixture("java/Runtimes.java"))
-        .status()
-        .expect("javac");
-    assert!(st.success(), "javac failed");
+    let classes = build_java("Runtimes");
     std::fs::write(
         p.path().join("seal.toml"),
-        "[[case]]\nname = \"jvm\"\ncmd = [\"java\", \"-cp\", \"classes\", \"Runtimes\"]\n",
+        format!(
+            "[[case]]\nname = \"jvm\"\ncmd = [\"java\", \"-cp\", {:?}, \"Runtimes\"]\n",
+            classes.to_str().unwrap()
+        ),
     )
     .unwrap();
     let rec = golden(p.path(), &["record"]);
