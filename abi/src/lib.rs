@@ -338,7 +338,7 @@ pub const fn split_census_key(key: u64) -> (u64, u8, u8) {
 
 pub const CENSUS_MAGIC: u64 = 0x5345_414c_4345_4e31; // "SEALCEN1"
 pub const RUN_MAGIC: u64 = 0x5345_414c_5255_4e31; // "SEALRUN1"
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 
 pub const CENSUS_SLOTS: usize = 1 << 14;
 pub const MAX_UNSEALED: usize = 64;
@@ -511,7 +511,7 @@ pub struct RunTable {
 }
 
 mod waiters;
-pub use waiters::{WaiterBoard, WaiterSlot, WAITER_SLOTS};
+pub use waiters::{TimerSlot, WaiterBoard, WaiterSlot, TIMER_SLOTS, WAITER_SLOTS};
 
 /// `clock_settime(CLOCK_SEAL_ADVANCE, &duration)` inside a sealed run moves every clock of the
 /// run forward by `duration` (what `seal time advance` does; no privilege needed). The id is

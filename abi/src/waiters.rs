@@ -35,4 +35,22 @@ pub struct WaiterBoard {
     /// the idle check (the process is gone, or it is a thread its process's entry covers).
     pub settled: [AtomicU64; VPID_LIMIT / 64],
     pub slots: [WaiterSlot; WAITER_SLOTS],
+    /// POSIX timers armed in the run: no wait warps past one's deadline before it expired.
+    pub timers: [TimerSlot; TIMER_SLOTS],
+}
+
+/// Timers the waiter board holds at once (more are not seen by `--warp`).
+pub const TIMER_SLOTS: usize = 64;
+
+/// A POSIX timer armed in the run (`timer_settime`), which a warped wait must not jump past:
+/// a watchdog process's timer (`timeout 1 sleep 5`) would fire first without `--warp`.
+#[repr(C)]
+pub struct TimerSlot {
+    /// Real `CLOCK_MONOTONIC` time (ns) of its next expiry; 0 free, -1 being written. A slot
+    /// whose expiry has passed is free again.
+    pub until: AtomicI64,
+    /// The logical deadline of that expiry (the arming thread's clock plus the timer's value).
+    pub deadline: AtomicI64,
+    /// Real pid << 32 | the kernel's timer id: a re-arm or a disarm finds its slot.
+    pub owner: AtomicU64,
 }

@@ -135,3 +135,21 @@ fn a_killed_waiter_does_not_hold_the_board_up() {
     }
     assert_quick(&runs);
 }
+
+/// A watchdog's timer in another process is on the board: `timeout 1 sleep 5` ends the way it
+/// does unwarped (the timer fires after 1 s of real time, `timeout` exits 124), while a sleep
+/// that ends before the timer still warps (`timeout 60 sleep 30` exits 0 at once). Before,
+/// the child's sleep warped past `timeout`'s POSIX timer and the run exited 0.
+#[test]
+fn a_watchdog_timer_in_another_process_is_not_warped_past() {
+    require_tools!("timeout", "sleep");
+    let fired = run_concurrently(warped(2, &["timeout", "1", "sleep", "5"]), LIMIT);
+    for r in &fired {
+        r.code_is(124);
+    }
+    let before = run_concurrently(warped(2, &["timeout", "60", "sleep", "30"]), LIMIT);
+    for r in &before {
+        r.ok();
+    }
+    assert_quick(&before);
+}

@@ -192,6 +192,12 @@ pub fn ret_of(err: i32) -> libc::c_int {
     }
 }
 
+/// `--warp` is on and the wait family sealed (armed timers aside: see [`warping`]).
+#[inline]
+pub fn warp_on() -> bool {
+    config::flags() & (flags::WARP | flags::WAIT) == flags::WARP | flags::WAIT
+}
+
 /// `--warp` is on (and the wait family sealed), and no real-time interval timer is armed.
 ///
 /// `alarm(2)` and `setitimer(ITIMER_REAL)` deliver `SIGALRM` after *real* time: a warped
@@ -541,7 +547,7 @@ mod streak;
 mod timer;
 
 use streak::{early, end_streak, streak_due};
-mod warp;
+pub mod warp;
 
 pub use futex::{futex_timeout, sys_clock_nanosleep, sys_futex, FutexTimeout};
 pub use timer::{

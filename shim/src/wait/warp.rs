@@ -135,7 +135,46 @@ impl Waiter {
                 free(self.board, s, t);
             }
         }
-        true
+        // A timer armed anywhere in the run that expires first: it fires in real time, and
+        // jumping past it would let this wait end before it, which it never does unwarped.
+        let now = super::mono_now();
+        self.board.timers.iter().all(|t| {
+            let until = t.until.load(Acquire);
+            until != -1 && (until <= now || t.deadline.load(Acquire) >= self.deadline)
+        })
+    }
+}
+
+/// A POSIX timer of this process (`id`, the kernel's timer id) was armed to expire at logical
+/// `deadline`, which is real `CLOCK_MONOTONIC` time `until`; `until` 0: it was disarmed.
+/// Waits whose deadlines are later do not warp while it is pending ([`Waiter::earliest`]).
+pub fn timer_armed(id: i64, deadline: i64, until: i64) {
+    let Some(board) = table::waiters() else {
+        return;
+    };
+    let owner = ((sys::getpid() as u64) << 32) | (id as u64 & 0xffff_ffff);
+    let now = super::mono_now();
+    // Its own slot (a re-arm or a disarm), else a free or expired one.
+    let own = |s: &&seal_abi::TimerSlot| s.owner.load(Acquire) == owner;
+    let free = |s: &&seal_abi::TimerSlot| {
+        let u = s.until.load(Acquire);
+        u != -1 && u <= now
+    };
+    for pick in [&own as &dyn Fn(&&seal_abi::TimerSlot) -> bool, &free] {
+        for s in board.timers.iter().filter(pick) {
+            let cur = s.until.load(Acquire);
+            if cur == -1 || s.until.compare_exchange(cur, -1, AcqRel, Acquire).is_err() {
+                continue;
+            }
+            s.owner.store(if until > 0 { owner } else { 0 }, Release);
+            s.deadline.store(deadline, Release);
+            s.until.store(until.max(0), Release);
+            board.gen.fetch_add(1, AcqRel);
+            return;
+        }
+        if until <= 0 {
+            return; // a disarm of a timer that holds no slot
+        }
     }
 }
 

@@ -77,9 +77,53 @@ hook! {
                 ra,
             )
         };
-        match its {
+        let r = match its {
             Some(its) => real(t, fl, &its, old),
             None => real(t, fl, new, old),
+        };
+        if r == 0 && !new.is_null() && crate::wait::warp_on() {
+            // SAFETY: new non-null and valid per the contract; t from timer_create.
+            unsafe { on_warp_board(t, fl & libc::TIMER_ABSTIME != 0, &*new, its.as_ref()) };
         }
+        r
     }
+}
+
+/// Puts a timer just armed (or disarmed) on the `--warp` board, so that no wait warps past
+/// its expiry (`crate::wait::warp::timer_armed`). `translated` is the real deadline an
+/// ABSTIME timer got (`None`: relative, or its clock unknown).
+///
+/// # Safety
+/// `t` came from glibc's `timer_create`.
+unsafe fn on_warp_board(
+    t: libc::timer_t,
+    abs: bool,
+    new: &itimerspec,
+    translated: Option<&itimerspec>,
+) {
+    // SAFETY: per the contract.
+    let id = unsafe { crate::wait::kernel_timer_id(t) };
+    let v = &new.it_value;
+    if v.tv_sec == 0 && v.tv_nsec == 0 {
+        crate::wait::warp::timer_armed(id, 0, 0);
+        return;
+    }
+    let mono = crate::wait::real_now(libc::CLOCK_MONOTONIC);
+    let (deadline, until) = if !abs {
+        let ns = clock::from_timespec(v).max(1);
+        (
+            crate::thread::peek().saturating_add(ns),
+            mono.saturating_add(ns),
+        )
+    } else {
+        // SAFETY: per the contract.
+        let clk = unsafe { crate::wait::posix_timer_clock(t) };
+        let (Some(real), Some(clk)) = (translated, clk) else {
+            return;
+        };
+        let target = clock::logical_of(clock::domain(clk), clock::from_timespec(v));
+        let left = clock::from_timespec(&real.it_value) - crate::wait::real_now(clk);
+        (target, mono.saturating_add(left.max(1)))
+    };
+    crate::wait::warp::timer_armed(id, deadline, until);
 }
