@@ -124,6 +124,8 @@ functions! {
     ClockjoinNp = Wait "pthread_clockjoin_np",
     TimerfdSettime = Wait "timerfd_settime",
     TimerSettime = Wait "timer_settime",
+    Alarm = Wait "alarm",
+    Setitimer = Wait "setitimer",
     SysFutex = Wait "syscall(SYS_futex)",
     SysNanosleep = Wait "syscall(SYS_clock_nanosleep)",
     // random

@@ -139,7 +139,8 @@ fn a_killed_waiter_does_not_hold_the_board_up() {
 /// A watchdog's timer in another process is on the board: `timeout 1 sleep 5` ends the way it
 /// does unwarped (the timer fires after 1 s of real time, `timeout` exits 124), while a sleep
 /// that ends before the timer still warps (`timeout 60 sleep 30` exits 0 at once). Before,
-/// the child's sleep warped past `timeout`'s POSIX timer and the run exited 0.
+/// the child's sleep warped past `timeout`'s POSIX timer and the run exited 0; a Python
+/// parent's `signal.alarm(1)` around `sleep 5` printed "child finished".
 #[test]
 fn a_watchdog_timer_in_another_process_is_not_warped_past() {
     require_tools!("timeout", "sleep");
@@ -152,4 +153,13 @@ fn a_watchdog_timer_in_another_process_is_not_warped_past() {
         r.ok();
     }
     assert_quick(&before);
+    // The same with alarm() in a Python parent (setitimer underneath).
+    if !have("python3") {
+        skip!("python3 not on PATH");
+    }
+    let py = fixture("python/warp_alarm.py");
+    for how in ["alarm", "setitimer"] {
+        let runs = run_concurrently(warped(2, &["python3", py.to_str().unwrap(), how]), LIMIT);
+        assert_eq!(assert_same_stdout(how, &runs), "watchdog fired\n");
+    }
 }

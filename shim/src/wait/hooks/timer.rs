@@ -127,3 +127,57 @@ unsafe fn on_warp_board(
     };
     crate::wait::warp::timer_armed(id, deadline, until);
 }
+
+/// The id [`crate::wait::warp::timer_armed`] keeps a process's `ITIMER_REAL` under (`alarm`
+/// and `setitimer` arm the same timer); POSIX timer ids are small non-negative numbers.
+const ITIMER_REAL_ID: i64 = 0xffff_ffff;
+
+/// `ITIMER_REAL` was set to expire in `ns` of real time (0: disarmed): on the `--warp` board.
+fn real_itimer_on_warp_board(ns: i64) {
+    if !crate::wait::warp_on() {
+        return;
+    }
+    if ns <= 0 {
+        crate::wait::warp::timer_armed(ITIMER_REAL_ID, 0, 0);
+        return;
+    }
+    let mono = crate::wait::real_now(libc::CLOCK_MONOTONIC);
+    let deadline = crate::thread::peek().saturating_add(ns);
+    crate::wait::warp::timer_armed(ITIMER_REAL_ID, deadline, mono.saturating_add(ns));
+}
+
+hook! {
+    /// `alarm(2)`: a watchdog in one process must not be warped past by another's wait.
+    ///
+    /// # Safety
+    /// As `alarm(2)`.
+    fn alarm(secs: libc::c_uint) -> libc::c_uint;
+    fid = Alarm;
+    |real| {
+        let r = real(secs);
+        real_itimer_on_warp_board(i64::from(secs) * 1_000_000_000);
+        r
+    }
+}
+
+hook! {
+    /// `setitimer(2)`: `ITIMER_REAL` goes on the `--warp` board (see [`alarm`]).
+    ///
+    /// # Safety
+    /// As `setitimer(2)`.
+    fn setitimer(which: c_int, new: *const libc::itimerval, old: *mut libc::itimerval) -> c_int;
+    fid = Setitimer;
+    |real| {
+        let r = real(which, new, old);
+        if r == 0 && which == libc::ITIMER_REAL && !new.is_null() {
+            // SAFETY: non-null and valid for reads per the contract.
+            let v = unsafe { (*new).it_value };
+            let ns = v
+                .tv_sec
+                .saturating_mul(1_000_000_000)
+                .saturating_add(v.tv_usec.saturating_mul(1000));
+            real_itimer_on_warp_board(ns);
+        }
+        r
+    }
+}
