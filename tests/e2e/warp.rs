@@ -153,6 +153,13 @@ fn a_watchdog_timer_in_another_process_is_not_warped_past() {
         r.ok();
     }
     assert_quick(&before);
+    // A timer whose process ended holds nothing up: `timeout` exits with its timer armed.
+    let after = run_concurrently(
+        warped(2, &["sh", "-c", "timeout 600 true; sleep 700; echo slept"]),
+        LIMIT,
+    );
+    assert_eq!(assert_same_stdout("after timeout", &after), "slept\n");
+    assert_quick(&after);
     // The same with alarm() in a Python parent (setitimer underneath).
     if !have("python3") {
         skip!("python3 not on PATH");

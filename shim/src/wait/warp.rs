@@ -137,10 +137,23 @@ impl Waiter {
         }
         // A timer armed anywhere in the run that expires first: it fires in real time, and
         // jumping past it would let this wait end before it, which it never does unwarped.
+        // A timer whose process is gone fires for nobody (`timeout 600 make` that ended): its
+        // slot is freed.
         let now = super::mono_now();
         self.board.timers.iter().all(|t| {
             let until = t.until.load(Acquire);
-            until != -1 && (until <= now || t.deadline.load(Acquire) >= self.deadline)
+            if until == -1 {
+                return false;
+            }
+            if until <= now || t.deadline.load(Acquire) >= self.deadline {
+                return true;
+            }
+            let pid = (t.owner.load(Acquire) >> 32) as i32;
+            if pid > 0 && alive(pid, pid) {
+                return false;
+            }
+            let _ = t.until.compare_exchange(until, 0, AcqRel, Relaxed);
+            true
         })
     }
 }
