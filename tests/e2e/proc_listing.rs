@@ -140,8 +140,11 @@ kill $s
 fn ps_e_and_ps_ax_print_only_the_run() {
     require_tools!("ps");
     let _outsider = Outsider::start();
-    let script =
-        "sleep 5 & s=$!; echo \"sleep $s\"; ps -e -o pid=,ppid=,comm=; echo ---; ps ax; kill $s";
+    // The background child is `sh` until it has exec'd `sleep`: wait for that (with builtins
+    // only, so no process is added), or `ps` may list it under either name.
+    let script = "sleep 5 & s=$!; \
+                  until read c < /proc/$s/comm && [ \"$c\" = sleep ]; do :; done 2>/dev/null; \
+                  echo \"sleep $s\"; ps -e -o pid=,ppid=,comm=; echo ---; ps ax; kill $s";
     let out = assert_runs_agree("ps -e, ps ax", RUNS, || sealed_sh(&[], script)).stdout;
     let sleep = words(&out, "sleep")[0];
     let (e, ax) = out.split_once("---\n").unwrap();
@@ -183,7 +186,10 @@ fn ps_e_and_ps_ax_print_only_the_run() {
 fn pgrep_finds_the_runs_sleep_and_not_an_outside_one() {
     require_tools!("pgrep");
     let outsider = Outsider::start();
-    let script = "sleep 5 & s=$!; echo \"sleep $s\"; echo \"found $(pgrep -x sleep | tr '\\n' ' ')\"; kill $s";
+    // As above: wait (with builtins only) until the background child is `sleep`.
+    let script = "sleep 5 & s=$!; \
+                  until read c < /proc/$s/comm && [ \"$c\" = sleep ]; do :; done 2>/dev/null; \
+                  echo \"sleep $s\"; echo \"found $(pgrep -x sleep | tr '\\n' ' ')\"; kill $s";
     let out = assert_runs_agree("pgrep", RUNS, || sealed_sh(&[], script)).stdout;
     assert_eq!(words(&out, "found"), [words(&out, "sleep")[0]], "{out}");
 
