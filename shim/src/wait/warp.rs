@@ -139,6 +139,9 @@ impl Waiter {
         // jumping past it would let this wait end before it, which it never does unwarped.
         // A timer whose process is gone fires for nobody (`timeout 600 make` that ended): its
         // slot is freed.
+        if self.board.timers.iter().all(|t| t.until.load(Acquire) == 0) {
+            return true; // no timer armed: no clock read
+        }
         let now = super::mono_now();
         self.board.timers.iter().all(|t| {
             let until = t.until.load(Acquire);
@@ -158,37 +161,53 @@ impl Waiter {
     }
 }
 
-/// A POSIX timer of this process (`id`, the kernel's timer id) was armed to expire at logical
-/// `deadline`, which is real `CLOCK_MONOTONIC` time `until`; `until` 0: it was disarmed.
-/// Waits whose deadlines are later do not warp while it is pending ([`Waiter::earliest`]).
+/// A timer of this process (`id`: the kernel's POSIX timer id, or its `ITIMER_REAL`'s) was
+/// armed to expire at logical `deadline`, which is real `CLOCK_MONOTONIC` time `until`;
+/// `until` 0: it was disarmed. Waits whose deadlines are later do not warp while it is pending
+/// ([`Waiter::earliest`]).
 pub fn timer_armed(id: i64, deadline: i64, until: i64) {
     let Some(board) = table::waiters() else {
         return;
     };
     let owner = ((sys::getpid() as u64) << 32) | (id as u64 & 0xffff_ffff);
     let now = super::mono_now();
-    // Its own slot (a re-arm or a disarm), else a free or expired one.
-    let own = |s: &&seal_abi::TimerSlot| s.owner.load(Acquire) == owner;
-    let free = |s: &&seal_abi::TimerSlot| {
-        let u = s.until.load(Acquire);
-        u != -1 && u <= now
+    // Its own slot (a re-arm or a disarm), else (arming) a free or expired one.
+    let take = |s: &seal_abi::TimerSlot| {
+        let cur = s.until.load(Acquire);
+        cur != -1 && s.until.compare_exchange(cur, -1, AcqRel, Acquire).is_ok()
     };
-    for pick in [&own as &dyn Fn(&&seal_abi::TimerSlot) -> bool, &free] {
-        for s in board.timers.iter().filter(pick) {
-            let cur = s.until.load(Acquire);
-            if cur == -1 || s.until.compare_exchange(cur, -1, AcqRel, Acquire).is_err() {
-                continue;
-            }
-            s.owner.store(if until > 0 { owner } else { 0 }, Release);
-            s.deadline.store(deadline, Release);
-            s.until.store(until.max(0), Release);
-            board.gen.fetch_add(1, AcqRel);
-            return;
-        }
-        if until <= 0 {
-            return; // a disarm of a timer that holds no slot
-        }
+    let mut slots = board.timers.iter();
+    let slot = slots
+        .find(|s| s.owner.load(Acquire) == owner && take(s))
+        .or_else(|| {
+            let expired = |s: &&seal_abi::TimerSlot| {
+                let u = s.until.load(Acquire);
+                u != -1 && u <= now
+            };
+            (until > 0)
+                .then(|| board.timers.iter().filter(expired).find(|s| take(s)))
+                .flatten()
+        });
+    let Some(s) = slot else { return };
+    s.owner.store(if until > 0 { owner } else { 0 }, Release);
+    s.deadline.store(deadline, Release);
+    s.until.store(until.max(0), Release);
+    board.gen.fetch_add(1, AcqRel);
+}
+
+/// A timer of this process armed to expire in `ns` of real time from now (`ns` ≤ 0: disarmed),
+/// for [`timer_armed`]: its logical deadline is this thread's clock plus `ns`.
+pub fn timer_in(id: i64, ns: i64) {
+    if ns <= 0 {
+        timer_armed(id, 0, 0);
+        return;
     }
+    let mono = super::mono_now();
+    timer_armed(
+        id,
+        thread::peek().saturating_add(ns),
+        mono.saturating_add(ns),
+    );
 }
 
 /// Takes `s` for `tid` if it is free, or held by a dead thread.

@@ -104,28 +104,19 @@ unsafe fn on_warp_board(
     // SAFETY: per the contract.
     let id = unsafe { crate::wait::kernel_timer_id(t) };
     let v = &new.it_value;
-    if v.tv_sec == 0 && v.tv_nsec == 0 {
-        crate::wait::warp::timer_armed(id, 0, 0);
+    if !abs || (v.tv_sec == 0 && v.tv_nsec == 0) {
+        crate::wait::warp::timer_in(id, clock::from_timespec(v));
         return;
     }
-    let mono = crate::wait::real_now(libc::CLOCK_MONOTONIC);
-    let (deadline, until) = if !abs {
-        let ns = clock::from_timespec(v).max(1);
-        (
-            crate::thread::peek().saturating_add(ns),
-            mono.saturating_add(ns),
-        )
-    } else {
-        // SAFETY: per the contract.
-        let clk = unsafe { crate::wait::posix_timer_clock(t) };
-        let (Some(real), Some(clk)) = (translated, clk) else {
-            return;
-        };
-        let target = clock::logical_of(clock::domain(clk), clock::from_timespec(v));
-        let left = clock::from_timespec(&real.it_value) - crate::wait::real_now(clk);
-        (target, mono.saturating_add(left.max(1)))
+    // SAFETY: per the contract.
+    let clk = unsafe { crate::wait::posix_timer_clock(t) };
+    let (Some(real), Some(clk)) = (translated, clk) else {
+        return;
     };
-    crate::wait::warp::timer_armed(id, deadline, until);
+    let target = clock::logical_of(clock::domain(clk), clock::from_timespec(v));
+    let left = clock::from_timespec(&real.it_value) - crate::wait::real_now(clk);
+    let mono = crate::wait::real_now(libc::CLOCK_MONOTONIC);
+    crate::wait::warp::timer_armed(id, target, mono.saturating_add(left.max(1)));
 }
 
 /// The id [`crate::wait::warp::timer_armed`] keeps a process's `ITIMER_REAL` under (`alarm`
@@ -134,16 +125,9 @@ const ITIMER_REAL_ID: i64 = 0xffff_ffff;
 
 /// `ITIMER_REAL` was set to expire in `ns` of real time (0: disarmed): on the `--warp` board.
 fn real_itimer_on_warp_board(ns: i64) {
-    if !crate::wait::warp_on() {
-        return;
+    if crate::wait::warp_on() {
+        crate::wait::warp::timer_in(ITIMER_REAL_ID, ns);
     }
-    if ns <= 0 {
-        crate::wait::warp::timer_armed(ITIMER_REAL_ID, 0, 0);
-        return;
-    }
-    let mono = crate::wait::real_now(libc::CLOCK_MONOTONIC);
-    let deadline = crate::thread::peek().saturating_add(ns);
-    crate::wait::warp::timer_armed(ITIMER_REAL_ID, deadline, mono.saturating_add(ns));
 }
 
 hook! {
