@@ -57,7 +57,10 @@ pub const PAD: &str = "LIBSEAL_PAD";
 /// The initial stack's strings and pointers are padded up to a multiple of this many bytes.
 /// Differences in environment size, arguments and program path smaller than the block vanish;
 /// a larger real size lands on the next multiple (then stack addresses move by whole blocks).
-pub const LAYOUT_BLOCK: usize = 64 << 10;
+/// Every byte of the block is copied by the kernel at every exec (about 1.8 µs per KiB on the
+/// AMD guests measured, 0.5 µs on Intel ones): 32 KiB holds a desktop shell's or a CI runner's
+/// environment (3–15 KiB) with room to spare, at half the cost of 64 KiB.
+pub const LAYOUT_BLOCK: usize = 32 << 10;
 
 /// Bytes (with its NUL) of the `LIBSEAL_PAD=xxx…` entry to add to an environment so that what
 /// the kernel puts on a new stack has one fixed size.

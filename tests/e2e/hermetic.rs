@@ -72,14 +72,14 @@ fn stack_addresses_do_not_depend_on_the_environment_or_working_directory() {
         lines[0], lines[1],
         "an exported variable moved the child's stack"
     );
-    // Past one 64 KiB block the pad fills to the next one: two environments in the second
-    // block give one address too.
+    // Past one block (32 KiB) the pad fills to the next multiple: two environments in the
+    // third block give one address too.
     let (_t, dir) = deep_dir(0);
     let big: Vec<Output> = [70_000, 90_000]
         .iter()
         .map(|&n| seal_in(&dir, &[("X", "d".repeat(n))], &["-q", "--", p]))
         .collect();
-    let out = assert_same_stdout("addresses with an environment past 64 KiB", &big);
+    let out = assert_same_stdout("addresses with an environment past two blocks", &big);
     assert!(out.trim().starts_with("0x"), "{out}");
     // Unsealed layout: the environment's size shows.
     let a = seal_in(&dir, &[], &["-q", "--unseal", "layout", "--", p]);
