@@ -340,7 +340,7 @@ pub const fn split_census_key(key: u64) -> (u64, u8, u8) {
 
 pub const CENSUS_MAGIC: u64 = 0x5345_414c_4345_4e31; // "SEALCEN1"
 pub const RUN_MAGIC: u64 = 0x5345_414c_5255_4e31; // "SEALRUN1"
-pub const LAYOUT_VERSION: u32 = 4;
+pub const LAYOUT_VERSION: u32 = 5;
 
 pub const CENSUS_SLOTS: usize = 1 << 14;
 pub const MAX_UNSEALED: usize = 64;
@@ -413,6 +413,14 @@ pub struct CensusFile {
     pub n_modules: AtomicU32,
     /// Bytes of `text` in use (the module names follow the arguments).
     pub text_used: AtomicU32,
+    /// Why `rdtsc`/`cpuid` give real values in this image: bit `i` is
+    /// [`unsealed::CPU_TRAP_CAUSES`]`[i]` (each an `unsealed::CPU_TRAP` event). Held here, in
+    /// the first page, rather than in `unsealed`: on a machine without cpuid faulting every
+    /// image has one, and an event would take a second page of every census file.
+    pub cpu_unsealed: AtomicU32,
+    /// Families turned off for this image: bit `i` is [`settings::FAMILIES`]`[i]` (each an
+    /// `unsealed::FAMILY_OFF` event), in the first page for the same reason.
+    pub families_off: AtomicU32,
     pub _pad: u32,
     /// Calls that found the table full, per function id (counted, but without a caller).
     pub dropped_calls: AtomicU64,
@@ -496,6 +504,11 @@ pub struct RunTable {
     pub version: u32,
     /// Entries in the `vpid_of` array that follows this struct.
     pub pid_max: u32,
+    /// Census slots claimed so far: each process image takes the next one
+    /// ([`RunTable::census_offset`]), fork children included.
+    pub census_next: AtomicU32,
+    /// Census slots the file holds (set by the launcher; the images past it go uncounted).
+    pub census_cap: u32,
     /// What the run's setters did to the sealed world (`clock_settime`, `sethostname`, …):
     /// shared by every process of the run, so a change made by one is seen by all.
     pub world: World,
@@ -578,27 +591,31 @@ impl World {
 
 impl RunTable {
     pub const REAL_MAP_OFFSET: usize = core::mem::size_of::<RunTable>();
+    /// Bytes of the table itself (what every image maps), without the census slots.
     pub const fn file_size(pid_max: usize) -> usize {
         Self::REAL_MAP_OFFSET + pid_max * 4
     }
+    /// Where census slot `k` starts in the run table file: after the table, page-aligned,
+    /// [`CENSUS_SLOT_BYTES`] apart. The file is sparse: a slot takes the pages its image
+    /// wrote, one for a short process. One file for all images, where a file per image cost
+    /// each one a create, a `fchmod`, a `ftruncate` and the launcher an `unlink`.
+    pub const fn census_offset(pid_max: usize, k: usize) -> usize {
+        Self::file_size(pid_max).next_multiple_of(4096) + k * CENSUS_SLOT_BYTES
+    }
+    /// The file's length for `cap` census slots.
+    pub const fn file_size_with_census(pid_max: usize, cap: usize) -> usize {
+        Self::census_offset(pid_max, cap)
+    }
 }
+
+/// Bytes between two census slots of the run table file: a [`CensusFile`], page-aligned.
+pub const CENSUS_SLOT_BYTES: usize = CENSUS_FILE_SIZE.next_multiple_of(4096);
+/// Census slots a run holds at most (fewer when `RLIMIT_FSIZE` is lower): about 0.9 TiB of
+/// sparse file, of which only written pages take memory.
+pub const CENSUS_CAP: usize = 1 << 20;
 
 /// Name of the run table inside the run dir.
 pub const RUN_TABLE_NAME: &str = "run.table";
-
-/// Writes `<vpid>.<gen>.census` into `buf`, returning the length used.
-pub fn census_file_name(vpid: i32, gen: u32, buf: &mut [u8; 40]) -> usize {
-    let mut n = 0;
-    n += write_u64(vpid.max(0) as u64, &mut buf[n..]);
-    buf[n] = b'.';
-    n += 1;
-    n += write_u64(gen as u64, &mut buf[n..]);
-    for &b in b".census" {
-        buf[n] = b;
-        n += 1;
-    }
-    n
-}
 
 /// Decimal formatting without allocation; returns bytes written.
 pub fn write_u64(mut v: u64, out: &mut [u8]) -> usize {
@@ -663,10 +680,16 @@ mod tests {
     }
 
     #[test]
-    fn file_names_and_candidates() {
-        let mut buf = [0u8; 40];
-        let n = census_file_name(1234, 2, &mut buf);
-        assert_eq!(&buf[..n], b"1234.2.census");
+    fn census_slots_and_candidates() {
+        // Slots are page-aligned, after the table, and never overlap it or each other.
+        let pid_max = 4 << 20;
+        let first = RunTable::census_offset(pid_max, 0);
+        assert!(first >= RunTable::file_size(pid_max) && first.is_multiple_of(4096));
+        assert_eq!(
+            RunTable::census_offset(pid_max, 1) - first,
+            CENSUS_SLOT_BYTES
+        );
+        assert!(CENSUS_SLOT_BYTES >= CENSUS_FILE_SIZE && CENSUS_SLOT_BYTES.is_multiple_of(4096));
         for a in 0..1000 {
             let v = vpid_candidate(child_lineage(ROOT_LINEAGE, KIND_PROCESS, a), 0);
             assert!(v > VPID_MIN && (v as usize) < VPID_LIMIT);

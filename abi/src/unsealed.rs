@@ -15,6 +15,28 @@ pub const SCOPED_OUT: u32 = 9;
 /// `cpuid_fault`, a `prctl` refused): those instructions give real values.
 pub const CPU_TRAP: u32 = 10;
 
+/// The details of `CPU_TRAP` events, by cause; a census file's header holds them as bits
+/// (`CensusFile::cpu_unsealed`), one fixed line each, so the launcher says each once per run.
+pub const CPU_TRAP_CAUSES: [&str; 6] = [
+    "rdtsc and cpuid give real values: libseal could not install its SIGSEGV handler",
+    "rdtsc gives real values in Go programs: their os/exec starts children by raw system \
+     calls, which the rdtsc trap would kill",
+    "cpuid gives real values (RDRAND, RDSEED): this CPU or hypervisor has no cpuid faulting \
+     (no cpuid_fault in /proc/cpuinfo)",
+    "cpuid gives real values (RDRAND, RDSEED): the kernel refused ARCH_SET_CPUID",
+    "rdtsc gives real values: the kernel refused PR_SET_TSC (PR_TSC_SIGSEGV)",
+    "rdtsc and cpuid give real values: the kernel refused PR_SET_TSC and ARCH_SET_CPUID",
+];
+/// Bits of `CensusFile::cpu_unsealed` (indexes into [`CPU_TRAP_CAUSES`]).
+pub mod cpu_cause {
+    pub const NO_HANDLER: u32 = 1 << 0;
+    pub const GO_PROGRAM: u32 = 1 << 1;
+    pub const NO_CPUID_FAULTING: u32 = 1 << 2;
+    pub const CPUID_REFUSED: u32 = 1 << 3;
+    pub const TSC_REFUSED: u32 = 1 << 4;
+    pub const BOTH_REFUSED: u32 = 1 << 5;
+}
+
 pub fn name(kind: u32) -> &'static str {
     match kind {
         STATIC_BINARY => "static-binary",

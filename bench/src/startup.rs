@@ -151,7 +151,7 @@ fn sh(script: &str) -> Vec<OsString> {
 
 pub struct Results {
     pub workloads: Vec<Workload>,
-    /// After 200 short processes: census files, bytes allocated to them, and to the run's
+    /// After 200 short processes: census slots, bytes written to them, and to the run's
     /// two tables.
     pub run_dir: Option<(f64, f64, f64)>,
     /// VmRSS (KiB) of `cat /proc/self/status` per mode.
@@ -298,28 +298,51 @@ fn vm_rss(env: &Env, h: How, argv: &[OsString]) -> Option<f64> {
     Some(median(&v))
 }
 
-/// Census files and the bytes allocated to them and to the run's tables after a sealed `sh`
-/// ran 200 `true`. The run dir's path is hidden from sealed programs' environment; the census
-/// file mapped into `grep` shows it. The tables are measured before `du` looks at the census
-/// files (a look at a file the run wrote is recorded in the file-time table).
+/// Census slots and the bytes allocated to them and to the run's tables after a sealed `sh`
+/// ran 200 `true`. The run dir's path is hidden from sealed programs' environment; the run
+/// table mapped into `grep` shows it. `od` reads how many slots were claimed (its own the
+/// last), then Python measures the written bytes of the slots before it (SEEK_DATA and
+/// SEEK_HOLE: the run table file is sparse) and of the table itself.
 fn run_dir_bytes(env: &Env) -> Result<(f64, f64, f64), String> {
-    let script = "i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done; \
-                  d=$(grep -o '/[^ ]*/seal-run-[0-9a-f]*' /proc/self/maps | head -n 1); \
-                  du -c -B1 \"$d\"/*.table | tail -n 1; ls \"$d\" | grep -c census; \
-                  du -c -B1 \"$d\"/*.census | tail -n 1";
-    let s = measure::run(env.command(How::Seal, &sh(script)), true)?;
+    const MEASURE: &str = r#"
+import os, sys
+path, table, slot, used = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+fd = os.open(path, os.O_RDONLY)
+def written(start, end):
+    n, pos = 0, start
+    while pos < end:
+        try:
+            s = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError:
+            break
+        if s >= end:
+            break
+        e = min(os.lseek(fd, s, os.SEEK_HOLE), end)
+        n, pos = n + e - s, e
+    return n
+print(used - 1, written(table, table + (used - 1) * slot), written(0, table))
+"#;
+    let script = format!(
+        "i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done; \
+         t=$(grep -o '/[^ ]*/seal-run-[0-9a-f]*/run.table' /proc/self/maps | head -n 1); \
+         used=$(od -An -tu4 -j16 -N4 \"$t\"); \
+         pid_max=$(od -An -tu4 -j12 -N4 \"$t\"); \
+         python3 -c '{MEASURE}' \"$t\" $(( ({off} + 4 * pid_max + 4095) / 4096 * 4096 )) {slot} $used; \
+         du -B1 \"${{t%/*}}/files.table\"",
+        off = seal_abi::RunTable::REAL_MAP_OFFSET,
+        slot = seal_abi::CENSUS_SLOT_BYTES,
+    );
+    let s = measure::run(env.command(How::Seal, &sh(&script)), true)?;
     let mut it = s.stdout.split_whitespace();
-    let tables = it
-        .next()
-        .and_then(|x| x.parse().ok())
-        .ok_or("no table du")?;
-    let _total = it.next();
-    let files = it.next().and_then(|x| x.parse().ok()).ok_or("no count")?;
-    let bytes = it
-        .next()
-        .and_then(|x| x.parse().ok())
-        .ok_or("no census du")?;
-    Ok((files, bytes, tables))
+    let mut num = |what: &str| -> Result<f64, String> {
+        it.next()
+            .and_then(|x| x.parse().ok())
+            .ok_or(format!("no {what} in {:?}", s.stdout))
+    };
+    let slots = num("slot count")?;
+    let bytes = num("census bytes")?;
+    let tables = num("table bytes")? + num("file-time table bytes")?;
+    Ok((slots, bytes, tables))
 }
 
 pub fn render(r: &Results, faketime: bool) -> String {
@@ -413,9 +436,10 @@ pub fn render(r: &Results, faketime: bool) -> String {
     if let Some((files, bytes, tables)) = r.run_dir {
         let _ = writeln!(
             s,
-            "\nRun directory after a sealed `sh` ran 200 `/bin/true`: {files:.0} census files \
-             holding {:.0} KiB (`du`): **{:.1} KiB per process image** (target ≤ 4 KiB); the \
-             run table and file-time table hold {:.0} KiB for the whole run.",
+            "\nRun directory after a sealed `sh` ran 200 `/bin/true`: {files:.0} census slots \
+             (the shell's and each `true`'s) holding {:.0} KiB of written pages: **{:.1} KiB \
+             per process image** (target ≤ 4 KiB); the run table itself and the file-time \
+             table hold {:.0} KiB for the whole run.",
             bytes / 1024.0,
             bytes / 1024.0 / files.max(1.0),
             tables / 1024.0

@@ -1,5 +1,5 @@
-//! Reading side of the runtime census: turns the run directory's per-image census files into
-//! one [`Census`] (the JSON document of `--census FILE`), merged per virtual pid, with every
+//! Reading side of the runtime census: turns the run's per-image census slots (in the run
+//! table file, [`seal_abi::RunTable::census_offset`]) into one [`Census`] (the JSON document of `--census FILE`), merged per virtual pid, with every
 //! raw return address resolved to the object (and nearest symbol) that made the call.
 
 use std::collections::BTreeMap;
@@ -157,26 +157,23 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 pub fn unsealed_warnings_in(dir: &Path) -> Result<Vec<String>> {
     use std::os::unix::fs::FileExt;
     let mut seen = std::collections::BTreeSet::new();
-    for entry in std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read run directory {}", dir.display()))?
-    {
-        let path = entry?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("census") {
-            continue;
-        }
-        let file = std::fs::File::open(&path)
-            .with_context(|| format!("cannot read census file {}", path.display()))?;
-        // The header first; the events (16 KiB past the text) only when there are some.
+    let (file, slots) = census_slots(dir)?;
+    for off in slots {
+        // The header first (it holds the causes every image may have); the events (16 KiB
+        // past the text) only when there are some.
         let mut b = vec![0u8; offset_of!(CensusFile, head_slots)];
-        if file.read_exact_at(&mut b, 0).is_err()
+        if file.read_exact_at(&mut b, off).is_err()
             || u64_at(&b, offset_of!(CensusFile, magic)) != CENSUS_MAGIC
-            || u32_at(&b, offset_of!(CensusFile, n_unsealed)) == 0
         {
             continue;
         }
         b.resize(offset_of!(CensusFile, more_modules), 0);
         let events = offset_of!(CensusFile, unsealed);
-        if file.read_exact_at(&mut b[events..], events as u64).is_err() {
+        if u32_at(&b, offset_of!(CensusFile, n_unsealed)) > 0
+            && file
+                .read_exact_at(&mut b[events..], off + events as u64)
+                .is_err()
+        {
             continue;
         }
         for (kind, detail) in unsealed_events(&b) {
@@ -188,40 +185,68 @@ pub fn unsealed_warnings_in(dir: &Path) -> Result<Vec<String>> {
     Ok(seen.into_iter().collect())
 }
 
-/// The unsealed events in the header of a census file: `(kind, detail)`.
+/// The run table file of a run directory and the offsets of the census slots its images
+/// claimed (a slot whose image never wrote its header reads as zeros and is skipped).
+fn census_slots(dir: &Path) -> Result<(std::fs::File, Vec<u64>)> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join(seal_abi::RUN_TABLE_NAME);
+    let file = std::fs::File::open(&path)
+        .with_context(|| format!("cannot read the run table {}", path.display()))?;
+    let mut head = [0u8; 24];
+    file.read_exact_at(&mut head, 0)
+        .with_context(|| format!("cannot read the run table {}", path.display()))?;
+    let pid_max = u32_at(&head, offset_of!(seal_abi::RunTable, pid_max)) as usize;
+    let next = u32_at(&head, offset_of!(seal_abi::RunTable, census_next)) as usize;
+    let cap = u32_at(&head, offset_of!(seal_abi::RunTable, census_cap)) as usize;
+    let slots = (0..next.min(cap))
+        .map(|k| seal_abi::RunTable::census_offset(pid_max, k) as u64)
+        .collect();
+    Ok((file, slots))
+}
+
+/// The unsealed events of a census file, `(kind, detail)`: the families off and the causes of
+/// a `cpu` trap (bits of the header), then the recorded events.
 fn unsealed_events(b: &[u8]) -> Vec<(u32, String)> {
+    let off = u32_at(b, offset_of!(CensusFile, families_off));
+    let families = seal_abi::settings::FAMILIES
+        .iter()
+        .enumerate()
+        .filter(move |(i, _)| off >> i & 1 == 1)
+        .map(|(_, f)| (unsealed::FAMILY_OFF, f.name.to_string()));
+    let cpu = u32_at(b, offset_of!(CensusFile, cpu_unsealed));
+    let causes = unsealed::CPU_TRAP_CAUSES
+        .iter()
+        .enumerate()
+        .filter(move |(i, _)| cpu >> i & 1 == 1)
+        .map(|(_, t)| (unsealed::CPU_TRAP, t.to_string()));
     let ev_size = std::mem::size_of::<seal_abi::UnsealedEvent>();
     let n = (u32_at(b, offset_of!(CensusFile, n_unsealed)) as usize).min(MAX_UNSEALED);
-    (0..n)
-        .filter_map(|i| {
-            let base = offset_of!(CensusFile, unsealed) + i * ev_size;
-            let kind = u32_at(b, base);
-            let len = (u32_at(b, base + 4) as usize).min(248);
-            let detail = String::from_utf8_lossy(&b[base + 8..base + 8 + len]).into_owned();
-            (kind != 0).then_some((kind, detail))
-        })
-        .collect()
+    let events = (0..n).filter_map(|i| {
+        let base = offset_of!(CensusFile, unsealed) + i * ev_size;
+        let kind = u32_at(b, base);
+        let len = (u32_at(b, base + 4) as usize).min(248);
+        let detail = String::from_utf8_lossy(&b[base + 8..base + 8 + len]).into_owned();
+        (kind != 0).then_some((kind, detail))
+    });
+    families.chain(causes).chain(events).collect()
 }
 
 fn warning_line(kind: &str, detail: &str) -> String {
     format!("not sealed ({kind}): {detail}")
 }
 
-/// Decodes one census file (`None` if it is not one, or its header never got written).
-pub fn read_image(path: &Path) -> Result<Option<Image>> {
-    let b = std::fs::read(path)
-        .with_context(|| format!("cannot read census file {}", path.display()))?;
+/// Decodes one census slot (`None` if its header never got written).
+fn read_image(b: &[u8]) -> Result<Option<Image>> {
     if b.len() < std::mem::size_of::<CensusFile>()
-        || u64_at(&b, offset_of!(CensusFile, magic)) != CENSUS_MAGIC
+        || u64_at(b, offset_of!(CensusFile, magic)) != CENSUS_MAGIC
     {
         return Ok(None);
     }
     let text_off = offset_of!(CensusFile, text);
     let text = &b[text_off..text_off + seal_abi::TEXT_BYTES];
-    let exe_len = (u32_at(&b, offset_of!(CensusFile, exe_len)) as usize).min(seal_abi::EXE_BYTES);
+    let exe_len = (u32_at(b, offset_of!(CensusFile, exe_len)) as usize).min(seal_abi::EXE_BYTES);
     let exe = String::from_utf8_lossy(&text[..exe_len]).into_owned();
-    let argv_len =
-        (u32_at(&b, offset_of!(CensusFile, argv_len)) as usize).min(seal_abi::ARGV_BYTES);
+    let argv_len = (u32_at(b, offset_of!(CensusFile, argv_len)) as usize).min(seal_abi::ARGV_BYTES);
     let argv_bytes = &text[exe_len..exe_len + argv_len];
     let argv = argv_bytes
         .strip_suffix(b"\0")
@@ -231,19 +256,19 @@ pub fn read_image(path: &Path) -> Result<Option<Image>> {
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
 
-    let unsealed = unsealed_events(&b);
+    let unsealed = unsealed_events(b);
 
-    let n_modules = (u32_at(&b, offset_of!(CensusFile, n_modules)) as usize).min(MAX_MODULES);
+    let n_modules = (u32_at(b, offset_of!(CensusFile, n_modules)) as usize).min(MAX_MODULES);
     let mut modules = Vec::new();
     for i in 0..n_modules {
         let base = CensusFile::module_offset(i);
-        let name_off = u32_at(&b, base + offset_of!(ModuleRecord, name_off)) as usize;
-        let name_len = u32_at(&b, base + offset_of!(ModuleRecord, name_len)) as usize;
+        let name_off = u32_at(b, base + offset_of!(ModuleRecord, name_off)) as usize;
+        let name_len = u32_at(b, base + offset_of!(ModuleRecord, name_len)) as usize;
         let name = text.get(name_off..name_off + name_len).unwrap_or(&[]);
         modules.push(Module {
-            start: u64_at(&b, base + offset_of!(ModuleRecord, start)),
-            end: u64_at(&b, base + offset_of!(ModuleRecord, end)),
-            bias: u64_at(&b, base + offset_of!(ModuleRecord, bias)),
+            start: u64_at(b, base + offset_of!(ModuleRecord, start)),
+            end: u64_at(b, base + offset_of!(ModuleRecord, end)),
+            bias: u64_at(b, base + offset_of!(ModuleRecord, bias)),
             path: String::from_utf8_lossy(name).into_owned(),
         });
     }
@@ -252,15 +277,15 @@ pub fn read_image(path: &Path) -> Result<Option<Image>> {
     let mut slot_keys = vec![0u64; CensusFile::ALL_SLOTS];
     for (i, k) in slot_keys.iter_mut().enumerate() {
         let at = CensusFile::slot_offset(i);
-        let key = u64_at(&b, at);
-        let count = u64_at(&b, at + 8);
+        let key = u64_at(b, at);
+        let count = u64_at(b, at + 8);
         *k = key;
         if key != 0 && count != 0 {
             let (addr, fid, detail) = split_census_key(key);
             counts.push((addr, fid, detail, count));
         }
     }
-    let py = crate::pycensus::read(&b);
+    let py = crate::pycensus::read(b);
     let py_version = py.as_ref().map(|p| p.version);
     let py_counts = py
         .map(|p| p.counts)
@@ -274,13 +299,13 @@ pub fn read_image(path: &Path) -> Result<Option<Image>> {
         .collect();
     let ov_off = offset_of!(CensusFile, overflow);
     let overflow = (0..256usize)
-        .map(|i| (i as u8, u64_at(&b, ov_off + i * 8)))
+        .map(|i| (i as u8, u64_at(b, ov_off + i * 8)))
         .filter(|&(_, c)| c != 0)
         .collect();
     Ok(Some(Image {
-        vpid: i32_at(&b, offset_of!(CensusFile, vpid)),
-        parent_vpid: i32_at(&b, offset_of!(CensusFile, parent_vpid)),
-        gen: u32_at(&b, offset_of!(CensusFile, gen)),
+        vpid: i32_at(b, offset_of!(CensusFile, vpid)),
+        parent_vpid: i32_at(b, offset_of!(CensusFile, parent_vpid)),
+        gen: u32_at(b, offset_of!(CensusFile, gen)),
         exe,
         argv,
         unsealed,
@@ -294,15 +319,15 @@ pub fn read_image(path: &Path) -> Result<Option<Image>> {
 
 /// Every image in a run directory, ordered by (vpid, generation).
 pub fn read_images(dir: &Path) -> Result<Vec<Image>> {
+    use std::os::unix::fs::FileExt;
     let mut images = Vec::new();
-    for entry in std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read run directory {}", dir.display()))?
-    {
-        let path = entry?.path();
-        if path.extension().and_then(|e| e.to_str()) == Some("census") {
-            if let Some(img) = read_image(&path)? {
-                images.push(img);
-            }
+    let (file, slots) = census_slots(dir)?;
+    let mut b = vec![0u8; std::mem::size_of::<CensusFile>()];
+    for off in slots {
+        file.read_exact_at(&mut b, off)
+            .with_context(|| format!("cannot read the census slot at {off} of the run table"))?;
+        if let Some(img) = read_image(&b)? {
+            images.push(img);
         }
     }
     images.sort_by_key(|i| (i.vpid, i.gen));
@@ -312,9 +337,15 @@ pub fn read_images(dir: &Path) -> Result<Vec<Image>> {
 /// Wait statuses recorded in the run table by sealed parents that reaped their children.
 fn reaped_statuses(dir: &Path) -> BTreeMap<i32, i32> {
     let mut out = BTreeMap::new();
-    let Ok(b) = std::fs::read(dir.join(seal_abi::RUN_TABLE_NAME)) else {
+    use std::os::unix::fs::FileExt;
+    // The table only: the census slots follow it in the same (sparse, large) file.
+    let mut b = vec![0u8; std::mem::size_of::<seal_abi::RunTable>()];
+    let Ok(file) = std::fs::File::open(dir.join(seal_abi::RUN_TABLE_NAME)) else {
         return out;
     };
+    if file.read_exact_at(&mut b, 0).is_err() {
+        return out;
+    }
     let base = offset_of!(seal_abi::RunTable, status_of);
     for vpid in 0..seal_abi::VPID_LIMIT {
         if let Some(w) = b.get(base + vpid * 4..base + vpid * 4 + 4) {

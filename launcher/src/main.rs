@@ -21,6 +21,7 @@ mod proptests;
 mod pycensus;
 mod report;
 mod run;
+mod rundir;
 mod shim;
 mod supervise;
 mod symbols;

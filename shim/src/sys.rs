@@ -199,6 +199,11 @@ pub fn errno_name(e: i32) -> &'static [u8] {
 
 /// Maps `len` bytes of `fd` shared, read-write. Returns null on failure.
 pub fn mmap_shared(fd: i32, len: usize) -> *mut u8 {
+    mmap_shared_at(fd, len, 0)
+}
+
+/// Maps `len` bytes of `fd` from `offset` (page-aligned) shared, read-write; null on failure.
+pub fn mmap_shared_at(fd: i32, len: usize, offset: usize) -> *mut u8 {
     // SAFETY: a fresh mapping chosen by the kernel.
     let p = unsafe {
         syscall6(
@@ -208,7 +213,7 @@ pub fn mmap_shared(fd: i32, len: usize) -> *mut u8 {
             (libc::PROT_READ | libc::PROT_WRITE) as i64,
             libc::MAP_SHARED as i64,
             fd as i64,
-            0,
+            offset as i64,
         )
     };
     if p < 0 && p > -4096 {
@@ -423,7 +428,7 @@ pub unsafe fn cstr<'a>(p: *const libc::c_char) -> &'a [u8] {
 }
 
 /// Does the C string `p` start with `prefix`? Reads no further than `prefix` (an environment
-/// entry can be the 64 KiB stack pad).
+/// entry can be the 32 KiB stack pad).
 ///
 /// # Safety
 /// `p` is null or a NUL-terminated string.

@@ -252,6 +252,53 @@ pub fn waiters() -> Option<&'static seal_abi::WaiterBoard> {
     backed_region(w, &DONE).then_some(w)
 }
 
+/// The run table's descriptor, left open by [`map`] for the image's census slot.
+static PENDING_FD: AtomicI32 = AtomicI32::new(-1);
+
+/// Why an image has no census slot.
+pub enum NoSlot {
+    /// No run table mapped (the run ended, or it could not be mapped: said already).
+    NoTable,
+    /// Every slot of the run is taken (of how many; true for the first image turned away).
+    Full(usize, bool),
+    /// The run table file could not be opened again (a fork child's slot): the errno.
+    Open(i32),
+}
+
+/// Claims the next census slot of the run ([`RunTable::census_offset`]): the run table's
+/// descriptor to map it from (the caller closes it) and the slot's offset in the file.
+///
+/// Each slot is a mapping of its own, not a part of one mapping of the whole (sparse, 0.9 TiB)
+/// file: that would save an image one `mmap`, but address space counts against
+/// `RLIMIT_AS`, and a sealed program that lowers it (`ulimit -v`, a test harness guarding
+/// its memory) could then map nothing at all.
+pub fn census_slot() -> Result<(i32, usize), NoSlot> {
+    let p = BASE.load(Acquire);
+    if p.is_null() {
+        return Err(NoSlot::NoTable);
+    }
+    // SAFETY: BASE is a live mapping that starts with a RunTable (header page backed by map).
+    let rt = unsafe { &*(p as *const RunTable) };
+    let cap = rt.census_cap as usize;
+    let k = rt.census_next.fetch_add(1, AcqRel) as usize;
+    if k >= cap {
+        return Err(NoSlot::Full(cap, k == cap));
+    }
+    let mut fd = PENDING_FD.swap(-1, AcqRel);
+    if fd < 0 {
+        // A fork child: its parent's descriptor was closed after its own slot was mapped.
+        let mut path = sys::StackBuf::<4200>::new();
+        path.push(config::RUN_DIR.get())
+            .push(b"/")
+            .push(seal_abi::RUN_TABLE_NAME.as_bytes());
+        fd = sys::open(path.as_cstr(), libc::O_RDWR | libc::O_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(NoSlot::Open(-fd));
+        }
+    }
+    Ok((fd, RunTable::census_offset(PID_MAX.load(Relaxed), k)))
+}
+
 /// Maps `$LIBSEAL_RUN_DIR/run.table` (once per image; a fork child keeps its parent's mapping).
 pub fn map() -> bool {
     if !BASE.load(Acquire).is_null() {
@@ -285,9 +332,14 @@ pub fn map() -> bool {
         return false;
     }
     let p = sys::mmap_shared(fd, RunTable::file_size(pid_max));
-    sys::close(fd);
     if p.is_null() {
+        sys::close(fd);
         return false;
+    }
+    // Kept for the census slot this image claims next (`census_slot`), which saves it an open.
+    let stale = PENDING_FD.swap(fd, AcqRel);
+    if stale >= 0 {
+        sys::close(stale);
     }
     // The header and the setters' world are read by every clock read: backed now. The rest
     // is backed page by page as it is first used (`backed`).
@@ -295,6 +347,10 @@ pub fn map() -> bool {
     if r < 0 && r != -(libc::EINVAL as i64) {
         // SAFETY: our fresh mapping, not yet published.
         unsafe { sys::munmap(p, RunTable::file_size(pid_max)) };
+        let fd = PENDING_FD.swap(-1, AcqRel);
+        if fd >= 0 {
+            sys::close(fd);
+        }
         let mut m = sys::StackBuf::<200>::new();
         m.push(b"cannot map the run table (")
             .push(sys::errno_name(-r as i32))

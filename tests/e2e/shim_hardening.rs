@@ -1,54 +1,39 @@
-//! End-to-end tests: the shim in hostile or starved surroundings. Census files that another
-//! user tried to redirect through a planted link, a umask that would weaken them, a memory
-//! file system that fills up during the run, signal handlers that race the hooks, clocks
-//! pushed to their limit, and virtual tids of many threads.
+//! End-to-end tests: the shim in hostile or starved surroundings. A umask that would weaken
+//! the run table holding the census, a memory file system that fills up during the run,
+//! signal handlers that race the hooks, clocks pushed to their limit, and virtual tids of
+//! many threads.
 use std::path::Path;
 
 use crate::util::*;
 
-/// A shell script that finds the run dir (from its own census mapping), optionally plants
-/// `$TARGET.0.census` as a symbolic link to `$VICTIM`, then starts one child that prints its
-/// pid. Identical process creation whether or not it plants, so the child's virtual pid is
-/// the same in both runs.
+/// A shell script that finds the run table (from its own mapping of it), prints its mode,
+/// then starts one child that prints its pid.
 const PLANT: &str = r#"
-d=$(grep -m1 '\.census' /proc/self/maps | awk '{print $NF}'); d=${d%/*}
-ln -s "${VICTIM:-/nonexistent}" "$d/${TARGET:-unused}${TARGET:+.0.census}"
-stat -c %a "$(grep -m1 '\.census' /proc/self/maps | awk '{print $NF}')"
+t=$(grep -m1 '/run\.table' /proc/self/maps | awk '{print $NF}')
+stat -c %a "$t"
 sh -c 'echo $$'
 "#;
 
 #[test]
-fn census_files_never_follow_a_planted_link_and_are_0600_whatever_the_umask() {
-    let dir = tempfile::tempdir().unwrap();
-    let victim = dir.path().join("victim");
-    std::fs::write(&victim, "precious\n").unwrap();
-    // Run 1: learn the child's virtual pid (census file name `<vpid>.0.census`).
+fn the_run_table_that_holds_the_census_is_0600_whatever_the_umask() {
+    // Census slots live in the run table, created by seal before the command starts: no
+    // process of the run creates a census file any more, so none can be redirected through
+    // a link planted under its name. The table itself is 0600 under a umask that would make
+    // files 0400, and the run is unchanged by it.
     let first = run_timeout(seal(["--", "sh", "-c", PLANT]), TIMEOUT);
     first.ok();
-    let lines: Vec<&str> = first.stdout.lines().collect();
-    assert_eq!(lines.len(), 2, "{}", first.show());
-    let child_vpid = lines[1];
-    // Run 2: plant the link under that name, under a umask that would make files 0400.
     let mut cmd = command("sh");
     cmd.args(["-c", r#"umask 0277; exec "$SEAL" -- sh -c "$PLANT""#])
         .env("SEAL", seal_bin())
-        .env("PLANT", PLANT)
-        .env("TARGET", child_vpid)
-        .env("VICTIM", &victim);
+        .env("PLANT", PLANT);
     let second = run_timeout(cmd, TIMEOUT);
     second.ok();
-    assert_eq!(
-        std::fs::read(&victim).unwrap(),
-        b"precious\n",
-        "a census file was written through a planted link\n{}",
+    assert!(
+        second.stdout.starts_with("600\n"),
+        "run table mode\n{}",
         second.show()
     );
-    assert_eq!(
-        second.stdout,
-        format!("600\n{child_vpid}\n"),
-        "census file mode or child pid\n{}",
-        second.show()
-    );
+    assert_eq!(second.stdout, first.stdout, "{}", second.show());
 }
 
 /// Runs `script` with `sh` in a private mount namespace (we must be root, or allowed user
@@ -77,10 +62,10 @@ fn in_private_mounts(script: &str, envs: &[(&str, &Path)]) -> Option<Output> {
 }
 
 #[test]
-fn a_full_tmpfs_is_a_loud_error_at_census_creation_never_a_sigbus() {
+fn a_full_tmpfs_is_a_loud_error_at_census_slot_backing_never_a_sigbus() {
     // The launcher only puts its run dir on a memory file system with 512 MiB free, so the
     // run dir lives on a 520 MiB tmpfs that the sealed script itself fills up; every process
-    // it starts afterwards must create its census file on the full file system.
+    // it starts afterwards must back its census slot on the full file system.
     let dir = tempfile::tempdir().unwrap();
     let script = r#"
 set -e
@@ -105,7 +90,7 @@ export XDG_RUNTIME_DIR="$MNT"
     );
     assert!(
         out.stderr
-            .contains("libseal: cannot reserve the census file"),
+            .contains("libseal: cannot reserve the census slot"),
         "the full file system must be reported\n{}",
         out.show()
     );

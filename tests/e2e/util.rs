@@ -88,6 +88,17 @@ impl Output {
     pub fn stderr_lacks(&self, needle: &str) -> &Self {
         self.assert_contains("stderr", &self.stderr, needle, false)
     }
+    /// Asserts that seal reported nothing of the program as unsealed: no "not sealed" line but
+    /// the machine's own (`cpu-trap-unavailable`: a CPU or hypervisor without cpuid faulting).
+    pub fn says_nothing_unsealed(&self) -> &Self {
+        let lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .filter(|l| l.contains("not sealed") && !l.contains("(cpu-trap-unavailable)"))
+            .collect();
+        assert!(lines.is_empty(), "unsealed: {lines:?}\n{}", self.show());
+        self
+    }
     fn assert_contains(&self, stream: &str, text: &str, needle: &str, want: bool) -> &Self {
         let verb = if want { "lacks" } else { "has" };
         assert!(

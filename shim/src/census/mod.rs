@@ -388,7 +388,7 @@ pub fn record_unsealed(kind: u32, detail: &[u8]) {
     ev.kind.store(kind, Release);
 }
 
-/// Creates and maps this image's census file and fills its header. Called once per image
+/// Claims and maps this image's census slot (in the run table file) and fills its header. Called once per image
 /// (at initialisation) and again in a fork child (which must not write into its parent's).
 pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
     let old =
@@ -403,56 +403,57 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
             unsafe { sys::munmap(old as *mut u8, CENSUS_FILE_SIZE) };
         }
     };
-    let mut path = sys::StackBuf::<4200>::new();
-    let mut name = [0u8; 40];
-    let n = seal_abi::census_file_name(vpid, gen, &mut name);
-    path.push(config::RUN_DIR.get()).push(b"/").push(&name[..n]);
-    let fd = sys::create_private(path.as_cstr(), libc::O_RDWR, true);
-    if fd < 0 && config::run_ended() {
-        unmap_old();
-        return;
-    }
-    if fd < 0 {
-        let mut m = sys::StackBuf::<4300>::new();
-        m.push(b"cannot create census file ")
-            .push(path.as_bytes())
-            .push(b" (")
-            .push(sys::errno_name(-fd))
-            .push(b"); this process is sealed but not counted");
-        sys::warn(m.as_bytes());
-        unmap_old();
-        return;
-    }
+    let slot = match crate::table::census_slot() {
+        Ok(slot) => slot,
+        Err(why) => {
+            let mut m = sys::StackBuf::<300>::new();
+            match why {
+                // Said once per run, by the first image turned away.
+                crate::table::NoSlot::Full(cap, true) => {
+                    m.push(b"all ")
+                        .push_u64(cap as u64)
+                        .push(b" census slots of the run are taken: this and later ")
+                        .push(b"processes are sealed but not counted");
+                }
+                crate::table::NoSlot::Open(errno) if !config::run_ended() => {
+                    m.push(b"cannot open the run table for a census slot (")
+                        .push(sys::errno_name(errno))
+                        .push(b"); this process is sealed but not counted");
+                }
+                _ => {}
+            }
+            if !m.as_bytes().is_empty() {
+                sys::warn(m.as_bytes());
+            }
+            unmap_old();
+            return;
+        }
+    };
     // Sparse: pages are backed as they are first written (`BACKED`), the header now, so a
     // full file system is this warning rather than a SIGBUS later.
-    let r = sys::ftruncate(fd, CENSUS_FILE_SIZE);
-    let mut p = if r == 0 {
-        sys::mmap_shared(fd, CENSUS_FILE_SIZE)
-    } else {
-        core::ptr::null_mut()
-    };
+    let (fd, offset) = slot;
+    let mut p = sys::mmap_shared_at(fd, CENSUS_FILE_SIZE, offset);
     sys::close(fd);
     BACKED.reset();
     // A fork child reads its parent's Python header only if the parent backed it: reading a
     // page of a sparse tmpfs file allocates it.
     let parent_py = PY_BACKED.swap(false, Relaxed);
     // The first page: the header, the head tables and the start of the text.
-    if !p.is_null() && !BACKED.back(p, 0, 4096) {
+    let mapped = !p.is_null();
+    if mapped && !BACKED.back(p, 0, 4096) {
         // SAFETY: our fresh mapping, not yet published.
         unsafe { sys::munmap(p, CENSUS_FILE_SIZE) };
         p = core::ptr::null_mut();
     }
-    let r = if r < 0 { r } else { -(libc::ENOSPC as i64) };
     if p.is_null() {
-        // SAFETY: NUL-terminated path; the file is ours (created above), and an empty or
-        // unmappable census file would only confuse the launcher.
-        unsafe { sys::syscall3(libc::SYS_unlink, path.as_cstr().as_ptr() as i64, 0, 0) };
         let mut m = sys::StackBuf::<4300>::new();
-        m.push(b"cannot reserve the census file ")
-            .push(path.as_bytes())
+        m.push(b"cannot reserve the census slot of this process in ")
+            .push(config::RUN_DIR.get())
+            .push(b"/")
+            .push(seal_abi::RUN_TABLE_NAME.as_bytes())
             .push(b" (")
-            .push(sys::errno_name(if r < 0 {
-                -r as i32
+            .push(sys::errno_name(if mapped {
+                libc::ENOSPC
             } else {
                 libc::ENOMEM
             }))
@@ -653,11 +654,29 @@ unsafe fn read_argv(file: *mut CensusFile, buf: &mut [u8; 4096]) -> usize {
 /// Families the user turned off (`--unseal`): the process still runs and is counted, but
 /// its census says these calls were answered by the real functions.
 fn record_families_off(flags: u32) {
-    for fam in seal_abi::settings::FAMILIES.iter().filter(|f| f.flags != 0) {
-        if flags & fam.flags == 0 {
-            record_unsealed(unsealed::FAMILY_OFF, fam.name.as_bytes());
-        }
+    let file = file_ptr();
+    if file.is_null() {
+        return;
     }
+    let off = seal_abi::settings::FAMILIES
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.flags != 0 && flags & f.flags == 0)
+        .fold(0u32, |m, (i, _)| m | 1 << i);
+    // SAFETY: see count(); the header is in the first page, backed at creation.
+    unsafe { (*file).families_off.store(off, Relaxed) };
+}
+
+/// Records why `rdtsc`/`cpuid` give real values (bits of
+/// [`seal_abi::unsealed::cpu_cause`]) in the header: every image on a machine without cpuid
+/// faulting has one, and an event would back a second page of each census file.
+pub fn record_cpu_unsealed(cause: u32) {
+    let file = file_ptr();
+    if file.is_null() {
+        return;
+    }
+    // SAFETY: see count(); the header is in the first page, backed at creation.
+    unsafe { (*file).cpu_unsealed.fetch_or(cause, Relaxed) };
 }
 
 #[cfg(test)]

@@ -28,6 +28,8 @@ pub mod signals;
 
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 
+#[cfg(not(test))]
+use seal_abi::unsealed::cpu_cause;
 use seal_abi::{Fid, NO_DETAIL};
 
 use crate::{census, clock, sys};
@@ -89,7 +91,7 @@ pub fn on_start() {
     }
     find_vdso();
     if !signals::install() {
-        report(b"rdtsc and cpuid give real values: libseal could not install its SIGSEGV handler");
+        report(cpu_cause::NO_HANDLER);
         return;
     }
     ARMED.fetch_or(HANDLER, Relaxed);
@@ -98,10 +100,7 @@ pub fn on_start() {
     // hooks that switch the trap off: the child's loader would die on its first rdtsc.
     let go = is_go_program();
     if go {
-        report(
-            b"rdtsc gives real values in Go programs: their os/exec starts children by raw \
-                 system calls, which the rdtsc trap would kill",
-        );
+        report(cpu_cause::GO_PROGRAM);
     }
     let tsc = if go { -1 } else { prctl_tsc(PR_TSC_SIGSEGV) };
     if tsc == 0 {
@@ -114,26 +113,18 @@ pub fn on_start() {
     // One fixed line per cause, so the launcher says it once per run, not once per process.
     match (tsc == 0, cpuid == 0) {
         (true, true) => {}
-        (true, false) if cpuid == -(libc::ENODEV as i64) => report(
-            b"cpuid gives real values (RDRAND, RDSEED): this CPU or hypervisor has no \
-              cpuid faulting (no cpuid_fault in /proc/cpuinfo)",
-        ),
-        (true, false) => {
-            report(b"cpuid gives real values (RDRAND, RDSEED): the kernel refused ARCH_SET_CPUID")
-        }
+        (true, false) if cpuid == -(libc::ENODEV as i64) => report(cpu_cause::NO_CPUID_FAULTING),
+        (true, false) => report(cpu_cause::CPUID_REFUSED),
         (false, true) if go => {}
-        (false, true) => {
-            report(b"rdtsc gives real values: the kernel refused PR_SET_TSC (PR_TSC_SIGSEGV)")
-        }
-        (false, false) => report(
-            b"rdtsc and cpuid give real values: the kernel refused PR_SET_TSC and ARCH_SET_CPUID",
-        ),
+        (false, true) => report(cpu_cause::TSC_REFUSED),
+        (false, false) => report(cpu_cause::BOTH_REFUSED),
     }
 }
 
 #[cfg(not(test))]
-fn report(what: &[u8]) {
-    census::record_unsealed(seal_abi::unsealed::CPU_TRAP, what);
+/// A cause from [`seal_abi::unsealed::CPU_TRAP_CAUSES`], as a bit of the census header.
+fn report(cause: u32) {
+    census::record_cpu_unsealed(cause);
 }
 
 /// Does the main program carry a Go build id note (`.note.go.buildid`: owner "Go", type 4)?

@@ -257,6 +257,11 @@ pub unsafe fn build(
     let size = (ptr_bytes + bytes + extra * VAR_ROOM + pad_room + 4095) & !4095;
     let base = sys::mmap_anon(size);
     if base.is_null() {
+        // Out of memory or address space (`ulimit -v`): the program starts with the caller's
+        // environment, which no longer names libseal. Never silently.
+        sys::warn(
+            b"cannot map memory for a sealed environment: a program started now runs unsealed",
+        );
         return None;
     }
     super::vfork::keep(base, size);
