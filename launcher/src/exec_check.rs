@@ -42,6 +42,25 @@ pub fn inspect(program: &OsStr) -> (Vec<String>, bool) {
 
 /// `program` as execvp would find it (absolute, so it dedups with the shim's reports).
 pub fn resolve(program: &OsStr) -> Option<PathBuf> {
+    // One launcher resolves its command for the pad, the root check and the private /tmp:
+    // one PATH search (a `stat` per directory), as seal changes neither PATH nor its cwd.
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(std::ffi::OsString, Option<PathBuf>)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    if let Some(hit) = LAST.with_borrow(|l| {
+        l.as_ref()
+            .filter(|(prog, _)| prog == program)
+            .map(|(_, r)| r.clone())
+    }) {
+        return hit;
+    }
+    let r = search(program);
+    LAST.set(Some((program.to_os_string(), r.clone())));
+    r
+}
+
+fn search(program: &OsStr) -> Option<PathBuf> {
     let p = Path::new(program);
     if program.as_bytes().contains(&b'/') {
         return std::path::absolute(p).ok();
