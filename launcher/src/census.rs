@@ -567,3 +567,40 @@ impl Census {
             .with_context(|| format!("cannot write census to {}", path.display()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put_u32(b: &mut [u8], off: usize, v: u32) {
+        b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    }
+
+    /// The families off and the cpu causes are header bits, read back as the events they
+    /// stand for, before the recorded events.
+    #[test]
+    fn header_bits_read_as_unsealed_events() {
+        let mut b = vec![0u8; offset_of!(CensusFile, more_modules)];
+        let fams = seal_abi::settings::FAMILIES;
+        let time = fams.iter().position(|f| f.name == "time").unwrap();
+        put_u32(&mut b, offset_of!(CensusFile, families_off), 1 << time);
+        put_u32(
+            &mut b,
+            offset_of!(CensusFile, cpu_unsealed),
+            unsealed::cpu_cause::NO_CPUID_FAULTING | unsealed::cpu_cause::GO_PROGRAM,
+        );
+        let ev = offset_of!(CensusFile, unsealed);
+        put_u32(&mut b, offset_of!(CensusFile, n_unsealed), 1);
+        put_u32(&mut b, ev, unsealed::SETUID);
+        put_u32(&mut b, ev + 4, 3);
+        b[ev + 8..ev + 11].copy_from_slice(b"su!");
+        let got = unsealed_events(&b);
+        let want = vec![
+            (unsealed::FAMILY_OFF, "time".to_string()),
+            (unsealed::CPU_TRAP, unsealed::CPU_TRAP_CAUSES[1].to_string()),
+            (unsealed::CPU_TRAP, unsealed::CPU_TRAP_CAUSES[2].to_string()),
+            (unsealed::SETUID, "su!".to_string()),
+        ];
+        assert_eq!(got, want);
+    }
+}
