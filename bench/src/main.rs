@@ -341,6 +341,9 @@ fn measure_all(
             launch: &launch,
             empty_so: startup::empty_so(workdir)?,
             faketime_cmd: which("faketime").filter(|_| launch.faketime.is_some()),
+            shim: startup::ShimHolder::start(&launch)
+                .map_err(|e| eprintln!("seal-bench: no libseal-only column: {e}"))
+                .ok(),
         };
         let r = startup::measure_all(&env, o.quick)?;
         Some(startup::render(&r, launch.faketime.is_some()))

@@ -4,7 +4,7 @@
 //! the JVM's and Node's start-up, a JIT-heavy Node loop), the run directory's bytes per
 //! process image and resident memory per process and per thread.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,6 +21,9 @@ pub enum How {
     Faketime,
     /// Debian's `faketime -f '@…' prog` command (a shell-free wrapper that execs).
     FaketimeCmd,
+    /// libseal active, without the launcher: the environment a sealed root gets, taken from
+    /// a long-lived `seal run` ([`ShimHolder`]), given to the program directly.
+    Shim,
     /// `seal run -q -- prog`.
     Seal,
 }
@@ -32,6 +35,7 @@ impl How {
             How::Floor => "empty preload",
             How::Faketime => "libfaketime preload",
             How::FaketimeCmd => "`faketime -f`",
+            How::Shim => "libseal, no launcher",
             How::Seal => "`seal run`",
         }
     }
@@ -41,6 +45,69 @@ pub struct Env<'a> {
     pub launch: &'a Launch,
     pub empty_so: PathBuf,
     pub faketime_cmd: Option<PathBuf>,
+    pub shim: Option<ShimHolder>,
+}
+
+/// A `seal run` kept alive (its root sleeps) so that its run directory exists, and the
+/// environment its root was started with: libseal preloaded and the run's settings, the
+/// stack pad included. A program given that environment is sealed in that run (a root of
+/// its own, with a virtual pid of its own) and pays libseal's start, not the launcher's.
+pub struct ShimHolder {
+    seal: std::process::Child,
+    env: Vec<(OsString, OsString)>,
+}
+
+impl ShimHolder {
+    pub fn start(launch: &Launch) -> Result<ShimHolder, String> {
+        use std::os::unix::ffi::OsStrExt;
+        let file = launch.workdir.join("sealed-root.environ");
+        let _ = std::fs::remove_file(&file);
+        let seal = Command::new(&launch.seal)
+            .args(["run", "-q", "--", "/bin/sh", "-c"])
+            .arg("cat /proc/$$/environ > \"$1.tmp\" && mv \"$1.tmp\" \"$1\" && exec sleep 100000")
+            .arg("sh")
+            .arg(&file)
+            .current_dir(&launch.workdir)
+            .stdin(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start seal: {e}"))?;
+        let mut holder = ShimHolder {
+            seal,
+            env: Vec::new(),
+        };
+        for _ in 0..500 {
+            if let Ok(b) = std::fs::read(&file) {
+                // The guard ties a root to its launcher: zeros (same length, same stack) let
+                // these roots be started by the benchmark instead.
+                let guard = "LIBSEAL_GUARD";
+                holder.env = b
+                    .split(|&c| c == 0)
+                    .filter_map(|kv| {
+                        let i = kv.iter().position(|&c| c == b'=')?;
+                        let (k, v) = (&kv[..i], &kv[i + 1..]);
+                        let v = if k == guard.as_bytes() {
+                            vec![b'0'; v.len()]
+                        } else {
+                            v.to_vec()
+                        };
+                        Some((OsStr::from_bytes(k).into(), OsStr::from_bytes(&v).into()))
+                    })
+                    .collect();
+                return Ok(holder);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Err("the sealed root never wrote its environment".into())
+    }
+}
+
+impl Drop for ShimHolder {
+    fn drop(&mut self) {
+        // SIGTERM: seal passes it on to its sleeping root and removes the run directory.
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(self.seal.id() as i32, libc::SIGTERM) };
+        let _ = self.seal.wait();
+    }
 }
 
 impl Env<'_> {
@@ -54,6 +121,19 @@ impl Env<'_> {
             How::FaketimeCmd => {
                 let mut c = Command::new(self.faketime_cmd.as_ref().expect("faketime command"));
                 c.args(["-f", FAKETIME_SPEC]).args(argv);
+                c
+            }
+            How::Shim => {
+                let mut c = Command::new(&argv[0]);
+                c.args(&argv[1..]).env_clear();
+                c.envs(
+                    self.shim
+                        .as_ref()
+                        .expect("sealed environment")
+                        .env
+                        .iter()
+                        .cloned(),
+                );
                 c
             }
             _ => {
@@ -167,6 +247,9 @@ pub fn measure_all(env: &Env, quick: bool) -> Result<Results, String> {
     let ft = env.launch.faketime.is_some();
     if ft {
         all.push(How::Faketime);
+    }
+    if env.shim.is_some() {
+        all.push(How::Shim);
     }
     all.push(How::Seal);
     let mut w = Vec::new();
@@ -360,6 +443,7 @@ pub fn render(r: &Results, faketime: bool) -> String {
         How::Floor,
         How::Faketime,
         How::FaketimeCmd,
+        How::Shim,
         How::Seal,
     ];
     let cols: Vec<How> = cols
