@@ -264,6 +264,8 @@ functions! {
     // pid (appended): debuggers and tracers (gdb, strace) name their tracee by its pid
     Ptrace = Pid "ptrace",
     ProcessVm = Pid "process_vm_readv/writev",
+    // pid (appended): profilers (`perf stat`, `perf record -p`) name the process they count
+    SysPerfEventOpen = Pid "syscall(perf_event_open)",
 }
 
 impl Fid {

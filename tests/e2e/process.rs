@@ -476,6 +476,37 @@ fn a_tracer_reaches_its_child_by_its_virtual_pid() {
     assert_totals(&totals, &[("ptrace", 3), ("process_vm_readv/writev", 2)]);
 }
 
+/// A profiler names its child by the pid fork returned (a virtual one): `perf_event_open`
+/// counts the real process, where it failed with ESRCH (or counted whichever unrelated process
+/// had that number), and `perf stat` around a command works sealed.
+#[test]
+fn a_profiler_counts_its_child_by_its_virtual_pid() {
+    let bin = build_c("profiler", &[]);
+    let out = stable(&[bin.to_str().unwrap()]);
+    if out.starts_with("unavailable") {
+        report_skip(
+            module_path!(),
+            false,
+            &format!("no perf events here: {out}"),
+        );
+        return;
+    }
+    assert_eq!(
+        out,
+        "open by the child's pid: ok\n\
+         counted the child: yes\n\
+         child exit 5\n"
+    );
+    let (o, totals) = census_totals(&[bin.to_str().unwrap()], "pid");
+    o.ok();
+    assert_totals(&totals, &[("syscall(perf_event_open)", 2)]);
+    if have("perf") {
+        let o = run_seal(["-q", "--", "perf", "stat", "-e", "task-clock", "--", "true"]);
+        assert_eq!(o.code, Some(0), "{}", o.show());
+        o.stderr_has("task-clock");
+    }
+}
+
 /// `strace -f` follows a shell's children (it learns their real pids from the kernel before
 /// they have virtual ones, and keeps using those) and passes the traced command's status on;
 /// gdb runs a program to its end.

@@ -159,6 +159,7 @@ pub unsafe fn sys_pid(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Option<
         libc::SYS_rt_sigqueueinfo => Fid::Sigqueue,
         libc::SYS_ioprio_get | libc::SYS_ioprio_set => Fid::SysIoprio,
         libc::SYS_sched_getattr | libc::SYS_sched_setattr => Fid::SysSchedAttr,
+        libc::SYS_perf_event_open => Fid::SysPerfEventOpen,
         _ => return None,
     };
     census::count(fid, seal_abi::NO_DETAIL, ra);
@@ -177,6 +178,15 @@ pub unsafe fn sys_pid(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Option<
         libc::SYS_tgkill => {
             b[0] = vpid::to_real(a[0] as i32) as L;
             b[1] = vpid::to_real(a[1] as i32) as L;
+            raw(n, b)
+        }
+        libc::SYS_perf_event_open => {
+            // (attr, pid, cpu, group_fd, flags): the pid (or tid) to count, unless it names a
+            // cgroup's descriptor (PERF_FLAG_PID_CGROUP).
+            const PERF_FLAG_PID_CGROUP: L = 1 << 2;
+            if a[4] & PERF_FLAG_PID_CGROUP == 0 {
+                b[1] = vpid::to_real(a[1] as i32) as L;
+            }
             raw(n, b)
         }
         libc::SYS_tkill | libc::SYS_pidfd_open => {
