@@ -384,47 +384,38 @@ fn vm_rss(env: &Env, h: How, argv: &[OsString]) -> Option<f64> {
 /// Census slots and the bytes allocated to them and to the run's tables after a sealed `sh`
 /// ran 200 `true`. The run dir's path is hidden from sealed programs' environment; the run
 /// table mapped into `grep` shows it. `od` reads how many slots were claimed (its own the
-/// last), then Python measures the written bytes of the slots before it (SEEK_DATA and
-/// SEEK_HOLE: the run table file is sparse) and of the table itself.
+/// last), then `fixtures/python/census_slots.py` measures the written bytes of the slots
+/// before it and of the table itself (the run table file is sparse).
 fn run_dir_bytes(env: &Env) -> Result<(f64, f64, f64), String> {
-    const MEASURE: &str = r#"
-import os, sys
-path, table, slot, used = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-fd = os.open(path, os.O_RDONLY)
-def written(start, end):
-    n, pos = 0, start
-    while pos < end:
-        try:
-            s = os.lseek(fd, pos, os.SEEK_DATA)
-        except OSError:
-            break
-        if s >= end:
-            break
-        e = min(os.lseek(fd, s, os.SEEK_HOLE), end)
-        n, pos = n + e - s, e
-    return n
-print(used - 1, written(table, table + (used - 1) * slot), written(0, table))
-"#;
+    let measure = crate::workspace_root().join("fixtures/python/census_slots.py");
     let script = format!(
         "i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done; \
          t=$(grep -o '/[^ ]*/seal-run-[0-9a-f]*/run.table' /proc/self/maps | head -n 1); \
          used=$(od -An -tu4 -j16 -N4 \"$t\"); \
-         pid_max=$(od -An -tu4 -j12 -N4 \"$t\"); \
-         python3 -c '{MEASURE}' \"$t\" $(( ({off} + 4 * pid_max + 4095) / 4096 * 4096 )) {slot} $used; \
+         python3 '{measure}' {off} {slot} $((used - 1)); \
          du -B1 \"${{t%/*}}/files.table\"",
+        measure = measure.display(),
         off = seal_abi::RunTable::REAL_MAP_OFFSET,
         slot = seal_abi::CENSUS_SLOT_BYTES,
     );
     let s = measure::run(env.command(How::Seal, &sh(&script)), true)?;
-    let mut it = s.stdout.split_whitespace();
-    let mut num = |what: &str| -> Result<f64, String> {
-        it.next()
-            .and_then(|x| x.parse().ok())
-            .ok_or(format!("no {what} in {:?}", s.stdout))
-    };
-    let slots = num("slot count")?;
-    let bytes = num("census bytes")?;
-    let tables = num("table bytes")? + num("file-time table bytes")?;
+    let (mut slots, mut bytes, mut tables) = (0.0, 0.0, 0.0);
+    for line in s.stdout.lines() {
+        let mut w = line.split_whitespace();
+        match (w.next(), w.next()) {
+            (Some("table"), Some(n)) => tables += n.parse::<f64>().map_err(|e| e.to_string())?,
+            (Some(n), None) => {
+                slots += 1.0;
+                bytes += n.parse::<f64>().map_err(|e| e.to_string())?;
+            }
+            // du: the file-time table's bytes, then its path.
+            (Some(n), Some(_)) => tables += n.parse::<f64>().map_err(|e| e.to_string())?,
+            (None, _) => {}
+        }
+    }
+    if slots == 0.0 {
+        return Err(format!("no census slots measured in {:?}", s.stdout));
+    }
     Ok((slots, bytes, tables))
 }
 
