@@ -200,8 +200,7 @@ fn create_run_table(dir: &Path) -> Result<std::fs::File> {
         .with_context(|| format!("cannot create {}", path.display()))?;
     // SAFETY: locking a descriptor we own (O_CLOEXEC: the command does not inherit it).
     unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-    let cap = census_cap(pid_max);
-    f.set_len(seal_abi::RunTable::file_size_with_census(pid_max, cap) as u64)?;
+    let cap = size_for_census(pid_max, census_cap(pid_max), |len| f.set_len(len))?;
     let mut header = Vec::with_capacity(24);
     header.extend_from_slice(&seal_abi::RUN_MAGIC.to_le_bytes());
     header.extend_from_slice(&seal_abi::LAYOUT_VERSION.to_le_bytes());
@@ -210,6 +209,23 @@ fn create_run_table(dir: &Path) -> Result<std::fs::File> {
     header.extend_from_slice(&(cap as u32).to_le_bytes());
     f.write_all(&header)?;
     Ok(f)
+}
+
+/// Sets the run table file's length for `cap` census slots, or fewer where the file system's
+/// largest file is smaller (EFBIG: FAT, some network mounts) rather than refusing the run.
+/// Returns the slots it holds.
+fn size_for_census(
+    pid_max: usize,
+    mut cap: usize,
+    mut set_len: impl FnMut(u64) -> std::io::Result<()>,
+) -> std::io::Result<usize> {
+    loop {
+        match set_len(seal_abi::RunTable::file_size_with_census(pid_max, cap) as u64) {
+            Ok(()) => return Ok(cap),
+            Err(e) if e.raw_os_error() == Some(libc::EFBIG) && cap >= 64 => cap /= 8,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Census slots for the run table file (sparse: its length costs nothing), as many as
@@ -230,4 +246,41 @@ fn census_cap(pid_max: usize) -> usize {
     };
     let table = seal_abi::RunTable::census_offset(pid_max, 0);
     (max_len.saturating_sub(table) / seal_abi::CENSUS_SLOT_BYTES).min(seal_abi::CENSUS_CAP)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_system_with_a_small_largest_file_gets_fewer_census_slots() {
+        let limit = 4u64 << 30; // a FAT volume's largest file
+        let mut lens = Vec::new();
+        let cap = size_for_census(1 << 22, seal_abi::CENSUS_CAP, |len| {
+            lens.push(len);
+            if len > limit {
+                Err(std::io::Error::from_raw_os_error(libc::EFBIG))
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap();
+        assert!(
+            cap >= 64 && *lens.last().unwrap() <= limit,
+            "{cap} {lens:?}"
+        );
+        assert_eq!(
+            *lens.last().unwrap(),
+            seal_abi::RunTable::file_size_with_census(1 << 22, cap) as u64
+        );
+        // Other errors, and a volume too small for 64 slots, still refuse the run.
+        let e = size_for_census(1 << 22, 1 << 20, |_| {
+            Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+        });
+        assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::ENOSPC));
+        let e = size_for_census(1 << 22, 1 << 20, |_| {
+            Err(std::io::Error::from_raw_os_error(libc::EFBIG))
+        });
+        assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::EFBIG));
+    }
 }
