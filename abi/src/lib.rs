@@ -2,7 +2,8 @@
 //!
 //! Everything both sides must agree on lives here and nowhere else: the environment variables
 //! the launcher hands down, the numbering of intercepted functions, and the byte layout of the
-//! two kinds of shared files (one census file per process image, one run table per sealed run).
+//! run table file every sealed process maps (the run-wide tables, then one census slot per
+//! process image).
 //! No dependencies, no allocation: the shim uses this from inside other people's processes.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -350,7 +351,7 @@ pub const MAX_MODULES: usize = 1024;
 pub const MODULE_STRINGS: usize = 1 << 17;
 pub const EXE_BYTES: usize = 4096;
 pub const ARGV_BYTES: usize = 16384;
-/// Counters and modules in the census file's first page ([`CensusFile::head_slots`],
+/// Counters and modules in the census slot's first page ([`CensusFile::head_slots`],
 /// [`CensusFile::head_modules`]).
 pub const HEAD_SLOTS: usize = 64;
 pub const HEAD_MODULES: usize = 16;
@@ -386,8 +387,8 @@ pub struct ModuleRecord {
     pub name_len: u32,
 }
 
-/// Layout of one census file: one per process image (`<vpid>.<gen>.census` in the run dir),
-/// created by the shim, mapped `MAP_SHARED`, so counts survive SIGKILL and exec.
+/// Layout of one census slot: one per process image, in the run table file after the tables
+/// ([`RunTable::census_offset`]), mapped `MAP_SHARED`, so counts survive SIGKILL and exec.
 ///
 /// The file is sparse: a page exists once something was written to it. A short process's
 /// census is its first page only: the header, the first [`HEAD_SLOTS`] counters, the first
@@ -418,7 +419,7 @@ pub struct CensusFile {
     /// Why `rdtsc`/`cpuid` give real values in this image: bit `i` is
     /// [`unsealed::CPU_TRAP_CAUSES`]`[i]` (each an `unsealed::CPU_TRAP` event). Held here, in
     /// the first page, rather than in `unsealed`: on a machine without cpuid faulting every
-    /// image has one, and an event would take a second page of every census file.
+    /// image has one, and an event would take a second page of every census slot.
     pub cpu_unsealed: AtomicU32,
     /// Families turned off for this image: bit `i` is [`settings::FAMILIES`]`[i]` (each an
     /// `unsealed::FAMILY_OFF` event), in the first page for the same reason.

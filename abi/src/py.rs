@@ -1,4 +1,4 @@
-//! Python frames in the census: the part of a census file that says which Python line made a
+//! Python frames in the census: the part of a census slot that says which Python line made a
 //! sealed call (docs/census.md, "Python frames").
 //!
 //! The shim reads the calling thread's innermost CPython frame (and the innermost frame in
@@ -55,7 +55,7 @@ pub struct PySlot {
     pub count: AtomicU64,
 }
 
-/// The Python part of a census file.
+/// The Python part of a census slot.
 #[repr(C)]
 pub struct PyCensus {
     pub status: AtomicU32,

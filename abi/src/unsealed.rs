@@ -1,4 +1,4 @@
-//! Kinds of `unsealed` events (what a process could not seal, recorded in its census file).
+//! Kinds of `unsealed` events (what a process could not seal, recorded in its census slot).
 
 pub const STATIC_BINARY: u32 = 1;
 pub const SETUID: u32 = 2;
@@ -15,7 +15,7 @@ pub const SCOPED_OUT: u32 = 9;
 /// `cpuid_fault`, a `prctl` refused): those instructions give real values.
 pub const CPU_TRAP: u32 = 10;
 
-/// The details of `CPU_TRAP` events, by cause; a census file's header holds them as bits
+/// The details of `CPU_TRAP` events, by cause; a census slot's header holds them as bits
 /// (`CensusFile::cpu_unsealed`), one fixed line each, so the launcher says each once per run.
 pub const CPU_TRAP_CAUSES: [&str; 6] = [
     "rdtsc and cpuid give real values: libseal could not install its SIGSEGV handler",

@@ -114,7 +114,7 @@ impl Total {
     }
 }
 
-/// One process image's census file, decoded.
+/// One process image's census slot, decoded.
 #[derive(Debug, Clone)]
 pub struct Image {
     pub vpid: i32,
@@ -204,7 +204,7 @@ fn census_slots(dir: &Path) -> Result<(std::fs::File, Vec<u64>)> {
     Ok((file, slots))
 }
 
-/// The unsealed events of a census file, `(kind, detail)`: the families off and the causes of
+/// The unsealed events of a census slot, `(kind, detail)`: the families off and the causes of
 /// a `cpu` trap (bits of the header), then the recorded events.
 fn unsealed_events(b: &[u8]) -> Vec<(u32, String)> {
     let off = u32_at(b, offset_of!(CensusFile, families_off));

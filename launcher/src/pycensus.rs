@@ -41,7 +41,7 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
     u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
 }
 
-/// The Python frames of a census file's bytes (`None`: no interpreter, or no frames).
+/// The Python frames of a census slot's bytes (`None`: no interpreter, or no frames).
 pub fn read(b: &[u8]) -> Option<PyImage> {
     let base = offset_of!(CensusFile, py);
     if u32_at(b, base + offset_of!(PyCensus, status)) != seal_abi::py::STATUS_ON {

@@ -1,6 +1,6 @@
 //! Pages of a sparse shared file backed on first use.
 //!
-//! The census file and the run's file-time table are sparse files on a memory file system,
+//! The census slots and the run's file-time table are sparse files on a memory file system,
 //! mapped `MAP_SHARED`. Reserving them whole (`fallocate`) cost every process image ~0.2 ms
 //! of page allocation for tables a short process touches a few pages of. A page of a sparse
 //! tmpfs file is allocated at its first touch (a read too), and on a full file system that

@@ -2,7 +2,7 @@
 //!
 //! It interposes libc's clocks, randomness, pids, host names, temp names and process creation,
 //! answering from a logical clock and seeded streams, and counts every call into a crash-safe
-//! census file. x86_64 Linux with glibc only. The rules every module follows (docs/design.md):
+//! census slot. x86_64 Linux with glibc only. The rules every module follows (docs/design.md):
 //! never recurse (raw syscalls and `real!` for our own needs), never lock or allocate on a hot
 //! path, never let a panic cross FFI, and report what cannot be sealed instead of pretending.
 //!
@@ -62,7 +62,7 @@ pub mod world;
 /// Runs once per sealed process image, right after its settings are loaded.
 pub(crate) fn on_process_start() {
     use core::sync::atomic::Ordering::Relaxed;
-    // First: it may correct the identity (vpid, generation) the census file is named after.
+    // First: it may correct the identity (vpid, generation) the census header records.
     process::on_start();
     census::open_image(
         config::VPID.load(Relaxed),

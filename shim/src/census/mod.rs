@@ -29,7 +29,7 @@ use modules::reset_refresh_lock;
 #[link_section = ".data.seal_hot"]
 static FILE: AtomicPtr<CensusFile> = AtomicPtr::new(core::ptr::null_mut());
 
-/// Which pages of this image's (sparse) census file are backed ([`crate::backing`]).
+/// Which pages of this image's (sparse) census slot are backed ([`crate::backing`]).
 #[link_section = ".data.seal_hot"]
 static BACKED: Backing<{ CENSUS_FILE_SIZE.div_ceil(4096 * 64) }> = Backing::new();
 
@@ -117,7 +117,7 @@ pub fn count(fid: Fid, detail: u8, caller: u64) {
 /// A call counted before this image was set up: another library's constructor ran before
 /// libseal's and called a hook. Sets the image up now, so that the call is counted too (it
 /// was lost before); null when the image is not counted (not in a run, or already set up
-/// without a census file).
+/// without a census slot).
 #[cold]
 #[inline(never)]
 fn before_start() -> *mut CensusFile {
@@ -178,7 +178,7 @@ pub fn note_thread() {
     });
 }
 
-/// The published census file, without the flag bit.
+/// The published census slot, without the flag bit.
 fn file_ptr() -> *mut CensusFile {
     ((FILE.load(Acquire) as usize) & !THREADS_BIT) as *mut CensusFile
 }
@@ -388,8 +388,9 @@ pub fn record_unsealed(kind: u32, detail: &[u8]) {
     ev.kind.store(kind, Release);
 }
 
-/// Claims and maps this image's census slot (in the run table file) and fills its header. Called once per image
-/// (at initialisation) and again in a fork child (which must not write into its parent's).
+/// Claims and maps this image's census slot (in the run table file) and fills its header.
+/// Called once per image (at initialisation) and again in a fork child (which must not write
+/// into its parent's).
 pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
     let old =
         ((FILE.swap(core::ptr::null_mut(), AcqRel) as usize) & !THREADS_BIT) as *mut CensusFile;
@@ -547,7 +548,7 @@ unsafe fn copy_modules(from: &CensusFile, to: &CensusFile, n: usize) -> bool {
     true
 }
 
-/// Copies `src` to `dst`, a field of `cap` bytes in the census file at `file`, as far as it
+/// Copies `src` to `dst`, a field of `cap` bytes in the census slot at `file`, as far as it
 /// fits and its pages can be backed; the bytes copied.
 ///
 /// # Safety
@@ -578,7 +579,7 @@ pub fn set_args(argc: libc::c_int, argv: *const *const libc::c_char) {
     }
 }
 
-/// Copies the constructor's arguments into the census file's `argv`, each with its NUL, as
+/// Copies the constructor's arguments into the census slot's `argv`, each with its NUL, as
 /// `/proc/self/cmdline` shows them at start; `None` when they are not known.
 ///
 /// # Safety
@@ -608,7 +609,7 @@ unsafe fn argv_from_start(file: *mut CensusFile) -> Option<usize> {
     Some(done)
 }
 
-/// Appends `piece` to the census file's `argv` at `*done` as far as it fits (and its pages can
+/// Appends `piece` to the census slot's `argv` at `*done` as far as it fits (and its pages can
 /// be backed); false when it was cut.
 ///
 /// # Safety
@@ -625,7 +626,7 @@ unsafe fn append_argv(file: *mut CensusFile, done: &mut usize, piece: &[u8]) -> 
     c == piece.len()
 }
 
-/// Reads `/proc/self/cmdline` into the census file's `argv` a page at a time (or takes the
+/// Reads `/proc/self/cmdline` into the census slot's `argv` a page at a time (or takes the
 /// constructor's arguments, the same bytes); the bytes read.
 ///
 /// # Safety
@@ -669,7 +670,7 @@ fn record_families_off(flags: u32) {
 
 /// Records why `rdtsc`/`cpuid` give real values (bits of
 /// [`seal_abi::unsealed::cpu_cause`]) in the header: every image on a machine without cpuid
-/// faulting has one, and an event would back a second page of each census file.
+/// faulting has one, and an event would back a second page of each census slot.
 pub fn record_cpu_unsealed(cause: u32) {
     let file = file_ptr();
     if file.is_null() {

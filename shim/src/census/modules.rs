@@ -1,4 +1,4 @@
-//! The census file's module list: every loaded object (path, address range, load bias), so
+//! The census slot's module list: every loaded object (path, address range, load bias), so
 //! the launcher can name the object and symbol behind each counted return address. Written
 //! at image start and again whenever a call comes from an object loaded since (`dlopen`, C
 //! extensions); one walker at a time, never waiting.
@@ -39,7 +39,7 @@ pub fn refresh_modules() {
         while REFRESH_WANTED.swap(false, SeqCst) {
             let _g = crate::real::Reentry::force();
             // SAFETY: dl_iterate_phdr calls us back synchronously with valid info structs;
-            // data is the published census file, and REFRESHING makes us its only module
+            // data is the published census slot, and REFRESHING makes us its only module
             // writer.
             unsafe { libc::dl_iterate_phdr(Some(module_cb), file as *mut libc::c_void) };
         }
@@ -62,7 +62,7 @@ unsafe extern "C" fn module_cb(
     _size: libc::size_t,
     data: *mut libc::c_void,
 ) -> libc::c_int {
-    // SAFETY: called by dl_iterate_phdr with a valid info; data is our census file (shared:
+    // SAFETY: called by dl_iterate_phdr with a valid info; data is our census slot (shared:
     // other threads count into its slots meanwhile, so it is only ever borrowed shared here).
     let (info, file) = unsafe { (&*info, &*(data as *const CensusFile)) };
     let mut lo = u64::MAX;

@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// A zeroed census file on the heap (it is too big for a test thread's stack).
+/// A zeroed census slot on the heap (it is too big for a test thread's stack).
 struct Zeroed(*mut CensusFile);
 impl Zeroed {
     fn new() -> Zeroed {

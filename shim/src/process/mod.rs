@@ -27,7 +27,7 @@ use seal_abi::Fid;
 
 use crate::{census, config, sys, table, thread};
 
-/// Called once per process image after the configuration is loaded, before its census file
+/// Called once per process image after the configuration is loaded, before its census slot
 /// is opened (it may correct the identity the file is named after).
 pub fn on_start() {
     vpid::on_start();

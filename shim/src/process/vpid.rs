@@ -284,7 +284,7 @@ pub fn set_pending(p: Option<Pending>) {
     PENDING.with(|c| c.set(p));
 }
 
-/// In a fork child: take the identity the parent allocated, a fresh census file, and the
+/// In a fork child: take the identity the parent allocated, a fresh census slot, and the
 /// run-table entry. Idempotent (an atfork handler may have done it already).
 pub fn become_child(p: Pending) {
     PENDING.with(|c| c.set(None));

@@ -5,7 +5,7 @@
 //! out-of-process profilers do: the thread's `PyThreadState` from the interpreter's own TSS key
 //! (`pthread_getspecific`, valid with or without the GIL), then the frame chain. The innermost
 //! frame and the innermost frame in the user's own code ([`seal_abi::py::is_library_path`])
-//! become *sites* in the census file; the call is counted under (native caller's census slot,
+//! become *sites* in the census slot; the call is counted under (native caller's census slot,
 //! inner site, user site). No allocation, no lock, no call into the interpreter.
 //!
 //! Reading memory safely: the layout (per minor version, [`layout`]) is checked once against
@@ -314,7 +314,7 @@ pub fn capture(file: &CensusFile, slot: usize) {
     py.dropped.fetch_add(1, Relaxed);
 }
 
-/// Can this thread's frames be read (the census file's Python region backed, the layout
+/// Can this thread's frames be read (the census slot's Python region backed, the layout
 /// checked, activating it on first use)?
 #[inline(always)]
 fn ready(file: &CensusFile) -> bool {
@@ -541,7 +541,7 @@ fn flags_of(path: &[u8]) -> u32 {
     }
 }
 
-/// The index of `at`'s site in the census file, claiming and resolving it when new.
+/// The index of `at`'s site in the census slot, claiming and resolving it when new.
 #[inline(always)]
 fn site_of(l: &Layout, py: &PyCensus, at: At) -> Option<usize> {
     let key = mix(at.fp ^ (at.off as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1;
@@ -599,7 +599,7 @@ fn resolve_site(l: &Layout, py: &PyCensus, idx: usize, at: At) {
     s.ready.store(1, Release);
 }
 
-/// Appends `b` to the census file's Python strings: `(offset, length)`; `(0, 0)` when full.
+/// Appends `b` to the census slot's Python strings: `(offset, length)`; `(0, 0)` when full.
 fn put_string(py: &PyCensus, b: &[u8]) -> (u32, u32) {
     let at = py.strings_used.fetch_add(b.len() as u32, Relaxed) as usize;
     if at + b.len() > py.strings.len()
