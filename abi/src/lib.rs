@@ -599,9 +599,8 @@ impl RunTable {
         Self::REAL_MAP_OFFSET + pid_max * 4
     }
     /// Where census slot `k` starts in the run table file: after the table, page-aligned,
-    /// [`CENSUS_SLOT_BYTES`] apart. The file is sparse: a slot takes the pages its image
-    /// wrote, one for a short process. One file for all images, where a file per image cost
-    /// each one a create, a `fchmod`, a `ftruncate` and the launcher an `unlink`.
+    /// [`CENSUS_SLOT_BYTES`] apart. The file is sparse: a slot takes the pages its image wrote
+    /// (one for a short process), and no image creates or removes a file of its own.
     pub const fn census_offset(pid_max: usize, k: usize) -> usize {
         Self::file_size(pid_max).next_multiple_of(4096) + k * CENSUS_SLOT_BYTES
     }
@@ -613,8 +612,7 @@ impl RunTable {
 
 /// Bytes between two census slots of the run table file: a [`CensusFile`], page-aligned.
 pub const CENSUS_SLOT_BYTES: usize = CENSUS_FILE_SIZE.next_multiple_of(4096);
-/// Census slots a run holds at most (fewer when `RLIMIT_FSIZE` is lower): about 0.9 TiB of
-/// sparse file, of which only written pages take memory.
+/// Census slots a run holds at most (fewer under `RLIMIT_FSIZE`): 0.9 TiB of sparse file.
 pub const CENSUS_CAP: usize = 1 << 20;
 
 /// Name of the run table inside the run dir.
