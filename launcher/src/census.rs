@@ -236,11 +236,11 @@ fn warning_line(kind: &str, detail: &str) -> String {
 }
 
 /// Decodes one census slot (`None` if its header never got written).
-fn read_image(b: &[u8]) -> Result<Option<Image>> {
+fn read_image(b: &[u8]) -> Option<Image> {
     if b.len() < std::mem::size_of::<CensusFile>()
         || u64_at(b, offset_of!(CensusFile, magic)) != CENSUS_MAGIC
     {
-        return Ok(None);
+        return None;
     }
     let text_off = offset_of!(CensusFile, text);
     let text = &b[text_off..text_off + seal_abi::TEXT_BYTES];
@@ -302,7 +302,7 @@ fn read_image(b: &[u8]) -> Result<Option<Image>> {
         .map(|i| (i as u8, u64_at(b, ov_off + i * 8)))
         .filter(|&(_, c)| c != 0)
         .collect();
-    Ok(Some(Image {
+    Some(Image {
         vpid: i32_at(b, offset_of!(CensusFile, vpid)),
         parent_vpid: i32_at(b, offset_of!(CensusFile, parent_vpid)),
         gen: u32_at(b, offset_of!(CensusFile, gen)),
@@ -314,7 +314,7 @@ fn read_image(b: &[u8]) -> Result<Option<Image>> {
         modules,
         py_version,
         py_counts,
-    }))
+    })
 }
 
 /// Every image in a run directory, ordered by (vpid, generation).
@@ -326,7 +326,7 @@ pub fn read_images(dir: &Path) -> Result<Vec<Image>> {
     for off in slots {
         file.read_exact_at(&mut b, off)
             .with_context(|| format!("cannot read the census slot at {off} of the run table"))?;
-        if let Some(img) = read_image(&b)? {
+        if let Some(img) = read_image(&b) {
             images.push(img);
         }
     }
