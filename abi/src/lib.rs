@@ -8,7 +8,7 @@
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, AtomicU8};
+use core::sync::atomic::{AtomicU32, AtomicU64};
 
 pub mod causal;
 pub mod exec_target;
@@ -497,126 +497,10 @@ pub const ROOT_VPID: i32 = 1000;
 pub const LAUNCHER_VPID: i32 = 999;
 pub const VPID_MIN: i32 = 1000;
 
-/// Layout of the run table (`run.table` in the run dir), shared by every process of one run.
-/// `real_of[vpid]` is the real pid (0 free, -1 reserved); `status_of[vpid]` the wait status
-/// plus 1 once reaped (0 = unknown); `vpid_of[real]` follows at [`RunTable::REAL_MAP_OFFSET`],
-/// sized by the kernel's `pid_max`.
-#[repr(C)]
-pub struct RunTable {
-    pub magic: u64,
-    pub version: u32,
-    /// Entries in the `vpid_of` array that follows this struct.
-    pub pid_max: u32,
-    /// Census slots claimed so far: each process image takes the next one
-    /// ([`RunTable::census_offset`]), fork children included.
-    pub census_next: AtomicU32,
-    /// Census slots the file holds (set by the launcher; the images past it go uncounted).
-    pub census_cap: u32,
-    /// What the run's setters did to the sealed world (`clock_settime`, `sethostname`, …):
-    /// shared by every process of the run, so a change made by one is seen by all.
-    pub world: World,
-    pub real_of: [AtomicI32; VPID_LIMIT],
-    pub status_of: [AtomicI32; VPID_LIMIT],
-    /// `wait_clock[vpid]`: the highest logical clock a wait of the process (a sleep or timed
-    /// wait that ran out, a reaped child's own wait clock) moved one of its threads to; 0
-    /// none. A parent that reaps the process moves its clock there.
-    pub wait_clock: [AtomicI64; VPID_LIMIT],
-    /// The run's channels (pipes, sockets) and the clocks their bytes carry: what a sealed
-    /// writer leaves for the sealed reader it wakes ([`causal`]).
-    pub channels: [causal::Channel; causal::CHANNELS],
-    /// `--warp`'s waiter board (appended): who waits for which logical deadline.
-    pub waiters: WaiterBoard,
-}
-
+mod run_table;
+pub use run_table::*;
 mod waiters;
 pub use waiters::{TimerSlot, WaiterBoard, WaiterSlot, TIMER_SLOTS, WAITER_SLOTS};
-
-/// `clock_settime(CLOCK_SEAL_ADVANCE, &duration)` inside a sealed run moves every clock of the
-/// run forward by `duration` (what `seal time advance` does; no privilege needed). The id is
-/// no clock of the kernel's, so outside a sealed run the call fails with `EINVAL`.
-pub const CLOCK_SEAL_ADVANCE: i32 = 0x5ea1;
-/// `clock_settime(CLOCK_SEAL_SET, &time)` inside a sealed run sets the run's realtime clocks
-/// to `time` (what `seal time set` does; monotonic clocks keep running).
-pub const CLOCK_SEAL_SET: i32 = 0x5ea2;
-
-/// Longest host or domain name the kernel accepts (`HOST_NAME_MAX`, `__NEW_UTS_LEN`).
-pub const NAME_MAX: usize = 64;
-
-/// A name set inside the run: `len` is 0 until set, else the name's length + 1.
-#[repr(C)]
-pub struct SealedName {
-    pub len: AtomicU8,
-    pub bytes: [AtomicU8; NAME_MAX],
-}
-
-/// Run-wide changes that sealed setters make instead of changing the machine.
-#[repr(C)]
-pub struct World {
-    /// Nanoseconds added to every sealed realtime clock read (`clock_settime(CLOCK_REALTIME)`,
-    /// `settimeofday`, `stime`, `adjtime`, `adjtimex(ADJ_SETOFFSET)` move it).
-    pub realtime_shift: AtomicI64,
-    /// Nanoseconds every sealed realtime and monotonic clock of the run has been moved
-    /// forward by `seal time advance` (or [`CLOCK_SEAL_ADVANCE`]): time passing, all at once.
-    pub advance: AtomicI64,
-    /// Seqlock over the names: odd while a writer is inside.
-    pub names_seq: AtomicU32,
-    pub _pad: u32,
-    /// `sethostname` inside the run.
-    pub hostname: SealedName,
-    /// `setdomainname` inside the run.
-    pub domainname: SealedName,
-    pub _reserved: [u8; 6],
-}
-
-impl SealedName {
-    pub const fn unset() -> SealedName {
-        SealedName {
-            len: AtomicU8::new(0),
-            bytes: [const { AtomicU8::new(0) }; NAME_MAX],
-        }
-    }
-}
-
-impl World {
-    /// Nothing changed yet (what a zero-filled run table holds).
-    pub const fn unchanged() -> World {
-        World {
-            realtime_shift: AtomicI64::new(0),
-            advance: AtomicI64::new(0),
-            names_seq: AtomicU32::new(0),
-            _pad: 0,
-            hostname: SealedName::unset(),
-            domainname: SealedName::unset(),
-            _reserved: [0; 6],
-        }
-    }
-}
-
-impl RunTable {
-    pub const REAL_MAP_OFFSET: usize = core::mem::size_of::<RunTable>();
-    /// Bytes of the table itself (what every image maps), without the census slots.
-    pub const fn file_size(pid_max: usize) -> usize {
-        Self::REAL_MAP_OFFSET + pid_max * 4
-    }
-    /// Where census slot `k` starts in the run table file: after the table, page-aligned,
-    /// [`CENSUS_SLOT_BYTES`] apart. The file is sparse: a slot takes the pages its image wrote
-    /// (one for a short process), and no image creates or removes a file of its own.
-    pub const fn census_offset(pid_max: usize, k: usize) -> usize {
-        Self::file_size(pid_max).next_multiple_of(4096) + k * CENSUS_SLOT_BYTES
-    }
-    /// The file's length for `cap` census slots.
-    pub const fn file_size_with_census(pid_max: usize, cap: usize) -> usize {
-        Self::census_offset(pid_max, cap)
-    }
-}
-
-/// Bytes between two census slots of the run table file: a [`CensusFile`], page-aligned.
-pub const CENSUS_SLOT_BYTES: usize = CENSUS_FILE_SIZE.next_multiple_of(4096);
-/// Census slots a run holds at most (fewer under `RLIMIT_FSIZE`): 0.9 TiB of sparse file.
-pub const CENSUS_CAP: usize = 1 << 20;
-
-/// Name of the run table inside the run dir.
-pub const RUN_TABLE_NAME: &str = "run.table";
 
 /// Decimal formatting without allocation; returns bytes written.
 pub fn write_u64(mut v: u64, out: &mut [u8]) -> usize {
