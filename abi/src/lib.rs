@@ -343,7 +343,7 @@ pub const fn split_census_key(key: u64) -> (u64, u8, u8) {
 
 pub const CENSUS_MAGIC: u64 = 0x5345_414c_4345_4e31; // "SEALCEN1"
 pub const RUN_MAGIC: u64 = 0x5345_414c_5255_4e31; // "SEALRUN1"
-pub const LAYOUT_VERSION: u32 = 5;
+pub const LAYOUT_VERSION: u32 = 6;
 
 pub const CENSUS_SLOTS: usize = 1 << 14;
 pub const MAX_UNSEALED: usize = 64;
@@ -499,6 +499,8 @@ pub const VPID_MIN: i32 = 1000;
 
 mod run_table;
 pub use run_table::*;
+mod exe_names;
+pub use exe_names::{exe_key, name_hash, ExeName, ExeNames, EXE_NAMES, EXE_NAME_BYTES};
 mod waiters;
 pub use waiters::{TimerSlot, WaiterBoard, WaiterSlot, TIMER_SLOTS, WAITER_SLOTS};
 

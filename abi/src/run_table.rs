@@ -3,7 +3,7 @@
 
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU8};
 
-use crate::{causal, WaiterBoard, CENSUS_FILE_SIZE, VPID_LIMIT};
+use crate::{causal, ExeNames, WaiterBoard, CENSUS_FILE_SIZE, VPID_LIMIT};
 
 /// Layout of the run table (`run.table` in the run dir), shared by every process of one run.
 /// `real_of[vpid]` is the real pid (0 free, -1 reserved); `status_of[vpid]` the wait status
@@ -20,9 +20,14 @@ pub struct RunTable {
     pub census_next: AtomicU32,
     /// Census slots the file holds (set by the launcher; the images past it go uncounted).
     pub census_cap: u32,
+    /// Facts about the whole run that an image checks at its start ([`run_flags`]).
+    pub flags: AtomicU32,
+    pub _pad: u32,
     /// What the run's setters did to the sealed world (`clock_settime`, `sethostname`, …):
     /// shared by every process of the run, so a change made by one is seen by all.
     pub world: World,
+    /// The programs the run has run, by key: their `/proc/self/exe` ([`ExeNames`]).
+    pub exe_names: ExeNames,
     pub real_of: [AtomicI32; VPID_LIMIT],
     pub status_of: [AtomicI32; VPID_LIMIT],
     /// `wait_clock[vpid]`: the highest logical clock a wait of the process (a sleep or timed
@@ -35,6 +40,17 @@ pub struct RunTable {
     /// `--warp`'s waiter board (appended): who waits for which logical deadline.
     pub waiters: WaiterBoard,
 }
+
+/// Bits of [`RunTable::flags`].
+pub mod run_flags {
+    /// A sealed `/dev/urandom` or `/dev/random` pipe was made in this run: an image checks
+    /// whether its standard descriptors are one (three `fstat`s every image skips otherwise).
+    pub const DEVICE_PIPES: u32 = 1;
+}
+
+// The header, the world and the program names sit in the first page: one page every image
+// backs at start.
+const _: () = assert!(core::mem::offset_of!(RunTable, real_of) <= 4096);
 
 /// `clock_settime(CLOCK_SEAL_ADVANCE, &duration)` inside a sealed run moves every clock of the
 /// run forward by `duration` (what `seal time advance` does; no privilege needed). The id is

@@ -110,9 +110,13 @@ pub const LINEAGE: &str = "LIBSEAL_LINEAGE";
 pub const CHILDREN: &str = "LIBSEAL_CHILDREN";
 /// Exec generation of this process image (0 for the first image of a process).
 pub const GEN: &str = "LIBSEAL_GEN";
+/// The program the new image runs, as its parent's exec hook found it: `<key>.<name>` in hex,
+/// the [`crate::exe_key`] of its run-wide name and the [`crate::name_hash`] of the file name
+/// the kernel was given (the image checks it against its `AT_EXECFN`); `0` when unknown.
+pub const EXE: &str = "LIBSEAL_EXE";
 /// Variables describing one process image (rewritten on every exec/spawn; a nested `seal`
 /// must not inherit them).
-pub const PER_PROCESS: [&str; 6] = [CLOCK, VPID, PPID, LINEAGE, CHILDREN, GEN];
+pub const PER_PROCESS: [&str; 7] = [CLOCK, VPID, PPID, LINEAGE, CHILDREN, GEN, EXE];
 
 /// The run's settings. Byte strings, so the shim can decode them from `environ` in place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

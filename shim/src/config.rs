@@ -54,6 +54,12 @@ pub static GEN: AtomicU32 = AtomicU32::new(0);
 #[link_section = ".data.seal_hot"]
 pub static CHILDREN: AtomicU64 = AtomicU64::new(0);
 
+/// This image's program as its parent's exec hook found it: the key of its run-wide name
+/// and the hash of the file name the parent gave the kernel (0, 0: unknown; see
+/// [`crate::table::exe_path`]).
+pub static EXE_KEY: AtomicU64 = AtomicU64::new(0);
+pub static EXE_NAME: AtomicU64 = AtomicU64::new(0);
+
 /// Room for every [`FixedStr`] of the configuration at its longest, each with its NUL.
 const STRINGS_LEN: usize = 4096 + 4096 + 65 + 2048 + 2048;
 
@@ -316,6 +322,13 @@ fn load_from_env() -> u32 {
     }
     if let Some(v) = getenv(settings::GEN).and_then(parse_u64) {
         GEN.store(v as u32, Relaxed);
+    }
+    if let Some((key, name)) = getenv(settings::EXE).and_then(|v| {
+        let dot = v.iter().position(|&c| c == b'.')?;
+        Some((parse_hex(&v[..dot])?, parse_hex(&v[dot + 1..])?))
+    }) {
+        EXE_KEY.store(key, Relaxed);
+        EXE_NAME.store(name, Relaxed);
     }
     if s.flags & f::QUIET != 0 {
         sys::QUIET.store(true, Relaxed);

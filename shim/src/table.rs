@@ -252,6 +252,64 @@ pub fn waiters() -> Option<&'static seal_abi::WaiterBoard> {
     backed_region(w, &DONE).then_some(w)
 }
 
+/// The run's [`seal_abi::run_flags`]; all set when no table is mapped (nothing known).
+pub fn run_flags() -> u32 {
+    let p = BASE.load(Acquire);
+    if p.is_null() {
+        return u32::MAX;
+    }
+    // SAFETY: as in `get`: a live mapping that starts with a RunTable (header page backed).
+    unsafe { (*(p as *const RunTable)).flags.load(Acquire) }
+}
+
+/// Sets run flag `bit` for every process of the run from now on.
+pub fn set_run_flag(bit: u32) {
+    let p = BASE.load(Acquire);
+    if !p.is_null() {
+        // SAFETY: as in `run_flags`.
+        unsafe { (*(p as *const RunTable)).flags.fetch_or(bit, Release) };
+    }
+}
+
+/// This image's program, as `/proc/self/exe` names it, into `out`; its length (0 when
+/// unreadable). When the parent's exec hook handed a key for the file name this image was
+/// started under (`AT_EXECFN`), the run's program names ([`seal_abi::ExeNames`]) answer
+/// without the link: the first look into `/proc/self` of a new process costs it 25–30 µs.
+/// The first image of a program under a name reads the link and fills the entry.
+pub fn exe_path(out: &mut [u8]) -> usize {
+    let key = config::EXE_KEY.load(Relaxed);
+    let names = if key != 0 && config::EXE_NAME.load(Relaxed) == execfn_hash() {
+        let p = BASE.load(Acquire);
+        // SAFETY: as in `get`: a live mapping that starts with a RunTable, whose first page
+        // (the names included) `map` backed.
+        (!p.is_null()).then(|| unsafe { &(*(p as *const RunTable)).exe_names })
+    } else {
+        None
+    };
+    if let Some(n) = names.and_then(|t| t.lookup(key, out)) {
+        return n;
+    }
+    let n = sys::readlink(b"/proc/self/exe\0", out);
+    // A program deleted since (`… (deleted)`) is not a name for the next image of that key.
+    if let Some(t) = names.filter(|_| !out[..n].ends_with(b" (deleted)")) {
+        t.insert(key, &out[..n]);
+    }
+    n
+}
+
+/// [`seal_abi::name_hash`] of the file name the kernel started this image under.
+fn execfn_hash() -> u64 {
+    // SAFETY: getauxval has no preconditions; AT_EXECFN is a NUL-terminated string on the
+    // initial stack, or 0.
+    unsafe {
+        let p = libc::getauxval(libc::AT_EXECFN) as *const libc::c_char;
+        if p.is_null() {
+            return 0;
+        }
+        seal_abi::name_hash(sys::cstr(p))
+    }
+}
+
 /// The run table's descriptor, left open by [`map`] for the image's census slot.
 static PENDING_FD: AtomicI32 = AtomicI32::new(-1);
 

@@ -560,3 +560,93 @@ fn a_file_size_limit_bounds_the_census_slots_and_says_so_once() {
         .count();
     assert_eq!(said, 1, "{}", out.show());
 }
+
+/// Every image's census names its program as `/proc/self/exe` does (links followed, a script
+/// by its interpreter), also when one path is a copy, then a link to one program, then to
+/// another. An image of a program the run already ran under the same name takes the name from
+/// the run table rather than reading the link (strace: one `readlink` per program and name).
+#[test]
+fn each_image_names_its_program_and_repeats_skip_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each run in a directory of its own ($1).
+    let script = "for i in 1 2 3; do /bin/true; done; cp /bin/true $1/prog; $1/prog; $1/prog; \
+         rm $1/prog; ln -s /bin/false $1/prog; $1/prog; ln -sf /bin/true $1/prog; $1/prog; \
+         printf '#!/bin/sh\\n' > $1/script; chmod +x $1/script; $1/script; $1/script";
+    let fresh = |name: &str| {
+        let d = dir.path().join(name);
+        std::fs::create_dir(&d).unwrap();
+        d.to_str().unwrap().to_string()
+    };
+    let d = fresh("census");
+    let real = |p: &str| std::fs::canonicalize(p).unwrap().display().to_string();
+    let (out, c, _) = census_of(&["sh", "-c", script, "sh", &d]);
+    out.ok();
+    let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for p in processes(&c) {
+        let argv: Vec<&str> = p["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        let exe = p["exe"].as_str().unwrap().to_string();
+        *seen
+            .entry((argv.last().unwrap().to_string(), exe))
+            .or_default() += 1;
+    }
+    let (prog, scr) = (format!("{d}/prog"), format!("{d}/script"));
+    let want = [
+        (("/bin/true".to_string(), real("/bin/true")), 3),
+        ((prog.clone(), prog.clone()), 2),
+        ((prog.clone(), real("/bin/false")), 1),
+        ((prog.clone(), real("/bin/true")), 1),
+        ((scr.clone(), real("/bin/sh")), 2),
+    ];
+    for (k, n) in want {
+        assert_eq!(seen.get(&k), Some(&n), "{k:?} in {seen:#?}");
+    }
+    if !have("strace") {
+        return report_skip(module_path!(), true, "strace not on PATH");
+    }
+    let d = fresh("strace");
+    let log = dir.path().join("strace.log");
+    let o = run_seal([
+        "--",
+        "strace",
+        "-f",
+        "-e",
+        "trace=execve,readlinkat",
+        "-o",
+        log.to_str().unwrap(),
+        "sh",
+        "-c",
+        script,
+        "sh",
+        &d,
+    ]);
+    o.ok();
+    let (prog, scr) = (format!("{d}/prog"), format!("{d}/script"));
+    // Per program name: images started, and images that read the link.
+    let (mut pending, mut current) = (BTreeMap::new(), BTreeMap::new());
+    let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let log = std::fs::read_to_string(&log).unwrap();
+    for line in log.lines() {
+        let Some((pid, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        if let Some(name) = rest.trim_start().strip_prefix("execve(\"") {
+            pending.insert(pid.to_string(), name.split('"').next().unwrap().to_string());
+        }
+        if rest.contains("execve") && rest.ends_with("= 0") {
+            let name = pending[pid].clone();
+            counts.entry(name.clone()).or_default().0 += 1;
+            current.insert(pid.to_string(), name);
+        }
+        if rest.contains("readlinkat(AT_FDCWD, \"/proc/self/exe\"") {
+            counts.entry(current[pid].clone()).or_default().1 += 1;
+        }
+    }
+    assert_eq!(counts.get("/bin/true"), Some(&(3, 1)), "{log}");
+    assert_eq!(counts.get(&prog), Some(&(4, 3)), "{log}");
+    assert_eq!(counts.get(&scr), Some(&(2, 1)), "{log}");
+}

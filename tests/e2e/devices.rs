@@ -107,7 +107,7 @@ fn three_thousand_opens_leave_no_process_behind() {
 /// Every way a shell hands the device on: a redirection into an exec'd tool, a descriptor
 /// inherited through one and two execs, a pipe whose opener exited before its reader read,
 /// fork children of a process that already has a feeder, `dd` (one `read` of 64 KiB per
-/// block, never short), a megabyte. Byte-identical over five sealed runs, different unsealed.
+/// block, never short, from a device it opened or one it inherited), a megabyte. Byte-identical over five sealed runs, different unsealed.
 #[test]
 fn redirections_inherited_fds_and_orphaned_pipes_read_sealed_bytes() {
     let script = r#"
@@ -121,14 +121,17 @@ exec 3<&-
 ( exec 4< /dev/urandom; ( sleep 0.2; head -c 16 <&4 | od -An -tx1 ) & ) ; sleep 0.5
 for i in 1 2 3; do ( head -c 8 < /dev/urandom | od -An -tx1 ) & wait; done
 dd if=/dev/urandom bs=65536 count=16 2>&1 >/dev/null | head -n 1
+dd bs=65536 count=16 < /dev/urandom 2>&1 >/dev/null | head -n 1
 dd if=/dev/urandom bs=65536 count=16 2>/dev/null | cksum
 head -c 1000000 < /dev/urandom | cksum
 "#;
     let out = assert_sealed_stable(&["bash", "-c", script], RUNS);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 10, "{out}");
+    assert_eq!(lines.len(), 11, "{out}");
     assert_eq!(lines[7], "16+0 records in", "dd read short blocks\n{out}");
-    assert!(lines[9].ends_with(" 1000000"), "{out}");
+    // The shell's device pipe, inherited as dd's standard input.
+    assert_eq!(lines[8], "16+0 records in", "dd read short blocks\n{out}");
+    assert!(lines[10].ends_with(" 1000000"), "{out}");
     let mut seen: Vec<&str> = lines[..7].to_vec();
     seen.sort();
     seen.dedup();

@@ -504,7 +504,7 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
             (*file).n_modules.store(n as u32, Release);
         } else {
             let mut buf = [0u8; 4096];
-            let n = sys::readlink(b"/proc/self/exe\0", &mut buf);
+            let n = crate::table::exe_path(&mut buf);
             let exe = copy_in(file, text, EXE_BYTES, &buf[..n]);
             (*file).exe_len = exe as u32;
             let n = read_argv(file, &mut buf);

@@ -35,23 +35,51 @@ pub fn on_start() {
 
 /// Checks an exec target and records an `unsealed` event when libseal cannot follow it. The
 /// shim prints nothing itself: the launcher prints one line per distinct program at the end
-/// of the run (unless `-q`), deduplicated across every process of the run.
-pub fn check_target(path: Option<&[u8]>) {
-    let Some(path) = path else { return };
+/// of the run (unless `-q`), deduplicated across every process of the run. Returns the
+/// program file the exec runs, when known.
+pub fn check_target(path: Option<&[u8]>) -> target::ExeId {
+    let Some(path) = path else {
+        return target::ExeId::default();
+    };
     let mut p = target::Path::new();
     p.push(path);
-    if let Err((kind, prog)) = target::check(p.as_cstr()) {
-        census::record_unsealed(kind, prog.as_bytes());
+    match target::check(p.as_cstr()) {
+        Ok(id) => id,
+        Err((kind, prog)) => {
+            census::record_unsealed(kind, prog.as_bytes());
+            target::ExeId::default()
+        }
     }
 }
 
-/// Resolves a `p`-variant's file and checks it; returns the path the kernel will be given.
-pub fn check_search(file: &[u8]) -> Option<target::Path> {
+/// Resolves a `p`-variant's file and checks it; returns the path the kernel will be given and
+/// the program file it runs.
+pub fn check_search(file: &[u8]) -> Option<(target::Path, target::ExeId)> {
     let mut p = target::search_path(file)?;
-    if let Err((kind, prog)) = target::check(p.as_cstr()) {
-        census::record_unsealed(kind, prog.as_bytes());
+    let id = match target::check(p.as_cstr()) {
+        Ok(id) => id,
+        Err((kind, prog)) => {
+            census::record_unsealed(kind, prog.as_bytes());
+            target::ExeId::default()
+        }
+    };
+    Some((p, id))
+}
+
+/// The new image's `LIBSEAL_EXE` key and name hash (both 0 when the program is unknown):
+/// the file name is the one the kernel is given, its `AT_EXECFN`. Only an absolute name
+/// names one dentry: `./prog` from two directories may be two links to one file, and a
+/// descriptor (`/dev/fd/N`, `/proc/…`) may lead anywhere.
+fn exe_tag(exe: target::ExeId, layout: Option<&env::Layout>) -> (u64, u64) {
+    let plain =
+        |f: &[u8]| f.starts_with(b"/") && !f.starts_with(b"/dev/fd/") && !f.starts_with(b"/proc/");
+    match layout {
+        Some(l) if exe != target::ExeId::default() && plain(l.file) => {
+            let name = seal_abi::name_hash(l.file);
+            (seal_abi::exe_key(exe.dev, exe.ino, name), name)
+        }
+        _ => (0, 0),
     }
-    Some(p)
 }
 
 /// The file name the kernel gets for `execveat(dirfd, rel)` / `fexecve(dirfd)` (`rel` empty):
@@ -77,10 +105,12 @@ pub fn kernel_file_name(dirfd: i32, rel: &[u8]) -> target::Path {
 pub unsafe fn exec_env(
     envp: *const *const libc::c_char,
     layout: Option<env::Layout>,
+    exe: target::ExeId,
 ) -> Option<env::EnvBlock> {
     if !config::in_run() {
         return None;
     }
+    let exe = exe_tag(exe, layout.as_ref());
     let st = match vfork::child() {
         // A vfork child's exec: image 1 of the child, as after a fork.
         Some(p) => env::ImageState {
@@ -90,6 +120,7 @@ pub unsafe fn exec_env(
             lineage: p.lineage,
             children: 0,
             gen: 1,
+            exe,
         },
         None => env::ImageState {
             clock: thread::peek(),
@@ -98,6 +129,7 @@ pub unsafe fn exec_env(
             lineage: config::LINEAGE.load(Relaxed),
             children: config::CHILDREN.load(Relaxed),
             gen: config::GEN.load(Relaxed) + 1,
+            exe,
         },
     };
     // SAFETY: forwarded.
@@ -112,7 +144,9 @@ pub unsafe fn spawn_env(
     envp: *const *const libc::c_char,
     p: &vpid::Pending,
     layout: Option<env::Layout>,
+    exe: target::ExeId,
 ) -> Option<env::EnvBlock> {
+    let exe = exe_tag(exe, layout.as_ref());
     let st = env::ImageState {
         clock: thread::peek(),
         vpid: p.vpid,
@@ -120,6 +154,7 @@ pub unsafe fn spawn_env(
         lineage: p.lineage,
         children: 0,
         gen: 0,
+        exe,
     };
     // SAFETY: forwarded.
     unsafe { env::build(envp, &env::current_settings(), &st, layout) }

@@ -12,10 +12,19 @@ pub type Path = StackBuf<4200>;
 
 pub use seal_abi::exec_target::{classify, secure_exec, Head, MAX_SCRIPT_DEPTH as MAX_DEPTH};
 
-/// Checks `path` (NUL-terminated): `Err((kind, program))` when it cannot be sealed.
+/// The program file an exec runs (the last of a `#!` chain), by device and inode; all zero
+/// when unknown. The new image looks its name up by it ([`seal_abi::ExeNames`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExeId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// Checks `path` (NUL-terminated): `Err((kind, program))` when it cannot be sealed, else the
+/// program file it runs, when known.
 // The path travels on the stack by design: this runs in fork children, where boxing is out.
 #[allow(clippy::result_large_err)]
-pub fn check(path: &[u8]) -> Result<(), (u32, Path)> {
+pub fn check(path: &[u8]) -> Result<ExeId, (u32, Path)> {
     let mut cur = Path::new();
     let path = &path[..path.len().saturating_sub(1)];
     if !path.starts_with(b"/") {
@@ -41,7 +50,7 @@ pub fn check(path: &[u8]) -> Result<(), (u32, Path)> {
     for _ in 0..MAX_DEPTH {
         let fd = sys::open(cur.as_cstr(), libc::O_RDONLY | libc::O_CLOEXEC, 0);
         if fd < 0 {
-            return Ok(()); // exec will fail (or the file is unreadable: nothing to say)
+            return Ok(ExeId::default()); // exec will fail (or the file is unreadable)
         }
         // SAFETY: an all-zero stat is a valid out-buffer.
         let mut st: libc::stat = unsafe { core::mem::zeroed() };
@@ -79,26 +88,36 @@ pub fn check(path: &[u8]) -> Result<(), (u32, Path)> {
         } else {
             head
         };
+        let id = ExeId {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        };
         let verdict = match classify(first, &mut read_at) {
             Head::Script(interp) => {
                 let mut next = Path::new();
                 next.push(interp);
                 Some(next)
             }
+            Head::Elf(Ok(())) if r == 0 => return close_with(fd, Ok(id)),
             Head::Elf(Ok(())) | Head::Other => None,
-            Head::Elf(Err(unsealed::STATIC_BINARY)) if r == 0 && is_system_loader(&st) => None,
-            Head::Elf(Err(kind)) => {
-                sys::close(fd);
-                return Err((kind, cur));
+            Head::Elf(Err(unsealed::STATIC_BINARY)) if r == 0 && is_system_loader(&st) => {
+                return close_with(fd, Ok(id))
             }
+            Head::Elf(Err(kind)) => return close_with(fd, Err((kind, cur))),
         };
         sys::close(fd);
         match verdict {
             Some(next) if next.len > 0 => cur = next,
-            _ => return Ok(()),
+            _ => return Ok(ExeId::default()),
         }
     }
-    Ok(())
+    Ok(ExeId::default())
+}
+
+#[allow(clippy::result_large_err)]
+fn close_with(fd: i32, r: Result<ExeId, (u32, Path)>) -> Result<ExeId, (u32, Path)> {
+    sys::close(fd);
+    r
 }
 
 /// Is the file with this `stat` the dynamic loader itself (run as a program, it reads
@@ -224,10 +243,19 @@ mod tests {
         assert_eq!(path(7, b""), "/proc/self/fd/7");
     }
 
-    fn file_check(p: &str) -> Result<(), u32> {
+    fn file_check(p: &str) -> Result<ExeId, u32> {
         let mut b = Path::new();
         b.push(p.as_bytes());
         check(b.as_cstr()).map_err(|(k, _)| k)
+    }
+
+    fn id_of(p: &str) -> ExeId {
+        let m = std::fs::metadata(p).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        ExeId {
+            dev: m.dev(),
+            ino: m.ino(),
+        }
     }
 
     #[test]
@@ -270,8 +298,19 @@ mod tests {
 
     #[test]
     fn real_files() {
-        assert_eq!(file_check("/bin/sh"), Ok(()));
-        assert_eq!(file_check("/nonexistent/x"), Ok(()));
+        // The program is the file the links lead to; a script's is its interpreter's.
+        assert_eq!(file_check("/bin/sh"), Ok(id_of("/bin/sh")));
+        assert_ne!(id_of("/bin/sh"), ExeId::default());
+        let dir = std::env::temp_dir().join(format!("seal-target-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("s");
+        std::fs::write(&script, "#!/bin/sh\necho\n").unwrap();
+        assert_eq!(file_check(script.to_str().unwrap()), Ok(id_of("/bin/sh")));
+        let text = dir.join("t");
+        std::fs::write(&text, "echo\n").unwrap();
+        assert_eq!(file_check(text.to_str().unwrap()), Ok(ExeId::default()));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(file_check("/nonexistent/x"), Ok(ExeId::default()));
         assert!(search_path(b"sh").is_some());
         assert!(search_path(b"no-such-program-here").is_none());
     }

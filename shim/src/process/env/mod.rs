@@ -31,6 +31,8 @@ pub struct ImageState {
     pub lineage: u64,
     pub children: u64,
     pub gen: u32,
+    /// The program's `LIBSEAL_EXE` key and file-name hash ((0, 0): unknown).
+    pub exe: (u64, u64),
 }
 
 /// This process's settings, to hand on.
@@ -346,6 +348,12 @@ pub unsafe fn build(
             senv::PPID => num.push_i64(st.ppid as i64).as_bytes(),
             senv::LINEAGE => num.push_hex(st.lineage).as_bytes(),
             senv::CHILDREN => num.push_u64(st.children).as_bytes(),
+            senv::EXE if st.exe.0 == 0 => b"0",
+            senv::EXE => num
+                .push_hex(st.exe.0)
+                .push(b".")
+                .push_hex(st.exe.1)
+                .as_bytes(),
             _ => num.push_u64(st.gen as u64).as_bytes(),
         };
         push(&[name.as_bytes(), b"=", value])?;

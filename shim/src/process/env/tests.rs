@@ -14,6 +14,7 @@ fn run(env: &[&str]) -> Option<Vec<String>> {
         lineage: 0xabc,
         children: 2,
         gen: 1,
+        exe: (0xab, 0xcd),
     };
     // SAFETY: ptrs is a NULL-terminated array of C strings that outlive the call.
     let b = unsafe { build(ptrs.as_ptr(), &s, &st, None) }?;
@@ -81,6 +82,7 @@ fn cleaned_environment_gets_everything_back() {
             "LIBSEAL_LINEAGE=0000000000000abc",
             "LIBSEAL_CHILDREN=2",
             "LIBSEAL_GEN=1",
+            "LIBSEAL_EXE=00000000000000ab.00000000000000cd",
         ]
     );
 }
@@ -162,6 +164,7 @@ const STATE: ImageState = ImageState {
     lineage: 1,
     children: 0,
     gen: 1,
+    exe: (0, 0),
 };
 
 /// The pad is the tail of constants (nothing written per exec), sized so that strings and

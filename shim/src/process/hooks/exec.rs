@@ -47,11 +47,12 @@ unsafe fn with_env(
     envp: Argv,
     file: Option<&[u8]>,
     argv: Argv,
+    exe: target::ExeId,
     exec: impl Fn(Argv) -> c_int,
 ) -> c_int {
     let layout = file.map(|file| env::Layout { file, argv });
     // SAFETY: per the contract.
-    let mut block = unsafe { exec_env(envp, layout) };
+    let mut block = unsafe { exec_env(envp, layout, exe) };
     // The new image's loader runs rdtsc before libseal is loaded: no trap across exec.
     let _cpu = crate::cpu::ExecGuard::new();
     let r = exec(block.as_ref().map(|b| b.envp()).unwrap_or(envp));
@@ -71,11 +72,13 @@ unsafe fn execve_impl(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
     let real = real_execve();
     // SAFETY: path is a C string.
     let file = (!path.is_null()).then(|| unsafe { sys::cstr(path) });
-    if config::in_run() {
-        check_target(file);
-    }
+    let exe = if config::in_run() {
+        check_target(file)
+    } else {
+        target::ExeId::default()
+    };
     // SAFETY: forwarded.
-    unsafe { with_env(envp, file, argv, |env| real(path, argv, env)) }
+    unsafe { with_env(envp, file, argv, exe, |env| real(path, argv, env)) }
 }
 
 /// # Safety
@@ -87,9 +90,10 @@ unsafe fn execvpe_impl(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
         // SAFETY: file is a C string.
         resolved = check_search(unsafe { sys::cstr(file) });
     }
-    let name = resolved.as_ref().map(|p| p.as_bytes());
+    let name = resolved.as_ref().map(|(p, _)| p.as_bytes());
+    let exe = resolved.as_ref().map(|r| r.1).unwrap_or_default();
     // SAFETY: forwarded.
-    unsafe { with_env(envp, name, argv, |env| real(file, argv, env)) }
+    unsafe { with_env(envp, name, argv, exe, |env| real(file, argv, env)) }
 }
 
 extern "C" {
@@ -144,14 +148,15 @@ hook! {
     fid = Fexecve;
     || {
         let real = real_fexecve();
+        let mut exe = target::ExeId::default();
         if config::in_run() {
             let mut p = target::Path::new();
             p.push(b"/proc/self/fd/").push_i64(fd as i64);
-            check_target(Some(p.as_bytes()));
+            exe = check_target(Some(p.as_bytes()));
         }
         let name = kernel_file_name(fd, b"");
         // SAFETY: forwarded.
-        unsafe { with_env(envp, Some(name.as_bytes()), argv, |env| real(fd, argv, env)) }
+        unsafe { with_env(envp, Some(name.as_bytes()), argv, exe, |env| real(fd, argv, env)) }
     }
 }
 
@@ -162,16 +167,17 @@ hook! {
     fid = Execveat;
     || {
         let real = real_execveat();
+        let mut exe = target::ExeId::default();
         if config::in_run() {
             let mut p = target::Path::new();
             // SAFETY: path is null or a C string.
             target::execveat_path(dirfd, unsafe { sys::cstr(path) }, &mut p);
-            check_target(Some(p.as_bytes()));
+            exe = check_target(Some(p.as_bytes()));
         }
         // SAFETY: path is null or a C string.
         let name = kernel_file_name(dirfd, unsafe { sys::cstr(path) });
         // SAFETY: forwarded.
-        unsafe { with_env(envp, Some(name.as_bytes()), argv, |env| real(dirfd, path, argv, env, flags)) }
+        unsafe { with_env(envp, Some(name.as_bytes()), argv, exe, |env| real(dirfd, path, argv, env, flags)) }
     }
 }
 

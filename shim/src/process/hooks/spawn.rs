@@ -10,6 +10,7 @@ use seal_abi::unsealed;
 
 use super::exec::{current_environ, Argv};
 use super::real_pid;
+use crate::process::target::ExeId;
 use crate::process::{check_search, check_target, reaped, spawn_env, vpid};
 use crate::sys::{self, errno, set_errno};
 use crate::{census, config, hook, real};
@@ -29,6 +30,7 @@ unsafe fn spawn_with(
     pid: *mut pid_t,
     path: *const c_char,
     kernel_name: Option<&[u8]>,
+    exe: ExeId,
     fa: FileActions,
     attr: Attr,
     argv: Argv,
@@ -61,7 +63,7 @@ unsafe fn spawn_with(
     // SAFETY: envp per the contract.
     let layout = kernel_name.map(|file| crate::process::env::Layout { file, argv });
     // SAFETY: envp per the contract.
-    let mut block = unsafe { spawn_env(envp, &p, layout) };
+    let mut block = unsafe { spawn_env(envp, &p, layout, exe) };
     let mut spawned: pid_t = 0;
     let env = block.as_ref().map(|b| b.envp()).unwrap_or(envp);
     // The child inherits this thread's rdtsc trap, and its loader runs rdtsc before libseal is
@@ -99,11 +101,9 @@ hook! {
     || {
         // SAFETY: path is null or a C string.
         let name = (!path.is_null()).then(|| unsafe { sys::cstr(path) });
-        if config::in_run() {
-            check_target(name);
-        }
+        let exe = if config::in_run() { check_target(name) } else { ExeId::default() };
         // SAFETY: forwarded.
-        unsafe { spawn_with(real_posix_spawn(), pid, path, name, fa, attr, argv, envp) }
+        unsafe { spawn_with(real_posix_spawn(), pid, path, name, exe, fa, attr, argv, envp) }
     }
 }
 
@@ -120,9 +120,10 @@ hook! {
             // SAFETY: file is a C string.
             resolved = check_search(unsafe { sys::cstr(file) });
         }
-        let name = resolved.as_ref().map(|p| p.as_bytes());
+        let name = resolved.as_ref().map(|(p, _)| p.as_bytes());
+        let exe = resolved.as_ref().map(|r| r.1).unwrap_or_default();
         // SAFETY: forwarded.
-        unsafe { spawn_with(real, pid, file, name, fa, attr, argv, envp) }
+        unsafe { spawn_with(real, pid, file, name, exe, fa, attr, argv, envp) }
     }
 }
 
@@ -152,6 +153,7 @@ unsafe fn spawn_shell(cmd: *const c_char, fa: FileActions, attr: Attr, pid: &mut
             pid,
             sh,
             Some(SHELL.to_bytes()),
+            ExeId::default(),
             fa,
             attr,
             argv.as_ptr(),

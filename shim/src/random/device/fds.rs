@@ -46,6 +46,7 @@ fn registry_path(ino: u64, out: &mut sys::StackBuf<4200>) {
 pub(super) fn register(fd: i32) {
     if let Some(ino) = fifo_ino(fd) {
         track_ino(fd, ino);
+        crate::table::set_run_flag(seal_abi::run_flags::DEVICE_PIPES);
         let mut p = sys::StackBuf::<4200>::new();
         registry_path(ino, &mut p);
         // A marker only: an existing one (an inode number reused) is as good as a new one.
@@ -59,6 +60,10 @@ pub(super) fn register(fd: i32) {
 /// At process start: standard descriptors that are device pipes made earlier in this run
 /// (inherited through exec) read full buffers too.
 pub fn on_start() {
+    // Three `fstat`s that nearly every image would make for nothing.
+    if crate::table::run_flags() & seal_abi::run_flags::DEVICE_PIPES == 0 {
+        return;
+    }
     for fd in 0..3 {
         if let Some(ino) = fifo_ino(fd) {
             let mut p = sys::StackBuf::<4200>::new();
