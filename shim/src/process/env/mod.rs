@@ -459,6 +459,16 @@ fn short_pad(len: usize) -> Option<*const libc::c_char> {
         .then(|| SHORT_PAD[SHORT_PAD.len() - len..].as_ptr() as *const libc::c_char)
 }
 
+/// Room for the environment a sealed image's constructor leaves in `environ` (the pointers and
+/// a rewritten `LD_PRELOAD`); a larger one gets a mapping of its own.
+const ENVIRON_ROOM: usize = 3 * 4096;
+#[repr(C, align(4096))]
+struct EnvironRoom(core::cell::UnsafeCell<[u8; ENVIRON_ROOM]>);
+// SAFETY: handed out once ([`ENVIRON_USED`]), then only ever reached through `environ`.
+unsafe impl Sync for EnvironRoom {}
+static ENVIRON: EnvironRoom = EnvironRoom(core::cell::UnsafeCell::new([0; ENVIRON_ROOM]));
+static ENVIRON_USED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
 /// A copy of the environment `envp` without seal's own variables: no `LIBSEAL_*` entry, and
 /// `shim` taken out of `LD_PRELOAD` (dropped when nothing else is preloaded; the user's own
 /// entries stay, in their order). `None` when there is nothing to take out or no memory.
@@ -499,7 +509,12 @@ pub unsafe fn without_contract(
     }
     let ptr_bytes = (n + 1) * 8;
     let size = (ptr_bytes + preload_len + 4095) & !4095;
-    let base = sys::mmap_anon(size);
+    // The constructor's copy (the first) goes to a static: one `mmap` fewer per image.
+    let base = if size <= ENVIRON_ROOM && !ENVIRON_USED.swap(true, Relaxed) {
+        ENVIRON.0.get() as *mut u8
+    } else {
+        sys::mmap_anon(size)
+    };
     if base.is_null() {
         return None;
     }

@@ -240,3 +240,38 @@ fn pad_sizes_make_whole_blocks_with_one_or_two_entries() {
     }
     assert!(one > 0 && two > 0, "one entry {one} times, two {two} times");
 }
+
+/// The constructor's copy lives in a static, any later one (or a larger one) in a mapping of
+/// its own: both hold the same entries, and the first is not overwritten by the second.
+#[test]
+fn environ_copies_from_the_static_and_from_a_mapping_agree() {
+    let owned: Vec<CString> = [
+        "A=1",
+        "LIBSEAL_SEED=9",
+        "LD_PRELOAD=/c/libseal.so:/u.so",
+        "B=2",
+    ]
+    .iter()
+    .map(|s| CString::new(*s).unwrap())
+    .collect();
+    let mut ptrs: Vec<*const libc::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(core::ptr::null());
+    let show = |envp| -> Vec<String> {
+        entries(envp)
+            .into_iter()
+            // SAFETY: entries of a live environment copy.
+            .map(|e| String::from_utf8(unsafe { sys::cstr(e) }.to_vec()).unwrap())
+            .collect()
+    };
+    // SAFETY: a NULL-terminated array of C strings that outlive the copies.
+    let (first, second) = unsafe {
+        (
+            without_contract(ptrs.as_ptr(), b"/c/libseal.so").unwrap(),
+            without_contract(ptrs.as_ptr(), b"/c/libseal.so").unwrap(),
+        )
+    };
+    assert_ne!(first, second);
+    let want = ["A=1", "LD_PRELOAD=/u.so", "B=2"];
+    assert_eq!(show(first), want);
+    assert_eq!(show(second), want);
+}
