@@ -9,6 +9,7 @@ mod census;
 mod cli;
 mod config;
 mod demo;
+mod direct;
 mod exec_check;
 mod filetimes;
 mod golden;

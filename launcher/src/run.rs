@@ -374,7 +374,7 @@ pub fn run_captured(
         Err(e) => return Ok(Err(SpawnError::from_io(&argv[0], cwd, e))),
     };
     run_dir.sweep();
-    let writer = match (input, child.child.stdin.take()) {
+    let writer = match (input, child.child.as_mut().and_then(|c| c.stdin.take())) {
         (Input::Bytes(b), Some(mut stdin)) => {
             let data = b.to_vec();
             Some(std::thread::spawn(move || {
@@ -422,10 +422,20 @@ pub fn run_interactive(
     let guards = !namespace && loads;
     let (name, value) = supervise::guard_var(guards);
     cmd.env(name, value);
-    pad_stack(&mut cmd, settings, &argv[0]);
     // Signals go to the command (the terminal's ^C reaches it directly); seal waits and
-    // reports its status.
-    let mut child = match supervise::spawn(&mut cmd, supervise::Stdio::Inherited, guards) {
+    // reports its status. Started directly when libseal ties it to seal, else by std.
+    let direct = guards
+        .then(|| crate::direct::prepare(&cmd, &argv[0], !settings.unsealed("layout")))
+        .flatten();
+    let started = match direct.as_ref().map(supervise::spawn_direct) {
+        Some(Ok(Some(child))) => Ok(child),
+        Some(Err(e)) => Err(e),
+        _ => {
+            pad_stack(&mut cmd, settings, &argv[0]);
+            supervise::spawn(&mut cmd, supervise::Stdio::Inherited, guards)
+        }
+    };
+    let mut child = match started {
         Ok(c) => c,
         Err(e) => {
             let err = SpawnError::from_io(&argv[0], None, e);

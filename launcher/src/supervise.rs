@@ -180,7 +180,9 @@ impl Drop for Blocked {
 /// A running command, registered for signal forwarding until it has exited (or this is
 /// dropped).
 pub struct Supervised {
-    pub child: Child,
+    /// std's handle, or none for a root started directly ([`spawn_direct`]).
+    pub child: Option<Child>,
+    pid: libc::pid_t,
     slot: Option<usize>,
 }
 
@@ -206,7 +208,7 @@ impl Supervised {
             // SAFETY: waitid fills a zeroed siginfo for our own child.
             let (rc, info) = unsafe {
                 let mut info: libc::siginfo_t = std::mem::zeroed();
-                let rc = libc::waitid(libc::P_PID, self.child.id(), &mut info, flags);
+                let rc = libc::waitid(libc::P_PID, self.pid as libc::id_t, &mut info, flags);
                 (rc, info)
             };
             if rc == -1 {
@@ -228,7 +230,19 @@ impl Supervised {
     /// Waits for the command to exit and reaps it.
     pub fn wait(&mut self) -> io::Result<std::process::ExitStatus> {
         self.exited(true)?;
-        self.child.wait()
+        if let Some(child) = self.child.as_mut() {
+            return child.wait();
+        }
+        use std::os::unix::process::ExitStatusExt;
+        let mut status = 0;
+        // SAFETY: our own child, exited (waitid above) and not yet reaped.
+        while unsafe { libc::waitpid(self.pid, &mut status, 0) } < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        Ok(std::process::ExitStatus::from_raw(status))
     }
 
     /// Waits for the command (with a `limit`, the leader of its own process group) for at most
@@ -247,9 +261,11 @@ impl Supervised {
                 buf
             })
         };
-        let out_t = reader(self.child.stdout.take().map(|p| Box::new(p) as _));
-        let err_t = reader(self.child.stderr.take().map(|p| Box::new(p) as _));
-        let group = -(self.child.id() as i32);
+        let child = self.child.as_mut();
+        let (out, err) = child.map_or((None, None), |c| (c.stdout.take(), c.stderr.take()));
+        let out_t = reader(out.map(|p| Box::new(p) as _));
+        let err_t = reader(err.map(|p| Box::new(p) as _));
+        let group = -self.pid;
         let mut timed_out = false;
         let status = match limit {
             None => self.wait()?,
@@ -310,7 +326,7 @@ pub enum Stdio {
 /// `shim_guards`: the command loads libseal as the run's root and nothing else must happen
 /// between fork and exec, and its environment holds [`guard_var`]`(true)`; then libseal ties
 /// it to seal and std starts it with `posix_spawn`, which does not copy seal's address space
-/// (~0.15 ms of a sealed `true`). Otherwise (a static or setuid root, a private /tmp to enter,
+/// (~0.15 ms of a sealed `true`; `seal run` goes further with [`spawn_direct`]). Otherwise (a static or setuid root, a private /tmp to enter,
 /// stdio seal found closed, a signal mask inherited from seal's caller) the forked child does
 /// it before exec, and the variable says so.
 pub fn spawn(cmd: &mut Command, stdio: Stdio, shim_guards: bool) -> io::Result<Supervised> {
@@ -344,12 +360,57 @@ pub fn spawn(cmd: &mut Command, stdio: Stdio, shim_guards: bool) -> io::Result<S
     }
     let child = cmd.spawn()?;
     let pid = child.id() as i32;
-    let slot = CHILDREN.iter().position(|s| {
+    let slot = register(pid);
+    drop(blocked);
+    Ok(Supervised {
+        child: Some(child),
+        pid,
+        slot,
+    })
+}
+
+fn register(pid: libc::pid_t) -> Option<usize> {
+    CHILDREN.iter().position(|s| {
         s.compare_exchange(0, pid, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
-    });
+    })
+}
+
+/// [`spawn`] with standard descriptors inherited and libseal tying the root to seal, without
+/// std ([`crate::direct`]): `Ok(None)` when that does not apply (a descriptor seal found
+/// closed, a signal mask inherited from seal's caller), for [`spawn`] to do it.
+pub fn spawn_direct(p: &crate::direct::Prepared) -> io::Result<Option<Supervised>> {
+    if let Some(sig) = interrupted() {
+        return Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            Interrupted(sig).to_string(),
+        ));
+    }
+    if closed_at_start() != 0 {
+        return Ok(None);
+    }
+    install_handlers();
+    let blocked = Blocked::new();
+    let mask = blocked.0;
+    // SAFETY: reads the signal set saved by Blocked::new.
+    if (1..=64).any(|sig| unsafe { libc::sigismember(&mask, sig) } == 1) {
+        return Ok(None);
+    }
+    let handled = HANDLED.load(Ordering::Relaxed);
+    let mut reset = [libc::SIGPIPE; FORWARDED.len() + 1];
+    let mut n = 1;
+    for sig in FORWARDED.into_iter().filter(|s| handled & (1 << s) != 0) {
+        reset[n] = sig;
+        n += 1;
+    }
+    let pid = crate::direct::spawn(p, &reset[..n], &mask)?;
+    let slot = register(pid);
     drop(blocked);
-    Ok(Supervised { child, slot })
+    Ok(Some(Supervised {
+        child: None,
+        pid,
+        slot,
+    }))
 }
 
 /// `LIBSEAL_GUARD` ([`seal_abi::settings::GUARD`]): seal's real pid when libseal is to tie

@@ -526,3 +526,50 @@ fn hardening_huge_golden_time_limits_are_no_limit_or_an_error_never_a_panic() {
     let out = in_dir_with_config(toml, &["golden", "record"]);
     usage_error(&out, &["seal.toml:4", "timeout", "too large"]);
 }
+
+/// The command starts with the signal dispositions it would have without seal: SIGPIPE at its
+/// default (seal itself ignores it), a signal seal's caller ignored (`nohup`, a background job)
+/// still ignored, and none of seal's forwarding handlers (libseal's own SIGSEGV handler
+/// aside). `/proc/self/status` of the sealed root shows them.
+#[test]
+fn hardening_the_command_gets_the_callers_signal_dispositions() {
+    let mask = |out: &str, field: &str| -> u64 {
+        let line = out.lines().find(|l| l.starts_with(field)).unwrap();
+        u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+    };
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    for ignore_int in [false, true] {
+        let mut cmd = seal(["-q", "--", "cat", "/proc/self/status"]);
+        if ignore_int {
+            // SAFETY: signal() is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::signal(libc::SIGINT, libc::SIG_IGN);
+                    Ok(())
+                });
+            }
+        }
+        let out = run_timeout(cmd, TIMEOUT);
+        assert_eq!(out.code, Some(0), "{}", out.show());
+        // The standard signals (1-31): glibc's `posix_spawn`, which started this seal, leaves
+        // its own two internal real-time signals ignored in the child, and seal passes them on.
+        let standard = (1u64 << 31) - 1;
+        let ign = mask(&out.stdout, "SigIgn:") & standard;
+        let cgt = mask(&out.stdout, "SigCgt:");
+        assert_eq!(
+            ign,
+            if ignore_int { bit(libc::SIGINT) } else { 0 },
+            "{}",
+            out.stdout
+        );
+        for sig in [
+            libc::SIGINT,
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGPIPE,
+            libc::SIGWINCH,
+        ] {
+            assert_eq!(cgt & bit(sig), 0, "signal {sig} caught\n{}", out.stdout);
+        }
+    }
+}

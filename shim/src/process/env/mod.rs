@@ -18,6 +18,7 @@
 
 use core::sync::atomic::Ordering::Relaxed;
 
+use seal_abi::pad::{Pad, PAD_TAIL};
 use seal_abi::settings::{self as senv, Settings};
 
 use crate::{config, sys};
@@ -112,12 +113,9 @@ struct Cursor {
 }
 
 impl Cursor {
-    /// A pad entry of `len` bytes, NUL included: the tail of [`LONG_PAD`] when its length
-    /// fits that constant's period, else `LIBSEAL_PAD=xxx…` written here.
+    /// A long pad entry of `len` bytes, NUL included, written here (`LIBSEAL_PAD=xxx…`): only
+    /// for a length the constant does not hold ([`seal_abi::pad::Pad::Written`]).
     fn long_pad(&mut self, len: usize) -> Option<*const libc::c_char> {
-        if len <= LONG_PAD.len() && (len - 1).is_multiple_of(PAD_TAIL.len()) {
-            return Some(LONG_PAD[LONG_PAD.len() - len..].as_ptr() as *const libc::c_char);
-        }
         let name = senv::PAD.as_bytes();
         if len < name.len() + 2 || self.used + len > self.len {
             return None;
@@ -365,19 +363,16 @@ pub unsafe fn build(
             // SAFETY: as above.
             strings += unsafe { sys::cstr_len(*ptrs.add(i)) } + 1;
         }
-        // One short entry, or a long one whose name comes first and a short one: the loader
-        // reads each entry's name up to its `=` (glibc's tunables parser, byte by byte), and a
-        // 60 KiB name was ~20 µs of every exec.
-        let single = senv::pad_entry_len(strings, argc + out);
-        let parts = if single <= SHORT_PAD.len() {
-            [short_pad(single), None]
-        } else {
-            let total = senv::pad_entry_len(strings, argc + out + 1);
-            let short = PAD_TAIL.len() + 1 + (total - PAD_TAIL.len() - 2) % PAD_TAIL.len();
-            match cur.long_pad(total - short) {
-                Some(p) => [Some(p), short_pad(short)],
+        // One short entry, or a long one whose name comes first and a short one (tails of
+        // constants: `seal_abi::pad`).
+        let c = |b: &'static [u8]| Some(b.as_ptr() as *const libc::c_char);
+        let parts = match seal_abi::pad::plan(strings, argc + out) {
+            Pad::One(a) => [c(a), None],
+            Pad::Two(a, b) => [c(a), c(b)],
+            Pad::Written(n, b) => match cur.long_pad(n) {
+                Some(p) => [Some(p), c(b)],
                 None => [None, None],
-            }
+            },
         };
         if let [Some(first), second] = parts {
             block.pad = Some(out);
@@ -416,47 +411,6 @@ unsafe fn is_pad(e: *const libc::c_char) -> bool {
         }
         sys::cstr(e).ends_with(PAD_TAIL)
     }
-}
-
-/// The pad's name and `=`; the end of a short pad entry, the period of a long one.
-const PAD_TAIL: &[u8] = b"LIBSEAL_PAD=";
-
-/// `xxx…LIBSEAL_PAD=` and its NUL, 64 bytes: a short pad entry of `len` bytes is its last
-/// `len` bytes (13 at least).
-static SHORT_PAD: [u8; 64] = tail_text();
-
-/// `LIBSEAL_PAD=` repeated and a NUL, longer than any pad ([`senv::pad_entry_len`] stays below
-/// `LAYOUT_BLOCK + 64`): a long pad entry of `12k + 1` bytes is its last `12k + 1` bytes, which
-/// the kernel copies from here (no page is written or faulted in for it at each exec), and
-/// whose name ends at its first `=`.
-static LONG_PAD: [u8; LONG_PAD_LEN] = periodic_text();
-const LONG_PAD_LEN: usize = (senv::LAYOUT_BLOCK + 64).div_ceil(12) * 12 + 1;
-
-const fn tail_text<const N: usize>() -> [u8; N] {
-    let mut t = [b'x'; N];
-    let mut i = 0;
-    while i < PAD_TAIL.len() {
-        t[N - 1 - PAD_TAIL.len() + i] = PAD_TAIL[i];
-        i += 1;
-    }
-    t[N - 1] = 0;
-    t
-}
-
-const fn periodic_text<const N: usize>() -> [u8; N] {
-    let mut t = [0u8; N];
-    let mut i = 0;
-    while i + 1 < N {
-        t[i] = PAD_TAIL[i % PAD_TAIL.len()];
-        i += 1;
-    }
-    t
-}
-
-/// A short pad entry of `len` bytes (`13..=64`).
-fn short_pad(len: usize) -> Option<*const libc::c_char> {
-    (PAD_TAIL.len() < len && len <= SHORT_PAD.len())
-        .then(|| SHORT_PAD[SHORT_PAD.len() - len..].as_ptr() as *const libc::c_char)
 }
 
 /// Room for the environment a sealed image's constructor leaves in `environ` (the pointers and

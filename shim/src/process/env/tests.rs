@@ -1,5 +1,6 @@
 //! Unit tests of the environment builder (`super`).
 use super::*;
+use seal_abi::pad::{LONG_PAD, SHORT_PAD};
 use std::ffi::CString;
 
 fn run(env: &[&str]) -> Option<Vec<String>> {
