@@ -96,9 +96,14 @@ pub fn private_dir(dir: &Path) -> Result<()> {
 fn make_private(dir: &Path, mode: u32) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
-    // SAFETY: fchmodat on a NUL-terminated path.
+    // fchmodat2 (Linux 6.6) takes AT_SYMLINK_NOFOLLOW itself; glibc's fchmodat emulates the
+    // flag through an O_PATH descriptor and /proc/self/fd, whose first lookup in a process
+    // costs ~25 µs of every `seal` start.
+    const SYS_FCHMODAT2: libc::c_long = 452;
+    // SAFETY: fchmodat2 on a NUL-terminated path.
     let rc = unsafe {
-        libc::fchmodat(
+        libc::syscall(
+            SYS_FCHMODAT2,
             libc::AT_FDCWD,
             c.as_ptr(),
             mode as libc::mode_t,
@@ -109,7 +114,7 @@ fn make_private(dir: &Path, mode: u32) -> std::io::Result<()> {
         return Ok(());
     }
     let e = std::io::Error::last_os_error();
-    if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+    if !matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS)) {
         return Err(e);
     }
     let d = fs::OpenOptions::new()
