@@ -326,9 +326,10 @@ pub enum Stdio {
 /// `shim_guards`: the command loads libseal as the run's root and nothing else must happen
 /// between fork and exec, and its environment holds [`guard_var`]`(true)`; then libseal ties
 /// it to seal and std starts it with `posix_spawn`, which does not copy seal's address space
-/// (~0.15 ms of a sealed `true`; `seal run` goes further with [`spawn_direct`]). Otherwise (a static or setuid root, a private /tmp to enter,
-/// stdio seal found closed, a signal mask inherited from seal's caller) the forked child does
-/// it before exec, and the variable says so.
+/// (~0.15 ms of a sealed `true`; `seal run` goes further with [`spawn_direct`]). Otherwise (a
+/// static or setuid root, a private /tmp to enter, stdio seal found closed, a signal mask
+/// inherited from seal's caller) the forked child does it before exec, and the variable says
+/// so.
 pub fn spawn(cmd: &mut Command, stdio: Stdio, shim_guards: bool) -> io::Result<Supervised> {
     use std::os::unix::process::CommandExt;
     if let Some(sig) = interrupted() {
