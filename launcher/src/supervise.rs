@@ -332,12 +332,7 @@ pub enum Stdio {
 /// so.
 pub fn spawn(cmd: &mut Command, stdio: Stdio, shim_guards: bool) -> io::Result<Supervised> {
     use std::os::unix::process::CommandExt;
-    if let Some(sig) = interrupted() {
-        return Err(io::Error::new(
-            io::ErrorKind::Interrupted,
-            Interrupted(sig).to_string(),
-        ));
-    }
+    refuse_if_interrupted()?;
     install_handlers();
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
@@ -348,8 +343,7 @@ pub fn spawn(cmd: &mut Command, stdio: Stdio, shim_guards: bool) -> io::Result<S
     let blocked = Blocked::new();
     // The child starts with seal's mask of before (std does not reset it).
     let mask = blocked.0;
-    // SAFETY: reads the signal set saved by Blocked::new.
-    let plain_mask = (1..=64).all(|sig| unsafe { libc::sigismember(&mask, sig) } != 1);
+    let plain_mask = is_empty(&mask);
     if !(shim_guards && closed == 0 && plain_mask) {
         let (name, value) = guard_var(false);
         cmd.env(name, value);
@@ -370,6 +364,23 @@ pub fn spawn(cmd: &mut Command, stdio: Stdio, shim_guards: bool) -> io::Result<S
     })
 }
 
+/// A stopping signal received earlier refuses to start another command.
+fn refuse_if_interrupted() -> io::Result<()> {
+    match interrupted() {
+        Some(sig) => Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            Interrupted(sig).to_string(),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// No signal in the set.
+fn is_empty(set: &libc::sigset_t) -> bool {
+    // SAFETY: sigismember only reads the set.
+    (1..=64).all(|sig| unsafe { libc::sigismember(set, sig) } != 1)
+}
+
 fn register(pid: libc::pid_t) -> Option<usize> {
     CHILDREN.iter().position(|s| {
         s.compare_exchange(0, pid, Ordering::SeqCst, Ordering::SeqCst)
@@ -381,20 +392,14 @@ fn register(pid: libc::pid_t) -> Option<usize> {
 /// std ([`crate::direct`]): `Ok(None)` when that does not apply (a descriptor seal found
 /// closed, a signal mask inherited from seal's caller), for [`spawn`] to do it.
 pub fn spawn_direct(p: &crate::direct::Prepared) -> io::Result<Option<Supervised>> {
-    if let Some(sig) = interrupted() {
-        return Err(io::Error::new(
-            io::ErrorKind::Interrupted,
-            Interrupted(sig).to_string(),
-        ));
-    }
+    refuse_if_interrupted()?;
     if closed_at_start() != 0 {
         return Ok(None);
     }
     install_handlers();
     let blocked = Blocked::new();
     let mask = blocked.0;
-    // SAFETY: reads the signal set saved by Blocked::new.
-    if (1..=64).any(|sig| unsafe { libc::sigismember(&mask, sig) } == 1) {
+    if !is_empty(&mask) {
         return Ok(None);
     }
     let handled = HANDLED.load(Ordering::Relaxed);

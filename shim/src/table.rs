@@ -254,21 +254,22 @@ pub fn waiters() -> Option<&'static seal_abi::WaiterBoard> {
 
 /// The run's [`seal_abi::run_flags`]; all set when no table is mapped (nothing known).
 pub fn run_flags() -> u32 {
-    let p = BASE.load(Acquire);
-    if p.is_null() {
-        return u32::MAX;
-    }
-    // SAFETY: as in `get`: a live mapping that starts with a RunTable (header page backed).
-    unsafe { (*(p as *const RunTable)).flags.load(Acquire) }
+    header().map_or(u32::MAX, |rt| rt.flags.load(Acquire))
 }
 
 /// Sets run flag `bit` for every process of the run from now on.
 pub fn set_run_flag(bit: u32) {
-    let p = BASE.load(Acquire);
-    if !p.is_null() {
-        // SAFETY: as in `run_flags`.
-        unsafe { (*(p as *const RunTable)).flags.fetch_or(bit, Release) };
+    if let Some(rt) = header() {
+        rt.flags.fetch_or(bit, Release);
     }
+}
+
+/// The mapped run table, for its first page (header, world, program names), which [`map`]
+/// backed.
+fn header() -> Option<&'static RunTable> {
+    let p = BASE.load(Acquire);
+    // SAFETY: as in `get`: a live mapping that starts with a RunTable.
+    (!p.is_null()).then(|| unsafe { &*(p as *const RunTable) })
 }
 
 /// This image's program, as `/proc/self/exe` names it, into `out`; its length (0 when
@@ -278,14 +279,10 @@ pub fn set_run_flag(bit: u32) {
 /// The first image of a program under a name reads the link and fills the entry.
 pub fn exe_path(out: &mut [u8]) -> usize {
     let key = config::EXE_KEY.load(Relaxed);
-    let names = if key != 0 && config::EXE_NAME.load(Relaxed) == execfn_hash() {
-        let p = BASE.load(Acquire);
-        // SAFETY: as in `get`: a live mapping that starts with a RunTable, whose first page
-        // (the names included) `map` backed.
-        (!p.is_null()).then(|| unsafe { &(*(p as *const RunTable)).exe_names })
-    } else {
-        None
-    };
+    let names = (key != 0 && config::EXE_NAME.load(Relaxed) == execfn_hash())
+        .then(header)
+        .flatten()
+        .map(|rt| &rt.exe_names);
     if let Some(n) = names.and_then(|t| t.lookup(key, out)) {
         return n;
     }

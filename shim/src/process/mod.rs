@@ -43,26 +43,22 @@ pub fn check_target(path: Option<&[u8]>) -> target::ExeId {
     };
     let mut p = target::Path::new();
     p.push(path);
-    match target::check(p.as_cstr()) {
-        Ok(id) => id,
-        Err((kind, prog)) => {
-            census::record_unsealed(kind, prog.as_bytes());
-            target::ExeId::default()
-        }
-    }
+    check_path(&mut p)
+}
+
+/// [`target::check`], recording the program libseal cannot follow.
+fn check_path(p: &mut target::Path) -> target::ExeId {
+    target::check(p.as_cstr()).unwrap_or_else(|(kind, prog)| {
+        census::record_unsealed(kind, prog.as_bytes());
+        target::ExeId::default()
+    })
 }
 
 /// Resolves a `p`-variant's file and checks it; returns the path the kernel will be given and
 /// the program file it runs.
 pub fn check_search(file: &[u8]) -> Option<(target::Path, target::ExeId)> {
     let mut p = target::search_path(file)?;
-    let id = match target::check(p.as_cstr()) {
-        Ok(id) => id,
-        Err((kind, prog)) => {
-            census::record_unsealed(kind, prog.as_bytes());
-            target::ExeId::default()
-        }
-    };
+    let id = check_path(&mut p);
     Some((p, id))
 }
 
