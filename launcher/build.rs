@@ -3,7 +3,7 @@
 //! or failed shim build fails this build: `seal` never ships without its shim.
 //!
 //! The shim is built with frame pointers (the census reads each hook's return address from
-//! the frame) and `panic=abort` (no unwinding across FFI).
+//! the frame) and `panic=abort`, which also makes it `no_std` (shim/src/lib.rs says why).
 
 use std::env;
 use std::path::PathBuf;

@@ -8,7 +8,8 @@
 //!   whose census attributes calls to random addresses.
 //! * `panic=abort` is not checked: since Rust 1.81 a panic cannot unwind out of an
 //!   `extern "C"` fn (it aborts there), so the launcher's `panic=abort` for the embedded shim
-//!   is belt and braces (smaller code, no landing pads), not what keeps unwinding out of FFI.
+//!   is not what keeps unwinding out of FFI. It is what makes the embedded build `no_std`
+//!   (lib.rs): a build that unwinds keeps std and works, only bigger.
 
 use std::env;
 

@@ -185,8 +185,8 @@ pub fn in_run() -> bool {
     sealed(f::ALL_FAMILIES | f::WARP | f::QUIET | (1 << 30))
 }
 
-thread_local! {
-    static INITIALISING: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+crate::thread_cell! {
+    static INITIALISING: bool = "seal_tls_initialising";
 }
 
 #[cold]

@@ -23,7 +23,21 @@
 //! caches): the linker keeps one section together, so they share two pages instead of
 //! faulting in a dozen scattered over libseal's 780 KiB of `.bss` (8 page faults fewer per
 //! sealed command). A static that only some programs touch stays where it is.
+//!
+//! The embedded libseal (built with `panic=abort`, the launcher's build.rs) is `no_std`: it
+//! needs nothing of std (no allocator, no threads, no I/O of std's), and linking std brought its
+//! panic machinery along, backtrace symbolizer and all: a third of libseal's code and half its
+//! relocations, which every sealed process loaded and relocated. Its panic handler is
+//! `panic.rs`; per-thread cells are `thread_cell!` (`thread.rs`) instead of `thread_local!`.
+//! Unit tests (and any build that unwinds) keep std.
+#![cfg_attr(all(panic = "abort", not(test)), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
+
+// Without std nothing names libc to the linker: without this libseal would have no NEEDED
+// entry and no symbol versions, its libc calls bound to whatever the process loaded first.
+#[cfg(all(panic = "abort", not(test)))]
+#[link(name = "c")]
+extern "C" {}
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
 compile_error!("libseal supports x86_64 Linux with glibc only");
@@ -45,6 +59,7 @@ pub mod net;
 #[cfg(all(panic = "abort", not(test)))]
 mod nounwind;
 pub mod open;
+pub mod panic;
 pub mod process;
 pub mod py;
 pub mod random;

@@ -5,12 +5,11 @@
 //! runs, the calling thread is marked as inside the shim ([`Reentry`]), so anything the
 //! loader calls that we also interpose goes straight to the real function.
 
-use core::cell::Cell;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-thread_local! {
+crate::thread_cell! {
     /// How deep this thread is inside the shim's own non-trivial work.
-    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    static DEPTH: u32 = "seal_tls_reentry_depth";
 }
 
 /// A save-and-restore guard: while it lives, hooks on this thread pass straight through to the

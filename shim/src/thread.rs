@@ -87,6 +87,48 @@ macro_rules! initial_exec_tls {
     };
 }
 
+/// A per-thread `Cell<T>` in the static TLS block, declared with [`thread_cell!`]: what
+/// `thread_local!` with a `const` initialiser gives, without std (the embedded libseal is
+/// `no_std`) and without `__tls_get_addr`. Its value starts as all-zero bytes in every thread.
+pub struct ThreadCell<T: 'static>(fn() -> *mut T);
+
+impl<T: Copy> ThreadCell<T> {
+    #[doc(hidden)]
+    pub const fn new(slot: fn() -> *mut T) -> Self {
+        ThreadCell(slot)
+    }
+
+    /// Runs `f` with this thread's cell.
+    #[inline(always)]
+    pub fn with<R>(&'static self, f: impl FnOnce(&core::cell::Cell<T>) -> R) -> R {
+        // SAFETY: the slot is this thread's own and lives as long as the thread; `Cell<T>`
+        // has `T`'s layout, and a `&Cell` cannot leave the thread (`Cell` is not `Sync`).
+        f(unsafe { &*(self.0() as *const core::cell::Cell<T>) })
+    }
+}
+
+/// `thread_cell!(static NAME: T = "symbol";)` declares a [`ThreadCell<T>`] whose slot is the
+/// hidden TLS symbol `symbol` (unique in libseal). All-zero bytes must be a valid `T`, and
+/// are its starting value in every thread.
+#[macro_export]
+macro_rules! thread_cell {
+    ($(#[$m:meta])* $vis:vis static $name:ident: $ty:ty = $sym:literal;) => {
+        #[allow(non_snake_case)]
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::initial_exec_tls!($sym, $ty, slot_ptr);
+            #[inline(always)]
+            pub(super) fn slot() -> *mut $ty {
+                slot_ptr()
+            }
+        }
+        $(#[$m])*
+        $vis static $name: $crate::thread::ThreadCell<$ty> =
+            $crate::thread::ThreadCell::new($name::slot);
+    };
+}
+
 // All zeros is `ThreadState::EMPTY`.
 crate::initial_exec_tls!("seal_thread_state", ThreadState, state_ptr);
 

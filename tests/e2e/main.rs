@@ -27,6 +27,7 @@ mod runtimes;
 mod runtimes_realworld;
 mod setters;
 mod shim_hardening;
+mod shim_layout;
 mod stress;
 mod time_control;
 mod verify;

@@ -6,7 +6,6 @@
 //! called by a library, an unsealed intermediate that passed on a stale environment) first
 //! asks for its pid ([`adopt`]).
 
-use core::cell::Cell;
 use core::sync::atomic::{AtomicI32, Ordering::*};
 
 use seal_abi::{child_lineage, flags, unsealed, KIND_PROCESS, LAUNCHER_VPID, ROOT_VPID};
@@ -36,8 +35,26 @@ pub struct Pending {
     pub parent: i32,
 }
 
-thread_local! {
-    static PENDING: Cell<Option<Pending>> = const { Cell::new(None) };
+/// [`Pending`] in a per-thread slot: `set` false (all zeros) is none.
+#[derive(Clone, Copy)]
+struct PendingSlot {
+    set: bool,
+    p: Pending,
+}
+
+crate::thread_cell! {
+    static PENDING: PendingSlot = "seal_tls_pending_fork";
+}
+
+fn pending() -> Option<Pending> {
+    let s = PENDING.with(|c| c.get());
+    s.set.then_some(s.p)
+}
+
+fn take_pending() -> Option<Pending> {
+    let p = pending();
+    set_pending(None);
+    p
 }
 
 /// Is the pid family sealed (virtual pids shown to the program)?
@@ -232,7 +249,7 @@ fn adopt(real: i32) -> i32 {
         // A vfork child: its identity is its parent thread's slot, not the process's.
         return if p.vpid > 0 { p.vpid } else { real };
     }
-    if let Some(p) = PENDING.with(|c| c.take()) {
+    if let Some(p) = take_pending() {
         become_child(p);
         return p.vpid;
     }
@@ -281,13 +298,24 @@ fn set_identity(vpid: i32, parent: i32, lineage: u64, real: i32, real_ppid: i32)
 
 /// Marks a fork in progress on this thread (see [`Pending`]).
 pub fn set_pending(p: Option<Pending>) {
-    PENDING.with(|c| c.set(p));
+    let slot = match p {
+        Some(p) => PendingSlot { set: true, p },
+        None => PendingSlot {
+            set: false,
+            p: Pending {
+                vpid: 0,
+                lineage: 0,
+                parent: 0,
+            },
+        },
+    };
+    PENDING.with(|c| c.set(slot));
 }
 
 /// In a fork child: take the identity the parent allocated, a fresh census slot, and the
 /// run-table entry. Idempotent (an atfork handler may have done it already).
 pub fn become_child(p: Pending) {
-    PENDING.with(|c| c.set(None));
+    set_pending(None);
     let real = sys::getpid();
     if REAL_PID.load(Relaxed) == real {
         return;
@@ -453,7 +481,7 @@ pub fn note_waited() {
     // No `current()`: in a fork child that has not set up its identity yet, it would.
     let v = if real == REAL_PID.load(Relaxed) {
         Some(config::VPID.load(Relaxed))
-    } else if let Some(p) = PENDING.with(|c| c.get()).filter(|p| p.vpid > 0) {
+    } else if let Some(p) = pending().filter(|p| p.vpid > 0) {
         Some(p.vpid)
     } else {
         t.virt(real)

@@ -18,8 +18,6 @@
 #[cfg(not(test))]
 pub(crate) mod hooks;
 
-use core::cell::Cell;
-
 use seal_abi::{flags, unsealed};
 
 use crate::clock::{self, Domain};
@@ -60,29 +58,34 @@ fn mono_now() -> i64 {
 /// restarting the whole timeout: otherwise a stream of wakeups could postpone it forever.
 #[derive(Clone, Copy)]
 struct Anchor {
-    /// Target logical clock (`L` at the deadline); `i64::MIN` = none.
+    /// False (all zeros) = no anchor.
+    set: bool,
+    /// Target logical clock (`L` at the deadline).
     target: i64,
     clock: libc::clockid_t,
     real: i64,
 }
 
 const NO_ANCHOR: Anchor = Anchor {
-    target: i64::MIN,
+    set: false,
+    target: 0,
     clock: 0,
     real: 0,
 };
 
-thread_local! {
-    static ANCHOR: Cell<Anchor> = const { Cell::new(NO_ANCHOR) };
+crate::thread_cell! {
+    /// All zeros is [`NO_ANCHOR`].
+    static ANCHOR: Anchor = "seal_tls_wait_anchor";
 }
 
 fn anchored(target: i64, clock: libc::clockid_t, fresh: i64) -> i64 {
     ANCHOR.with(|a| {
         let cur = a.get();
-        if cur.target == target && cur.clock == clock {
+        if cur.set && cur.target == target && cur.clock == clock {
             return cur.real;
         }
         a.set(Anchor {
+            set: true,
             target,
             clock,
             real: fresh,
@@ -116,9 +119,10 @@ fn timed_out_at(target: i64) {
 
 /// Whose timed wait is in progress on this thread (set around a runtime's own waits).
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Owner {
-    /// The program's: the whole model applies.
-    Program,
+    /// The program's: the whole model applies. Zero: a thread's owner until set.
+    Program = 0,
     /// CPython's GIL: reaching its deadline moves no clock, and it leaves the program's
     /// anchor and streak alone; the read that computed its deadline is taken back.
     Gil,
@@ -139,8 +143,9 @@ impl Owner {
     }
 }
 
-thread_local! {
-    static OWNER: Cell<Owner> = const { Cell::new(Owner::Program) };
+crate::thread_cell! {
+    /// All zeros is [`Owner::Program`].
+    static OWNER: Owner = "seal_tls_wait_owner";
 }
 
 fn owner() -> Owner {

@@ -1,8 +1,6 @@
 //! The streak rule (docs/design.md, "Causality"): timed waits ended early by something that
 //! carried no time cannot keep a deadline loop's clock standing still forever.
 
-use core::cell::Cell;
-
 use crate::clock;
 
 /// A run of timed waits that were all ended early by something that carried no time (an
@@ -20,8 +18,8 @@ struct Streak {
     logical: i64,
 }
 
-thread_local! {
-    static STREAK: Cell<Streak> = const { Cell::new(Streak { real: 0, logical: 0 }) };
+crate::thread_cell! {
+    static STREAK: Streak = "seal_tls_wait_streak";
 }
 
 pub(super) fn end_streak() {

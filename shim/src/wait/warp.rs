@@ -20,7 +20,6 @@
 //! Everything here is raw system calls on stack buffers and atomics on the shared table:
 //! no allocation, no lock, async-signal-safe. The idle check runs at most once per slice.
 
-use core::cell::Cell;
 use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 use seal_abi::{WaiterBoard, WaiterSlot, LAUNCHER_VPID, VPID_LIMIT, VPID_MIN, WAITER_SLOTS};
@@ -32,9 +31,9 @@ use crate::{clock, sys, table, thread};
 const FIRST_SLICE: i64 = 1_000_000;
 const MAX_SLICE: i64 = 20_000_000;
 
-thread_local! {
+crate::thread_cell! {
     /// Waits of this thread in progress (more than one when a signal handler waits).
-    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    static DEPTH: u32 = "seal_tls_warp_depth";
 }
 
 /// This thread's registration on the board for one wait.

@@ -148,12 +148,13 @@ struct Start {
 }
 
 extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
-    // SAFETY: p is the Box we leaked in pthread_create, handed to exactly this thread.
-    let s = unsafe { Box::from_raw(p as *mut Start) };
+    // SAFETY: p is the `Start` pthread_create allocated, handed to exactly this thread.
+    let s = unsafe { (p as *mut Start).read() };
+    // SAFETY: allocated with malloc in pthread_create and not freed since.
+    unsafe { libc::free(p) };
     thread::install(s.state);
     vpid::thread_started(s.state.vtid);
     let (func, arg) = (s.func, s.arg);
-    drop(s);
     let r = func(arg);
     // SAFETY: pthread_self has no preconditions.
     crate::causal::thread_done(unsafe { libc::pthread_self() });
@@ -178,13 +179,21 @@ hook! {
         super::resolve_early();
         let mut state = thread::spawn_child_state();
         state.vtid = vpid::reserve_vtid(state.lineage);
-        let start = Box::into_raw(Box::new(Start { func, arg, state }));
+        // The program's malloc, as std's `Box` would use: libseal has no allocator of its own.
+        // SAFETY: malloc has no preconditions.
+        let start = unsafe { libc::malloc(core::mem::size_of::<Start>()) } as *mut Start;
+        if start.is_null() {
+            vpid::release_vtid(state.vtid);
+            return libc::EAGAIN;
+        }
+        // SAFETY: fresh, suitably aligned (malloc's alignment suits any object) and ours.
+        unsafe { start.write(Start { func, arg, state }) };
         // Our trampoline owns `start` once the thread runs.
         let r = real(th, attr, trampoline, start as *mut c_void);
         if r != 0 {
             vpid::release_vtid(state.vtid);
-            // SAFETY: no thread was created, so the Box is still ours.
-            drop(unsafe { Box::from_raw(start) });
+            // SAFETY: no thread was created, so the allocation is still ours.
+            unsafe { libc::free(start as *mut c_void) };
         }
         r
     }

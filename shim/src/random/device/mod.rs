@@ -41,7 +41,6 @@
 //! `feeder.rs`: the feeder process. `fds.rs`: which descriptors are device pipes (so `read`
 //! fills whole buffers, as the device does). `hooks.rs`: `read`, `__read_chk`, `dup*`.
 
-use core::cell::Cell;
 use core::sync::atomic::Ordering::Relaxed;
 
 use super::EntropyStream;
@@ -60,9 +59,9 @@ const KIND_DEVICE_OPEN: u64 = 0xde71_ce00;
 /// Stream id of the run's boot id.
 const BOOT_ID_STREAM: u64 = 0xb007_1d00_5ea1_0001;
 
-thread_local! {
+crate::thread_cell! {
     /// (lineage the count belongs to, device opens made by this thread so far).
-    static OPENS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    static OPENS: (u64, u64) = "seal_tls_device_opens";
 }
 
 /// The stream id for the next device open on this thread.

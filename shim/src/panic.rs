@@ -1,0 +1,84 @@
+//! The panic handler of the embedded libseal, which is `no_std` (lib.rs says why).
+//!
+//! A panic in the shim is a bug in it, inside somebody else's process: the handler writes one
+//! line, `libseal: panicked at <file>:<line>:<col>: <message>`, to the process's stderr with
+//! a raw `write` (no lock, no allocation: it may run inside malloc or a signal handler) and
+//! aborts, as std's `panic=abort` did. A line longer than [`Line`]'s buffer is cut short.
+
+use core::fmt::{Display, Write};
+use core::panic::Location;
+
+/// A fixed buffer that `core::fmt` writes into, dropping what does not fit; the last byte is
+/// kept for the newline.
+pub struct Line {
+    buf: [u8; 512],
+    len: usize,
+}
+
+impl Line {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Write for Line {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let room = self.buf.len() - 1 - self.len;
+        let n = s.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+/// The line a panic at `at` with `message` prints, newline included.
+pub fn line(at: Option<&Location>, message: impl Display) -> Line {
+    let mut l = Line {
+        buf: [0; 512],
+        len: 0,
+    };
+    let _ = l.write_str("libseal: panicked");
+    if let Some(at) = at {
+        let _ = write!(l, " at {}:{}:{}", at.file(), at.line(), at.column());
+    }
+    let _ = write!(l, ": {message}");
+    l.buf[l.len] = b'\n';
+    l.len += 1;
+    l
+}
+
+#[cfg(all(panic = "abort", not(test)))]
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    crate::sys::write_all(2, line(info.location(), info.message()).as_bytes());
+    // SAFETY: abort has no preconditions; it never returns.
+    unsafe { libc::abort() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_is_one_line_with_its_place() {
+        let at = Location::caller();
+        let l = line(Some(at), format_args!("index {} out of range", 7));
+        let want = format!(
+            "libseal: panicked at {}:{}:{}: index 7 out of range\n",
+            at.file(),
+            at.line(),
+            at.column()
+        );
+        assert_eq!(l.as_bytes(), want.as_bytes());
+        assert_eq!(line(None, "x").as_bytes(), b"libseal: panicked: x\n");
+    }
+
+    #[test]
+    fn a_long_message_is_cut_and_still_ends_the_line() {
+        let long = "y".repeat(2000);
+        let l = line(None, &long);
+        assert_eq!(l.as_bytes().len(), 512);
+        assert!(l.as_bytes().starts_with(b"libseal: panicked: yyy"));
+        assert_eq!(l.as_bytes()[511], b'\n');
+    }
+}
