@@ -60,7 +60,12 @@ fn main() {
                 cmd.env_remove(k);
             }
         }
-        cmd.env("CARGO_ENCODED_RUSTFLAGS", "-Cforce-frame-pointers=yes");
+        // `-Cpanic=abort` here as well as in the profile: only a flag makes `cfg(panic)` (and
+        // so CARGO_CFG_PANIC, which the shim's build.rs reads) say "abort".
+        cmd.env(
+            "CARGO_ENCODED_RUSTFLAGS",
+            "-Cforce-frame-pointers=yes\x1f-Cpanic=abort",
+        );
         let status = cmd.status().expect("failed to run cargo to build the shim");
         assert!(status.success(), "building libseal (the shim crate) failed");
         target_dir.join("release/libseal.so")

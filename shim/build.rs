@@ -9,13 +9,25 @@
 //! * `panic=abort` is not checked: since Rust 1.81 a panic cannot unwind out of an
 //!   `extern "C"` fn (it aborts there), so the launcher's `panic=abort` for the embedded shim
 //!   is not what keeps unwinding out of FFI. It is what makes the embedded build `no_std`
-//!   (lib.rs): a build that unwinds keeps std and works, only bigger.
+//!   (lib.rs): a build that unwinds keeps std and works, only bigger. That embedded build also
+//!   links without C start files and with `layout/hot.ld`, which puts the code and data that
+//!   every sealed process touches on as few pages as possible.
 
 use std::env;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
+    println!("cargo:rerun-if-changed=layout/hot.ld");
+    if env::var("CARGO_CFG_PANIC").as_deref() == Ok("abort") {
+        // The embedded (no_std) build. No C start files: libseal has no C++ constructors or
+        // `atexit` handlers for crtbegin's `__do_global_dtors_aux` to run, and that function
+        // alone wrote a `.bss` page in every exiting process.
+        println!("cargo:rustc-cdylib-link-arg=-nostartfiles");
+        // The hot code and data first and together (layout/hot.ld says how it is made).
+        let dir = env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-T,{dir}/layout/hot.ld");
+    }
     let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
     if !has_frame_pointers(&flags) {
         eprintln!(

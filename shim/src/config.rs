@@ -57,7 +57,9 @@ pub static CHILDREN: AtomicU64 = AtomicU64::new(0);
 /// This image's program as its parent's exec hook found it: the key of its run-wide name
 /// and the hash of the file name the parent gave the kernel (0, 0: unknown; see
 /// [`crate::table::exe_path`]).
+#[link_section = ".data.seal_hot"]
 pub static EXE_KEY: AtomicU64 = AtomicU64::new(0);
+#[link_section = ".data.seal_hot"]
 pub static EXE_NAME: AtomicU64 = AtomicU64::new(0);
 
 /// Room for every [`FixedStr`] of the configuration at its longest, each with its NUL.
@@ -365,6 +367,7 @@ pub fn epoch_ns() -> i64 {
 /// on stderr, once per process, and returns true; the caller then skips its own warning.
 pub fn run_ended() -> bool {
     use core::sync::atomic::AtomicBool;
+    #[link_section = ".data.seal_hot"]
     static SAID: AtomicBool = AtomicBool::new(false);
     let mut path = sys::StackBuf::<4200>::new();
     path.push(RUN_DIR.get());

@@ -23,6 +23,7 @@ use seal_abi::{flags, Fid, NO_DETAIL};
 use crate::{census, config, sys};
 
 /// glibc's `dlsym`, resolved on the first call (never through the trampoline).
+#[link_section = ".data.seal_hot"]
 static SEAL_REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
 /// The JVM's own `JNI_CreateJavaVM`.
 static REAL_CREATE: AtomicUsize = AtomicUsize::new(0);

@@ -41,9 +41,13 @@ const PYTHON: u64 = 3;
 
 /// Registered runtime objects: `[start, end)` of their mapping and their kind.
 const MAX_OBJECTS: usize = 4;
+#[link_section = ".data.seal_hot"]
 static STARTS: [AtomicU64; MAX_OBJECTS] = [const { AtomicU64::new(0) }; MAX_OBJECTS];
+#[link_section = ".data.seal_hot"]
 static ENDS: [AtomicU64; MAX_OBJECTS] = [const { AtomicU64::new(0) }; MAX_OBJECTS];
+#[link_section = ".data.seal_hot"]
 static KINDS: [AtomicU64; MAX_OBJECTS] = [const { AtomicU64::new(0) }; MAX_OBJECTS];
+#[link_section = ".data.seal_hot"]
 static N_OBJECTS: AtomicUsize = AtomicUsize::new(0);
 
 /// The kind of runtime an object file is, from its path.

@@ -227,6 +227,7 @@ pub fn get() -> Option<Table<'static>> {
 pub fn channels() -> Option<&'static [seal_abi::causal::Channel]> {
     let p = BASE.load(Acquire);
     // SAFETY: as in `get`: a live mapping that starts with a RunTable.
+    #[link_section = ".data.seal_hot"]
     static DONE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
     // SAFETY: as in `get`: a live mapping that starts with a RunTable.
     let chans = (!p.is_null()).then(|| unsafe { &(*(p as *const RunTable)).channels })?;
@@ -246,6 +247,7 @@ pub fn world() -> Option<&'static seal_abi::World> {
 pub fn waiters() -> Option<&'static seal_abi::WaiterBoard> {
     let p = BASE.load(Acquire);
     // SAFETY: as in `get`: a live mapping that starts with a RunTable.
+    #[link_section = ".data.seal_hot"]
     static DONE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
     // SAFETY: as in `get`: a live mapping that starts with a RunTable.
     let w = (!p.is_null()).then(|| unsafe { &(*(p as *const RunTable)).waiters })?;

@@ -71,9 +71,11 @@ pub struct Table {
 }
 
 /// 0: not mapped yet, 1: mapping failed, else the mapping.
+#[link_section = ".data.seal_hot"]
 static MAP: AtomicUsize = AtomicUsize::new(0);
 
 /// Which pages of the (sparse) table this process has backed ([`crate::backing`]).
+#[link_section = ".data.seal_hot"]
 static BACKED: Backing<{ SIZE.div_ceil(4096 * 64) }> = Backing::new();
 
 pub fn key_of(dev: u64, ino: u64) -> u64 {

@@ -399,6 +399,7 @@ pub fn to_virt(r: i32) -> i32 {
 /// signals and further ptrace calls keep using the real pid for it until it is reaped.
 const RAW_SLOTS: usize = 256;
 static RAW: [AtomicI32; RAW_SLOTS] = [const { AtomicI32::new(0) }; RAW_SLOTS];
+#[link_section = ".data.seal_hot"]
 static RAW_USED: AtomicI32 = AtomicI32::new(0);
 
 /// Remembers that `real` was shown unchanged (a full list forgets nothing, adds nothing). A

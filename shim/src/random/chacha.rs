@@ -146,6 +146,7 @@ pub fn blocks8_sse2(
 fn avx2() -> bool {
     use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
     /// 0 not asked yet, 1 no, 2 yes.
+    #[link_section = ".data.seal_hot"]
     static AVX2: AtomicU8 = AtomicU8::new(0);
     #[cfg(test)]
     if tests::SSE2_ONLY.get() {

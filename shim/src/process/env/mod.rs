@@ -421,6 +421,7 @@ struct EnvironRoom(core::cell::UnsafeCell<[u8; ENVIRON_ROOM]>);
 // SAFETY: handed out once ([`ENVIRON_USED`]), then only ever reached through `environ`.
 unsafe impl Sync for EnvironRoom {}
 static ENVIRON: EnvironRoom = EnvironRoom(core::cell::UnsafeCell::new([0; ENVIRON_ROOM]));
+#[link_section = ".data.seal_hot"]
 static ENVIRON_USED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// A copy of the environment `envp` without seal's own variables: no `LIBSEAL_*` entry, and
