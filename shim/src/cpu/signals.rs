@@ -121,6 +121,21 @@ fn rt_sigaction(sig: c_int, act: Option<&KAction>, old: Option<&mut KAction>) ->
     unsafe { sys::syscall6(libc::SYS_rt_sigaction, sig as i64, act, old, 8, 0, 0) }
 }
 
+/// glibc's two internal signals (SIGCANCEL 32, SIGSETXID 33) back to their default when they
+/// arrive ignored. glibc's `posix_spawn` ignores them in the child it starts, so a seal started
+/// by a test harness, a CI runner or Rust's `Command` passed them on ignored, and one started
+/// by a shell did not: the run's root calls this, so how seal was started does not show. No
+/// glibc program can ignore them itself (its `sigaction` refuses them); an action glibc
+/// installed (a handler) is left alone.
+pub fn glibc_internal_to_default() {
+    for sig in [32, 33] {
+        let mut old = KAction::default();
+        if rt_sigaction(sig, None, Some(&mut old)) == 0 && old.handler == libc::SIG_IGN as u64 {
+            rt_sigaction(sig, Some(&KAction::default()), None);
+        }
+    }
+}
+
 /// libseal's kernel action for the program's stored one: always our handler, on the
 /// alternate stack when there is one (a stack-overflow handler needs it), never blocking
 /// `SIGSEGV` itself (a chained handler may run a trapped instruction), the program's other

@@ -97,6 +97,7 @@ pub fn on_start() {
         REAL_PPID.store(sys::getppid(), Relaxed);
         if v == ROOT_VPID {
             guard();
+            crate::cpu::signals::glibc_internal_to_default();
             let launcher = sys::getppid();
             if t.virt(launcher).is_none() {
                 t.register(LAUNCHER_VPID, launcher);
