@@ -41,7 +41,7 @@ fn libseal_is_the_only_object_a_sealed_process_gains_and_exports_no_unwinder() {
     // No libgcc_s (whose constructor probes the CPU), no second dependency on the loader: a
     // sealed process maps exactly one object more than a bare one, and libseal needs libc alone.
     let (shim, gained) = sealed_shim();
-    assert_eq!(gained, [shim.clone()], "objects gained");
+    assert_eq!(gained, std::slice::from_ref(&shim), "objects gained");
     let bytes = std::fs::read(&shim).unwrap();
     let elf = object::File::parse(&*bytes).unwrap();
     let needed: Vec<String> = elf

@@ -97,6 +97,7 @@ pub fn on_start() {
         REAL_PPID.store(sys::getppid(), Relaxed);
         if v == ROOT_VPID {
             guard();
+            #[cfg(not(test))]
             crate::cpu::signals::glibc_internal_to_default();
             let launcher = sys::getppid();
             if t.virt(launcher).is_none() {
