@@ -351,6 +351,24 @@ pub fn install(s: ThreadState) {
 mod tests {
     use super::*;
 
+    crate::thread_cell! {
+        static CELL: (u64, bool) = "seal_tls_test_cell";
+    }
+
+    #[test]
+    fn a_thread_cell_starts_zeroed_in_every_thread_and_is_its_own() {
+        CELL.with(|c| c.set((7, true)));
+        let other = std::thread::spawn(|| {
+            let start = CELL.with(|c| c.get());
+            CELL.with(|c| c.set((9, false)));
+            (start, CELL.with(|c| c.get()))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(other, ((0, false), (9, false)));
+        assert_eq!(CELL.with(|c| c.get()), (7, true));
+    }
+
     #[test]
     fn each_thread_has_its_own_zeroed_state() {
         // The TLS slot must start as EMPTY (all zero) in every thread, then hold its own clock.
