@@ -3,41 +3,18 @@
 //! A panic in the shim is a bug in it, inside somebody else's process: the handler writes one
 //! line, `libseal: panicked at <file>:<line>:<col>: <message>`, to the process's stderr with
 //! a raw `write` (no lock, no allocation: it may run inside malloc or a signal handler) and
-//! aborts, as std's `panic=abort` did. A line longer than [`Line`]'s buffer is cut short.
+//! aborts, as std's `panic=abort` did. A line longer than its 512-byte buffer is cut short.
 
 use core::fmt::{Display, Write};
 use core::panic::Location;
 
-/// A fixed buffer that `core::fmt` writes into, dropping what does not fit; the last byte is
-/// kept for the newline.
-pub struct Line {
-    buf: [u8; 512],
-    len: usize,
-}
+use crate::sys::StackBuf;
 
-impl Line {
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-}
-
-impl Write for Line {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        let room = self.buf.len() - 1 - self.len;
-        let n = s.len().min(room);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
-    }
-}
-
-/// The line a panic at `at` with `message` prints, newline included.
-pub fn line(at: Option<&Location>, message: impl Display) -> Line {
-    let mut l = Line {
-        buf: [0; 512],
-        len: 0,
-    };
-    let _ = l.write_str("libseal: panicked");
+/// The line a panic at `at` with `message` prints, newline included (a message too long for
+/// the buffer is cut; the newline always fits, in the byte `push` keeps free).
+pub fn line(at: Option<&Location>, message: impl Display) -> StackBuf<512> {
+    let mut l = StackBuf::new();
+    l.push(b"libseal: panicked");
     if let Some(at) = at {
         let _ = write!(l, " at {}:{}:{}", at.file(), at.line(), at.column());
     }

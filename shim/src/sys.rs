@@ -381,6 +381,14 @@ impl<const N: usize> StackBuf<N> {
     }
 }
 
+/// `write!` into the buffer; what does not fit is dropped, as with `push`.
+impl<const N: usize> core::fmt::Write for StackBuf<N> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        self.push(s.as_bytes());
+        Ok(())
+    }
+}
+
 impl<const N: usize> Default for StackBuf<N> {
     fn default() -> Self {
         Self::new()

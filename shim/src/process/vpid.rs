@@ -28,7 +28,7 @@ const KIND_STRAY_PROCESS: u64 = KIND_PROCESS ^ 0x5354_5241_5900;
 /// A child the current thread is creating with fork: `(vpid, lineage, parent vpid)`. Thread
 /// local, so the fork child (whose only thread is this one) finds it even when an atfork
 /// handler asks for its pid before `fork` returns.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub struct Pending {
     pub vpid: i32,
     pub lineage: u64,
@@ -36,7 +36,7 @@ pub struct Pending {
 }
 
 /// [`Pending`] in a per-thread slot: `set` false (all zeros) is none.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct PendingSlot {
     set: bool,
     p: Pending,
@@ -300,18 +300,12 @@ fn set_identity(vpid: i32, parent: i32, lineage: u64, real: i32, real_ppid: i32)
 
 /// Marks a fork in progress on this thread (see [`Pending`]).
 pub fn set_pending(p: Option<Pending>) {
-    let slot = match p {
-        Some(p) => PendingSlot { set: true, p },
-        None => PendingSlot {
-            set: false,
-            p: Pending {
-                vpid: 0,
-                lineage: 0,
-                parent: 0,
-            },
-        },
-    };
-    PENDING.with(|c| c.set(slot));
+    PENDING.with(|c| {
+        c.set(PendingSlot {
+            set: p.is_some(),
+            p: p.unwrap_or_default(),
+        })
+    });
 }
 
 /// In a fork child: take the identity the parent allocated, a fresh census slot, and the
