@@ -174,6 +174,83 @@ pub fn find_config(start: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Why a `seal.toml` found by the search (not named with `--config`) may not be used: it, or
+/// the directory that holds it, belongs to someone else or can be changed by others. A file
+/// another user planted in `/tmp` would otherwise set `[env]` (`BASH_ENV`, `LD_PRELOAD`) or
+/// `unseal` for everyone who runs seal below it, as git refuses a repository another user owns
+/// (`safe.directory`). Trusted: owned by you or root, not writable by group or others, in a
+/// directory owned by you or root that others cannot write (group write is fine for your own
+/// group, the sticky bit makes a shared directory fine).
+pub fn untrusted_config(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid/getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let owner_ok = |m: &std::fs::Metadata| m.uid() == uid || m.uid() == 0;
+    let owner = |m: &std::fs::Metadata| user_name(m.uid());
+    let file = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => return Some(format!("cannot inspect it: {e}")),
+    };
+    if !owner_ok(&file) {
+        return Some(format!(
+            "it is owned by {}, not by you or root",
+            owner(&file)
+        ));
+    }
+    if file.mode() & 0o002 != 0 || (file.mode() & 0o020 != 0 && file.gid() != gid) {
+        return Some(format!(
+            "others can write it (mode {:o})",
+            file.mode() & 0o7777
+        ));
+    }
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let dir_path = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let d = match std::fs::metadata(dir_path) {
+        Ok(m) => m,
+        Err(e) => return Some(format!("cannot inspect its directory: {e}")),
+    };
+    if !owner_ok(&d) {
+        return Some(format!(
+            "its directory {} is owned by {}, not by you or root",
+            dir_path.display(),
+            owner(&d)
+        ));
+    }
+    let sticky = d.mode() & 0o1000 != 0;
+    let others = d.mode() & 0o002 != 0;
+    let group = d.mode() & 0o020 != 0 && d.gid() != gid;
+    if (others || group) && !sticky {
+        return Some(format!(
+            "others can write its directory {} (mode {:o})",
+            dir_path.display(),
+            d.mode() & 0o7777
+        ));
+    }
+    None
+}
+
+/// `name (uid N)` of a user id, or `uid N` when the name is unknown.
+fn user_name(uid: u32) -> String {
+    // SAFETY: getpwuid_r writes into the buffers we own; the result points into them.
+    unsafe {
+        let mut pw: libc::passwd = std::mem::zeroed();
+        let mut buf = [0 as libc::c_char; 1024];
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        if libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) == 0
+            && !out.is_null()
+            && !pw.pw_name.is_null()
+        {
+            let name = std::ffi::CStr::from_ptr(pw.pw_name).to_string_lossy();
+            return format!("{name} (uid {uid})");
+        }
+    }
+    format!("uid {uid}")
+}
+
 pub fn load_file(path: &Path) -> Result<LoadedFile, ConfigError> {
     let text = read_regular_file(path).map_err(|e| ConfigError::Io {
         file: path.display().to_string(),
@@ -234,7 +311,18 @@ pub fn load_config(explicit: Option<&Path>) -> Result<Option<LoadedFile>, Config
                 file: ".".into(),
                 msg: e.to_string(),
             })?;
-            find_config(&cwd).map(|p| load_file(&p)).transpose()
+            let Some(found) = find_config(&cwd) else {
+                return Ok(None);
+            };
+            if let Some(why) = untrusted_config(&found) {
+                return Err(ConfigError::Io {
+                    file: found.display().to_string(),
+                    msg: format!(
+                        "refusing to use this seal.toml: {why} (name it with --config FILE to use it anyway)"
+                    ),
+                });
+            }
+            load_file(&found).map(Some)
         }
     }
 }
