@@ -257,6 +257,21 @@ fn cwd(t: &Table, root: &Path) -> Result<(String, PathBuf), ConfigError> {
     if !cwd.is_dir() {
         return Err(t.err("cwd", format!("{} is not a directory", cwd.display())));
     }
+    // A case runs, and has its artifacts removed, inside the suite: never in a directory a
+    // `..` or a link leads to (`cwd = "/tmp/v"` with `artifacts = ["*"]` emptied it).
+    let (Ok(real), Ok(suite)) = (std::fs::canonicalize(&cwd), std::fs::canonicalize(root)) else {
+        return Err(t.err("cwd", format!("cannot resolve {}", cwd.display())));
+    };
+    if !real.starts_with(&suite) {
+        return Err(t.err(
+            "cwd",
+            format!(
+                "{rel:?} is {}, outside the suite's directory {}",
+                real.display(),
+                suite.display()
+            ),
+        ));
+    }
     Ok((rel, cwd))
 }
 
