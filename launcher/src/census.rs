@@ -563,7 +563,7 @@ impl Census {
     pub fn write_json(&self, path: &Path) -> Result<()> {
         let mut s = serde_json::to_string_pretty(self)?;
         s.push('\n');
-        std::fs::write(path, s)
+        crate::outfile::write(path, s)
             .with_context(|| format!("cannot write census to {}", path.display()))
     }
 }

@@ -344,7 +344,7 @@ pub fn write(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
     use anyhow::Context;
     let mut s = serde_json::to_string_pretty(rows)?;
     s.push('\n');
-    std::fs::write(path, s).with_context(|| format!("cannot write {}", path.display()))
+    crate::outfile::write(path, s).with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]

@@ -233,7 +233,7 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode> {
     };
     let mut s = serde_json::to_string_pretty(&report)?;
     s.push('\n');
-    std::fs::write(&args.report, s)
+    crate::outfile::write(&args.report, s)
         .with_context(|| format!("cannot write the report {}", args.report.display()))?;
     print_report(&report, &args.report, args.attribute)?;
     Ok(ExitCode::from(exit))

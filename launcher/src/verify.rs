@@ -172,7 +172,8 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
         };
         let mut s = serde_json::to_string_pretty(&report)?;
         s.push('\n');
-        std::fs::write(path, s).with_context(|| format!("cannot write {}", path.display()))?;
+        crate::outfile::write(path, s)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(ExitCode::from(if groups.len() == 1 { 0 } else { 1 }))
 }

@@ -146,7 +146,7 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
             })
             .collect();
         let xml = junit::render("seal golden", &tcs, start.elapsed());
-        std::fs::write(path, xml)
+        crate::outfile::write(path, xml)
             .with_context(|| format!("cannot write JUnit XML to {}", path.display()))?;
     }
     Ok(ExitCode::from(if errors > 0 {

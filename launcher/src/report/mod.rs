@@ -41,7 +41,7 @@ pub fn census_command(args: crate::cli::CensusArgs) -> Result<ExitCode> {
         return Ok(code);
     }
     if let Some(out) = &args.json {
-        std::fs::write(out, &text)
+        crate::outfile::write(out, &text)
             .with_context(|| format!("cannot write census to {}", out.display()))?;
     }
     let mut census: Census = serde_json::from_str(&text)
