@@ -34,7 +34,40 @@ pub fn cache_dir() -> Result<PathBuf> {
     };
     let dir = base.join("seal");
     private_dir(&dir)?;
+    safe_ancestors(&dir)?;
     Ok(dir)
+}
+
+/// Every directory above `dir` (links resolved) belongs to you or root and cannot be changed
+/// by others, as ssh checks its key paths: else another user could rename `dir` away and put
+/// a library of their own in its place between two execs of a run. A sticky directory
+/// (`/tmp`) is fine: others cannot rename what is yours in it.
+fn safe_ancestors(dir: &Path) -> Result<()> {
+    let real =
+        fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    for a in real.ancestors().skip(1) {
+        let m = fs::metadata(a).with_context(|| format!("cannot inspect {}", a.display()))?;
+        if let Some(why) = unsafe_dir(&m, uid) {
+            bail!(
+                "{} is {why}: another user could replace the shim below it; set XDG_CACHE_HOME to a directory only you can change",
+                a.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Why a directory others could change is unsafe to keep the shim below, if it is.
+fn unsafe_dir(m: &fs::Metadata, uid: u32) -> Option<String> {
+    if m.uid() != uid && m.uid() != 0 {
+        return Some(format!("owned by uid {}", m.uid()));
+    }
+    if m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0 {
+        return Some(format!("writable by others (mode {:o})", m.mode() & 0o7777));
+    }
+    None
 }
 
 /// An environment variable holding an absolute path; unset, empty or relative is `None`
