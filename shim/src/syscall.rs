@@ -93,10 +93,28 @@ unsafe fn dispatch(n: c_long, args: [c_long; 6], ra: u64) -> Option<c_long> {
             }
             libc::SYS_futex => crate::wait::sys_futex(args, ra),
             libc::SYS_clock_nanosleep => crate::wait::sys_clock_nanosleep(args, ra),
-            libc::SYS_rt_sigaction
-            | libc::SYS_rt_sigprocmask
-            | libc::SYS_execve
-            | libc::SYS_execveat => crate::cpu::signals::sys_cpu(n, args, ra),
+            // An exec through syscall() is an exec: the child is re-injected like any other
+            // (the exec hooks keep the cpu family's trap state right across it).
+            libc::SYS_execve => {
+                crate::census::count(Fid::Execve, seal_abi::NO_DETAIL, ra);
+                Some(
+                    crate::process::hooks::execve_impl(a1 as *const libc::c_char, a2 as _, a3 as _)
+                        as libc::c_long,
+                )
+            }
+            libc::SYS_execveat => {
+                crate::census::count(Fid::Execveat, seal_abi::NO_DETAIL, ra);
+                Some(crate::process::hooks::execveat_impl(
+                    a1 as libc::c_int,
+                    a2 as *const libc::c_char,
+                    a3 as _,
+                    args[3] as _,
+                    args[4] as libc::c_int,
+                ) as libc::c_long)
+            }
+            libc::SYS_rt_sigaction | libc::SYS_rt_sigprocmask => {
+                crate::cpu::signals::sys_cpu(n, args, ra)
+            }
             _ => crate::files::hooks::sys_files(n, args, ra)
                 .or_else(|| crate::process::sys_pid(n, args, ra)),
         }

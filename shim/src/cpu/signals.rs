@@ -520,10 +520,6 @@ pub unsafe fn sys_cpu(n: c_long, a: [c_long; 6], ra: u64) -> Option<c_long> {
             b[1] = &set as *const u64 as c_long;
             Some(ret(raw(b)))
         }
-        libc::SYS_execve | libc::SYS_execveat => {
-            let _g = super::ExecGuard::new();
-            Some(ret(raw(a)))
-        }
         _ => None,
     }
 }

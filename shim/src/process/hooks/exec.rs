@@ -68,7 +68,7 @@ unsafe fn with_env(
 
 /// # Safety
 /// As `execve(2)`.
-unsafe fn execve_impl(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
+pub(crate) unsafe fn execve_impl(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
     let real = real_execve();
     // SAFETY: path is a C string.
     let file = (!path.is_null()).then(|| unsafe { sys::cstr(path) });
@@ -165,19 +165,34 @@ hook! {
     /// As `execveat(2)`.
     fn execveat(dirfd: c_int, path: *const c_char, argv: Argv, envp: Argv, flags: c_int) -> c_int;
     fid = Execveat;
-    || {
-        let real = real_execveat();
-        let mut exe = target::ExeId::default();
-        if config::in_run() {
-            let mut p = target::Path::new();
-            // SAFETY: path is null or a C string.
-            target::execveat_path(dirfd, unsafe { sys::cstr(path) }, &mut p);
-            exe = check_target(Some(p.as_bytes()));
-        }
+    // SAFETY: per the contract.
+    || unsafe { execveat_impl(dirfd, path, argv, envp, flags) }
+}
+
+/// # Safety
+/// As `execveat(2)`.
+pub(crate) unsafe fn execveat_impl(
+    dirfd: c_int,
+    path: *const c_char,
+    argv: Argv,
+    envp: Argv,
+    flags: c_int,
+) -> c_int {
+    let real = real_execveat();
+    let mut exe = target::ExeId::default();
+    if config::in_run() {
+        let mut p = target::Path::new();
         // SAFETY: path is null or a C string.
-        let name = kernel_file_name(dirfd, unsafe { sys::cstr(path) });
-        // SAFETY: forwarded.
-        unsafe { with_env(envp, Some(name.as_bytes()), argv, exe, |env| real(dirfd, path, argv, env, flags)) }
+        target::execveat_path(dirfd, unsafe { sys::cstr(path) }, &mut p);
+        exe = check_target(Some(p.as_bytes()));
+    }
+    // SAFETY: path is null or a C string.
+    let name = kernel_file_name(dirfd, unsafe { sys::cstr(path) });
+    // SAFETY: forwarded.
+    unsafe {
+        with_env(envp, Some(name.as_bytes()), argv, exe, |env| {
+            real(dirfd, path, argv, env, flags)
+        })
     }
 }
 
