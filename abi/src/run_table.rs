@@ -46,6 +46,10 @@ pub mod run_flags {
     /// A sealed `/dev/urandom` or `/dev/random` pipe was made in this run: an image checks
     /// whether its standard descriptors are one (three `fstat`s every image skips otherwise).
     pub const DEVICE_PIPES: u32 = 1;
+    /// seal held `CAP_SYS_TIME` when it started the run, which the run's root then gave up
+    /// (so nothing of the run reaches the real clock): a process running as root may still
+    /// set the sealed clock, as it could set the real one bare.
+    pub const SYS_TIME_HELD: u32 = 2;
 }
 
 // The header, the world and the program names sit in the first page: one page every image

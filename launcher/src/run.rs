@@ -369,7 +369,12 @@ pub fn run_captured(
     if let Some(sig) = supervise::interrupted() {
         return Err(supervise::Interrupted(sig).into());
     }
-    let mut child = match supervise::spawn(&mut cmd, supervise::Stdio::Redirected, guards) {
+    let mut child = match supervise::spawn(
+        &mut cmd,
+        supervise::Stdio::Redirected,
+        guards,
+        settings.shim_flags(),
+    ) {
         Ok(c) => c,
         Err(e) => return Ok(Err(SpawnError::from_io(&argv[0], cwd, e))),
     };
@@ -432,7 +437,12 @@ pub fn run_interactive(
         Some(Err(e)) => Err(e),
         _ => {
             pad_stack(&mut cmd, settings, &argv[0]);
-            supervise::spawn(&mut cmd, supervise::Stdio::Inherited, guards)
+            supervise::spawn(
+                &mut cmd,
+                supervise::Stdio::Inherited,
+                guards,
+                settings.shim_flags(),
+            )
         }
     };
     let mut child = match started {

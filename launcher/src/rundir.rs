@@ -207,6 +207,12 @@ fn create_run_table(dir: &Path) -> Result<std::fs::File> {
     header.extend_from_slice(&(pid_max as u32).to_le_bytes());
     header.extend_from_slice(&0u32.to_le_bytes()); // census_next
     header.extend_from_slice(&(cap as u32).to_le_bytes());
+    let flags = if crate::confine::holds_sys_time() {
+        seal_abi::run_flags::SYS_TIME_HELD
+    } else {
+        0
+    };
+    header.extend_from_slice(&flags.to_le_bytes());
     f.write_all(&header)?;
     Ok(f)
 }

@@ -305,7 +305,7 @@ impl Supervised {
     pub fn output(cmd: &mut Command) -> io::Result<std::process::Output> {
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        Ok(spawn(cmd, Stdio::Redirected, false)?
+        Ok(spawn(cmd, Stdio::Redirected, false, 0)?
             .wait_with_output(None)?
             .0)
     }
@@ -330,7 +330,16 @@ pub enum Stdio {
 /// static or setuid root, a private /tmp to enter, stdio seal found closed, a signal mask
 /// inherited from seal's caller) the forked child does it before exec, and the variable says
 /// so.
-pub fn spawn(cmd: &mut Command, stdio: Stdio, shim_guards: bool) -> io::Result<Supervised> {
+///
+/// `confine`: the run's [`seal_abi::flags`] word when the command is a sealed run (0 for an
+/// unsealed one): where the fork path runs, its child confines itself as libseal confines a
+/// root it loads into ([`crate::confine`]).
+pub fn spawn(
+    cmd: &mut Command,
+    stdio: Stdio,
+    shim_guards: bool,
+    confine: u32,
+) -> io::Result<Supervised> {
     use std::os::unix::process::CommandExt;
     refuse_if_interrupted()?;
     install_handlers();
@@ -348,9 +357,13 @@ pub fn spawn(cmd: &mut Command, stdio: Stdio, shim_guards: bool) -> io::Result<S
         let (name, value) = guard_var(false);
         cmd.env(name, value);
         // SAFETY: the closure only makes async-signal-safe calls (signal, sigprocmask, prctl,
-        // getppid, close).
+        // getppid, close, unshare, capget, capset).
         unsafe {
-            cmd.pre_exec(move || child_setup(parent, closed, &mask));
+            cmd.pre_exec(move || {
+                child_setup(parent, closed, &mask)?;
+                crate::confine::child(confine);
+                Ok(())
+            });
         }
     }
     let child = cmd.spawn()?;

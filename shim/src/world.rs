@@ -55,6 +55,17 @@ pub fn shift_realtime_by(delta: i64) {
         .fetch_update(Relaxed, Relaxed, |s| Some(s.saturating_add(delta)));
 }
 
+/// May this process set the sealed clock, as the kernel would let it set the real one? It
+/// holds `CAP_SYS_TIME`, or the run took the capability away (`process::confine`) from a
+/// launcher that held it and this process runs as root, which would hold it bare.
+pub fn may_set_time() -> bool {
+    if may(CAP_SYS_TIME) {
+        return true;
+    }
+    let run = table::run_flags();
+    run != u32::MAX && run & seal_abi::run_flags::SYS_TIME_HELD != 0 && sys::geteuid() == 0
+}
+
 /// Does this process hold capability `cap` (effective set), as the kernel would check?
 pub fn may(cap: u32) -> bool {
     #[repr(C)]

@@ -25,6 +25,7 @@ mod random;
 mod realworld;
 mod runtimes;
 mod runtimes_realworld;
+mod safety;
 mod setters;
 mod shim_hardening;
 mod shim_layout;

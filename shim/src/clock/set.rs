@@ -9,7 +9,7 @@
 //! come back with the sealed time in their `time` field. Monotonic clocks are not settable,
 //! sealed or not.
 
-use crate::world::{self, CAP_SYS_TIME};
+use crate::world;
 
 use super::{from_timespec, realtime_base};
 use crate::thread;
@@ -53,7 +53,7 @@ pub fn settime(clock: libc::clockid_t, ts: Option<&libc::timespec>) -> Result<()
     if !(0..1_000_000_000).contains(&ts.tv_nsec) || !(0..=SEC_MAX).contains(&ts.tv_sec) {
         return Err(libc::EINVAL);
     }
-    if !world::may(CAP_SYS_TIME) {
+    if !world::may_set_time() {
         return Err(libc::EPERM);
     }
     set_realtime(from_timespec(ts));
@@ -83,7 +83,7 @@ pub fn settimeofday(tv: Option<&libc::timeval>) -> Result<(), i32> {
             return Err(libc::EINVAL);
         }
     }
-    if !world::may(CAP_SYS_TIME) {
+    if !world::may_set_time() {
         return Err(libc::EPERM);
     }
     if let Some(tv) = tv {
@@ -101,7 +101,7 @@ pub fn adjtime(delta: Option<&libc::timeval>) -> Result<(), i32> {
     if ns.unsigned_abs() > (i64::MAX as u128) {
         return Err(libc::EINVAL);
     }
-    if !world::may(CAP_SYS_TIME) {
+    if !world::may_set_time() {
         return Err(libc::EPERM);
     }
     world::shift_realtime_by(ns as i64);
@@ -122,7 +122,7 @@ pub fn adjtimex(modes: u32, time: &libc::timeval) -> Result<(), i32> {
             return Err(libc::EINVAL);
         }
     }
-    if !world::may(CAP_SYS_TIME) {
+    if !world::may_set_time() {
         return Err(libc::EPERM);
     }
     if modes & ADJ_SETOFFSET != 0 {
@@ -190,7 +190,7 @@ mod tests {
         let _turn = WORLD.lock().unwrap();
         // Only where the test may set the clock (root): the change stays in this process's
         // local world (no run table is mapped in unit tests); the machine is never touched.
-        if !world::may(CAP_SYS_TIME) {
+        if !world::may_set_time() {
             eprintln!("skipped: needs CAP_SYS_TIME for the sealed permission check");
             return;
         }

@@ -14,6 +14,7 @@
 //! still get the same numbers unless two lineages hash to the same candidate (then the first
 //! to claim it wins and the other takes its next candidate); see docs/processes.md.
 
+pub mod confine;
 pub mod env;
 #[cfg(not(test))]
 pub(crate) mod hooks;

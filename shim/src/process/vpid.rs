@@ -97,6 +97,9 @@ pub fn on_start() {
         REAL_PPID.store(sys::getppid(), Relaxed);
         if v == ROOT_VPID {
             guard();
+            if config::GEN.load(Relaxed) == 0 {
+                super::confine::root(config::RUN_FLAGS.load(Relaxed));
+            }
             #[cfg(not(test))]
             crate::cpu::signals::glibc_internal_to_default();
             let launcher = sys::getppid();
