@@ -116,7 +116,40 @@ pub const GEN: &str = "LIBSEAL_GEN";
 pub const EXE: &str = "LIBSEAL_EXE";
 /// Variables describing one process image (rewritten on every exec/spawn; a nested `seal`
 /// must not inherit them).
-pub const PER_PROCESS: [&str; 7] = [CLOCK, VPID, PPID, LINEAGE, CHILDREN, GEN, EXE];
+/// The programs this process ran in its earlier images (hex): up to four 16-bit
+/// [`image_name`]s, newest in the low bits, 0 for none. An image's streams and children are
+/// keyed by its program's name and how many earlier images ran that name ([`image_ordinal`]),
+/// not by how many images came before it: a wrapper that only execs (a version manager's
+/// shim, `env`, `exec` in a script) changes nothing of what the program it runs sees.
+pub const NAMES: &str = "LIBSEAL_NAMES";
+
+pub const PER_PROCESS: [&str; 8] = [CLOCK, VPID, PPID, LINEAGE, CHILDREN, GEN, EXE, NAMES];
+
+/// The 16-bit name of an image's program: a hash of the last component of the file name it
+/// was started under (`AT_EXECFN`: `python3` whether reached as `/usr/bin/python3` or through
+/// `~/.pyenv/versions/3.11.9/bin/python3`); never 0.
+pub fn image_name(execfn: &[u8]) -> u16 {
+    let base = match execfn.iter().rposition(|&c| c == b'/') {
+        Some(i) => &execfn[i + 1..],
+        None => execfn,
+    };
+    let h = crate::name_hash(base);
+    ((h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48)) as u16).max(1)
+}
+
+/// `names` ([`NAMES`]) with `name` appended (the oldest of four dropped).
+pub const fn push_name(names: u64, name: u16) -> u64 {
+    (names << 16) | name as u64
+}
+
+/// The ordinal of an image that runs program `name` after the images in `names`: the name and
+/// how many of those ran it too (a program that re-execs itself gets a stream of its own).
+pub fn image_ordinal(names: u64, name: u16) -> u64 {
+    let earlier = (0..4)
+        .filter(|i| (names >> (16 * i)) as u16 == name)
+        .count() as u64;
+    crate::mix64((name as u64) << 8 | earlier).max(1)
+}
 
 /// The run's settings. Byte strings, so the shim can decode them from `environ` in place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

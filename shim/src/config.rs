@@ -50,6 +50,14 @@ pub static LINEAGE: AtomicU64 = AtomicU64::new(seal_abi::ROOT_LINEAGE);
 /// Exec generation of this image.
 #[link_section = ".data.seal_hot"]
 pub static GEN: AtomicU32 = AtomicU32::new(0);
+/// The programs of this process's earlier images ([`settings::NAMES`]).
+pub static NAMES: AtomicU64 = AtomicU64::new(0);
+/// This image's program name ([`settings::image_name`]); 0 in a fork child, whose image is
+/// its parent's and not one it exec'd.
+pub static IMAGE_NAME: AtomicU32 = AtomicU32::new(0);
+/// This image's ordinal among the images of its process ([`settings::image_ordinal`]); 0 in a
+/// fork child. The main thread's lineage, and so its streams and its children, derive from it.
+pub static IMAGE_ORD: AtomicU64 = AtomicU64::new(0);
 /// Children created so far by this process (across its images): the next child's index.
 #[link_section = ".data.seal_hot"]
 pub static CHILDREN: AtomicU64 = AtomicU64::new(0);
@@ -325,6 +333,13 @@ fn load_from_env() -> u32 {
     if let Some(v) = getenv(settings::GEN).and_then(parse_u64) {
         GEN.store(v as u32, Relaxed);
     }
+    let names = getenv(settings::NAMES).and_then(parse_hex).unwrap_or(0);
+    NAMES.store(names, Relaxed);
+    if let Some(program) = program_file_name() {
+        let name = settings::image_name(program);
+        IMAGE_NAME.store(name as u32, Relaxed);
+        IMAGE_ORD.store(settings::image_ordinal(names, name), Relaxed);
+    }
     if let Some((key, name)) = getenv(settings::EXE).and_then(|v| {
         let dot = v.iter().position(|&c| c == b'.')?;
         Some((parse_hex(&v[..dot])?, parse_hex(&v[dot + 1..])?))
@@ -349,6 +364,33 @@ fn load_from_env() -> u32 {
     }
     // Bit 30 marks "in a run" even when every family is unsealed.
     flags | (1 << 30)
+}
+
+/// The file name of the program this image runs: the name it was started under (`AT_EXECFN`),
+/// or for a script the interpreter's, as the kernel put it in `argv[0]` before the script's
+/// path (and the `#!` line's one optional argument): a version manager's shim named `python3`
+/// is a `bash` image, the interpreter it execs the `python3` one.
+fn program_file_name() -> Option<&'static [u8]> {
+    // SAFETY: getauxval has no preconditions; AT_EXECFN is a NUL-terminated string on the
+    // initial stack, or 0.
+    let execfn = unsafe { libc::getauxval(libc::AT_EXECFN) } as *const libc::c_char;
+    if execfn.is_null() {
+        return None;
+    }
+    // SAFETY: as above; the string lives as long as the process.
+    let execfn = unsafe { sys::cstr(execfn) };
+    if let Some((argc, argv)) = crate::census::start_args() {
+        for i in 1..argc.min(3) {
+            // SAFETY: glibc's argv holds argc strings, untouched before main.
+            let (a, first) = unsafe { (*argv.add(i), *argv) };
+            // SAFETY: as above.
+            if !a.is_null() && !first.is_null() && unsafe { sys::cstr(a) } == execfn {
+                // SAFETY: as above.
+                return Some(unsafe { sys::cstr(first) });
+            }
+        }
+    }
+    Some(execfn)
 }
 
 /// Logical-clock tick in nanoseconds.

@@ -136,12 +136,14 @@ crate::initial_exec_tls!("seal_thread_state", ThreadState, state_ptr);
 /// `clone`): numbered in the order they first reach the shim.
 static STRAYS: AtomicU64 = AtomicU64::new(0);
 
-/// Lineage key of this process image's main thread.
+/// Lineage key of this process image's main thread: the process's lineage and the image's
+/// ordinal (its program and how many earlier images of the process ran that program), never
+/// the number of images before it (`seal_abi::settings::NAMES`).
 pub fn image_lineage() -> u64 {
     child_lineage(
         config::LINEAGE.load(Relaxed),
         KIND_IMAGE,
-        config::GEN.load(Relaxed) as u64,
+        config::IMAGE_ORD.load(Relaxed),
     )
 }
 
@@ -309,6 +311,12 @@ pub fn refund_tick() {
 #[inline(always)]
 pub fn peek() -> i64 {
     with(|t| t.clock)
+}
+
+/// This thread's clock without the ticks of its reads: where it started plus what its waits
+/// and adoptions moved it by (what a new image of the process starts from).
+pub fn waited() -> i64 {
+    with(|t| t.waited)
 }
 
 /// Moves the logical clock forward to `to` (never backwards): a wait that timed out.

@@ -31,6 +31,7 @@ mod shim_hardening;
 mod shim_layout;
 mod stress;
 mod time_control;
+mod travel;
 mod verify;
 mod waits;
 mod warp;

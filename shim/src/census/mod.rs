@@ -571,6 +571,12 @@ static ARGC: AtomicUsize = AtomicUsize::new(0);
 #[link_section = ".data.seal_hot"]
 static ARGV: AtomicUsize = AtomicUsize::new(0);
 
+/// The arguments the constructor was given, when it has run: `(argc, argv)`.
+pub fn start_args() -> Option<(usize, *const *const libc::c_char)> {
+    let (argc, argv) = (ARGC.load(Relaxed), ARGV.load(Relaxed));
+    (argc > 0 && argv != 0).then_some((argc, argv as *const *const libc::c_char))
+}
+
 /// Keeps the constructor's arguments for [`read_argv`].
 pub fn set_args(argc: libc::c_int, argv: *const *const libc::c_char) {
     if argc > 0 && !argv.is_null() {

@@ -118,15 +118,24 @@ pub unsafe fn exec_env(
             children: 0,
             gen: 1,
             exe,
+            names: 0,
         },
+        // The launch chain is not an input: the new image starts from this image's start and
+        // the time its waits moved (not the ticks of its reads: a wrapper that reads the clock
+        // before it execs changes nothing), with children counted afresh (its children are
+        // keyed by its own ordinal), and knows which programs ran before it.
         None => env::ImageState {
-            clock: thread::peek(),
+            clock: thread::waited(),
             vpid: vpid::current(),
             ppid: config::PPID.load(Relaxed),
             lineage: config::LINEAGE.load(Relaxed),
-            children: config::CHILDREN.load(Relaxed),
+            children: 0,
             gen: config::GEN.load(Relaxed) + 1,
             exe,
+            names: match config::IMAGE_NAME.load(Relaxed) as u16 {
+                0 => config::NAMES.load(Relaxed),
+                n => seal_abi::settings::push_name(config::NAMES.load(Relaxed), n),
+            },
         },
     };
     // SAFETY: forwarded.
@@ -152,6 +161,7 @@ pub unsafe fn spawn_env(
         children: 0,
         gen: 0,
         exe,
+        names: 0,
     };
     // SAFETY: forwarded.
     unsafe { env::build(envp, &env::current_settings(), &st, layout) }

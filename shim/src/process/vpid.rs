@@ -290,6 +290,11 @@ fn set_identity(vpid: i32, parent: i32, lineage: u64, real: i32, real_ppid: i32)
     config::LINEAGE.store(lineage, Relaxed);
     config::GEN.store(0, Relaxed);
     config::CHILDREN.store(0, Relaxed);
+    // A new process: no earlier images of its own, and its image is its parent's, not one it
+    // exec'd (its first exec names no program before the one it runs).
+    config::NAMES.store(0, Relaxed);
+    config::IMAGE_NAME.store(0, Relaxed);
+    config::IMAGE_ORD.store(0, Relaxed);
     config::START_CLOCK.store(thread::peek(), Relaxed);
     REAL_PID.store(real, Relaxed);
     REAL_PPID.store(real_ppid, Relaxed);
@@ -298,6 +303,9 @@ fn set_identity(vpid: i32, parent: i32, lineage: u64, real: i32, real_ppid: i32)
         t.lineage = lineage;
         t.vtid = vpid;
         t.threads = 0;
+        // A new process starts here: its CPU clock from 0, and an image it execs from the
+        // clock it was forked at (plus its own waits), as a spawned child would.
+        t.waited = t.clock;
     });
 }
 
@@ -331,7 +339,9 @@ pub fn become_child(p: Pending) {
 /// virtual pid (0 when the run table is missing or full; the child then keeps its real pid).
 pub fn next_child() -> Pending {
     let index = config::CHILDREN.fetch_add(1, Relaxed);
-    let lineage = child_lineage(config::LINEAGE.load(Relaxed), KIND_PROCESS, index);
+    // Keyed by this image, not only the process: an exec wrapper's children and the program's
+    // never share a lineage, and the program's children are the same with or without it.
+    let lineage = child_lineage(thread::image_lineage(), KIND_PROCESS, index);
     let vpid = match table::get() {
         Some(t) => t.allocate(lineage).unwrap_or_else(|| {
             census::record_unsealed(

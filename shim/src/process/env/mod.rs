@@ -34,6 +34,8 @@ pub struct ImageState {
     pub gen: u32,
     /// The program's `LIBSEAL_EXE` key and file-name hash ((0, 0): unknown).
     pub exe: (u64, u64),
+    /// The programs of the process's earlier images (`LIBSEAL_NAMES`).
+    pub names: u64,
 }
 
 /// This process's settings, to hand on.
@@ -346,6 +348,7 @@ pub unsafe fn build(
             senv::PPID => num.push_i64(st.ppid as i64).as_bytes(),
             senv::LINEAGE => num.push_hex(st.lineage).as_bytes(),
             senv::CHILDREN => num.push_u64(st.children).as_bytes(),
+            senv::NAMES => num.push_hex(st.names).as_bytes(),
             senv::EXE if st.exe.0 == 0 => b"0",
             senv::EXE => num
                 .push_hex(st.exe.0)

@@ -16,6 +16,7 @@ fn run(env: &[&str]) -> Option<Vec<String>> {
         children: 2,
         gen: 1,
         exe: (0xab, 0xcd),
+        names: 0x12,
     };
     // SAFETY: ptrs is a NULL-terminated array of C strings that outlive the call.
     let b = unsafe { build(ptrs.as_ptr(), &s, &st, None) }?;
@@ -84,6 +85,7 @@ fn cleaned_environment_gets_everything_back() {
             "LIBSEAL_CHILDREN=2",
             "LIBSEAL_GEN=1",
             "LIBSEAL_EXE=00000000000000ab.00000000000000cd",
+            "LIBSEAL_NAMES=0000000000000012",
         ]
     );
 }
@@ -166,6 +168,7 @@ const STATE: ImageState = ImageState {
     children: 0,
     gen: 1,
     exe: (0, 0),
+    names: 0,
 };
 
 /// The pad is the tail of constants (nothing written per exec), sized so that strings and
