@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::golden::shard::Shard;
+
 const AFTER_HELP: &str = "\
 Exit status:
   seal run / seal -- CMD   the command's own status (128+N when killed by signal N);
@@ -265,6 +267,10 @@ pub struct GoldenCheckArgs {
     /// directory still run one after another)
     #[arg(short = 'j', long, default_value_t = 1, value_name = "N")]
     pub jobs: usize,
+    /// Check only the cases of shard K of N (1 <= K <= N), assigned by a hash of each case's
+    /// name: N machines with --shard 1/N .. N/N check every case exactly once
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<Shard>,
     #[command(flatten)]
     pub suite: SuiteArgs,
     /// Print no warnings
@@ -274,6 +280,9 @@ pub struct GoldenCheckArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct GoldenListArgs {
+    /// List only the cases `check --shard K/N` checks
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<Shard>,
     #[command(flatten)]
     pub suite: SuiteArgs,
 }

@@ -37,8 +37,22 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
         return Err(UsageError("-j must be at least 1".into()).into());
     }
     let suite = load_suite(&args.suite, args.quiet)?;
-    let Some(cases) = selected(&suite, &args.names)? else {
+    let Some(mut cases) = selected(&suite, &args.names)? else {
         return Ok(ExitCode::SUCCESS);
+    };
+    let of_shard = match args.shard {
+        Some(shard) => {
+            let all = cases.len();
+            cases.retain(|c| shard.holds(&c.name));
+            if cases.is_empty() {
+                // Not a failure: a matrix wider than the suite has shards with nothing to do.
+                say!("no cases in shard {shard} ({all} case(s) selected, none assigned to it)")?;
+                write_junit(args, &[], Vec::new(), Duration::ZERO)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            format!(" in shard {shard}")
+        }
+        None => String::new(),
     };
     // Extract the shim once, before any worker needs it.
     crate::shim::extract()?;
@@ -131,24 +145,10 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
     let (failed, errors) = junit::tally(results.iter().map(|r| &r.verdict));
     let passed = results.len() - failed - errors;
     say!(
-        "\n{} case(s): {passed} ok, {failed} failed, {errors} error(s)",
+        "\n{} case(s){of_shard}: {passed} ok, {failed} failed, {errors} error(s)",
         results.len()
     )?;
-    if let Some(path) = &args.junit {
-        let tcs: Vec<TestCase> = cases
-            .iter()
-            .zip(results)
-            .map(|(c, r)| TestCase {
-                name: c.name.clone(),
-                time: r.time,
-                verdict: r.verdict,
-                notes: r.notes,
-            })
-            .collect();
-        let xml = junit::render("seal golden", &tcs, start.elapsed());
-        crate::outfile::write(path, xml)
-            .with_context(|| format!("cannot write JUnit XML to {}", path.display()))?;
-    }
+    write_junit(args, &cases, results, start.elapsed())?;
     Ok(ExitCode::from(if errors > 0 {
         2
     } else if failed > 0 {
@@ -156,6 +156,36 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
     } else {
         0
     }))
+}
+
+/// `--junit FILE`: one `<testsuite>` of the cases checked (a shard's own; none for an empty
+/// shard, so that every job of a CI matrix leaves a report).
+fn write_junit(
+    args: &GoldenCheckArgs,
+    cases: &[&Case],
+    results: Vec<Checked>,
+    elapsed: Duration,
+) -> Result<()> {
+    let Some(path) = &args.junit else {
+        return Ok(());
+    };
+    let tcs: Vec<TestCase> = cases
+        .iter()
+        .zip(results)
+        .map(|(c, r)| TestCase {
+            name: c.name.clone(),
+            time: r.time,
+            verdict: r.verdict,
+            notes: r.notes,
+        })
+        .collect();
+    let suite_name = match args.shard {
+        Some(shard) => format!("seal golden (shard {shard})"),
+        None => "seal golden".to_string(),
+    };
+    let xml = junit::render(&suite_name, &tcs, elapsed);
+    crate::outfile::write(path, xml)
+        .with_context(|| format!("cannot write JUnit XML to {}", path.display()))
 }
 
 /// Does the case run with a private `/tmp` of its own (on by default; a mount namespace)?
