@@ -263,8 +263,8 @@ pub struct GoldenCheckArgs {
     /// Write JUnit XML to FILE
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
-    /// Cases at once (each has its own private /tmp; cases with artifacts in a shared working
-    /// directory still run one after another)
+    /// Cases at once (each has its own private /tmp; cases that share a working directory
+    /// still run one after another, in file order)
     #[arg(short = 'j', long, default_value_t = 1, value_name = "N")]
     pub jobs: usize,
     /// Check only the cases of shard K of N (1 <= K <= N), assigned by a hash of each case's

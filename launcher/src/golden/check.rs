@@ -1,8 +1,8 @@
 //! `seal golden check`: each case runs sealed (`--passes N` times), masked, compared with its
 //! golden: `ok` or `FAILED` with a unified diff, a census drift line when the totals moved
 //! (`--strict-census` makes drift a failure), JUnit XML with `--junit`, and `-j N` cases at
-//! once: each case has its own private `/tmp`, so only cases that put back artifacts in a
-//! shared working directory (or run without a private `/tmp`) go one after another.
+//! once: each case has its own private `/tmp`, and cases that share a working directory (or
+//! run without a private `/tmp`) go one after another (see `serial_groups`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -94,21 +94,7 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
         Ok(())
     };
 
-    // Cases that put back artifacts in a shared working directory, or that would share the real
-    // /tmp (no private one), run one after another, in file order; the others each on their own.
-    let mut groups: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
-    let mut alone: Vec<Vec<usize>> = Vec::new();
-    for (i, c) in cases.iter().enumerate() {
-        if c.artifacts.is_empty() && private_tmp(c) {
-            alone.push(vec![i]);
-            continue;
-        }
-        let key = std::fs::canonicalize(&c.cwd).unwrap_or_else(|_| c.cwd.clone());
-        groups.entry(key).or_default().push(i);
-    }
-    let mut queue: Vec<Vec<usize>> = groups.into_values().chain(alone).collect();
-    queue.sort_by_key(|g| g[0]);
-    queue.reverse();
+    let queue = serial_groups(&cases);
     let queue = Mutex::new(queue);
     let workers = args.jobs.min(cases.len());
     let (tx, rx) = mpsc::channel::<(usize, Checked)>();
@@ -186,6 +172,50 @@ fn write_junit(
     let xml = junit::render(&suite_name, &tcs, elapsed);
     crate::outfile::write(path, xml)
         .with_context(|| format!("cannot write JUnit XML to {}", path.display()))
+}
+
+/// The order `-j N` workers take cases in: groups of cases (indices into `cases`) that must
+/// run one after another, in file order, each group on one worker; the groups by their first
+/// case. Cases that share a working directory (canonical path) are one group: a file one case
+/// writes there, declared as an artifact or not, is one its neighbour may read, append to or
+/// delete, so running them at once lets their outputs interleave. Copying the directory per
+/// case would isolate them too, but would change the paths they print and break relative
+/// references out of it; serializing keeps every case exactly as it runs alone, and costs
+/// parallelism only among cases of one directory. Cases without a private `/tmp` all share
+/// the real one, so they are one group too (with every case of their directories).
+fn serial_groups(cases: &[&Case]) -> Vec<Vec<usize>> {
+    // Union-find over cases: each shared resource links the cases that use it.
+    let mut parent: Vec<usize> = (0..cases.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut owner: BTreeMap<PathBuf, usize> = BTreeMap::new();
+    let shared_tmp = PathBuf::from("\0 the real /tmp");
+    for (i, c) in cases.iter().enumerate() {
+        let mut keys = vec![std::fs::canonicalize(&c.cwd).unwrap_or_else(|_| c.cwd.clone())];
+        if !private_tmp(c) {
+            keys.push(shared_tmp.clone());
+        }
+        for key in keys {
+            let first = *owner.entry(key).or_insert(i);
+            let (a, b) = (root(&mut parent, first), root(&mut parent, i));
+            // The smaller index is the root, so a group's root is its first case.
+            parent[a.max(b)] = a.min(b);
+        }
+    }
+    let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for i in 0..cases.len() {
+        let r = root(&mut parent, i);
+        groups.entry(r).or_default().push(i);
+    }
+    // Workers pop from the end: the group of the first case is taken first.
+    let mut queue: Vec<Vec<usize>> = groups.into_values().collect();
+    queue.reverse();
+    queue
 }
 
 /// Does the case run with a private `/tmp` of its own (on by default; a mount namespace)?
