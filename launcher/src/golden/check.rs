@@ -169,7 +169,7 @@ fn write_junit(
         Some(shard) => format!("seal golden (shard {shard})"),
         None => "seal golden".to_string(),
     };
-    let xml = junit::render(&suite_name, &tcs, elapsed);
+    let xml = junit::render(&suite_name, "seal golden", &tcs, elapsed);
     crate::outfile::write(path, xml)
         .with_context(|| format!("cannot write JUnit XML to {}", path.display()))
 }
