@@ -223,6 +223,8 @@ pub enum GoldenAction {
     Update(GoldenRunArgs),
     /// List the cases and whether each golden exists
     List(GoldenListArgs),
+    /// Merge the JUnit reports of several `check --junit` runs (the shards of a CI matrix)
+    JunitMerge(GoldenJunitMergeArgs),
 }
 
 /// Where the golden suite is: options every `seal golden` action shares.
@@ -285,6 +287,19 @@ pub struct GoldenListArgs {
     pub shard: Option<Shard>,
     #[command(flatten)]
     pub suite: SuiteArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GoldenJunitMergeArgs {
+    /// JUnit XML files to merge (e.g. one per shard)
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Where to write the merged report
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Name of the merged <testsuites>
+    #[arg(long, default_value = "seal golden", value_name = "NAME")]
+    pub name: String,
 }
 
 #[derive(Args, Debug, Clone)]

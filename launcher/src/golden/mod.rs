@@ -12,6 +12,7 @@ mod compare;
 mod exec;
 pub(crate) mod file;
 mod junit;
+mod junit_merge;
 mod record;
 pub(crate) mod shard;
 pub(crate) mod suite;
@@ -32,6 +33,7 @@ pub fn run(args: GoldenArgs) -> Result<ExitCode> {
         GoldenAction::Update(a) => record::run(&a, true),
         GoldenAction::Check(a) => check::run(&a),
         GoldenAction::List(a) => list(&a),
+        GoldenAction::JunitMerge(a) => junit_merge::run(&a),
     }
 }
 
@@ -104,7 +106,11 @@ fn list(args: &GoldenListArgs) -> Result<ExitCode> {
     }
     let cases: Vec<&Case> = match args.shard {
         Some(shard) => {
-            let held: Vec<&Case> = suite.cases.iter().filter(|c| shard.holds(&c.name)).collect();
+            let held: Vec<&Case> = suite
+                .cases
+                .iter()
+                .filter(|c| shard.holds(&c.name))
+                .collect();
             say!(
                 "shard {shard}: {} of {} case(s)",
                 held.len(),

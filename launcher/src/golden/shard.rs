@@ -69,12 +69,11 @@ mod tests {
 
     #[test]
     fn parses_and_rejects() {
-        assert_eq!(
-            "2/4".parse::<Shard>(),
-            Ok(Shard { index: 2, total: 4 })
-        );
+        assert_eq!("2/4".parse::<Shard>(), Ok(Shard { index: 2, total: 4 }));
         assert_eq!("1/1".parse::<Shard>().unwrap().to_string(), "1/1");
-        for bad in ["", "1", "0/3", "4/3", "1/0", "-1/3", "+1/3", "1/3/5", "a/b", " 1/3", "1/1001"] {
+        for bad in [
+            "", "1", "0/3", "4/3", "1/0", "-1/3", "+1/3", "1/3/5", "a/b", " 1/3", "1/1001",
+        ] {
             assert!(bad.parse::<Shard>().is_err(), "{bad:?} accepted");
         }
         assert!("1000/1000".parse::<Shard>().is_ok());
