@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::golden::shard::Shard;
+
 const AFTER_HELP: &str = "\
 Exit status:
   seal run / seal -- CMD   the command's own status (128+N when killed by signal N);
@@ -221,6 +223,8 @@ pub enum GoldenAction {
     Update(GoldenRunArgs),
     /// List the cases and whether each golden exists
     List(GoldenListArgs),
+    /// Merge the JUnit reports of several `check --junit` runs (the shards of a CI matrix)
+    JunitMerge(GoldenJunitMergeArgs),
 }
 
 /// Where the golden suite is: options every `seal golden` action shares.
@@ -261,10 +265,14 @@ pub struct GoldenCheckArgs {
     /// Write JUnit XML to FILE
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
-    /// Cases at once (each has its own private /tmp; cases with artifacts in a shared working
-    /// directory still run one after another)
+    /// Cases at once (each has its own private /tmp; cases that share a working directory
+    /// still run one after another, in file order)
     #[arg(short = 'j', long, default_value_t = 1, value_name = "N")]
     pub jobs: usize,
+    /// Check only the cases of shard K of N (1 <= K <= N), assigned by a hash of each case's
+    /// name: N machines with --shard 1/N .. N/N check every case exactly once
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<Shard>,
     #[command(flatten)]
     pub suite: SuiteArgs,
     /// Print no warnings
@@ -274,8 +282,24 @@ pub struct GoldenCheckArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct GoldenListArgs {
+    /// List only the cases `check --shard K/N` checks
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<Shard>,
     #[command(flatten)]
     pub suite: SuiteArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GoldenJunitMergeArgs {
+    /// JUnit XML files to merge (e.g. one per shard)
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Where to write the merged report
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Name of the merged <testsuites>
+    #[arg(long, default_value = "seal golden", value_name = "NAME")]
+    pub name: String,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -12,6 +12,7 @@ mod clocks;
 mod cpu;
 mod devices;
 mod golden;
+mod golden_travel;
 mod hardening;
 mod hermetic;
 mod kernel_values;

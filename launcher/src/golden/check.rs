@@ -1,8 +1,8 @@
 //! `seal golden check`: each case runs sealed (`--passes N` times), masked, compared with its
 //! golden: `ok` or `FAILED` with a unified diff, a census drift line when the totals moved
 //! (`--strict-census` makes drift a failure), JUnit XML with `--junit`, and `-j N` cases at
-//! once: each case has its own private `/tmp`, so only cases that put back artifacts in a
-//! shared working directory (or run without a private `/tmp`) go one after another.
+//! once: each case has its own private `/tmp`, and cases that share a working directory (or
+//! run without a private `/tmp`) go one after another (see `serial_groups`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -37,8 +37,22 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
         return Err(UsageError("-j must be at least 1".into()).into());
     }
     let suite = load_suite(&args.suite, args.quiet)?;
-    let Some(cases) = selected(&suite, &args.names)? else {
+    let Some(mut cases) = selected(&suite, &args.names)? else {
         return Ok(ExitCode::SUCCESS);
+    };
+    let of_shard = match args.shard {
+        Some(shard) => {
+            let all = cases.len();
+            cases.retain(|c| shard.holds(&c.name));
+            if cases.is_empty() {
+                // Not a failure: a matrix wider than the suite has shards with nothing to do.
+                say!("no cases in shard {shard} ({all} case(s) selected, none assigned to it)")?;
+                write_junit(args, &[], Vec::new(), Duration::ZERO)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            format!(" in shard {shard}")
+        }
+        None => String::new(),
     };
     // Extract the shim once, before any worker needs it.
     crate::shim::extract()?;
@@ -80,21 +94,7 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
         Ok(())
     };
 
-    // Cases that put back artifacts in a shared working directory, or that would share the real
-    // /tmp (no private one), run one after another, in file order; the others each on their own.
-    let mut groups: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
-    let mut alone: Vec<Vec<usize>> = Vec::new();
-    for (i, c) in cases.iter().enumerate() {
-        if c.artifacts.is_empty() && private_tmp(c) {
-            alone.push(vec![i]);
-            continue;
-        }
-        let key = std::fs::canonicalize(&c.cwd).unwrap_or_else(|_| c.cwd.clone());
-        groups.entry(key).or_default().push(i);
-    }
-    let mut queue: Vec<Vec<usize>> = groups.into_values().chain(alone).collect();
-    queue.sort_by_key(|g| g[0]);
-    queue.reverse();
+    let queue = serial_groups(&cases);
     let queue = Mutex::new(queue);
     let workers = args.jobs.min(cases.len());
     let (tx, rx) = mpsc::channel::<(usize, Checked)>();
@@ -131,24 +131,10 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
     let (failed, errors) = junit::tally(results.iter().map(|r| &r.verdict));
     let passed = results.len() - failed - errors;
     say!(
-        "\n{} case(s): {passed} ok, {failed} failed, {errors} error(s)",
+        "\n{} case(s){of_shard}: {passed} ok, {failed} failed, {errors} error(s)",
         results.len()
     )?;
-    if let Some(path) = &args.junit {
-        let tcs: Vec<TestCase> = cases
-            .iter()
-            .zip(results)
-            .map(|(c, r)| TestCase {
-                name: c.name.clone(),
-                time: r.time,
-                verdict: r.verdict,
-                notes: r.notes,
-            })
-            .collect();
-        let xml = junit::render("seal golden", &tcs, start.elapsed());
-        crate::outfile::write(path, xml)
-            .with_context(|| format!("cannot write JUnit XML to {}", path.display()))?;
-    }
+    write_junit(args, &cases, results, start.elapsed())?;
     Ok(ExitCode::from(if errors > 0 {
         2
     } else if failed > 0 {
@@ -156,6 +142,80 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
     } else {
         0
     }))
+}
+
+/// `--junit FILE`: one `<testsuite>` of the cases checked (a shard's own; none for an empty
+/// shard, so that every job of a CI matrix leaves a report).
+fn write_junit(
+    args: &GoldenCheckArgs,
+    cases: &[&Case],
+    results: Vec<Checked>,
+    elapsed: Duration,
+) -> Result<()> {
+    let Some(path) = &args.junit else {
+        return Ok(());
+    };
+    let tcs: Vec<TestCase> = cases
+        .iter()
+        .zip(results)
+        .map(|(c, r)| TestCase {
+            name: c.name.clone(),
+            time: r.time,
+            verdict: r.verdict,
+            notes: r.notes,
+        })
+        .collect();
+    let suite_name = match args.shard {
+        Some(shard) => format!("seal golden (shard {shard})"),
+        None => "seal golden".to_string(),
+    };
+    let xml = junit::render(&suite_name, "seal golden", &tcs, elapsed);
+    crate::outfile::write(path, xml)
+        .with_context(|| format!("cannot write JUnit XML to {}", path.display()))
+}
+
+/// The order `-j N` workers take cases in: groups of cases (indices into `cases`) that must
+/// run one after another, in file order, each group on one worker; the groups by their first
+/// case. Cases that share a working directory (canonical path) are one group: a file one case
+/// writes there, declared as an artifact or not, is one its neighbour may read, append to or
+/// delete, so running them at once lets their outputs interleave. Copying the directory per
+/// case would isolate them too, but would change the paths they print and break relative
+/// references out of it; serializing keeps every case exactly as it runs alone, and costs
+/// parallelism only among cases of one directory. Cases without a private `/tmp` all share
+/// the real one, so they are one group too (with every case of their directories).
+fn serial_groups(cases: &[&Case]) -> Vec<Vec<usize>> {
+    // Union-find over cases: each shared resource links the cases that use it.
+    let mut parent: Vec<usize> = (0..cases.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut owner: BTreeMap<PathBuf, usize> = BTreeMap::new();
+    let shared_tmp = PathBuf::from("\0 the real /tmp");
+    for (i, c) in cases.iter().enumerate() {
+        let mut keys = vec![std::fs::canonicalize(&c.cwd).unwrap_or_else(|_| c.cwd.clone())];
+        if !private_tmp(c) {
+            keys.push(shared_tmp.clone());
+        }
+        for key in keys {
+            let first = *owner.entry(key).or_insert(i);
+            let (a, b) = (root(&mut parent, first), root(&mut parent, i));
+            // The smaller index is the root, so a group's root is its first case.
+            parent[a.max(b)] = a.min(b);
+        }
+    }
+    let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for i in 0..cases.len() {
+        let r = root(&mut parent, i);
+        groups.entry(r).or_default().push(i);
+    }
+    // Workers pop from the end: the group of the first case is taken first.
+    let mut queue: Vec<Vec<usize>> = groups.into_values().collect();
+    queue.reverse();
+    queue
 }
 
 /// Does the case run with a private `/tmp` of its own (on by default; a mount namespace)?
@@ -187,6 +247,9 @@ fn check_case(suite: &Suite, case: &Case, args: &GoldenCheckArgs) -> Checked {
         OnDisk::Invalid(message) => return noted(Verdict::error(message), vec![]),
         OnDisk::Valid(g) => g,
     };
+    // A golden recorded before a row was known to follow the scheduler may still pin it.
+    let mut golden = golden;
+    file::without_unpinned(&mut golden.observed.census);
     let mut notes = changed_since_recording(&golden, case);
     let mut drift: Vec<String> = Vec::new();
     for pass in 0..args.passes {
@@ -213,7 +276,8 @@ fn check_case(suite: &Suite, case: &Case, args: &GoldenCheckArgs) -> Checked {
         };
         let label = shown(&path);
         let mut observed = observed;
-        super::file::without_rows(&mut observed.census, &golden.census_varies);
+        file::without_rows(&mut observed.census, &golden.census_varies);
+        file::without_unpinned(&mut observed.census);
         let cmp = compare::compare(&golden.observed, &observed, (&label, &actual));
         if drift.is_empty() && !cmp.census_drift.is_empty() {
             drift = cmp.census_drift.clone();

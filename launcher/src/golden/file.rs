@@ -84,6 +84,30 @@ pub fn without_rows(census: &mut crate::observe::CensusTotals, rows: &[String]) 
     }
 }
 
+/// Census rows (`family/function`) whose counts follow the scheduler, not the program: they
+/// are never pinned in a golden (`record` leaves them out, `check` ignores them, even in a
+/// golden recorded before this rule), so that passes that happened to agree on them cannot
+/// fail a later `check --strict-census`. Every `wait` row: a poll, select or futex loop runs
+/// until its data arrives, a timed wait or sleep returns early when woken, and how often
+/// depends on when the other side ran (Python's `subprocess.communicate` polls its pipes:
+/// `wait/poll 8 -> 11` under load). The reaping calls of `pid` (`waitpid`, `wait4`, `waitid`,
+/// `wait`): a shell reaps in a loop until no exited child is left, and a `timeout=` wait
+/// polls with `WNOHANG`, so the count depends on how many children exited together. And a
+/// runtime's own bookkeeping clock reads (a JVM's, libuv's), which follow its threads.
+pub fn unpinned(family: &str, function: &str) -> bool {
+    family == "wait"
+        || (family == "pid" && matches!(function, "waitpid" | "wait4" | "waitid" | "wait"))
+        || (family == "time" && function == "clock read by runtime bookkeeping (no tick)")
+}
+
+/// `census` without the rows [`unpinned`] names (families left empty go too).
+pub fn without_unpinned(census: &mut crate::observe::CensusTotals) {
+    census.retain(|fam, fns| {
+        fns.retain(|f, _| !unpinned(fam, f));
+        !fns.is_empty()
+    });
+}
+
 /// Rebuilds every object with its keys sorted (independent of serde_json's map order).
 fn canonical(v: Value) -> Value {
     match v {
@@ -204,6 +228,26 @@ mod tests {
                 census,
             },
         }
+    }
+
+    #[test]
+    fn scheduling_rows_are_never_pinned() {
+        let mut c = CensusTotals::new();
+        for (fam, f) in [
+            ("wait", "poll"),
+            ("wait", "syscall(SYS_futex)"),
+            ("pid", "waitpid"),
+            ("pid", "getpid"),
+            ("time", "time"),
+        ] {
+            c.entry(fam.into()).or_default().insert(f.into(), 1);
+        }
+        without_unpinned(&mut c);
+        let rows: Vec<String> = c
+            .iter()
+            .flat_map(|(fam, fns)| fns.keys().map(move |f| format!("{fam}/{f}")))
+            .collect();
+        assert_eq!(rows, ["pid/getpid", "time/time"]);
     }
 
     #[test]

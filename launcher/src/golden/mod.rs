@@ -12,7 +12,9 @@ mod compare;
 mod exec;
 pub(crate) mod file;
 mod junit;
+mod junit_merge;
 mod record;
+pub(crate) mod shard;
 pub(crate) mod suite;
 
 use std::path::{Path, PathBuf};
@@ -31,6 +33,7 @@ pub fn run(args: GoldenArgs) -> Result<ExitCode> {
         GoldenAction::Update(a) => record::run(&a, true),
         GoldenAction::Check(a) => check::run(&a),
         GoldenAction::List(a) => list(&a),
+        GoldenAction::JunitMerge(a) => junit_merge::run(&a),
     }
 }
 
@@ -91,7 +94,7 @@ fn cmd_line(case: &Case) -> String {
     crate::usage::shell_line(&case.argv)
 }
 
-/// `seal golden list`: each case, whether its golden exists, and its command.
+/// `seal golden list`: each case (of `--shard K/N`), whether its golden exists, and its command.
 fn list(args: &GoldenListArgs) -> Result<ExitCode> {
     let suite = load_suite(&args.suite, true)?;
     if suite.cases.is_empty() {
@@ -101,7 +104,24 @@ fn list(args: &GoldenListArgs) -> Result<ExitCode> {
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    // Goldens no case writes any more (a renamed or removed case): delete or rename them.
+    let cases: Vec<&Case> = match args.shard {
+        Some(shard) => {
+            let held: Vec<&Case> = suite
+                .cases
+                .iter()
+                .filter(|c| shard.holds(&c.name))
+                .collect();
+            say!(
+                "shard {shard}: {} of {} case(s)",
+                held.len(),
+                suite.cases.len()
+            )?;
+            held
+        }
+        None => suite.cases.iter().collect(),
+    };
+    // Goldens no case writes any more (a renamed or removed case): delete or rename them. Not
+    // any shard's: shown only in the whole list.
     let mut orphans: Vec<PathBuf> = std::fs::read_dir(&suite.dir)
         .into_iter()
         .flatten()
@@ -112,16 +132,16 @@ fn list(args: &GoldenListArgs) -> Result<ExitCode> {
                     .and_then(|s| s.to_str())
                     .is_some_and(|stem| !suite.cases.iter().any(|c| c.name == stem))
         })
+        .filter(|_| args.shard.is_none())
         .collect();
     orphans.sort();
-    let width = suite
-        .cases
+    let width = cases
         .iter()
         .map(|c| c.name.len())
         .chain(orphans.iter().map(|p| p.file_stem().map_or(0, |s| s.len())))
         .max()
         .unwrap_or(0);
-    for case in &suite.cases {
+    for case in cases {
         let path = golden_path(&suite, case);
         let state = match file::read(&path) {
             file::OnDisk::Missing => "missing",

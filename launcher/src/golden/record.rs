@@ -111,6 +111,10 @@ fn record_case(
             Err(PassError::Seal(e)) => return Err(e),
         }
     }
+    // Counts the scheduler moves are never pinned, whether or not these passes agreed on them.
+    for r in &mut runs {
+        file::without_unpinned(&mut r.observed.census);
+    }
     let first = &runs[0];
     if let Some(g) = first.unmatched.first() {
         return Ok(Err(case
