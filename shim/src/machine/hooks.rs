@@ -252,9 +252,10 @@ pub unsafe fn sys_machine(n: c_long, a: [c_long; 6], ra: u64) -> Option<c_long> 
             0
         }
     };
+    // The kernel reads the length as an unsigned int.
     // SAFETY: the caller's mask of `a[1]` bytes.
     Some(
-        match unsafe { affinity(pid, a[1] as usize, a[2] as *mut u8, probe) } {
+        match unsafe { affinity(pid, a[1] as u32 as usize, a[2] as *mut u8, probe) } {
             Ok(len) => len as c_long,
             Err(e) => {
                 sys::set_errno(e);
