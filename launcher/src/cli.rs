@@ -93,7 +93,7 @@ pub struct SealOpts {
     pub hostname: Option<String>,
     /// CPUs the command sees (family machine: nproc, affinity, /proc/cpuinfo), 1..=1024
     /// [default: 4]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub cpus: Option<String>,
     /// Leave a family unsealed (repeatable): time, random, pid, host, tempname, hashseed, tz, locale, env, aslr, layout, files, net, cpu, machine
     #[arg(long, value_name = "FAMILY")]

@@ -15,6 +15,7 @@ mod golden;
 mod hardening;
 mod hermetic;
 mod kernel_values;
+mod machine;
 mod names;
 mod probe;
 mod proc_listing;
