@@ -40,7 +40,11 @@ pub mod flags {
     pub const LAYOUT: u32 = 1 << 10;
     /// Family `cpu`: `rdtsc`/`rdtscp` and `cpuid` trapped and answered (shim/src/cpu).
     pub const CPU: u32 = 1 << 11;
-    pub const ALL_FAMILIES: u32 = TIME | RANDOM | PID | HOST | TEMPNAME | WAIT | FILES | NET | CPU;
+    /// Family `machine`: CPU count and affinity, kernel release/version/machine, total and
+    /// free memory are the run's fixed values (shim/src/machine).
+    pub const MACHINE: u32 = 1 << 12;
+    pub const ALL_FAMILIES: u32 =
+        TIME | RANDOM | PID | HOST | TEMPNAME | WAIT | FILES | NET | CPU | MACHINE;
 }
 
 /// Families of intercepted calls, as named in the census and on the command line.
@@ -57,6 +61,7 @@ pub enum Family {
     Files,
     Net,
     Cpu,
+    Machine,
 }
 
 impl Family {
@@ -72,6 +77,7 @@ impl Family {
             Family::Files => "files",
             Family::Net => "net",
             Family::Cpu => "cpu",
+            Family::Machine => "machine",
         }
     }
 }
@@ -268,6 +274,21 @@ functions! {
     ProcessVm = Pid "process_vm_readv/writev",
     // pid (appended): profilers (`perf stat`, `perf record -p`) name the process they count
     SysPerfEventOpen = Pid "syscall(perf_event_open)",
+    // machine (appended): facts of the machine answered with the run's fixed values (CPU
+    // count and affinity, kernel release, memory), so a golden travels to another machine
+    MachineAffinity = Machine "sched_getaffinity (sealed CPUs)",
+    MachinePthreadAffinity = Machine "pthread_getaffinity_np (sealed CPUs)",
+    SysMachineAffinity = Machine "syscall(SYS_sched_getaffinity) (sealed CPUs)",
+    GetNprocs = Machine "get_nprocs",
+    GetNprocsConf = Machine "get_nprocs_conf",
+    SysconfCpus = Machine "sysconf(_SC_NPROCESSORS_*)",
+    SysconfPages = Machine "sysconf(_SC_PHYS_PAGES/_SC_AVPHYS_PAGES)",
+    GetPhysPages = Machine "get_phys_pages/get_avphys_pages",
+    Sysinfo = Machine "sysinfo",
+    SysSysinfo = Machine "syscall(SYS_sysinfo)",
+    UnameMachine = Machine "uname (release, version, machine)",
+    SysUname = Machine "syscall(SYS_uname)",
+    OpenMachine = Machine "open(machine file)",
 }
 
 impl Fid {
@@ -293,6 +314,32 @@ pub mod device {
     ];
 }
 
+/// `detail` values for [`Fid::OpenMachine`]: which machine file was opened.
+pub mod machine_file {
+    pub const CPUINFO: u8 = 0;
+    pub const STAT: u8 = 1;
+    pub const MEMINFO: u8 = 2;
+    pub const VERSION: u8 = 3;
+    pub const OSRELEASE: u8 = 4;
+    pub const KERNEL_VERSION: u8 = 5;
+    pub const CPU_ONLINE: u8 = 6;
+    pub const CPU_POSSIBLE: u8 = 7;
+    pub const CPU_PRESENT: u8 = 8;
+    pub const CPU_OFFLINE: u8 = 9;
+    pub const PATHS: [&str; 10] = [
+        "/proc/cpuinfo",
+        "/proc/stat",
+        "/proc/meminfo",
+        "/proc/version",
+        "/proc/sys/kernel/osrelease",
+        "/proc/sys/kernel/version",
+        "/sys/devices/system/cpu/online",
+        "/sys/devices/system/cpu/possible",
+        "/sys/devices/system/cpu/present",
+        "/sys/devices/system/cpu/offline",
+    ];
+}
+
 /// `detail` byte meaning "none" (a call with no clock id / device / sub-kind).
 pub const NO_DETAIL: u8 = 0xff;
 
@@ -303,6 +350,7 @@ pub fn detail_name(fid: Fid, detail: u8) -> Option<&'static str> {
     }
     match fid {
         Fid::OpenDevice | Fid::ReadDevice => device::PATHS.get(detail as usize).copied(),
+        Fid::OpenMachine => machine_file::PATHS.get(detail as usize).copied(),
         _ if fid.family() == Family::Time || fid.family() == Family::Wait => clock_name(detail),
         _ => None,
     }

@@ -25,6 +25,8 @@ pub const SEED: &str = "LIBSEAL_SEED";
 pub const FLAGS: &str = "LIBSEAL_FLAGS";
 /// Fixed host name.
 pub const HOSTNAME: &str = "LIBSEAL_HOSTNAME";
+/// CPUs a sealed process sees (family `machine`; decimal, [`MIN_CPUS`]`..=`[`MAX_CPUS`]).
+pub const CPUS: &str = "LIBSEAL_CPUS";
 
 /// Globs (one a line) of the programs to seal (`--only`); empty: every program.
 pub const ONLY: &str = "LIBSEAL_ONLY";
@@ -83,7 +85,7 @@ pub fn pad_entry_len(strings: usize, pointers: usize) -> usize {
 }
 
 /// The run-wide variables, in the order they are written.
-pub const VARS: [&str; 12] = [
+pub const VARS: [&str; 13] = [
     RUN_DIR,
     SHIM,
     EPOCH_NS,
@@ -96,6 +98,7 @@ pub const VARS: [&str; 12] = [
     RATE_PPM,
     REAL_START,
     FILES_START,
+    CPUS,
 ];
 
 /// Logical clock (ns) of the thread that called exec; the new image starts from it.
@@ -172,6 +175,8 @@ pub struct Settings<'a> {
     pub real_start_ns: i64,
     /// [`FILES_START`]; 0: the root waits for the tick itself.
     pub files_start_ns: i64,
+    /// [`CPUS`]: the CPU count of family `machine`.
+    pub cpus: u32,
 }
 
 /// Room for one encoded number.
@@ -201,6 +206,7 @@ impl<'a> Settings<'a> {
             RATE_PPM => crate::write_u64(self.rate_ppm, buf),
             REAL_START => write_i64(self.real_start_ns, buf),
             FILES_START => write_i64(self.files_start_ns, buf),
+            CPUS => crate::write_u64(self.cpus as u64, buf),
             _ => 0,
         };
         &buf[..n]
@@ -231,6 +237,10 @@ impl<'a> Settings<'a> {
             rate_ppm: get(RATE_PPM).and_then(parse_u64).unwrap_or(0),
             real_start_ns: get(REAL_START).and_then(parse_i64).unwrap_or(0),
             files_start_ns: get(FILES_START).and_then(parse_i64).unwrap_or(0),
+            cpus: get(CPUS)
+                .and_then(parse_u64)
+                .filter(|n| (MIN_CPUS as u64..=MAX_CPUS as u64).contains(n))
+                .map_or(DEFAULT_CPUS, |n| n as u32),
         })
     }
 
@@ -283,6 +293,11 @@ pub const DEFAULT_EPOCH_NS: i64 = 1_767_225_600 * 1_000_000_000;
 pub const DEFAULT_TICK_NS: i64 = 1_000;
 /// The host name a sealed process sees unless configured.
 pub const DEFAULT_HOSTNAME: &[u8] = b"seal";
+/// CPUs a sealed process sees unless configured (`--cpus`): a common CI runner's count.
+pub const DEFAULT_CPUS: u32 = 4;
+/// Bounds of `--cpus`.
+pub const MIN_CPUS: u32 = 1;
+pub const MAX_CPUS: u32 = 1024;
 
 /// A family a user can unseal (`--unseal NAME`, `unseal = [...]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -319,6 +334,7 @@ pub const FAMILIES: &[FamilyInfo] = &[
     fam("files", flags::FILES, Some(Family::Files)),
     fam("net", flags::NET, Some(Family::Net)),
     fam("cpu", flags::CPU, Some(Family::Cpu)),
+    fam("machine", flags::MACHINE, Some(Family::Machine)),
 ];
 
 /// The family called `name`.
@@ -414,6 +430,7 @@ mod tests {
             rate_ppm: 10_000_000,
             real_start_ns: 123_456,
             files_start_ns: 1_767_225_600_004_000_000,
+            cpus: 16,
         };
         let mut env: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
         s.encode(|k, v| {
@@ -436,6 +453,15 @@ mod tests {
         assert_eq!(s.epoch_ns, DEFAULT_EPOCH_NS);
         assert_eq!(s.flags, flags::ALL_FAMILIES);
         assert_eq!(s.hostname, DEFAULT_HOSTNAME);
+        assert_eq!(s.cpus, DEFAULT_CPUS);
+        // Out of range: the default.
+        let s = Settings::decode(|k| match k {
+            RUN_DIR => Some(&b"/r"[..]),
+            CPUS => Some(&b"0"[..]),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(s.cpus, DEFAULT_CPUS);
     }
 
     #[test]

@@ -93,7 +93,11 @@ pub struct SealOpts {
     /// Host name the command sees [default: seal]
     #[arg(long, value_name = "NAME")]
     pub hostname: Option<String>,
-    /// Leave a family unsealed (repeatable): time, random, pid, host, tempname, hashseed, tz, locale, env, aslr, layout, files, net
+    /// CPUs the command sees (family machine: nproc, affinity, /proc/cpuinfo), 1..=1024
+    /// [default: 4]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub cpus: Option<String>,
+    /// Leave a family unsealed (repeatable): time, random, pid, host, tempname, hashseed, tz, locale, env, aslr, layout, files, net, cpu, machine
     #[arg(long, value_name = "FAMILY")]
     pub unseal: Vec<String>,
     /// Seal only programs whose name (or, with a `/`, path) matches this glob (repeatable);

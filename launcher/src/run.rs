@@ -84,6 +84,7 @@ pub fn sealed_command(
         only: only.as_bytes(),
         skip: skip.as_bytes(),
         rate_ppm: settings.rate_ppm,
+        cpus: settings.cpus,
         real_start_ns: real_monotonic_ns(),
         files_start_ns: if settings.unsealed("files") {
             0

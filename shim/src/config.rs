@@ -37,6 +37,8 @@ pub static REAL_START: AtomicI64 = AtomicI64::new(0);
 /// `LIBSEAL_FILES_START`: the run's start on the coarse real clock, found by the launcher.
 #[link_section = ".data.seal_hot"]
 pub static FILES_START: AtomicI64 = AtomicI64::new(0);
+/// `LIBSEAL_CPUS`: the CPU count family `machine` shows.
+pub static CPUS: AtomicU32 = AtomicU32::new(settings::DEFAULT_CPUS);
 /// Logical clock the first thread of this image starts at.
 #[link_section = ".data.seal_hot"]
 pub static START_CLOCK: AtomicI64 = AtomicI64::new(0);
@@ -315,6 +317,7 @@ fn load_from_env() -> u32 {
     RATE_PPM.store(s.rate_ppm, Relaxed);
     REAL_START.store(s.real_start_ns, Relaxed);
     FILES_START.store(s.files_start_ns, Relaxed);
+    CPUS.store(s.cpus, Relaxed);
     if let Some(v) = getenv(settings::CLOCK).and_then(parse_i64) {
         START_CLOCK.store(v, Relaxed);
     }

@@ -186,19 +186,34 @@ pub(crate) mod hooks {
         |real| unsafe { copy_sealed(name, len, world::hostname) }.map_or_else(|| real(name, len), ret)
     }
 
+    /// The `host` family's part of a sealed `uname`: the node and domain names.
+    pub fn seal_uname_host(u: &mut libc::utsname) {
+        if config::sealed(flags::HOST) {
+            let mut cur = [0u8; NAME_MAX];
+            set_field(&mut u.nodename, world::hostname(&mut cur));
+            set_field(&mut u.domainname, domainname(&mut cur));
+        }
+    }
+
     hook! {
+        /// The node and domain names are the `host` family's; the release, version and
+        /// machine family `machine`'s (counted under each).
+        ///
         /// # Safety
         /// As `uname(2)`.
         fn uname(buf: *mut libc::utsname) -> c_int;
-        fid = Uname;
+        caller = ra;
         |real| {
+            census::count(Fid::Uname, NO_DETAIL, ra);
+            census::count(Fid::UnameMachine, NO_DETAIL, ra);
             let r = real(buf);
-            if r == 0 && !buf.is_null() && config::sealed(flags::HOST) {
+            if r == 0 && !buf.is_null() {
                 // SAFETY: the real uname filled it, so it is a valid utsname.
                 let u = unsafe { &mut *buf };
-                let mut cur = [0u8; NAME_MAX];
-                set_field(&mut u.nodename, world::hostname(&mut cur));
-                set_field(&mut u.domainname, domainname(&mut cur));
+                seal_uname_host(u);
+                if crate::machine::sealed() {
+                    crate::machine::set_uname(u);
+                }
             }
             r
         }

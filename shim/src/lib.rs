@@ -16,7 +16,8 @@
 //! (what the run's clock and name setters changed, instead of the machine), `runtime` (which
 //! clock reads are a language runtime's own bookkeeping), `jvm` (the options a sealed JVM
 //! starts with, through the one `dlsym` trampoline), `cpu` (`rdtsc` and `cpuid` made to fault
-//! and answered by a `SIGSEGV` handler that chains to the program's).
+//! and answered by a `SIGSEGV` handler that chains to the program's), `machine` (CPU count and
+//! affinity, kernel release, memory: the run's fixed values).
 //!
 //! Statics that every image's start reads or writes carry `#[link_section = ".data.seal_hot"]`
 //! (the settings, identity, census and run-table pointers, `real!`'s caches, the descriptor
@@ -58,6 +59,7 @@ pub mod hook;
 pub mod host;
 #[cfg(not(test))]
 mod jvm;
+pub mod machine;
 pub mod net;
 #[cfg(all(panic = "abort", not(test)))]
 mod nounwind;

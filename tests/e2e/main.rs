@@ -16,6 +16,7 @@ mod golden_travel;
 mod hardening;
 mod hermetic;
 mod kernel_values;
+mod machine;
 mod names;
 mod probe;
 mod proc_listing;

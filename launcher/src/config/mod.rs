@@ -71,6 +71,8 @@ pub struct Settings {
     pub locale: String,
     pub hash_seed: u32,
     pub hostname: String,
+    /// `--cpus`: the CPU count family `machine` shows.
+    pub cpus: u32,
     /// Families left unsealed, validated names from `seal_abi::settings::FAMILIES`.
     pub unseal: Vec<String>,
     /// `--only` globs: seal only the programs that match (empty: all).
@@ -136,6 +138,7 @@ pub struct SealSection {
     pub locale: Option<Spanned<String>>,
     pub hash_seed: Option<Spanned<toml::Value>>,
     pub hostname: Option<Spanned<String>>,
+    pub cpus: Option<Spanned<toml::Value>>,
     pub warp: Option<Spanned<bool>>,
     pub rate: Option<Spanned<toml::Value>>,
     pub unseal: Option<Spanned<Vec<String>>>,
@@ -353,7 +356,7 @@ impl EnvSource for ProcessEnv {
 }
 
 /// Every variable the settings are read from: each is checked for UTF-8 before any is used.
-pub const SETTING_VARS: [&str; 13] = [
+pub const SETTING_VARS: [&str; 14] = [
     "SEAL_EPOCH",
     "SEAL_SEED",
     "SEAL_TICK",
@@ -362,6 +365,7 @@ pub const SETTING_VARS: [&str; 13] = [
     "SEAL_LOCALE",
     "SEAL_HOSTNAME",
     "SEAL_HASH_SEED",
+    "SEAL_CPUS",
     "SEAL_UNSEAL",
     "SEAL_QUIET",
     "SEAL_ONLY",

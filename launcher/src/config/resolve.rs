@@ -317,6 +317,13 @@ pub fn resolve_with(
         |s| spanned_val(&s.hash_seed),
         integer::<u32>("expected an integer 0..=4294967295"),
     )?;
+    let cpus = src.parsed(
+        &opts.cpus,
+        "cpus",
+        "SEAL_CPUS",
+        |s| spanned_val(&s.cpus),
+        parse_cpus,
+    )?;
     let unseal = src.unseal()?;
     let quiet = opts.quiet || src.env_bool("SEAL_QUIET", "quiet")? == Some(true);
     let private_tmp = if opts.private_tmp {
@@ -355,6 +362,7 @@ pub fn resolve_with(
         locale,
         hash_seed: hash_seed.unwrap_or(0),
         hostname,
+        cpus: cpus.unwrap_or(seal_abi::settings::DEFAULT_CPUS),
         unseal,
         only: src.scope("only")?,
         skip: src.scope("skip")?,

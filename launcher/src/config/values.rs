@@ -8,6 +8,16 @@ pub(crate) fn integer<T: std::str::FromStr>(
     move |v| v.trim().parse::<T>().map_err(|_| why.to_string())
 }
 
+/// `--cpus`: a whole number of CPUs, 1..=1024.
+pub(crate) fn parse_cpus(v: &str) -> Result<u32, String> {
+    use seal_abi::settings::{MAX_CPUS, MIN_CPUS};
+    let why = || format!("expected a number of CPUs {MIN_CPUS}..={MAX_CPUS}");
+    match v.trim().parse::<u32>() {
+        Ok(n) if (MIN_CPUS..=MAX_CPUS).contains(&n) => Ok(n),
+        _ => Err(why()),
+    }
+}
+
 pub(crate) fn parse_bool(v: &str) -> Option<bool> {
     match v.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Some(true),

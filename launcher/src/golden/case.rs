@@ -23,6 +23,7 @@ pub const SEAL_KEYS: &[&str] = &[
     "locale",
     "hash_seed",
     "hostname",
+    "cpus",
     "warp",
     "unseal",
 ];
@@ -437,6 +438,7 @@ fn case_layer(
             "seed" => sec.seed = Some(v.clone()),
             "tick" => sec.tick = Some(v.clone()),
             "hash_seed" => sec.hash_seed = Some(v.clone()),
+            "cpus" => sec.cpus = Some(v.clone()),
             "tz" => sec.tz = Some(text(key, v)?),
             "locale" => sec.locale = Some(text(key, v)?),
             "hostname" => sec.hostname = Some(text(key, v)?),

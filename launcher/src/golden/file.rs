@@ -25,7 +25,14 @@ pub struct SealRecord {
     pub locale: String,
     pub hash_seed: u32,
     pub hostname: String,
+    /// Goldens recorded before `--cpus` existed were recorded with the default.
+    #[serde(default = "default_cpus")]
+    pub cpus: u32,
     pub unseal: Vec<String>,
+}
+
+fn default_cpus() -> u32 {
+    seal_abi::settings::DEFAULT_CPUS
 }
 
 impl SealRecord {
@@ -46,6 +53,7 @@ impl SealRecord {
             locale: s.locale.clone(),
             hash_seed: s.hash_seed,
             hostname: s.hostname.clone(),
+            cpus: s.cpus,
             unseal: s.unseal.clone(),
         }
     }

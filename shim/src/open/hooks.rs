@@ -57,6 +57,14 @@ unsafe fn front(
         }
         Some(Outcome::PassThrough) | None => {}
     }
+    match crate::machine::files::open(bytes, oflags, ra) {
+        Some(Outcome::Fd(fd)) => return Ok(fd),
+        Some(Outcome::Err(e)) => {
+            set_errno(e);
+            return Ok(-1);
+        }
+        Some(Outcome::PassThrough) | None => {}
+    }
     if crate::process::translate_proc_path(bytes, &mut scratch.buf) {
         return Err(scratch.buf.as_ptr() as *const c_char);
     }

@@ -8,6 +8,9 @@
 //!   (`host`); a write to the kernel's file goes to /dev/null;
 //! * pids and times in `/proc`: `stat` and `status` of a process of the run and
 //!   `/proc/uptime` get a memfd with virtual pids and sealed times (`procfs`);
+//! * machine facts: `/proc/cpuinfo`, `/proc/stat`, `/proc/meminfo`, `/proc/version`, the
+//!   kernel's release and version files and `/sys/devices/system/cpu/{online,…}` get the
+//!   family `machine`'s memfd (`crate::machine::files`);
 //! * pids: any other `/proc/<vpid>/…` is rewritten to the real pid's path (`process`), then
 //!   opened by libc as usual; a number relative to a listed `/proc` or task directory
 //!   (`openat(procfd, "1000/stat")`) is made absolute first (`listing`);
@@ -88,7 +91,7 @@ pub fn classify(path: &[u8]) -> Option<Target> {
 }
 
 /// Collapses repeated slashes and `/./` components into `out`; `None` if it does not fit.
-fn normalise(path: &[u8], out: &mut [u8; 48]) -> Option<usize> {
+pub(crate) fn normalise(path: &[u8], out: &mut [u8; 48]) -> Option<usize> {
     let mut n = 0;
     let mut i = 0;
     while i < path.len() {

@@ -54,6 +54,7 @@ pub fn current_settings() -> Settings<'static> {
         rate_ppm: config::RATE_PPM.load(Relaxed),
         real_start_ns: config::REAL_START.load(Relaxed),
         files_start_ns: config::FILES_START.load(Relaxed),
+        cpus: config::CPUS.load(Relaxed),
     }
 }
 

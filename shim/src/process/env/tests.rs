@@ -42,6 +42,7 @@ fn settings(flags: u32) -> Settings<'static> {
         rate_ppm: 0,
         real_start_ns: 0,
         files_start_ns: 0,
+        cpus: 4,
     }
 }
 
@@ -78,6 +79,7 @@ fn cleaned_environment_gets_everything_back() {
             "LIBSEAL_RATE_PPM=0",
             "LIBSEAL_REAL_START=0",
             "LIBSEAL_FILES_START=0",
+            "LIBSEAL_CPUS=4",
             "LIBSEAL_CLOCK=1234",
             "LIBSEAL_VPID=1500",
             "LIBSEAL_PPID=1000",
