@@ -19,6 +19,10 @@ pub const SHIM: &str = "LIBSEAL_SHIM";
 pub const EPOCH_NS: &str = "LIBSEAL_EPOCH_NS";
 /// Logical clock tick in nanoseconds (i64, decimal; 0 freezes reads).
 pub const TICK_NS: &str = "LIBSEAL_TICK_NS";
+/// Clock reads after each wait that leave the clock where it is (u32, decimal; 0: every read
+/// moves it one tick). Later reads of the same stretch tick: a loop spinning on the clock
+/// still reaches its deadline.
+pub const SPIN_AFTER: &str = "LIBSEAL_SPIN_AFTER";
 /// Seed of every entropy stream (u64, decimal).
 pub const SEED: &str = "LIBSEAL_SEED";
 /// Bit set of sealed families and options, see [`flags`] (u32, decimal).
@@ -85,7 +89,7 @@ pub fn pad_entry_len(strings: usize, pointers: usize) -> usize {
 }
 
 /// The run-wide variables, in the order they are written.
-pub const VARS: [&str; 13] = [
+pub const VARS: [&str; 14] = [
     RUN_DIR,
     SHIM,
     EPOCH_NS,
@@ -99,6 +103,7 @@ pub const VARS: [&str; 13] = [
     REAL_START,
     FILES_START,
     CPUS,
+    SPIN_AFTER,
 ];
 
 /// Logical clock (ns) of the thread that called exec; the new image starts from it.
@@ -177,6 +182,8 @@ pub struct Settings<'a> {
     pub files_start_ns: i64,
     /// [`CPUS`]: the CPU count of family `machine`.
     pub cpus: u32,
+    /// [`SPIN_AFTER`]: clock reads after a wait that do not move the clock.
+    pub spin_after: u32,
 }
 
 /// Room for one encoded number.
@@ -207,6 +214,7 @@ impl<'a> Settings<'a> {
             REAL_START => write_i64(self.real_start_ns, buf),
             FILES_START => write_i64(self.files_start_ns, buf),
             CPUS => crate::write_u64(self.cpus as u64, buf),
+            SPIN_AFTER => crate::write_u64(self.spin_after as u64, buf),
             _ => 0,
         };
         &buf[..n]
@@ -241,6 +249,9 @@ impl<'a> Settings<'a> {
                 .and_then(parse_u64)
                 .filter(|n| (MIN_CPUS as u64..=MAX_CPUS as u64).contains(n))
                 .map_or(DEFAULT_CPUS, |n| n as u32),
+            spin_after: get(SPIN_AFTER)
+                .and_then(parse_u64)
+                .map_or(DEFAULT_SPIN_AFTER, |n| n.min(u32::MAX as u64) as u32),
         })
     }
 
@@ -291,6 +302,9 @@ pub fn glob_match(glob: &[u8], s: &[u8]) -> bool {
 pub const DEFAULT_EPOCH_NS: i64 = 1_767_225_600 * 1_000_000_000;
 /// One microsecond per clock read.
 pub const DEFAULT_TICK_NS: i64 = 1_000;
+/// Clock reads after each wait that leave the clock still, unless configured
+/// (`--spin-after`); docs/design.md says how this was chosen.
+pub const DEFAULT_SPIN_AFTER: u32 = 0;
 /// The host name a sealed process sees unless configured.
 pub const DEFAULT_HOSTNAME: &[u8] = b"seal";
 /// CPUs a sealed process sees unless configured (`--cpus`): a common CI runner's count.
@@ -431,6 +445,7 @@ mod tests {
             real_start_ns: 123_456,
             files_start_ns: 1_767_225_600_004_000_000,
             cpus: 16,
+            spin_after: 7,
         };
         let mut env: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
         s.encode(|k, v| {

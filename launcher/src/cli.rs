@@ -73,6 +73,11 @@ pub struct SealOpts {
     /// Logical clock advance per clock read, e.g. 1us, 250ns; 0 freezes reads [default: 1us]
     #[arg(long, value_name = "DURATION")]
     pub tick: Option<String>,
+    /// Clock reads after each wait that leave the clock still; later reads of the same
+    /// stretch tick (a loop spinning on the clock still ends); 0: every read ticks
+    /// [default: 0]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub spin_after: Option<String>,
     /// Sleeps and timed waits that would time out return at once (logical time still advances)
     #[arg(long)]
     pub warp: bool,

@@ -85,6 +85,7 @@ pub fn sealed_command(
         skip: skip.as_bytes(),
         rate_ppm: settings.rate_ppm,
         cpus: settings.cpus,
+        spin_after: settings.spin_after,
         real_start_ns: real_monotonic_ns(),
         files_start_ns: if settings.unsealed("files") {
             0

@@ -26,6 +26,9 @@ static INIT: AtomicU8 = AtomicU8::new(0); // 0 not started, 1 running, 2 done
 pub static EPOCH_NS: AtomicI64 = AtomicI64::new(settings::DEFAULT_EPOCH_NS);
 #[link_section = ".data.seal_hot"]
 pub static TICK_NS: AtomicI64 = AtomicI64::new(settings::DEFAULT_TICK_NS);
+/// `LIBSEAL_SPIN_AFTER`: how many clock reads after a wait leave the clock still.
+#[link_section = ".data.seal_hot"]
+pub static SPIN_AFTER: AtomicI64 = AtomicI64::new(settings::DEFAULT_SPIN_AFTER as i64);
 #[link_section = ".data.seal_hot"]
 pub static SEED: AtomicU64 = AtomicU64::new(0);
 /// `--rate` in parts per million (0: deterministic ticks) and the real monotonic time at
@@ -318,6 +321,7 @@ fn load_from_env() -> u32 {
     REAL_START.store(s.real_start_ns, Relaxed);
     FILES_START.store(s.files_start_ns, Relaxed);
     CPUS.store(s.cpus, Relaxed);
+    SPIN_AFTER.store(s.spin_after as i64, Relaxed);
     if let Some(v) = getenv(settings::CLOCK).and_then(parse_i64) {
         START_CLOCK.store(v, Relaxed);
     }
@@ -400,6 +404,12 @@ fn program_file_name() -> Option<&'static [u8]> {
 #[inline(always)]
 pub fn tick() -> i64 {
     TICK_NS.load(Relaxed)
+}
+
+/// Clock reads after a wait that do not move the clock (0: every read ticks).
+#[inline(always)]
+pub fn spin_after() -> i64 {
+    SPIN_AFTER.load(Relaxed)
 }
 
 #[inline(always)]

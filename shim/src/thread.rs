@@ -28,6 +28,16 @@ pub struct ThreadState {
     /// its `L` then: the CPU-time clocks read `L - waited`, so they advance with the thread's
     /// reads and never while it waits.
     pub waited: i64,
+    /// Clock reads since a wait or an adoption last moved `L` (or since the thread began):
+    /// while fewer than `LIBSEAL_SPIN_AFTER`, a read does not move `L`, so clock reads the
+    /// program does not print leave every other value alone.
+    pub streak: i64,
+    /// The ticks of this thread's monotonic and CPU-time reads: those clocks read
+    /// `L + mono`, so a duration measured with them is never zero, while the wall clock,
+    /// which reads `L`, does not move with them.
+    pub mono: i64,
+    /// `mono` when the thread began (its CPU clock starts at 0).
+    pub mono_start: i64,
 }
 
 impl ThreadState {
@@ -39,6 +49,9 @@ impl ThreadState {
         threads: 0,
         causal: 0,
         waited: 0,
+        streak: 0,
+        mono: 0,
+        mono_start: 0,
     };
 }
 
@@ -168,6 +181,9 @@ fn init_thread(t: &mut ThreadState) {
         threads: 0,
         causal: clock,
         waited: clock,
+        streak: 0,
+        mono: 0,
+        mono_start: 0,
     };
 }
 
@@ -223,27 +239,78 @@ fn update_field(clock: *mut i64, f: impl Fn(i64) -> i64) -> i64 {
     }
 }
 
-/// Reads the logical clock and advances it by one tick: the value every clock read returns.
-/// Saturates at `i64::MAX` (a huge tick, a far epoch): reads at the cap stay at the cap, and
-/// time never wraps to negative.
+/// Reads the logical clock: the value every clock read returns. The first
+/// `LIBSEAL_SPIN_AFTER` reads after a wait leave it where it is (time moves with waits, not
+/// with reads); every later read of the same stretch advances it one tick, so a loop that
+/// spins on the clock (`while time() < deadline`) still gets there. With `SPIN_AFTER` 0
+/// every read ticks. Saturates at `i64::MAX` (a huge tick, a far epoch): reads at the cap
+/// stay at the cap, and time never wraps to negative.
 #[inline(always)]
 pub fn read_and_tick() -> i64 {
+    read_after(config::spin_after())
+}
+
+/// [`read_and_tick`] with `still` reads of each stretch leaving the clock where it is.
+#[inline(always)]
+fn read_after(still: i64) -> i64 {
+    if still > 0 {
+        let before = update_field(with(|t| core::ptr::addr_of_mut!(t.streak)), |v| {
+            v.saturating_add(1)
+        });
+        if before < still {
+            return peek();
+        }
+    }
     let tick = config::tick().max(0);
     update_clock(|v| v.saturating_add(tick))
 }
 
-/// A read of a CPU-time clock: `L - waited` (the ticks of this thread's reads, never its
-/// waits), after which `L` advances one tick as for every read.
+/// A read of a monotonic clock: `mono` advances one tick, and the read returns `L + mono`.
+/// (Advancing first makes a deadline computed from the read, `now + 2 s`, sit exactly 2 s
+/// past `L`: a wait to it moves the wall clock by exactly 2 s.) `L` is read first: a signal
+/// handler that reads between the two finds `mono` already claimed and returns more, never
+/// the same value.
+#[inline(always)]
+pub fn mono_read_and_tick() -> i64 {
+    let l = peek();
+    let tick = config::tick().max(0);
+    let m = update_field(with(|t| core::ptr::addr_of_mut!(t.mono)), |v| {
+        v.saturating_add(tick)
+    });
+    l.saturating_add(m).saturating_add(tick)
+}
+
+/// This thread's monotonic ticks (what its monotonic clocks read above `L`).
+#[inline(always)]
+pub fn mono() -> i64 {
+    with(|t| t.mono)
+}
+
+/// A read of a CPU-time clock: the ticks of this thread's reads, never its waits
+/// (`L - waited` plus its monotonic ticks), after which `mono` advances one tick as for a
+/// monotonic read.
 #[inline(always)]
 pub fn cpu_read_and_tick() -> i64 {
-    let waited = with(|t| t.waited);
-    read_and_tick().saturating_sub(waited).max(0)
+    let (waited, start) = with(|t| (t.waited, t.mono_start));
+    let l = peek();
+    let tick = config::tick().max(0);
+    let m = update_field(with(|t| core::ptr::addr_of_mut!(t.mono)), |v| {
+        v.saturating_add(tick)
+    });
+    l.saturating_sub(waited)
+        .saturating_add(m.saturating_sub(start))
+        .max(0)
 }
 
 /// The CPU clock without advancing it.
 #[inline(always)]
 pub fn cpu_peek() -> i64 {
-    with(|t| t.clock.saturating_sub(t.waited).max(0))
+    with(|t| {
+        t.clock
+            .saturating_sub(t.waited)
+            .saturating_add(t.mono.saturating_sub(t.mono_start))
+            .max(0)
+    })
 }
 
 /// `L` moved by `f` because of a wait or an adoption: `waited` takes the move, so the CPU
@@ -257,6 +324,9 @@ fn wait_move(target: i64) {
     }
     with(|t| t.waited = t.waited.saturating_add(delta));
     advance_to(target);
+    // A new stretch: its first reads are still again. (A wait of zero, a `poll` with no
+    // timeout, does not start one: a loop of those and clock reads still gets to its end.)
+    update_field(with(|t| core::ptr::addr_of_mut!(t.streak)), |_| 0);
 }
 
 /// The causal clock `W` (what this thread publishes to those it wakes).
@@ -304,6 +374,14 @@ pub fn adopt(v: i64) -> bool {
 #[inline]
 pub fn refund_tick() {
     let tick = config::tick().max(0);
+    if config::RATE_PPM.load(Relaxed) == 0 {
+        // The runtimes' deadline reads are monotonic: their tick went to `mono`.
+        let start = with(|t| t.mono_start);
+        update_field(with(|t| core::ptr::addr_of_mut!(t.mono)), |v| {
+            v.saturating_sub(tick).max(start)
+        });
+        return;
+    }
     update_clock(|v| v.saturating_sub(tick));
 }
 
@@ -346,6 +424,10 @@ pub fn spawn_child_state() -> ThreadState {
             causal: t.causal,
             // A new thread's CPU clock starts at 0.
             waited: t.clock,
+            streak: 0,
+            // Its monotonic clock goes on from its creator's; its CPU clock starts at 0.
+            mono: t.mono,
+            mono_start: t.mono,
         }
     })
 }
@@ -394,6 +476,58 @@ mod tests {
         assert_eq!(peek(), 42);
         advance_by(8);
         assert_eq!(peek(), 50);
+    }
+
+    #[test]
+    fn monotonic_reads_never_move_the_wall_clock() {
+        std::thread::spawn(|| {
+            let tick = config::tick();
+            let l = peek();
+            let a = mono_read_and_tick();
+            let b = mono_read_and_tick();
+            assert_eq!((a - l, b - a), (tick, tick));
+            assert_eq!(peek(), l, "the wall clock moved");
+            assert_eq!(cpu_peek(), 2 * tick);
+            // A wait moves both clocks and no CPU time.
+            waited_by(1000);
+            assert_eq!(peek(), l + 1000);
+            assert_eq!(mono_read_and_tick(), l + 1000 + 3 * tick);
+            assert_eq!(cpu_peek(), 3 * tick);
+            // A runtime's deadline read is taken back from the monotonic count, never below
+            // where the thread began.
+            refund_tick();
+            assert_eq!(mono(), 2 * tick);
+            for _ in 0..5 {
+                refund_tick();
+            }
+            assert_eq!(mono(), 0);
+            // A new thread goes on from its creator's monotonic clock with a CPU clock at 0.
+            let child = spawn_child_state();
+            assert_eq!((child.mono, child.mono_start), (0, 0));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn the_first_reads_after_a_wait_leave_the_clock_still() {
+        std::thread::spawn(|| {
+            let tick = config::tick();
+            let l = peek();
+            let reads: [i64; 5] = core::array::from_fn(|_| read_after(3));
+            // Three still reads, then a spin: every later read ticks (after it is read).
+            assert_eq!(reads, [l, l, l, l, l + tick]);
+            // A wait that moves the clock starts a new stretch; one of zero does not.
+            waited_by(0);
+            assert_eq!(read_after(3), l + 2 * tick);
+            waited_by(500);
+            let after = peek();
+            assert_eq!([read_after(3), read_after(3)], [after, after]);
+            // 0: every read ticks.
+            assert_eq!([read_after(0), read_after(0)], [after, after + tick]);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

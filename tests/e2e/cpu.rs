@@ -36,10 +36,11 @@ fn rdtsc_and_cpuid_are_sealed_and_counted() {
         skip!("no cpuid_fault in /proc/cpuinfo: checked the warning only");
     }
     let out = assert_sealed_stable(&[bin], 3);
-    // 3 GHz nominal over the sealed monotonic clock (1 day + L), one tick per read.
+    // 3 GHz nominal over the sealed monotonic clock (1 day + L + the thread's monotonic
+    // ticks), one tick per read, taken before the read returns.
     assert_eq!(
         out,
-        "rdtsc 259200000000000 259200000003000\nrdtscp 259200000006000 aux 0\n\
+        "rdtsc 259200000003000 259200000006000\nrdtscp 259200000009000 aux 0\n\
          rdrand 0 rdseed 0 apic 0\nhypervisor bit 0 leaf 0 0 0 0\n"
     );
     // Unsealed (bare, and with --unseal cpu) the counter moves between runs.

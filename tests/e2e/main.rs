@@ -25,6 +25,7 @@ mod procfs;
 mod pyframes;
 mod random;
 mod realworld;
+mod refactor;
 mod runtimes;
 mod runtimes_realworld;
 mod safety;

@@ -95,6 +95,15 @@ fn got<T>(r: &Result<T, String>) -> &T {
     r.as_ref().unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Is this fixture line's deadline one on a monotonic clock (read from it, then waited for)?
+fn monotonic_deadline(l: &str) -> bool {
+    let name = l.split("rc=").next().unwrap_or(l);
+    (name.contains("monotonic") && !name.contains("rel)"))
+        || name.contains("syscall(clock_nanosleep, ABS)")
+        || name.contains("clock_nanosleep(ABS")
+        || name.starts_with("pthread_rwlock_clock")
+}
+
 /// Every C timed wait times out at exactly its 100 ms deadline, every run alike.
 #[test]
 fn c_waits_are_stable_and_end_at_their_deadlines() {
@@ -123,9 +132,18 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
         "mq_timedreceive",
         "mq_timedsend",
     ];
-    let deadline = "ETIMEDOUT after exactly 100 ms + 1 tick";
+    // A deadline on a monotonic clock also took a monotonic read, which ticks the thread's
+    // monotonic count (not the wall clock): one tick more.
+    let want = |l: &str| {
+        if monotonic_deadline(l) {
+            "elapsed=0.100002000"
+        } else {
+            "elapsed=0.100001000"
+        }
+    };
+    let deadline = "ETIMEDOUT after exactly 100 ms + 1 tick (2 for a monotonic deadline)";
     assert_each_line(&out, &timed_out, deadline, |l| {
-        l.contains("rc=110 ") && l.ends_with("elapsed=0.100001000")
+        l.contains("rc=110 ") && l.ends_with(want(l))
     });
     let c11 = ["cnd_timedwait", "mtx_timedlock"];
     assert_each_line(&out, &c11, "thrd_timedout", |l| l.contains("rc=4 "));
@@ -148,9 +166,12 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
         "epoll_pwait",
         "epoll_pwait2",
     ];
-    assert_each_line(&out, &slept, "exactly 100 ms + 1 tick", |l| {
-        l.ends_with("elapsed=0.100001000")
-    });
+    assert_each_line(
+        &out,
+        &slept,
+        "exactly 100 ms + 1 tick (2 for a monotonic deadline)",
+        |l| l.ends_with(want(l)),
+    );
     assert!(
         line(&out, "sleep(1)").ends_with("rc=0    elapsed=1.000001000"),
         "{out}"
@@ -179,9 +200,18 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
     assert!(out.contains("usleep loop iterations: 6\n"), "{out}");
     // Interrupted every 7 ms by SIGALRM and resumed: still exactly 200 ms in the end.
     let interrupted = ["nanosleep(EINTR", "clock_nanosleep(ABS, EINTR"];
-    assert_each_line(&out, &interrupted, "exactly 200 ms + 1 tick", |l| {
-        l.ends_with("elapsed=0.200001000")
-    });
+    assert_each_line(
+        &out,
+        &interrupted,
+        "exactly 200 ms + 1 tick (2 for ABS)",
+        |l| {
+            l.ends_with(if monotonic_deadline(l) {
+                "elapsed=0.200002000"
+            } else {
+                "elapsed=0.200001000"
+            })
+        },
+    );
     assert!(out.contains("interrupted at least once: yes\n"), "{out}");
     // Woken early by another thread: the clock did not jump to the 5 s deadline.
     let l = line(&out, "pthread_cond_timedwait(signalled)");
@@ -334,21 +364,18 @@ fn warp_returns_sleeps_at_once() {
         "{}",
         out.show()
     );
-    for name in [
-        "nanosleep(5s)",
-        "usleep(5s)",
-        "clock_nanosleep(ABS,",
-        "poll(no",
+    for (name, want) in [
+        ("nanosleep(5s)", "elapsed=5.000001000"),
+        ("usleep(5s)", "elapsed=5.000001000"),
+        // Monotonic deadlines: their own read ticked once more.
+        ("clock_nanosleep(ABS,", "elapsed=5.000002000"),
+        ("poll(no", "elapsed=5.000001000"),
     ] {
-        assert!(
-            line(s, name).ends_with("elapsed=5.000001000"),
-            "{}",
-            out.show()
-        );
+        assert!(line(s, name).ends_with(want), "{}", out.show());
     }
     let l = line(s, "cond_timedwait(alone, 5s)");
     assert!(
-        l.contains("rc=110") && l.ends_with("elapsed=5.000001000"),
+        l.contains("rc=110") && l.ends_with("elapsed=5.000002000"),
         "{}",
         out.show()
     );
@@ -408,7 +435,9 @@ fn rust_waits_are_stable_and_exact() {
     let exact = runs.pop().unwrap();
     let out = assert_same_stdout(bin, &runs);
     assert!(
-        out.contains("Condvar::wait_timeout timed_out=true elapsed=100.001ms\n"),
+        // std's Condvar takes its deadline from the monotonic clock: a read of the deadline
+        // and one of each end, each a tick.
+        out.contains("Condvar::wait_timeout timed_out=true elapsed=100.002ms\n"),
         "{out}"
     );
     assert!(out.contains("Ok(7)"), "{out}");

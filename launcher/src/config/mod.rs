@@ -73,6 +73,8 @@ pub struct Settings {
     pub hostname: String,
     /// `--cpus`: the CPU count family `machine` shows.
     pub cpus: u32,
+    /// `--spin-after`: clock reads after a wait that leave the clock still.
+    pub spin_after: u32,
     /// Families left unsealed, validated names from `seal_abi::settings::FAMILIES`.
     pub unseal: Vec<String>,
     /// `--only` globs: seal only the programs that match (empty: all).
@@ -139,6 +141,7 @@ pub struct SealSection {
     pub hash_seed: Option<Spanned<toml::Value>>,
     pub hostname: Option<Spanned<String>>,
     pub cpus: Option<Spanned<toml::Value>>,
+    pub spin_after: Option<Spanned<toml::Value>>,
     pub warp: Option<Spanned<bool>>,
     pub rate: Option<Spanned<toml::Value>>,
     pub unseal: Option<Spanned<Vec<String>>>,
@@ -356,7 +359,7 @@ impl EnvSource for ProcessEnv {
 }
 
 /// Every variable the settings are read from: each is checked for UTF-8 before any is used.
-pub const SETTING_VARS: [&str; 14] = [
+pub const SETTING_VARS: [&str; 15] = [
     "SEAL_EPOCH",
     "SEAL_SEED",
     "SEAL_TICK",
@@ -366,6 +369,7 @@ pub const SETTING_VARS: [&str; 14] = [
     "SEAL_HOSTNAME",
     "SEAL_HASH_SEED",
     "SEAL_CPUS",
+    "SEAL_SPIN_AFTER",
     "SEAL_UNSEAL",
     "SEAL_QUIET",
     "SEAL_ONLY",

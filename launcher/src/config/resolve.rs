@@ -317,6 +317,13 @@ pub fn resolve_with(
         |s| spanned_val(&s.hash_seed),
         integer::<u32>("expected an integer 0..=4294967295"),
     )?;
+    let spin_after = src.parsed(
+        &opts.spin_after,
+        "spin_after",
+        "SEAL_SPIN_AFTER",
+        |s| spanned_val(&s.spin_after),
+        integer::<u32>("expected a number of clock reads, 0 or more"),
+    )?;
     let cpus = src.parsed(
         &opts.cpus,
         "cpus",
@@ -363,6 +370,7 @@ pub fn resolve_with(
         hash_seed: hash_seed.unwrap_or(0),
         hostname,
         cpus: cpus.unwrap_or(seal_abi::settings::DEFAULT_CPUS),
+        spin_after: spin_after.unwrap_or(seal_abi::settings::DEFAULT_SPIN_AFTER),
         unseal,
         only: src.scope("only")?,
         skip: src.scope("skip")?,

@@ -24,6 +24,7 @@ pub const SEAL_KEYS: &[&str] = &[
     "hash_seed",
     "hostname",
     "cpus",
+    "spin_after",
     "warp",
     "unseal",
 ];
@@ -439,6 +440,7 @@ fn case_layer(
             "tick" => sec.tick = Some(v.clone()),
             "hash_seed" => sec.hash_seed = Some(v.clone()),
             "cpus" => sec.cpus = Some(v.clone()),
+            "spin_after" => sec.spin_after = Some(v.clone()),
             "tz" => sec.tz = Some(text(key, v)?),
             "locale" => sec.locale = Some(text(key, v)?),
             "hostname" => sec.hostname = Some(text(key, v)?),

@@ -28,6 +28,9 @@ pub struct SealRecord {
     /// Goldens recorded before `--cpus` existed were recorded with the default.
     #[serde(default = "default_cpus")]
     pub cpus: u32,
+    /// Goldens recorded before `--spin-after` existed were recorded with every read ticking.
+    #[serde(default)]
+    pub spin_after: u32,
     pub unseal: Vec<String>,
 }
 
@@ -54,6 +57,7 @@ impl SealRecord {
             hash_seed: s.hash_seed,
             hostname: s.hostname.clone(),
             cpus: s.cpus,
+            spin_after: s.spin_after,
             unseal: s.unseal.clone(),
         }
     }

@@ -1,7 +1,10 @@
-//! Clocks: every clock read returns the thread's logical clock `L` and advances it one tick.
+//! Clocks: reads of the thread's logical clock `L`, which waits move (docs/design.md,
+//! "Logical time").
 //!
-//! Realtime-like clocks read `epoch + L`, monotonic-like clocks `MONO_BASE + L`, CPU-time
-//! clocks `L`. Hooks (the `extern "C"` entry points) are in `hooks.rs`; this file is the logic,
+//! Realtime-like clocks read `epoch + L` and do not move it (until a stretch without waits
+//! turns into a spin: `LIBSEAL_SPIN_AFTER`); monotonic-like clocks read `MONO_BASE + L +
+//! mono` and advance the thread's `mono` one tick; CPU-time clocks read the ticks of the
+//! thread's reads. Hooks (the `extern "C"` entry points) are in `hooks.rs`; this file is the logic,
 //! unit-tested without preloading. Timed waits and sleeps live in `crate::wait`.
 
 #[cfg(not(test))]
@@ -80,7 +83,9 @@ pub fn monotonic_base() -> i64 {
 pub fn value_at(domain: Domain, l: i64) -> i64 {
     match domain {
         Domain::Realtime(off) => realtime_base().saturating_add(l).saturating_add(off),
-        Domain::Monotonic => monotonic_base().saturating_add(l),
+        Domain::Monotonic => monotonic_base()
+            .saturating_add(l)
+            .saturating_add(thread::mono()),
         Domain::Cputime | Domain::PassThrough => l,
     }
 }
@@ -90,7 +95,9 @@ pub fn value_at(domain: Domain, l: i64) -> i64 {
 pub fn logical_of(domain: Domain, value: i64) -> i64 {
     match domain {
         Domain::Realtime(off) => value.saturating_sub(realtime_base()).saturating_sub(off),
-        Domain::Monotonic => value.saturating_sub(monotonic_base()),
+        Domain::Monotonic => value
+            .saturating_sub(monotonic_base())
+            .saturating_sub(thread::mono()),
         Domain::Cputime | Domain::PassThrough => value,
     }
 }
@@ -113,10 +120,13 @@ pub fn from_timespec(ts: &libc::timespec) -> i64 {
 /// One sealed read of `domain`: the value, after which `L` has advanced one tick.
 #[inline(always)]
 pub fn read(domain: Domain) -> i64 {
-    if domain == Domain::Cputime {
-        return cpu_read();
+    match domain {
+        Domain::Cputime => cpu_read(),
+        Domain::Monotonic if config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed) == 0 => {
+            monotonic_base().saturating_add(thread::mono_read_and_tick())
+        }
+        _ => value_at(domain, tick_read()),
     }
-    value_at(domain, tick_read())
 }
 
 /// One sealed read of a CPU-time clock: the thread's CPU clock, which counts its reads and

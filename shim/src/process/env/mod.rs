@@ -55,6 +55,7 @@ pub fn current_settings() -> Settings<'static> {
         real_start_ns: config::REAL_START.load(Relaxed),
         files_start_ns: config::FILES_START.load(Relaxed),
         cpus: config::CPUS.load(Relaxed),
+        spin_after: config::SPIN_AFTER.load(Relaxed) as u32,
     }
 }
 

@@ -43,6 +43,7 @@ fn settings(flags: u32) -> Settings<'static> {
         real_start_ns: 0,
         files_start_ns: 0,
         cpus: 4,
+        spin_after: 1000,
     }
 }
 
@@ -80,6 +81,7 @@ fn cleaned_environment_gets_everything_back() {
             "LIBSEAL_REAL_START=0",
             "LIBSEAL_FILES_START=0",
             "LIBSEAL_CPUS=4",
+            "LIBSEAL_SPIN_AFTER=1000",
             "LIBSEAL_CLOCK=1234",
             "LIBSEAL_VPID=1500",
             "LIBSEAL_PPID=1000",
