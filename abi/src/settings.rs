@@ -11,42 +11,143 @@ use crate::{flags, Family};
 /// Every contract variable starts with this.
 pub const PREFIX: &str = "LIBSEAL_";
 
-/// Path of the per-run directory (census files + run table). Its presence means "sealed".
-pub const RUN_DIR: &str = "LIBSEAL_RUN_DIR";
-/// Path of libseal itself, re-added to `LD_PRELOAD` when a child's environment was cleaned.
-pub const SHIM: &str = "LIBSEAL_SHIM";
-/// Epoch in nanoseconds since 1970 (i64, decimal).
-pub const EPOCH_NS: &str = "LIBSEAL_EPOCH_NS";
-/// Logical clock tick in nanoseconds (i64, decimal; 0 freezes reads).
-pub const TICK_NS: &str = "LIBSEAL_TICK_NS";
-/// Clock reads after each wait that leave the clock where it is (u32, decimal; 0: every read
-/// moves it one tick). Later reads of the same stretch tick: a loop spinning on the clock
-/// still reaches its deadline.
-pub const SPIN_AFTER: &str = "LIBSEAL_SPIN_AFTER";
-/// Seed of every entropy stream (u64, decimal).
-pub const SEED: &str = "LIBSEAL_SEED";
-/// Bit set of sealed families and options, see [`flags`] (u32, decimal).
-pub const FLAGS: &str = "LIBSEAL_FLAGS";
-/// Fixed host name.
-pub const HOSTNAME: &str = "LIBSEAL_HOSTNAME";
-/// CPUs a sealed process sees (family `machine`; decimal, [`MIN_CPUS`]`..=`[`MAX_CPUS`]).
-pub const CPUS: &str = "LIBSEAL_CPUS";
+/// Declares the run-wide settings from one table: a row is a variable's constant and name,
+/// the [`Settings`] field it fills, its type (`&'a [u8]`, `i64`, `u64` or `u32`, numbers in
+/// decimal), its default, and optionally a `fix` that maps a parsed value to the one used
+/// (`None`: the default). It generates the constants, [`VARS`] in row order, the struct, its
+/// encoding ([`Settings::value`]) and its decoding ([`Settings::decode`]): a new setting is one
+/// row plus the code that uses it.
+macro_rules! settings {
+    ($(
+        $(#[$doc:meta])*
+        $konst:ident = $var:literal => $field:ident: $ty:ty = $default:expr $(, fix $fix:expr)?;
+    )*) => {
+        $( $(#[$doc])* pub const $konst: &str = $var; )*
 
-/// Globs (one a line) of the programs to seal (`--only`); empty: every program.
-pub const ONLY: &str = "LIBSEAL_ONLY";
-/// Globs (one a line) of the programs not to seal (`--skip`).
-pub const SKIP: &str = "LIBSEAL_SKIP";
+        /// The run-wide variables, in the order they are written.
+        pub const VARS: [&str; [$($konst),*].len()] = [$($konst),*];
 
-/// `--rate` in parts per million (u64, decimal): logical time follows the real time since
-/// launch times the rate; 0 (the default) keeps deterministic ticks.
-pub const RATE_PPM: &str = "LIBSEAL_RATE_PPM";
-/// The real `CLOCK_MONOTONIC` at launch (i64 ns), what `--rate` measures from.
-pub const REAL_START: &str = "LIBSEAL_REAL_START";
-/// The run's real start for file times (i64 ns; 0: the root finds it): every file time the
-/// kernel gave before the run is below it, every one it gives in the run at or above it
-/// (family `files`). The launcher finds it while it makes the run's file-time table, which
-/// holds it too.
-pub const FILES_START: &str = "LIBSEAL_FILES_START";
+        /// The run's settings. Byte strings, so the shim can decode them from `environ` in
+        /// place. Each field's variable and meaning: the constants above.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct Settings<'a> {
+            $( $(#[$doc])* pub $field: $ty, )*
+        }
+
+        impl<'a> Settings<'a> {
+            /// Hands each variable of [`VARS`] to `put` as `(name, value)`, numbers in decimal.
+            pub fn encode(&self, mut put: impl FnMut(&'static str, &[u8])) {
+                let mut buf: NumBuf = [0; 24];
+                for name in VARS {
+                    put(name, self.value(name, &mut buf));
+                }
+            }
+
+            /// The encoded value of variable `name` (one of [`VARS`]; empty for any other).
+            pub fn value<'b>(&'b self, name: &str, buf: &'b mut NumBuf) -> &'b [u8] {
+                $( if name == $konst { return SettingValue::encoded(&self.$field, buf); } )*
+                &[]
+            }
+
+            /// Reads the settings through `get`; `None` when there is no run directory (not
+            /// sealed). A missing or malformed value keeps its default (the launcher always
+            /// writes them all).
+            pub fn decode(get: impl Fn(&'static str) -> Option<&'a [u8]>) -> Option<Settings<'a>> {
+                let s = Settings {
+                    $( $field: get($konst)
+                        .and_then(<$ty as SettingValue<'a>>::parse)
+                        $( .and_then($fix) )?
+                        .unwrap_or($default), )*
+                };
+                (!s.run_dir.is_empty()).then_some(s)
+            }
+        }
+    };
+}
+
+/// A type a setting can have: how it is written into a variable and read back.
+trait SettingValue<'a>: Sized {
+    fn encoded<'b>(&'b self, buf: &'b mut NumBuf) -> &'b [u8];
+    fn parse(raw: &'a [u8]) -> Option<Self>;
+}
+
+impl<'a> SettingValue<'a> for &'a [u8] {
+    fn encoded<'b>(&'b self, _: &'b mut NumBuf) -> &'b [u8] {
+        self
+    }
+    fn parse(raw: &'a [u8]) -> Option<Self> {
+        Some(raw)
+    }
+}
+
+impl SettingValue<'_> for i64 {
+    fn encoded<'b>(&'b self, buf: &'b mut NumBuf) -> &'b [u8] {
+        let n = write_i64(*self, buf);
+        &buf[..n]
+    }
+    fn parse(raw: &[u8]) -> Option<Self> {
+        parse_i64(raw)
+    }
+}
+
+impl SettingValue<'_> for u64 {
+    fn encoded<'b>(&'b self, buf: &'b mut NumBuf) -> &'b [u8] {
+        let n = crate::write_u64(*self, buf);
+        &buf[..n]
+    }
+    fn parse(raw: &[u8]) -> Option<Self> {
+        parse_u64(raw)
+    }
+}
+
+impl SettingValue<'_> for u32 {
+    fn encoded<'b>(&'b self, buf: &'b mut NumBuf) -> &'b [u8] {
+        let n = crate::write_u64(*self as u64, buf);
+        &buf[..n]
+    }
+    fn parse(raw: &[u8]) -> Option<Self> {
+        parse_u64(raw).and_then(|v| u32::try_from(v).ok())
+    }
+}
+
+settings! {
+    /// Path of the per-run directory (census files + run table). Its presence means "sealed".
+    RUN_DIR = "LIBSEAL_RUN_DIR" => run_dir: &'a [u8] = b"";
+    /// Path of libseal itself, re-added to `LD_PRELOAD` when a child's environment was cleaned.
+    SHIM = "LIBSEAL_SHIM" => shim: &'a [u8] = b"";
+    /// Epoch in nanoseconds since 1970 (i64, decimal).
+    EPOCH_NS = "LIBSEAL_EPOCH_NS" => epoch_ns: i64 = DEFAULT_EPOCH_NS;
+    /// Logical clock tick in nanoseconds (i64, decimal; 0 freezes reads; a negative one is 0).
+    TICK_NS = "LIBSEAL_TICK_NS" => tick_ns: i64 = DEFAULT_TICK_NS, fix |v: i64| Some(v.max(0));
+    /// Seed of every entropy stream (u64, decimal).
+    SEED = "LIBSEAL_SEED" => seed: u64 = 0;
+    /// Bit set of sealed families and options, see [`flags`] (u32, decimal).
+    FLAGS = "LIBSEAL_FLAGS" => flags: u32 = flags::ALL_FAMILIES;
+    /// Fixed host name.
+    HOSTNAME = "LIBSEAL_HOSTNAME" => hostname: &'a [u8] = DEFAULT_HOSTNAME;
+    /// Globs (one a line) of the programs to seal (`--only`); empty: every program.
+    ONLY = "LIBSEAL_ONLY" => only: &'a [u8] = b"";
+    /// Globs (one a line) of the programs not to seal (`--skip`).
+    SKIP = "LIBSEAL_SKIP" => skip: &'a [u8] = b"";
+    /// `--rate` in parts per million (u64, decimal): logical time follows the real time since
+    /// launch times the rate; 0 (the default) keeps deterministic ticks.
+    RATE_PPM = "LIBSEAL_RATE_PPM" => rate_ppm: u64 = 0;
+    /// The real `CLOCK_MONOTONIC` at launch (i64 ns), what `--rate` measures from.
+    REAL_START = "LIBSEAL_REAL_START" => real_start_ns: i64 = 0;
+    /// The run's real start for file times (i64 ns; 0: the root finds it): every file time the
+    /// kernel gave before the run is below it, every one it gives in the run at or above it
+    /// (family `files`). The launcher finds it while it makes the run's file-time table, which
+    /// holds it too.
+    FILES_START = "LIBSEAL_FILES_START" => files_start_ns: i64 = 0;
+    /// CPUs a sealed process sees (family `machine`; decimal, [`MIN_CPUS`]`..=`[`MAX_CPUS`];
+    /// out of range: the default).
+    CPUS = "LIBSEAL_CPUS" => cpus: u32 = DEFAULT_CPUS,
+        fix |n: u32| (MIN_CPUS..=MAX_CPUS).contains(&n).then_some(n);
+    /// Clock reads after each wait that leave the wall clock where it is (u32, decimal; 0:
+    /// every read moves it one tick). Later reads of the same stretch tick: a loop spinning
+    /// on the clock still reaches its deadline.
+    SPIN_AFTER = "LIBSEAL_SPIN_AFTER" => spin_after: u32 = DEFAULT_SPIN_AFTER;
+}
 
 /// The launcher's real pid (ten digits) when it left the root command's guard to libseal, else
 /// zeros: the root (virtual pid 1000) then asks the kernel to kill it when the launcher dies
@@ -87,24 +188,6 @@ pub fn pad_entry_len(strings: usize, pointers: usize) -> usize {
     let total = (base.saturating_sub(8)).div_ceil(LAYOUT_BLOCK) * LAYOUT_BLOCK + 8;
     total - ptr_room - strings
 }
-
-/// The run-wide variables, in the order they are written.
-pub const VARS: [&str; 14] = [
-    RUN_DIR,
-    SHIM,
-    EPOCH_NS,
-    TICK_NS,
-    SEED,
-    FLAGS,
-    HOSTNAME,
-    ONLY,
-    SKIP,
-    RATE_PPM,
-    REAL_START,
-    FILES_START,
-    CPUS,
-    SPIN_AFTER,
-];
 
 /// Logical clock (ns) of the thread that called exec; the new image starts from it.
 pub const CLOCK: &str = "LIBSEAL_CLOCK";
@@ -159,102 +242,10 @@ pub fn image_ordinal(names: u64, name: u16) -> u64 {
     crate::mix64((name as u64) << 8 | earlier).max(1)
 }
 
-/// The run's settings. Byte strings, so the shim can decode them from `environ` in place.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Settings<'a> {
-    pub run_dir: &'a [u8],
-    pub shim: &'a [u8],
-    pub epoch_ns: i64,
-    pub tick_ns: i64,
-    pub seed: u64,
-    /// [`flags`] bits: the sealed families and options.
-    pub flags: u32,
-    pub hostname: &'a [u8],
-    /// `--only` globs, one a line (empty: all programs).
-    pub only: &'a [u8],
-    /// `--skip` globs, one a line.
-    pub skip: &'a [u8],
-    /// `--rate` in parts per million; 0: deterministic ticks.
-    pub rate_ppm: u64,
-    /// The real `CLOCK_MONOTONIC` (ns) at launch.
-    pub real_start_ns: i64,
-    /// [`FILES_START`]; 0: the root waits for the tick itself.
-    pub files_start_ns: i64,
-    /// [`CPUS`]: the CPU count of family `machine`.
-    pub cpus: u32,
-    /// [`SPIN_AFTER`]: clock reads after a wait that do not move the clock.
-    pub spin_after: u32,
-}
-
 /// Room for one encoded number.
 pub type NumBuf = [u8; 24];
 
 impl<'a> Settings<'a> {
-    /// Hands each variable of [`VARS`] to `put` as `(name, value)`, numbers in decimal.
-    pub fn encode(&self, mut put: impl FnMut(&'static str, &[u8])) {
-        let mut buf: NumBuf = [0; 24];
-        for name in VARS {
-            put(name, self.value(name, &mut buf));
-        }
-    }
-
-    /// The encoded value of variable `name` (one of [`VARS`]; empty for any other name).
-    pub fn value<'b>(&'b self, name: &str, buf: &'b mut NumBuf) -> &'b [u8] {
-        let n = match name {
-            RUN_DIR => return self.run_dir,
-            SHIM => return self.shim,
-            HOSTNAME => return self.hostname,
-            ONLY => return self.only,
-            SKIP => return self.skip,
-            EPOCH_NS => write_i64(self.epoch_ns, buf),
-            TICK_NS => write_i64(self.tick_ns, buf),
-            SEED => crate::write_u64(self.seed, buf),
-            FLAGS => crate::write_u64(self.flags as u64, buf),
-            RATE_PPM => crate::write_u64(self.rate_ppm, buf),
-            REAL_START => write_i64(self.real_start_ns, buf),
-            FILES_START => write_i64(self.files_start_ns, buf),
-            CPUS => crate::write_u64(self.cpus as u64, buf),
-            SPIN_AFTER => crate::write_u64(self.spin_after as u64, buf),
-            _ => 0,
-        };
-        &buf[..n]
-    }
-
-    /// Reads the settings through `get`; `None` when there is no run directory (not sealed).
-    /// A missing or malformed number keeps its default (the launcher always writes them all).
-    pub fn decode(get: impl Fn(&'static str) -> Option<&'a [u8]>) -> Option<Settings<'a>> {
-        let run_dir = get(RUN_DIR).filter(|d| !d.is_empty())?;
-        Some(Settings {
-            run_dir,
-            shim: get(SHIM).unwrap_or(b""),
-            epoch_ns: get(EPOCH_NS)
-                .and_then(parse_i64)
-                .unwrap_or(DEFAULT_EPOCH_NS),
-            tick_ns: get(TICK_NS)
-                .and_then(parse_i64)
-                .unwrap_or(DEFAULT_TICK_NS)
-                .max(0),
-            seed: get(SEED).and_then(parse_u64).unwrap_or(0),
-            flags: get(FLAGS)
-                .and_then(parse_u64)
-                .map(|v| v as u32)
-                .unwrap_or(flags::ALL_FAMILIES),
-            hostname: get(HOSTNAME).unwrap_or(DEFAULT_HOSTNAME),
-            only: get(ONLY).unwrap_or(b""),
-            skip: get(SKIP).unwrap_or(b""),
-            rate_ppm: get(RATE_PPM).and_then(parse_u64).unwrap_or(0),
-            real_start_ns: get(REAL_START).and_then(parse_i64).unwrap_or(0),
-            files_start_ns: get(FILES_START).and_then(parse_i64).unwrap_or(0),
-            cpus: get(CPUS)
-                .and_then(parse_u64)
-                .filter(|n| (MIN_CPUS as u64..=MAX_CPUS as u64).contains(n))
-                .map_or(DEFAULT_CPUS, |n| n as u32),
-            spin_after: get(SPIN_AFTER)
-                .and_then(parse_u64)
-                .map_or(DEFAULT_SPIN_AFTER, |n| n.min(u32::MAX as u64) as u32),
-        })
-    }
-
     /// Is the program at `path` sealed under `--only`/`--skip`? A glob with a `/` is matched
     /// against the whole path, any other against its last component.
     pub fn in_scope(&self, path: &[u8]) -> bool {
