@@ -3,7 +3,7 @@
 //! files. Each must never panic on arbitrary input, and must either round-trip a value or reject
 //! it with one line. 256 cases each (a few seconds in all); `PROPTEST_CASES` raises it.
 
-use crate::golden::case::{CASE_KEYS, SEAL_KEYS};
+use crate::golden::case::{seal_keys, CASE_KEYS};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -68,7 +68,7 @@ fn config_text() -> impl Strategy<Value = String> {
         (prop::sample::select(keys), toml_value()).prop_map(|(k, v)| format!("{k} = {v}\n"))
     };
     (
-        prop::collection::vec(line(keys_and(&[SEAL_KEYS], &["nope"])), 0..5),
+        prop::collection::vec(line(keys_and(&[&seal_keys()], &["nope"])), 0..5),
         prop::collection::vec(
             (
                 "[A-Za-z_][A-Za-z0-9_]{0,12}|LD_PRELOAD|SEAL_SEED|LIBSEAL_X",
@@ -79,7 +79,7 @@ fn config_text() -> impl Strategy<Value = String> {
         prop::collection::vec(("[a-z]{1,6}", any::<String>()), 0..3),
         prop::collection::vec(
             prop::collection::vec(
-                line(keys_and(&[CASE_KEYS, SEAL_KEYS], &["exit", "nope"])),
+                line(keys_and(&[CASE_KEYS, &seal_keys()], &["exit", "nope"])),
                 0..6,
             ),
             0..3,

@@ -16,6 +16,7 @@ use crate::cli::SealOpts;
 pub use seal_abi::settings::{DEFAULT_EPOCH_NS, DEFAULT_TICK_NS};
 
 mod resolve;
+pub mod table;
 #[cfg(test)]
 mod tests;
 mod values;
@@ -357,25 +358,6 @@ impl EnvSource for ProcessEnv {
         }
     }
 }
-
-/// Every variable the settings are read from: each is checked for UTF-8 before any is used.
-pub const SETTING_VARS: [&str; 15] = [
-    "SEAL_EPOCH",
-    "SEAL_SEED",
-    "SEAL_TICK",
-    "SEAL_WARP",
-    "SEAL_TZ",
-    "SEAL_LOCALE",
-    "SEAL_HOSTNAME",
-    "SEAL_HASH_SEED",
-    "SEAL_CPUS",
-    "SEAL_SPIN_AFTER",
-    "SEAL_UNSEAL",
-    "SEAL_QUIET",
-    "SEAL_ONLY",
-    "SEAL_SKIP",
-    "SOURCE_DATE_EPOCH",
-];
 
 impl EnvSource for BTreeMap<String, String> {
     fn var(&self, key: &str) -> Option<String> {

@@ -244,13 +244,10 @@ pub fn resolve_with(
             .chain(file.map(|f| &f.file.seal))
             .collect(),
     };
-    for var in SETTING_VARS {
+    for var in super::table::setting_vars() {
         if let Some(lossy) = env.not_utf8(var) {
             let origin = format!("environment variable {var}");
-            let key = match var.strip_prefix("SEAL_") {
-                Some(k) => k.to_ascii_lowercase(),
-                None => "epoch".into(),
-            };
+            let key = super::table::key_of_var(var);
             return Err(ConfigError::invalid(
                 &origin,
                 &key,

@@ -14,20 +14,10 @@ use crate::config::{
 };
 use crate::masks::MaskSet;
 
-/// Keys of a case that override `[seal]` for that case only.
-pub const SEAL_KEYS: &[&str] = &[
-    "epoch",
-    "seed",
-    "tick",
-    "tz",
-    "locale",
-    "hash_seed",
-    "hostname",
-    "cpus",
-    "spin_after",
-    "warp",
-    "unseal",
-];
+/// Keys of a case that override `[seal]` for that case only (config::table::SETTINGS).
+pub fn seal_keys() -> Vec<&'static str> {
+    crate::config::table::case_keys()
+}
 /// Keys of a case that describe the command.
 pub const CASE_KEYS: &[&str] = &[
     "name",
@@ -199,13 +189,13 @@ fn name(t: &Table) -> Result<String, ConfigError> {
 fn known_keys(t: &Table) -> Result<(), ConfigError> {
     for k in t.table.keys() {
         let k = k.get_ref().as_str();
-        if !CASE_KEYS.contains(&k) && !SEAL_KEYS.contains(&k) {
+        if !CASE_KEYS.contains(&k) && !seal_keys().contains(&k) {
             return Err(t.err(
                 k,
                 format!(
                     "unknown key (expected one of {}, or a [seal] setting: {})",
                     CASE_KEYS.join(", "),
-                    SEAL_KEYS.join(", ")
+                    seal_keys().join(", ")
                 ),
             ));
         }
@@ -386,7 +376,7 @@ fn settings(
     let overrides: BTreeMap<&str, &Spanned<Value>> = t
         .table
         .iter()
-        .filter(|(k, _)| SEAL_KEYS.contains(&k.get_ref().as_str()))
+        .filter(|(k, _)| seal_keys().contains(&k.get_ref().as_str()))
         .map(|(k, v)| (k.get_ref().as_str(), v))
         .collect();
     let opts = SealOpts {
@@ -452,7 +442,7 @@ fn case_layer(
                 Some(list) => sec.unseal = Some(Spanned::new(v.span(), list)),
                 None => return Err(wrong(key, v, "an array of family names")),
             },
-            _ => unreachable!("SEAL_KEYS"),
+            _ => unreachable!("seal_keys()"),
         }
     }
     Ok(sec)
