@@ -22,6 +22,15 @@ Exit status:
 Settings come from, in order: flags, SEAL_* environment variables, seal.toml (this directory
 or a parent), defaults. x86_64 Linux with glibc only.";
 
+/// `--unseal`'s help, listing every family of `seal_abi::settings::FAMILIES`.
+fn unseal_help() -> String {
+    let names: Vec<&str> = seal_abi::settings::FAMILIES
+        .iter()
+        .map(|f| f.name)
+        .collect();
+    format!("Leave a family unsealed (repeatable): {}", names.join(", "))
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "seal",
@@ -102,8 +111,7 @@ pub struct SealOpts {
     /// [default: 4]
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub cpus: Option<String>,
-    /// Leave a family unsealed (repeatable): time, random, pid, host, tempname, hashseed, tz, locale, env, aslr, layout, files, net, cpu, machine
-    #[arg(long, value_name = "FAMILY")]
+    #[arg(long, value_name = "FAMILY", help = unseal_help())]
     pub unseal: Vec<String>,
     /// Seal only programs whose name (or, with a `/`, path) matches this glob (repeatable);
     /// the others run with real values but pass the seal on to their children

@@ -147,6 +147,31 @@ mod tests {
     }
 
     #[test]
+    fn docs_usage_lists_every_family() {
+        let doc = usage_md();
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with("| `--unseal FAMILY`"))
+            .expect("docs/usage.md's --unseal row");
+        for f in seal_abi::settings::FAMILIES {
+            assert!(
+                row.contains(&format!("`{}`", f.name)),
+                "--unseal row lacks {}",
+                f.name
+            );
+            // A row of the family table whose first cell names it (`hashseed`, `tz`, … share one).
+            assert!(
+                doc.lines().any(|l| l.starts_with("| `")
+                    && l.split('|')
+                        .nth(1)
+                        .is_some_and(|c| c.contains(&format!("`{}`", f.name)))),
+                "docs/usage.md's family table lacks {}",
+                f.name
+            );
+        }
+    }
+
+    #[test]
     fn every_family_is_in_the_unseal_help() {
         let mut cli = crate::cli::Cli::command();
         let help = cli
