@@ -22,6 +22,17 @@ Exit status:
 Settings come from, in order: flags, SEAL_* environment variables, seal.toml (this directory
 or a parent), defaults. x86_64 Linux with glibc only.";
 
+/// The most runs or passes a multi-run command takes (`-n`, `--passes`): each is a sealed run
+/// of the command kept in memory, and a bigger count is a typo, not a plan.
+pub const MAX_RUNS: u64 = 10_000;
+/// The most runs at once (`-j`).
+pub const MAX_JOBS: u64 = 256;
+
+/// A count option's parser: a whole number up to `max`, refused at parse time (exit 2).
+fn count(max: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(..=max)
+}
+
 /// `--unseal`'s help, listing every family of `seal_abi::settings::FAMILIES`.
 fn unseal_help() -> String {
     let names: Vec<&str> = seal_abi::settings::FAMILIES
@@ -77,10 +88,10 @@ pub struct SealOpts {
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub epoch: Option<String>,
     /// Seed of every entropy stream [default: 0]
-    #[arg(long, value_name = "U64")]
+    #[arg(long, value_name = "U64", allow_hyphen_values = true)]
     pub seed: Option<String>,
     /// Logical clock advance per clock read, e.g. 1us, 250ns; 0 freezes reads [default: 1us]
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub tick: Option<String>,
     /// Clock reads after each wait that leave the clock still; later reads of the same
     /// stretch tick (a loop spinning on the clock still ends); 0: every read ticks
@@ -102,7 +113,7 @@ pub struct SealOpts {
     #[arg(long, value_name = "LOCALE")]
     pub locale: Option<String>,
     /// PYTHONHASHSEED for the command [default: 0]
-    #[arg(long, value_name = "U32")]
+    #[arg(long, value_name = "U32", allow_hyphen_values = true)]
     pub hash_seed: Option<String>,
     /// Host name the command sees [default: seal]
     #[arg(long, value_name = "NAME")]
@@ -174,11 +185,11 @@ pub struct VerifyArgs {
     #[command(flatten)]
     pub seal: SealOpts,
     /// Number of sealed runs
-    #[arg(short = 'n', long = "runs", default_value_t = 20, value_name = "N")]
+    #[arg(short = 'n', long = "runs", default_value_t = 20, value_name = "N", value_parser = count(MAX_RUNS))]
     pub runs: usize,
     /// Runs at once (each has its own private /tmp; with --artifact, --no-private-tmp or no
     /// mount namespace they go one after another; runs share the working directory)
-    #[arg(short = 'j', long, default_value_t = 1, value_name = "JOBS")]
+    #[arg(short = 'j', long, default_value_t = 1, value_name = "JOBS", value_parser = count(MAX_JOBS))]
     pub jobs: usize,
     /// Files the command writes that are part of its result (glob, relative to the working directory; repeatable)
     #[arg(long = "artifact", value_name = "GLOB")]
@@ -196,7 +207,7 @@ pub struct ProbeArgs {
     #[command(flatten)]
     pub seal: SealOpts,
     /// Runs per perturbation
-    #[arg(short = 'n', long = "runs", default_value_t = 2, value_name = "N")]
+    #[arg(short = 'n', long = "runs", default_value_t = 2, value_name = "N", value_parser = count(MAX_RUNS))]
     pub runs: usize,
     /// Run the perturbations under seal, showing what survives the seal
     #[arg(long)]
@@ -260,7 +271,7 @@ pub struct GoldenRunArgs {
     /// Cases to record (default: all)
     pub names: Vec<String>,
     /// Sealed passes that must agree before a golden is written
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = count(MAX_RUNS))]
     pub passes: usize,
     #[command(flatten)]
     pub suite: SuiteArgs,
@@ -274,7 +285,7 @@ pub struct GoldenCheckArgs {
     /// Cases to check (default: all)
     pub names: Vec<String>,
     /// Sealed runs per case
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = count(MAX_RUNS))]
     pub passes: usize,
     /// Fail when census totals drifted from the golden
     #[arg(long)]
@@ -284,7 +295,7 @@ pub struct GoldenCheckArgs {
     pub junit: Option<PathBuf>,
     /// Cases at once (each has its own private /tmp; cases that share a working directory
     /// still run one after another, in file order)
-    #[arg(short = 'j', long, default_value_t = 1, value_name = "N")]
+    #[arg(short = 'j', long, default_value_t = 1, value_name = "N", value_parser = count(MAX_JOBS))]
     pub jobs: usize,
     /// Check only the cases of shard K of N (1 <= K <= N), assigned by a hash of each case's
     /// name: N machines with --shard 1/N .. N/N check every case exactly once

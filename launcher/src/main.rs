@@ -14,6 +14,7 @@ mod direct;
 mod exec_check;
 mod filetimes;
 mod golden;
+mod infile;
 mod masks;
 mod observe;
 mod outfile;
@@ -113,6 +114,7 @@ fn seal_main() -> ExitCode {
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    outputs_writable(&cli)?;
     match cli.command {
         None => {
             usage::require_command(&cli.run.cmd, "seal")?;
@@ -128,6 +130,26 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Golden(args)) => golden::run(args),
         Some(Command::Demo(args)) => demo::run(args),
         Some(Command::Time(args)) => timectl::run(args),
+    }
+}
+
+/// Every file a command will write is checked before anything runs: a run of twenty passes
+/// must not end in "cannot write" (exit 2, nothing lost).
+fn outputs_writable(cli: &Cli) -> Result<(), usage::UsageError> {
+    use cli::GoldenAction;
+    let check = |flag: &str, p: &Option<std::path::PathBuf>| match p {
+        Some(p) => usage::writable_file(flag, p),
+        None => Ok(()),
+    };
+    match &cli.command {
+        Some(Command::Verify(a)) => check("--json", &a.json),
+        Some(Command::Probe(a)) => usage::writable_file("--report", &a.report),
+        Some(Command::Golden(g)) => match &g.action {
+            GoldenAction::Check(a) => check("--junit", &a.junit),
+            GoldenAction::JunitMerge(a) => usage::writable_file("--output", &a.output),
+            _ => Ok(()),
+        },
+        _ => Ok(()),
     }
 }
 

@@ -240,8 +240,8 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode> {
 }
 
 fn load_report(path: &Path) -> Result<Report> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--compare: cannot read {}", path.display()))?;
+    let text = crate::infile::read_string(path)
+        .map_err(|e| UsageError(format!("--compare {}: cannot read: {e}", path.display())))?;
     serde_json::from_str(&text).map_err(|e| {
         UsageError(format!(
             "--compare {}: not a seal probe report: {e}",

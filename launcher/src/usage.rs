@@ -25,7 +25,44 @@ pub fn parse() -> Cli {
     if let Some(cli) = parse_run(&args) {
         return cli;
     }
-    Cli::try_parse_from(&args).unwrap_or_else(|e| with_dash_dash_tip(e, &args, is_command).exit())
+    Cli::try_parse_from(&args)
+        .unwrap_or_else(|e| exit_one_line(with_dash_dash_tip(e, &args, is_command)))
+}
+
+/// Ends the process for a clap error: help and version as clap prints them; a usage error as
+/// one line on stderr (the problem, then clap's tips, `;`-separated) and exit 2.
+fn exit_one_line(err: clap::Error) -> ! {
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        err.exit()
+    }
+    term::note(format_args!(
+        "{}",
+        one_line_usage(&err.render().to_string())
+    ));
+    std::process::exit(2)
+}
+
+/// clap's rendered error as one line: `error: …; tip: …; tip: …`, without the usage block.
+fn one_line_usage(rendered: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for line in rendered.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            parts.push(line);
+        }
+    }
+    let mut s = parts.join("; ");
+    if !s.starts_with("error:") {
+        s.insert_str(0, "error: ");
+    }
+    s
 }
 
 /// Only `seal run`'s options: what every sealed run parses.
@@ -211,6 +248,11 @@ pub fn writable_file(flag: &str, path: &Path) -> Result<(), UsageError> {
     if !parent.is_dir() {
         return bad(&format!("{} is not a directory", parent.display()));
     }
+    let c = std::ffi::CString::new(parent.as_os_str().as_encoded_bytes()).ok();
+    // SAFETY: a NUL-terminated path; access has no other preconditions.
+    if c.is_some_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0) {
+        return bad(&format!("cannot create a file in {}", parent.display()));
+    }
     Ok(())
 }
 
@@ -257,6 +299,38 @@ mod tests {
         with_dash_dash_tip(err, &args, |p| commands.iter().any(|c| OsStr::new(c) == p))
             .render()
             .to_string()
+    }
+
+    #[test]
+    fn usage_errors_are_one_line_with_their_tips() {
+        let e = error_of(&["seal", "--nope", "--", "true"], &[]);
+        let one = one_line_usage(&e);
+        assert!(
+            !one.contains('\n') && one.starts_with("error: unexpected argument '--nope'"),
+            "{one}"
+        );
+        let e = error_of(&["seal", "ls", "-l"], &["ls"]);
+        let one = one_line_usage(&e);
+        assert!(
+            one.contains("; tip: to run a command sealed, put -- before it: seal -- ls -l"),
+            "{one}"
+        );
+        for args in [
+            &[
+                "seal",
+                "verify",
+                "-n",
+                "18446744073709551615",
+                "--",
+                "false",
+            ][..],
+            &["seal", "verify", "-n", "100000000", "--", "false"],
+            &["seal", "golden", "record", "--passes", "4294967297"],
+            &["seal", "verify", "-j", "100000", "--", "true"],
+        ] {
+            let one = one_line_usage(&error_of(args, &[]));
+            assert!(one.starts_with("error: invalid value"), "{args:?}: {one}");
+        }
     }
 
     #[test]

@@ -470,3 +470,97 @@ fn a_nested_seal_reads_its_own_configuration_not_the_outer_runs() {
     let default = run_seal(["--", "python3", "-c", py]);
     assert_ne!(default.stdout, direct.stdout, "seed = 7 was not read");
 }
+
+/// Counts are bounded when parsed: a huge `-n` or `--passes` is one line and exit 2, never a
+/// panic or an abort.
+#[test]
+fn huge_counts_are_refused_at_parse_time() {
+    let d = temp_dir();
+    for args in [
+        &["verify", "-n", "18446744073709551615", "--", "false"][..],
+        &["verify", "-n", "100000000", "--", "false"],
+        &["verify", "-j", "100000", "--", "true"],
+        &["probe", "-n", "4294967297", "--", "true"],
+        &["golden", "record", "--passes", "4294967297"],
+        &["golden", "check", "--passes", "18446744073709551615"],
+    ] {
+        assert_usage_error(&seal_in(d.path(), args, &[]), &["invalid value", "is not in 0..="]);
+    }
+}
+
+/// clap's errors are one line too, with clap's tips kept on it.
+#[test]
+fn parse_errors_are_one_line_with_their_tips() {
+    let d = temp_dir();
+    let o = seal_in(d.path(), &["--seed", "-1", "--", "true"], &[]);
+    assert_usage_error(&o, &["--seed", "-1", "unsigned 64-bit integer"]);
+    assert_usage_error(
+        &seal_in(d.path(), &["-q", "verify"], &[]),
+        &["unexpected argument 'verify'"],
+    );
+    let o = seal_in(d.path(), &["verify", "--report", "x", "--", "true"], &[]);
+    assert_usage_error(&o, &["unexpected argument '--report'", "tip:"]);
+    let o = seal_in(d.path(), &["--nope", "--", "true"], &[]);
+    assert_usage_error(&o, &["--nope"]);
+    // Help and version are still clap's own.
+    let o = seal_in(d.path(), &["--help"], &[]);
+    o.ok().stdout_has("Usage:");
+}
+
+/// Special files where seal reads a file are refused at once (no hang on a FIFO, no endless
+/// read of /dev/zero), in one line with exit 2; output files are checked before anything runs.
+#[test]
+fn special_input_files_are_refused_and_outputs_checked_first() {
+    let d = temp_dir();
+    let fifo = d.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.to_str().unwrap();
+    let o = seal_in(
+        d.path(),
+        &["probe", "--patterns", "/dev/zero", "--", "true"],
+        &[],
+    );
+    assert_usage_error(&o, &["--patterns /dev/zero", "not a regular file"]);
+    let o = seal_in(d.path(), &["probe", "--compare", fifo, "--", "true"], &[]);
+    assert_usage_error(&o, &["--compare", "FIFO"]);
+    let o = seal_in(
+        d.path(),
+        &["probe", "--patterns", "/nonexistent/p.toml", "--", "true"],
+        &[],
+    );
+    assert_usage_error(&o, &["--patterns /nonexistent/p.toml", "No such file"]);
+    // Goldens that are a link to /dev/zero or a FIFO: reported, not read.
+    std::fs::write(
+        d.path().join("seal.toml"),
+        "[[case]]\nname = \"z\"\ncmd = [\"true\"]\n[[case]]\nname = \"f\"\ncmd = [\"true\"]\n",
+    )
+    .unwrap();
+    std::fs::create_dir(d.path().join("golden")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", d.path().join("golden/z.json")).unwrap();
+    std::fs::rename(fifo, d.path().join("golden/f.json")).unwrap();
+    let o = seal_in(d.path(), &["golden", "list"], &[]);
+    assert!(o.code.is_some(), "{}", o.show());
+    let o = seal_in(d.path(), &["golden", "check"], &[]);
+    assert_ne!(o.code, Some(0), "{}", o.show());
+    let all = format!("{}{}", o.stdout, o.stderr);
+    assert!(
+        all.contains("device") && all.contains("FIFO"),
+        "{}",
+        o.show()
+    );
+    // An output in a directory that does not exist: exit 2 before the 20 runs.
+    let o = seal_in(
+        d.path(),
+        &["verify", "--json", "/nonexistent/dir/v.json", "--", "true"],
+        &[],
+    );
+    assert_usage_error(&o, &["--json /nonexistent/dir/v.json"]);
+    let o = seal_in(
+        d.path(),
+        &["golden", "check", "--junit", "/nonexistent/j.xml"],
+        &[],
+    );
+    assert_usage_error(&o, &["--junit /nonexistent/j.xml"]);
+}

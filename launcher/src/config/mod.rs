@@ -284,29 +284,10 @@ pub fn parse_config(path: &Path, text: String) -> Result<LoadedFile, ConfigError
     })
 }
 
-/// The text of a regular file (a symlink to one is fine). Anything else is refused before a
-/// byte is read: `/dev/zero` would never end and a FIFO would block until a writer came.
-/// Opened with O_NONBLOCK so that opening a FIFO does not wait either, then checked with
-/// fstat on the open descriptor (no window between the check and the read).
+/// The text of a regular file (a symlink to one is fine; anything else, or more than
+/// `infile::CAP`, is refused before it can hang: `crate::infile`).
 pub fn read_regular_file(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let meta = f.metadata()?;
-    if !meta.is_file() {
-        let what = if meta.is_dir() {
-            "is a directory"
-        } else {
-            "is not a regular file"
-        };
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, what));
-    }
-    let mut text = String::new();
-    f.read_to_string(&mut text)?;
-    Ok(text)
+    crate::infile::read_string(path)
 }
 
 /// The config file named by `--config`, else the nearest `seal.toml`, else none.

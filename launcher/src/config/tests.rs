@@ -148,7 +148,7 @@ fn booleans_and_hostnames_are_checked_where_they_come_from() {
 #[test]
 fn a_config_that_is_not_a_regular_file_is_refused_at_once() {
     let e = load_file(Path::new("/dev/zero")).unwrap_err().to_string();
-    assert_eq!(e, "/dev/zero: is not a regular file");
+    assert_eq!(e, "/dev/zero: is a device, not a regular file");
     let d = tempfile::tempdir().unwrap();
     let fifo = d.path().join("fifo");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();

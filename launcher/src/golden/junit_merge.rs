@@ -26,8 +26,8 @@ pub fn run(args: &GoldenJunitMergeArgs) -> Result<ExitCode> {
     let mut suites: Vec<String> = Vec::new();
     let mut totals = Totals::default();
     for path in &args.files {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let text = crate::infile::read_string(path)
+            .map_err(|e| UsageError(format!("{}: cannot read: {e}", path.display())))?;
         let found =
             testsuites(&text).map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
         for (element, t) in found {
