@@ -428,3 +428,24 @@ fn a_jvm_case_is_recorded_without_its_varying_census_rows() {
     }
     golden(p.path(), &["check"]).ok();
 }
+
+/// A golden of 80,000 lines checked against a one-line output: the diff settles for a coarse
+/// edit past its deadline (it took 15 s before) and prints at most 2000 changed lines, then
+/// says it was cut.
+#[test]
+fn a_huge_diff_is_quick_and_cut() {
+    let d = private_tmpdir();
+    let toml = |cmd: &str| format!("[[case]]\nname = \"big\"\ncmd = \"{cmd}\"\n");
+    std::fs::write(d.path().join("seal.toml"), toml("seq 80000")).unwrap();
+    golden(d.path(), &["record"]).ok();
+    std::fs::write(d.path().join("seal.toml"), toml("echo x")).unwrap();
+    let out = golden(d.path(), &["check"]);
+    out.code_is(1);
+    assert!(
+        out.stdout.contains("… (diff cut after 2000 changed lines)"),
+        "{}",
+        out.show()
+    );
+    assert!(out.stdout.lines().count() < 2100, "{} lines", out.stdout.lines().count());
+    assert!(out.stdout.contains("\n    -1\n") || out.stdout.contains("-1\n"), "{}", out.show());
+}
