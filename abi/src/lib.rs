@@ -289,6 +289,14 @@ functions! {
     UnameMachine = Machine "uname (release, version, machine)",
     SysUname = Machine "syscall(SYS_uname)",
     OpenMachine = Machine "open(machine file)",
+    // machine (appended): directory listings in name order, whatever order the file system
+    // keeps (ext4's hash order changes with each file system's seed; tmpfs lists newest first)
+    Readdir = Machine "readdir/readdir64 (sorted)",
+    ReaddirR = Machine "readdir_r/readdir64_r (sorted)",
+    Getdents = Machine "getdents64 (sorted)",
+    SysGetdents = Machine "syscall(SYS_getdents64) (sorted)",
+    Scandir = Machine "scandir/scandir64 (sorted)",
+    Telldir = Machine "telldir/seekdir/rewinddir (sorted places)",
 }
 
 impl Fid {

@@ -24,6 +24,9 @@ use seal_abi::flags;
 
 use crate::config;
 
+#[cfg(not(test))]
+mod dirhooks;
+pub mod dirorder;
 pub mod files;
 #[cfg(not(test))]
 pub(crate) mod hooks;

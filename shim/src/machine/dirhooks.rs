@@ -1,0 +1,200 @@
+//! Family `machine`'s directory-order entry points beside the `readdir` family (whose hooks
+//! are in `open::listing`): `telldir`, `seekdir` and `rewinddir`, which speak of places in a
+//! sorted stream, and `scandir`/`scandir64`, whose glibc implementation reads with an internal
+//! `readdir` that never reaches a hook, so it is done here over the sorted stream.
+//!
+//! `nftw`, `ftw`, `fts_*` and `glob` are glibc's and read with the same internal calls: they
+//! keep the file system's order (`glob` sorts its result unless `GLOB_NOSORT`). `find`, `du`,
+//! `rm -r` and `tar` carry gnulib's own `fts` or `savedir`, which call `readdir` through the
+//! PLT, and so list in order.
+
+use libc::{c_char, c_int, c_long, dirent, dirent64, DIR};
+
+use super::dirorder;
+use crate::open::listing::hooks::{read_one, readdir_sorted};
+use crate::{hook, sys};
+
+/// The descriptor of a stream.
+///
+/// # Safety
+/// `dir` is a valid open stream.
+unsafe fn fd_of(dir: *mut DIR) -> c_int {
+    // SAFETY: per the contract; dirfd is not interposed by the shim.
+    unsafe { libc::dirfd(dir) }
+}
+
+/// The real `readdir` of `dir`, for a snapshot made by `telldir` or `seekdir`.
+fn real_readdir(dir: *mut DIR) -> *mut dirent64 {
+    let f = crate::real!(readdir64: fn(*mut DIR) -> *mut dirent64);
+    // SAFETY: the caller's open stream.
+    unsafe { f(dir) }
+}
+
+hook! {
+    /// # Safety
+    /// As `telldir(3)`.
+    fn telldir(dir: *mut DIR) -> c_long;
+    fid = Telldir;
+    |real| {
+        if dir.is_null() {
+            return real(dir);
+        }
+        // SAFETY: an open stream per the contract.
+        let fd = unsafe { fd_of(dir) };
+        match dirorder::tell(dir as usize, fd, &mut || read_one(&|| real_readdir(dir))) {
+            Some(p) => p as c_long,
+            None => real(dir),
+        }
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `seekdir(3)`: `loc` a value `telldir` gave for this stream.
+    fn seekdir(dir: *mut DIR, loc: c_long) -> ();
+    fid = Telldir;
+    |real| {
+        if dir.is_null() {
+            return real(dir, loc);
+        }
+        // SAFETY: an open stream per the contract.
+        let fd = unsafe { fd_of(dir) };
+        if !dirorder::seek(dir as usize, fd, loc, &mut || read_one(&|| real_readdir(dir))) {
+            real(dir, loc)
+        }
+    }
+}
+
+hook! {
+    /// The snapshot is dropped: the next read lists the directory as it is then.
+    ///
+    /// # Safety
+    /// As `rewinddir(3)`.
+    fn rewinddir(dir: *mut DIR) -> ();
+    fid = Telldir;
+    |real| {
+        dirorder::release(dirorder::dir_key(dir as usize));
+        real(dir)
+    }
+}
+
+/// `scandir`'s filter and comparison, as C declares them.
+type Filter = Option<unsafe extern "C" fn(*const dirent) -> c_int>;
+type Compar = Option<unsafe extern "C" fn(*mut *const dirent, *mut *const dirent) -> c_int>;
+
+/// `scandir(path, list, filter, compar)` over the sorted stream: the entries `filter` keeps,
+/// each in its own `malloc`ed copy, in a `malloc`ed array sorted by `compar` (name order
+/// without one), as glibc's. `None` when the directory is not sorted (the real call).
+///
+/// # Safety
+/// As `scandir(3)`.
+unsafe fn scandir_sorted(
+    path: *const c_char,
+    list: *mut *mut *mut dirent,
+    filter: Filter,
+    compar: Compar,
+) -> Option<c_int> {
+    if path.is_null() || list.is_null() || !super::sealed() || crate::real::Reentry::inside() {
+        return None;
+    }
+    let saved = sys::errno();
+    // SAFETY: a C string per the contract (our own opendir hook translates it as usual).
+    let dir = unsafe { libc::opendir(path) };
+    if dir.is_null() {
+        return Some(-1);
+    }
+    // SAFETY: dir is open.
+    if !dirorder::eligible(unsafe { fd_of(dir) }) {
+        // SAFETY: ours, opened above.
+        unsafe { libc::closedir(dir) };
+        return None;
+    }
+    let mut v: *mut *mut dirent = core::ptr::null_mut();
+    let (mut n, mut cap) = (0usize, 0usize);
+    let mut failed = 0;
+    loop {
+        // SAFETY: dir is open; the sorted read (or the real one, when no slot was free).
+        let e = unsafe { readdir_sorted(dir, &|| real_readdir(dir)) }
+            .unwrap_or_else(|| real_readdir(dir));
+        if e.is_null() {
+            let er = sys::errno();
+            if er != saved && er != 0 {
+                failed = er;
+            }
+            break;
+        }
+        // SAFETY: the user's filter, on a record valid until the next read.
+        if let Some(f) = filter {
+            if unsafe { f(e as *const dirent) } == 0 {
+                continue;
+            }
+        }
+        if n == cap {
+            cap = if cap == 0 { 16 } else { cap * 2 };
+            // SAFETY: realloc of our own array (or null).
+            let g = unsafe { libc::realloc(v as *mut _, cap * core::mem::size_of::<usize>()) };
+            if g.is_null() {
+                failed = libc::ENOMEM;
+                break;
+            }
+            v = g as *mut *mut dirent;
+        }
+        // SAFETY: a record of the stream: its header first.
+        let len = unsafe { (*e).d_reclen } as usize;
+        // SAFETY: a fresh allocation of `len` bytes, filled from the record.
+        let c = unsafe { libc::malloc(len) };
+        if c.is_null() {
+            failed = libc::ENOMEM;
+            break;
+        }
+        // SAFETY: `len` bytes each side; `n < cap` slots of `v`.
+        unsafe {
+            core::ptr::copy_nonoverlapping(e as *const u8, c as *mut u8, len);
+            *v.add(n) = c as *mut dirent;
+        }
+        n += 1;
+    }
+    // SAFETY: ours, opened above.
+    unsafe { libc::closedir(dir) };
+    if failed != 0 {
+        for i in 0..n {
+            // SAFETY: our own allocations.
+            unsafe { libc::free(*v.add(i) as *mut _) };
+        }
+        // SAFETY: ours (or null).
+        unsafe { libc::free(v as *mut _) };
+        sys::set_errno(failed);
+        return Some(-1);
+    }
+    if let Some(c) = compar {
+        if n > 1 {
+            // SAFETY: `n` pointers; the user's comparison takes two pointers to them, the ABI
+            // of qsort's.
+            unsafe {
+                libc::qsort(
+                    v as *mut _,
+                    n,
+                    core::mem::size_of::<usize>(),
+                    Some(core::mem::transmute::<
+                        unsafe extern "C" fn(*mut *const dirent, *mut *const dirent) -> c_int,
+                        unsafe extern "C" fn(*const libc::c_void, *const libc::c_void) -> c_int,
+                    >(c)),
+                );
+            }
+        }
+    }
+    // SAFETY: a valid out-pointer per the contract.
+    unsafe { *list = v };
+    sys::set_errno(saved);
+    Some(n as c_int)
+}
+
+hook! {
+    /// # Safety
+    /// As `scandir(3)`.
+    fn scandir | scandir64(path: *const c_char, list: *mut *mut *mut dirent, filter: Filter, compar: Compar) -> c_int;
+    fid = Scandir;
+    // SAFETY: forwarded contract.
+    |real| unsafe { scandir_sorted(path, list, filter, compar) }
+        .unwrap_or_else(|| real(path, list, filter, compar))
+}
