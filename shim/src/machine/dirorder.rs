@@ -559,10 +559,7 @@ pub unsafe fn getdents(
     // SAFETY: per the contract.
     let dst = unsafe { core::slice::from_raw_parts_mut(buf, count) };
     let mut w = 0;
-    loop {
-        let (save_pos, Some(p)) = (s.pos, s.next()) else {
-            break;
-        };
+    while let (save_pos, Some(p)) = (s.pos, s.next()) {
         let len = Snap::reclen(p);
         if w + len > count {
             s.pos = save_pos;
