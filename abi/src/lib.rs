@@ -297,6 +297,8 @@ functions! {
     SysGetdents = Machine "syscall(SYS_getdents64) (sorted)",
     Scandir = Machine "scandir/scandir64 (sorted)",
     Telldir = Machine "telldir/seekdir/rewinddir (sorted places)",
+    FtsOpen = Machine "fts_open (children in name order)",
+    GlobNosort = Machine "glob(GLOB_NOSORT) (sorted)",
 }
 
 impl Fid {

@@ -2,7 +2,8 @@
 //! `..` first) under seal, the same bytes on the real file system (ext4 lists by name hash
 //! under its own seed) and on tmpfs (newest first): C's every entry point
 //! (fixtures/c/dirorder.c), `ls -f`, `find`, Python's `os.listdir` and `os.scandir`, Node's
-//! `fs.readdirSync` and `fs.opendirSync`, and `tar`'s member order. `--unseal machine`
+//! `fs.readdirSync` and `fs.opendirSync`, `tar`'s member order, and glibc's `fts` and
+//! `glob(GLOB_NOSORT)` (fixtures/c/dirwalk.c). `--unseal machine`
 //! gives the kernel's order back; a directory of 20 000 entries lists whole and sorted.
 
 use std::path::{Path, PathBuf};
@@ -148,6 +149,30 @@ fn tools_list_in_name_order_and_the_same_bytes_on_every_file_system() {
                 o.show()
             );
         }
+    }
+}
+
+#[test]
+fn glibc_fts_and_unsorted_glob_list_in_name_order() {
+    let bin = build_c("dirwalk", &[]);
+    let want = "fts: alpha beta gamma mid omega zeta\n\
+                glob(GLOB_NOSORT): alpha beta gamma mid omega zeta\n";
+    for p in parents() {
+        let d = populated(&p);
+        let out = assert_sealed_stable(&[bin.to_str().unwrap(), d.path().to_str().unwrap()], 2);
+        assert_eq!(out, want, "in {}", p.display());
+    }
+    let d = populated(&std::env::temp_dir());
+    let (out, totals) = census_totals(
+        &[bin.to_str().unwrap(), d.path().to_str().unwrap()],
+        "machine",
+    );
+    out.ok();
+    for want in [
+        ("fts_open (children in name order)", 1),
+        ("glob(GLOB_NOSORT) (sorted)", 1),
+    ] {
+        assert!(totals.contains(&(want.0.to_string(), want.1)), "{totals:?}");
     }
 }
 

@@ -3,10 +3,12 @@
 //! sorted stream, and `scandir`/`scandir64`, whose glibc implementation reads with an internal
 //! `readdir` that never reaches a hook, so it is done here over the sorted stream.
 //!
-//! `nftw`, `ftw`, `fts_*` and `glob` are glibc's and read with the same internal calls: they
-//! keep the file system's order (`glob` sorts its result unless `GLOB_NOSORT`). `find`, `du`,
-//! `rm -r` and `tar` carry gnulib's own `fts` or `savedir`, which call `readdir` through the
-//! PLT, and so list in order.
+//! glibc's `fts`, `nftw`, `ftw` and `glob` read with the same internal calls. `fts_open`
+//! without a comparison is given one (name order, as the snapshot's), so `fts_read` yields each
+//! directory's children sorted; `glob` with `GLOB_NOSORT` sorts anyway (its order is
+//! unspecified, sorted is one). `nftw` and `ftw` keep the file system's order (see
+//! docs/limits.md). `find`, `du`, `rm -r` and `tar` carry gnulib's own `fts` or `savedir`,
+//! which call `readdir` through the PLT, and so list in order.
 
 use libc::{c_char, c_int, c_long, dirent, dirent64, DIR};
 
@@ -197,4 +199,51 @@ hook! {
     // SAFETY: forwarded contract.
     |real| unsafe { scandir_sorted(path, list, filter, compar) }
         .unwrap_or_else(|| real(path, list, filter, compar))
+}
+
+/// Offsets of `fts_namelen` and `fts_name` in glibc's `FTSENT` (and `FTSENT64`) on x86_64:
+/// seven pointers, two ints, `fts_pathlen`, then `fts_namelen`; the name after `fts_statp`.
+const FTS_NAMELEN_AT: usize = 66;
+const FTS_NAME_AT: usize = 112;
+
+/// The name order of two `FTSENT`s, for an `fts_open` that had no comparison.
+///
+/// # Safety
+/// `a` and `b` point at pointers to entries `fts_read` made.
+unsafe extern "C" fn fts_by_name(a: *const *const u8, b: *const *const u8) -> c_int {
+    // SAFETY: per the contract: each entry holds `fts_namelen` bytes of name.
+    let name = |e: *const *const u8| unsafe {
+        let e = *e;
+        let len = u16::from_ne_bytes([*e.add(FTS_NAMELEN_AT), *e.add(FTS_NAMELEN_AT + 1)]);
+        core::slice::from_raw_parts(e.add(FTS_NAME_AT), len as usize)
+    };
+    dirorder::order(name(a), name(b)) as c_int
+}
+
+type FtsCompar = Option<unsafe extern "C" fn(*const *const u8, *const *const u8) -> c_int>;
+
+hook! {
+    /// # Safety
+    /// As `fts_open(3)`.
+    fn fts_open | fts64_open(paths: *const *mut c_char, options: c_int, compar: FtsCompar) -> *mut libc::c_void;
+    fid = FtsOpen;
+    |real| {
+        let by_name: FtsCompar = Some(fts_by_name);
+        let sorting = compar.is_none() && super::sealed() && !crate::real::Reentry::inside();
+        real(paths, options, if sorting { by_name } else { compar })
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `glob(3)`.
+    fn glob | glob64(pattern: *const c_char, flags: c_int, errfunc: Option<unsafe extern "C" fn(*const c_char, c_int) -> c_int>, pglob: *mut libc::c_void) -> c_int;
+    caller = ra;
+    |real| {
+        if flags & libc::GLOB_NOSORT == 0 || !super::sealed() {
+            return real(pattern, flags, errfunc, pglob);
+        }
+        crate::census::count(seal_abi::Fid::GlobNosort, seal_abi::NO_DETAIL, ra);
+        real(pattern, flags & !libc::GLOB_NOSORT, errfunc, pglob)
+    }
 }
