@@ -4,8 +4,9 @@
 //! `readdir` that never reaches a hook, so it is done here over the sorted stream.
 //!
 //! glibc's `fts`, `nftw`, `ftw` and `glob` read with the same internal calls. `fts_open`
-//! without a comparison is given one (name order, as the snapshot's), so `fts_read` yields each
-//! directory's children sorted; `glob` with `GLOB_NOSORT` sorts anyway (its order is
+//! of one root without a comparison is given one (name order, as the snapshot's), so
+//! `fts_read` yields each directory's children sorted (glibc would sort several roots with it
+//! too, so those keep the file system's order); `glob` with `GLOB_NOSORT` sorts anyway (its order is
 //! unspecified, sorted is one). `nftw` and `ftw` keep the file system's order (see
 //! docs/limits.md). `find`, `du`, `rm -r` and `tar` carry gnulib's own `fts` or `savedir`,
 //! which call `readdir` through the PLT, and so list in order.
@@ -113,16 +114,16 @@ unsafe fn scandir_sorted(
     }
     let mut v: *mut *mut dirent = core::ptr::null_mut();
     let (mut n, mut cap) = (0usize, 0usize);
-    let mut failed = 0;
+    let failed;
     loop {
+        // As glibc's: errno 0 before each read, so an error is told from the end (a filter
+        // may have set it).
+        sys::set_errno(0);
         // SAFETY: dir is open; the sorted read (or the real one, when no slot was free).
-        let e = unsafe { readdir_sorted(dir, &|| real_readdir(dir)) }
+        let e = unsafe { readdir_sorted(dir, None, &|| real_readdir(dir)) }
             .unwrap_or_else(|| real_readdir(dir));
         if e.is_null() {
-            let er = sys::errno();
-            if er != saved && er != 0 {
-                failed = er;
-            }
+            failed = sys::errno();
             break;
         }
         // SAFETY: the user's filter, on a record valid until the next read.
@@ -229,7 +230,14 @@ hook! {
     fid = FtsOpen;
     |real| {
         let by_name: FtsCompar = Some(fts_by_name);
-        let sorting = compar.is_none() && super::sealed() && !crate::real::Reentry::inside();
+        // glibc sorts the roots with a comparison too: only a walk of one root is given one,
+        // so several roots keep the order the caller gave them.
+        // SAFETY: a null-terminated array of C strings per the contract.
+        let one_root = !paths.is_null() && unsafe { !(*paths).is_null() && (*paths.add(1)).is_null() };
+        let sorting = compar.is_none()
+            && one_root
+            && super::sealed()
+            && !crate::real::Reentry::inside();
         real(paths, options, if sorting { by_name } else { compar })
     }
 }

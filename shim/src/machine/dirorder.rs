@@ -371,6 +371,17 @@ const NO_SLOT: &[u8] = b"too many directories open at once: one is listed in the
 const NO_MEMORY: &[u8] = b"no memory for a directory's sorted snapshot: it is listed in the \
                            file system's order";
 
+/// The census row a sorted listing counts under, and its caller (`None`: not counted, a read
+/// the shim makes itself). A listing counts once, when it is found to be one `machine` sorts
+/// (the number of reads depends on the directory's size and the caller's buffer).
+pub type Count = Option<(seal_abi::Fid, u64)>;
+
+fn counted(count: Count) {
+    if let Some((fid, ra)) = count {
+        census::count(fid, seal_abi::NO_DETAIL, ra);
+    }
+}
+
 /// What a stream read gives next.
 pub enum Next {
     /// A record of the snapshot (valid until the stream is closed or rewound).
@@ -381,7 +392,12 @@ pub enum Next {
 
 /// Reads stream `key` to its end with `read` (a record, null at the end, or the errno) into a
 /// fresh slot and sorts it; `None` when no slot was free (reported).
-fn build(key: usize, read: &mut dyn FnMut() -> Result<*mut u8, i32>) -> Option<usize> {
+fn build(
+    key: usize,
+    count: Count,
+    read: &mut dyn FnMut() -> Result<*mut u8, i32>,
+) -> Option<usize> {
+    counted(count);
     let Some(i) = claim(key) else {
         unsorted(NO_SLOT);
         return None;
@@ -421,12 +437,13 @@ fn build(key: usize, read: &mut dyn FnMut() -> Result<*mut u8, i32>) -> Option<u
 pub fn next(
     dir: usize,
     fd: &dyn Fn() -> i32,
+    count: Count,
     read: &mut dyn FnMut() -> Result<*mut u8, i32>,
 ) -> Option<Next> {
     let key = dir_key(dir);
     let i = match find(key) {
         Some(i) => i,
-        None if eligible(fd()) => build(key, read)?,
+        None if eligible(fd()) => build(key, count, read)?,
         None => return None,
     };
     // SAFETY: the stream owns slot `i`.
@@ -444,7 +461,7 @@ fn slot_for(dir: usize, fd: i32, read: &mut dyn FnMut() -> Result<*mut u8, i32>)
     let key = dir_key(dir);
     match find(key) {
         Some(i) => Some(i),
-        None if eligible(fd) => build(key, read),
+        None if eligible(fd) => build(key, None, read),
         None => None,
     }
 }
@@ -493,6 +510,7 @@ pub unsafe fn getdents(
     fd: i32,
     buf: *mut u8,
     count: usize,
+    fid: Count,
     real: &dyn Fn(*mut u8, usize) -> isize,
 ) -> Option<isize> {
     if buf.is_null() {
@@ -508,7 +526,7 @@ pub unsafe fn getdents(
                 if at == 0 {
                     free(i);
                     // SAFETY: forwarded contract.
-                    return unsafe { getdents(fd, buf, count, real) };
+                    return unsafe { getdents(fd, buf, count, fid, real) };
                 }
                 if s.sorted && at > 0 && at as usize <= s.n {
                     s.pos = at as usize;
@@ -521,6 +539,7 @@ pub unsafe fn getdents(
             i
         }
         None if eligible(fd) => {
+            counted(fid);
             let Some(i) = claim(key) else {
                 unsorted(NO_SLOT);
                 return None;
@@ -592,7 +611,6 @@ pub unsafe fn getdents(
 /// # Safety
 /// Arguments as the system call takes them.
 pub unsafe fn sys_getdents64(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
-    census::count(seal_abi::Fid::SysGetdents, seal_abi::NO_DETAIL, ra);
     let real = |b: *mut u8, c: usize| -> isize {
         let f = crate::real!(syscall: fn(libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long) -> libc::c_long);
         // SAFETY: the caller's system call on its own descriptor, into a buffer of `c` bytes.
@@ -609,8 +627,16 @@ pub unsafe fn sys_getdents64(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_lo
         }
     };
     // SAFETY: forwarded contract (the kernel reads the count as an unsigned int).
-    unsafe { getdents(a[0] as i32, a[1] as *mut u8, a[2] as u32 as usize, &real) }
-        .map(|r| r as libc::c_long)
+    unsafe {
+        getdents(
+            a[0] as i32,
+            a[1] as *mut u8,
+            a[2] as u32 as usize,
+            Some((seal_abi::Fid::SysGetdents, ra)),
+            &real,
+        )
+    }
+    .map(|r| r as libc::c_long)
 }
 
 #[cfg(test)]

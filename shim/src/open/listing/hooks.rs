@@ -5,11 +5,11 @@
 //! it, or returns the listing's numbers in virtual pid order instead.
 
 use libc::{c_int, c_void, dirent64, size_t, ssize_t, DIR};
-use seal_abi::{Fid, NO_DETAIL};
+use seal_abi::Fid;
 
 use super::{self as listing, Step, DIRENT_SIZE};
 use crate::machine::dirorder::{self, Next};
-use crate::{census, hook, sys};
+use crate::{hook, sys};
 
 /// `readdir(dir)` through `real`, for a snapshot: a record, null at the end, or the errno.
 pub fn read_one(real: &dyn Fn() -> *mut dirent64) -> Result<*mut u8, i32> {
@@ -29,12 +29,13 @@ pub fn read_one(real: &dyn Fn() -> *mut dirent64) -> Result<*mut u8, i32> {
 /// `dir` is an open stream.
 pub unsafe fn readdir_sorted(
     dir: *mut DIR,
+    count: dirorder::Count,
     real: &dyn Fn() -> *mut dirent64,
 ) -> Option<*mut dirent64> {
     let saved = sys::errno();
     // SAFETY: dir is the caller's open stream.
     let fd = || unsafe { fd_of(dir) };
-    let r = match dirorder::next(dir as usize, &fd, &mut || read_one(real))? {
+    let r = match dirorder::next(dir as usize, &fd, count, &mut || read_one(real))? {
         Next::Rec(p) => p as *mut dirent64,
         Next::End(e) => {
             sys::set_errno(if e != 0 { e } else { saved });
@@ -63,9 +64,8 @@ hook! {
     fn readdir | readdir64(dir: *mut DIR) -> *mut dirent64;
     caller = ra;
     |real| {
-        census::count(Fid::Readdir, NO_DETAIL, ra);
         // SAFETY: dir is the caller's open stream.
-        if let Some(p) = unsafe { readdir_sorted(dir, &|| real(dir)) } {
+        if let Some(p) = unsafe { readdir_sorted(dir, Some((Fid::Readdir, ra)), &|| real(dir)) } {
             return p;
         }
         loop {
@@ -88,7 +88,6 @@ hook! {
     fn readdir_r | readdir64_r(dir: *mut DIR, entry: *mut dirent64, result: *mut *mut dirent64) -> c_int;
     caller = ra;
     |real| {
-        census::count(Fid::ReaddirR, NO_DETAIL, ra);
         // SAFETY: dir is the caller's open stream.
         let fd = || unsafe { fd_of(dir) };
         let mut spare = [0u64; DIRENT_SIZE / 8];
@@ -100,7 +99,7 @@ hook! {
             }
         };
         if !result.is_null() && !entry.is_null() {
-            match dirorder::next(dir as usize, &fd, &mut read) {
+            match dirorder::next(dir as usize, &fd, Some((Fid::ReaddirR, ra)), &mut read) {
                 Some(Next::Rec(p)) => {
                     let len = u16::from_ne_bytes(
                         // SAFETY: a record of the snapshot: its header first.
@@ -159,10 +158,9 @@ hook! {
     fn getdents64(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t;
     caller = ra;
     |real| {
-        census::count(Fid::Getdents, NO_DETAIL, ra);
         let call = |b: *mut u8, c: usize| real(fd, b as *mut c_void, c);
         // SAFETY: forwarded contract.
-        if let Some(r) = unsafe { dirorder::getdents(fd, buf as *mut u8, count, &call) } {
+        if let Some(r) = unsafe { dirorder::getdents(fd, buf as *mut u8, count, Some((Fid::Getdents, ra)), &call) } {
             return r;
         }
         // SAFETY: forwarded contract.
