@@ -26,7 +26,7 @@ use core::sync::atomic::{AtomicUsize, Ordering::*};
 
 use seal_abi::unsealed;
 
-use crate::open::listing::records::record;
+use crate::open::listing::records::{record, NAME_AT};
 use crate::{census, config, sys};
 
 /// Streams that can be sorted at once (a tree walker holds one per level at most).
@@ -44,7 +44,8 @@ pub struct Snap {
     cap: usize,
     /// Bytes of records in use.
     used: usize,
-    /// Records, and where their index starts (`u32` offsets of the records, sorted).
+    /// Records, and where their index starts (per record its offset, low 32 bits, and its
+    /// name's length, high 32: sorting compares names without parsing a record).
     n: usize,
     idx_at: usize,
     /// The next place to serve.
@@ -166,25 +167,32 @@ impl Snap {
         // Whatever does not parse is not served.
         self.used = at;
         let idx_at = self.used.next_multiple_of(8);
-        if self.used > u32::MAX as usize || !self.room(idx_at - self.used + n * 4) {
+        if self.used > u32::MAX as usize || !self.room(idx_at - self.used + n * 8) {
             self.sorted = false;
             self.pos = 0;
             return false;
         }
         self.idx_at = idx_at;
         self.n = n;
-        // SAFETY: `room` made `n` u32s at the aligned `idx_at` ours.
-        let idx = unsafe { core::slice::from_raw_parts_mut(self.base.add(idx_at) as *mut u32, n) };
+        // SAFETY: `room` made `n` u64s at the aligned `idx_at` ours; the records lie before
+        // it, so the two views do not overlap.
+        let (all, idx) = unsafe {
+            (
+                core::slice::from_raw_parts(self.base, self.used),
+                core::slice::from_raw_parts_mut(self.base.add(idx_at) as *mut u64, n),
+            )
+        };
         let mut at = 0;
         for slot in idx.iter_mut() {
-            *slot = at as u32;
-            // SAFETY: the records were parsed above; read-only view of them.
-            let all = unsafe { core::slice::from_raw_parts(self.base, self.used) };
-            at += record(all, at).map_or(0, |r| r.reclen);
+            let (len, name) = record(all, at).map_or((0, 0), |r| (r.reclen, r.name.len()));
+            *slot = at as u64 | (name as u64) << 32;
+            at += len;
         }
-        // SAFETY: as above; the index lies past `used`, so the views do not overlap.
-        let all = unsafe { core::slice::from_raw_parts(self.base, self.used) };
-        idx.sort_unstable_by(|&a, &b| order(name_of(all, a as usize), name_of(all, b as usize)));
+        let name = |e: u64| {
+            let at = (e as u32 as usize) + NAME_AT;
+            all.get(at..at + (e >> 32) as usize).unwrap_or(&[])
+        };
+        idx.sort_unstable_by(|&a, &b| order(name(a), name(b)));
         self.pos = 0;
         true
     }
@@ -205,7 +213,8 @@ impl Snap {
             return None;
         }
         // SAFETY: `pos < n` entries of the index built by `sort`.
-        let off = unsafe { *(self.base.add(self.idx_at) as *const u32).add(self.pos) } as usize;
+        let off =
+            unsafe { *(self.base.add(self.idx_at) as *const u64).add(self.pos) } as u32 as usize;
         self.pos += 1;
         // SAFETY: a record's start inside our mapping; `d_off` is its bytes 8..16.
         unsafe {
@@ -230,11 +239,6 @@ impl Snap {
         }
         self.reset();
     }
-}
-
-/// The name of the record at `off` of `all`.
-fn name_of(all: &[u8], off: usize) -> &[u8] {
-    record(all, off).map_or(&[][..], |r| r.name)
 }
 
 /// Name order: `.`, `..`, then every other name bytewise.
