@@ -252,3 +252,18 @@ fn twenty_thousand_entries_list_whole_and_sorted() {
     }
     o.says_nothing_unsealed();
 }
+
+#[test]
+fn streams_past_the_snapshot_slots_come_whole_in_the_kernels_order_and_say_so() {
+    let bin = build_c("dirmany", &[]);
+    let d = populated(&std::env::temp_dir());
+    let o = run_seal(["--", bin.to_str().unwrap(), d.path().to_str().unwrap()]);
+    o.ok();
+    assert_eq!(
+        o.stdout,
+        format!("last stream: 8 entries\nafter closing: {SORTED}\n"),
+        "{}",
+        o.show()
+    );
+    o.stderr_has("too many directories open at once");
+}
