@@ -33,8 +33,9 @@ use crate::{census, config, sys};
 pub const SLOTS: usize = 256;
 /// The first mapping of a snapshot; it doubles as it fills.
 const FIRST: usize = 64 << 10;
-/// A freed slot keeps a mapping up to this size for the next stream.
-const KEEP: usize = 1 << 20;
+/// A freed slot keeps a mapping up to this size for the next stream (so at most
+/// `SLOTS * KEEP` stays mapped once every stream is closed).
+const KEEP: usize = FIRST;
 /// Free room a `getdents64` read into the snapshot asks for.
 const BATCH: usize = 32 << 10;
 
@@ -646,7 +647,7 @@ pub unsafe fn sys_getdents64(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_lo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::open::listing::records::tests::names;
+    use crate::open::listing::records::tests::{names, records};
     use crate::open::listing::records::write_record;
 
     fn sorted_names(list: &[(u64, i64, u8, &str)]) -> Vec<String> {
@@ -717,6 +718,28 @@ mod tests {
         let got = sorted_names(&list);
         assert_eq!(got.len(), 20000);
         assert!(got.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn without_memory_a_snapshot_serves_the_kernels_order_then_the_pending_record() {
+        let src = records(&[(1, 1, 4, "b"), (2, 2, 4, "a"), (3, 3, 4, "c")]);
+        let mut s = Snap::new();
+        // SAFETY: the first two records of `src` (24 bytes each).
+        assert!(unsafe { s.push(src.as_ptr(), 48) });
+        // The third did not fit: it stays where the real stream returned it.
+        // SAFETY: inside `src`.
+        s.pending = unsafe { src.as_ptr().add(48) } as *mut u8;
+        s.sorted = false;
+        let mut got = vec![];
+        while let Some(p) = s.next() {
+            // SAFETY: a record of the snapshot or of `src`.
+            let b = unsafe { core::slice::from_raw_parts(p, Snap::reclen(p)) };
+            got.push(names(b)[0].0.clone());
+        }
+        assert_eq!(got, ["b", "a", "c"]);
+        assert!(s.next().is_none());
+        // SAFETY: the test's own mapping.
+        unsafe { sys::munmap(s.base, s.cap) };
     }
 
     #[test]
