@@ -2,7 +2,7 @@
 //! `..` first) under seal, the same bytes on the real file system (ext4 lists by name hash
 //! under its own seed) and on tmpfs (newest first): C's every entry point
 //! (fixtures/c/dirorder.c), `ls -f`, `find`, Python's `os.listdir` and `os.scandir`, Node's
-//! `fs.readdirSync` and `fs.opendirSync`, `tar`'s member order, and glibc's `fts` and
+//! `fs.readdirSync` and `fs.opendirSync`, `tar`'s and `zip -r`'s member order, and glibc's `fts` and
 //! `glob(GLOB_NOSORT)` (fixtures/c/dirwalk.c). `--unseal machine`
 //! gives the kernel's order back; a directory of 20 000 entries lists whole and sorted.
 
@@ -88,6 +88,18 @@ fn tools() -> Vec<(Vec<&'static str>, String)> {
         t.push((vec!["sh", "-c", "tar cf - . | tar tf -"], lines("./", "./")));
     } else {
         skip_part!("tar not on PATH");
+    }
+    if have("zip") && have("unzip") {
+        t.push((
+            vec![
+                "sh",
+                "-c",
+                "f=$(mktemp); zip -qr - . > \"$f\"; unzip -Z1 \"$f\"; rm -f \"$f\"",
+            ],
+            NAMES_SORTED.iter().map(|n| format!("{n}\n")).collect(),
+        ));
+    } else {
+        skip_part!("zip or unzip not on PATH");
     }
     if have("python3") {
         t.push((
