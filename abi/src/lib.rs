@@ -300,6 +300,7 @@ functions! {
     Telldir = Machine "telldir/seekdir/rewinddir (sorted places)",
     FtsOpen = Machine "fts_open (children in name order)",
     GlobNosort = Machine "glob(GLOB_NOSORT) (sorted)",
+    SysGetdentsOld = Machine "syscall(SYS_getdents) (listing sorted)",
 }
 
 impl Fid {

@@ -5,7 +5,7 @@
 //! `os.listdir` or a `tar` archive's member order would not travel to another machine.
 //!
 //! At its first read a stream (a `DIR *`, [`dir_key`], or a descriptor read with
-//! `getdents64`, [`fd_key`]) is read to its end into a snapshot: the kernel's records copied
+//! `getdents64` or the old `getdents`, [`fd_key`]) is read to its end into a snapshot: the kernel's records copied
 //! into an anonymous mapping of the stream's own (grown with `mremap` as it fills, so a
 //! directory of 100 000 entries is whole), and an index of them sorted by name, bytewise, with
 //! `.` and `..` first. The stream then serves the records in that order; `d_off` is the
@@ -518,6 +518,24 @@ pub unsafe fn getdents(
     fid: Count,
     real: &dyn Fn(*mut u8, usize) -> isize,
 ) -> Option<isize> {
+    // SAFETY: forwarded contract.
+    unsafe { getdents_as(fd, buf, count, fid, real, false) }
+}
+
+/// [`getdents`], the records written as `getdents64` writes them or, `old`, as the old
+/// `getdents` does (`linux_dirent`: no `d_type` after `d_reclen`, it is the record's last
+/// byte). `real` is always `getdents64`.
+///
+/// # Safety
+/// `buf` valid for `count` bytes.
+unsafe fn getdents_as(
+    fd: i32,
+    buf: *mut u8,
+    count: usize,
+    fid: Count,
+    real: &dyn Fn(*mut u8, usize) -> isize,
+    old: bool,
+) -> Option<isize> {
     if buf.is_null() {
         return None;
     }
@@ -531,7 +549,7 @@ pub unsafe fn getdents(
                 if at == 0 {
                     free(i);
                     // SAFETY: forwarded contract.
-                    return unsafe { getdents(fd, buf, count, fid, real) };
+                    return unsafe { getdents_as(fd, buf, count, fid, real, old) };
                 }
                 if s.sorted && at > 0 && at as usize <= s.n {
                     s.pos = at as usize;
@@ -584,13 +602,20 @@ pub unsafe fn getdents(
     let dst = unsafe { core::slice::from_raw_parts_mut(buf, count) };
     let mut w = 0;
     while let (save_pos, Some(p)) = (s.pos, s.next()) {
-        let len = Snap::reclen(p);
-        if w + len > count {
+        // SAFETY: a record of its `d_reclen` bytes inside our mapping (or the real stream's).
+        let rec = unsafe { core::slice::from_raw_parts(p, Snap::reclen(p)) };
+        let wrote = if old {
+            old_record(rec, &mut dst[w..])
+        } else {
+            dst.get_mut(w..w + rec.len()).map(|d| {
+                d.copy_from_slice(rec);
+                rec.len()
+            })
+        };
+        let Some(len) = wrote else {
             s.pos = save_pos;
             break;
-        }
-        // SAFETY: a record of `len` bytes inside our mapping.
-        dst[w..w + len].copy_from_slice(unsafe { core::slice::from_raw_parts(p, len) });
+        };
         w += len;
     }
     if w == 0 {
@@ -639,6 +664,57 @@ pub unsafe fn sys_getdents64(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_lo
             a[2] as u32 as usize,
             Some((seal_abi::Fid::SysGetdents, ra)),
             &real,
+        )
+    }
+    .map(|r| r as libc::c_long)
+}
+
+/// A `getdents64` record as the old `getdents` writes it into `dst`: `d_ino`, `d_off`,
+/// `d_reclen`, the name and its NUL, padding, and `d_type` in the last byte; its length, or
+/// `None` when it does not fit.
+pub fn old_record(rec: &[u8], dst: &mut [u8]) -> Option<usize> {
+    let r = record(rec, 0)?;
+    let len = (18 + r.name.len() + 2 + 7) & !7;
+    let d = dst.get_mut(..len)?;
+    d.fill(0);
+    d[0..8].copy_from_slice(&r.ino.to_ne_bytes());
+    d[8..16].copy_from_slice(&r.off.to_ne_bytes());
+    d[16..18].copy_from_slice(&(len as u16).to_ne_bytes());
+    d[18..18 + r.name.len()].copy_from_slice(r.name);
+    d[len - 1] = r.dtype;
+    Some(len)
+}
+
+/// `syscall(SYS_getdents, fd, buf, count)`: `Some(result)` when family `machine` sorts it
+/// (the snapshot is read with `getdents64`, each record written in the old layout).
+///
+/// # Safety
+/// Arguments as the system call takes them.
+pub unsafe fn sys_getdents(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
+    let real = |b: *mut u8, c: usize| -> isize {
+        let f = crate::real!(syscall: fn(libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long) -> libc::c_long);
+        // SAFETY: a getdents64 of the caller's descriptor into a buffer of `c` bytes.
+        unsafe {
+            f(
+                libc::SYS_getdents64,
+                a[0],
+                b as libc::c_long,
+                c as libc::c_long,
+                0,
+                0,
+                0,
+            ) as isize
+        }
+    };
+    // SAFETY: forwarded contract (the kernel reads the count as an unsigned int).
+    unsafe {
+        getdents_as(
+            a[0] as i32,
+            a[1] as *mut u8,
+            a[2] as u32 as usize,
+            Some((seal_abi::Fid::SysGetdentsOld, ra)),
+            &real,
+            true,
         )
     }
     .map(|r| r as libc::c_long)
@@ -740,6 +816,18 @@ mod tests {
         assert!(s.next().is_none());
         // SAFETY: the test's own mapping.
         unsafe { sys::munmap(s.base, s.cap) };
+    }
+
+    #[test]
+    fn old_getdents_records_put_the_type_last() {
+        let src = records(&[(7, 3, libc::DT_DIR, "alpha")]);
+        let mut dst = [0xffu8; 64];
+        assert_eq!(old_record(&src, &mut dst), Some(32));
+        assert_eq!(u64::from_ne_bytes(dst[0..8].try_into().unwrap()), 7);
+        assert_eq!(u16::from_ne_bytes([dst[16], dst[17]]), 32);
+        assert_eq!(&dst[18..24], b"alpha\0");
+        assert_eq!(dst[31], libc::DT_DIR);
+        assert_eq!(old_record(&src, &mut dst[..31]), None);
     }
 
     #[test]
