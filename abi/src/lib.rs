@@ -289,6 +289,18 @@ functions! {
     UnameMachine = Machine "uname (release, version, machine)",
     SysUname = Machine "syscall(SYS_uname)",
     OpenMachine = Machine "open(machine file)",
+    // machine (appended): directory listings in name order, whatever order the file system
+    // keeps (ext4's hash order changes with each file system's seed; tmpfs lists newest first);
+    // the readdir and getdents64 rows count listings (once per stream sorted), not calls
+    Readdir = Machine "readdir/readdir64 (listing sorted)",
+    ReaddirR = Machine "readdir_r/readdir64_r (listing sorted)",
+    Getdents = Machine "getdents64 (listing sorted)",
+    SysGetdents = Machine "syscall(SYS_getdents64) (listing sorted)",
+    Scandir = Machine "scandir/scandir64 (sorted)",
+    Telldir = Machine "telldir/seekdir/rewinddir (sorted places)",
+    FtsOpen = Machine "fts_open (children in name order)",
+    GlobNosort = Machine "glob(GLOB_NOSORT) (sorted)",
+    SysGetdentsOld = Machine "syscall(SYS_getdents) (listing sorted)",
 }
 
 impl Fid {

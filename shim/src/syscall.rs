@@ -115,6 +115,8 @@ unsafe fn dispatch(n: c_long, args: [c_long; 6], ra: u64) -> Option<c_long> {
             libc::SYS_rt_sigaction | libc::SYS_rt_sigprocmask => {
                 crate::cpu::signals::sys_cpu(n, args, ra)
             }
+            libc::SYS_getdents64 => crate::machine::dirorder::sys_getdents64(args, ra),
+            libc::SYS_getdents => crate::machine::dirorder::sys_getdents(args, ra),
             libc::SYS_sched_getaffinity | libc::SYS_sysinfo | libc::SYS_uname => {
                 crate::machine::hooks::sys_machine(n, args, ra)
             }

@@ -17,6 +17,7 @@ mod hardening;
 mod hermetic;
 mod kernel_values;
 mod machine;
+mod machine_dirorder;
 mod names;
 mod probe;
 mod proc_listing;

@@ -14,16 +14,23 @@
 //! * **Memory**: [`TOTAL_RAM`] total and [`FREE_RAM`] free, no swap: `sysinfo` (also through
 //!   `syscall()`), `sysconf(_SC_PHYS_PAGES/_SC_AVPHYS_PAGES)`, `get_phys_pages`,
 //!   `get_avphys_pages`, `/proc/meminfo` (synthesized).
+//! * **Directory order**: every listing in name order, bytewise, `.` and `..` first, whatever
+//!   order the file system keeps ([`dirorder`]: `readdir`, `readdir_r`, `getdents64` and its
+//!   `syscall()` form, `scandir`, `telldir`/`seekdir`/`rewinddir`, glibc's `fts_open` and
+//!   `glob(GLOB_NOSORT)`).
 //!
 //! glibc's `sysconf`, `get_nprocs` and `get_phys_pages` read `/sys` and call `sysinfo` with
 //! internal calls that never reach a hook, so each public entry point is interposed itself.
 //! Everything here is computed from constants on the stack: no allocation, no lock; the
-//! files are memfds (as the sealed host name file).
+//! files are memfds (as the sealed host name file), directory snapshots anonymous mappings.
 
 use seal_abi::flags;
 
 use crate::config;
 
+#[cfg(not(test))]
+mod dirhooks;
+pub mod dirorder;
 pub mod files;
 #[cfg(not(test))]
 pub(crate) mod hooks;

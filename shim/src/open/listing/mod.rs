@@ -37,7 +37,7 @@ use crate::{census, config, sys, table};
 
 mod getdents;
 #[cfg(not(test))]
-mod hooks;
+pub(crate) mod hooks;
 pub mod records;
 pub mod sorted;
 
@@ -154,6 +154,7 @@ pub fn forget(fd: i32) {
         s.store(0, Release);
     }
     sorted::release_fd(fd);
+    crate::machine::dirorder::release_fd(fd);
 }
 
 fn classify_fd(fd: i32) -> Kind {
@@ -184,7 +185,7 @@ fn task_of(fd: i32) -> Option<i32> {
 }
 
 /// The `st_dev` of procfs at `/proc` (looked up once per process image).
-fn proc_dev() -> Option<u64> {
+pub(crate) fn proc_dev() -> Option<u64> {
     let mut v = PROC_DEV.load(Relaxed);
     if v == 0 {
         v = find_proc_dev();
@@ -454,6 +455,7 @@ unsafe fn serve_one(i: usize, fd: i32, out: *mut u8) -> *mut u8 {
 /// Stream `dir` is being closed.
 pub fn closing(dir: usize, fd: i32) {
     sorted::release(sorted::dir_key(dir));
+    crate::machine::dirorder::release(crate::machine::dirorder::dir_key(dir));
     forget(fd);
 }
 
