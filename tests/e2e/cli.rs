@@ -484,7 +484,10 @@ fn huge_counts_are_refused_at_parse_time() {
         &["golden", "record", "--passes", "4294967297"],
         &["golden", "check", "--passes", "18446744073709551615"],
     ] {
-        assert_usage_error(&seal_in(d.path(), args, &[]), &["invalid value", "is not in 0..="]);
+        assert_usage_error(
+            &seal_in(d.path(), args, &[]),
+            &["invalid value", "is not in 0..="],
+        );
     }
 }
 
