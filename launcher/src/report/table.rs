@@ -41,6 +41,21 @@ pub fn render(census: &Census, top: usize, summary_width: Option<usize>) -> Stri
         let _ = write!(head, " ({})", parts.join(", "));
     }
     line(&mut out, &head, summary_width.unwrap_or(usize::MAX));
+    // The machine's limits once, under the summary (every process has them: `seal doctor`).
+    for u in &census.machine {
+        line(
+            &mut out,
+            &format!("machine: not sealed ({}): {}", u.kind, u.detail),
+            summary_width.unwrap_or(usize::MAX),
+        );
+    }
+    if !census.machine.is_empty() {
+        line(
+            &mut out,
+            "machine: every sealed command here has this limit (seal doctor)",
+            summary_width.unwrap_or(usize::MAX),
+        );
+    }
 
     for (depth, p) in tree_order(census) {
         out.push('\n');
@@ -134,7 +149,7 @@ fn process_block(out: &mut String, p: &Process, depth: usize, top: usize, width:
         line(out, &format!("{:>CALLS_W$}  {more}", ""), width);
     }
     super::python::block(out, p, width);
-    for u in &p.unsealed {
+    for u in p.unsealed.iter().filter(|u| !u.is_machine()) {
         line(
             out,
             &format!("  not sealed: {} {}", u.kind, u.detail),
@@ -381,6 +396,7 @@ mod tests {
                     count: 2,
                 },
             ],
+            machine: vec![],
         }
     }
 
