@@ -400,6 +400,43 @@ mod tests {
         }
     }
 
+    /// A machine limit (no cpuid faulting) is said once under the summary, not in every
+    /// process's block; a program's own limit stays in its block.
+    #[test]
+    fn the_machine_limit_is_said_once() {
+        use crate::census::Unsealed;
+        let cpu = seal_abi::unsealed::name(seal_abi::unsealed::CPU_TRAP).to_string();
+        let machine = Unsealed {
+            kind: cpu.clone(),
+            detail: seal_abi::unsealed::CPU_TRAP_CAUSES[2].into(),
+        };
+        let go = Unsealed {
+            kind: cpu,
+            detail: seal_abi::unsealed::CPU_TRAP_CAUSES[1].into(),
+        };
+        let mut c = sample();
+        for p in &mut c.processes {
+            p.unsealed.push(machine.clone());
+        }
+        c.processes[0].unsealed.push(go.clone());
+        c.machine = c.machine_limits();
+        let t = render(&c, 0, None);
+        let count = |needle: &str| t.lines().filter(|l| l.contains(needle)).count();
+        assert_eq!(count(&machine.detail), 1, "{t}");
+        assert_eq!(
+            count("machine: not sealed (cpu-trap-unavailable)"),
+            1,
+            "{t}"
+        );
+        assert_eq!(count("(seal doctor)"), 1, "{t}");
+        assert_eq!(
+            count("  not sealed: cpu-trap-unavailable rdtsc gives real values in Go"),
+            1,
+            "{t}"
+        );
+        assert!(t.lines().nth(1).unwrap().starts_with("machine: "), "{t}");
+    }
+
     #[test]
     fn table_is_a_tree_widest_first_within_80_columns() {
         let t = render(&sample(), 0, Some(WIDTH));
