@@ -35,6 +35,18 @@ pub mod cpu_cause {
     pub const CPUID_REFUSED: u32 = 1 << 3;
     pub const TSC_REFUSED: u32 = 1 << 4;
     pub const BOTH_REFUSED: u32 = 1 << 5;
+    /// The causes that are about the machine (CPU, hypervisor, kernel), not the program:
+    /// every sealed command on the machine has them, so `seal census` and `seal doctor` say
+    /// them once and a plain run stays quiet about them (docs/limits.md).
+    pub const MACHINE: u32 = NO_CPUID_FAULTING | CPUID_REFUSED | TSC_REFUSED | BOTH_REFUSED;
+}
+
+/// Is this `CPU_TRAP` detail a machine-level cause ([`cpu_cause::MACHINE`])?
+pub fn is_machine_cause(detail: &str) -> bool {
+    CPU_TRAP_CAUSES
+        .iter()
+        .enumerate()
+        .any(|(i, c)| *c == detail && cpu_cause::MACHINE >> i & 1 == 1)
 }
 
 pub fn name(kind: u32) -> &'static str {

@@ -24,6 +24,10 @@ pub struct Census {
     pub command: Vec<String>,
     pub processes: Vec<Process>,
     pub totals: Vec<Total>,
+    /// What this machine (CPU, hypervisor, kernel) could not seal for any process, each once
+    /// (the processes' `unsealed` lists hold them too): docs/census.md, `seal doctor`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machine: Vec<Unsealed>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -91,6 +95,13 @@ pub struct Caller {
 pub struct Unsealed {
     pub kind: String,
     pub detail: String,
+}
+
+impl Unsealed {
+    /// A limit of the machine (CPU, hypervisor, kernel), not of the program.
+    pub fn is_machine(&self) -> bool {
+        self.kind == unsealed::name(unsealed::CPU_TRAP) && unsealed::is_machine_cause(&self.detail)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -177,7 +188,10 @@ pub fn unsealed_warnings_in(dir: &Path) -> Result<Vec<String>> {
             continue;
         }
         for (kind, detail) in unsealed_events(&b) {
-            if kind != unsealed::FAMILY_OFF && kind != unsealed::SCOPED_OUT {
+            if kind != unsealed::FAMILY_OFF
+                && kind != unsealed::SCOPED_OUT
+                && !is_machine_event(kind, &detail)
+            {
                 seen.insert(warning_line(unsealed::name(kind), &detail));
             }
         }
@@ -229,6 +243,12 @@ fn unsealed_events(b: &[u8]) -> Vec<(u32, String)> {
         (kind != 0).then_some((kind, detail))
     });
     families.chain(causes).chain(events).collect()
+}
+
+/// A `cpu-trap-unavailable` event whose cause is the machine, not the program: said once by
+/// `seal census` and `seal doctor`, never on every run's stderr.
+fn is_machine_event(kind: u32, detail: &str) -> bool {
+    kind == unsealed::CPU_TRAP && unsealed::is_machine_cause(detail)
 }
 
 fn warning_line(kind: &str, detail: &str) -> String {
@@ -528,7 +548,7 @@ pub fn collect(
             .then(b.count.cmp(&a.count))
             .then(a.symbol.cmp(&b.symbol))
     });
-    Ok(Census {
+    let mut census = Census {
         version: 1,
         command: command
             .iter()
@@ -536,7 +556,10 @@ pub fn collect(
             .collect(),
         processes,
         totals,
-    })
+        machine: Vec::new(),
+    };
+    census.machine = census.machine_limits();
+    Ok(census)
 }
 
 fn fid_from(n: u8) -> Fid {
@@ -546,18 +569,36 @@ fn fid_from(n: u8) -> Fid {
 }
 
 impl Census {
-    /// One line per distinct unsealable program or event, for stderr.
+    /// One line per distinct unsealable program or event, for stderr (not the machine's
+    /// limits: [`Census::machine_limits`] has those).
     pub fn unsealed_warnings(&self) -> Vec<String> {
         let mut seen = std::collections::BTreeSet::new();
         for p in &self.processes {
             for u in &p.unsealed {
-                if u.kind == "family-off" {
+                if u.kind == "family-off" || u.is_machine() {
                     continue;
                 }
                 seen.insert(warning_line(&u.kind, &u.detail));
             }
         }
         seen.into_iter().collect()
+    }
+
+    /// The distinct machine-level limits the processes met (each once, in the order of
+    /// [`unsealed::CPU_TRAP_CAUSES`]).
+    pub fn machine_limits(&self) -> Vec<Unsealed> {
+        let mut seen: Vec<Unsealed> = Vec::new();
+        for u in self.processes.iter().flat_map(|p| &p.unsealed) {
+            if u.is_machine() && !seen.contains(u) {
+                seen.push(u.clone());
+            }
+        }
+        seen.sort_by_key(|u| {
+            unsealed::CPU_TRAP_CAUSES
+                .iter()
+                .position(|c| *c == u.detail)
+        });
+        seen
     }
 
     pub fn write_json(&self, path: &Path) -> Result<()> {
@@ -602,5 +643,53 @@ mod tests {
             (unsealed::SETUID, "su!".to_string()),
         ];
         assert_eq!(got, want);
+    }
+
+    /// The machine's cpu causes stay in the data (each process, and `machine` once) but not in
+    /// the stderr warnings; a program's own cause (a Go program) and other events still warn.
+    #[test]
+    fn machine_causes_are_data_not_warnings() {
+        let ev = |kind: &str, detail: &str| Unsealed {
+            kind: kind.into(),
+            detail: detail.into(),
+        };
+        let cpu = unsealed::name(unsealed::CPU_TRAP);
+        let no_fault = unsealed::CPU_TRAP_CAUSES[2];
+        let go = unsealed::CPU_TRAP_CAUSES[1];
+        let process = |vpid, unsealed| Process {
+            vpid,
+            parent_vpid: None,
+            exe: "/bin/x".into(),
+            argv: vec![],
+            execs: vec![],
+            exit: None,
+            calls: vec![],
+            unsealed,
+            python: None,
+        };
+        let mut c = Census {
+            processes: vec![
+                process(1, vec![ev(cpu, no_fault), ev("static-binary", "/bin/s")]),
+                process(2, vec![ev(cpu, no_fault), ev(cpu, go)]),
+            ],
+            ..Default::default()
+        };
+        c.machine = c.machine_limits();
+        assert_eq!(c.machine, vec![ev(cpu, no_fault)]);
+        assert_eq!(
+            c.unsealed_warnings(),
+            vec![
+                format!("not sealed ({cpu}): {go}"),
+                "not sealed (static-binary): /bin/s".to_string(),
+            ]
+        );
+        for (i, cause) in unsealed::CPU_TRAP_CAUSES.iter().enumerate() {
+            assert_eq!(
+                unsealed::is_machine_cause(cause),
+                unsealed::cpu_cause::MACHINE >> i & 1 == 1
+            );
+        }
+        assert!(!unsealed::is_machine_cause(go));
+        assert!(unsealed::is_machine_cause(no_fault));
     }
 }

@@ -77,6 +77,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Move the clocks of the sealed run this command runs in (from a script's step).
     Time(TimeArgs),
+    /// Check this machine: what seal can and cannot seal here (CPU traps, kernel, shim cache).
+    Doctor(DoctorArgs),
 }
 
 /// Settings of the seal itself, shared by every command that runs something sealed.
@@ -178,6 +180,16 @@ pub struct CensusArgs {
     /// The command and its arguments, after `--`
     #[arg(last = true, value_name = "CMD")]
     pub cmd: Vec<OsString>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DoctorArgs {
+    /// Print the report as JSON on stdout (one object: docs/usage.md#seal-doctor)
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 1 when a check is limited (default: 0, a limited machine is not an error)
+    #[arg(long)]
+    pub strict: bool,
 }
 
 #[derive(Args, Debug, Clone)]

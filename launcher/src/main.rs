@@ -11,6 +11,7 @@ mod config;
 mod confine;
 mod demo;
 mod direct;
+mod doctor;
 mod exec_check;
 mod filetimes;
 mod golden;
@@ -130,6 +131,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Golden(args)) => golden::run(args),
         Some(Command::Demo(args)) => demo::run(args),
         Some(Command::Time(args)) => timectl::run(args),
+        Some(Command::Doctor(args)) => doctor::run(args),
     }
 }
 

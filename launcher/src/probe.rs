@@ -158,6 +158,9 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode> {
     }
 
     let (mut lines, drift) = classify::classify(&runs, &masks);
+    for l in &mut lines {
+        l.causes = perturb::causes(&perturbations, &l.varies_under);
+    }
     if args.attribute && lines.iter().any(|l| l.status != Status::Stable) {
         let pb = progress_bar(1 + 2 * attribute::ATTRIBUTED.len() as u64 + 1);
         let reference = runs[0].lines.clone();
@@ -325,6 +328,8 @@ fn print_report(r: &Report, path: &Path, attributed: bool) -> Result<()> {
                 format!("mask: {}", l.patterns.join(", "))
             } else if !l.missing_in.is_empty() {
                 format!("missing in {}", l.missing_in.join(", "))
+            } else if !l.causes.is_empty() {
+                format!("{} ({})", l.varies_under.join(", "), l.causes.join(", "))
             } else {
                 l.varies_under.join(", ")
             };

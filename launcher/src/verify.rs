@@ -569,6 +569,7 @@ mod tests {
                 python: None,
             }],
             totals: vec![],
+            machine: vec![],
         };
         Observation {
             census,

@@ -1,8 +1,8 @@
 //! Family `cpu`: `rdtsc`/`rdtscp` read the logical clock and `cpuid` hides RDRAND/RDSEED
 //! (fixtures/c/cpu.c), programs keep their own SIGSEGV handlers and still crash, children
 //! started across exec run, gpg's key ids agree, a JVM runs, and `--unseal cpu` turns it off.
-//! Skipped, visibly, where the machine cannot trap the instructions (then the one loud line
-//! is what is checked).
+//! Skipped, visibly, where the machine cannot trap the instructions (then what is checked is
+//! that the limit is said once, by `seal census` and `seal doctor`, and never by a plain run).
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -30,10 +30,10 @@ fn rdtsc_and_cpuid_are_sealed_and_counted() {
     let bin = fixture_bin();
     let bin = bin.to_str().unwrap();
     if !can_trap() {
-        run_sealed(&[bin])
-            .ok()
-            .stderr_has("not sealed (cpu-trap-unavailable)");
-        skip!("no cpuid_fault in /proc/cpuinfo: checked the warning only");
+        // The machine's limit is said by census and doctor (machine_limits_are_said_once),
+        // not on every run's stderr.
+        run_sealed(&[bin]).ok().stderr_lacks("cpu-trap-unavailable");
+        skip!("no cpuid_fault in /proc/cpuinfo: checked that runs stay quiet only");
     }
     let out = assert_sealed_stable(&[bin], 3);
     // 3 GHz nominal over the sealed monotonic clock (1 day + L + the thread's monotonic
@@ -152,5 +152,81 @@ fn a_jvm_runs_with_its_null_checks_chained() {
             count("sigaction(SIGSEGV) (chained behind seal's)") > 0,
             "{totals:?}"
         );
+    }
+}
+
+/// The machine's cpu limit is never on a plain run's stderr; `seal census` says it once (a
+/// `machine` line in the table, a `machine` list in the JSON) and `seal doctor` reports the
+/// cpuid trap `limited`. With cpuid faulting: none of that, and doctor says `ok`.
+#[test]
+fn machine_limits_are_said_once_by_census_and_doctor() {
+    let bin = fixture_bin();
+    let bin = bin.to_str().unwrap();
+    // Two processes (a shell and the fixture), so "once" means something.
+    let script = format!("{bin}; {bin}");
+    run_sealed(&["sh", "-c", &script])
+        .ok()
+        .stderr_lacks("cpu-trap-unavailable")
+        .stdout_lacks("cpu-trap-unavailable");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("census.json");
+    let out = run_timeout(
+        seal([
+            "census",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]),
+        TIMEOUT,
+    );
+    out.ok().stdout_lacks("cpu-trap-unavailable");
+    let census: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let machine = census["machine"].as_array().cloned().unwrap_or_default();
+    let lines = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("cpu-trap-unavailable"))
+        .count();
+    let doctor = run_timeout(seal(["doctor", "--json"]), TIMEOUT);
+    doctor.ok();
+    let report: serde_json::Value = serde_json::from_str(&doctor.stdout).unwrap();
+    let cpuid = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "cpuid trap")
+        .cloned()
+        .unwrap();
+    if can_trap() {
+        assert!(machine.is_empty(), "{census:#}");
+        assert_eq!(lines, 0, "{}", out.show());
+        assert_eq!(cpuid["status"], "ok", "{}", doctor.show());
+        // With faulting the fixture's cpuid is sealed: counted in the census.
+        assert!(
+            census["totals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["symbol"] == "cpuid"),
+            "{census:#}"
+        );
+    } else {
+        assert_eq!(machine.len(), 1, "{census:#}");
+        assert_eq!(machine[0]["kind"], "cpu-trap-unavailable");
+        assert!(
+            machine[0]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("no cpuid_fault"),
+            "{census:#}"
+        );
+        assert_eq!(lines, 1, "said once\n{}", out.show());
+        out.stderr_has("machine: not sealed (cpu-trap-unavailable)");
+        assert_eq!(cpuid["status"], "limited", "{}", doctor.show());
+        assert_eq!(report["limited"], true);
     }
 }

@@ -11,6 +11,7 @@ mod cli;
 mod clocks;
 mod cpu;
 mod devices;
+mod doctor;
 mod golden;
 mod golden_travel;
 mod hardening;

@@ -301,3 +301,85 @@ fn a_working_tree_holding_the_temporary_directory_is_copied_elsewhere() {
         "a sandbox was left in the tree's TMPDIR"
     );
 }
+
+/// `checkout-path`: the working tree copied to a path 100 characters longer (same depth). A
+/// program whose output depends on its working directory's length is pinned on "the checkout
+/// path"; one that only reads its (relative) files is not, and the copy holds those files.
+#[test]
+fn checkout_path_is_named_only_for_output_that_depends_on_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("tree/sub")).unwrap();
+    std::fs::write(dir.path().join("tree/sub/input.txt"), "input\n").unwrap();
+    let report = dir.path().join("pwd.json");
+    let cmd = ["sh", "-c", "pwd | wc -c; cat sub/input.txt"];
+    let (out, r) = run_probe(
+        probe_command(&["-n", "2"], &cmd, dir.path(), &report),
+        &report,
+    );
+    out.code_is(2).stdout_has("(the checkout path)");
+    let p = r["perturbations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "checkout-path")
+        .unwrap_or_else(|| panic!("no checkout-path in {r:#}"));
+    assert!(p["skipped"].is_null(), "{r:#}");
+    let length = &r["lines"][0];
+    assert_eq!(length["status"], "unstable", "{r:#}");
+    assert!(
+        length["varies_under"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == "checkout-path"),
+        "{r:#}"
+    );
+    assert_eq!(length["causes"], serde_json::json!(["the checkout path"]));
+    // The relative path on the command line found its file in every copy.
+    let input = line(&r, "input");
+    assert_eq!(input["status"], "stable", "{r:#}");
+    assert!(input.get("causes").is_none(), "{r:#}");
+
+    let report = dir.path().join("plain.json");
+    let cmd = ["sh", "-c", "cat sub/input.txt; echo done"];
+    let (out, r) = run_probe(
+        probe_command(&["-n", "2"], &cmd, dir.path(), &report),
+        &report,
+    );
+    out.ok().stdout_lacks("checkout path");
+    assert!(
+        r["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["status"] == "stable" && l.get("causes").is_none()),
+        "{r:#}"
+    );
+}
+
+/// A tree past the documented bound (50 MB) is not copied: `checkout-path` is skipped with a
+/// note, and the other perturbations still run.
+#[test]
+fn checkout_path_skips_a_tree_past_its_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("tree")).unwrap();
+    // Sparse: 50 MB + 1 byte of size, no blocks.
+    let f = std::fs::File::create(dir.path().join("tree/big")).unwrap();
+    f.set_len(50 * 1024 * 1024 + 1).unwrap();
+    let report = dir.path().join("big.json");
+    let (out, r) = run_probe(
+        probe_command(&["-n", "1"], &["echo", "same"], dir.path(), &report),
+        &report,
+    );
+    out.ok().stdout_has(
+        "note: checkout-path: the working tree holds more than 50 MB; perturbation skipped",
+    );
+    let p = r["perturbations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "checkout-path")
+        .unwrap();
+    assert_eq!(p["runs"], 0, "{r:#}");
+    assert!(p["skipped"].as_str().unwrap().contains("50 MB"), "{r:#}");
+}

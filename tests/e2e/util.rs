@@ -94,7 +94,7 @@ impl Output {
         let lines: Vec<&str> = self
             .stderr
             .lines()
-            .filter(|l| l.contains("not sealed") && !l.contains("(cpu-trap-unavailable)"))
+            .filter(|l| l.contains("not sealed"))
             .collect();
         assert!(lines.is_empty(), "unsealed: {lines:?}\n{}", self.show());
         self

@@ -72,6 +72,8 @@ pub fn attribute(
         hostname: None,
         env_bytes: 0,
         cwd_depth: 0,
+        path_extra: 0,
+        cause: None,
     };
     let mut control = Settings {
         unseal: Vec::new(),
@@ -149,6 +151,12 @@ pub fn attribute(
                 "investigate: sealed, the line loses its value (prints {:?}); varies with {}",
                 sealed_value,
                 fams.join(", ")
+            )
+        } else if fams.is_empty() && !line.causes.is_empty() {
+            format!(
+                "investigate: depends on {} (varies with {}; no entropy family)",
+                line.causes.join(", "),
+                line.varies_under.join(", ")
             )
         } else if fams.is_empty() {
             format!(

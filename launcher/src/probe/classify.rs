@@ -50,6 +50,11 @@ pub struct LineReport {
     /// Runs in which the line is missing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing_in: Vec<String>,
+    /// What the line depends on, from the perturbations it varies under that name a cause
+    /// ("the checkout path", "environment size (heap layout)"); empty when it also varies
+    /// between baseline runs (then no perturbation explains it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<String>,
     /// Entropy families that make this line vary (`--attribute`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub families: Option<Vec<String>>,
@@ -242,6 +247,7 @@ pub fn classify(runs: &[RunLines], masks: &MaskSet) -> (Vec<LineReport>, Vec<Dri
             variants,
             varies_under,
             missing_in,
+            causes: Vec::new(),
             families: None,
             action: None,
         });

@@ -31,7 +31,19 @@ pub struct Perturbation {
     pub env_bytes: usize,
     /// The working tree is copied this many directory levels deeper.
     pub cwd_depth: usize,
+    /// The working tree is copied into one directory this many characters longer (a
+    /// checkout at a longer path, same depth); bounded by [`CHECKOUT_MAX_FILES`] and
+    /// [`CHECKOUT_MAX_BYTES`].
+    pub path_extra: usize,
+    /// What a line that varies under this perturbation (and no other) depends on, for the
+    /// report (`LineReport::causes`); `None` where the name says it.
+    pub cause: Option<&'static str>,
 }
+
+/// The largest working tree the `checkout-path` perturbation copies (files, directories and
+/// links counted), and its largest total size: past either it is skipped with a note.
+pub const CHECKOUT_MAX_FILES: usize = 10_000;
+pub const CHECKOUT_MAX_BYTES: u64 = 50 * 1024 * 1024;
 
 /// The unrelated variable the `env-size` perturbation (and `layout` attribution) adds.
 pub const PADDING_VAR: &str = "PROBE_PADDING";
@@ -47,6 +59,8 @@ pub fn all() -> Vec<Perturbation> {
         hostname: None,
         env_bytes: 0,
         cwd_depth: 0,
+        path_extra: 0,
+        cause: None,
     };
     vec![
         p("baseline", "the environment as it is", &[]),
@@ -84,6 +98,7 @@ pub fn all() -> Vec<Perturbation> {
         },
         Perturbation {
             env_bytes: 3000,
+            cause: Some("environment size (heap layout)"),
             ..p(
                 "env-size",
                 "3000 more bytes of environment (PROBE_PADDING=...)",
@@ -98,13 +113,73 @@ pub fn all() -> Vec<Perturbation> {
                 &[],
             )
         },
+        Perturbation {
+            path_extra: 100,
+            cause: Some("the checkout path"),
+            ..p(
+                "checkout-path",
+                "the working tree copied to a path 100 characters longer, same depth",
+                &[],
+            )
+        },
     ]
 }
 
-/// A fresh copy of the working tree (and an empty HOME) in a private temporary directory.
+/// A fresh copy of the working tree (and an empty HOME) in a private temporary directory
+/// (removed when dropped).
 pub struct Sandbox {
     dir: tempfile::TempDir,
     depth: usize,
+    extra: usize,
+}
+
+/// Why the `checkout-path` copy was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeTooLarge {
+    #[error("the working tree has more than {CHECKOUT_MAX_FILES} entries")]
+    Files,
+    #[error("the working tree holds more than {} MB", CHECKOUT_MAX_BYTES / (1024 * 1024))]
+    Bytes,
+}
+
+/// Checks that `dir` is within the `checkout-path` bounds, walking it without following any
+/// symbolic link (a link counts as one entry, whatever it points at) and stopping as soon as
+/// a bound is passed. An unreadable entry counts as nothing: `cp` then says what failed.
+pub fn within_checkout_bounds(dir: &Path) -> std::result::Result<(), TreeTooLarge> {
+    let (mut files, mut bytes) = (0usize, 0u64);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            files += 1;
+            if files > CHECKOUT_MAX_FILES {
+                return Err(TreeTooLarge::Files);
+            }
+            let Ok(m) = e.path().symlink_metadata() else {
+                continue;
+            };
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if m.is_file() {
+                bytes += m.len();
+                if bytes > CHECKOUT_MAX_BYTES {
+                    return Err(TreeTooLarge::Bytes);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The one directory name that makes a copy `extra` characters longer ("/" included).
+fn long_name(extra: usize) -> String {
+    let head = "checkout-at-a-longer-path-";
+    let n = extra.saturating_sub(1);
+    let mut s: String = head.chars().take(n).collect();
+    s.extend(std::iter::repeat_n('x', n - s.len()));
+    s
 }
 
 impl Sandbox {
@@ -114,14 +189,22 @@ impl Sandbox {
     }
 
     /// The copy `depth` directories below `work` (`work/deeper/deeper/…`).
+    #[cfg(test)]
     pub fn at_depth(workdir: &Path, depth: usize) -> Result<Sandbox> {
+        Sandbox::at(workdir, depth, 0)
+    }
+
+    /// The copy `depth` directories below `work`, then (when `extra` > 0) in one directory
+    /// that makes its path `extra` characters longer.
+    pub fn at(workdir: &Path, depth: usize, extra: usize) -> Result<Sandbox> {
         let dir = tempfile::Builder::new()
             .prefix("seal-probe-")
             .tempdir_in(sandbox_parent(workdir)?)
             .context("cannot create a temporary directory for a probe run")?;
-        let work = (0..depth).fold(dir.path().join("work"), |p, _| p.join("deeper"));
+        let sandbox = Sandbox { dir, depth, extra };
+        let work = sandbox.work();
         std::fs::create_dir_all(&work)?;
-        std::fs::create_dir(dir.path().join("home"))?;
+        std::fs::create_dir(sandbox.dir.path().join("home"))?;
         let st = Command::new("cp")
             .arg("-a")
             .arg(workdir.join("."))
@@ -132,11 +215,16 @@ impl Sandbox {
         if !st.success() {
             anyhow::bail!("copying {} for a probe run failed", workdir.display());
         }
-        Ok(Sandbox { dir, depth })
+        Ok(sandbox)
     }
 
     pub fn work(&self) -> PathBuf {
-        (0..self.depth).fold(self.dir.path().join("work"), |p, _| p.join("deeper"))
+        let w = (0..self.depth).fold(self.dir.path().join("work"), |p, _| p.join("deeper"));
+        if self.extra > 0 {
+            w.join(long_name(self.extra))
+        } else {
+            w
+        }
     }
 
     pub fn home(&self) -> PathBuf {
@@ -180,7 +268,10 @@ pub fn run_unsealed(
     workdir: &Path,
     p: &Perturbation,
 ) -> Result<std::result::Result<Observation, String>> {
-    let sandbox = Sandbox::at_depth(workdir, p.cwd_depth)?;
+    let sandbox = match sandbox_for(workdir, p)? {
+        Ok(s) => s,
+        Err(why) => return Ok(Err(why)),
+    };
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(sandbox.work())
@@ -242,7 +333,10 @@ pub fn run_sealed(
     p: &Perturbation,
     extra: &[(String, String)],
 ) -> Result<std::result::Result<Observation, String>> {
-    let sandbox = Sandbox::at_depth(workdir, p.cwd_depth)?;
+    let sandbox = match sandbox_for(workdir, p)? {
+        Ok(s) => s,
+        Err(why) => return Ok(Err(why)),
+    };
     let mut env: Vec<(String, String)> = p
         .env
         .iter()
@@ -275,6 +369,30 @@ pub fn run_sealed(
         Ok(c) => Ok(Observation::of(c, Default::default())),
         Err(e) => Err(e.to_string()),
     })
+}
+
+/// The causes of the perturbations a line varies under (none when it varies in `baseline`:
+/// then it varies without any perturbation), in the order of [`all`].
+pub fn causes(perturbations: &[Perturbation], varies_under: &[String]) -> Vec<String> {
+    if varies_under.iter().any(|v| v == "baseline") {
+        return Vec::new();
+    }
+    perturbations
+        .iter()
+        .filter(|p| varies_under.iter().any(|v| v == p.name))
+        .filter_map(|p| p.cause.map(str::to_string))
+        .collect()
+}
+
+/// The copy of `workdir` a run under `p` gets; `Ok(Err(why))` when `p` cannot be applied to
+/// this tree (a `checkout-path` copy past its bounds: the perturbation is skipped).
+fn sandbox_for(workdir: &Path, p: &Perturbation) -> Result<std::result::Result<Sandbox, String>> {
+    if p.path_extra > 0 {
+        if let Err(e) = within_checkout_bounds(workdir) {
+            return Ok(Err(format!("{e}; perturbation skipped")));
+        }
+    }
+    Ok(Ok(Sandbox::at(workdir, p.cwd_depth, p.path_extra)?))
 }
 
 fn pinned_by_seal(settings: &Settings, key: &str) -> bool {
@@ -374,6 +492,69 @@ mod tests {
         assert!(all.iter().any(|p| p.hostname.is_some()));
         assert!(all.iter().any(|p| p.env_bytes > 0));
         assert!(all.iter().any(|p| p.cwd_depth > 0));
+        let checkout = all.iter().find(|p| p.name == "checkout-path").unwrap();
+        assert_eq!(checkout.cause, Some("the checkout path"));
+        assert_eq!(checkout.cwd_depth, 0);
+        let env = all.iter().find(|p| p.name == "env-size").unwrap();
+        assert_eq!(env.cause, Some("environment size (heap layout)"));
+    }
+
+    #[test]
+    fn a_checkout_copy_is_100_characters_longer_at_the_same_depth() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::create_dir(src.path().join("sub")).unwrap();
+        std::fs::write(src.path().join("sub/input.txt"), "x").unwrap();
+        std::os::unix::fs::symlink("/etc", src.path().join("outside")).unwrap();
+        let (a, b) = (
+            Sandbox::new(src.path()).unwrap(),
+            Sandbox::at(src.path(), 0, 100).unwrap(),
+        );
+        assert_eq!(b.work().as_os_str().len(), a.work().as_os_str().len() + 100);
+        assert!(b.work().join("sub/input.txt").is_file());
+        // A link is copied as a link, never followed.
+        assert!(b
+            .work()
+            .join("outside")
+            .symlink_metadata()
+            .unwrap()
+            .is_symlink());
+        let dir = b.dir.path().to_path_buf();
+        drop(b);
+        assert!(!dir.exists(), "the copy is removed");
+    }
+
+    #[test]
+    fn causes_come_from_the_perturbations_a_line_varies_under() {
+        let all = all();
+        let v = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            causes(&all, &v(&["cwd-depth", "checkout-path"])),
+            ["the checkout path"]
+        );
+        assert_eq!(
+            causes(&all, &v(&["env-size", "checkout-path"])),
+            ["environment size (heap layout)", "the checkout path"]
+        );
+        assert!(causes(&all, &v(&["baseline", "checkout-path"])).is_empty());
+        assert!(causes(&all, &v(&["tz-far"])).is_empty());
+    }
+
+    #[test]
+    fn a_tree_past_the_bounds_is_not_copied() {
+        let src = tempfile::tempdir().unwrap();
+        assert!(within_checkout_bounds(src.path()).is_ok());
+        let f = std::fs::File::create(src.path().join("big")).unwrap();
+        f.set_len(CHECKOUT_MAX_BYTES + 1).unwrap();
+        assert!(matches!(
+            within_checkout_bounds(src.path()),
+            Err(TreeTooLarge::Bytes)
+        ));
+        let p = all()
+            .into_iter()
+            .find(|p| p.name == "checkout-path")
+            .unwrap();
+        let why = sandbox_for(src.path(), &p).unwrap().err().unwrap();
+        assert!(why.contains("50 MB") && why.contains("skipped"), "{why}");
     }
 
     #[test]

@@ -41,6 +41,21 @@ pub fn render(census: &Census, top: usize, summary_width: Option<usize>) -> Stri
         let _ = write!(head, " ({})", parts.join(", "));
     }
     line(&mut out, &head, summary_width.unwrap_or(usize::MAX));
+    // The machine's limits once, under the summary (every process has them: `seal doctor`).
+    for u in &census.machine {
+        line(
+            &mut out,
+            &format!("machine: not sealed ({}): {}", u.kind, u.detail),
+            summary_width.unwrap_or(usize::MAX),
+        );
+    }
+    if !census.machine.is_empty() {
+        line(
+            &mut out,
+            "machine: every sealed command here has this limit (seal doctor)",
+            summary_width.unwrap_or(usize::MAX),
+        );
+    }
 
     for (depth, p) in tree_order(census) {
         out.push('\n');
@@ -134,7 +149,7 @@ fn process_block(out: &mut String, p: &Process, depth: usize, top: usize, width:
         line(out, &format!("{:>CALLS_W$}  {more}", ""), width);
     }
     super::python::block(out, p, width);
-    for u in &p.unsealed {
+    for u in p.unsealed.iter().filter(|u| !u.is_machine()) {
         line(
             out,
             &format!("  not sealed: {} {}", u.kind, u.detail),
@@ -381,7 +396,45 @@ mod tests {
                     count: 2,
                 },
             ],
+            machine: vec![],
         }
+    }
+
+    /// A machine limit (no cpuid faulting) is said once under the summary, not in every
+    /// process's block; a program's own limit stays in its block.
+    #[test]
+    fn the_machine_limit_is_said_once() {
+        use crate::census::Unsealed;
+        let cpu = seal_abi::unsealed::name(seal_abi::unsealed::CPU_TRAP).to_string();
+        let machine = Unsealed {
+            kind: cpu.clone(),
+            detail: seal_abi::unsealed::CPU_TRAP_CAUSES[2].into(),
+        };
+        let go = Unsealed {
+            kind: cpu,
+            detail: seal_abi::unsealed::CPU_TRAP_CAUSES[1].into(),
+        };
+        let mut c = sample();
+        for p in &mut c.processes {
+            p.unsealed.push(machine.clone());
+        }
+        c.processes[0].unsealed.push(go.clone());
+        c.machine = c.machine_limits();
+        let t = render(&c, 0, None);
+        let count = |needle: &str| t.lines().filter(|l| l.contains(needle)).count();
+        assert_eq!(count(&machine.detail), 1, "{t}");
+        assert_eq!(
+            count("machine: not sealed (cpu-trap-unavailable)"),
+            1,
+            "{t}"
+        );
+        assert_eq!(count("(seal doctor)"), 1, "{t}");
+        assert_eq!(
+            count("  not sealed: cpu-trap-unavailable rdtsc gives real values in Go"),
+            1,
+            "{t}"
+        );
+        assert!(t.lines().nth(1).unwrap().starts_with("machine: "), "{t}");
     }
 
     #[test]
