@@ -37,6 +37,7 @@ mod shim_layout;
 mod stress;
 mod time_control;
 mod travel;
+mod travel_matrix;
 mod verify;
 mod waits;
 mod warp;
