@@ -190,7 +190,12 @@ fn a_suite_recorded_here_passes_from_a_far_copy_on_tmpfs_and_survives_harmless_r
     let far = far_copy(&proj, &shm);
     let big = "x".repeat(3 * 1024);
     let env = [
-        ("HOME", "/nonexistent/home/of/someone".to_string()),
+        // Another user's home (seal extracts its shim under it when no XDG_CACHE_HOME says
+        // otherwise: a fresh cache, as on a CI runner).
+        (
+            "HOME",
+            shm.path().join("home-of-someone").display().to_string(),
+        ),
         ("USER", "someone-else".to_string()),
         ("SEAL_TRAVEL_PADDING", big),
     ];
