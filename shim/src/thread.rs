@@ -272,11 +272,10 @@ fn read_after(still: i64) -> i64 {
 /// the same value.
 #[inline(always)]
 pub fn mono_read_and_tick() -> i64 {
-    let l = peek();
     let tick = config::tick().max(0);
-    let m = update_field(with(|t| core::ptr::addr_of_mut!(t.mono)), |v| {
-        v.saturating_add(tick)
-    });
+    // One TLS access for both: `L` as it is now, and where `mono` lives.
+    let (l, mono) = with(|t| (t.clock, core::ptr::addr_of_mut!(t.mono)));
+    let m = update_field(mono, |v| v.saturating_add(tick));
     l.saturating_add(m).saturating_add(tick)
 }
 

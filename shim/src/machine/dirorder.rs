@@ -636,26 +636,33 @@ unsafe fn getdents_as(
     Some(w as isize)
 }
 
+/// The real `syscall(SYS_getdents64, fd, buf, count)`, through libc's `syscall`.
+///
+/// # Safety
+/// `buf` is valid for `count` bytes of writes.
+unsafe fn raw_getdents64(fd: libc::c_long, buf: *mut u8, count: usize) -> isize {
+    let f = crate::real!(syscall: fn(libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long) -> libc::c_long);
+    // SAFETY: the caller's contract; the kernel writes at most `count` bytes at `buf`.
+    unsafe {
+        f(
+            libc::SYS_getdents64,
+            fd,
+            buf as libc::c_long,
+            count as libc::c_long,
+            0,
+            0,
+            0,
+        ) as isize
+    }
+}
+
 /// `syscall(SYS_getdents64, fd, buf, count)`: `Some(result)` when family `machine` sorts it.
 ///
 /// # Safety
 /// Arguments as the system call takes them.
 pub unsafe fn sys_getdents64(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
-    let real = |b: *mut u8, c: usize| -> isize {
-        let f = crate::real!(syscall: fn(libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long) -> libc::c_long);
-        // SAFETY: the caller's system call on its own descriptor, into a buffer of `c` bytes.
-        unsafe {
-            f(
-                libc::SYS_getdents64,
-                a[0],
-                b as libc::c_long,
-                c as libc::c_long,
-                0,
-                0,
-                0,
-            ) as isize
-        }
-    };
+    // SAFETY: the caller's system call on its own descriptor, into a buffer of `c` bytes.
+    let real = |b: *mut u8, c: usize| unsafe { raw_getdents64(a[0], b, c) };
     // SAFETY: forwarded contract (the kernel reads the count as an unsigned int).
     unsafe {
         getdents(
@@ -691,21 +698,8 @@ pub fn old_record(rec: &[u8], dst: &mut [u8]) -> Option<usize> {
 /// # Safety
 /// Arguments as the system call takes them.
 pub unsafe fn sys_getdents(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
-    let real = |b: *mut u8, c: usize| -> isize {
-        let f = crate::real!(syscall: fn(libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long) -> libc::c_long);
-        // SAFETY: a getdents64 of the caller's descriptor into a buffer of `c` bytes.
-        unsafe {
-            f(
-                libc::SYS_getdents64,
-                a[0],
-                b as libc::c_long,
-                c as libc::c_long,
-                0,
-                0,
-                0,
-            ) as isize
-        }
-    };
+    // SAFETY: a getdents64 of the caller's descriptor into a buffer of `c` bytes.
+    let real = |b: *mut u8, c: usize| unsafe { raw_getdents64(a[0], b, c) };
     // SAFETY: forwarded contract (the kernel reads the count as an unsigned int).
     unsafe {
         getdents_as(
