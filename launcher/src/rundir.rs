@@ -151,6 +151,26 @@ fn sweep_due(parent: &Path) -> bool {
     true
 }
 
+/// Removes this user's directories `parent/PREFIX*` that no live seal holds (see [`hold`]),
+/// whether or not a sweep is due: for directories that are made once per command.
+pub fn remove_stale(parent: &Path, prefix: &str) {
+    remove_stale_runs(parent, prefix);
+}
+
+/// Marks `dir` as held by this process for as long as the returned file is open: the lock
+/// file the sweeps look for ([`seal_abi::RUN_TABLE_NAME`], empty here), locked with `flock`.
+pub fn hold(dir: &Path) -> Result<std::fs::File> {
+    use std::os::unix::io::AsRawFd;
+    let path = dir.join(seal_abi::RUN_TABLE_NAME);
+    let f = shim::create_private_file(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    // SAFETY: an exclusive lock on a descriptor we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        anyhow::bail!("cannot lock {}", path.display());
+    }
+    Ok(f)
+}
+
 /// Removes this user's run directories under `parent` that no live launcher holds: a `seal`
 /// killed with SIGKILL cannot remove its own. A directory younger than a minute is left alone
 /// (its launcher may not have locked it yet).

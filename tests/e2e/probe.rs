@@ -383,3 +383,53 @@ fn checkout_path_skips_a_tree_past_its_bound() {
     assert_eq!(p["runs"], 0, "{r:#}");
     assert!(p["skipped"].as_str().unwrap().contains("50 MB"), "{r:#}");
 }
+
+/// The probe's copies of the working tree are private (mode 0700), and a copy left by a probe
+/// killed with SIGKILL is removed by the next probe once it is a minute old.
+#[test]
+fn probe_copies_are_private_and_a_killed_probes_copy_is_swept() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = private_tmpdir();
+    let tmp = d.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let copies = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("seal-probe-")
+            })
+            .collect()
+    };
+    let report = d.path().join("r.json");
+    let mut c = probe_command(&[], &["sleep", "30"], d.path(), &report);
+    c.env("TMPDIR", &tmp);
+    let mut child = c.spawn().unwrap();
+    let start = std::time::Instant::now();
+    while copies().is_empty() && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = copies();
+    assert_eq!(left.len(), 1, "no copy appeared in {}", tmp.display());
+    let mode = std::fs::metadata(&left[0]).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{}", left[0].display());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // (The sealed `sleep` dies with its launcher: the root asks for PR_SET_PDEATHSIG.)
+    assert_eq!(copies(), left, "SIGKILL leaves the copy");
+    // A minute old (as a sweep wants), then the next probe removes it.
+    let old = std::time::SystemTime::now() - Duration::from_secs(120);
+    std::fs::File::open(&left[0])
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let mut c = probe_command(&[], &["true"], d.path(), &report);
+    c.env("TMPDIR", &tmp);
+    let (out, _) = run_probe(c, &report);
+    out.ok();
+    assert!(copies().is_empty(), "left: {:?}", copies());
+}

@@ -129,6 +129,9 @@ pub fn all() -> Vec<Perturbation> {
 /// (removed when dropped).
 pub struct Sandbox {
     dir: tempfile::TempDir,
+    /// Held (`flock`) while this probe lives: a copy nobody holds was left by a probe that
+    /// was killed, and the next probe's sweep removes it (`rundir::remove_stale`).
+    _lock: std::fs::File,
     depth: usize,
     extra: usize,
 }
@@ -197,11 +200,24 @@ impl Sandbox {
     /// The copy `depth` directories below `work`, then (when `extra` > 0) in one directory
     /// that makes its path `extra` characters longer.
     pub fn at(workdir: &Path, depth: usize, extra: usize) -> Result<Sandbox> {
+        use std::os::unix::fs::PermissionsExt;
+        let parent = sandbox_parent(workdir)?;
+        // Copies that killed probes left (SIGKILL, or a SIGTERM during the copy) go first.
+        crate::rundir::remove_stale(&parent, "seal-probe-");
+        // Mode 0700: the copy holds the user's working tree.
         let dir = tempfile::Builder::new()
             .prefix("seal-probe-")
-            .tempdir_in(sandbox_parent(workdir)?)
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(&parent)
             .context("cannot create a temporary directory for a probe run")?;
-        let sandbox = Sandbox { dir, depth, extra };
+        let _lock = crate::rundir::hold(dir.path())
+            .context("cannot lock the temporary directory of a probe run")?;
+        let sandbox = Sandbox {
+            dir,
+            _lock,
+            depth,
+            extra,
+        };
         let work = sandbox.work();
         std::fs::create_dir_all(&work)?;
         std::fs::create_dir(sandbox.dir.path().join("home"))?;
