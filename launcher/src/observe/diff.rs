@@ -189,13 +189,18 @@ pub fn diff(old: &str, new: &str, old_name: &str, new_name: &str, opts: Options)
                             changed += 2;
                         }
                     } else {
-                        for (kind, lines) in [(Kind::Removed, a), (Kind::Added, b)] {
-                            let room = opts.max_changed.saturating_sub(changed);
-                            lines
-                                .iter()
-                                .take(room)
-                                .for_each(|l| whole(&mut out, kind, l));
-                            changed += lines.len().min(room);
+                        // Both sides get room when the cut falls here: the added lines
+                        // matter as much as the removed ones.
+                        let room = opts.max_changed.saturating_sub(changed);
+                        let na = a.len().min(room - b.len().min(room / 2));
+                        let nb = b.len().min(room - na);
+                        a[..na]
+                            .iter()
+                            .for_each(|l| whole(&mut out, Kind::Removed, l));
+                        b[..nb].iter().for_each(|l| whole(&mut out, Kind::Added, l));
+                        changed += na + nb;
+                        if na + nb < a.len() + b.len() {
+                            changed = opts.max_changed;
                         }
                     }
                 }
