@@ -415,6 +415,33 @@ pub(crate) mod hooks {
         |real| unsafe { set_name_impl(world::Name::Domain, name, len, Fid::Setdomainname, ra) }
             .unwrap_or_else(|| real(name, len))
     }
+
+    /// `syscall(SYS_sethostname | SYS_setdomainname, …)` (`crate::syscall`'s route table).
+    ///
+    /// # Safety
+    /// As `syscall(2)` for `n` with `a`.
+    pub unsafe fn sys_set_name(
+        n: libc::c_long,
+        a: [libc::c_long; 6],
+        ra: u64,
+    ) -> Option<libc::c_long> {
+        let which = if n == libc::SYS_sethostname {
+            world::Name::Host
+        } else {
+            world::Name::Domain
+        };
+        // SAFETY: the caller's arguments, forwarded with the same meaning.
+        unsafe {
+            set_name_impl(
+                which,
+                a[0] as *const c_char,
+                a[1] as size_t,
+                Fid::SysSethostname,
+                ra,
+            )
+        }
+        .map(|r| r as libc::c_long)
+    }
 }
 
 #[cfg(test)]

@@ -71,7 +71,6 @@ pub mod random;
 pub mod real;
 pub mod runtime;
 pub mod sys;
-#[cfg(not(test))]
 mod syscall;
 pub mod table;
 pub mod tempname;

@@ -2,13 +2,63 @@
 //! seals them (Rust's std, OpenSSL, libuv and the JVM use it for `getrandom`, `futex`,
 //! `clock_gettime`, `gettid`). On x86_64 the variadic arguments arrive in the same registers
 //! as fixed ones, so the hook declares six.
+//!
+//! One route table maps each number to its family's handler, each exported next to the
+//! family's hooks with one signature: `unsafe fn(n, args, caller) -> Option<result>` (`None`:
+//! the real system call runs). Every handler counts the calls it takes (the `Sys*` ids).
 
 use libc::c_long;
-use seal_abi::Fid;
 
-use crate::hook;
+/// Declares the route table: `family: SYS_a | SYS_b => handler;` rows. Generates [`ROUTES`]
+/// (every routed number and its family, for the tests) and `dispatch` (one `match`).
+macro_rules! routes {
+    ($($family:literal: $($n:ident)|+ => $handler:path;)*) => {
+        /// Every system call number `syscall()` routes, with the family that seals it.
+        #[cfg(test)]
+        pub const ROUTES: &[(c_long, &str)] = &[$($((libc::$n, $family),)+)*];
 
-hook! {
+        /// The family that seals system call `n`, if any, handles it: `Some(result)`.
+        ///
+        /// # Safety
+        /// As `syscall(2)` for `n` with `args`.
+        #[cfg(not(test))]
+        #[inline(always)]
+        unsafe fn dispatch(n: c_long, args: [c_long; 6], ra: u64) -> Option<c_long> {
+            // SAFETY (every arm): the caller's arguments are forwarded with the same meaning.
+            unsafe {
+                match n {
+                    $($(libc::$n)|+ => $handler(n, args, ra),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+routes! {
+    "time": SYS_clock_gettime | SYS_gettimeofday | SYS_time | SYS_clock_settime
+        | SYS_settimeofday | SYS_adjtimex | SYS_clock_adjtime => crate::clock::hooks::sys_clock;
+    "time": SYS_futex => crate::wait::sys_futex;
+    "time": SYS_clock_nanosleep => crate::wait::sys_clock_nanosleep;
+    "random": SYS_getrandom => crate::random::hooks::sys_getrandom;
+    "host": SYS_sethostname | SYS_setdomainname => crate::host::hooks::sys_set_name;
+    "exec": SYS_execve | SYS_execveat => crate::process::hooks::sys_exec;
+    "cpu": SYS_rt_sigaction | SYS_rt_sigprocmask => crate::cpu::signals::sys_cpu;
+    "machine": SYS_getdents64 => crate::machine::dirorder::sys_getdents64;
+    "machine": SYS_getdents => crate::machine::dirorder::sys_getdents;
+    "machine": SYS_sched_getaffinity | SYS_sysinfo | SYS_uname => crate::machine::hooks::sys_machine;
+    "files": SYS_stat | SYS_lstat | SYS_fstat | SYS_newfstatat | SYS_statx | SYS_utimensat
+        | SYS_utimes | SYS_utime | SYS_futimesat => crate::files::hooks::sys_files;
+    "pid": SYS_getpid | SYS_gettid | SYS_getppid | SYS_kill | SYS_tgkill | SYS_tkill | SYS_wait4
+        | SYS_pidfd_open | SYS_getpgid | SYS_getsid | SYS_clone | SYS_clone3 | SYS_getpriority
+        | SYS_setpriority | SYS_prlimit64 | SYS_sched_getscheduler | SYS_sched_setscheduler
+        | SYS_sched_getparam | SYS_sched_setparam | SYS_sched_rr_get_interval
+        | SYS_rt_sigqueueinfo | SYS_ioprio_get | SYS_ioprio_set | SYS_sched_getattr
+        | SYS_sched_setattr | SYS_perf_event_open => crate::process::sys_pid;
+}
+
+#[cfg(not(test))]
+crate::hook! {
     /// # Safety
     /// As `syscall(2)`.
     fn syscall(n: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long;
@@ -19,110 +69,74 @@ hook! {
         .unwrap_or_else(|| real(n, a1, a2, a3, a4, a5, a6))
 }
 
-/// The family that seals system call `n`, if any, handles it: `Some(result)`.
-///
-/// # Safety
-/// As `syscall(2)` for `n` with `args`.
-#[inline(always)]
-unsafe fn dispatch(n: c_long, args: [c_long; 6], ra: u64) -> Option<c_long> {
-    let [a1, a2, a3, ..] = args;
-    // SAFETY (all arms): the caller's arguments are forwarded with the same meaning.
-    let handled: Option<libc::c_long> = unsafe {
-        match n {
-            libc::SYS_clock_gettime => Some(crate::clock::hooks::clock_gettime_impl(
-                a1 as libc::clockid_t,
-                a2 as *mut libc::timespec,
-                Fid::SysClockGettime,
-                ra,
-            ) as libc::c_long),
-            libc::SYS_gettimeofday => Some(crate::clock::hooks::gettimeofday_impl(
-                a1 as *mut libc::timeval,
-                a2 as *mut libc::c_void,
-                Fid::SysGettimeofday,
-                ra,
-            ) as libc::c_long),
-            libc::SYS_time => Some(crate::clock::hooks::time_impl(
-                a1 as *mut libc::time_t,
-                Fid::SysTime,
-                ra,
-            ) as libc::c_long),
-            libc::SYS_getrandom => Some(crate::random::hooks::getrandom_impl(
-                a1 as *mut libc::c_void,
-                a2 as libc::size_t,
-                a3 as libc::c_uint,
-                Fid::SysGetrandom,
-                ra,
-            ) as libc::c_long),
-            libc::SYS_clock_settime => Some(crate::clock::hooks::clock_settime_impl(
-                a1 as libc::clockid_t,
-                a2 as *const libc::timespec,
-                Fid::SysClockSettime,
-                ra,
-            ) as libc::c_long),
-            libc::SYS_settimeofday => Some(crate::clock::hooks::settimeofday_impl(
-                a1 as *const libc::timeval,
-                a2 as *const libc::c_void,
-                Fid::SysClockSettime,
-                ra,
-            ) as libc::c_long),
-            libc::SYS_adjtimex => Some(crate::clock::hooks::adjtimex_impl(
-                a1 as *mut libc::timex,
-                Fid::SysClockSettime,
-                ra,
-            ) as libc::c_long),
-            libc::SYS_clock_adjtime => Some(crate::clock::hooks::clock_adjtime_impl(
-                a1 as libc::clockid_t,
-                a2 as *mut libc::timex,
-                Fid::SysClockSettime,
-                ra,
-            ) as libc::c_long),
-            libc::SYS_sethostname | libc::SYS_setdomainname => {
-                let which = if n == libc::SYS_sethostname {
-                    crate::world::Name::Host
-                } else {
-                    crate::world::Name::Domain
-                };
-                crate::host::hooks::set_name_impl(
-                    which,
-                    a1 as *const libc::c_char,
-                    a2 as libc::size_t,
-                    Fid::SysSethostname,
-                    ra,
-                )
-                .map(|r| r as libc::c_long)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_number_is_routed_twice() {
+        for (i, (n, f)) in ROUTES.iter().enumerate() {
+            for (m, g) in &ROUTES[i + 1..] {
+                assert_ne!(n, m, "system call {n} routed to {f} and {g}");
             }
-            libc::SYS_futex => crate::wait::sys_futex(args, ra),
-            libc::SYS_clock_nanosleep => crate::wait::sys_clock_nanosleep(args, ra),
-            // An exec through syscall() is an exec: the child is re-injected like any other
-            // (the exec hooks keep the cpu family's trap state right across it).
-            libc::SYS_execve => {
-                crate::census::count(Fid::Execve, seal_abi::NO_DETAIL, ra);
-                Some(
-                    crate::process::hooks::execve_impl(a1 as *const libc::c_char, a2 as _, a3 as _)
-                        as libc::c_long,
-                )
-            }
-            libc::SYS_execveat => {
-                crate::census::count(Fid::Execveat, seal_abi::NO_DETAIL, ra);
-                Some(crate::process::hooks::execveat_impl(
-                    a1 as libc::c_int,
-                    a2 as *const libc::c_char,
-                    a3 as _,
-                    args[3] as _,
-                    args[4] as libc::c_int,
-                ) as libc::c_long)
-            }
-            libc::SYS_rt_sigaction | libc::SYS_rt_sigprocmask => {
-                crate::cpu::signals::sys_cpu(n, args, ra)
-            }
-            libc::SYS_getdents64 => crate::machine::dirorder::sys_getdents64(args, ra),
-            libc::SYS_getdents => crate::machine::dirorder::sys_getdents(args, ra),
-            libc::SYS_sched_getaffinity | libc::SYS_sysinfo | libc::SYS_uname => {
-                crate::machine::hooks::sys_machine(n, args, ra)
-            }
-            _ => crate::files::hooks::sys_files(n, args, ra)
-                .or_else(|| crate::process::sys_pid(n, args, ra)),
         }
-    };
-    handled
+    }
+
+    /// Every hooked function that is also a system call of its own is routed, so its
+    /// `syscall()` form is sealed too: the census names (`seal_abi`'s function table) that
+    /// are Linux system call names, against the table.
+    #[test]
+    fn every_hooked_system_call_is_routed() {
+        use libc::*;
+        // Hooked functions that are system calls of the same name.
+        let syscalls: &[(&str, c_long)] = &[
+            ("clock_gettime", SYS_clock_gettime),
+            ("gettimeofday", SYS_gettimeofday),
+            ("time", SYS_time),
+            ("clock_settime", SYS_clock_settime),
+            ("settimeofday", SYS_settimeofday),
+            ("adjtimex", SYS_adjtimex),
+            ("clock_adjtime", SYS_clock_adjtime),
+            ("clock_nanosleep", SYS_clock_nanosleep),
+            ("getrandom", SYS_getrandom),
+            ("sethostname", SYS_sethostname),
+            ("setdomainname", SYS_setdomainname),
+            ("execve", SYS_execve),
+            ("execveat", SYS_execveat),
+            ("getpid", SYS_getpid),
+            ("getppid", SYS_getppid),
+            ("gettid", SYS_gettid),
+            ("kill", SYS_kill),
+            ("tgkill", SYS_tgkill),
+            ("wait4", SYS_wait4),
+            ("getpgid", SYS_getpgid),
+            ("getsid", SYS_getsid),
+            ("getpriority", SYS_getpriority),
+            ("setpriority", SYS_setpriority),
+            ("sched_getscheduler", SYS_sched_getscheduler),
+            ("sched_setscheduler", SYS_sched_setscheduler),
+            ("sched_getparam", SYS_sched_getparam),
+            ("sched_setparam", SYS_sched_setparam),
+            ("sched_rr_get_interval", SYS_sched_rr_get_interval),
+            ("sched_getaffinity", SYS_sched_getaffinity),
+            ("sysinfo", SYS_sysinfo),
+            ("pidfd_open", SYS_pidfd_open),
+            ("statx", SYS_statx),
+            ("utimensat", SYS_utimensat),
+        ];
+        let hooked: Vec<&str> = seal_abi::FUNCTIONS.iter().map(|(_, name)| *name).collect();
+        for (name, n) in syscalls {
+            let is_hooked = hooked
+                .iter()
+                .any(|h| h == name || h.starts_with(&format!("{name} ")));
+            assert!(
+                is_hooked,
+                "{name}: not a census name any more; update this list"
+            );
+            assert!(
+                ROUTES.iter().any(|(m, _)| m == n),
+                "{name} is hooked but syscall(SYS_{name}) is not routed"
+            );
+        }
+    }
 }

@@ -530,3 +530,55 @@ hook! {
     // SAFETY: forwarded, then the leading timeval replaced.
     |real| unsafe { ntp_gettime_sealed(buf as *mut libc::timeval, real(buf)) }
 }
+
+/// `syscall(SYS_clock_gettime | SYS_gettimeofday | SYS_time | SYS_clock_settime |
+/// SYS_settimeofday | SYS_adjtimex | SYS_clock_adjtime)`: the same logic as the hooks, counted
+/// with the `Sys*` ids (`crate::syscall`'s route table).
+///
+/// # Safety
+/// As `syscall(2)` for `n` with `a`.
+pub unsafe fn sys_clock(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
+    // SAFETY (all arms): the caller's arguments, forwarded with the same meaning.
+    let r = unsafe {
+        match n {
+            libc::SYS_clock_gettime => clock_gettime_impl(
+                a[0] as libc::clockid_t,
+                a[1] as *mut libc::timespec,
+                Fid::SysClockGettime,
+                ra,
+            ) as libc::c_long,
+            libc::SYS_gettimeofday => gettimeofday_impl(
+                a[0] as *mut libc::timeval,
+                a[1] as *mut libc::c_void,
+                Fid::SysGettimeofday,
+                ra,
+            ) as libc::c_long,
+            libc::SYS_time => {
+                time_impl(a[0] as *mut libc::time_t, Fid::SysTime, ra) as libc::c_long
+            }
+            libc::SYS_clock_settime => clock_settime_impl(
+                a[0] as libc::clockid_t,
+                a[1] as *const libc::timespec,
+                Fid::SysClockSettime,
+                ra,
+            ) as libc::c_long,
+            libc::SYS_settimeofday => settimeofday_impl(
+                a[0] as *const libc::timeval,
+                a[1] as *const libc::c_void,
+                Fid::SysClockSettime,
+                ra,
+            ) as libc::c_long,
+            libc::SYS_adjtimex => {
+                adjtimex_impl(a[0] as *mut libc::timex, Fid::SysClockSettime, ra) as libc::c_long
+            }
+            libc::SYS_clock_adjtime => clock_adjtime_impl(
+                a[0] as libc::clockid_t,
+                a[1] as *mut libc::timex,
+                Fid::SysClockSettime,
+                ra,
+            ) as libc::c_long,
+            _ => return None,
+        }
+    };
+    Some(r)
+}

@@ -660,7 +660,11 @@ unsafe fn raw_getdents64(fd: libc::c_long, buf: *mut u8, count: usize) -> isize 
 ///
 /// # Safety
 /// Arguments as the system call takes them.
-pub unsafe fn sys_getdents64(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
+pub unsafe fn sys_getdents64(
+    _n: libc::c_long,
+    a: [libc::c_long; 6],
+    ra: u64,
+) -> Option<libc::c_long> {
     // SAFETY: the caller's system call on its own descriptor, into a buffer of `c` bytes.
     let real = |b: *mut u8, c: usize| unsafe { raw_getdents64(a[0], b, c) };
     // SAFETY: forwarded contract (the kernel reads the count as an unsigned int).
@@ -697,7 +701,11 @@ pub fn old_record(rec: &[u8], dst: &mut [u8]) -> Option<usize> {
 ///
 /// # Safety
 /// Arguments as the system call takes them.
-pub unsafe fn sys_getdents(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
+pub unsafe fn sys_getdents(
+    _n: libc::c_long,
+    a: [libc::c_long; 6],
+    ra: u64,
+) -> Option<libc::c_long> {
     // SAFETY: a getdents64 of the caller's descriptor into a buffer of `c` bytes.
     let real = |b: *mut u8, c: usize| unsafe { raw_getdents64(a[0], b, c) };
     // SAFETY: forwarded contract (the kernel reads the count as an unsigned int).

@@ -110,3 +110,25 @@ hook! {
         real(upper)
     }
 }
+
+/// `syscall(SYS_getrandom, …)`: the hook's logic, counted as `SysGetrandom`
+/// (`crate::syscall`'s route table).
+///
+/// # Safety
+/// As `syscall(2)` for `SYS_getrandom` with `a`.
+pub unsafe fn sys_getrandom(
+    _n: libc::c_long,
+    a: [libc::c_long; 6],
+    ra: u64,
+) -> Option<libc::c_long> {
+    // SAFETY: the caller's arguments, forwarded with the same meaning.
+    Some(unsafe {
+        getrandom_impl(
+            a[0] as *mut libc::c_void,
+            a[1] as libc::size_t,
+            a[2] as libc::c_uint,
+            Fid::SysGetrandom,
+            ra,
+        )
+    } as libc::c_long)
+}

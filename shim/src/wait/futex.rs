@@ -83,7 +83,7 @@ fn syscall_ret(err: i32) -> libc::c_long {
 ///
 /// # Safety
 /// Arguments as the futex system call takes them.
-pub unsafe fn sys_futex(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
+pub unsafe fn sys_futex(_n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
     let op = a[1];
     let ts = a[3] as *const libc::timespec;
     let kind = futex_timeout(op, !ts.is_null());
@@ -152,7 +152,11 @@ pub unsafe fn sys_futex(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
 ///
 /// # Safety
 /// Arguments as the system call takes them.
-pub unsafe fn sys_clock_nanosleep(a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
+pub unsafe fn sys_clock_nanosleep(
+    _n: libc::c_long,
+    a: [libc::c_long; 6],
+    ra: u64,
+) -> Option<libc::c_long> {
     let clock_id = a[0] as libc::clockid_t;
     census::count(Fid::SysNanosleep, clock::detail(clock_id), ra);
     if !config::sealed(flags::WAIT) {

@@ -322,3 +322,33 @@ hook! {
         execve_impl(path, argv, va.get(n) as Argv)
     })
 }
+
+/// `syscall(SYS_execve | SYS_execveat, …)`: an exec through `syscall()` is an exec, and the
+/// new image is re-injected like any other (`crate::syscall`'s route table). Counted as the
+/// functions are.
+///
+/// # Safety
+/// As `syscall(2)` for `n` with `a`.
+pub(crate) unsafe fn sys_exec(
+    n: libc::c_long,
+    a: [libc::c_long; 6],
+    ra: u64,
+) -> Option<libc::c_long> {
+    // SAFETY (both arms): the caller's arguments, forwarded with the same meaning.
+    let r = unsafe {
+        if n == libc::SYS_execve {
+            crate::census::count(seal_abi::Fid::Execve, seal_abi::NO_DETAIL, ra);
+            execve_impl(a[0] as *const c_char, a[1] as _, a[2] as _)
+        } else {
+            crate::census::count(seal_abi::Fid::Execveat, seal_abi::NO_DETAIL, ra);
+            execveat_impl(
+                a[0] as libc::c_int,
+                a[1] as *const c_char,
+                a[2] as _,
+                a[3] as _,
+                a[4] as libc::c_int,
+            )
+        }
+    };
+    Some(r as libc::c_long)
+}

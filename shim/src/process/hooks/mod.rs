@@ -18,7 +18,7 @@ mod spawn;
 mod wait;
 
 pub use exec::resolve_early;
-pub(crate) use exec::{execve_impl, execveat_impl};
+pub(crate) use exec::sys_exec;
 
 use libc::{c_int, pid_t};
 
