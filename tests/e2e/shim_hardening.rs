@@ -145,3 +145,17 @@ fn a_thousand_concurrent_threads_get_the_same_virtual_tids_every_run() {
     let tids: std::collections::BTreeSet<&str> = out.lines().collect();
     assert_eq!(tids.len(), 1000, "every thread its own virtual tid\n{out}");
 }
+
+/// glibc's exported aliases (`__getpid`, `__gettimeofday`), called or found with `dlsym`,
+/// give the sealed values, counted as the functions they alias.
+#[test]
+fn glibc_aliases_of_sealed_functions_are_sealed() {
+    let bin = build_c("aliases", &["-ldl"]);
+    let out = assert_sealed_stable(&[bin.to_str().unwrap()], 2);
+    assert_eq!(
+        out,
+        "__getpid 1000\n__gettimeofday 1767225600\ndlsym __getpid 1000\n"
+    );
+    let (_, pid) = census_totals(&[bin.to_str().unwrap()], "pid");
+    assert!(pid.iter().any(|(s, n)| s == "getpid" && *n == 2), "{pid:?}");
+}

@@ -78,7 +78,8 @@ pub unsafe fn clock_gettime_at(
 hook! {
     /// # Safety
     /// As `gettimeofday(2)`.
-    fn gettimeofday(tv: *mut libc::timeval, tz: *mut libc::c_void) -> libc::c_int;
+    /// (`__gettimeofday` is glibc's exported alias.)
+    fn gettimeofday | __gettimeofday(tv: *mut libc::timeval, tz: *mut libc::c_void) -> libc::c_int;
     caller = ra;
     // SAFETY: forwarded contract.
     || unsafe { gettimeofday_at(tv, tz, Fid::Gettimeofday, ra, crate::frame!()) }

@@ -50,7 +50,8 @@ fn shown_pid(r: pid_t) -> pid_t {
 hook! {
     /// # Safety
     /// As `getpid(2)`.
-    fn getpid() -> pid_t;
+    /// (`__getpid` is glibc's exported alias.)
+    fn getpid | __getpid() -> pid_t;
     fid = Getpid;
     || vpid::getpid_value()
 }
