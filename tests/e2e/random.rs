@@ -194,3 +194,27 @@ fn sealed_random_bytes_are_pinned() {
         out.show()
     );
 }
+
+/// getrandom(2) refuses what the kernel refuses, sealed as bare: unknown flags and
+/// GRND_RANDOM|GRND_INSECURE are EINVAL, a buffer in the first page EFAULT (not a SIGSEGV
+/// inside the shim); valid calls are still sealed.
+#[test]
+fn getrandom_refuses_what_the_kernel_refuses() {
+    let script = "import ctypes, os\n\
+libc = ctypes.CDLL(None, use_errno=True)\n\
+def call(buf, n, fl):\n    r = libc.getrandom(buf, n, fl)\n    return r, (ctypes.get_errno() if r < 0 else 0)\n\
+b = ctypes.create_string_buffer(16)\n\
+print('unknown flag', call(b, 16, 0x80))\n\
+print('both pools', call(b, 16, 0x6))\n\
+print('bad buffer', call(ctypes.c_void_p(1), 16, 0))\n\
+print('ok', call(b, 16, 1), b.raw.hex())\n";
+    let out = assert_sealed_stable(&["python3", "-c", script], 2);
+    let bare = run_plain("python3", ["-c", script]).stdout;
+    let first3 = |s: &str| s.lines().take(3).collect::<Vec<_>>().join("\n");
+    assert_eq!(first3(&out), first3(&bare), "sealed:\n{out}\nbare:\n{bare}");
+    assert!(
+        out.contains("unknown flag (-1, 22)") && out.contains("bad buffer (-1, 14)"),
+        "{out}"
+    );
+    assert!(out.contains("ok (16, 0)"), "{out}");
+}

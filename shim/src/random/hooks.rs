@@ -16,6 +16,11 @@ hook! {
     || unsafe { getrandom_impl(buf, len, fl, Fid::Getrandom, ra) }
 }
 
+/// `GRND_NONBLOCK | GRND_RANDOM | GRND_INSECURE`: the flags getrandom(2) knows.
+const KNOWN_FLAGS: c_uint = 0x1 | 0x2 | 0x4;
+/// `GRND_RANDOM | GRND_INSECURE`, which the kernel refuses together.
+const BOTH_POOLS: c_uint = 0x2 | 0x4;
+
 /// Shared with `syscall(SYS_getrandom, …)`.
 ///
 /// # Safety
@@ -29,7 +34,12 @@ pub unsafe fn getrandom_impl(
     ra: u64,
 ) -> ssize_t {
     census::count(fid, NO_DETAIL, ra);
-    if config::sealed(flags::RANDOM) && (len == 0 || !buf.is_null()) {
+    // What the kernel refuses is refused by the kernel: flags it does not know, or
+    // GRND_RANDOM with GRND_INSECURE (EINVAL), and a buffer in the never-mapped first page
+    // (EFAULT) go to the real call, which fills nothing.
+    let valid = fl & !KNOWN_FLAGS == 0 && fl & BOTH_POOLS != BOTH_POOLS;
+    let plausible = len == 0 || buf as usize >= 4096;
+    if config::sealed(flags::RANDOM) && valid && plausible {
         // SAFETY: caller guarantees buf is writable for len bytes.
         unsafe { fill_raw(buf, len) };
         return len as ssize_t;
