@@ -61,10 +61,13 @@ fn main() {
             }
         }
         // `-Cpanic=abort` here as well as in the profile: only a flag makes `cfg(panic)` (and
-        // so CARGO_CFG_PANIC, which the shim's build.rs reads) say "abort".
+        // so CARGO_CFG_PANIC, which the shim's build.rs reads) say "abort". Shrink-wrapping
+        // off: a hook reads its return address at `[rbp + 8]` (`caller!`), which holds only
+        // once its prologue has run, and LLVM would otherwise sink the prologue below a hook's
+        // early fast path.
         cmd.env(
             "CARGO_ENCODED_RUSTFLAGS",
-            "-Cforce-frame-pointers=yes\x1f-Cpanic=abort",
+            "-Cforce-frame-pointers=yes\x1f-Cpanic=abort\x1f-Cllvm-args=-enable-shrink-wrap=false",
         );
         let status = cmd.status().expect("failed to run cargo to build the shim");
         assert!(status.success(), "building libseal (the shim crate) failed");

@@ -22,6 +22,66 @@ static ACTIVE: AtomicU32 = AtomicU32::new(0);
 #[link_section = ".data.seal_hot"]
 static INIT: AtomicU8 = AtomicU8::new(0); // 0 not started, 1 running, 2 done
 
+/// Why the hot paths (`clock::fast`, the sealed `getrandom`) must take the general path:
+/// 0 when nothing unusual holds, so that one load and one test stand for every rare mode.
+/// Each bit is owned by the module that knows the condition, which sets it when the
+/// condition starts and clears it when it ends; the general path stays correct whatever the
+/// word says (the fast paths compute what it would, for the common case only).
+#[link_section = ".data.seal_hot"]
+pub static SLOW: AtomicU32 = AtomicU32::new(slow::UNREAD);
+
+/// The bits of [`SLOW`].
+pub mod slow {
+    /// The configuration has not been read yet.
+    pub const UNREAD: u32 = 1 << 0;
+    /// A language runtime's object is registered (`crate::runtime`): a clock read may be its
+    /// bookkeeping, which only the general path tells apart.
+    pub const RUNTIME: u32 = 1 << 1;
+    /// A Python interpreter is found (`crate::py`): a counted call captures frames.
+    pub const PYTHON: u32 = 1 << 2;
+    /// A thread exists that glibc does not know of (`census::note_thread`).
+    pub const THREADS: u32 = 1 << 3;
+    /// Time is unsealed, or runs under `--rate`, `--spin-after`, or a tick out of the range
+    /// the fast read handles.
+    pub const TIME: u32 = 1 << 4;
+    /// Randomness is unsealed.
+    pub const RANDOM: u32 = 1 << 5;
+    /// What a sealed clock read's fast path must find clear.
+    pub const CLOCK_READ: u32 = UNREAD | RUNTIME | PYTHON | THREADS | TIME;
+    /// What a sealed `getrandom`'s fast path must find clear.
+    pub const RANDOM_READ: u32 = UNREAD | PYTHON | THREADS | RANDOM;
+}
+
+/// The largest tick the fast clock read handles (its checked arithmetic assumes a tick far
+/// below the clock's range): 2^40 ns, about 18 minutes.
+pub const FAST_TICK_MAX: i64 = 1 << 40;
+
+/// Sets `bits` of [`SLOW`] (a rare mode began).
+#[inline]
+pub fn slow_set(bits: u32) {
+    SLOW.fetch_or(bits, Relaxed);
+}
+
+/// Clears `bits` of [`SLOW`] (a rare mode ended).
+#[inline]
+pub fn slow_clear(bits: u32) {
+    SLOW.fetch_and(!bits, Relaxed);
+}
+
+/// May a hot path whose conditions are `mask` ([`slow`]) take its fast way? One load.
+#[inline(always)]
+pub fn fast(mask: u32) -> bool {
+    let slow: u32;
+    // SAFETY: a 4-byte load of SLOW, an aligned AtomicU32 (a relaxed atomic load is a plain
+    // `mov` on x86_64). Through `sym`, the load is RIP-relative: SLOW is libseal's own (not
+    // exported), so no GOT entry is read on the way.
+    unsafe {
+        core::arch::asm!("mov {v:e}, dword ptr [rip + {s}]", v = out(reg) slow, s = sym SLOW,
+                         options(nostack, readonly, preserves_flags));
+    }
+    slow & mask == 0
+}
+
 #[link_section = ".data.seal_hot"]
 pub static EPOCH_NS: AtomicI64 = AtomicI64::new(settings::DEFAULT_EPOCH_NS);
 #[link_section = ".data.seal_hot"]
@@ -212,6 +272,7 @@ pub fn init_slow() {
                 INITIALISING.with(|c| c.set(true));
                 let _g = crate::real::Reentry::force();
                 let flags = load_from_env();
+                set_slow_modes(flags);
                 ACTIVE.store(READY | flags, Release);
                 INIT.store(2, Release);
                 INITIALISING.with(|c| c.set(false));
@@ -232,6 +293,25 @@ pub fn init_slow() {
             }
         }
     }
+}
+
+/// The [`SLOW`] bits the configuration decides, then `UNREAD` cleared: called once, after
+/// the settings are stored and before `ACTIVE` publishes them.
+fn set_slow_modes(flags: u32) {
+    let tick = TICK_NS.load(Relaxed);
+    let plain_time = flags & f::TIME != 0
+        && RATE_PPM.load(Relaxed) == 0
+        && SPIN_AFTER.load(Relaxed) == 0
+        && (1..=FAST_TICK_MAX).contains(&tick);
+    slow_set(
+        if plain_time { 0 } else { slow::TIME }
+            | if flags & f::RANDOM != 0 {
+                0
+            } else {
+                slow::RANDOM
+            },
+    );
+    slow_clear(slow::UNREAD);
 }
 
 extern "C" {

@@ -116,12 +116,15 @@ pub fn note_object(path: &[u8], start: u64, end: u64, info: &libc::dl_phdr_info)
     STARTS[n].store(start, Relaxed);
     ENDS[n].store(end, Relaxed);
     KINDS[n].store(kind, Relaxed);
+    // Set before the object is published: no read from it takes the fast path after.
+    crate::config::slow_set(crate::config::slow::RUNTIME);
     N_OBJECTS.store(n + 1, Release);
 }
 
 /// Forgets the registered objects (a fresh process image; tests).
 pub fn reset() {
     N_OBJECTS.store(0, Release);
+    crate::config::slow_clear(crate::config::slow::RUNTIME);
 }
 
 /// The runtime object `addr` lies in: `(kind, start, end)`.

@@ -234,6 +234,32 @@ pub fn channels() -> Option<&'static [seal_abi::causal::Channel]> {
     backed_region(chans, &DONE).then_some(&chans[..])
 }
 
+/// Used by [`world_or_local`] while the run table is not mapped (then a setter's change holds
+/// in this process only).
+static LOCAL_WORLD: seal_abi::World = seal_abi::World::unchanged();
+
+/// The run table's [`seal_abi::World`] once mapped, else [`LOCAL_WORLD`]: never null, so the
+/// hot clock read finds the run's shifts with one load.
+#[link_section = ".data.seal_hot"]
+static WORLD: AtomicPtr<seal_abi::World> =
+    AtomicPtr::new(&LOCAL_WORLD as *const seal_abi::World as *mut seal_abi::World);
+
+/// The run-wide state the setters change: the run table's, or this process's own while no
+/// run table is mapped.
+#[inline(always)]
+pub fn world_or_local() -> &'static seal_abi::World {
+    let p: *const seal_abi::World;
+    // SAFETY: an 8-byte load of WORLD, an aligned AtomicPtr (an acquire load is a plain `mov`
+    // on x86_64), RIP-relative through `sym` (WORLD is libseal's own: no GOT entry read).
+    unsafe {
+        core::arch::asm!("mov {p}, qword ptr [rip + {s}]", p = out(reg) p, s = sym WORLD,
+                         options(nostack, readonly, preserves_flags));
+    }
+    // SAFETY: WORLD points to LOCAL_WORLD or into the run table's mapping, which is never
+    // unmapped once published.
+    unsafe { &*p }
+}
+
 /// The run-wide state the setters change ([`seal_abi::World`]), if the run table is mapped.
 #[inline(always)]
 pub fn world() -> Option<&'static seal_abi::World> {
@@ -417,6 +443,9 @@ pub fn map() -> bool {
     }
     PID_MAX.store(pid_max, Relaxed);
     BASE.store(p, Release);
+    // SAFETY: a live mapping that starts with a RunTable (as in `world`).
+    let world = unsafe { core::ptr::addr_of!((*(p as *const RunTable)).world) };
+    WORLD.store(world as *mut seal_abi::World, Release);
     true
 }
 

@@ -38,6 +38,34 @@ pub struct ThreadState {
     pub mono: i64,
     /// `mono` when the thread began (its CPU clock starts at 0).
     pub mono_start: i64,
+    /// Where the census counts the hot calls of one call site each ([`HotSite`]).
+    pub hot: [HotSite; HOT_SITES],
+    /// `config::tick()` and `config::epoch_ns()`, copied when a [`HotSite`] entry is stored
+    /// (the configuration is read by then and never changes after), so the fast clock read
+    /// finds them next to the entry it just matched.
+    pub hot_tick: i64,
+    pub hot_epoch: i64,
+}
+
+/// The hot calls whose census counter a thread remembers: one entry each.
+pub const HOT_SITES: usize = 4;
+
+/// A thread's memory of where the census counted its last call from one hot entry point
+/// (`census::count_hot`): the caller, and the counter the call went to. The next call from
+/// the same caller is then one increment of that counter, no hashing or probing. Zero (the
+/// state of a new thread, and after a fork) matches no caller.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct HotSite {
+    pub caller: u64,
+    pub count: *const core::sync::atomic::AtomicU64,
+}
+
+impl HotSite {
+    pub const EMPTY: HotSite = HotSite {
+        caller: 0,
+        count: core::ptr::null(),
+    };
 }
 
 impl ThreadState {
@@ -52,6 +80,9 @@ impl ThreadState {
         streak: 0,
         mono: 0,
         mono_start: 0,
+        hot: [HotSite::EMPTY; HOT_SITES],
+        hot_tick: 0,
+        hot_epoch: 0,
     };
 }
 
@@ -184,6 +215,9 @@ fn init_thread(t: &mut ThreadState) {
         streak: 0,
         mono: 0,
         mono_start: 0,
+        hot: [HotSite::EMPTY; HOT_SITES],
+        hot_tick: 0,
+        hot_epoch: 0,
     };
 }
 
@@ -200,6 +234,125 @@ pub fn with<R>(f: impl FnOnce(&mut ThreadState) -> R) -> R {
         init_thread(t);
     }
     f(t)
+}
+
+/// This thread's state for the fast paths (`clock::fast`, `census::count_hot`): its address,
+/// found once per call, without setting the thread up (an unset thread's entries are zero
+/// and match no caller, so the fast paths only read a set-up state's other fields).
+#[derive(Clone, Copy)]
+pub struct Hot(*mut ThreadState);
+
+/// This thread's [`Hot`] handle.
+#[inline(always)]
+pub fn hot() -> Hot {
+    Hot(state_ptr())
+}
+
+impl Hot {
+    /// The entry for hot site `site` (< [`HOT_SITES`]), read by one instruction: a signal
+    /// handler on this thread that rewrites the entry runs before or after the load, never
+    /// between its two halves, so the caller and the counter always belong together.
+    #[inline(always)]
+    pub fn entry<const SITE: usize>(self) -> (u64, *const core::sync::atomic::AtomicU64) {
+        use core::arch::x86_64::{__m128i, _mm_cvtsi128_si64, _mm_unpackhi_epi64};
+        const { assert!(SITE < HOT_SITES) };
+        let v: __m128i;
+        // SAFETY: one unaligned 16-byte load of the entry, which lies in this thread's live
+        // TLS slot at `off`; SSE2 is baseline.
+        unsafe {
+            core::arch::asm!("movdqu {v}, xmmword ptr [{p} + {off}]", v = out(xmm_reg) v,
+                             p = in(reg) self.0,
+                             off = const core::mem::offset_of!(ThreadState, hot)
+                                 + SITE * core::mem::size_of::<HotSite>(),
+                             options(nostack, readonly, preserves_flags));
+        }
+        // SAFETY: SSE2 is baseline on x86_64.
+        unsafe {
+            (
+                _mm_cvtsi128_si64(v) as u64,
+                _mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v)) as usize as *const _,
+            )
+        }
+    }
+
+    /// The thread's lineage ([`ThreadState::lineage`]); valid once an entry matched.
+    #[inline(always)]
+    pub fn lineage(self) -> u64 {
+        // SAFETY: this thread's live TLS slot.
+        unsafe { (*self.0).lineage }
+    }
+
+    /// The epoch copied with the entries ([`ThreadState::hot_epoch`]); valid once an entry
+    /// matched.
+    #[inline(always)]
+    pub fn epoch(self) -> i64 {
+        // SAFETY: this thread's live TLS slot.
+        unsafe { (*self.0).hot_epoch }
+    }
+
+    /// [`read_and_tick`] on a set-up thread (an entry matched) under the fast path's
+    /// conditions (no `LIBSEAL_SPIN_AFTER`, a tick within `1..=FAST_TICK_MAX`): the same
+    /// claim, by one `xadd`. A clock returned above [`TICK_GUARD`] may have wrapped: the
+    /// caller then calls [`saturate_after`].
+    #[inline(always)]
+    pub fn read_and_tick(self) -> i64 {
+        // SAFETY: this thread's live, set-up slot.
+        let tick = unsafe { (*self.0).hot_tick };
+        let mut old = tick;
+        // SAFETY: one `xadd` (no `lock`: the slot is this thread's own, and a signal is
+        // delivered between instructions, never inside one) on the aligned clock field of
+        // this thread's live slot: it claims the tick and returns the clock it found.
+        unsafe {
+            core::arch::asm!("xadd qword ptr [{p} + {off}], {v}", p = in(reg) self.0,
+                             off = const core::mem::offset_of!(ThreadState, clock),
+                             v = inout(reg) old, options(nostack));
+        }
+        old
+    }
+}
+
+/// A clock that [`Hot::read_and_tick`] returns above this was within
+/// [`config::FAST_TICK_MAX`] of its cap: the caller then calls [`saturate_after`].
+pub const TICK_GUARD: i64 = i64::MAX - config::FAST_TICK_MAX;
+
+/// [`Hot::read_and_tick`] found the clock at `found`, above [`TICK_GUARD`]: its tick may
+/// have wrapped the clock. The clock goes to the cap (as a saturating tick leaves it);
+/// returns `found`, what the read returns.
+pub fn saturate_after(found: i64) -> i64 {
+    update_clock(|v| if v < found { i64::MAX } else { v });
+    found
+}
+
+/// Remembers `count` as where the census counts calls of hot site `site` from `caller`,
+/// written by one instruction (see [`hot_load`]).
+pub fn hot_store(site: usize, caller: u64, count: *const core::sync::atomic::AtomicU64) {
+    if site < HOT_SITES && with(|t| t.ready) {
+        with(|t| {
+            t.hot_tick = config::tick();
+            t.hot_epoch = config::epoch_ns();
+        });
+        hot_write(site, caller, count);
+    }
+}
+
+/// Writes hot site `site`'s entry by one instruction, whatever the thread's state.
+fn hot_write(site: usize, caller: u64, count: *const core::sync::atomic::AtomicU64) {
+    use core::arch::x86_64::{__m128i, _mm_set_epi64x};
+    // SAFETY: SSE2 is baseline on x86_64.
+    let v: __m128i = unsafe { _mm_set_epi64x(count as usize as i64, caller as i64) };
+    // SAFETY: the entry lies in this thread's live TLS slot; one unaligned 16-byte store.
+    unsafe {
+        let at = core::ptr::addr_of_mut!((*state_ptr()).hot[site]);
+        core::arch::asm!("movdqu xmmword ptr [{p}], {v}", v = in(xmm_reg) v, p = in(reg) at,
+                         options(nostack, preserves_flags));
+    }
+}
+
+/// Forgets every hot-site entry of this thread (its census mapping changed: a fork child).
+pub fn hot_forget() {
+    for site in 0..HOT_SITES {
+        hot_write(site, 0, core::ptr::null());
+    }
 }
 
 /// Replaces this thread's logical clock `c` by `f(c)` and returns `c`, as one claim that a
@@ -427,6 +580,10 @@ pub fn spawn_child_state() -> ThreadState {
             // Its monotonic clock goes on from its creator's; its CPU clock starts at 0.
             mono: t.mono,
             mono_start: t.mono,
+            // Its census counters are found afresh (it counts in its own shard).
+            hot: [HotSite::EMPTY; HOT_SITES],
+            hot_tick: 0,
+            hot_epoch: 0,
         }
     })
 }

@@ -21,18 +21,22 @@ pub const CAP_SYS_ADMIN: u32 = 21;
 /// `CAP_DAC_OVERRIDE`: writing files whatever their mode (the kernel's host name file).
 pub const CAP_DAC_OVERRIDE: u32 = 1;
 
-/// Used when the run table is not mapped (then the change holds in this process only).
-static LOCAL: World = World::unchanged();
-
 #[inline(always)]
 fn get() -> &'static World {
-    table::world().unwrap_or(&LOCAL)
+    table::world_or_local()
 }
 
 /// Nanoseconds the run's setters have moved the realtime clocks by.
 #[inline(always)]
 pub fn realtime_shift() -> i64 {
     get().realtime_shift.load(Relaxed)
+}
+
+/// [`realtime_shift`] and [`advance`] through one look-up of the world (the hot clock read).
+#[inline(always)]
+pub fn realtime_offsets() -> (i64, i64) {
+    let w = get();
+    (w.realtime_shift.load(Relaxed), w.advance.load(Relaxed))
 }
 
 /// Nanoseconds `seal time advance` has moved every realtime and monotonic clock forward by.

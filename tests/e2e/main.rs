@@ -16,6 +16,7 @@ mod golden;
 mod golden_travel;
 mod hardening;
 mod hermetic;
+mod hotpath;
 mod kernel_values;
 mod machine;
 mod machine_dirorder;

@@ -86,16 +86,24 @@ extern "C" {
 /// slot with a CAS and makes sure the object that made the call is in the module list.
 #[inline(always)]
 pub fn count(fid: Fid, detail: u8, caller: u64) {
+    count_at(fid, detail, caller);
+}
+
+/// [`count`], returning the counter the call went to (none when it was not counted, or
+/// counted per function only).
+#[inline(always)]
+fn count_at(fid: Fid, detail: u8, caller: u64) -> Option<&'static AtomicU64> {
     let mut p = FILE.load(Relaxed);
     if p.is_null() {
         p = before_start();
         if p.is_null() {
-            return;
+            return None;
         }
     }
     // SAFETY: FILE points (bar its THREADS_BIT) to a live mapping of CENSUS_FILE_SIZE bytes,
     // never unmapped while published; a fork child replaces it before any other thread exists.
-    let file = unsafe { &*(((p as usize) & !THREADS_BIT) as *const CensusFile) };
+    let file: &'static CensusFile =
+        unsafe { &*(((p as usize) & !THREADS_BIT) as *const CensusFile) };
     let key = census_key(caller, fid, detail);
     let counted = if (p as usize) & THREADS_BIT == 0 && single_threaded() {
         count_in(file, key, 0, true)
@@ -103,15 +111,52 @@ pub fn count(fid: Fid, detail: u8, caller: u64) {
         count_in(file, key, thread_shard(), false)
     };
     match counted {
-        Counted::Counted(slot) if crate::py::wanted() => crate::py::capture(file, slot),
+        Counted::Counted(slot) => {
+            if crate::py::wanted() {
+                crate::py::capture(file, slot);
+            }
+            Some(&file.slot(slot).count)
+        }
         Counted::NewSite(slot) => {
             new_site(file, caller);
             if crate::py::wanted() {
                 crate::py::capture(file, slot);
             }
+            Some(&file.slot(slot).count)
         }
-        _ => {}
+        Counted::Overflow => None,
     }
+}
+
+/// Counts a call of a hot entry point whose call site this thread remembers
+/// ([`crate::thread::Hot::entry`] matched the caller): one increment of the counter the entry
+/// names, with no key to hash and no table to probe.
+///
+/// # Safety
+/// `counter` is the counter of an entry of this thread that matched its caller: a counter of
+/// this image's census mapping, which stays mapped while published (entries are forgotten
+/// when it is replaced, [`open_image`]).
+#[inline(always)]
+pub unsafe fn bump_hot(counter: *const AtomicU64) {
+    // SAFETY: per the contract.
+    bump(unsafe { &*counter }, single_threaded());
+}
+
+/// [`count`] for a call of hot entry point `site` whose caller its entry does not remember
+/// (a new call site, a new thread, a fork child): the general count, after which the entry
+/// remembers where it counted, unless the fast path's conditions `mask` stopped holding
+/// (counting a new site can register a runtime or find Python). Returns whether they still
+/// hold; the call is counted either way. Sets the thread up.
+#[cold]
+#[inline(never)]
+pub fn learn(site: usize, fid: Fid, detail: u8, caller: u64, mask: u32) -> bool {
+    crate::thread::with(|_| ());
+    let counter = count_at(fid, detail, caller);
+    let fast = config::fast(mask);
+    if let (Some(c), true) = (counter, fast) {
+        crate::thread::hot_store(site, caller, c);
+    }
+    fast
 }
 
 /// A call counted before this image was set up: another library's constructor ran before
@@ -173,6 +218,8 @@ const THREADS_BIT: usize = 1;
 /// Tells the census that this process now has (or may have) more than one thread although
 /// glibc's `pthread_create` was not used. Counting stays exact, at the bus-locked speed.
 pub fn note_thread() {
+    // The hot paths' increments assume glibc knows every thread: no more.
+    config::slow_set(config::slow::THREADS);
     let _ = FILE.fetch_update(AcqRel, Acquire, |p| {
         Some(((p as usize) | THREADS_BIT) as *mut CensusFile).filter(|_| !p.is_null())
     });
@@ -316,6 +363,8 @@ fn bump(c: &AtomicU64, single: bool) {
                              options(nostack, preserves_flags));
         }
     } else {
+        // Laid out after the common (single-threaded) increment, which then jumps nowhere.
+        core::hint::cold_path();
         c.fetch_add(1, Relaxed);
     }
 }
@@ -392,6 +441,10 @@ pub fn record_unsealed(kind: u32, detail: &[u8]) {
 /// Called once per image (at initialisation) and again in a fork child (which must not write
 /// into its parent's).
 pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
+    // This thread's hot-site entries name counters of the mapping replaced here (a fork
+    // child's are its parent's); the new one starts with the threads glibc knows of.
+    crate::thread::hot_forget();
+    config::slow_clear(config::slow::THREADS);
     let old =
         ((FILE.swap(core::ptr::null_mut(), AcqRel) as usize) & !THREADS_BIT) as *mut CensusFile;
     // The previous image's mapping exists only in a fork child (the parent's file): its module

@@ -3,6 +3,7 @@
 
 use seal_abi::{flags, Fid, NO_DETAIL};
 
+use super::fast;
 use super::{detail, domain, read, realtime_ns, seal_rusage, set, to_timespec, value_at, Domain};
 use crate::{census, config, hook, real, runtime};
 
@@ -11,8 +12,34 @@ hook! {
     /// As `clock_gettime(2)`: `ts` must be valid for writes.
     fn clock_gettime(clock: libc::clockid_t, ts: *mut libc::timespec) -> libc::c_int;
     caller = ra;
+    || {
+        // SAFETY (both closures): forwarded contract; `ts` is writable when not null.
+        let general = move || unsafe { clock_gettime_general(clock, ts, ra, crate::frame!()) };
+        if clock != libc::CLOCK_REALTIME || ts.is_null() {
+            return general();
+        }
+        const D: u8 = super::detail(libc::CLOCK_REALTIME);
+        let put = move |ns| {
+            unsafe { *ts = fast::timespec(ns) };
+            0
+        };
+        fast::realtime::<{ fast::SITE_CLOCK_GETTIME }, _>(Fid::ClockGettime, D, ra, put, general)
+    }
+}
+
+/// The general `clock_gettime`, out of line so the hook's fast path stays small.
+///
+/// # Safety
+/// As `clock_gettime(2)`.
+#[inline(never)]
+unsafe fn clock_gettime_general(
+    clock: libc::clockid_t,
+    ts: *mut libc::timespec,
+    ra: u64,
+    fp: u64,
+) -> libc::c_int {
     // SAFETY: forwarded contract.
-    || unsafe { clock_gettime_at(clock, ts, Fid::ClockGettime, ra, crate::frame!()) }
+    unsafe { clock_gettime_at(clock, ts, Fid::ClockGettime, ra, fp) }
 }
 
 /// Shared by `clock_gettime` and `syscall(SYS_clock_gettime, …)`.
@@ -81,8 +108,33 @@ hook! {
     /// (`__gettimeofday` is glibc's exported alias.)
     fn gettimeofday | __gettimeofday(tv: *mut libc::timeval, tz: *mut libc::c_void) -> libc::c_int;
     caller = ra;
+    || {
+        // SAFETY (both closures): forwarded contract; `tv` is writable when not null.
+        let general = move || unsafe { gettimeofday_general(tv, tz, ra, crate::frame!()) };
+        if tv.is_null() || !tz.is_null() {
+            return general();
+        }
+        let put = move |ns| {
+            unsafe { *tv = fast::timeval(ns) };
+            0
+        };
+        fast::realtime::<{ fast::SITE_GETTIMEOFDAY }, _>(Fid::Gettimeofday, 0, ra, put, general)
+    }
+}
+
+/// The general `gettimeofday`, out of line so the hook's fast path stays small.
+///
+/// # Safety
+/// As `gettimeofday(2)`.
+#[inline(never)]
+unsafe fn gettimeofday_general(
+    tv: *mut libc::timeval,
+    tz: *mut libc::c_void,
+    ra: u64,
+    fp: u64,
+) -> libc::c_int {
     // SAFETY: forwarded contract.
-    || unsafe { gettimeofday_at(tv, tz, Fid::Gettimeofday, ra, crate::frame!()) }
+    unsafe { gettimeofday_at(tv, tz, Fid::Gettimeofday, ra, fp) }
 }
 
 /// # Safety
@@ -146,8 +198,29 @@ hook! {
     /// As `time(2)`.
     fn time(t: *mut libc::time_t) -> libc::time_t;
     caller = ra;
+    || {
+        // SAFETY: forwarded contract.
+        let general = move || unsafe { time_general(t, ra) };
+        let put = move |ns| {
+            let s = fast::seconds(ns);
+            if !t.is_null() {
+                // SAFETY: caller guarantees t is writable when not null.
+                unsafe { *t = s };
+            }
+            s
+        };
+        fast::realtime::<{ fast::SITE_TIME }, _>(Fid::TimeFn, 0, ra, put, general)
+    }
+}
+
+/// The general `time`, out of line so the hook's fast path stays small.
+///
+/// # Safety
+/// As `time(2)`.
+#[inline(never)]
+unsafe fn time_general(t: *mut libc::time_t, ra: u64) -> libc::time_t {
     // SAFETY: forwarded contract.
-    || unsafe { time_impl(t, Fid::TimeFn, ra) }
+    unsafe { time_impl(t, Fid::TimeFn, ra) }
 }
 
 /// # Safety

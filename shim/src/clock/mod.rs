@@ -7,6 +7,7 @@
 //! thread's reads. Hooks (the `extern "C"` entry points) are in `hooks.rs`; this file is the logic,
 //! unit-tested without preloading. Timed waits and sleeps live in `crate::wait`.
 
+pub mod fast;
 #[cfg(not(test))]
 pub(crate) mod hooks;
 pub mod set;
@@ -53,7 +54,7 @@ pub fn domain(clock: libc::clockid_t) -> Domain {
 }
 
 /// The census detail byte for a clock id.
-pub fn detail(clock: libc::clockid_t) -> u8 {
+pub const fn detail(clock: libc::clockid_t) -> u8 {
     match clock {
         0..=11 => clock as u8,
         c if c < 0 => 0xfe,

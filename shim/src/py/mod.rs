@@ -60,6 +60,18 @@ static KEY: AtomicU32 = AtomicU32::new(0);
 /// Frames walked at most per call, looking for a user frame.
 const MAX_DEPTH: usize = 256;
 
+/// Moves [`STATE`] on, and tells the hot paths (`config::SLOW`) whether counted calls
+/// capture frames.
+fn set_state(state: u32) {
+    if state == FOUND || state == ON {
+        crate::config::slow_set(crate::config::slow::PYTHON);
+    }
+    STATE.store(state, Release);
+    if state != FOUND && state != ON {
+        crate::config::slow_clear(crate::config::slow::PYTHON);
+    }
+}
+
 /// Should a counted call look for Python frames? One relaxed load.
 #[inline(always)]
 pub fn wanted() -> bool {
@@ -109,7 +121,7 @@ pub fn note_object(path: &[u8], info: &libc::dl_phdr_info, file: &CensusFile) {
         minor_from_name(&base[at + 6..]).map_or(0, |m| 0x0300_0000 | (m << 16))
     };
     if !crate::census::back_py(file) {
-        STATE.store(OFF, Relaxed);
+        set_state(OFF);
         return;
     }
     let py = &file.py;
@@ -117,7 +129,7 @@ pub fn note_object(path: &[u8], info: &libc::dl_phdr_info, file: &CensusFile) {
     let minor = (version >> 16) & 0xff;
     let found = layout::LAYOUTS.iter().position(|l| l.minor == minor);
     let Some(idx) = found.filter(|_| version >> 24 == 3 && code_t != 0) else {
-        STATE.store(OFF, Relaxed);
+        set_state(OFF);
         py.status.store(abi::STATUS_UNKNOWN_VERSION, Relaxed);
         return;
     };
@@ -128,7 +140,7 @@ pub fn note_object(path: &[u8], info: &libc::dl_phdr_info, file: &CensusFile) {
     BYTES_TYPE.store(bytes_t, Relaxed);
     VERSION.store(version, Relaxed);
     LAYOUT.store(idx, Relaxed);
-    STATE.store(FOUND, Release);
+    set_state(FOUND);
 }
 
 /// `3.11` from `3.11.so.1.0` / `3.11` (after "python").
@@ -230,7 +242,7 @@ fn activate(py: &PyCensus) -> bool {
         if ty == Some(code_t) {
             py.status.store(abi::STATUS_ON, Relaxed);
             py.version.store(VERSION.load(Relaxed), Relaxed);
-            STATE.store(ON, Release);
+            set_state(ON);
             return true;
         }
         match resolve::read_u64(f + l.fr_back as u64) {
@@ -242,7 +254,7 @@ fn activate(py: &PyCensus) -> bool {
 }
 
 fn give_up(py: &PyCensus) -> bool {
-    STATE.store(OFF, Relaxed);
+    set_state(OFF);
     py.status.store(abi::STATUS_LAYOUT_MISMATCH, Relaxed);
     false
 }

@@ -12,8 +12,61 @@ hook! {
     /// As `getrandom(2)`: `buf` valid for `len` bytes.
     fn getrandom(buf: *mut c_void, len: size_t, fl: c_uint) -> ssize_t;
     caller = ra;
+    || {
+        use crate::clock::fast::SITE_GETRANDOM;
+        use crate::config::slow::RANDOM_READ;
+        // The common draw: no flags, a small buffer past the first page, nothing unusual
+        // (`config::SLOW`), a call site this thread remembers: counted by one increment,
+        // drawn from the thread's stream. Anything else is the general path below.
+        // SAFETY: forwarded contract.
+        let general = move || unsafe { getrandom_general(buf, len, fl, ra) };
+        if fl != 0 || len.wrapping_sub(1) >= 256 || (buf as usize) < 4096 {
+            return general();
+        }
+        if !config::fast(RANDOM_READ) {
+            return general();
+        }
+        let hot = crate::thread::hot();
+        let (remembered, counter) = hot.entry::<SITE_GETRANDOM>();
+        if remembered != ra {
+            core::hint::cold_path();
+            return learn_and_draw(buf, len, ra);
+        }
+        // SAFETY: the entry matched its caller.
+    unsafe { census::bump_hot(counter) };
+        // SAFETY: caller guarantees buf is writable for len (> 0) bytes.
+        crate::random::fill_hot(hot, unsafe { core::slice::from_raw_parts_mut(buf as *mut u8, len) });
+        len as ssize_t
+    }
+}
+
+/// The general `getrandom`, out of line so the hook's fast path stays small.
+///
+/// # Safety
+/// As `getrandom(2)`.
+#[inline(never)]
+unsafe fn getrandom_general(buf: *mut c_void, len: size_t, fl: c_uint, ra: u64) -> ssize_t {
     // SAFETY: forwarded contract.
-    || unsafe { getrandom_impl(buf, len, fl, Fid::Getrandom, ra) }
+    unsafe { getrandom_impl(buf, len, fl, Fid::Getrandom, ra) }
+}
+
+/// The fast path's draw from a call site this thread does not remember yet: counted (and
+/// remembered), then drawn as the general path draws.
+#[cold]
+#[inline(never)]
+fn learn_and_draw(buf: *mut c_void, len: size_t, ra: u64) -> ssize_t {
+    use crate::config::slow::RANDOM_READ;
+    census::learn(
+        crate::clock::fast::SITE_GETRANDOM,
+        Fid::Getrandom,
+        NO_DETAIL,
+        ra,
+        RANDOM_READ,
+    );
+    // SAFETY: the hook checked buf (past the first page, writable for len > 0 bytes by the
+    // caller's contract).
+    unsafe { fill_raw(buf, len) };
+    len as ssize_t
 }
 
 /// `GRND_NONBLOCK | GRND_RANDOM | GRND_INSECURE`: the flags getrandom(2) knows.

@@ -323,6 +323,20 @@ pub fn fill(out: &mut [u8]) {
     with_stream(|s| s.fill(out))
 }
 
+/// [`fill`] on the fast path (`hot`'s entry matched, so the thread is set up): the stream is
+/// found through the thread's lineage without a second look at the thread's state.
+#[inline(always)]
+pub fn fill_hot(hot: thread::Hot, out: &mut [u8]) {
+    let lineage = hot.lineage();
+    // SAFETY: only this thread touches its stream; no caller re-enters while holding it.
+    let s = unsafe { &mut *stream_ptr() };
+    if s.keyed_for != lineage || lineage == 0 {
+        core::hint::cold_path();
+        s.rekey(config::SEED.load(Relaxed), lineage);
+    }
+    s.fill(out)
+}
+
 /// `arc4random_uniform` semantics: uniform in `0..upper` by rejection (0 for upper < 2).
 pub fn uniform(s: &mut EntropyStream, upper: u32) -> u32 {
     if upper < 2 {
