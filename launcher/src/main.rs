@@ -7,33 +7,15 @@ mod term;
 
 mod census;
 mod cli;
+mod commands;
 mod config;
-mod confine;
-mod demo;
-mod direct;
-mod doctor;
-mod exec_check;
-mod filetimes;
-mod golden;
-mod infile;
-mod masks;
+mod files;
 mod observe;
-mod outfile;
-mod patch_targets;
-mod private_tmp;
-mod probe;
 #[cfg(test)]
 mod proptests;
-mod pycensus;
 mod report;
 mod run;
-mod rundir;
-mod shim;
-mod supervise;
-mod symbols;
-mod timectl;
 mod usage;
-mod verify;
 
 use std::process::ExitCode;
 
@@ -108,7 +90,7 @@ fn seal_main() -> ExitCode {
         Ok(code) => code,
         Err(err) => usage::exit_code(&err),
     };
-    match supervise::interrupted() {
+    match run::supervise::interrupted() {
         Some(sig) if multi_run => ExitCode::from((128 + sig) as u8),
         _ => code,
     }
@@ -126,12 +108,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             run_cmd(args)
         }
         Some(Command::Census(args)) => report::census_command(args),
-        Some(Command::Verify(args)) => verify::run(args),
-        Some(Command::Probe(args)) => probe::run(args),
-        Some(Command::Golden(args)) => golden::run(args),
-        Some(Command::Demo(args)) => demo::run(args),
-        Some(Command::Time(args)) => timectl::run(args),
-        Some(Command::Doctor(args)) => doctor::run(args),
+        Some(Command::Verify(args)) => commands::verify::run(args),
+        Some(Command::Probe(args)) => commands::probe::run(args),
+        Some(Command::Golden(args)) => commands::golden::run(args),
+        Some(Command::Demo(args)) => commands::demo::run(args),
+        Some(Command::Time(args)) => commands::timectl::run(args),
+        Some(Command::Doctor(args)) => commands::doctor::run(args),
     }
 }
 

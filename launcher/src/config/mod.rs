@@ -285,9 +285,9 @@ pub fn parse_config(path: &Path, text: String) -> Result<LoadedFile, ConfigError
 }
 
 /// The text of a regular file (a symlink to one is fine; anything else, or more than
-/// `infile::CAP`, is refused before it can hang: `crate::infile`).
+/// `infile::CAP`, is refused before it can hang: `crate::files::infile`).
 pub fn read_regular_file(path: &Path) -> std::io::Result<String> {
-    crate::infile::read_string(path)
+    crate::files::infile::read_string(path)
 }
 
 /// The config file named by `--config`, else the nearest `seal.toml`, else none.

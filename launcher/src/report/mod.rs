@@ -3,6 +3,7 @@
 //! The table goes to stderr after the command has finished, so the command's own stdout
 //! stays intact and separable (`seal census -- cmd > out.txt` keeps `out.txt` clean).
 
+pub mod patch_targets;
 mod python;
 mod table;
 
@@ -41,13 +42,13 @@ pub fn census_command(args: crate::cli::CensusArgs) -> Result<ExitCode> {
         return Ok(code);
     }
     if let Some(out) = &args.json {
-        crate::outfile::write(out, &text)
+        crate::files::outfile::write(out, &text)
             .with_context(|| format!("cannot write census to {}", out.display()))?;
     }
     let mut census: Census = serde_json::from_str(&text)
         .with_context(|| format!("cannot read the census back from {}", path.display()))?;
     if let Some(out) = &args.patch_targets {
-        crate::patch_targets::write(out, &crate::patch_targets::rows(&census))?;
+        crate::report::patch_targets::write(out, &crate::report::patch_targets::rows(&census))?;
     }
     if args.hide_bookkeeping {
         python::strip_bookkeeping(&mut census);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::census::{Census, Frame, Process, PyCall, Total};
-use crate::patch_targets::{is_import_line, is_interpreter, Sources};
+use crate::report::patch_targets::{is_import_line, is_interpreter, Sources};
 
 /// Width of the CALLS column (as in the function rows).
 const CALLS_W: usize = 10;

@@ -383,8 +383,8 @@ pub fn needed(run_dir: &Path, cwd: Option<&Path>, argv: &[std::ffi::OsString]) -
         .collect::<Vec<_>>();
     keep.extend(named);
     keep.extend(here);
-    keep.extend(crate::shim::cache_dir().ok());
-    if let Some(p) = crate::exec_check::resolve(program) {
+    keep.extend(crate::run::shim::cache_dir().ok());
+    if let Some(p) = crate::run::exec_check::resolve(program) {
         let p = match cwd {
             Some(d) if !Path::new(program).is_absolute() && program.as_bytes().contains(&b'/') => {
                 d.join(program)

@@ -20,8 +20,8 @@ use crate::cli::{DemoArgs, SealOpts};
 use crate::config;
 use crate::run::{self, Input};
 
-const REPORT_PY: &str = include_str!("../../fixtures/demo/report.py");
-const REPORT_SH: &str = include_str!("../../fixtures/demo/report.sh");
+const REPORT_PY: &str = include_str!("../../../fixtures/demo/report.py");
+const REPORT_SH: &str = include_str!("../../../fixtures/demo/report.sh");
 
 /// Widest value shown in a column; longer values are cut with an ellipsis.
 const VALUE_WIDTH: usize = 30;
@@ -143,7 +143,7 @@ fn plain_run(argv: &[OsString], dir: &Path) -> Result<String> {
         .current_dir(dir)
         .env_remove("LD_PRELOAD")
         .stdin(Stdio::null());
-    let out = crate::supervise::Supervised::output(&mut cmd)
+    let out = crate::run::supervise::Supervised::output(&mut cmd)
         .with_context(|| format!("cannot run {}", argv[0].to_string_lossy()))?;
     if !out.status.success() {
         bail!(

@@ -172,7 +172,7 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
         };
         let mut s = serde_json::to_string_pretty(&report)?;
         s.push('\n');
-        crate::outfile::write(path, s)
+        crate::files::outfile::write(path, s)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(ExitCode::from(if groups.len() == 1 { 0 } else { 1 }))
@@ -185,7 +185,7 @@ type Runs = (Vec<RunResult>, Option<usize>);
 /// (each has its own private `/tmp`) and no `--artifact` has to be put back between runs;
 /// else 1. Runs still share the working directory: a command that writes there needs `-j 1`.
 fn parallel_jobs(args: &VerifyArgs, settings: &crate::config::Settings) -> usize {
-    use crate::private_tmp as pt;
+    use crate::run::private_tmp as pt;
     let private = pt::wanted(settings, true) && matches!(pt::mode(), pt::Mode::Namespace { .. });
     if args.jobs > 1 && private && args.artifacts.is_empty() {
         args.jobs.min(args.runs)

@@ -107,7 +107,7 @@ impl MaskSet {
 
 /// Reads a patterns file: a TOML table of `name = "regex"`.
 pub fn load_patterns_file(path: &std::path::Path) -> Result<BTreeMap<String, String>> {
-    let text = crate::infile::read_string(path).map_err(|e| {
+    let text = crate::files::infile::read_string(path).map_err(|e| {
         crate::usage::UsageError(format!("--patterns {}: cannot read: {e}", path.display()))
     })?;
     let table: BTreeMap<String, String> = toml::from_str(&text).map_err(|e| {

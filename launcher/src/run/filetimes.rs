@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::shim;
+use crate::run::shim;
 
 /// The run's start for the `files` family (`LIBSEAL_FILES_START`), found while making the
 /// run's file-time table (`files.table`, sparse, its header filled in here): a real time that

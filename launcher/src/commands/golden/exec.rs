@@ -36,7 +36,7 @@ pub fn run_pass(case: &Case) -> Result<Pass, PassError> {
     // left by an earlier run can never pass for one this run did not write.
     artifacts::remove(&case.cwd, &case.artifacts, "stale artifact").map_err(PassError::Seal)?;
     let stdin = match &case.stdin {
-        Some(p) => Some(crate::infile::read(p).map_err(|e| PassError::Case {
+        Some(p) => Some(crate::files::infile::read(p).map_err(|e| PassError::Case {
             key: "stdin",
             msg: format!("cannot read {}: {e}", p.display()),
         })?),

@@ -26,7 +26,7 @@ pub fn run(args: &GoldenJunitMergeArgs) -> Result<ExitCode> {
     let mut suites: Vec<String> = Vec::new();
     let mut totals = Totals::default();
     for path in &args.files {
-        let text = crate::infile::read_string(path)
+        let text = crate::files::infile::read_string(path)
             .map_err(|e| UsageError(format!("{}: cannot read: {e}", path.display())))?;
         let found =
             testsuites(&text).map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
@@ -54,7 +54,7 @@ pub fn run(args: &GoldenJunitMergeArgs) -> Result<ExitCode> {
         let _ = writeln!(x, "  {s}");
     }
     let _ = writeln!(x, "</testsuites>");
-    crate::outfile::write(&args.output, x)
+    crate::files::outfile::write(&args.output, x)
         .with_context(|| format!("cannot write JUnit XML to {}", args.output.display()))?;
     say!(
         "{} suite(s) from {} file(s), {} test(s): {} failure(s), {} error(s), {} skipped -> {}",

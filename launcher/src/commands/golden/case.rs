@@ -12,7 +12,7 @@ use crate::cli::SealOpts;
 use crate::config::{
     self, ConfigError, EnvSource, LoadedFile, SealSection, Settings, SpannedTable,
 };
-use crate::masks::MaskSet;
+use crate::observe::masks::MaskSet;
 
 /// Keys of a case that override `[seal]` for that case only (config::table::SETTINGS).
 pub fn seal_keys() -> Vec<&'static str> {

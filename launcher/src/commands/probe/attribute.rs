@@ -11,7 +11,7 @@ use anyhow::Result;
 use super::classify::{align, is_permutation, LineReport, Status};
 use super::perturb::{self, Perturbation};
 use crate::config::Settings;
-use crate::masks::MaskSet;
+use crate::observe::masks::MaskSet;
 
 /// The families `--attribute` tries, one at a time.
 pub const ATTRIBUTED: &[&str] = &[

@@ -344,7 +344,8 @@ pub fn write(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
     use anyhow::Context;
     let mut s = serde_json::to_string_pretty(rows)?;
     s.push('\n');
-    crate::outfile::write(path, s).with_context(|| format!("cannot write {}", path.display()))
+    crate::files::outfile::write(path, s)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]

@@ -203,14 +203,14 @@ impl Sandbox {
         use std::os::unix::fs::PermissionsExt;
         let parent = sandbox_parent(workdir)?;
         // Copies that killed probes left (SIGKILL, or a SIGTERM during the copy) go first.
-        crate::rundir::remove_stale(&parent, "seal-probe-");
+        crate::run::rundir::remove_stale(&parent, "seal-probe-");
         // Mode 0700: the copy holds the user's working tree.
         let dir = tempfile::Builder::new()
             .prefix("seal-probe-")
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(&parent)
             .context("cannot create a temporary directory for a probe run")?;
-        let _lock = crate::rundir::hold(dir.path())
+        let _lock = crate::run::rundir::hold(dir.path())
             .context("cannot lock the temporary directory of a probe run")?;
         let sandbox = Sandbox {
             dir,
@@ -259,7 +259,7 @@ fn sandbox_parent(workdir: &Path) -> Result<PathBuf> {
         Some(std::env::temp_dir()),
         Some(PathBuf::from("/var/tmp")),
         Some(PathBuf::from("/dev/shm")),
-        crate::shim::cache_dir().ok(),
+        crate::run::shim::cache_dir().ok(),
     ];
     candidates
         .into_iter()
@@ -317,7 +317,7 @@ pub fn run_unsealed(
             cmd.pre_exec(move || uts.enter());
         }
     }
-    match crate::supervise::Supervised::output(&mut cmd) {
+    match crate::run::supervise::Supervised::output(&mut cmd) {
         Ok(o) => Ok(Ok(Observation {
             exit_code: run::status_code(o.status),
             stdout: o.stdout,

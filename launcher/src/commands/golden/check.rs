@@ -55,7 +55,7 @@ pub fn run(args: &GoldenCheckArgs) -> Result<ExitCode> {
         None => String::new(),
     };
     // Extract the shim once, before any worker needs it.
-    crate::shim::extract()?;
+    crate::run::shim::extract()?;
     let colour = crate::term::colour_stdout();
     let start = Instant::now();
     let width = cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
@@ -170,7 +170,7 @@ fn write_junit(
         None => "seal golden".to_string(),
     };
     let xml = junit::render(&suite_name, "seal golden", &tcs, elapsed);
-    crate::outfile::write(path, xml)
+    crate::files::outfile::write(path, xml)
         .with_context(|| format!("cannot write JUnit XML to {}", path.display()))
 }
 
@@ -220,7 +220,7 @@ fn serial_groups(cases: &[&Case]) -> Vec<Vec<usize>> {
 
 /// Does the case run with a private `/tmp` of its own (on by default; a mount namespace)?
 fn private_tmp(case: &Case) -> bool {
-    use crate::private_tmp as pt;
+    use crate::run::private_tmp as pt;
     pt::wanted(&case.settings, true) && matches!(pt::mode(), pt::Mode::Namespace { .. })
 }
 

@@ -2,6 +2,9 @@
 //! table file, [`seal_abi::RunTable::census_offset`]) into one [`Census`] (the JSON document of `--census FILE`), merged per virtual pid, with every
 //! raw return address resolved to the object (and nearest symbol) that made the call.
 
+pub mod python;
+pub mod symbols;
+
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::mem::offset_of;
@@ -16,7 +19,7 @@ use seal_abi::{
 };
 use serde::{Deserialize, Serialize};
 
-pub use crate::pycensus::Frame;
+pub use crate::census::python::Frame;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Census {
@@ -141,7 +144,7 @@ pub struct Image {
     pub modules: Vec<Module>,
     /// CPython version and calls with Python frames: `(address, fid, detail, frames)`.
     pub py_version: Option<u32>,
-    pub py_counts: Vec<(u64, u8, u8, crate::pycensus::PyCount)>,
+    pub py_counts: Vec<(u64, u8, u8, crate::census::python::PyCount)>,
 }
 
 #[derive(Debug, Clone)]
@@ -305,7 +308,7 @@ fn read_image(b: &[u8]) -> Option<Image> {
             counts.push((addr, fid, detail, count));
         }
     }
-    let py = crate::pycensus::read(b);
+    let py = crate::census::python::read(b);
     let py_version = py.as_ref().map(|p| p.version);
     let py_counts = py
         .map(|p| p.counts)
@@ -390,7 +393,7 @@ fn exit_of_wait_status(ws: i32) -> Exit {
 pub fn resolve_caller(
     modules: &[Module],
     addr: u64,
-    symbols: &mut crate::symbols::SymbolCache,
+    symbols: &mut crate::census::symbols::SymbolCache,
 ) -> (String, Option<String>) {
     // The return address points just after the call; look up the call instruction itself.
     let probe = addr.saturating_sub(1);
@@ -420,7 +423,7 @@ pub fn collect(
 ) -> Result<Census> {
     let images = read_images(dir)?;
     let statuses = reaped_statuses(dir);
-    let mut symbols = crate::symbols::SymbolCache::default();
+    let mut symbols = crate::census::symbols::SymbolCache::default();
     let mut by_vpid: BTreeMap<i32, Vec<&Image>> = BTreeMap::new();
     for img in &images {
         by_vpid.entry(img.vpid).or_default().push(img);
@@ -435,7 +438,7 @@ pub fn collect(
         let mut python = None;
         for img in &imgs {
             if let Some(v) = img.py_version {
-                python = Some(crate::pycensus::version_text(v));
+                python = Some(crate::census::python::version_text(v));
             }
             for (addr, fid, detail, c) in &img.py_counts {
                 let (object, symbol) = resolve_caller(&img.modules, *addr, &mut symbols);
@@ -604,7 +607,7 @@ impl Census {
     pub fn write_json(&self, path: &Path) -> Result<()> {
         let mut s = serde_json::to_string_pretty(self)?;
         s.push('\n');
-        crate::outfile::write(path, s)
+        crate::files::outfile::write(path, s)
             .with_context(|| format!("cannot write census to {}", path.display()))
     }
 }

@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::ProbeArgs;
-use crate::masks::MaskSet;
+use crate::observe::masks::MaskSet;
 use crate::usage::UsageError;
 use classify::{Drift, LineReport, RunLines, Status};
 
@@ -91,7 +91,7 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode> {
         })
         .unwrap_or_default();
     if let Some(p) = &args.patterns {
-        extra.extend(crate::masks::load_patterns_file(p)?);
+        extra.extend(crate::observe::masks::load_patterns_file(p)?);
     }
     let masks = MaskSet::new(&extra).map_err(|e| UsageError(format!("{e:#}")))?;
     let before = match &args.compare {
@@ -236,14 +236,14 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode> {
     };
     let mut s = serde_json::to_string_pretty(&report)?;
     s.push('\n');
-    crate::outfile::write(&args.report, s)
+    crate::files::outfile::write(&args.report, s)
         .with_context(|| format!("cannot write the report {}", args.report.display()))?;
     print_report(&report, &args.report, args.attribute)?;
     Ok(ExitCode::from(exit))
 }
 
 fn load_report(path: &Path) -> Result<Report> {
-    let text = crate::infile::read_string(path)
+    let text = crate::files::infile::read_string(path)
         .map_err(|e| UsageError(format!("--compare {}: cannot read: {e}", path.display())))?;
     serde_json::from_str(&text).map_err(|e| {
         UsageError(format!(

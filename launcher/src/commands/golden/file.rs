@@ -162,7 +162,7 @@ pub enum OnDisk {
 }
 
 pub fn read(path: &Path) -> OnDisk {
-    match crate::infile::read_string(path) {
+    match crate::files::infile::read_string(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => OnDisk::Missing,
         Err(e) => OnDisk::Invalid(format!("{}: cannot read: {e}", path.display())),
         Ok(text) => match Golden::parse(&text) {
@@ -178,7 +178,7 @@ pub fn read(path: &Path) -> OnDisk {
 /// Writes `text` to `path` atomically (temporary file in the same directory, then rename).
 /// Returns false when the file already held exactly this text (left untouched).
 pub fn write(path: &Path, text: &str) -> Result<bool> {
-    if crate::infile::read_string(path).ok().as_deref() == Some(text) {
+    if crate::files::infile::read_string(path).ok().as_deref() == Some(text) {
         return Ok(false);
     }
     let dir = path.parent().unwrap_or(Path::new("."));

@@ -3,7 +3,7 @@
 //! Every check here is a fact seal depends on and that the machine (CPU, hypervisor, kernel,
 //! file system), not the program, decides: the platform the shim is built for, the two
 //! instruction traps of family `cpu` (`PR_SET_TSC`, `ARCH_SET_CPUID` with `cpuid_fault`), the
-//! kernel confinement of the run's root (`launcher/src/confine.rs`) and the shim's private
+//! kernel confinement of the run's root (`launcher/src/run/confine.rs`) and the shim's private
 //! cache directory (`shim::cache_dir`). The traps are tried for real, in a forked child that
 //! exits at once, so the answer is the kernel's, not a guess from `/proc/cpuinfo` alone.
 //!
@@ -377,7 +377,7 @@ fn clock_capability() -> Check {
             errno()
         }
     }
-    if !crate::confine::holds_sys_time() {
+    if !crate::run::confine::holds_sys_time() {
         return check(
             "clock capability",
             true,
@@ -403,7 +403,7 @@ fn clock_capability() -> Check {
 
 /// The shim's cache directory: private, and every directory above it safe from other users.
 fn shim_cache() -> Check {
-    match crate::shim::cache_dir() {
+    match crate::run::shim::cache_dir() {
         Ok(dir) => check(
             "shim cache",
             true,

@@ -333,7 +333,7 @@ pub enum Stdio {
 ///
 /// `confine`: the run's [`seal_abi::flags`] word when the command is a sealed run (0 for an
 /// unsealed one): where the fork path runs, its child confines itself as libseal confines a
-/// root it loads into ([`crate::confine`]).
+/// root it loads into ([`crate::run::confine`]).
 pub fn spawn(
     cmd: &mut Command,
     stdio: Stdio,
@@ -361,7 +361,7 @@ pub fn spawn(
         unsafe {
             cmd.pre_exec(move || {
                 child_setup(parent, closed, &mask)?;
-                crate::confine::child(confine);
+                crate::run::confine::child(confine);
                 Ok(())
             });
         }
@@ -402,9 +402,9 @@ fn register(pid: libc::pid_t) -> Option<usize> {
 }
 
 /// [`spawn`] with standard descriptors inherited and libseal tying the root to seal, without
-/// std ([`crate::direct`]): `Ok(None)` when that does not apply (a descriptor seal found
+/// std ([`crate::run::direct`]): `Ok(None)` when that does not apply (a descriptor seal found
 /// closed, a signal mask inherited from seal's caller), for [`spawn`] to do it.
-pub fn spawn_direct(p: &crate::direct::Prepared) -> io::Result<Option<Supervised>> {
+pub fn spawn_direct(p: &crate::run::direct::Prepared) -> io::Result<Option<Supervised>> {
     refuse_if_interrupted()?;
     if closed_at_start() != 0 {
         return Ok(None);
@@ -422,7 +422,7 @@ pub fn spawn_direct(p: &crate::direct::Prepared) -> io::Result<Option<Supervised
         reset[n] = sig;
         n += 1;
     }
-    let pid = crate::direct::spawn(p, &reset[..n], &mask)?;
+    let pid = crate::run::direct::spawn(p, &reset[..n], &mask)?;
     let slot = register(pid);
     drop(blocked);
     Ok(Some(Supervised {

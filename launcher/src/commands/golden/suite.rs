@@ -11,7 +11,7 @@ pub use super::case::Case;
 use super::case::{self, config_error_at, parse_timeout, string_list, type_name, Defaults};
 use crate::cli::SealOpts;
 use crate::config::{self, ConfigError, EnvSource, LoadedFile};
-use crate::masks::MaskSet;
+use crate::observe::masks::MaskSet;
 
 /// Keys of `[golden]`.
 pub const GOLDEN_KEYS: &[&str] = &["dir", "masks", "timeout"];

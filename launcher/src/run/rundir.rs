@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::shim;
+use crate::run::shim;
 
 /// A run directory: the run table (census slots of every process image included). Mode 0700,
 /// unpredictable name; removed on drop.
@@ -227,7 +227,7 @@ fn create_run_table(dir: &Path) -> Result<std::fs::File> {
     header.extend_from_slice(&(pid_max as u32).to_le_bytes());
     header.extend_from_slice(&0u32.to_le_bytes()); // census_next
     header.extend_from_slice(&(cap as u32).to_le_bytes());
-    let flags = if crate::confine::holds_sys_time() {
+    let flags = if crate::run::confine::holds_sys_time() {
         seal_abi::run_flags::SYS_TIME_HELD
     } else {
         0

@@ -1,8 +1,17 @@
 //! Running a command sealed: the environment handed to the shim, address-space randomisation
-//! off, and the child's status (the run directory is [`crate::rundir`]).
+//! off, and the child's status (the run directory is [`crate::run::rundir`]).
 //!
 //! `seal run` uses [`run_interactive`] (stdio and terminal pass through untouched);
 //! `verify`, `probe` and `golden` use [`run_captured`].
+
+pub mod confine;
+pub mod direct;
+pub mod exec_check;
+pub mod filetimes;
+pub mod private_tmp;
+pub mod rundir;
+pub mod shim;
+pub mod supervise;
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
@@ -16,9 +25,7 @@ use seal_abi::settings as senv;
 
 use crate::census::{self, Census};
 use crate::config::Settings;
-use crate::rundir::RunDir;
-use crate::shim;
-use crate::supervise;
+use rundir::RunDir;
 
 /// Exit status when seal itself fails.
 pub const EXIT_SEAL_FAILED: u8 = 125;
@@ -45,7 +52,7 @@ pub fn sealed_command(
 ) -> Result<Command> {
     // The kernel puts the file name it is given on the new stack: name the file found in PATH
     // here, so the pad (`pad_stack`) knows its length (argv[0] stays as typed).
-    let mut cmd = match crate::exec_check::resolve(&argv[0]) {
+    let mut cmd = match crate::run::exec_check::resolve(&argv[0]) {
         Some(path) if !argv[0].as_bytes().contains(&b'/') => {
             use std::os::unix::process::CommandExt;
             let mut c = Command::new(path);
@@ -90,7 +97,7 @@ pub fn sealed_command(
         files_start_ns: if settings.unsealed("files") {
             0
         } else {
-            crate::filetimes::files_start(run_dir)?
+            crate::run::filetimes::files_start(run_dir)?
         },
     }
     .encode(|name, value| {
@@ -132,7 +139,7 @@ fn private_tmp(
     argv: &[OsString],
     cwd: Option<&Path>,
 ) -> Result<bool> {
-    use crate::private_tmp as pt;
+    use crate::run::private_tmp as pt;
     if !pt::wanted(settings, default) {
         return Ok(false);
     }
@@ -294,7 +301,7 @@ fn shebang_interpreter(program: &OsStr, cwd: Option<&Path>) -> Option<String> {
             None => PathBuf::from(program),
         }
     } else {
-        crate::exec_check::resolve(program)?
+        crate::run::exec_check::resolve(program)?
     };
     let meta = std::fs::metadata(&path).ok()?;
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
@@ -355,7 +362,7 @@ pub fn run_captured(
         cmd.env(k, v);
     }
     let namespace = private_tmp(&mut cmd, settings, true, &run_dir, argv, cwd)?;
-    let guards = !namespace && crate::exec_check::inspect(&argv[0]).1;
+    let guards = !namespace && crate::run::exec_check::inspect(&argv[0]).1;
     let (name, value) = supervise::guard_var(guards);
     cmd.env(name, value);
     pad_stack(&mut cmd, settings, &argv[0]);
@@ -425,14 +432,14 @@ pub fn run_interactive(
     let namespace = private_tmp(&mut cmd, settings, false, &run_dir, argv, None)?;
     // A static or setuid root never loads libseal: it is reported after the run, and seal
     // ties it to itself before exec.
-    let (root_warnings, loads) = crate::exec_check::inspect(&argv[0]);
+    let (root_warnings, loads) = crate::run::exec_check::inspect(&argv[0]);
     let guards = !namespace && loads;
     let (name, value) = supervise::guard_var(guards);
     cmd.env(name, value);
     // Signals go to the command (the terminal's ^C reaches it directly); seal waits and
     // reports its status. Started directly when libseal ties it to seal, else by std.
     let direct = guards
-        .then(|| crate::direct::prepare(&cmd, &argv[0], !settings.unsealed("layout")))
+        .then(|| crate::run::direct::prepare(&cmd, &argv[0], !settings.unsealed("layout")))
         .flatten();
     let started = match direct.as_ref().map(supervise::spawn_direct) {
         Some(Ok(Some(child))) => Ok(child),

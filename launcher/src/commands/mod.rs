@@ -1,0 +1,11 @@
+//! One module per subcommand (`seal verify`, `probe`, `golden`, `demo`, `time`, `doctor`);
+//! `seal run` itself is [`crate::run`], `seal census` is [`crate::report`]. Each turns its
+//! parsed arguments into a status, with errors as `anyhow` (`UsageError`/`ConfigError` for
+//! what the user gave).
+
+pub mod demo;
+pub mod doctor;
+pub mod golden;
+pub mod probe;
+pub mod timectl;
+pub mod verify;
