@@ -14,7 +14,6 @@ use anyhow::{Context, Result};
 
 use crate::census::Census;
 
-pub use python::is_bookkeeping;
 pub use table::render;
 
 /// `seal census [--json FILE] [--top N] -- cmd`.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::census::{Census, Frame, Process};
+use crate::census::{Census, Frame, Process, PyCall};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Row {
@@ -52,6 +52,22 @@ pub fn is_interpreter(object: &str) -> bool {
     base.starts_with("libpython") || base.starts_with("python")
 }
 
+/// Is this call the interpreter's own bookkeeping? Its innermost frame is the import
+/// machinery or start-up; or the interpreter made it with no user frame at all; or it was
+/// made on a user's `import` line by the interpreter itself (the import lock).
+pub fn is_bookkeeping(pc: &PyCall, sources: &mut Sources) -> bool {
+    if pc.import {
+        return true;
+    }
+    if !is_interpreter(&pc.object) {
+        return false;
+    }
+    match &pc.user {
+        None => true,
+        Some(u) => pc.innermost.is_none() && sources.line(u).is_some_and(|t| is_import_line(&t)),
+    }
+}
+
 /// The rows of a census, merged over processes.
 pub fn rows(census: &Census) -> Vec<Row> {
     let mut sources = Sources::default();
@@ -66,7 +82,7 @@ pub fn rows(census: &Census) -> Vec<Row> {
                 let Some(user) = &pc.user else {
                     continue;
                 };
-                if crate::report::is_bookkeeping(pc, &mut sources) {
+                if is_bookkeeping(pc, &mut sources) {
                     continue;
                 }
                 let row = sources.classify(p, user, &call.symbol);

@@ -469,7 +469,7 @@ fn child_setup(parent: libc::pid_t, closed: u8, mask: &libc::sigset_t) -> io::Re
         }
         // seal died before PR_SET_PDEATHSIG took effect: we were re-parented already.
         if libc::getppid() != parent {
-            libc::_exit(crate::run::EXIT_SEAL_FAILED as i32);
+            libc::_exit(super::status::EXIT_SEAL_FAILED as i32);
         }
         for fd in 0..3 {
             if closed & (1 << fd) != 0 {

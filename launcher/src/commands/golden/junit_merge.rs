@@ -64,7 +64,7 @@ pub fn run(args: &GoldenJunitMergeArgs) -> Result<ExitCode> {
         totals.failures,
         totals.errors,
         totals.skipped,
-        super::shown(&args.output)
+        super::load::shown(&args.output)
     )?;
     Ok(ExitCode::SUCCESS)
 }

@@ -10,8 +10,8 @@ use anyhow::Result;
 use super::compare::{self, show};
 use super::exec::{self, Pass, PassError};
 use super::file::{self, Golden, SealRecord, FORMAT_VERSION};
+use super::load::{at_least_one_pass, golden_path, load_suite, selected, shown};
 use super::suite::Case;
-use super::{at_least_one_pass, golden_path, load_suite, selected, shown};
 use crate::cli::GoldenRunArgs;
 use crate::observe;
 
