@@ -107,7 +107,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             usage::require_command(&args.cmd, "seal run")?;
             run_cmd(args)
         }
-        Some(Command::Census(args)) => report::census_command(args),
+        Some(Command::Census(args)) => commands::census::run(args),
         Some(Command::Verify(args)) => commands::verify::run(args),
         Some(Command::Probe(args)) => commands::probe::run(args),
         Some(Command::Golden(args)) => commands::golden::run(args),
@@ -151,7 +151,11 @@ fn run_cmd(args: cli::RunArgs) -> anyhow::Result<ExitCode> {
         usage::writable_file("--census", path)?;
     }
     let settings = usage::settings_for(&args.seal)?;
-    run::run_interactive(&settings, &args.cmd, args.census.as_ref())
+    let run = run::run_interactive(&settings, &args.cmd, args.census.is_some())?;
+    if let (Some(path), Some(census)) = (&args.census, &run.census) {
+        census.write_json(path)?;
+    }
+    Ok(run.code)
 }
 
 #[cfg(test)]

@@ -604,10 +604,15 @@ impl Census {
         seen
     }
 
-    pub fn write_json(&self, path: &Path) -> Result<()> {
-        let mut s = serde_json::to_string_pretty(self)?;
+    /// The census as the JSON document of `--census FILE` and `seal census --json FILE`.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("a census serializes");
         s.push('\n');
-        crate::files::outfile::write(path, s)
+        s
+    }
+
+    pub fn write_json(&self, path: &Path) -> Result<()> {
+        crate::files::outfile::write(path, self.to_json())
             .with_context(|| format!("cannot write census to {}", path.display()))
     }
 }
@@ -615,6 +620,95 @@ impl Census {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `seal census` shows the collected census itself, no longer the one read back from its
+    /// JSON: they are the same value (every optional field set and unset, Python frames too).
+    #[test]
+    fn json_reads_back_as_the_same_census() {
+        let frame = |line| Frame {
+            file: "/src/app.py".into(),
+            line,
+            function: "main".into(),
+        };
+        let py = |user: Option<Frame>, innermost: Option<Frame>, import| PyCall {
+            user,
+            innermost,
+            import,
+            object: "/usr/bin/python3".into(),
+            symbol: None,
+            count: 2,
+        };
+        let call = |detail: Option<&str>, python: Vec<PyCall>| Call {
+            family: "time".into(),
+            symbol: "clock_gettime".into(),
+            detail: detail.map(Into::into),
+            count: 3,
+            callers: vec![Caller {
+                object: "/lib/libc.so.6".into(),
+                symbol: Some("time".into()),
+                count: 3,
+            }],
+            python,
+        };
+        let unsealed = Unsealed {
+            kind: "cpu".into(),
+            detail: "rdtsc".into(),
+        };
+        let census = Census {
+            version: 3,
+            command: vec!["python3".into(), "app.py".into()],
+            processes: vec![
+                Process {
+                    vpid: 1,
+                    parent_vpid: None,
+                    exe: "/usr/bin/python3".into(),
+                    argv: vec!["python3".into()],
+                    execs: vec!["/bin/sh".into()],
+                    exit: Some(Exit {
+                        code: Some(0),
+                        signal: None,
+                    }),
+                    calls: vec![call(
+                        Some("CLOCK_REALTIME"),
+                        vec![
+                            py(Some(frame(3)), Some(frame(9)), false),
+                            py(None, None, true),
+                        ],
+                    )],
+                    unsealed: vec![unsealed.clone()],
+                    python: Some("3.12.1".into()),
+                },
+                Process {
+                    vpid: 2,
+                    parent_vpid: Some(1),
+                    exe: "/bin/true".into(),
+                    argv: vec![],
+                    execs: vec![],
+                    exit: Some(Exit {
+                        code: None,
+                        signal: Some(9),
+                    }),
+                    calls: vec![call(None, vec![])],
+                    unsealed: vec![],
+                    python: None,
+                },
+            ],
+            totals: vec![Total {
+                family: "time".into(),
+                symbol: "clock_gettime".into(),
+                count: 6,
+            }],
+            machine: vec![unsealed],
+        };
+        let back: Census = serde_json::from_str(&census.to_json()).unwrap();
+        assert_eq!(back, census);
+        assert_eq!(back.to_json(), census.to_json());
+        let empty = Census::default();
+        assert_eq!(
+            serde_json::from_str::<Census>(&empty.to_json()).unwrap(),
+            empty
+        );
+    }
 
     fn put_u32(b: &mut [u8], off: usize, v: u32) {
         b[off..off + 4].copy_from_slice(&v.to_le_bytes());

@@ -1,8 +1,9 @@
-//! One module per subcommand (`seal verify`, `probe`, `golden`, `demo`, `time`, `doctor`);
-//! `seal run` itself is [`crate::run`], `seal census` is [`crate::report`]. Each turns its
-//! parsed arguments into a status, with errors as `anyhow` (`UsageError`/`ConfigError` for
-//! what the user gave).
+//! One module per subcommand (`seal census`, `verify`, `probe`, `golden`, `demo`, `time`,
+//! `doctor`); `seal run` itself is [`crate::run::run_interactive`], called from `main.rs`.
+//! Each turns its parsed arguments into a status, with errors as `anyhow`
+//! (`UsageError`/`ConfigError` for what the user gave).
 
+pub mod census;
 pub mod demo;
 pub mod doctor;
 pub mod golden;

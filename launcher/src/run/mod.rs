@@ -17,7 +17,7 @@ pub mod supervise;
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
 
 use anyhow::{Context, Result};
@@ -304,12 +304,21 @@ pub fn run_captured(
     }))
 }
 
-/// `seal run`: the command with the terminal and stdio untouched; returns its status.
+/// What [`run_interactive`] returns: the command's status, and its census when one was asked
+/// for and the command started.
+pub struct Interactive {
+    pub code: ExitCode,
+    pub census: Option<Census>,
+}
+
+/// `seal run` and `seal census`: the command with the terminal and stdio untouched; returns
+/// its status, and with `want_census` its census (the symbol tables of every object are read
+/// only then).
 pub fn run_interactive(
     settings: &Settings,
     argv: &[OsString],
-    census_json: Option<&PathBuf>,
-) -> Result<ExitCode> {
+    want_census: bool,
+) -> Result<Interactive> {
     let shim_path = shim::extract()?;
     let run_dir = RunDir::create()?;
     disable_aslr(settings);
@@ -347,16 +356,19 @@ pub fn run_interactive(
         Err(e) => {
             let err = SpawnError::from_io(&argv[0], None, e);
             crate::term::note(&err);
-            return Ok(ExitCode::from(err.exit_code()));
+            return Ok(Interactive {
+                code: ExitCode::from(err.exit_code()),
+                census: None,
+            });
         }
     };
     run_dir.sweep();
     let status = child.wait().context("waiting for the sealed command")?;
     drop(child);
     // The full census (symbol tables of every object) only when it was asked for.
-    let census = match census_json {
-        Some(_) => Some(census::collect(run_dir.path(), argv, Some(status))?),
-        None => None,
+    let census = match want_census {
+        true => Some(census::collect(run_dir.path(), argv, Some(status))?),
+        false => None,
     };
     if !settings.quiet {
         // The root command itself (no libseal in a static/setuid root, so no census of it),
@@ -370,10 +382,10 @@ pub fn run_interactive(
             crate::term::warn(line);
         }
     }
-    if let (Some(path), Some(census)) = (census_json, &census) {
-        census.write_json(path)?;
-    }
-    Ok(ExitCode::from(status_code(status).clamp(0, 255) as u8))
+    Ok(Interactive {
+        code: ExitCode::from(status_code(status).clamp(0, 255) as u8),
+        census,
+    })
 }
 
 /// The one line that says which families the user left unsealed (none when quiet: `-q` or
