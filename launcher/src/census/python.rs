@@ -8,6 +8,8 @@ use seal_abi::py::{split_py_slot_key, PyCensus, PySite, PY_SITES, PY_SLOTS, SITE
 use seal_abi::CensusFile;
 use serde::{Deserialize, Serialize};
 
+use super::bytes::{u32_at, u64_at};
+
 /// A Python source position: file (the code object's `co_filename`), line, function
 /// (`co_qualname` from 3.11, `co_name` before).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -32,13 +34,6 @@ pub struct PyCount {
     pub user: Option<Frame>,
     pub import: bool,
     pub count: u64,
-}
-
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes(b[off..off + 4].try_into().unwrap())
-}
-fn u64_at(b: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
 }
 
 /// The Python frames of a census slot's bytes (`None`: no interpreter, or no frames).
