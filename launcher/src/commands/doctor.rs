@@ -234,26 +234,14 @@ const ARCH_SET_CPUID: libc::c_long = 0x1012;
 fn rdtsc_trap() -> Check {
     fn trial() -> i32 {
         // SAFETY: prctl with integers; the child exits right after.
-        if unsafe { libc::prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0) } == 0 {
-            0
-        } else {
-            errno()
-        }
+        zero_or_errno(unsafe { libc::prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0) }.into())
     }
-    match in_child(trial) {
-        Ok(0) => check(
-            "rdtsc trap",
-            true,
-            "PR_SET_TSC works".into(),
-            "rdtsc and rdtscp in sealed programs count the sealed clock, not the CPU's cycles",
-        ),
-        r => check(
-            "rdtsc trap",
-            false,
-            trial_found("PR_SET_TSC", r),
-            "rdtsc gives real cycle counts in every sealed program (libgcrypt-style entropy and cycle timers vary between runs)",
-        ),
-    }
+    trial_check(
+        "rdtsc trap",
+        trial,
+        ("PR_SET_TSC works", "rdtsc and rdtscp in sealed programs count the sealed clock, not the CPU's cycles"),
+        ("PR_SET_TSC", "rdtsc gives real cycle counts in every sealed program (libgcrypt-style entropy and cycle timers vary between runs)"),
+    )
 }
 
 /// `cpuid_fault` and `arch_prctl(ARCH_SET_CPUID, 0)`: can `cpuid` be made to fault, so that
@@ -261,11 +249,7 @@ fn rdtsc_trap() -> Check {
 fn cpuid_trap() -> Check {
     fn trial() -> i32 {
         // SAFETY: arch_prctl with integers; the child exits right after.
-        if unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_SET_CPUID, 0) } == 0 {
-            0
-        } else {
-            errno()
-        }
+        zero_or_errno(unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_SET_CPUID, 0) })
     }
     let flag = std::fs::read_to_string("/proc/cpuinfo")
         .map(|c| {
@@ -283,19 +267,37 @@ fn cpuid_trap() -> Check {
             meaning_limited,
         );
     }
-    match in_child(trial) {
-        Ok(0) => check(
-            "cpuid trap",
-            true,
-            "cpuid_fault, ARCH_SET_CPUID works".into(),
+    trial_check(
+        "cpuid trap",
+        trial,
+        (
+            "cpuid_fault, ARCH_SET_CPUID works",
             "cpuid in sealed programs hides RDRAND and RDSEED and reports the APIC ids of CPU 0",
         ),
-        r => check(
-            "cpuid trap",
-            false,
-            trial_found("cpuid_fault present but ARCH_SET_CPUID", r),
-            meaning_limited,
-        ),
+        ("cpuid_fault present but ARCH_SET_CPUID", meaning_limited),
+    )
+}
+
+/// The check `name` from a trial run in a child: `works` (what was found, what it means) when
+/// it exited 0, else what `call` was refused and what that means.
+fn trial_check(
+    name: &'static str,
+    trial: fn() -> i32,
+    works: (&str, &str),
+    refused: (&str, &str),
+) -> Check {
+    match in_child(trial) {
+        Ok(0) => check(name, true, works.0.into(), works.1),
+        r => check(name, false, trial_found(refused.0, r), refused.1),
+    }
+}
+
+/// A trial's exit status: 0 when its call returned 0, else the call's errno.
+fn zero_or_errno(r: libc::c_long) -> i32 {
+    if r == 0 {
+        0
+    } else {
+        errno()
     }
 }
 
@@ -327,11 +329,7 @@ const CAP_SYS_TIME: u32 = 25;
 fn host_namespace() -> Check {
     fn trial() -> i32 {
         // SAFETY: unshare with a flags word, in a child that exits right after.
-        if unsafe { libc::unshare(libc::CLONE_NEWUTS) } == 0 {
-            0
-        } else {
-            errno()
-        }
+        zero_or_errno(unsafe { libc::unshare(libc::CLONE_NEWUTS) }.into())
     }
     if effective_caps() & (1 << CAP_SYS_ADMIN) == 0 {
         return check(
@@ -341,20 +339,12 @@ fn host_namespace() -> Check {
             "the kernel refuses sethostname to the run already, so a program seal does not reach cannot rename this machine",
         );
     }
-    match in_child(trial) {
-        Ok(0) => check(
-            "host namespace",
-            true,
-            "unshare(CLONE_NEWUTS) works".into(),
-            "the run gets a UTS namespace of its own: a raw sethostname renames only the run, never this machine",
-        ),
-        r => check(
-            "host namespace",
-            false,
-            trial_found("unshare(CLONE_NEWUTS)", r),
-            "seal runs with CAP_SYS_ADMIN but cannot take a UTS namespace: a program seal does not reach (static, --skip) could rename this machine",
-        ),
-    }
+    trial_check(
+        "host namespace",
+        trial,
+        ("unshare(CLONE_NEWUTS) works", "the run gets a UTS namespace of its own: a raw sethostname renames only the run, never this machine"),
+        ("unshare(CLONE_NEWUTS)", "seal runs with CAP_SYS_ADMIN but cannot take a UTS namespace: a program seal does not reach (static, --skip) could rename this machine"),
+    )
 }
 
 /// The clock: the run's root gives up CAP_SYS_TIME when it holds it (bounding set too, which
@@ -362,7 +352,7 @@ fn host_namespace() -> Check {
 fn clock_capability() -> Check {
     fn trial() -> i32 {
         // SAFETY: prctl with integers, in a child that exits right after.
-        if unsafe {
+        let r = unsafe {
             libc::prctl(
                 libc::PR_CAPBSET_DROP,
                 CAP_SYS_TIME as libc::c_ulong,
@@ -370,12 +360,8 @@ fn clock_capability() -> Check {
                 0,
                 0,
             )
-        } == 0
-        {
-            0
-        } else {
-            errno()
-        }
+        };
+        zero_or_errno(r.into())
     }
     if !crate::run::confine::holds_sys_time() {
         return check(
@@ -385,20 +371,12 @@ fn clock_capability() -> Check {
             "the kernel refuses settimeofday to the run already, so no program in it can move this machine's clock",
         );
     }
-    match in_child(trial) {
-        Ok(0) => check(
-            "clock capability",
-            true,
-            "CAP_SYS_TIME held, and dropped for the run".into(),
-            "the run gives CAP_SYS_TIME up (bounding set too): no image of it can set this machine's clock",
-        ),
-        r => check(
-            "clock capability",
-            false,
-            trial_found("CAP_SYS_TIME held; PR_CAPBSET_DROP", r),
-            "the run drops CAP_SYS_TIME from its own sets but not its bounding set: a setuid program in it could set this machine's clock",
-        ),
-    }
+    trial_check(
+        "clock capability",
+        trial,
+        ("CAP_SYS_TIME held, and dropped for the run", "the run gives CAP_SYS_TIME up (bounding set too): no image of it can set this machine's clock"),
+        ("CAP_SYS_TIME held; PR_CAPBSET_DROP", "the run drops CAP_SYS_TIME from its own sets but not its bounding set: a setuid program in it could set this machine's clock"),
+    )
 }
 
 /// The shim's cache directory: private, and every directory above it safe from other users.

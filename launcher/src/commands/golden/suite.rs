@@ -221,43 +221,48 @@ mod tests {
 
     #[test]
     fn bad_cases_name_case_key_and_line() {
-        let e = err_of("[[case]]\nname = 'a'\ncmd = ['x']\nmasks = ['nope']\n");
-        assert!(
-            e.contains("seal.toml:4")
-                && e.contains("case `a`")
-                && e.contains("`masks`")
-                && e.contains("nope"),
-            "{e}"
-        );
-        let e = err_of("[[case]]\nname = 'a'\ncmd = ['x']\n[[case]]\nname = 'a'\ncmd = ['y']\n");
-        assert!(
-            e.contains("seal.toml:5") && e.contains("duplicate") && e.contains("seal.toml:2"),
-            "{e}"
-        );
-        let e = err_of("[[case]]\nname = 'a'\n\n[[case]]\nname = 'b'\ncwd = '.'\n");
-        assert!(
-            e.contains("case `a`") && e.contains("`cmd`") && e.contains("missing"),
-            "{e}"
-        );
-        let e = err_of("[[case]]\nname = 'a'\ncmd = 'x'\nseed = 'many'\n");
-        assert!(
-            e.contains("seal.toml:4") && e.contains("case `a`") && e.contains("`seed`"),
-            "{e}"
-        );
-        let e = err_of("[[case]]\nname = 'a'\ncmd = 'x'\nretries = 3\n");
-        assert!(e.contains("`retries`") && e.contains("unknown key"), "{e}");
-        let e = err_of("[[case]]\nname = 'a'\ncmd = 'x'\ntimeout = 0\n");
-        assert!(e.contains("seal.toml:4") && e.contains("`timeout`"), "{e}");
-        let e = err_of("[golden]\ntimeout = 'later'\n");
-        assert!(e.contains("seal.toml:2") && e.contains("timeout"), "{e}");
-        let e = err_of("[[case]]\nname = 'a/b'\ncmd = 'x'\n");
-        assert!(e.contains("not a valid case name"), "{e}");
-        let e = err_of("[[case]]\nname = 'a'\ncmd = 'x'\nartifacts = ['../up']\n");
-        assert!(e.contains("`artifacts`"), "{e}");
-        let e = err_of("[golden]\nfolder = 'x'\n");
-        assert!(e.contains("seal.toml:2") && e.contains("folder"), "{e}");
-        let e = err_of("[patterns]\nbad = '('\n");
-        assert!(e.contains("seal.toml:2") && e.contains("`bad`"), "{e}");
+        // Each bad suite, and what its one error names.
+        let bad: &[(&str, &[&str])] = &[
+            (
+                "[[case]]\nname = 'a'\ncmd = ['x']\nmasks = ['nope']\n",
+                &["seal.toml:4", "case `a`", "`masks`", "nope"],
+            ),
+            (
+                "[[case]]\nname = 'a'\ncmd = ['x']\n[[case]]\nname = 'a'\ncmd = ['y']\n",
+                &["seal.toml:5", "duplicate", "seal.toml:2"],
+            ),
+            (
+                "[[case]]\nname = 'a'\n\n[[case]]\nname = 'b'\ncwd = '.'\n",
+                &["case `a`", "`cmd`", "missing"],
+            ),
+            (
+                "[[case]]\nname = 'a'\ncmd = 'x'\nseed = 'many'\n",
+                &["seal.toml:4", "case `a`", "`seed`"],
+            ),
+            (
+                "[[case]]\nname = 'a'\ncmd = 'x'\nretries = 3\n",
+                &["`retries`", "unknown key"],
+            ),
+            (
+                "[[case]]\nname = 'a'\ncmd = 'x'\ntimeout = 0\n",
+                &["seal.toml:4", "`timeout`"],
+            ),
+            ("[golden]\ntimeout = 'later'\n", &["seal.toml:2", "timeout"]),
+            (
+                "[[case]]\nname = 'a/b'\ncmd = 'x'\n",
+                &["not a valid case name"],
+            ),
+            (
+                "[[case]]\nname = 'a'\ncmd = 'x'\nartifacts = ['../up']\n",
+                &["`artifacts`"],
+            ),
+            ("[golden]\nfolder = 'x'\n", &["seal.toml:2", "folder"]),
+            ("[patterns]\nbad = '('\n", &["seal.toml:2", "`bad`"]),
+        ];
+        for (text, needles) in bad {
+            let e = err_of(text);
+            assert!(needles.iter().all(|n| e.contains(n)), "{text}: {e}");
+        }
         for e in [
             err_of("[[case]]\nname = 'a'\ncmd = ['x']\nmasks = ['nope']\n"),
             err_of("[[case]]\nname = 'a'\n"),

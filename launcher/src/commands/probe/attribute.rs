@@ -63,18 +63,7 @@ pub fn attribute(
     mut progress: impl FnMut(&str),
 ) -> Result<Vec<String>> {
     let mut notes = Vec::new();
-    let baseline = Perturbation {
-        name: "sealed",
-        what: "sealed",
-        env: vec![],
-        umask: None,
-        fresh_home: false,
-        hostname: None,
-        env_bytes: 0,
-        cwd_depth: 0,
-        path_extra: 0,
-        cause: None,
-    };
+    let baseline = Perturbation::env_only("sealed", "sealed", &[]);
     let mut control = Settings {
         unseal: Vec::new(),
         ..base.clone()

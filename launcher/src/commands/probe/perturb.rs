@@ -40,6 +40,28 @@ pub struct Perturbation {
     pub cause: Option<&'static str>,
 }
 
+impl Perturbation {
+    /// A perturbation that only sets `env` (none: the environment as it is).
+    pub fn env_only(
+        name: &'static str,
+        what: &'static str,
+        env: &[(&'static str, &'static str)],
+    ) -> Perturbation {
+        Perturbation {
+            name,
+            what,
+            env: env.to_vec(),
+            umask: None,
+            fresh_home: false,
+            hostname: None,
+            env_bytes: 0,
+            cwd_depth: 0,
+            path_extra: 0,
+            cause: None,
+        }
+    }
+}
+
 /// The largest working tree the `checkout-path` perturbation copies (files, directories and
 /// links counted), and its largest total size: past either it is skipped with a note.
 pub const CHECKOUT_MAX_FILES: usize = 10_000;
@@ -50,18 +72,7 @@ pub const PADDING_VAR: &str = "PROBE_PADDING";
 
 /// The perturbations, baseline first.
 pub fn all() -> Vec<Perturbation> {
-    let p = |name, what, env: &[(&'static str, &'static str)]| Perturbation {
-        name,
-        what,
-        env: env.to_vec(),
-        umask: None,
-        fresh_home: false,
-        hostname: None,
-        env_bytes: 0,
-        cwd_depth: 0,
-        path_extra: 0,
-        cause: None,
-    };
+    let p = Perturbation::env_only;
     vec![
         p("baseline", "the environment as it is", &[]),
         p(
@@ -573,14 +584,19 @@ mod tests {
         assert!(why.contains("50 MB") && why.contains("skipped"), "{why}");
     }
 
-    #[test]
-    fn a_deeper_copy_has_a_longer_path() {
+    /// A working tree with one file, `input.txt`, and two copies of it: the second `depth`
+    /// levels deeper.
+    fn tree_and_copies(depth: usize) -> (tempfile::TempDir, Sandbox, Sandbox) {
         let src = tempfile::tempdir().unwrap();
         std::fs::write(src.path().join("input.txt"), "x").unwrap();
-        let (a, b) = (
-            Sandbox::new(src.path()).unwrap(),
-            Sandbox::at_depth(src.path(), 3).unwrap(),
-        );
+        let a = Sandbox::new(src.path()).unwrap();
+        let b = Sandbox::at_depth(src.path(), depth).unwrap();
+        (src, a, b)
+    }
+
+    #[test]
+    fn a_deeper_copy_has_a_longer_path() {
+        let (_src, a, b) = tree_and_copies(3);
         assert_eq!(
             b.work().as_os_str().len(),
             a.work().as_os_str().len() + 3 * "/deeper".len()
@@ -600,12 +616,7 @@ mod tests {
 
     #[test]
     fn each_run_gets_a_fresh_copy() {
-        let src = tempfile::tempdir().unwrap();
-        std::fs::write(src.path().join("input.txt"), "x").unwrap();
-        let (a, b) = (
-            Sandbox::new(src.path()).unwrap(),
-            Sandbox::new(src.path()).unwrap(),
-        );
+        let (src, a, b) = tree_and_copies(0);
         assert_ne!(a.work(), b.work());
         assert_eq!(
             std::fs::read_to_string(a.work().join("input.txt")).unwrap(),
