@@ -32,6 +32,20 @@ pub struct SealRecord {
     #[serde(default)]
     pub spin_after: u32,
     pub unseal: Vec<String>,
+    /// `--rate` in parts per million (0: deterministic ticks). Written only when set, so a
+    /// golden recorded without it keeps its bytes (and one recorded before it reads as 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rate_ppm: u64,
+    /// `--only` and `--skip` globs (from `[seal]` or `SEAL_ONLY`/`SEAL_SKIP`), written only when
+    /// given, as `rate_ppm`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn default_cpus() -> u32 {
@@ -59,6 +73,9 @@ impl SealRecord {
             cpus: s.cpus,
             spin_after: s.spin_after,
             unseal: s.unseal.clone(),
+            rate_ppm: s.rate_ppm,
+            only: s.only.clone(),
+            skip: s.skip.clone(),
         }
     }
 }
@@ -281,5 +298,44 @@ mod tests {
         assert_eq!(Golden::parse(&text).unwrap(), g);
         assert_eq!(Golden::parse(&text).unwrap().to_canonical_json(), text);
         assert!(Golden::parse("{ nope").is_err());
+    }
+
+    /// `rate_ppm`, `only` and `skip` are recorded when set and read back; a golden without them
+    /// (recorded before they were, or with none set) keeps its bytes and reads them as unset.
+    #[test]
+    fn rate_only_and_skip_are_recorded_when_set() {
+        let plain = sample();
+        let text = plain.to_canonical_json();
+        for key in ["rate_ppm", "\"only\"", "\"skip\""] {
+            assert!(!text.contains(key), "{key} in {text}");
+        }
+        let back = Golden::parse(&text).unwrap();
+        assert_eq!((back.seal.rate_ppm, back.seal.only.len()), (0, 0));
+        assert_eq!(back.to_canonical_json(), text);
+
+        let opts = crate::cli::SealOpts {
+            only: vec!["python*".into()],
+            skip: vec!["/usr/bin/make".into()],
+            ..Default::default()
+        };
+        let env: BTreeMap<String, String> = [("SEAL_RATE".to_string(), "2".to_string())].into();
+        let set = crate::config::resolve(&opts, &env, None).unwrap();
+        let g = Golden {
+            seal: SealRecord::of(&set),
+            ..sample()
+        };
+        assert_eq!(
+            (g.seal.rate_ppm, g.seal.only.clone(), g.seal.skip.clone()),
+            (
+                2_000_000,
+                vec!["python*".into()],
+                vec!["/usr/bin/make".into()]
+            )
+        );
+        assert_ne!(g.seal, plain.seal, "check notes the change");
+        let text = g.to_canonical_json();
+        assert!(text.contains("\"rate_ppm\": 2000000"), "{text}");
+        assert_eq!(Golden::parse(&text).unwrap(), g);
+        assert_eq!(Golden::parse(&text).unwrap().to_canonical_json(), text);
     }
 }
