@@ -140,34 +140,42 @@ impl Sources<'_> {
             .transpose()
     }
 
+    /// A list setting's raw items and where they came from: `flags` (already split) when
+    /// given, else `var` split at commas, else the first file layer that has it.
+    fn list(
+        &self,
+        flags: Vec<String>,
+        flag: &str,
+        var: &str,
+        in_file: impl Fn(&SealSection) -> Option<&Spanned<Vec<String>>>,
+    ) -> (Vec<String>, String) {
+        if !flags.is_empty() {
+            (flags, flag.to_string())
+        } else if let Some(v) = self.env.var(var) {
+            let items = v.split(',').map(|s| s.trim().to_string());
+            (
+                items.filter(|s| !s.is_empty()).collect(),
+                format!("environment variable {var}"),
+            )
+        } else if let Some(l) = self.layers.iter().find_map(|l| in_file(l)) {
+            let origin = self.file.map(|f| f.origin(l.span().start));
+            (l.get_ref().clone(), origin.unwrap_or_default())
+        } else {
+            (vec![], String::new())
+        }
+    }
+
     /// `--only` or `--skip` globs (`which`): flags, else `SEAL_ONLY`/`SEAL_SKIP` (comma
     /// separated), else seal.toml's `only`/`skip`.
     fn scope(&self, which: &str) -> Result<Vec<String>, ConfigError> {
-        let flags = if which == "only" {
-            &self.opts.only
-        } else {
-            &self.opts.skip
-        };
-        let var = format!("SEAL_{}", which.to_uppercase());
-        let (raw, origin): (Vec<String>, String) = if !flags.is_empty() {
-            (flags.clone(), format!("--{which}"))
-        } else if let Some(v) = self.env.var(&var) {
-            let globs = v.split(',').map(|s| s.trim().to_string());
-            (
-                globs.filter(|s| !s.is_empty()).collect(),
-                format!("environment variable {var}"),
-            )
-        } else if let Some(g) = self.layers.iter().find_map(|l| {
-            if which == "only" {
+        let (raw, origin) = if which == "only" {
+            self.list(self.opts.only.clone(), "--only", "SEAL_ONLY", |l| {
                 l.only.as_ref()
-            } else {
-                l.skip.as_ref()
-            }
-        }) {
-            let origin = self.file.map(|f| f.origin(g.span().start));
-            (g.get_ref().clone(), origin.unwrap_or_default())
+            })
         } else {
-            (vec![], String::new())
+            self.list(self.opts.skip.clone(), "--skip", "SEAL_SKIP", |l| {
+                l.skip.as_ref()
+            })
         };
         for glob in &raw {
             if glob.is_empty() || glob.contains(['\n', '\0']) {
@@ -180,26 +188,10 @@ impl Sources<'_> {
 
     /// The families left unsealed, validated, each once.
     fn unseal(&self) -> Result<Vec<String>, ConfigError> {
-        let split = |v: &str| -> Vec<String> {
-            v.split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect()
-        };
-        let (raw, origin): (Vec<String>, String) = if !self.opts.unseal.is_empty() {
-            let raw = self.opts.unseal.iter().flat_map(|s| s.split(','));
-            (
-                raw.map(|s| s.trim().to_string()).collect(),
-                "--unseal".into(),
-            )
-        } else if let Some(v) = self.env.var("SEAL_UNSEAL") {
-            (split(&v), "environment variable SEAL_UNSEAL".into())
-        } else if let Some(u) = self.layers.iter().find_map(|l| l.unseal.as_ref()) {
-            let origin = self.file.map(|f| f.origin(u.span().start));
-            (u.get_ref().clone(), origin.unwrap_or_default())
-        } else {
-            (vec![], String::new())
-        };
+        // `--unseal a,b` is two families (an empty one is refused below).
+        let flags = self.opts.unseal.iter().flat_map(|s| s.split(','));
+        let flags = flags.map(|s| s.trim().to_string()).collect();
+        let (raw, origin) = self.list(flags, "--unseal", "SEAL_UNSEAL", |l| l.unseal.as_ref());
         let mut unseal = Vec::new();
         for fam in raw {
             if seal_abi::settings::family(&fam).is_none() {

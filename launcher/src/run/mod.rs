@@ -1,7 +1,8 @@
 //! Running a command sealed: the environment handed to the shim, address-space randomisation
 //! off, and the child's status (the run directory is [`crate::run::rundir`]).
 //!
-//! `seal run` uses [`run_interactive`] (stdio and terminal pass through untouched);
+//! `seal run` and `seal census` use [`run_interactive`] (stdio and terminal pass through
+//! untouched);
 //! `verify`, `probe` and `golden` use [`run_captured`].
 
 pub mod confine;
