@@ -10,6 +10,8 @@ mod cli;
 mod commands;
 mod config;
 mod files;
+#[cfg(test)]
+mod layout_tests;
 mod observe;
 #[cfg(test)]
 mod proptests;
