@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::golden::shard::Shard;
+use crate::commands::golden::shard::Shard;
 
 const AFTER_HELP: &str = "\
 Exit status:

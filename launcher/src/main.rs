@@ -7,33 +7,17 @@ mod term;
 
 mod census;
 mod cli;
+mod commands;
 mod config;
-mod confine;
-mod demo;
-mod direct;
-mod doctor;
-mod exec_check;
-mod filetimes;
-mod golden;
-mod infile;
-mod masks;
+mod files;
+#[cfg(test)]
+mod layout_tests;
 mod observe;
-mod outfile;
-mod patch_targets;
-mod private_tmp;
-mod probe;
 #[cfg(test)]
 mod proptests;
-mod pycensus;
 mod report;
 mod run;
-mod rundir;
-mod shim;
-mod supervise;
-mod symbols;
-mod timectl;
 mod usage;
-mod verify;
 
 use std::process::ExitCode;
 
@@ -108,7 +92,7 @@ fn seal_main() -> ExitCode {
         Ok(code) => code,
         Err(err) => usage::exit_code(&err),
     };
-    match supervise::interrupted() {
+    match run::supervise::interrupted() {
         Some(sig) if multi_run => ExitCode::from((128 + sig) as u8),
         _ => code,
     }
@@ -125,13 +109,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             usage::require_command(&args.cmd, "seal run")?;
             run_cmd(args)
         }
-        Some(Command::Census(args)) => report::census_command(args),
-        Some(Command::Verify(args)) => verify::run(args),
-        Some(Command::Probe(args)) => probe::run(args),
-        Some(Command::Golden(args)) => golden::run(args),
-        Some(Command::Demo(args)) => demo::run(args),
-        Some(Command::Time(args)) => timectl::run(args),
-        Some(Command::Doctor(args)) => doctor::run(args),
+        Some(Command::Census(args)) => commands::census::run(args),
+        Some(Command::Verify(args)) => commands::verify::run(args),
+        Some(Command::Probe(args)) => commands::probe::run(args),
+        Some(Command::Golden(args)) => commands::golden::run(args),
+        Some(Command::Demo(args)) => commands::demo::run(args),
+        Some(Command::Time(args)) => commands::timectl::run(args),
+        Some(Command::Doctor(args)) => commands::doctor::run(args),
     }
 }
 
@@ -169,7 +153,11 @@ fn run_cmd(args: cli::RunArgs) -> anyhow::Result<ExitCode> {
         usage::writable_file("--census", path)?;
     }
     let settings = usage::settings_for(&args.seal)?;
-    run::run_interactive(&settings, &args.cmd, args.census.as_ref())
+    let run = run::run_interactive(&settings, &args.cmd, args.census.is_some())?;
+    if let (Some(path), Some(census)) = (&args.census, &run.census) {
+        census.write_json(path)?;
+    }
+    Ok(run.code)
 }
 
 #[cfg(test)]

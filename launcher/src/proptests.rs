@@ -3,16 +3,16 @@
 //! files. Each must never panic on arbitrary input, and must either round-trip a value or reject
 //! it with one line. 256 cases each (a few seconds in all); `PROPTEST_CASES` raises it.
 
-use crate::golden::case::{seal_keys, CASE_KEYS};
+use crate::commands::golden::case::{seal_keys, CASE_KEYS};
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use proptest::prelude::*;
 
 use crate::cli::SealOpts;
+use crate::commands::golden::file::Golden;
 use crate::config::{self, parse_epoch, parse_tick, resolve, LoadedFile};
-use crate::golden::file::Golden;
-use crate::masks::MaskSet;
+use crate::observe::masks::MaskSet;
 
 fn cfg() -> ProptestConfig {
     ProptestConfig {
@@ -118,7 +118,7 @@ fn check_config(dir: &Path, text: String) {
     if let Err(e) = resolve(&SealOpts::default(), &no_env(), Some(&loaded)) {
         assert_one_line(&e.to_string());
     }
-    if let Err(e) = crate::golden::suite::load(&loaded, None, &no_env(), true) {
+    if let Err(e) = crate::commands::golden::suite::load(&loaded, None, &no_env(), true) {
         assert_one_line(&e.to_string());
     }
 }
@@ -224,7 +224,7 @@ proptest! {
     #[test]
     fn golden_time_limits_parse_or_fail(f in any::<f64>(), i in any::<i64>(), s in valueish()) {
         for v in [toml::Value::Float(f), toml::Value::Integer(i), toml::Value::String(s)] {
-            match crate::golden::case::parse_timeout(&v) {
+            match crate::commands::golden::case::parse_timeout(&v) {
                 Ok(d) => prop_assert!(!d.is_zero()),
                 Err(e) => assert_one_line(&e),
             }
@@ -263,7 +263,7 @@ proptest! {
         calls in prop::collection::btree_map("[a-z]{1,6}", any::<u64>(), 0..3),
     ) {
         let json = serde_json::json!({
-            "version": crate::golden::file::FORMAT_VERSION,
+            "version": crate::commands::golden::file::FORMAT_VERSION,
             "name": name,
             "argv": argv,
             "cwd": ".",

@@ -180,7 +180,7 @@ fn with_dash_dash_tip(
 /// A program `execvp` would find: on PATH, or a path to an executable file.
 fn is_command(program: &OsStr) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    crate::exec_check::resolve(program).is_some_and(|p| {
+    crate::run::exec_check::resolve(program).is_some_and(|p| {
         p.metadata()
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
@@ -264,7 +264,7 @@ pub fn exit_code(err: &anyhow::Error) -> ExitCode {
     }
     if let Some(sig) = err
         .chain()
-        .find_map(|c| c.downcast_ref::<crate::supervise::Interrupted>())
+        .find_map(|c| c.downcast_ref::<crate::run::supervise::Interrupted>())
     {
         // The signal was passed on to the command; nothing more to say.
         return ExitCode::from((128 + sig.0) as u8);

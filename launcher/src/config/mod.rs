@@ -192,52 +192,41 @@ pub fn untrusted_config(path: &Path) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid/getegid have no preconditions.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let owner_ok = |m: &std::fs::Metadata| m.uid() == uid || m.uid() == 0;
-    let owner = |m: &std::fs::Metadata| user_name(m.uid());
-    let file = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) => return Some(format!("cannot inspect it: {e}")),
+    // `p`'s metadata when you or root own it, else why not (`short`, `long`: how to name it).
+    let owned = |p: &Path, short: &str, long: &str| -> Result<std::fs::Metadata, String> {
+        let m = std::fs::metadata(p).map_err(|e| format!("cannot inspect {short}: {e}"))?;
+        if m.uid() != uid && m.uid() != 0 {
+            let owner = user_name(m.uid());
+            return Err(format!("{long} is owned by {owner}, not by you or root"));
+        }
+        Ok(m)
     };
-    if !owner_ok(&file) {
-        return Some(format!(
-            "it is owned by {}, not by you or root",
-            owner(&file)
-        ));
-    }
-    if file.mode() & 0o002 != 0 || (file.mode() & 0o020 != 0 && file.gid() != gid) {
-        return Some(format!(
-            "others can write it (mode {:o})",
-            file.mode() & 0o7777
-        ));
-    }
+    let others_write =
+        |m: &std::fs::Metadata| m.mode() & 0o002 != 0 || (m.mode() & 0o020 != 0 && m.gid() != gid);
     let dir = path.parent().unwrap_or(Path::new("/"));
     let dir_path = if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {
         dir
     };
-    let d = match std::fs::metadata(dir_path) {
-        Ok(m) => m,
-        Err(e) => return Some(format!("cannot inspect its directory: {e}")),
-    };
-    if !owner_ok(&d) {
-        return Some(format!(
-            "its directory {} is owned by {}, not by you or root",
-            dir_path.display(),
-            owner(&d)
-        ));
-    }
-    let sticky = d.mode() & 0o1000 != 0;
-    let others = d.mode() & 0o002 != 0;
-    let group = d.mode() & 0o020 != 0 && d.gid() != gid;
-    if (others || group) && !sticky {
-        return Some(format!(
-            "others can write its directory {} (mode {:o})",
-            dir_path.display(),
-            d.mode() & 0o7777
-        ));
-    }
-    None
+    let dir_name = format!("its directory {}", dir_path.display());
+    let checked = (|| {
+        let file = owned(path, "it", "it")?;
+        if others_write(&file) {
+            return Err(format!(
+                "others can write it (mode {:o})",
+                file.mode() & 0o7777
+            ));
+        }
+        let d = owned(dir_path, "its directory", &dir_name)?;
+        // The sticky bit makes a directory others can write fine (/tmp).
+        if others_write(&d) && d.mode() & 0o1000 == 0 {
+            let mode = d.mode() & 0o7777;
+            return Err(format!("others can write {dir_name} (mode {mode:o})"));
+        }
+        Ok(())
+    })();
+    checked.err()
 }
 
 /// `name (uid N)` of a user id, or `uid N` when the name is unknown.
@@ -285,9 +274,9 @@ pub fn parse_config(path: &Path, text: String) -> Result<LoadedFile, ConfigError
 }
 
 /// The text of a regular file (a symlink to one is fine; anything else, or more than
-/// `infile::CAP`, is refused before it can hang: `crate::infile`).
+/// `infile::CAP`, is refused before it can hang: `crate::files::infile`).
 pub fn read_regular_file(path: &Path) -> std::io::Result<String> {
-    crate::infile::read_string(path)
+    crate::files::infile::read_string(path)
 }
 
 /// The config file named by `--config`, else the nearest `seal.toml`, else none.

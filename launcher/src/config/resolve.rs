@@ -15,14 +15,15 @@ struct Sources<'a> {
 }
 
 impl Sources<'_> {
-    /// The highest-precedence raw value of a setting, and where it came from.
+    /// The highest-precedence raw value of a setting (`key`, its variable from the table),
+    /// and where it came from.
     fn pick(
         &self,
         flag: &Option<String>,
         key: &str,
-        var: &str,
         in_file: impl Fn(&SealSection) -> InFile,
     ) -> Option<(String, String)> {
+        let var = super::table::var_of(key);
         if let Some(v) = flag {
             return Some((v.clone(), format!("--{}", key.replace('_', "-"))));
         }
@@ -38,11 +39,10 @@ impl Sources<'_> {
         &self,
         flag: &Option<String>,
         key: &str,
-        var: &str,
         in_file: impl Fn(&SealSection) -> InFile,
         parse: impl Fn(&str) -> Result<T, String>,
     ) -> Result<Option<T>, ConfigError> {
-        self.pick(flag, key, var, in_file)
+        self.pick(flag, key, in_file)
             .map(|(v, origin)| parse(&v).map_err(|why| ConfigError::invalid(&origin, key, &v, why)))
             .transpose()
     }
@@ -52,7 +52,6 @@ impl Sources<'_> {
         &self,
         flag: &Option<String>,
         key: &str,
-        var: &str,
         in_file: impl Fn(&SealSection) -> &Option<Spanned<String>>,
         default: &str,
     ) -> Result<String, ConfigError> {
@@ -65,7 +64,7 @@ impl Sources<'_> {
                 Ok(v.to_string())
             }
         };
-        let v = self.parsed(flag, key, var, |s| spanned_str(in_file(s)), one_line)?;
+        let v = self.parsed(flag, key, |s| spanned_str(in_file(s)), one_line)?;
         Ok(v.unwrap_or_else(|| default.to_string()))
     }
 
@@ -87,7 +86,6 @@ impl Sources<'_> {
         let epoch = self.parsed(
             &self.opts.epoch,
             "epoch",
-            "SEAL_EPOCH",
             |s| spanned_val(&s.epoch),
             parse_epoch,
         )?;
@@ -102,9 +100,7 @@ impl Sources<'_> {
 
     /// The epoch's raw value and origin, for errors about it (the default when none is set).
     fn epoch_origin(&self) -> (String, String) {
-        let given = self.pick(&self.opts.epoch, "epoch", "SEAL_EPOCH", |s| {
-            spanned_val(&s.epoch)
-        });
+        let given = self.pick(&self.opts.epoch, "epoch", |s| spanned_val(&s.epoch));
         match (given, self.env.var("SOURCE_DATE_EPOCH")) {
             (Some(g), _) => g,
             (None, Some(v)) => (v, "environment variable SOURCE_DATE_EPOCH".into()),
@@ -140,34 +136,38 @@ impl Sources<'_> {
             .transpose()
     }
 
+    /// A list setting's raw items and where they came from: `flags` (already split) when
+    /// given, else its variable split at commas, else the first file layer that has it.
+    fn list(
+        &self,
+        flags: Vec<String>,
+        key: &str,
+        in_file: impl Fn(&SealSection) -> Option<&Spanned<Vec<String>>>,
+    ) -> (Vec<String>, String) {
+        let var = super::table::var_of(key);
+        if !flags.is_empty() {
+            (flags, format!("--{key}"))
+        } else if let Some(v) = self.env.var(var) {
+            let items = v.split(',').map(|s| s.trim().to_string());
+            (
+                items.filter(|s| !s.is_empty()).collect(),
+                format!("environment variable {var}"),
+            )
+        } else if let Some(l) = self.layers.iter().find_map(|l| in_file(l)) {
+            let origin = self.file.map(|f| f.origin(l.span().start));
+            (l.get_ref().clone(), origin.unwrap_or_default())
+        } else {
+            (vec![], String::new())
+        }
+    }
+
     /// `--only` or `--skip` globs (`which`): flags, else `SEAL_ONLY`/`SEAL_SKIP` (comma
     /// separated), else seal.toml's `only`/`skip`.
     fn scope(&self, which: &str) -> Result<Vec<String>, ConfigError> {
-        let flags = if which == "only" {
-            &self.opts.only
+        let (raw, origin) = if which == "only" {
+            self.list(self.opts.only.clone(), "only", |l| l.only.as_ref())
         } else {
-            &self.opts.skip
-        };
-        let var = format!("SEAL_{}", which.to_uppercase());
-        let (raw, origin): (Vec<String>, String) = if !flags.is_empty() {
-            (flags.clone(), format!("--{which}"))
-        } else if let Some(v) = self.env.var(&var) {
-            let globs = v.split(',').map(|s| s.trim().to_string());
-            (
-                globs.filter(|s| !s.is_empty()).collect(),
-                format!("environment variable {var}"),
-            )
-        } else if let Some(g) = self.layers.iter().find_map(|l| {
-            if which == "only" {
-                l.only.as_ref()
-            } else {
-                l.skip.as_ref()
-            }
-        }) {
-            let origin = self.file.map(|f| f.origin(g.span().start));
-            (g.get_ref().clone(), origin.unwrap_or_default())
-        } else {
-            (vec![], String::new())
+            self.list(self.opts.skip.clone(), "skip", |l| l.skip.as_ref())
         };
         for glob in &raw {
             if glob.is_empty() || glob.contains(['\n', '\0']) {
@@ -180,26 +180,10 @@ impl Sources<'_> {
 
     /// The families left unsealed, validated, each once.
     fn unseal(&self) -> Result<Vec<String>, ConfigError> {
-        let split = |v: &str| -> Vec<String> {
-            v.split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect()
-        };
-        let (raw, origin): (Vec<String>, String) = if !self.opts.unseal.is_empty() {
-            let raw = self.opts.unseal.iter().flat_map(|s| s.split(','));
-            (
-                raw.map(|s| s.trim().to_string()).collect(),
-                "--unseal".into(),
-            )
-        } else if let Some(v) = self.env.var("SEAL_UNSEAL") {
-            (split(&v), "environment variable SEAL_UNSEAL".into())
-        } else if let Some(u) = self.layers.iter().find_map(|l| l.unseal.as_ref()) {
-            let origin = self.file.map(|f| f.origin(u.span().start));
-            (u.get_ref().clone(), origin.unwrap_or_default())
-        } else {
-            (vec![], String::new())
-        };
+        // `--unseal a,b` is two families (an empty one is refused below).
+        let flags = self.opts.unseal.iter().flat_map(|s| s.split(','));
+        let flags = flags.map(|s| s.trim().to_string()).collect();
+        let (raw, origin) = self.list(flags, "unseal", |l| l.unseal.as_ref());
         let mut unseal = Vec::new();
         for fam in raw {
             if seal_abi::settings::family(&fam).is_none() {
@@ -261,11 +245,10 @@ pub fn resolve_with(
     let seed = src.parsed(
         &opts.seed,
         "seed",
-        "SEAL_SEED",
         |s| spanned_val(&s.seed),
         integer::<u64>("expected an unsigned 64-bit integer"),
     )?;
-    let tick = src.pick(&opts.tick, "tick", "SEAL_TICK", |s| spanned_val(&s.tick));
+    let tick = src.pick(&opts.tick, "tick", |s| spanned_val(&s.tick));
     let tick_ns = match &tick {
         Some((v, origin)) => {
             parse_tick(v).map_err(|why| ConfigError::invalid(origin, "tick", v, why))?
@@ -284,50 +267,24 @@ pub fn resolve_with(
     }
     let warp = src.warp()?;
     let rate_ppm = src
-        .parsed(
-            &opts.rate,
-            "rate",
-            "SEAL_RATE",
-            |s| spanned_val(&s.rate),
-            parse_rate,
-        )?
+        .parsed(&opts.rate, "rate", |s| spanned_val(&s.rate), parse_rate)?
         .unwrap_or(0);
-    let tz = src.text(&opts.tz, "tz", "SEAL_TZ", |s| &s.tz, "UTC")?;
-    let locale = src.text(
-        &opts.locale,
-        "locale",
-        "SEAL_LOCALE",
-        |s| &s.locale,
-        "C.UTF-8",
-    )?;
-    let hostname = src.text(
-        &opts.hostname,
-        "hostname",
-        "SEAL_HOSTNAME",
-        |s| &s.hostname,
-        "seal",
-    )?;
+    let tz = src.text(&opts.tz, "tz", |s| &s.tz, "UTC")?;
+    let locale = src.text(&opts.locale, "locale", |s| &s.locale, "C.UTF-8")?;
+    let hostname = src.text(&opts.hostname, "hostname", |s| &s.hostname, "seal")?;
     let hash_seed = src.parsed(
         &opts.hash_seed,
         "hash_seed",
-        "SEAL_HASH_SEED",
         |s| spanned_val(&s.hash_seed),
         integer::<u32>("expected an integer 0..=4294967295"),
     )?;
     let spin_after = src.parsed(
         &opts.spin_after,
         "spin_after",
-        "SEAL_SPIN_AFTER",
         |s| spanned_val(&s.spin_after),
         integer::<u32>("expected a number of clock reads, 0 or more"),
     )?;
-    let cpus = src.parsed(
-        &opts.cpus,
-        "cpus",
-        "SEAL_CPUS",
-        |s| spanned_val(&s.cpus),
-        parse_cpus,
-    )?;
+    let cpus = src.parsed(&opts.cpus, "cpus", |s| spanned_val(&s.cpus), parse_cpus)?;
     let unseal = src.unseal()?;
     let quiet = opts.quiet || src.env_bool("SEAL_QUIET", "quiet")? == Some(true);
     let private_tmp = if opts.private_tmp {

@@ -1,7 +1,8 @@
 //! Every user-facing setting, declared once: its `seal.toml` key, its `SEAL_*` variable, its
 //! flag, and whether a golden case may set it. The UTF-8 check of the variables, the keys a
 //! `[[case]]` accepts, the property tests and the tables in docs/usage.md (checked by a test
-//! below) all come from [`SETTINGS`]; parsing each value stays in `resolve.rs`.
+//! below) all come from [`SETTINGS`]; parsing each value stays in `resolve.rs`, which finds a
+//! setting's variable here by its key ([`var_of`]).
 
 /// One setting a user can give.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +69,15 @@ pub fn case_keys() -> Vec<&'static str> {
         .filter(|s| s.case)
         .filter_map(|s| s.key)
         .collect()
+}
+
+/// The `SEAL_*` variable of the setting with this `[seal]` key.
+pub fn var_of(key: &str) -> &'static str {
+    SETTINGS
+        .iter()
+        .find(|s| s.key == Some(key))
+        .map(|s| s.var)
+        .unwrap_or_else(|| panic!("no setting `{key}` in SETTINGS"))
 }
 
 /// The setting a variable belongs to, as a `[seal]` key (for error messages).

@@ -8,6 +8,11 @@ fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Settings from these variables and that file, with no flag given.
+fn no_flags(vars: &[(&str, &str)], file: Option<&LoadedFile>) -> Result<Settings, ConfigError> {
+    resolve(&SealOpts::default(), &env(vars), file)
+}
+
 fn file(text: &str) -> LoadedFile {
     LoadedFile {
         path: "seal.toml".into(),
@@ -18,7 +23,7 @@ fn file(text: &str) -> LoadedFile {
 
 #[test]
 fn defaults() {
-    let s = resolve(&SealOpts::default(), &env(&[]), None).unwrap();
+    let s = no_flags(&[], None).unwrap();
     assert_eq!(s.epoch_ns, DEFAULT_EPOCH_NS);
     assert_eq!(
         (
@@ -35,7 +40,7 @@ fn defaults() {
 #[test]
 fn precedence_flag_env_file() {
     let f = file("[seal]\nseed = 3\ntick = \"2us\"\ntz = \"Europe/Paris\"\n");
-    let s = resolve(&SealOpts::default(), &env(&[("SEAL_SEED", "2")]), Some(&f)).unwrap();
+    let s = no_flags(&[("SEAL_SEED", "2")], Some(&f)).unwrap();
     assert_eq!(
         (s.seed, s.tick_ns, s.tz.as_str()),
         (2, 2000, "Europe/Paris")
@@ -54,21 +59,14 @@ fn precedence_flag_env_file() {
 
 #[test]
 fn source_date_epoch_is_the_default_epoch() {
-    let s = resolve(
-        &SealOpts::default(),
-        &env(&[("SOURCE_DATE_EPOCH", "1000")]),
-        None,
-    )
-    .unwrap();
+    let s = no_flags(&[("SOURCE_DATE_EPOCH", "1000")], None).unwrap();
     assert_eq!(s.epoch_ns, 1000 * 1_000_000_000);
 }
 
 #[test]
 fn bad_values_name_key_and_line() {
     let f = file("[seal]\nseed = 1\nepoch = \"yesterday\"\n");
-    let e = resolve(&SealOpts::default(), &env(&[]), Some(&f))
-        .unwrap_err()
-        .to_string();
+    let e = no_flags(&[], Some(&f)).unwrap_err().to_string();
     assert!(e.contains("seal.toml:3") && e.contains("`epoch`"), "{e}");
     let opts = SealOpts {
         unseal: vec!["clocks".into()],
@@ -85,13 +83,11 @@ fn bad_values_name_key_and_line() {
 fn env_keys_that_would_unseal_are_refused_with_their_line() {
     for key in ["LD_PRELOAD", "LD_AUDIT", "SEAL_SEED", "LIBSEAL_SEED"] {
         let f = file(&format!("[env]\nOK = \"1\"\n{key} = \"x\"\n"));
-        let e = resolve(&SealOpts::default(), &env(&[]), Some(&f))
-            .unwrap_err()
-            .to_string();
+        let e = no_flags(&[], Some(&f)).unwrap_err().to_string();
         assert!(e.starts_with("seal.toml:3:") && e.contains(key), "{e}");
     }
     let f = file("[env]\nLD_LIBRARY_PATH = \"/opt/lib\"\n");
-    let s = resolve(&SealOpts::default(), &env(&[]), Some(&f)).unwrap();
+    let s = no_flags(&[], Some(&f)).unwrap();
     assert_eq!(s.env["LD_LIBRARY_PATH"], "/opt/lib");
 }
 
@@ -119,26 +115,20 @@ fn clocks_that_would_overflow_are_refused_naming_the_culprit() {
     assert!(clock_fits(DEFAULT_EPOCH_NS, max as i64 + 1).is_err());
     assert!(clock_fits(i64::MAX, 0).is_ok());
     let f = file("[seal]\ntick = \"100years\"\n");
-    let e = resolve(&SealOpts::default(), &env(&[]), Some(&f)).unwrap_err();
+    let e = no_flags(&[], Some(&f)).unwrap_err();
     assert!(e.to_string().starts_with("seal.toml:2:"), "{e}");
 }
 
 #[test]
 fn booleans_and_hostnames_are_checked_where_they_come_from() {
-    let e = resolve(
-        &SealOpts::default(),
-        &env(&[("SEAL_QUIET", "banana")]),
-        None,
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("SEAL_QUIET") && e.contains("banana"), "{e}");
-    let s = resolve(&SealOpts::default(), &env(&[("SEAL_QUIET", "yes")]), None).unwrap();
-    assert!(s.quiet);
-    let f = file(&format!("[seal]\nhostname = \"{}\"\n", "h".repeat(65)));
-    let e = resolve(&SealOpts::default(), &env(&[]), Some(&f))
+    let e = no_flags(&[("SEAL_QUIET", "banana")], None)
         .unwrap_err()
         .to_string();
+    assert!(e.contains("SEAL_QUIET") && e.contains("banana"), "{e}");
+    let s = no_flags(&[("SEAL_QUIET", "yes")], None).unwrap();
+    assert!(s.quiet);
+    let f = file(&format!("[seal]\nhostname = \"{}\"\n", "h".repeat(65)));
+    let e = no_flags(&[], Some(&f)).unwrap_err().to_string();
     assert!(
         e.starts_with("seal.toml:2:") && e.contains("64 bytes"),
         "{e}"

@@ -72,7 +72,7 @@ fn relative_epoch(v: &str) -> Result<Option<i64>, String> {
     let offset = if span.is_empty() {
         0
     } else if span.starts_with('+') || span.starts_with('-') {
-        crate::timectl::parse_span(span)?
+        crate::commands::timectl::parse_span(span)?
     } else {
         return Err(format!(
             "{v:?}: expected now, now+SPAN or now-SPAN (e.g. now+2d)"

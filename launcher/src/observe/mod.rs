@@ -5,6 +5,7 @@
 pub mod artifacts;
 pub mod compare;
 pub mod diff;
+pub mod masks;
 
 use std::collections::BTreeMap;
 

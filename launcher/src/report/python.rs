@@ -5,28 +5,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::census::{Census, Frame, Process, PyCall, Total};
-use crate::patch_targets::{is_import_line, is_interpreter, Sources};
+use super::patch_targets::{is_bookkeeping, is_interpreter, Sources};
+use crate::census::{Census, Frame, Process, Total};
 
 /// Width of the CALLS column (as in the function rows).
 const CALLS_W: usize = 10;
 const INDENT: usize = 14;
-
-/// Is this call the interpreter's own bookkeeping? Its innermost frame is the import
-/// machinery or start-up; or the interpreter made it with no user frame at all; or it was
-/// made on a user's `import` line by the interpreter itself (the import lock).
-pub fn is_bookkeeping(pc: &PyCall, sources: &mut Sources) -> bool {
-    if pc.import {
-        return true;
-    }
-    if !is_interpreter(&pc.object) {
-        return false;
-    }
-    match &pc.user {
-        None => true,
-        Some(u) => pc.innermost.is_none() && sources.line(u).is_some_and(|t| is_import_line(&t)),
-    }
-}
 
 /// Removes the interpreter's bookkeeping from a census: calls counted above, and calls the
 /// interpreter made with no Python frame at all.
@@ -82,10 +66,12 @@ fn frame_text(f: &Frame) -> String {
     format!("{file}:{} {}", f.line, f.function)
 }
 
-/// The Python call sites of a process, most calls first (nothing for a non-Python process).
-pub fn block(out: &mut String, p: &Process, width: usize) {
+/// The Python call sites of a process as table lines, most calls first (none for a non-Python
+/// process).
+pub fn block(p: &Process) -> Vec<String> {
+    let mut out = Vec::new();
     let Some(version) = &p.python else {
-        return;
+        return out;
     };
     let mut sources = Sources::default();
     // (user frame, what was called) → (calls, innermost frames with their calls)
@@ -114,21 +100,20 @@ pub fn block(out: &mut String, p: &Process, width: usize) {
         }
     }
     if rows.is_empty() {
-        return;
+        return out;
     }
     let mut rows: Vec<_> = rows.into_iter().collect();
     rows.sort_by(|a, b| (b.1).0.cmp(&(a.1).0).then_with(|| a.0.cmp(&b.0)));
-    super::table::line(
-        out,
-        &format!("{:>CALLS_W$}  PYTHON {version} CALL SITE → CALL", "CALLS"),
-        width,
-    );
+    out.push(format!(
+        "{:>CALLS_W$}  PYTHON {version} CALL SITE → CALL",
+        "CALLS"
+    ));
     for ((user, what), (count, via)) in rows {
         let site = match &user {
             Some(u) => frame_text(u),
             None => "[library code only]".to_string(),
         };
-        super::table::line(out, &format!("{count:>CALLS_W$}  {site} → {what}"), width);
+        out.push(format!("{count:>CALLS_W$}  {site} → {what}"));
         let mut via: Vec<_> = via.into_iter().filter_map(|(f, n)| Some((f?, n))).collect();
         via.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         if let Some((f, n)) = via.first() {
@@ -137,7 +122,8 @@ pub fn block(out: &mut String, p: &Process, width: usize) {
             if via.len() > 1 || *n != count {
                 let _ = write!(t, " ({n} of {count})");
             }
-            super::table::line(out, &t, width);
+            out.push(t);
         }
     }
+    out
 }

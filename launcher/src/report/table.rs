@@ -148,7 +148,9 @@ fn process_block(out: &mut String, p: &Process, depth: usize, top: usize, width:
         let more = and_more(rest.len(), "function", rest.iter().map(|c| c.count).sum());
         line(out, &format!("{:>CALLS_W$}  {more}", ""), width);
     }
-    super::python::block(out, p, width);
+    for row in super::python::block(p) {
+        line(out, &row, width);
+    }
     for u in p.unsealed.iter().filter(|u| !u.is_machine()) {
         line(
             out,
@@ -262,7 +264,7 @@ fn basename(path: &str) -> &str {
 }
 
 /// Appends `s` as one line, cut with "…" to `width` characters.
-pub(super) fn line(out: &mut String, s: &str, width: usize) {
+fn line(out: &mut String, s: &str, width: usize) {
     let s = s.trim_end();
     if s.chars().count() <= width {
         out.push_str(s);

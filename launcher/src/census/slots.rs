@@ -1,0 +1,269 @@
+//! Decoding the run's census slots (in the run table file, after the pid table): one
+//! [`Image`] per process image, with its counts, modules, unsealed events and Python frames,
+//! as the shim wrote them; or only the unsealed events, when no census was asked for.
+
+use std::mem::offset_of;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use seal_abi::{
+    split_census_key, unsealed, CensusFile, ModuleRecord, CENSUS_MAGIC, MAX_MODULES, MAX_UNSEALED,
+};
+
+use super::bytes::{i32_at, u32_at, u64_at};
+
+/// One process image's census slot, decoded.
+#[derive(Debug, Clone)]
+pub struct Image {
+    pub vpid: i32,
+    pub parent_vpid: i32,
+    pub gen: u32,
+    pub exe: String,
+    pub argv: Vec<String>,
+    pub unsealed: Vec<(u32, String)>,
+    /// `(return address, fid, detail, count)`
+    pub counts: Vec<(u64, u8, u8, u64)>,
+    /// Calls counted without a caller (table full), per fid.
+    pub overflow: Vec<(u8, u64)>,
+    pub modules: Vec<Module>,
+    /// CPython version and calls with Python frames: `(address, fid, detail, frames)`.
+    pub py_version: Option<u32>,
+    pub py_counts: Vec<(u64, u8, u8, crate::census::python::PyCount)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Module {
+    pub start: u64,
+    pub end: u64,
+    pub bias: u64,
+    pub path: String,
+}
+
+/// The `unsealed` events of every image in a run directory, as warning lines, reading only the
+/// file headers: what `seal run` needs when no census was asked for (no symbol tables, no
+/// counter tables, so the launcher adds next to nothing to a short command's run time).
+pub fn unsealed_warnings_in(dir: &Path) -> Result<Vec<String>> {
+    use std::os::unix::fs::FileExt;
+    let mut seen = std::collections::BTreeSet::new();
+    let (file, slots) = census_slots(dir)?;
+    for off in slots {
+        // The header first (it holds the causes every image may have); the events (16 KiB
+        // past the text) only when there are some.
+        let mut b = vec![0u8; offset_of!(CensusFile, head_slots)];
+        if file.read_exact_at(&mut b, off).is_err()
+            || u64_at(&b, offset_of!(CensusFile, magic)) != CENSUS_MAGIC
+        {
+            continue;
+        }
+        b.resize(offset_of!(CensusFile, more_modules), 0);
+        let events = offset_of!(CensusFile, unsealed);
+        if u32_at(&b, offset_of!(CensusFile, n_unsealed)) > 0
+            && file
+                .read_exact_at(&mut b[events..], off + events as u64)
+                .is_err()
+        {
+            continue;
+        }
+        for (kind, detail) in unsealed_events(&b) {
+            if kind != unsealed::FAMILY_OFF
+                && kind != unsealed::SCOPED_OUT
+                && !is_machine_event(kind, &detail)
+            {
+                seen.insert(warning_line(unsealed::name(kind), &detail));
+            }
+        }
+    }
+    Ok(seen.into_iter().collect())
+}
+
+/// The run table file of a run directory and the offsets of the census slots its images
+/// claimed (a slot whose image never wrote its header reads as zeros and is skipped).
+fn census_slots(dir: &Path) -> Result<(std::fs::File, Vec<u64>)> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join(seal_abi::RUN_TABLE_NAME);
+    let file = std::fs::File::open(&path)
+        .with_context(|| format!("cannot read the run table {}", path.display()))?;
+    let mut head = [0u8; 24];
+    file.read_exact_at(&mut head, 0)
+        .with_context(|| format!("cannot read the run table {}", path.display()))?;
+    let pid_max = u32_at(&head, offset_of!(seal_abi::RunTable, pid_max)) as usize;
+    let next = u32_at(&head, offset_of!(seal_abi::RunTable, census_next)) as usize;
+    let cap = u32_at(&head, offset_of!(seal_abi::RunTable, census_cap)) as usize;
+    let slots = (0..next.min(cap))
+        .map(|k| seal_abi::RunTable::census_offset(pid_max, k) as u64)
+        .collect();
+    Ok((file, slots))
+}
+
+/// The unsealed events of a census slot, `(kind, detail)`: the families off and the causes of
+/// a `cpu` trap (bits of the header), then the recorded events.
+fn unsealed_events(b: &[u8]) -> Vec<(u32, String)> {
+    let off = u32_at(b, offset_of!(CensusFile, families_off));
+    let families = seal_abi::settings::FAMILIES
+        .iter()
+        .enumerate()
+        .filter(move |(i, _)| off >> i & 1 == 1)
+        .map(|(_, f)| (unsealed::FAMILY_OFF, f.name.to_string()));
+    let cpu = u32_at(b, offset_of!(CensusFile, cpu_unsealed));
+    let causes = unsealed::CPU_TRAP_CAUSES
+        .iter()
+        .enumerate()
+        .filter(move |(i, _)| cpu >> i & 1 == 1)
+        .map(|(_, t)| (unsealed::CPU_TRAP, t.to_string()));
+    let ev_size = std::mem::size_of::<seal_abi::UnsealedEvent>();
+    let n = (u32_at(b, offset_of!(CensusFile, n_unsealed)) as usize).min(MAX_UNSEALED);
+    let events = (0..n).filter_map(|i| {
+        let base = offset_of!(CensusFile, unsealed) + i * ev_size;
+        let kind = u32_at(b, base);
+        let len = (u32_at(b, base + 4) as usize).min(248);
+        let detail = String::from_utf8_lossy(&b[base + 8..base + 8 + len]).into_owned();
+        (kind != 0).then_some((kind, detail))
+    });
+    families.chain(causes).chain(events).collect()
+}
+
+/// A `cpu-trap-unavailable` event whose cause is the machine, not the program: said once by
+/// `seal census` and `seal doctor`, never on every run's stderr.
+fn is_machine_event(kind: u32, detail: &str) -> bool {
+    kind == unsealed::CPU_TRAP && unsealed::is_machine_cause(detail)
+}
+
+pub(super) fn warning_line(kind: &str, detail: &str) -> String {
+    format!("not sealed ({kind}): {detail}")
+}
+
+/// Decodes one census slot (`None` if its header never got written).
+fn read_image(b: &[u8]) -> Option<Image> {
+    if b.len() < std::mem::size_of::<CensusFile>()
+        || u64_at(b, offset_of!(CensusFile, magic)) != CENSUS_MAGIC
+    {
+        return None;
+    }
+    let text_off = offset_of!(CensusFile, text);
+    let text = &b[text_off..text_off + seal_abi::TEXT_BYTES];
+    let exe_len = (u32_at(b, offset_of!(CensusFile, exe_len)) as usize).min(seal_abi::EXE_BYTES);
+    let exe = String::from_utf8_lossy(&text[..exe_len]).into_owned();
+    let argv_len = (u32_at(b, offset_of!(CensusFile, argv_len)) as usize).min(seal_abi::ARGV_BYTES);
+    let argv_bytes = &text[exe_len..exe_len + argv_len];
+    let argv = argv_bytes
+        .strip_suffix(b"\0")
+        .unwrap_or(argv_bytes)
+        .split(|&c| c == 0)
+        .filter(|_| argv_len > 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+
+    let unsealed = unsealed_events(b);
+
+    let n_modules = (u32_at(b, offset_of!(CensusFile, n_modules)) as usize).min(MAX_MODULES);
+    let mut modules = Vec::new();
+    for i in 0..n_modules {
+        let base = CensusFile::module_offset(i);
+        let name_off = u32_at(b, base + offset_of!(ModuleRecord, name_off)) as usize;
+        let name_len = u32_at(b, base + offset_of!(ModuleRecord, name_len)) as usize;
+        let name = text.get(name_off..name_off + name_len).unwrap_or(&[]);
+        modules.push(Module {
+            start: u64_at(b, base + offset_of!(ModuleRecord, start)),
+            end: u64_at(b, base + offset_of!(ModuleRecord, end)),
+            bias: u64_at(b, base + offset_of!(ModuleRecord, bias)),
+            path: String::from_utf8_lossy(name).into_owned(),
+        });
+    }
+
+    let mut counts = Vec::new();
+    let mut slot_keys = vec![0u64; CensusFile::ALL_SLOTS];
+    for (i, k) in slot_keys.iter_mut().enumerate() {
+        let at = CensusFile::slot_offset(i);
+        let key = u64_at(b, at);
+        let count = u64_at(b, at + 8);
+        *k = key;
+        if key != 0 && count != 0 {
+            let (addr, fid, detail) = split_census_key(key);
+            counts.push((addr, fid, detail, count));
+        }
+    }
+    let py = super::python::read(b);
+    let py_version = py.as_ref().map(|p| p.version);
+    let py_counts = py
+        .map(|p| p.counts)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| {
+            let key = *slot_keys.get(c.slot)?;
+            let (addr, fid, detail) = split_census_key(key);
+            (key != 0).then_some((addr, fid, detail, c))
+        })
+        .collect();
+    let ov_off = offset_of!(CensusFile, overflow);
+    let overflow = (0..256usize)
+        .map(|i| (i as u8, u64_at(b, ov_off + i * 8)))
+        .filter(|&(_, c)| c != 0)
+        .collect();
+    Some(Image {
+        vpid: i32_at(b, offset_of!(CensusFile, vpid)),
+        parent_vpid: i32_at(b, offset_of!(CensusFile, parent_vpid)),
+        gen: u32_at(b, offset_of!(CensusFile, gen)),
+        exe,
+        argv,
+        unsealed,
+        counts,
+        overflow,
+        modules,
+        py_version,
+        py_counts,
+    })
+}
+
+/// Every image in a run directory, ordered by (vpid, generation).
+pub fn read_images(dir: &Path) -> Result<Vec<Image>> {
+    use std::os::unix::fs::FileExt;
+    let mut images = Vec::new();
+    let (file, slots) = census_slots(dir)?;
+    let mut b = vec![0u8; std::mem::size_of::<CensusFile>()];
+    for off in slots {
+        file.read_exact_at(&mut b, off)
+            .with_context(|| format!("cannot read the census slot at {off} of the run table"))?;
+        if let Some(img) = read_image(&b) {
+            images.push(img);
+        }
+    }
+    images.sort_by_key(|i| (i.vpid, i.gen));
+    Ok(images)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put_u32(b: &mut [u8], off: usize, v: u32) {
+        b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    }
+
+    /// The families off and the cpu causes are header bits, read back as the events they
+    /// stand for, before the recorded events.
+    #[test]
+    fn header_bits_read_as_unsealed_events() {
+        let mut b = vec![0u8; offset_of!(CensusFile, more_modules)];
+        let fams = seal_abi::settings::FAMILIES;
+        let time = fams.iter().position(|f| f.name == "time").unwrap();
+        put_u32(&mut b, offset_of!(CensusFile, families_off), 1 << time);
+        put_u32(
+            &mut b,
+            offset_of!(CensusFile, cpu_unsealed),
+            unsealed::cpu_cause::NO_CPUID_FAULTING | unsealed::cpu_cause::GO_PROGRAM,
+        );
+        let ev = offset_of!(CensusFile, unsealed);
+        put_u32(&mut b, offset_of!(CensusFile, n_unsealed), 1);
+        put_u32(&mut b, ev, unsealed::SETUID);
+        put_u32(&mut b, ev + 4, 3);
+        b[ev + 8..ev + 11].copy_from_slice(b"su!");
+        let got = unsealed_events(&b);
+        let want = vec![
+            (unsealed::FAMILY_OFF, "time".to_string()),
+            (unsealed::CPU_TRAP, unsealed::CPU_TRAP_CAUSES[1].to_string()),
+            (unsealed::CPU_TRAP, unsealed::CPU_TRAP_CAUSES[2].to_string()),
+            (unsealed::SETUID, "su!".to_string()),
+        ];
+        assert_eq!(got, want);
+    }
+}

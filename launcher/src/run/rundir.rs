@@ -1,0 +1,312 @@
+//! The run directory: the run table (the run-wide pid table, with every process image's
+//! census slot after it) and the file-time table, private to the user, removed when the run
+//! ends; stale ones (their launcher killed) are swept.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::run::shim;
+
+/// A run directory: the run table (census slots of every process image included). Mode 0700,
+/// unpredictable name; removed on drop.
+pub struct RunDir {
+    path: PathBuf,
+    /// The run table, locked (`flock`) for as long as this launcher lives: a run directory
+    /// whose lock nobody holds was left by a launcher that was killed.
+    _lock: std::fs::File,
+    /// Where the run directories of this kind live, and their name prefix ([`Self::sweep`]).
+    parent: PathBuf,
+    prefix: &'static str,
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+impl RunDir {
+    /// Creates the run directory on a memory file system when one with room is at hand
+    /// (`$XDG_RUNTIME_DIR`, else `/dev/shm`): every sealed process creates and maps its census
+    /// file there, which costs ~1 ms more per process on a disk. The name is unpredictable and
+    /// the mode exactly 0700 whatever the umask, so a shared `/dev/shm` is safe; the cache dir
+    /// is the fallback.
+    pub fn create() -> Result<RunDir> {
+        for parent in memory_dirs() {
+            if let Ok(path) = shim::create_private_dir_in(&parent, "seal-run-") {
+                return RunDir::with_table(path, parent, "seal-run-");
+            }
+        }
+        let parent = shim::cache_dir()?.join("runs");
+        shim::private_dir(&parent)?;
+        let path = shim::create_private_dir_in(&parent, "run-")
+            .with_context(|| format!("cannot create a run directory in {}", parent.display()))?;
+        RunDir::with_table(path, parent, "run-")
+    }
+
+    /// Removes run directories that killed launchers left next to this one, at most once a
+    /// [`SWEEP_EVERY`] per user and parent. Called once the command is running: it lists the
+    /// whole parent (`/dev/shm` is shared with every other program's leftovers: ~1000 entries
+    /// and ~0.15 ms of every short run here). A directory is only removed once it is
+    /// [`STALE_AFTER`] old anyway, so a stale one goes within two minutes, at the next run.
+    pub fn sweep(&self) {
+        if sweep_due(&self.parent) {
+            remove_stale_runs(&self.parent, self.prefix);
+        }
+    }
+
+    fn with_table(path: PathBuf, parent: PathBuf, prefix: &'static str) -> Result<RunDir> {
+        match create_run_table(&path) {
+            Ok(_lock) => Ok(RunDir {
+                path,
+                _lock,
+                parent,
+                prefix,
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&path);
+                Err(e)
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Free space a memory file system must have to hold a run directory. A census page that
+/// cannot be allocated on a full tmpfs would kill the sealed process with SIGBUS, so small
+/// ones (containers often have a 64 MiB /dev/shm) are passed over.
+const MIN_MEMORY_FS_FREE: u64 = 512 << 20;
+
+fn memory_dirs() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    // A relative XDG_RUNTIME_DIR is invalid (XDG specification) and ignored.
+    if let Some(d) = shim::absolute_var("XDG_RUNTIME_DIR") {
+        out.push(d);
+    }
+    out.push(PathBuf::from("/dev/shm"));
+    out.retain(|d| free_bytes(d).is_some_and(|f| f >= MIN_MEMORY_FS_FREE));
+    out
+}
+
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs fills the zeroed struct for a NUL-terminated path.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return None;
+        }
+        Some(st.f_bavail as u64 * st.f_frsize as u64)
+    }
+}
+
+fn pid_max() -> usize {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4_194_304usize)
+        .max(seal_abi::VPID_LIMIT)
+}
+
+/// How old a run directory whose launcher is gone must be before a sweep removes it.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+/// How often a user's launchers sweep one parent directory.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Is a sweep of `parent` due? The mark is `<parent>/.seal-swept-<uid>`, whose mtime is the
+/// last sweep's time: one `stat` instead of listing the parent. A mark that is missing, not
+/// ours, not a regular file or not recent means a sweep; a sweep that is due touches it (made
+/// 0600 and never followed when it is a link).
+fn sweep_due(parent: &Path) -> bool {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let mark = parent.join(format!(".seal-swept-{uid}"));
+    let recent = std::fs::symlink_metadata(&mark).is_ok_and(|m| {
+        m.is_file()
+            && m.uid() == uid
+            && m.modified()
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age < SWEEP_EVERY)
+    });
+    if recent {
+        return false;
+    }
+    if let Ok(f) = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&mark)
+    {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
+    true
+}
+
+/// Removes this user's directories `parent/PREFIX*` that no live seal holds (see [`hold`]),
+/// whether or not a sweep is due: for directories that are made once per command.
+pub fn remove_stale(parent: &Path, prefix: &str) {
+    remove_stale_runs(parent, prefix);
+}
+
+/// Marks `dir` as held by this process for as long as the returned file is open: the lock
+/// file the sweeps look for ([`seal_abi::RUN_TABLE_NAME`], empty here), locked with `flock`.
+pub fn hold(dir: &Path) -> Result<std::fs::File> {
+    use std::os::unix::io::AsRawFd;
+    let path = dir.join(seal_abi::RUN_TABLE_NAME);
+    let f = shim::create_private_file(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    // SAFETY: an exclusive lock on a descriptor we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        anyhow::bail!("cannot lock {}", path.display());
+    }
+    Ok(f)
+}
+
+/// Removes this user's run directories under `parent` that no live launcher holds: a `seal`
+/// killed with SIGKILL cannot remove its own. A directory younger than a minute is left alone
+/// (its launcher may not have locked it yet).
+fn remove_stale_runs(parent: &Path, prefix: &str) {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(prefix) {
+            continue;
+        }
+        let Ok(meta) = entry.path().symlink_metadata() else {
+            continue;
+        };
+        let young = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_none_or(|age| age < STALE_AFTER);
+        if !meta.is_dir() || meta.uid() != uid || young {
+            continue;
+        }
+        let table = entry.path().join(seal_abi::RUN_TABLE_NAME);
+        let Ok(f) = std::fs::File::open(&table) else {
+            continue;
+        };
+        // SAFETY: a non-blocking lock attempt on a descriptor we own.
+        let free = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        if free {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Creates the run table and returns it locked (see [`RunDir`]): the run-wide pid table every
+/// sealed process maps, and the census slots after it (sparse: only written pages cost
+/// memory).
+fn create_run_table(dir: &Path) -> Result<std::fs::File> {
+    use std::os::unix::io::AsRawFd;
+    let pid_max = pid_max();
+    let path = dir.join(seal_abi::RUN_TABLE_NAME);
+    let mut f = shim::create_private_file(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    // SAFETY: locking a descriptor we own (O_CLOEXEC: the command does not inherit it).
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    let cap = size_for_census(pid_max, census_cap(pid_max), |len| f.set_len(len))?;
+    let mut header = Vec::with_capacity(24);
+    header.extend_from_slice(&seal_abi::RUN_MAGIC.to_le_bytes());
+    header.extend_from_slice(&seal_abi::LAYOUT_VERSION.to_le_bytes());
+    header.extend_from_slice(&(pid_max as u32).to_le_bytes());
+    header.extend_from_slice(&0u32.to_le_bytes()); // census_next
+    header.extend_from_slice(&(cap as u32).to_le_bytes());
+    let flags = if crate::run::confine::holds_sys_time() {
+        seal_abi::run_flags::SYS_TIME_HELD
+    } else {
+        0
+    };
+    header.extend_from_slice(&flags.to_le_bytes());
+    f.write_all(&header)?;
+    Ok(f)
+}
+
+/// Sets the run table file's length for `cap` census slots, or fewer where the file system's
+/// largest file is smaller (EFBIG: FAT, some network mounts) rather than refusing the run.
+/// Returns the slots it holds.
+fn size_for_census(
+    pid_max: usize,
+    mut cap: usize,
+    mut set_len: impl FnMut(u64) -> std::io::Result<()>,
+) -> std::io::Result<usize> {
+    loop {
+        match set_len(seal_abi::RunTable::file_size_with_census(pid_max, cap) as u64) {
+            Ok(()) => return Ok(cap),
+            Err(e) if e.raw_os_error() == Some(libc::EFBIG) && cap >= 64 => cap /= 8,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Census slots for the run table file (sparse: its length costs nothing), as many as
+/// `RLIMIT_FSIZE` lets seal's file grow to (past it, `ftruncate` would kill seal with
+/// `SIGXFSZ`).
+fn census_cap(pid_max: usize) -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit.
+    let max_len = if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) } == 0
+        && lim.rlim_cur != libc::RLIM_INFINITY
+    {
+        lim.rlim_cur as usize
+    } else {
+        usize::MAX
+    };
+    let table = seal_abi::RunTable::census_offset(pid_max, 0);
+    (max_len.saturating_sub(table) / seal_abi::CENSUS_SLOT_BYTES).min(seal_abi::CENSUS_CAP)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_system_with_a_small_largest_file_gets_fewer_census_slots() {
+        let limit = 4u64 << 30; // a FAT volume's largest file
+        let mut lens = Vec::new();
+        let cap = size_for_census(1 << 22, seal_abi::CENSUS_CAP, |len| {
+            lens.push(len);
+            if len > limit {
+                Err(std::io::Error::from_raw_os_error(libc::EFBIG))
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap();
+        assert!(
+            cap >= 64 && *lens.last().unwrap() <= limit,
+            "{cap} {lens:?}"
+        );
+        assert_eq!(
+            *lens.last().unwrap(),
+            seal_abi::RunTable::file_size_with_census(1 << 22, cap) as u64
+        );
+        // Other errors, and a volume too small for 64 slots, still refuse the run.
+        let e = size_for_census(1 << 22, 1 << 20, |_| {
+            Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+        });
+        assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::ENOSPC));
+        let e = size_for_census(1 << 22, 1 << 20, |_| {
+            Err(std::io::Error::from_raw_os_error(libc::EFBIG))
+        });
+        assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::EFBIG));
+    }
+}
