@@ -168,23 +168,8 @@ fn machine_limits_are_said_once_by_census_and_doctor() {
         .ok()
         .stderr_lacks("cpu-trap-unavailable")
         .stdout_lacks("cpu-trap-unavailable");
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("census.json");
-    let out = run_timeout(
-        seal([
-            "census",
-            "--json",
-            json.to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ]),
-        TIMEOUT,
-    );
+    let (out, census) = census_json(&["--", "sh", "-c", &script], TIMEOUT);
     out.ok().stdout_lacks("cpu-trap-unavailable");
-    let census: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let machine = census["machine"].as_array().cloned().unwrap_or_default();
     let lines = out
         .stderr

@@ -93,22 +93,9 @@ fn census_calls(census: &serde_json::Value, symbol: &str, object: &str) -> u64 {
 #[test]
 fn eight_threads_times_a_million_clock_reads_are_counted_exactly() {
     let exe = build_c("stress_clocks", &[]);
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("census.json");
-    let out = run_timeout(
-        seal([
-            "census",
-            "--json",
-            json.to_str().unwrap(),
-            "--",
-            exe.to_str().unwrap(),
-        ]),
-        Duration::from_secs(60),
-    );
+    let (out, census) = census_json(&["--", exe.to_str().unwrap()], Duration::from_secs(60));
     out.ok();
     assert_eq!(out.stdout, "8000000\n");
-    let census: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(
         census_calls(&census, "clock_gettime", "stress_clocks"),
         8_000_000,

@@ -552,16 +552,25 @@ pub fn assert_value_starts(out: &str, key: &str, prefix: &str) {
     );
 }
 
+/// Runs `seal census --json FILE ARGS...` (`args`: census options, then `--` and the
+/// command) within `timeout`: its output and the census it wrote.
+pub fn census_json(args: &[&str], timeout: Duration) -> (Output, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("census.json");
+    let mut all = vec!["census", "--json", json.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = run_timeout(seal(&all), timeout);
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("no census JSON ({e})\n{}", out.show()));
+    (out, serde_json::from_str(&text).unwrap())
+}
+
 /// Runs `seal census --json` on `cmd`: its output, and `(symbol, count)` of the census totals
 /// of one family.
 pub fn census_totals(cmd: &[&str], family: &str) -> (Output, Vec<(String, u64)>) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("census.json");
-    let mut args = vec!["census", "--json", json.to_str().unwrap(), "--"];
+    let mut args = vec!["--"];
     args.extend_from_slice(cmd);
-    let out = run_seal(&args);
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (out, v) = census_json(&args, TIMEOUT);
     let totals = v["totals"]
         .as_array()
         .unwrap()
