@@ -16,8 +16,9 @@ const SHORT: u64 = 2_000;
 const LONG: u64 = 12_000;
 
 /// (op, budget in instructions per sealed call). `getrandom(16)`'s target is 90: its fast
-/// path takes ~71 and the keystream ~37 more per call (a 512-byte ChaCha12 batch, ~1,090
-/// instructions, every 32 draws), so its budget here holds what is reached (BENCHMARKS.md).
+/// path takes ~60 and the keystream ~37 more per call (a 512-byte ChaCha12 batch, ~1,090
+/// instructions, every 32 draws), so its budget here holds what is reached (~112) against
+/// regressions until the keystream gets cheaper.
 const BUDGET: &[(&str, f64)] = &[
     ("realtime", 60.0),
     ("gettimeofday", 60.0),

@@ -20,7 +20,7 @@ hook! {
         // drawn from the thread's stream. Anything else is the general path below.
         // SAFETY: forwarded contract.
         let general = move || unsafe { getrandom_general(buf, len, fl, ra) };
-        if fl != 0 || len.wrapping_sub(1) >= 256 || (buf as usize) < 4096 {
+        if fl != 0 || len.wrapping_sub(1) >= crate::random::FAST_MAX || (buf as usize) < 4096 {
             return general();
         }
         if !config::fast(RANDOM_READ) {
@@ -35,8 +35,7 @@ hook! {
         // SAFETY: the entry matched its caller.
     unsafe { census::bump_hot(counter) };
         // SAFETY: caller guarantees buf is writable for len (> 0) bytes.
-        crate::random::fill_hot(hot, unsafe { core::slice::from_raw_parts_mut(buf as *mut u8, len) });
-        len as ssize_t
+        unsafe { crate::random::draw_hot(hot, buf as *mut u8, len) }
     }
 }
 

@@ -323,18 +323,49 @@ pub fn fill(out: &mut [u8]) {
     with_stream(|s| s.fill(out))
 }
 
-/// [`fill`] on the fast path (`hot`'s entry matched, so the thread is set up): the stream is
-/// found through the thread's lineage without a second look at the thread's state.
+/// The most bytes the fast path (`getrandom`'s hook) draws: [`SMALL`], copied through
+/// registers.
+pub const FAST_MAX: usize = SMALL;
+
+/// [`fill`] of `len` (1..=[`FAST_MAX`]) bytes at `buf` on the fast path (`hot`'s entry
+/// matched, so the thread is set up): the stream is found through the thread's lineage
+/// without a second look at the thread's state, and every way off the common draw is a cold
+/// call that finishes it. Returns `len`.
+///
+/// # Safety
+/// `buf` is writable for `len` bytes.
 #[inline(always)]
-pub fn fill_hot(hot: thread::Hot, out: &mut [u8]) {
+pub unsafe fn draw_hot(hot: thread::Hot, buf: *mut u8, len: usize) -> isize {
     let lineage = hot.lineage();
     // SAFETY: only this thread touches its stream; no caller re-enters while holding it.
     let s = unsafe { &mut *stream_ptr() };
+    // SAFETY: per the contract.
+    let out = unsafe { core::slice::from_raw_parts_mut(buf, len) };
     if s.keyed_for != lineage || lineage == 0 {
-        core::hint::cold_path();
-        s.rekey(config::SEED.load(Relaxed), lineage);
+        return rekey_and_fill(s, lineage, out);
     }
-    s.fill(out)
+    let start = s.claim(len as u64);
+    interrupt_point();
+    let within = (start % BATCH as u64) as usize;
+    if len <= SMALL && within + len <= BATCH && s.copy_small(start / BATCH as u64, within, out) {
+        return len as isize;
+    }
+    fill_slow_then(s, start, out)
+}
+
+#[cold]
+#[inline(never)]
+fn rekey_and_fill(s: &mut EntropyStream, lineage: u64, out: &mut [u8]) -> isize {
+    s.rekey(config::SEED.load(Relaxed), lineage);
+    s.fill(out);
+    out.len() as isize
+}
+
+#[cold]
+#[inline(never)]
+fn fill_slow_then(s: &mut EntropyStream, start: u64, out: &mut [u8]) -> isize {
+    s.fill_slow(start, out);
+    out.len() as isize
 }
 
 /// `arc4random_uniform` semantics: uniform in `0..upper` by rejection (0 for upper < 2).
