@@ -48,7 +48,7 @@ pub struct ThreadState {
 }
 
 /// The hot calls whose census counter a thread remembers: one entry each.
-pub const HOT_SITES: usize = 4;
+pub const HOT_SITES: usize = 5;
 
 /// A thread's memory of where the census counted its last call from one hot entry point
 /// (`census::count_hot`): the caller, and the counter the call went to. The next call from
@@ -309,6 +309,50 @@ impl Hot {
         }
         old
     }
+
+    /// [`mono_read_and_tick`] on a set-up thread under the fast path's conditions: `L` as it
+    /// is, then `mono` advanced one tick by one `xadd`; returns `(L, mono before the tick)`
+    /// (the read returns `L + mono + tick`). A `mono` returned above [`TICK_GUARD`] may
+    /// have wrapped: the caller then calls [`saturate_mono_after`].
+    #[inline(always)]
+    pub fn mono_read_and_tick(self) -> (i64, i64) {
+        // SAFETY: this thread's live, set-up slot; `L` is read first (as in
+        // `mono_read_and_tick`).
+        let (l, tick) = unsafe {
+            (
+                core::ptr::addr_of!((*self.0).clock).read_volatile(),
+                (*self.0).hot_tick,
+            )
+        };
+        let mut m = tick;
+        // SAFETY: as in `read_and_tick`, on the `mono` field.
+        unsafe {
+            core::arch::asm!("xadd qword ptr [{p} + {off}], {v}", p = in(reg) self.0,
+                             off = const core::mem::offset_of!(ThreadState, mono),
+                             v = inout(reg) m, options(nostack));
+        }
+        (l, m)
+    }
+
+    /// The tick copied with the entries; valid once an entry matched.
+    #[inline(always)]
+    pub fn tick(self) -> i64 {
+        // SAFETY: this thread's live TLS slot.
+        unsafe { (*self.0).hot_tick }
+    }
+}
+
+/// [`Hot::mono_read_and_tick`] found `mono` at `found`, above [`TICK_GUARD`]: it goes to the
+/// cap if the tick wrapped it; returns `found`.
+pub fn saturate_mono_after(found: i64) -> i64 {
+    update_field(with(|t| core::ptr::addr_of_mut!(t.mono)), |v| {
+        if v < found {
+            i64::MAX
+        } else {
+            v
+        }
+    });
+    found
 }
 
 /// A clock that [`Hot::read_and_tick`] returns above this was within

@@ -22,7 +22,8 @@ pub const SITE_GETTIMEOFDAY: usize = 1;
 pub const SITE_TIME: usize = 2;
 /// The sealed `getrandom` (`crate::random`).
 pub const SITE_GETRANDOM: usize = 3;
-const _: () = assert!(SITE_GETRANDOM < thread::HOT_SITES);
+pub const SITE_CLOCK_MONOTONIC: usize = 4;
+const _: () = assert!(SITE_CLOCK_MONOTONIC < thread::HOT_SITES);
 
 /// One sealed read of `CLOCK_REALTIME`, counted in the census as `fid` with `detail` from
 /// `caller`, after which `L` has advanced one tick: `put` turns the nanoseconds into what the
@@ -66,6 +67,52 @@ pub fn realtime<const SITE: usize, R>(
         Some(ns) if ns >= 0 => put(ns),
         _ => cold(move || put(saturated(l))),
     }
+}
+
+/// [`realtime`] for `CLOCK_MONOTONIC`: `MONO_BASE + advance + L + mono`, after which the
+/// thread's `mono` has advanced one tick (the wall clock does not move).
+#[inline(always)]
+pub fn monotonic<const SITE: usize, R>(
+    fid: Fid,
+    detail: u8,
+    caller: u64,
+    put: impl FnOnce(i64) -> R,
+    general: impl FnOnce() -> R,
+) -> R {
+    if !config::fast(slow::CLOCK_READ) {
+        return general();
+    }
+    let hot = thread::hot();
+    let (remembered, counter) = hot.entry::<SITE>();
+    if remembered != caller {
+        return cold(move || {
+            census::learn(SITE, fid, detail, caller, slow::CLOCK_READ);
+            put(read(Domain::Monotonic))
+        });
+    }
+    // SAFETY: the entry matched its caller.
+    unsafe { census::bump_hot(counter) };
+    let (l, m) = hot.mono_read_and_tick();
+    let tick = hot.tick();
+    if m > thread::TICK_GUARD {
+        return cold(move || put(mono_saturated(l, thread::saturate_mono_after(m), tick)));
+    }
+    let (_, advance) = world::realtime_offsets();
+    match super::MONO_BASE_NS
+        .checked_add(advance)
+        .and_then(|v| v.checked_add(l))
+        .and_then(|v| v.checked_add(m))
+        .and_then(|v| v.checked_add(tick))
+    {
+        Some(ns) if ns >= 0 => put(ns),
+        _ => cold(move || put(mono_saturated(l, m, tick))),
+    }
+}
+
+/// What the general monotonic read returns for `L = l` and `mono` ticked from `m`,
+/// saturating (`monotonic_base() + mono_read_and_tick()`).
+fn mono_saturated(l: i64, m: i64, tick: i64) -> i64 {
+    super::monotonic_base().saturating_add(l.saturating_add(m).saturating_add(tick))
 }
 
 /// Runs `f` out of line: a way off the fast path.

@@ -15,15 +15,36 @@ hook! {
     || {
         // SAFETY (both closures): forwarded contract; `ts` is writable when not null.
         let general = move || unsafe { clock_gettime_general(clock, ts, ra, crate::frame!()) };
-        if clock != libc::CLOCK_REALTIME || ts.is_null() {
+        if ts.is_null() {
             return general();
         }
-        const D: u8 = super::detail(libc::CLOCK_REALTIME);
         let put = move |ns| {
             unsafe { *ts = fast::timespec(ns) };
             0
         };
-        fast::realtime::<{ fast::SITE_CLOCK_GETTIME }, _>(Fid::ClockGettime, D, ra, put, general)
+        match clock {
+            libc::CLOCK_REALTIME => {
+                const D: u8 = super::detail(libc::CLOCK_REALTIME);
+                fast::realtime::<{ fast::SITE_CLOCK_GETTIME }, _>(
+                    Fid::ClockGettime,
+                    D,
+                    ra,
+                    put,
+                    general,
+                )
+            }
+            libc::CLOCK_MONOTONIC => {
+                const D: u8 = super::detail(libc::CLOCK_MONOTONIC);
+                fast::monotonic::<{ fast::SITE_CLOCK_MONOTONIC }, _>(
+                    Fid::ClockGettime,
+                    D,
+                    ra,
+                    put,
+                    general,
+                )
+            }
+            _ => general(),
+        }
     }
 }
 
