@@ -46,53 +46,41 @@ extern "C" {}
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
 compile_error!("libseal supports x86_64 Linux with glibc only");
 
-pub mod backing;
 pub mod causal;
-pub mod census;
 pub mod clock;
-pub mod config;
+pub mod core;
 pub mod cpu;
 pub mod elf;
-pub mod fd;
 pub mod files;
-pub mod hook;
 pub mod host;
 #[cfg(not(test))]
 mod jvm;
 pub mod machine;
 pub mod net;
-#[cfg(all(panic = "abort", not(test)))]
-mod nounwind;
 pub mod open;
-pub mod panic;
 pub mod process;
 pub mod py;
 pub mod random;
-pub mod real;
 pub mod runtime;
-pub mod sys;
 mod syscall;
-pub mod table;
 pub mod tempname;
-pub mod thread;
 pub mod wait;
-pub mod world;
 
 /// Runs once per sealed process image, right after its settings are loaded.
 pub(crate) fn on_process_start() {
-    use core::sync::atomic::Ordering::Relaxed;
+    use ::core::sync::atomic::Ordering::Relaxed;
     // First: it may correct the identity (vpid, generation) the census header records.
     process::on_start();
-    census::open_image(
-        config::VPID.load(Relaxed),
-        config::PPID.load(Relaxed),
-        config::GEN.load(Relaxed),
+    core::census::open_image(
+        core::config::VPID.load(Relaxed),
+        core::config::PPID.load(Relaxed),
+        core::config::GEN.load(Relaxed),
     );
     random::device::on_start();
-    if config::SCOPED_OUT.load(Relaxed) {
+    if core::config::SCOPED_OUT.load(Relaxed) {
         let mut exe = [0u8; 4096];
-        let n = sys::readlink(b"/proc/self/exe\0", &mut exe);
-        census::record_unsealed(seal_abi::unsealed::SCOPED_OUT, &exe[..n]);
+        let n = core::sys::readlink(b"/proc/self/exe\0", &mut exe);
+        core::census::record_unsealed(seal_abi::unsealed::SCOPED_OUT, &exe[..n]);
     }
     files::on_start();
     #[cfg(not(test))]
@@ -108,8 +96,8 @@ extern "C" fn seal_init(
 ) {
     // Before anything initialises: the census reads the image's arguments from here rather
     // than from /proc/self/cmdline (four system calls per image).
-    census::set_args(argc, argv);
-    if config::in_run() {
+    core::census::set_args(argc, argv);
+    if core::config::in_run() {
         process::env::hide_from_environ();
     }
 }

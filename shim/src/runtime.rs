@@ -401,7 +401,7 @@ fn lookup(addr: u64) -> u8 {
     // SAFETY: all-zero is a valid Dl_info (null pointers, zero address).
     let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
     let mut sym: *const libc::Elf64_Sym = core::ptr::null();
-    let _g = crate::real::Reentry::force();
+    let _g = crate::core::real::Reentry::force();
     // SAFETY: info and sym are valid for writes; RTLD_DL_SYMENT makes extra_info an
     // `ElfW(Sym) **`. A return address points after its call: look up the byte before it.
     let ok = unsafe {
@@ -423,7 +423,7 @@ fn lookup(addr: u64) -> u8 {
         return 0;
     }
     // SAFETY: dli_sname is a NUL-terminated string of the loaded object.
-    name_class(unsafe { crate::sys::cstr(info.dli_sname) })
+    name_class(unsafe { crate::core::sys::cstr(info.dli_sname) })
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Causality between sealed threads and processes (docs/design.md, "Causality").
 //!
-//! Every thread has a causal clock `W` (`crate::thread`): its logical clock as it stood after
+//! Every thread has a causal clock `W` (`crate::core::thread`): its logical clock as it stood after
 //! its last wait that moved it or its last adoption. Clock reads alone never move `W`, so two
 //! processes that only compute never pull each other's clocks, whatever the scheduler does.
 //! Whoever may wake another thread leaves `W` where the woken one will look (Lamport's send):
@@ -28,7 +28,7 @@ use core::sync::atomic::{AtomicU64, AtomicU8, Ordering::*};
 use seal_abi::causal::{self, key_of, lookup, publish, ClockSlot};
 use seal_abi::flags;
 
-use crate::{config, sys, table, thread};
+use crate::core::{config, sys, table, thread};
 
 /// Key kinds (the first part of `key_of`).
 const PIPE: u64 = 1;

@@ -2,7 +2,7 @@
 //! UNIX socket's peer (the kernel's `sock_diag` netlink interface, as `ss -x` asks it), and
 //! the address pair of an IP socket. Looked up once per descriptor (`super::keys` caches).
 
-use crate::sys;
+use crate::core::sys;
 
 /// `SO_DOMAIN` of a socket.
 pub fn domain(fd: i32) -> Option<i32> {

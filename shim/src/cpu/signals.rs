@@ -20,7 +20,8 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use libc::{c_int, c_long, c_void, sighandler_t, siginfo_t};
 use seal_abi::{Fid, NO_DETAIL};
 
-use crate::{census, hook, sys};
+use crate::core::{census, sys};
+use crate::hook;
 
 const SEGV_BIT: u64 = 1 << (libc::SIGSEGV - 1);
 const SA_RESTORER: u64 = 0x0400_0000;

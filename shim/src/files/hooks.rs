@@ -11,12 +11,13 @@ use libc::{c_char, c_int, c_long, timespec, timeval, FILE};
 use seal_abi::{flags, Fid};
 
 use super::{note_set, note_written, seal, Times};
+use crate::core::{census, config, sys};
+use crate::hook;
 use crate::process::hooks::path::{with_proc_path, with_proc_path_at};
-use crate::{census, config, hook, sys};
 
 #[inline(always)]
 fn active() -> bool {
-    config::sealed(flags::FILES) && !crate::real::Reentry::inside()
+    config::sealed(flags::FILES) && !crate::core::real::Reentry::inside()
 }
 
 fn ns(sec: i64, nsec: i64) -> i64 {
@@ -30,7 +31,7 @@ fn ns(sec: i64, nsec: i64) -> i64 {
 /// # Safety
 /// `st` valid for reads and writes.
 unsafe fn fix_stat(st: *mut libc::stat) {
-    if st.is_null() || !active() || crate::census::in_python_import() {
+    if st.is_null() || !active() || crate::core::census::in_python_import() {
         return;
     }
     // SAFETY: per the contract.
@@ -66,7 +67,7 @@ fn set_xts(t: &mut libc::statx_timestamp, v: i64) {
 /// # Safety
 /// `x` valid for reads and writes.
 unsafe fn fix_statx(x: *mut libc::statx) {
-    if x.is_null() || !active() || crate::census::in_python_import() {
+    if x.is_null() || !active() || crate::core::census::in_python_import() {
         return;
     }
     // SAFETY: per the contract.
@@ -415,7 +416,7 @@ hook! {
     uncounted;
     |real| {
         closing(fd);
-        crate::fd::forget(fd);
+        crate::core::fd::forget(fd);
         real(fd)
     }
 }
@@ -442,7 +443,7 @@ hook! {
         }
         if !f.is_null() {
             // SAFETY: a valid stream per the contract; fileno is not interposed.
-            crate::fd::forget(unsafe { libc::fileno(f) });
+            crate::core::fd::forget(unsafe { libc::fileno(f) });
         }
         real(f)
     }

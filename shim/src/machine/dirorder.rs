@@ -26,8 +26,8 @@ use core::sync::atomic::{AtomicUsize, Ordering::*};
 
 use seal_abi::unsealed;
 
+use crate::core::{census, config, sys};
 use crate::open::listing::records::{record, NAME_AT};
-use crate::{census, config, sys};
 
 /// Streams that can be sorted at once (a tree walker holds one per level at most).
 pub const SLOTS: usize = 256;
@@ -354,7 +354,7 @@ pub fn release_fd(fd: i32) {
 /// Does a stream on `fd` get sorted: family `machine` sealed, in a run, not from inside the
 /// shim, a directory not on procfs (one `fstat`, at a stream's first read).
 pub fn eligible(fd: i32) -> bool {
-    if !super::sealed() || !config::in_run() || crate::real::Reentry::inside() {
+    if !super::sealed() || !config::in_run() || crate::core::real::Reentry::inside() {
         return false;
     }
     // SAFETY: an all-zero stat is a valid value of this plain C struct.

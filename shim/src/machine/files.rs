@@ -22,8 +22,8 @@ use seal_abi::{flags, Fid};
 
 use super::{cpus, AVAILABLE_RAM, FREE_RAM, RELEASE, TOTAL_RAM, VERSION};
 use crate::clock::{self, Domain};
+use crate::core::{census, config, fd, sys};
 use crate::open::Outcome;
-use crate::{census, config, fd, sys};
 
 /// `cpu MHz` of every sealed processor.
 pub const MHZ: &[u8] = b"2000.000";

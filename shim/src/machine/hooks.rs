@@ -12,7 +12,8 @@ use libc::{c_int, c_long, pid_t};
 use seal_abi::{Fid, NO_DETAIL};
 
 use super::{cpus, fill_mask, fill_sysinfo, sealed, set_uname, sysconf_value, PAGE};
-use crate::{census, hook, sys};
+use crate::core::{census, sys};
+use crate::hook;
 
 /// Room for the mask of a probe that only asks whether the pid or thread exists.
 const PROBE_BYTES: usize = 128;

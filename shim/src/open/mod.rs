@@ -31,8 +31,9 @@
 
 use seal_abi::{flags, unsealed};
 
+use crate::core::{census, config, sys};
+use crate::host;
 use crate::random::device;
-use crate::{census, config, host, sys};
 
 #[cfg(not(test))]
 mod hooks;

@@ -24,8 +24,8 @@ use seal_abi::{flags, unsealed, Fid, NO_DETAIL};
 
 use super::{normalise, Outcome};
 use crate::clock::{self, Domain};
+use crate::core::{census, config, sys, table};
 use crate::process::vpid;
-use crate::{census, config, sys, table};
 
 /// Clock ticks per second of `/proc` times (`USER_HZ`, 100 on every Linux ABI we run on).
 pub const USER_HZ: i64 = 100;
@@ -335,7 +335,7 @@ pub fn open(path: &[u8], oflags: i32, ra: u64) -> Option<Outcome> {
         }
     }
     Some(
-        match crate::fd::memfd_with(b"seal-proc\0", out.as_bytes(), cloexec) {
+        match crate::core::fd::memfd_with(b"seal-proc\0", out.as_bytes(), cloexec) {
             Ok(fd) => Outcome::Fd(fd),
             Err(e) => Outcome::Err(e),
         },

@@ -6,7 +6,7 @@
 
 use seal_abi::unsealed;
 
-use crate::sys::{self, StackBuf};
+use crate::core::sys::{self, StackBuf};
 
 pub type Path = StackBuf<4200>;
 
@@ -179,7 +179,7 @@ pub fn search_path(file: &[u8]) -> Option<Path> {
         out.push(file);
         return Some(out);
     }
-    let path = crate::config::getenv("PATH").unwrap_or(b"/bin:/usr/bin");
+    let path = crate::core::config::getenv("PATH").unwrap_or(b"/bin:/usr/bin");
     for dir in path.split(|&c| c == b':') {
         out.len = 0;
         out.push(if dir.is_empty() { b"." } else { dir })

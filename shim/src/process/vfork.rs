@@ -25,11 +25,12 @@
 
 use seal_abi::{child_lineage, KIND_IMAGE};
 
+use crate::core::thread::{self, ThreadState};
+use crate::core::{config, sys};
 #[cfg(not(test))]
 use crate::cpu::signals::{program_blocked, set_program_blocked};
 use crate::process::vpid::{self, Pending};
-use crate::thread::{self, ThreadState};
-use crate::{config, random, sys};
+use crate::random;
 
 #[cfg(test)]
 fn program_blocked() -> bool {
@@ -100,7 +101,7 @@ fn sigmask(how: i32, set: u64) -> u64 {
 /// In the parent, before the system call: count the call and, in a run, allocate the child
 /// and switch this thread to it. Returns with every signal blocked when it did.
 pub extern "C" fn prepare(caller: u64) {
-    crate::census::count(seal_abi::Fid::Vfork, seal_abi::NO_DETAIL, caller);
+    crate::core::census::count(seal_abi::Fid::Vfork, seal_abi::NO_DETAIL, caller);
     let s = slot();
     if s.active != 0 {
         // A vfork child vforking: the kernel's vfork, nothing more.
@@ -144,10 +145,10 @@ pub extern "C" fn parent_done(r: i64) -> i32 {
     let s = slot();
     if s.nested != 0 {
         s.nested -= 1;
-        return crate::fd::libc_result(r) as i32;
+        return crate::core::fd::libc_result(r) as i32;
     }
     if s.active == 0 {
-        return crate::fd::libc_result(r) as i32;
+        return crate::core::fd::libc_result(r) as i32;
     }
     thread::with(|t| *t = s.thread);
     random::restore(&s.stream);
@@ -160,7 +161,7 @@ pub extern "C" fn parent_done(r: i64) -> i32 {
         }
     }
     s.active = 0;
-    let real = crate::fd::libc_result(r) as i32;
+    let real = crate::core::fd::libc_result(r) as i32;
     let shown = vpid::parent_done(&s.pending, real);
     sigmask(libc::SIG_SETMASK, s.mask);
     if real < 0 {

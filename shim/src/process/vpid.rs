@@ -10,8 +10,8 @@ use core::sync::atomic::{AtomicI32, Ordering::*};
 
 use seal_abi::{child_lineage, flags, unsealed, KIND_PROCESS, LAUNCHER_VPID, ROOT_VPID};
 
-use crate::table;
-use crate::{census, config, sys, thread};
+use crate::core::table;
+use crate::core::{census, config, sys, thread};
 
 /// Real pid the current identity (config::VPID) belongs to; another value means this is a
 /// new process that has not been set up yet.

@@ -5,7 +5,8 @@ use libc::{c_int, c_uint, c_void, size_t, ssize_t};
 use seal_abi::{flags, Fid, NO_DETAIL};
 
 use super::{fill, uniform, with_stream};
-use crate::{census, config, hook, real, sys::set_errno};
+use crate::core::{census, config, sys::set_errno};
+use crate::{hook, real};
 
 hook! {
     /// # Safety

@@ -25,7 +25,8 @@ use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use seal_abi::{WaiterBoard, WaiterSlot, LAUNCHER_VPID, VPID_LIMIT, VPID_MIN, WAITER_SLOTS};
 
 use super::{real_now, Ran, Reached};
-use crate::{clock, sys, table, thread};
+use crate::clock;
+use crate::core::{sys, table, thread};
 
 /// The first real slice of a wait, and the longest.
 const FIRST_SLICE: i64 = 1_000_000;

@@ -32,8 +32,8 @@ pub use records::{
     DIRENT_SIZE, NAME_AT,
 };
 
+use crate::core::{census, config, sys, table};
 use crate::process::vpid;
-use crate::{census, config, sys, table};
 
 mod getdents;
 #[cfg(not(test))]
@@ -234,7 +234,7 @@ pub fn listed<'t>(
     ra: u64,
 ) -> Option<(Kind, table::Table<'t>)> {
     numeric(name)?;
-    if crate::real::Reentry::inside() || !config::in_run() {
+    if crate::core::real::Reentry::inside() || !config::in_run() {
         return None;
     }
     let kind = kind_of(fd(), fid, ra);
@@ -271,7 +271,7 @@ unsafe fn record_at<'a>(e: *const u8) -> Option<Record<'a>> {
 pub fn absolute_at(dirfd: i32, path: &[u8], out: &mut [u8; 4096]) -> bool {
     if dirfd < 0
         || !path.first().is_some_and(u8::is_ascii_digit)
-        || crate::real::Reentry::inside()
+        || crate::core::real::Reentry::inside()
         || !config::in_run()
         || !vpid::sealed()
     {
@@ -471,7 +471,7 @@ fn no_slot() {
 mod tests {
     use super::records::tests::{names, records};
     use super::*;
-    use crate::table::tests::Owned;
+    use crate::core::table::tests::Owned;
 
     /// The procfs root of a machine where real pids 4242 (the root command, vpid 1000), 4250
     /// (vpid 12345) and 4243 (the launcher, 999) belong to the run, and 1, 17 and 5000 do not.

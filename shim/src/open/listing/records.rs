@@ -2,7 +2,7 @@
 //! (the pure part of a listing): parsing, writing, and rewriting a buffer of them with
 //! numeric names renamed or left out.
 
-use crate::sys;
+use crate::core::sys;
 
 /// Offset of `d_name` in a `linux_dirent64` record (and in glibc's `struct dirent64`).
 pub const NAME_AT: usize = 19;

@@ -21,7 +21,7 @@ use seal_abi::VPID_LIMIT;
 
 use super::records::{numeric, write_record, Record, DIRENT_SIZE};
 use super::{shown, Kind};
-use crate::{sys, table};
+use crate::core::{sys, table};
 
 /// Streams that can be listed in order at once (others are listed in the kernel's order).
 pub const SLOTS: usize = 16;
@@ -284,8 +284,8 @@ pub fn ino_of(fd: i32, real: i32) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::table::tests::Owned;
     use crate::open::listing::records::tests::{names, records};
-    use crate::table::tests::Owned;
 
     #[test]
     fn a_set_of_pids_walks_in_order() {

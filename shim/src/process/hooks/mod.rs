@@ -171,7 +171,7 @@ hook! {
     fn sched_getaffinity(pid: pid_t, size: libc::size_t, mask: *mut libc::cpu_set_t) -> c_int;
     caller = ra;
     |real| {
-        crate::census::count(seal_abi::Fid::SchedGetaffinity, seal_abi::NO_DETAIL, ra);
+        crate::core::census::count(seal_abi::Fid::SchedGetaffinity, seal_abi::NO_DETAIL, ra);
         let pid = real_pid(pid);
         // SAFETY: forwarded contract; family `machine` answers with the sealed CPUs.
         unsafe { crate::machine::hooks::sched_getaffinity_sealed(pid, size, mask, ra, real) }

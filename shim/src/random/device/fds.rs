@@ -4,8 +4,8 @@
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::fd::check;
-use crate::{config, sys};
+use crate::core::fd::check;
+use crate::core::{config, sys};
 
 /// Descriptors (below [`TRACKED`]) that this process opened as a sealed device pipe, and the
 /// pipe's inode, so `read` can tell a device pipe from whatever reused the number later.
@@ -46,7 +46,7 @@ fn registry_path(ino: u64, out: &mut sys::StackBuf<4200>) {
 pub(super) fn register(fd: i32) {
     if let Some(ino) = fifo_ino(fd) {
         track_ino(fd, ino);
-        crate::table::set_run_flag(seal_abi::run_flags::DEVICE_PIPES);
+        crate::core::table::set_run_flag(seal_abi::run_flags::DEVICE_PIPES);
         let mut p = sys::StackBuf::<4200>::new();
         registry_path(ino, &mut p);
         // A marker only: an existing one (an inode number reused) is as good as a new one.
@@ -61,7 +61,7 @@ pub(super) fn register(fd: i32) {
 /// (inherited through exec) read full buffers too.
 pub fn on_start() {
     // Three `fstat`s that nearly every image would make for nothing.
-    if crate::table::run_flags() & seal_abi::run_flags::DEVICE_PIPES == 0 {
+    if crate::core::table::run_flags() & seal_abi::run_flags::DEVICE_PIPES == 0 {
         return;
     }
     for fd in 0..3 {

@@ -13,7 +13,7 @@ hook! {
     caller = ra;
     |real| {
         if is_device_fd(fd) && !buf.is_null() {
-            crate::census::count(seal_abi::Fid::ReadDevice, seal_abi::NO_DETAIL, ra);
+            crate::core::census::count(seal_abi::Fid::ReadDevice, seal_abi::NO_DETAIL, ra);
             // SAFETY: forwarded contract.
             return unsafe { read_full(fd, buf as *mut u8, len) };
         }
@@ -28,7 +28,7 @@ hook! {
     caller = ra;
     |real| {
         if len <= buflen && is_device_fd(fd) && !buf.is_null() {
-            crate::census::count(seal_abi::Fid::ReadDevice, seal_abi::NO_DETAIL, ra);
+            crate::core::census::count(seal_abi::Fid::ReadDevice, seal_abi::NO_DETAIL, ra);
             // SAFETY: forwarded contract.
             return unsafe { read_full(fd, buf as *mut u8, len) };
         }
@@ -51,7 +51,7 @@ hook! {
     uncounted;
     |real| {
         crate::files::hooks::replacing(old, new);
-        crate::fd::forget(new);
+        crate::core::fd::forget(new);
         dup_result(old, real(old, new))
     }
 }
@@ -63,7 +63,7 @@ hook! {
     uncounted;
     |real| {
         crate::files::hooks::replacing(old, new);
-        crate::fd::forget(new);
+        crate::core::fd::forget(new);
         dup_result(old, real(old, new, fl))
     }
 }

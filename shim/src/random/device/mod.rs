@@ -44,8 +44,8 @@
 use core::sync::atomic::Ordering::Relaxed;
 
 use super::EntropyStream;
-use crate::fd::memfd_with;
-use crate::{config, sys, thread};
+use crate::core::fd::memfd_with;
+use crate::core::{config, sys, thread};
 
 mod fds;
 mod feeder;

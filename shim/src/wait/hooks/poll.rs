@@ -4,8 +4,10 @@
 use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, size_t, timespec, timeval};
 use seal_abi::flags;
 
+use crate::clock;
+use crate::core::config;
+use crate::hook;
 use crate::wait::{errno, poll_fd_less, relative, select_fd_less, valid_timespec, Ran, NS_PER_SEC};
-use crate::{clock, config, hook};
 
 /// `poll`'s result as a relative wait's ending.
 fn poll_ran(r: c_int) -> Ran {
@@ -38,7 +40,7 @@ fn timed_poll(ns: i64, fd_less: bool, call: impl Fn(Option<i64>) -> c_int) -> c_
 /// A timed poll of `ns` run by `call`, with its readiness checked against its logical deadline
 /// (`crate::causal::in_time`).
 fn in_time(fds: *mut pollfd, n: nfds_t, ns: i64, call: impl FnOnce() -> c_int) -> c_int {
-    let deadline = crate::thread::peek().saturating_add(ns);
+    let deadline = crate::core::thread::peek().saturating_add(ns);
     let r = call();
     // SAFETY: the caller's array of n entries, just filled by the kernel.
     unsafe { crate::causal::in_time(fds, n, deadline, r) }

@@ -1,7 +1,7 @@
 //! Descriptors the shim makes for the program (raw system calls only): a memfd with fixed
 //! contents (the sealed uuid, boot id and host name files), and raw results as errnos.
 
-use crate::sys;
+use crate::core::sys;
 
 /// Result of a raw system call as `Result<value, errno>`.
 pub fn check(r: i64) -> Result<i64, i32> {

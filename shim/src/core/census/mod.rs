@@ -20,7 +20,7 @@ use seal_abi::{
     CENSUS_FILE_SIZE, CENSUS_MAGIC, CENSUS_SLOTS, EXE_BYTES, HEAD_SLOTS, LAYOUT_VERSION,
 };
 
-use crate::{backing::Backing, config, sys};
+use crate::core::{backing::Backing, config, sys};
 
 mod modules;
 pub use modules::refresh_modules;
@@ -29,7 +29,7 @@ use modules::reset_refresh_lock;
 #[link_section = ".data.seal_hot"]
 static FILE: AtomicPtr<CensusFile> = AtomicPtr::new(core::ptr::null_mut());
 
-/// Which pages of this image's (sparse) census slot are backed ([`crate::backing`]).
+/// Which pages of this image's (sparse) census slot are backed ([`crate::core::backing`]).
 #[link_section = ".data.seal_hot"]
 static BACKED: Backing<{ CENSUS_FILE_SIZE.div_ceil(4096 * 64) }> = Backing::new();
 
@@ -404,19 +404,19 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
             unsafe { sys::munmap(old as *mut u8, CENSUS_FILE_SIZE) };
         }
     };
-    let slot = match crate::table::census_slot() {
+    let slot = match crate::core::table::census_slot() {
         Ok(slot) => slot,
         Err(why) => {
             let mut m = sys::StackBuf::<300>::new();
             match why {
                 // Said once per run, by the first image turned away.
-                crate::table::NoSlot::Full(cap, true) => {
+                crate::core::table::NoSlot::Full(cap, true) => {
                     m.push(b"all ")
                         .push_u64(cap as u64)
                         .push(b" census slots of the run are taken: this and later ")
                         .push(b"processes are sealed but not counted");
                 }
-                crate::table::NoSlot::Open(errno) if !config::run_ended() => {
+                crate::core::table::NoSlot::Open(errno) if !config::run_ended() => {
                     m.push(b"cannot open the run table for a census slot (")
                         .push(sys::errno_name(errno))
                         .push(b"); this process is sealed but not counted");
@@ -471,7 +471,7 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
         (*file).vpid = vpid;
         (*file).parent_vpid = parent_vpid;
         (*file).gen = gen;
-        (*file).start_clock = crate::thread::peek();
+        (*file).start_clock = crate::core::thread::peek();
         let text = core::ptr::addr_of_mut!((*file).text) as *mut u8;
         if let Some(from) = old.as_ref() {
             // A fork child runs its parent's program with its parent's arguments, and has its
@@ -504,7 +504,7 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
             (*file).n_modules.store(n as u32, Release);
         } else {
             let mut buf = [0u8; 4096];
-            let n = crate::table::exe_path(&mut buf);
+            let n = crate::core::table::exe_path(&mut buf);
             let exe = copy_in(file, text, EXE_BYTES, &buf[..n]);
             (*file).exe_len = exe as u32;
             let n = read_argv(file, &mut buf);

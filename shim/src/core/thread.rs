@@ -6,7 +6,7 @@ use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use seal_abi::{child_lineage, KIND_IMAGE, KIND_THREAD};
 
-use crate::config;
+use crate::core::config;
 
 #[derive(Clone, Copy)]
 #[repr(C)]
@@ -137,8 +137,8 @@ macro_rules! thread_cell {
             }
         }
         $(#[$m])*
-        $vis static $name: $crate::thread::ThreadCell<$ty> =
-            $crate::thread::ThreadCell::new($name::slot);
+        $vis static $name: $crate::core::thread::ThreadCell<$ty> =
+            $crate::core::thread::ThreadCell::new($name::slot);
     };
 }
 
@@ -162,7 +162,7 @@ pub fn image_lineage() -> u64 {
 
 #[cold]
 fn init_thread(t: &mut ThreadState) {
-    let main = crate::sys::gettid() == crate::sys::getpid();
+    let main = crate::core::sys::gettid() == crate::core::sys::getpid();
     let lineage = if main {
         image_lineage()
     } else {
