@@ -66,6 +66,35 @@ mod syscall;
 pub mod tempname;
 pub mod wait;
 
+// The wiring: what the floors below call up into, named here at the root (which names every
+// module anyway) so that `core` names no family: a family registers by adding its function to
+// a table, and `core` iterates the table. Consts, not statics: a call through them compiles to
+// the direct call it was before (no indirection on a hot path).
+
+/// What a family forgets when descriptor `fd` is closed or replaced ([`core::fd::forget`],
+/// which leaves the tables alone in a vfork child): its causal channel, whether it is a `/proc`
+/// listing, the sorted listings of `/proc` and of ordinary directories.
+pub(crate) const FD_FORGET: [fn(i32); 3] = [
+    causal::forget,
+    open::listing::forget,
+    machine::dirorder::release_fd,
+];
+
+/// Where the census asks a language runtime for the call site behind a counted call:
+/// CPython's frames ([`py`]).
+pub(crate) const CENSUS_CAPTURE: core::census::Capture = core::census::Capture {
+    wanted: py::wanted,
+    capture: py::capture,
+    in_import_system: py::in_import_system,
+};
+
+/// Who looks at each object the census lists (its module walk): the runtimes whose clock
+/// reads are bookkeeping ([`runtime`]) and CPython ([`py`]).
+pub(crate) const CENSUS_OBJECT_SEEN: [fn(&core::census::Object); 2] = [
+    |o| runtime::note_object(o.name, o.lo, o.hi, o.info),
+    |o| py::note_object(o.name, o.info, o.file),
+];
+
 /// Runs once per sealed process image, right after its settings are loaded.
 pub(crate) fn on_process_start() {
     use ::core::sync::atomic::Ordering::Relaxed;

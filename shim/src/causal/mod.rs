@@ -67,14 +67,8 @@ pub fn thread_done(id: libc::pthread_t) {
 #[inline]
 fn adopt(v: i64) {
     if v > 0 && thread::adopt(v) {
-        moved();
+        crate::process::vpid::note_waited();
     }
-}
-
-/// This thread's `W` moved (a wait ran out, a clock was adopted): the process's wait clock
-/// follows (a parent that reaps it adopts that).
-pub fn moved() {
-    crate::process::vpid::note_waited();
 }
 
 // ---- channels (run-wide) -----------------------------------------------------------------
@@ -102,7 +96,7 @@ fn keys(fd: i32) -> Option<(u64, u64)> {
     }
     let k = classify(fd);
     // A vfork child's descriptors are its own; the cache is its parent's.
-    if i < FDS && !crate::process::vfork::in_child() {
+    if i < FDS && !crate::core::vfork::in_child() {
         if let Some((s, r)) = k {
             SEND[i].store(s, Relaxed);
             RECV[i].store(r, Relaxed);

@@ -34,7 +34,7 @@ pub fn set_realtime(value_ns: i64) {
     // reader of its output): it carries the setter's clock, so whoever is causally after it
     // reads at least the time it set (docs/design.md, "Causality").
     thread::mark_causal();
-    crate::causal::moved();
+    crate::process::vpid::note_waited();
 }
 
 /// `clock_settime(clock, ts)` on the sealed world: `Err(errno)` as the kernel would fail.

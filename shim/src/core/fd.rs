@@ -63,13 +63,14 @@ pub fn write_all(fd: i32, bytes: &[u8]) -> Result<(), i32> {
 
 /// Descriptor `fd` was closed or replaced (`close`, `fclose`, the target of `dup2`/`dup3`):
 /// forget what the shim cached about the file it named (its causal channel, whether it is a
-/// `/proc` listing).
+/// `/proc` listing): every function the families registered in [`crate::FD_FORGET`].
 #[inline]
 pub fn forget(fd: i32) {
-    if crate::process::vfork::in_child() {
+    if crate::core::vfork::in_child() {
         // The parent's descriptor of that number is still open (see `process::vfork`).
         return;
     }
-    crate::causal::forget(fd);
-    crate::open::listing::forget(fd);
+    for f in crate::FD_FORGET {
+        f(fd);
+    }
 }

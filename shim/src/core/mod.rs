@@ -19,4 +19,5 @@ pub mod real;
 pub mod sys;
 pub mod table;
 pub mod thread;
+pub mod vfork;
 pub mod world;

@@ -256,7 +256,7 @@ fn segv_action(new: Option<KAction>, old: Option<&mut KAction>) {
     }
     // A vfork child's `SIGSEGV` disposition is its own, but the record is its parent's: the
     // child keeps libseal's handler (its exec resets it) and the parent's record stays.
-    if let Some(a) = new.filter(|_| !crate::process::vfork::in_child()) {
+    if let Some(a) = new.filter(|_| !crate::core::vfork::in_child()) {
         store_prog(a);
         rt_sigaction(libc::SIGSEGV, Some(&ours(&a)), None);
     }
@@ -322,7 +322,7 @@ unsafe fn sigaction_impl(
     // SAFETY: act is null or a valid sigaction per the contract.
     if let Some(a) = unsafe { act.as_ref() } {
         let w = first_word(&a.sa_mask);
-        let child = crate::process::vfork::in_child();
+        let child = crate::core::vfork::in_child();
         if w & SEGV_BIT != 0 && bit != 0 {
             copy = *a;
             set_first_word(&mut copy.sa_mask, w & !SEGV_BIT);

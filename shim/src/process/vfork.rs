@@ -45,9 +45,9 @@ const KEPT: usize = 2;
 /// This thread's vfork in progress. All-zero bytes: none.
 #[repr(C)]
 pub struct Slot {
-    /// Nonzero from [`prepare`] until [`parent_done`]: seen only by the child, because the
-    /// parent thread runs none of the program's code (signals blocked) meanwhile.
-    active: u64,
+    // Whether a vfork is active (from [`prepare`] until [`parent_done`], seen only by the
+    // child, because the parent thread runs none of the program's code meanwhile) is
+    // `core::vfork`'s word, which the floors below this one read.
     /// vforks made by the vfork child itself before it exec'd (kernel vforks, nothing more).
     nested: u64,
     pending: Pending,
@@ -71,15 +71,10 @@ fn slot() -> &'static mut Slot {
 /// The child being created, when the caller is a vfork child that has not exec'd yet.
 #[inline]
 pub fn child() -> Option<Pending> {
-    let s = slot();
-    (s.active != 0).then_some(s.pending)
+    in_child().then_some(slot().pending)
 }
 
-/// Is the caller a vfork child (on its parent's memory)?
-#[inline]
-pub fn in_child() -> bool {
-    slot().active != 0
-}
+use crate::core::vfork::in_child;
 
 fn sigmask(how: i32, set: u64) -> u64 {
     let mut old = 0u64;
@@ -103,7 +98,7 @@ fn sigmask(how: i32, set: u64) -> u64 {
 pub extern "C" fn prepare(caller: u64) {
     crate::core::census::count(seal_abi::Fid::Vfork, seal_abi::NO_DETAIL, caller);
     let s = slot();
-    if s.active != 0 {
+    if in_child() {
         // A vfork child vforking: the kernel's vfork, nothing more.
         s.nested += 1;
         return;
@@ -127,13 +122,13 @@ pub extern "C" fn prepare(caller: u64) {
         t.vtid = p.vpid;
         t.threads = 0;
     });
-    s.active = 1;
+    crate::core::vfork::set_in_child(true);
 }
 
 /// In the child, right after the system call: the program's signal mask back.
 pub extern "C" fn child_started() {
     let s = slot();
-    if s.active != 0 && s.nested == 0 {
+    if in_child() && s.nested == 0 {
         sigmask(libc::SIG_SETMASK, s.mask);
     }
 }
@@ -147,7 +142,7 @@ pub extern "C" fn parent_done(r: i64) -> i32 {
         s.nested -= 1;
         return crate::core::fd::libc_result(r) as i32;
     }
-    if s.active == 0 {
+    if !in_child() {
         return crate::core::fd::libc_result(r) as i32;
     }
     thread::with(|t| *t = s.thread);
@@ -160,7 +155,7 @@ pub extern "C" fn parent_done(r: i64) -> i32 {
             unsafe { sys::munmap(base as *mut u8, len) };
         }
     }
-    s.active = 0;
+    crate::core::vfork::set_in_child(false);
     let real = crate::core::fd::libc_result(r) as i32;
     let shown = vpid::parent_done(&s.pending, real);
     sigmask(libc::SIG_SETMASK, s.mask);

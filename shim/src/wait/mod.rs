@@ -113,7 +113,7 @@ fn timed_out_at(target: i64) {
     end_streak();
     if target > thread::peek() {
         thread::waited_to(target);
-        crate::causal::moved();
+        crate::process::vpid::note_waited();
     }
 }
 
@@ -172,7 +172,7 @@ fn ran_for(ns: i64) {
     end_streak();
     if ns > 0 {
         thread::waited_by(ns);
-        crate::causal::moved();
+        crate::process::vpid::note_waited();
     }
 }
 
@@ -293,7 +293,7 @@ pub unsafe fn absolute(
             end_streak();
             if due > thread::peek() {
                 thread::waited_to(due);
-                crate::causal::moved();
+                crate::process::vpid::note_waited();
             }
             now_l = clock::now_logical();
         }
@@ -377,7 +377,7 @@ pub fn relative<R>(
             end_streak();
             if due > thread::peek() {
                 thread::waited_to(due);
-                crate::causal::moved();
+                crate::process::vpid::note_waited();
             }
             return slice(0).0;
         }

@@ -81,6 +81,30 @@ extern "C" {
     static __libc_single_threaded: core::ffi::c_char;
 }
 
+/// A language runtime that can name the call site behind a counted call (its own frames, not
+/// the native return address), registered at the root ([`crate::CENSUS_CAPTURE`]) so the
+/// census names no runtime.
+pub struct Capture {
+    /// Is this image's runtime found and capturing? One relaxed load; called on every count.
+    pub wanted: fn() -> bool,
+    /// Records the calling thread's runtime frame for census slot `slot`.
+    pub capture: fn(&CensusFile, usize),
+    /// Is the calling thread's innermost runtime frame in the runtime's import machinery?
+    pub in_import_system: fn(&CensusFile) -> bool,
+}
+
+/// A loaded object the census's module walk found, shown to the runtimes registered in
+/// [`crate::CENSUS_OBJECT_SEEN`].
+pub struct Object<'a> {
+    /// Its path (the main executable's, for the empty name `dl_iterate_phdr` gives it).
+    pub name: &'a [u8],
+    /// Its first and last-plus-one mapped address.
+    pub lo: u64,
+    pub hi: u64,
+    pub info: &'a libc::dl_phdr_info,
+    pub file: &'a CensusFile,
+}
+
 /// Counts one call. Cheap enough for `clock_gettime`'s hot path: one load of the file pointer,
 /// a one-multiply hash, one load and compare, one increment; a new call site (rare) claims a
 /// slot with a CAS and makes sure the object that made the call is in the module list.
@@ -103,11 +127,13 @@ pub fn count(fid: Fid, detail: u8, caller: u64) {
         count_in(file, key, thread_shard(), false)
     };
     match counted {
-        Counted::Counted(slot) if crate::py::wanted() => crate::py::capture(file, slot),
+        Counted::Counted(slot) if (crate::CENSUS_CAPTURE.wanted)() => {
+            (crate::CENSUS_CAPTURE.capture)(file, slot)
+        }
         Counted::NewSite(slot) => {
             new_site(file, caller);
-            if crate::py::wanted() {
-                crate::py::capture(file, slot);
+            if (crate::CENSUS_CAPTURE.wanted)() {
+                (crate::CENSUS_CAPTURE.capture)(file, slot);
             }
         }
         _ => {}
@@ -129,15 +155,15 @@ fn before_start() -> *mut CensusFile {
 }
 
 /// Is the calling thread's innermost Python frame in the interpreter's import machinery
-/// ([`crate::py::in_import_system`])? One relaxed load when the image holds no Python.
+/// (the registered runtime's `in_import_system`)? One relaxed load when the image holds no Python.
 #[inline]
 pub fn in_python_import() -> bool {
-    if !crate::py::wanted() {
+    if !(crate::CENSUS_CAPTURE.wanted)() {
         return false;
     }
     // SAFETY: as in `count`: null, or a live mapping while published.
     match unsafe { file_ptr().as_ref() } {
-        Some(file) => crate::py::in_import_system(file),
+        Some(file) => (crate::CENSUS_CAPTURE.in_import_system)(file),
         None => false,
     }
 }

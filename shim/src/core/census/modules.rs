@@ -92,8 +92,16 @@ unsafe extern "C" fn module_cb(
             &exe_buf[..k]
         };
     }
-    crate::runtime::note_object(name, lo, hi, info);
-    crate::py::note_object(name, info, file);
+    let object = super::Object {
+        name,
+        lo,
+        hi,
+        info,
+        file,
+    };
+    for seen in crate::CENSUS_OBJECT_SEEN {
+        seen(&object);
+    }
     let n = (file.n_modules.load(Relaxed) as usize).min(MAX_MODULES);
     let used = (file.text_used.load(Relaxed) as usize).min(TEXT_BYTES);
     let listed = (0..n).any(|i| {

@@ -128,7 +128,7 @@ pub fn kind_of(fd: i32, fid: Fid, ra: u64) -> Kind {
         census::count(fid, NO_DETAIL, ra);
     }
     // A vfork child's descriptors are its own; the cache is its parent's.
-    if let Some(s) = slot.filter(|_| !crate::process::vfork::in_child()) {
+    if let Some(s) = slot.filter(|_| !crate::core::vfork::in_child()) {
         s.store(code(k) | COUNTED, Release);
     }
     k
@@ -141,7 +141,7 @@ fn kind_quiet(fd: i32) -> Kind {
         return k;
     }
     let k = classify_fd(fd);
-    if let Some(s) = slot.filter(|_| !crate::process::vfork::in_child()) {
+    if let Some(s) = slot.filter(|_| !crate::core::vfork::in_child()) {
         let _ = s.compare_exchange(0, code(k), AcqRel, Relaxed);
     }
     k
@@ -154,7 +154,6 @@ pub fn forget(fd: i32) {
         s.store(0, Release);
     }
     sorted::release_fd(fd);
-    crate::machine::dirorder::release_fd(fd);
 }
 
 fn classify_fd(fd: i32) -> Kind {
