@@ -16,6 +16,7 @@ pub mod hook;
 mod nounwind;
 pub mod panic;
 pub mod real;
+pub mod streams;
 pub mod sys;
 pub mod table;
 pub mod thread;
