@@ -23,8 +23,10 @@ use seal_abi::{
 use crate::core::{backing::Backing, config, sys};
 
 mod modules;
+mod runtimes;
 pub use modules::refresh_modules;
 use modules::reset_refresh_lock;
+pub use runtimes::{in_python_import, Capture, Object};
 
 #[link_section = ".data.seal_hot"]
 static FILE: AtomicPtr<CensusFile> = AtomicPtr::new(core::ptr::null_mut());
@@ -81,30 +83,6 @@ extern "C" {
     static __libc_single_threaded: core::ffi::c_char;
 }
 
-/// A language runtime that can name the call site behind a counted call (its own frames, not
-/// the native return address), registered at the root ([`crate::CENSUS_CAPTURE`]) so the
-/// census names no runtime.
-pub struct Capture {
-    /// Is this image's runtime found and capturing? One relaxed load; called on every count.
-    pub wanted: fn() -> bool,
-    /// Records the calling thread's runtime frame for census slot `slot`.
-    pub capture: fn(&CensusFile, usize),
-    /// Is the calling thread's innermost runtime frame in the runtime's import machinery?
-    pub in_import_system: fn(&CensusFile) -> bool,
-}
-
-/// A loaded object the census's module walk found, shown to the runtimes registered in
-/// [`crate::CENSUS_OBJECT_SEEN`].
-pub struct Object<'a> {
-    /// Its path (the main executable's, for the empty name `dl_iterate_phdr` gives it).
-    pub name: &'a [u8],
-    /// Its first and last-plus-one mapped address.
-    pub lo: u64,
-    pub hi: u64,
-    pub info: &'a libc::dl_phdr_info,
-    pub file: &'a CensusFile,
-}
-
 /// Counts one call. Cheap enough for `clock_gettime`'s hot path: one load of the file pointer,
 /// a one-multiply hash, one load and compare, one increment; a new call site (rare) claims a
 /// slot with a CAS and makes sure the object that made the call is in the module list.
@@ -152,20 +130,6 @@ fn before_start() -> *mut CensusFile {
     }
     config::in_run();
     FILE.load(Relaxed)
-}
-
-/// Is the calling thread's innermost Python frame in the interpreter's import machinery
-/// (the registered runtime's `in_import_system`)? One relaxed load when the image holds no Python.
-#[inline]
-pub fn in_python_import() -> bool {
-    if !(crate::CENSUS_CAPTURE.wanted)() {
-        return false;
-    }
-    // SAFETY: as in `count`: null, or a live mapping while published.
-    match unsafe { file_ptr().as_ref() } {
-        Some(file) => (crate::CENSUS_CAPTURE.in_import_system)(file),
-        None => false,
-    }
 }
 
 /// Shards per call site in a multi-threaded process. Threads that read the clock from one
