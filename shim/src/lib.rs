@@ -6,18 +6,26 @@
 //! never recurse (raw syscalls and `real!` for our own needs), never lock or allocate on a hot
 //! path, never let a panic cross FFI, and report what cannot be sealed instead of pretending.
 //!
-//! One module per family of calls: `clock`, `wait`, `random`, `process`, `host`, `tempname`;
-//! `open`, where path-based opens come in and are dispatched to `random` (devices, uuid,
-//! boot id), `host` (hostname files) and `process` (`/proc/<vpid>` paths); `syscall`, the
-//! `syscall()` dispatcher. Under them: `hook` (the `hook!` macro every exported entry point
-//! is written with), `census` (recording), `config` (process settings), `thread` (per-thread
-//! state), `real` (real symbols, re-entry guard), `sys` (raw system calls), `fd` (descriptors
-//! the shim makes), `table` (the run-wide table of pids and of the sealed world), `world`
-//! (what the run's clock and name setters changed, instead of the machine), `runtime` (which
-//! clock reads are a language runtime's own bookkeeping), `jvm` (the options a sealed JVM
-//! starts with, through the one `dlsym` trampoline), `cpu` (`rdtsc` and `cpuid` made to fault
-//! and answered by a `SIGSEGV` handler that chains to the program's), `machine` (CPU count and
-//! affinity, kernel release, memory: the run's fixed values).
+//! The shim is in floors. `core` is the ground floor, which names no family: `hook` (the
+//! `hook!` macro every exported entry point is written with), `census` (recording), `config`
+//! (process settings), `thread` (per-thread state), `real` (real symbols, re-entry guard),
+//! `sys` (raw system calls), `fd` (descriptors the shim makes, and forgetting the ones the
+//! program closes), `table` (the run-wide table of pids and of the sealed world), `world`
+//! (what the run's clock and name setters changed, instead of the machine), `backing`,
+//! `streams` (per-stream slot tables), `vfork` (is this a vfork child?). Above it, one module
+//! per family of calls: `clock`, `wait`, `random`, `process`, `host`, `tempname`, `causal`,
+//! `files`, `net`; `open`, where path-based opens come in and are dispatched to `random`
+//! (devices, uuid, boot id), `host` (hostname files) and `process` (`/proc/<vpid>` paths);
+//! `runtime` (which clock reads are a language runtime's own bookkeeping), `py` (CPython's
+//! frames for the census), `jvm` (the options a sealed JVM starts with, through the one
+//! `dlsym` trampoline), `cpu` (`rdtsc` and `cpuid` made to fault and answered by a `SIGSEGV`
+//! handler that chains to the program's), `machine` (CPU count and affinity, kernel release,
+//! memory, directory order: the run's fixed values); `syscall`, the `syscall()` dispatcher.
+//!
+//! Where `core` must reach a family (a descriptor closed, a runtime's call sites, a loaded
+//! object), the family registers in a table below, at the root: `FD_FORGET`,
+//! `CENSUS_CAPTURE`, `CENSUS_OBJECT_SEEN`. They are consts, so each call compiles to the
+//! direct call it replaces.
 //!
 //! Statics that every image's start reads or writes carry `#[link_section = ".data.seal_hot"]`
 //! (the settings, identity, census and run-table pointers, `real!`'s caches, the descriptor
@@ -32,7 +40,8 @@
 //! needs nothing of std (no allocator, no threads, no I/O of std's), and linking std brought its
 //! panic machinery along, backtrace symbolizer and all: a third of libseal's code and half its
 //! relocations, which every sealed process loaded and relocated. Its panic handler is
-//! `panic.rs`; per-thread cells are `thread_cell!` (`thread.rs`) instead of `thread_local!`.
+//! `core/panic.rs`; per-thread cells are `thread_cell!` (`core/thread.rs`) instead of
+//! `thread_local!`.
 //! Unit tests (and any build that unwinds) keep std.
 #![cfg_attr(all(panic = "abort", not(test)), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
