@@ -2,9 +2,7 @@
 //! through `syscall()`) on a descriptor family `machine` sorts. Its snapshot is the one a
 //! `DIR *` gets ([`super::Snap`]), read in batches of the kernel's records at the first call.
 
-use super::{
-    claim, counted, eligible, free, snap, unsorted, Count, Snap, BATCH, CLAIMS, NO_MEMORY, NO_SLOT,
-};
+use super::{claim_counted, eligible, free, snap, Count, Snap, BATCH, CLAIMS};
 use crate::core::streams::fd_key;
 use crate::core::sys;
 use crate::open::listing::records::record;
@@ -76,11 +74,7 @@ unsafe fn getdents_as(
             i
         }
         None if eligible(fd) => {
-            counted(fid);
-            let Some(i) = claim(key) else {
-                unsorted(NO_SLOT);
-                return None;
-            };
+            let i = claim_counted(key, fid)?;
             // SAFETY: the slot we just claimed.
             let s = unsafe { snap(i) };
             let mut ok = true;
@@ -101,11 +95,7 @@ unsafe fn getdents_as(
                 s.used += n as usize;
             }
             s.end_off = lseek(fd, 0, libc::SEEK_CUR);
-            if !ok || !s.sort() {
-                s.sorted = false;
-                s.pos = 0;
-                unsorted(NO_MEMORY);
-            }
+            s.finish(ok);
             i
         }
         None => return None,
@@ -179,16 +169,45 @@ pub unsafe fn sys_getdents64(
     a: [libc::c_long; 6],
     ra: u64,
 ) -> Option<libc::c_long> {
-    // SAFETY: the caller's system call on its own descriptor, into a buffer of `c` bytes.
+    // SAFETY: forwarded contract.
+    unsafe { sys_getdents_as(a, (seal_abi::Fid::SysGetdents, ra), false) }
+}
+
+/// `syscall(SYS_getdents, fd, buf, count)`: `Some(result)` when family `machine` sorts it
+/// (the snapshot is read with `getdents64`, each record written in the old layout).
+///
+/// # Safety
+/// Arguments as the system call takes them.
+pub unsafe fn sys_getdents(
+    _n: libc::c_long,
+    a: [libc::c_long; 6],
+    ra: u64,
+) -> Option<libc::c_long> {
+    // SAFETY: forwarded contract.
+    unsafe { sys_getdents_as(a, (seal_abi::Fid::SysGetdentsOld, ra), true) }
+}
+
+/// Both `syscall()` forms: the snapshot read with `getdents64`, the records written in the
+/// old layout when `old`.
+///
+/// # Safety
+/// Arguments as the system call takes them.
+unsafe fn sys_getdents_as(
+    a: [libc::c_long; 6],
+    count: (seal_abi::Fid, u64),
+    old: bool,
+) -> Option<libc::c_long> {
+    // SAFETY: a getdents64 of the caller's descriptor into a buffer of `c` bytes.
     let real = |b: *mut u8, c: usize| unsafe { raw_getdents64(a[0], b, c) };
     // SAFETY: forwarded contract (the kernel reads the count as an unsigned int).
     unsafe {
-        getdents(
+        getdents_as(
             a[0] as i32,
             a[1] as *mut u8,
             a[2] as u32 as usize,
-            Some((seal_abi::Fid::SysGetdents, ra)),
+            Some(count),
             &real,
+            old,
         )
     }
     .map(|r| r as libc::c_long)
@@ -208,30 +227,4 @@ pub fn old_record(rec: &[u8], dst: &mut [u8]) -> Option<usize> {
     d[18..18 + r.name.len()].copy_from_slice(r.name);
     d[len - 1] = r.dtype;
     Some(len)
-}
-
-/// `syscall(SYS_getdents, fd, buf, count)`: `Some(result)` when family `machine` sorts it
-/// (the snapshot is read with `getdents64`, each record written in the old layout).
-///
-/// # Safety
-/// Arguments as the system call takes them.
-pub unsafe fn sys_getdents(
-    _n: libc::c_long,
-    a: [libc::c_long; 6],
-    ra: u64,
-) -> Option<libc::c_long> {
-    // SAFETY: a getdents64 of the caller's descriptor into a buffer of `c` bytes.
-    let real = |b: *mut u8, c: usize| unsafe { raw_getdents64(a[0], b, c) };
-    // SAFETY: forwarded contract (the kernel reads the count as an unsigned int).
-    unsafe {
-        getdents_as(
-            a[0] as i32,
-            a[1] as *mut u8,
-            a[2] as u32 as usize,
-            Some((seal_abi::Fid::SysGetdentsOld, ra)),
-            &real,
-            true,
-        )
-    }
-    .map(|r| r as libc::c_long)
 }

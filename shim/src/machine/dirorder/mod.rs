@@ -235,6 +235,16 @@ impl Snap {
         unsafe { u16::from_ne_bytes([*p.add(16), *p.add(17)]) as usize }
     }
 
+    /// The snapshot is read (`ok`: whole): sorted, or, when memory failed, served in the
+    /// kernel's order from its start (reported).
+    fn finish(&mut self, ok: bool) {
+        if !ok || !self.sort() {
+            self.sorted = false;
+            self.pos = 0;
+            unsorted(NO_MEMORY);
+        }
+    }
+
     fn release(&mut self) {
         if self.cap > KEEP {
             // SAFETY: our own mapping, no longer used by anyone.
@@ -352,11 +362,7 @@ fn build(
     count: Count,
     read: &mut dyn FnMut() -> Result<*mut u8, i32>,
 ) -> Option<usize> {
-    counted(count);
-    let Some(i) = claim(key) else {
-        unsorted(NO_SLOT);
-        return None;
-    };
+    let i = claim_counted(key, count)?;
     // SAFETY: the slot we just claimed.
     let s = unsafe { snap(i) };
     let mut ok = true;
@@ -378,12 +384,19 @@ fn build(
             }
         }
     }
-    if !ok || !s.sort() {
-        s.sorted = false;
-        s.pos = 0;
-        unsorted(NO_MEMORY);
-    }
+    s.finish(ok);
     Some(i)
+}
+
+/// Counts a stream's first read and claims it a slot: `None` when every slot is taken
+/// (reported: the stream comes in the file system's order).
+fn claim_counted(key: usize, count: Count) -> Option<usize> {
+    counted(count);
+    let i = claim(key);
+    if i.is_none() {
+        unsorted(NO_SLOT);
+    }
+    i
 }
 
 /// The `readdir`-family read of stream `dir` (descriptor `fd`) when family `machine` sorts
