@@ -121,18 +121,7 @@ fn ask(nl: i32, ino: u32) -> Option<u64> {
         return None;
     }
     let mut buf = [0u8; 512];
-    // SAFETY: a valid buffer.
-    let n = unsafe {
-        sys::syscall6(
-            libc::SYS_recvfrom,
-            nl as i64,
-            buf.as_mut_ptr() as i64,
-            buf.len() as i64,
-            0,
-            0,
-            0,
-        )
-    };
+    let n = sys::fill(libc::SYS_recvfrom, nl, &mut buf, [0; 3]);
     if n <= 0 {
         return None;
     }

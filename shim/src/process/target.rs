@@ -140,19 +140,7 @@ fn is_system_loader(st: &libc::stat) -> bool {
 }
 
 fn pread(fd: i32, buf: &mut [u8], off: u64) -> usize {
-    // SAFETY: buf is valid for its length.
-    let n = unsafe {
-        sys::syscall6(
-            libc::SYS_pread64,
-            fd as i64,
-            buf.as_mut_ptr() as i64,
-            buf.len() as i64,
-            off as i64,
-            0,
-            0,
-        )
-    };
-    n.max(0) as usize
+    sys::fill(libc::SYS_pread64, fd, buf, [off as i64, 0, 0]).max(0) as usize
 }
 
 /// The file `execveat(dirfd, rel, …)` runs, as a path to check: `rel` itself when absolute

@@ -334,15 +334,7 @@ fn scan_dir(b: &WaiterBoard, t: &table::Table<'_>, dir: i32, real: i32, me: i32)
     let mut first = true;
     let mut leader = real;
     loop {
-        // SAFETY: buf is valid for its length.
-        let n = unsafe {
-            sys::syscall3(
-                libc::SYS_getdents64,
-                dir as i64,
-                buf.as_mut_ptr() as i64,
-                buf.len() as i64,
-            )
-        };
+        let n = sys::fill(libc::SYS_getdents64, dir, &mut buf, [0; 3]);
         if n < 0 {
             return Scan::Busy;
         }
