@@ -19,6 +19,8 @@ pub mod real;
 pub mod streams;
 pub mod sys;
 pub mod table;
+#[cfg(test)]
+pub mod testing;
 pub mod thread;
 pub mod vfork;
 pub mod world;

@@ -411,20 +411,10 @@ mod tests {
             classify(b"/proc/self/task/1001/stat"),
             pid(Who::Process, Some(1001), File::Stat)
         );
-        for p in [
-            &b"/proc/self/cmdline"[..],
-            b"/proc/self/statm",
-            b"/proc/self",
-            b"/proc/stat",
-            b"/proc/0/stat",
-            b"/proc/01/stat",
-            b"/proc/x1/stat",
-            b"/proc/thread-self/task/1/stat",
-            b"/proc/self/task/stat",
-            b"/proc/uptime/",
-            b"/etc/uptime",
-        ] {
-            assert_eq!(classify(p), None, "{}", String::from_utf8_lossy(p));
+        crate::rejects! { classify =>
+            "/proc/self/cmdline" "/proc/self/statm" "/proc/self" "/proc/stat" "/proc/0/stat"
+            "/proc/01/stat" "/proc/x1/stat" "/proc/thread-self/task/1/stat"
+            "/proc/self/task/stat" "/proc/uptime/" "/etc/uptime"
         }
     }
 
