@@ -89,6 +89,31 @@ pub(crate) const FD_FORGET: [fn(i32); 3] = [
     machine::dirorder::release_fd,
 ];
 
+/// Who answers a `read` itself ([`core::descriptors`]): a sealed device pipe gives a whole
+/// buffer, as the device would ([`random::device`]).
+#[cfg(not(test))]
+pub(crate) const FD_READ: [core::descriptors::ReadAnswer; 1] = [random::device::answer_read];
+
+/// Who sees what a real `read` returned: data or end of file is a receive ([`causal`]).
+#[cfg(not(test))]
+pub(crate) const FD_READ_DONE: [fn(libc::c_int, libc::ssize_t) -> libc::ssize_t; 1] =
+    [causal::hooks::after_read];
+
+/// Who acts before `close` (a file written in the run records its writer's clock, [`files`]),
+/// before `fclose` (the same for a stream that writes), and before `dup2`/`dup3` replace a
+/// descriptor.
+#[cfg(not(test))]
+pub(crate) const FD_CLOSING: [fn(libc::c_int); 1] = [files::hooks::closing];
+#[cfg(not(test))]
+pub(crate) const FD_FCLOSING: [fn(*mut libc::FILE); 1] = [files::hooks::fclosing];
+#[cfg(not(test))]
+pub(crate) const FD_REPLACING: [fn(libc::c_int, libc::c_int); 1] = [files::hooks::replacing];
+
+/// Who sees a successful `dup`/`dup2`/`dup3` of `old` to `new`: a copy of a device pipe is one
+/// too ([`random::device`]).
+#[cfg(not(test))]
+pub(crate) const FD_DUPED: [fn(libc::c_int, libc::c_int); 1] = [random::device::on_dup];
+
 /// Where the census asks a language runtime for the call site behind a counted call:
 /// CPython's frames ([`py`]).
 pub(crate) const CENSUS_CAPTURE: core::census::Capture = core::census::Capture {

@@ -10,6 +10,8 @@
 pub mod backing;
 pub mod census;
 pub mod config;
+#[cfg(not(test))]
+pub mod descriptors;
 pub mod fd;
 pub mod hook;
 #[cfg(all(panic = "abort", not(test)))]

@@ -112,6 +112,21 @@ fn is_device_fd_slow(fd: i32) -> bool {
     false
 }
 
+/// The `read` hook's answer for a device pipe (registered in [`crate::FD_READ`]): the whole
+/// buffer, counted as a device read; `None` for any other descriptor.
+///
+/// # Safety
+/// `buf` is valid for `len` bytes of writes, or null.
+#[inline(always)]
+pub unsafe fn answer_read(fd: i32, buf: *mut u8, len: usize, ra: u64) -> Option<isize> {
+    if !is_device_fd(fd) || buf.is_null() {
+        return None;
+    }
+    crate::core::census::count(seal_abi::Fid::ReadDevice, seal_abi::NO_DETAIL, ra);
+    // SAFETY: per the contract.
+    Some(unsafe { read_full(fd, buf, len) })
+}
+
 /// `read` on a device pipe: like the real device, fill the whole buffer (a pipe hands out at
 /// most what the feeder has written so far), and never fail with `EAGAIN` on a non-blocking
 /// descriptor. Stops early only on EOF or an error.
