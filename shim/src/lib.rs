@@ -81,13 +81,15 @@ pub mod wait;
 // the direct call it was before (no indirection on a hot path).
 
 /// What a family forgets when descriptor `fd` is closed or replaced ([`core::fd::forget`],
-/// which leaves the tables alone in a vfork child): its causal channel, whether it is a `/proc`
-/// listing, the sorted listings of `/proc` and of ordinary directories.
-pub(crate) const FD_FORGET: [fn(i32); 3] = [
-    causal::forget,
-    open::listing::forget,
-    machine::dirorder::release_fd,
-];
+/// which zeroes the descriptor's row of the table, and leaves everything alone in a vfork
+/// child): the sorted listings of `/proc` and of ordinary directories.
+pub(crate) const FD_FORGET: [fn(i32); 2] = [open::listing::forget, machine::dirorder::release_fd];
+
+/// The bytes of a row of the per-process descriptor table ([`core::fd::mark`]): whether a
+/// descriptor is a causal channel ([`causal`]), what directory it lists ([`open::listing`]).
+pub(crate) const FD_MARKS: usize = 2;
+pub(crate) const FD_MARK_CAUSAL: usize = 0;
+pub(crate) const FD_MARK_LISTING: usize = 1;
 
 /// Who answers a `read` itself ([`core::descriptors`]): a sealed device pipe gives a whole
 /// buffer, as the device would ([`random::device`]).

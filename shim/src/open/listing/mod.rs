@@ -11,7 +11,7 @@
 //! decided once, by the first numeric name it yields: one `fstat` of its descriptor (procfs's
 //! `st_dev`; the root of procfs is inode 1) and, for another procfs directory, one `readlink`
 //! of `/proc/self/fd/<fd>` (`/proc/<pid>/task`). The answer is cached per descriptor below
-//! [`FDS`] and forgotten when the descriptor is closed or replaced (`closedir`, `close`,
+//! `core::fd::FDS` and forgotten when the descriptor is closed or replaced (`closedir`, `close`,
 //! `dup2`, `dup3`); a directory without numeric names costs nothing, one with them that is
 //! not on procfs one `fstat` per stream (and the process one `statfs` and `stat` of `/proc`,
 //! the first time).
@@ -92,12 +92,13 @@ pub fn shown(t: &table::Table, kind: Kind, real: i32) -> Option<i32> {
 
 // ---- which directory a descriptor lists -----------------------------------------------------
 
-/// Descriptors below this have their [`Kind`] cached; others are looked at on every use.
-pub const FDS: usize = 1024;
-/// Per descriptor: 0 not looked at, else [`code`] of its kind, plus [`COUNTED`] once a
-/// listing of it was counted.
-#[link_section = ".data.seal_hot"]
-static KINDS: [AtomicU8; FDS] = [const { AtomicU8::new(0) }; FDS];
+/// `fd`'s byte of the descriptor table: 0 not looked at, else [`code`] of its kind, plus
+/// [`COUNTED`] once a listing of it was counted. Descriptors the table does not cover are
+/// looked at on every use.
+#[inline(always)]
+fn kind_mark(fd: i32) -> Option<&'static AtomicU8> {
+    crate::core::fd::mark(fd, crate::FD_MARK_LISTING)
+}
 const COUNTED: u8 = 4;
 /// procfs's `st_dev` + 2; 0 not looked up yet, 1 no procfs at `/proc`.
 static PROC_DEV: AtomicU64 = AtomicU64::new(0);
@@ -121,7 +122,7 @@ fn decode(c: u8) -> Option<Kind> {
 
 /// What `fd` lists (cached); a `/proc` listing is counted as `fid` from `ra`, once.
 pub fn kind_of(fd: i32, fid: Fid, ra: u64) -> Kind {
-    let slot = usize::try_from(fd).ok().and_then(|i| KINDS.get(i));
+    let slot = kind_mark(fd);
     let c = slot.map_or(0, |s| s.load(Acquire));
     let k = decode(c).unwrap_or_else(|| classify_fd(fd));
     if k != Kind::Other && c & COUNTED == 0 {
@@ -136,7 +137,7 @@ pub fn kind_of(fd: i32, fid: Fid, ra: u64) -> Kind {
 
 /// What `fd` is (cached), for a path relative to it; nothing is counted.
 fn kind_quiet(fd: i32) -> Kind {
-    let slot = usize::try_from(fd).ok().and_then(|i| KINDS.get(i));
+    let slot = kind_mark(fd);
     if let Some(k) = decode(slot.map_or(0, |s| s.load(Acquire))) {
         return k;
     }
@@ -147,12 +148,10 @@ fn kind_quiet(fd: i32) -> Kind {
     k
 }
 
-/// `fd` was closed or replaced: whatever reuses its number is looked at afresh.
+/// `fd` was closed or replaced (its byte of the descriptor table is zeroed by
+/// `core::fd::forget`): its sorted listing, if any, is dropped.
 #[inline]
 pub fn forget(fd: i32) {
-    if let Some(s) = usize::try_from(fd).ok().and_then(|i| KINDS.get(i)) {
-        s.store(0, Release);
-    }
     sorted::release_fd(fd);
 }
 
