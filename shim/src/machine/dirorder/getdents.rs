@@ -160,43 +160,19 @@ unsafe fn raw_getdents64(fd: libc::c_long, buf: *mut u8, count: usize) -> isize 
     }
 }
 
-/// `syscall(SYS_getdents64, fd, buf, count)`: `Some(result)` when family `machine` sorts it.
+/// `syscall(SYS_getdents64 | SYS_getdents, fd, buf, count)`: `Some(result)` when family
+/// `machine` sorts it. The snapshot is read with `getdents64` either way; for the old
+/// `getdents` each record is written in its layout.
 ///
 /// # Safety
 /// Arguments as the system call takes them.
-pub unsafe fn sys_getdents64(
-    _n: libc::c_long,
-    a: [libc::c_long; 6],
-    ra: u64,
-) -> Option<libc::c_long> {
-    // SAFETY: forwarded contract.
-    unsafe { sys_getdents_as(a, (seal_abi::Fid::SysGetdents, ra), false) }
-}
-
-/// `syscall(SYS_getdents, fd, buf, count)`: `Some(result)` when family `machine` sorts it
-/// (the snapshot is read with `getdents64`, each record written in the old layout).
-///
-/// # Safety
-/// Arguments as the system call takes them.
-pub unsafe fn sys_getdents(
-    _n: libc::c_long,
-    a: [libc::c_long; 6],
-    ra: u64,
-) -> Option<libc::c_long> {
-    // SAFETY: forwarded contract.
-    unsafe { sys_getdents_as(a, (seal_abi::Fid::SysGetdentsOld, ra), true) }
-}
-
-/// Both `syscall()` forms: the snapshot read with `getdents64`, the records written in the
-/// old layout when `old`.
-///
-/// # Safety
-/// Arguments as the system call takes them.
-unsafe fn sys_getdents_as(
-    a: [libc::c_long; 6],
-    count: (seal_abi::Fid, u64),
-    old: bool,
-) -> Option<libc::c_long> {
+pub unsafe fn sys_getdents(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
+    let old = n == libc::SYS_getdents;
+    let fid = if old {
+        seal_abi::Fid::SysGetdentsOld
+    } else {
+        seal_abi::Fid::SysGetdents
+    };
     // SAFETY: a getdents64 of the caller's descriptor into a buffer of `c` bytes.
     let real = |b: *mut u8, c: usize| unsafe { raw_getdents64(a[0], b, c) };
     // SAFETY: forwarded contract (the kernel reads the count as an unsigned int).
@@ -205,7 +181,7 @@ unsafe fn sys_getdents_as(
             a[0] as i32,
             a[1] as *mut u8,
             a[2] as u32 as usize,
-            Some(count),
+            Some((fid, ra)),
             &real,
             old,
         )

@@ -31,7 +31,7 @@ use crate::core::{census, config, sys};
 use crate::open::listing::records::{record, NAME_AT};
 
 mod getdents;
-pub use getdents::{getdents, old_record, sys_getdents, sys_getdents64};
+pub use getdents::{getdents, old_record, sys_getdents};
 
 /// Streams that can be sorted at once (a tree walker holds one per level at most).
 pub const SLOTS: usize = 256;
