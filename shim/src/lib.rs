@@ -22,10 +22,12 @@
 //! handler that chains to the program's), `machine` (CPU count and affinity, kernel release,
 //! memory, directory order: the run's fixed values); `syscall`, the `syscall()` dispatcher.
 //!
-//! Where `core` must reach a family (a descriptor closed, a runtime's call sites, a loaded
-//! object), the family registers in a table below, at the root: `FD_FORGET`,
-//! `CENSUS_CAPTURE`, `CENSUS_OBJECT_SEEN`. They are consts, so each call compiles to the
-//! direct call it replaces.
+//! A descriptor's life (`read`, `close`, `fclose`, `dup*`) is hooked in `core::descriptors`,
+//! and what families cache per descriptor is one table (`core::fd::mark`). Where `core` must
+//! reach a family (a descriptor read, closed or copied, a runtime's call sites, a loaded
+//! object), the family registers in a table below, at the root (`FD_READ`, `FD_CLOSING`,
+//! `FD_FORGET`, `CENSUS_CAPTURE`, `CENSUS_OBJECT_SEEN`, …). They are consts, so each call
+//! compiles to the direct call it replaces.
 //!
 //! Statics that every image's start reads or writes carry `#[link_section = ".data.seal_hot"]`
 //! (the settings, identity, census and run-table pointers, `real!`'s caches, the descriptor

@@ -4,8 +4,10 @@
 //! (real symbols, re-entry guard), `backing` (the lazily backed shared arrays), `table` (the
 //! run-wide table of pids and of the sealed world), `world` (what the run's clock and name
 //! setters changed, instead of the machine), `hook` (the `hook!` macro every exported entry
-//! point is written with), `census` (recording), `fd` (descriptors the shim makes), `panic`
-//! and `nounwind` (the `no_std` build's panic handler and unwinding stubs).
+//! point is written with), `census` (recording), `fd` (descriptors the shim makes, and the
+//! per-process descriptor table), `descriptors` (the hooks of a descriptor's life: `read`,
+//! `close`, `fclose`, `dup*`), `streams` (per-stream slot tables), `vfork` (is this a vfork
+//! child?), `panic` and `nounwind` (the `no_std` build's panic handler and unwinding stubs).
 
 pub mod backing;
 pub mod census;

@@ -10,11 +10,11 @@
 //! `getdents.rs`) and `closedir`, which forgets a stream. Which directory a stream lists is
 //! decided once, by the first numeric name it yields: one `fstat` of its descriptor (procfs's
 //! `st_dev`; the root of procfs is inode 1) and, for another procfs directory, one `readlink`
-//! of `/proc/self/fd/<fd>` (`/proc/<pid>/task`). The answer is cached per descriptor below
-//! `core::fd::FDS` and forgotten when the descriptor is closed or replaced (`closedir`, `close`,
-//! `dup2`, `dup3`); a directory without numeric names costs nothing, one with them that is
-//! not on procfs one `fstat` per stream (and the process one `statfs` and `stat` of `/proc`,
-//! the first time).
+//! of `/proc/self/fd/<fd>` (`/proc/<pid>/task`). The answer is cached per descriptor (in the
+//! descriptor table, `core::fd`) and forgotten when the descriptor is closed or replaced
+//! (`closedir`, `close`, `dup2`, `dup3`); a directory without numeric names costs nothing,
+//! one with them that is not on procfs one `fstat` per stream (and the process one `statfs`
+//! and `stat` of `/proc`, the first time).
 //!
 //! At its first number a listing's stream is read to its end and its numbers are returned in
 //! virtual pid order from a fixed slot (`sorted`): the kernel's order is the real pids', which
