@@ -148,10 +148,14 @@ fn kind_quiet(fd: i32) -> Kind {
     k
 }
 
-/// `fd` was closed or replaced (its byte of the descriptor table is zeroed by
-/// `core::fd::forget`): its sorted listing, if any, is dropped.
+/// `fd` was closed or replaced, or its stream closed (`closedir`, which closes the descriptor
+/// inside glibc, past the `close` hook): whatever reuses its number is looked at afresh.
+/// (`core::fd::forget` zeroes the whole row of a closed descriptor too.)
 #[inline]
 pub fn forget(fd: i32) {
+    if let Some(s) = kind_mark(fd) {
+        s.store(0, Release);
+    }
     sorted::release_fd(fd);
 }
 
