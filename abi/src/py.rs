@@ -147,32 +147,22 @@ mod tests {
 
     #[test]
     fn library_paths() {
-        for lib in [
-            &b"/root/.pyenv/versions/3.11.7/lib/python3.11/datetime.py"[..],
-            b"/usr/lib/python3.11/uuid.py",
-            b"/usr/lib64/python3.9/random.py",
-            b"/venv/lib/python3.12/site-packages/requests/api.py",
-            b"/usr/lib/python3/dist-packages/yaml/__init__.py",
-            b"<frozen importlib._bootstrap>",
-        ] {
-            assert!(
-                is_library_path(lib),
-                "{}",
-                core::str::from_utf8(lib).unwrap()
-            );
+        // Each input, and whether it is a library's.
+        macro_rules! library {
+            ($want:literal: $($path:literal)*) => {
+                for p in [$($path.as_bytes()),*] {
+                    assert_eq!(is_library_path(p), $want, "{}", core::str::from_utf8(p).unwrap());
+                }
+            };
         }
-        for user in [
-            &b"/tmp/app/report.py"[..],
-            b"app.py",
-            b"<string>",
-            b"/home/me/python3.11/x.py",
-            b"/srv/lib/python3.x/notes.py",
-        ] {
-            assert!(
-                !is_library_path(user),
-                "{}",
-                core::str::from_utf8(user).unwrap()
-            );
+        library! { true:
+            "/root/.pyenv/versions/3.11.7/lib/python3.11/datetime.py" "/usr/lib/python3.11/uuid.py"
+            "/usr/lib64/python3.9/random.py" "/venv/lib/python3.12/site-packages/requests/api.py"
+            "/usr/lib/python3/dist-packages/yaml/__init__.py" "<frozen importlib._bootstrap>"
+        }
+        library! { false:
+            "/tmp/app/report.py" "app.py" "<string>" "/home/me/python3.11/x.py"
+            "/srv/lib/python3.x/notes.py"
         }
         assert!(is_import_path(b"<frozen importlib._bootstrap_external>"));
         assert!(is_import_path(

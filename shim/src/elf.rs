@@ -168,7 +168,7 @@ mod tests {
                 )
             };
             // SAFETY: a loaded object's name.
-            let path = unsafe { crate::sys::cstr(info.dlpi_name) };
+            let path = unsafe { crate::core::sys::cstr(info.dlpi_name) };
             if !path.ends_with(b"/libc.so.6") {
                 return 0;
             }

@@ -14,7 +14,7 @@ pub const DOMAINNAME: &[u8] = b"(none)";
 
 /// The NIS domain name a sealed process sees now: set inside the run, else [`DOMAINNAME`].
 pub fn domainname(out: &mut [u8; seal_abi::NAME_MAX]) -> &[u8] {
-    match crate::world::name(crate::world::Name::Domain, out) {
+    match crate::core::world::name(crate::core::world::Name::Domain, out) {
         Some(n) => &out[..n],
         None => DOMAINNAME,
     }
@@ -25,11 +25,11 @@ pub fn domainname(out: &mut [u8; seal_abi::NAME_MAX]) -> &[u8] {
 /// # Safety
 /// `name` null or valid for `len` bytes.
 pub unsafe fn set_name(
-    which: crate::world::Name,
+    which: crate::core::world::Name,
     name: *const libc::c_char,
     len: usize,
 ) -> Result<(), i32> {
-    if !crate::world::may(crate::world::CAP_SYS_ADMIN) {
+    if !crate::core::world::may(crate::core::world::CAP_SYS_ADMIN) {
         return Err(libc::EPERM);
     }
     if len > seal_abi::NAME_MAX {
@@ -44,15 +44,15 @@ pub unsafe fn set_name(
         // SAFETY: per the contract.
         unsafe { core::slice::from_raw_parts(name as *const u8, len) }
     };
-    crate::world::set_name(which, bytes)
+    crate::core::world::set_name(which, bytes)
 }
 
 /// The sealed host name file's contents: a memfd holding the name and a newline.
 pub fn open_name_file(cloexec: bool) -> Result<i32, i32> {
-    let mut b = crate::sys::StackBuf::<80>::new();
+    let mut b = crate::core::sys::StackBuf::<80>::new();
     let mut cur = [0u8; seal_abi::NAME_MAX];
-    b.push(crate::world::hostname(&mut cur)).push(b"\n");
-    crate::fd::memfd_with(b"seal-hostname\0", b.as_bytes(), cloexec)
+    b.push(crate::core::world::hostname(&mut cur)).push(b"\n");
+    crate::core::fd::memfd_with(b"seal-hostname\0", b.as_bytes(), cloexec)
 }
 
 /// An open of `/proc/sys/kernel/hostname` for writing (`oflags`), in a sealed process:
@@ -63,7 +63,7 @@ pub fn open_name_file(cloexec: bool) -> Result<i32, i32> {
 /// write access to the root-owned file, no capability): the write goes to /dev/null instead,
 /// and says so (sethostname changes the sealed name).
 pub fn drop_kernel_name_write(oflags: i32) -> Option<Result<i32, i32>> {
-    use crate::{census, sys, world};
+    use crate::core::{census, sys, world};
     if !(sys::geteuid() == 0 || world::may(world::CAP_DAC_OVERRIDE)) {
         return None;
     }
@@ -112,7 +112,8 @@ pub(crate) mod hooks {
     use seal_abi::{flags, Fid, NAME_MAX, NO_DETAIL};
 
     use super::{copy_name, domainname, is_sealed_name, set_field};
-    use crate::{census, config, hook, sys, world};
+    use crate::core::{census, config, sys, world};
+    use crate::hook;
 
     const LOCALHOST: *const c_char = c"localhost".as_ptr();
 
@@ -144,7 +145,7 @@ pub(crate) mod hooks {
         }
     }
 
-    use crate::sys::set_errno;
+    use crate::core::sys::set_errno;
 
     /// 0, or -1 with `errno`.
     fn ret(r: Result<(), i32>) -> c_int {

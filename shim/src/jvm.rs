@@ -20,7 +20,7 @@ use core::sync::atomic::{AtomicUsize, Ordering::*};
 
 use seal_abi::{flags, Fid, NO_DETAIL};
 
-use crate::{census, config, sys};
+use crate::core::{census, config, sys};
 
 /// glibc's `dlsym`, resolved on the first call (never through the trampoline).
 #[link_section = ".data.seal_hot"]

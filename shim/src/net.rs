@@ -16,7 +16,8 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use libc::{c_int, sockaddr, socklen_t};
 use seal_abi::{flags, mix64, unsealed};
 
-use crate::{census, config, hook, sys};
+use crate::core::{census, config, sys};
+use crate::hook;
 
 /// Candidates tried before giving the bind back to the kernel.
 const TRIES: u64 = 128;
@@ -97,7 +98,7 @@ hook! {
             return real(fd, addr, len);
         };
         census::count(seal_abi::Fid::Bind, seal_abi::NO_DETAIL, ra);
-        if !config::sealed(flags::NET) || crate::real::Reentry::inside() || !stream_or_datagram(fd) {
+        if !config::sealed(flags::NET) || crate::core::real::Reentry::inside() || !stream_or_datagram(fd) {
             return real(fd, addr, len);
         }
         let mut copy = [0u8; 128];
@@ -105,7 +106,7 @@ hook! {
         unsafe { core::ptr::copy_nonoverlapping(addr as *const u8, copy.as_mut_ptr(), len as usize) };
         let (lo, hi) = range();
         let n = BINDS.fetch_add(1, Relaxed);
-        let key = mix64(config::SEED.load(Relaxed) ^ mix64(crate::thread::image_lineage() ^ mix64(n)));
+        let key = mix64(config::SEED.load(Relaxed) ^ mix64(crate::core::thread::image_lineage() ^ mix64(n)));
         for i in 0..TRIES {
             let port = candidate(key, i, lo, hi);
             copy[off..off + 2].copy_from_slice(&port.to_be_bytes());

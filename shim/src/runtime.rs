@@ -117,14 +117,14 @@ pub fn note_object(path: &[u8], start: u64, end: u64, info: &libc::dl_phdr_info)
     ENDS[n].store(end, Relaxed);
     KINDS[n].store(kind, Relaxed);
     // Set before the object is published: no read from it takes the fast path after.
-    crate::config::slow_set(crate::config::slow::RUNTIME);
+    crate::core::config::slow_set(crate::core::config::slow::RUNTIME);
     N_OBJECTS.store(n + 1, Release);
 }
 
 /// Forgets the registered objects (a fresh process image; tests).
 pub fn reset() {
     N_OBJECTS.store(0, Release);
-    crate::config::slow_clear(crate::config::slow::RUNTIME);
+    crate::core::config::slow_clear(crate::core::config::slow::RUNTIME);
 }
 
 /// The runtime object `addr` lies in: `(kind, start, end)`.
@@ -404,7 +404,7 @@ fn lookup(addr: u64) -> u8 {
     // SAFETY: all-zero is a valid Dl_info (null pointers, zero address).
     let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
     let mut sym: *const libc::Elf64_Sym = core::ptr::null();
-    let _g = crate::real::Reentry::force();
+    let _g = crate::core::real::Reentry::force();
     // SAFETY: info and sym are valid for writes; RTLD_DL_SYMENT makes extra_info an
     // `ElfW(Sym) **`. A return address points after its call: look up the byte before it.
     let ok = unsafe {
@@ -426,7 +426,7 @@ fn lookup(addr: u64) -> u8 {
         return 0;
     }
     // SAFETY: dli_sname is a NUL-terminated string of the loaded object.
-    name_class(unsafe { crate::sys::cstr(info.dli_sname) })
+    name_class(unsafe { crate::core::sys::cstr(info.dli_sname) })
 }
 
 #[cfg(test)]

@@ -44,8 +44,7 @@ routes! {
     "host": SYS_sethostname | SYS_setdomainname => crate::host::hooks::sys_set_name;
     "exec": SYS_execve | SYS_execveat => crate::process::hooks::sys_exec;
     "cpu": SYS_rt_sigaction | SYS_rt_sigprocmask => crate::cpu::signals::sys_cpu;
-    "machine": SYS_getdents64 => crate::machine::dirorder::sys_getdents64;
-    "machine": SYS_getdents => crate::machine::dirorder::sys_getdents;
+    "machine": SYS_getdents64 | SYS_getdents => crate::machine::dirorder::sys_getdents;
     "machine": SYS_sched_getaffinity | SYS_sysinfo | SYS_uname => crate::machine::hooks::sys_machine;
     "files": SYS_stat | SYS_lstat | SYS_fstat | SYS_newfstatat | SYS_statx | SYS_utimensat
         | SYS_utimes | SYS_utime | SYS_futimesat => crate::files::hooks::sys_files;

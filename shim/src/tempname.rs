@@ -12,7 +12,8 @@
 //! `gen_tempname` (which calls the public `getrandom`) and `random.Random` seeded from
 //! `os.urandom` (`getrandom`), so their names are sealed by the `random` family.
 
-use crate::{config, random, sys};
+use crate::core::{config, sys};
+use crate::random;
 
 /// The letters glibc draws name characters from.
 const LETTERS: &[u8; 62] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -62,7 +63,7 @@ pub fn gen_tempname(tmpl: &mut [u8], suffix: usize, make: Make) -> Result<i32, i
 }
 
 fn check(r: i64) -> Result<i32, i32> {
-    crate::fd::check(r).map(|v| v as i32)
+    crate::core::fd::check(r).map(|v| v as i32)
 }
 
 /// One attempt at `path` (NUL-terminated).
@@ -174,9 +175,10 @@ mod hooks {
     use seal_abi::flags;
 
     use super::{gen_tempname, path_search, Make, L_TMPNAM};
-    use crate::{config, hook, sys};
+    use crate::core::{config, sys};
+    use crate::hook;
 
-    use crate::sys::set_errno;
+    use crate::core::sys::set_errno;
 
     /// The template as a mutable byte slice (without its NUL).
     ///

@@ -101,18 +101,18 @@ fn libseal_start_up_code_is_together() {
     // Mangled names up to their hash: `_ZN` + length-prefixed path + `17h`.
     let start_up = [
         "_ZN4seal9seal_init17h",
-        "_ZN4seal6config9init_slow17h",
+        "_ZN4seal4core6config9init_slow17h",
         "_ZN4seal7process4vpid8on_start17h",
-        "_ZN4seal5table3map17h",
-        "_ZN4seal6census10open_image17h",
-        "_ZN4seal6thread11init_thread17h",
+        "_ZN4seal4core5table3map17h",
+        "_ZN4seal4core6census10open_image17h",
+        "_ZN4seal4core6thread11init_thread17h",
         "_ZN4seal7process3env16without_contract17h",
         "_ZN4seal3cpu8on_start17h",
         "clock_gettime",
     ];
     let hot_statics = [
-        "_ZN4seal6config4VPID17h",
-        "_ZN4seal6census4FILE17h",
+        "_ZN4seal4core6config4VPID17h",
+        "_ZN4seal4core6census4FILE17h",
         "_ZN4seal7runtime9N_OBJECTS17h",
         "_ZN4seal3jvm15SEAL_REAL_DLSYM17h",
     ];

@@ -1,7 +1,7 @@
 //! The sends and receives of `crate::causal`, exported: writes and reads on channels, and
 //! joins. None of them is
 //! counted in the census (they carry no entropy; the census counts what is sealed).
-//! `read`/`__read_chk` are exported by `crate::random::device::hooks`,
+//! `read`/`__read_chk` are exported by `crate::core::descriptors`,
 //! timed joins by `crate::wait::hooks::sync`; they call in here.
 
 use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};

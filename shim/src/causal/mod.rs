@@ -1,6 +1,6 @@
 //! Causality between sealed threads and processes (docs/design.md, "Causality").
 //!
-//! Every thread has a causal clock `W` (`crate::thread`): its logical clock as it stood after
+//! Every thread has a causal clock `W` (`crate::core::thread`): its logical clock as it stood after
 //! its last wait that moved it or its last adoption. Clock reads alone never move `W`, so two
 //! processes that only compute never pull each other's clocks, whatever the scheduler does.
 //! Whoever may wake another thread leaves `W` where the woken one will look (Lamport's send):
@@ -28,7 +28,7 @@ use core::sync::atomic::{AtomicU64, AtomicU8, Ordering::*};
 use seal_abi::causal::{self, key_of, lookup, publish, ClockSlot};
 use seal_abi::flags;
 
-use crate::{config, sys, table, thread};
+use crate::core::{config, sys, table, thread};
 
 /// Key kinds (the first part of `key_of`).
 const PIPE: u64 = 1;
@@ -67,23 +67,20 @@ pub fn thread_done(id: libc::pthread_t) {
 #[inline]
 fn adopt(v: i64) {
     if v > 0 && thread::adopt(v) {
-        moved();
+        crate::process::vpid::note_waited();
     }
-}
-
-/// This thread's `W` moved (a wait ran out, a clock was adopted): the process's wait clock
-/// follows (a parent that reaps it adopts that).
-pub fn moved() {
-    crate::process::vpid::note_waited();
 }
 
 // ---- channels (run-wide) -----------------------------------------------------------------
 
 /// Descriptors below this are cached; others are classified on every use.
-const FDS: usize = 1024;
-/// `STATE`: 0 not looked at, 1 not a channel, 2 a channel.
-#[link_section = ".data.seal_hot"]
-static STATE: [AtomicU8; FDS] = [const { AtomicU8::new(0) }; FDS];
+const FDS: usize = crate::core::fd::FDS;
+/// `fd`'s byte of the descriptor table: 0 not looked at, 1 not a channel, 2 a channel.
+#[inline(always)]
+fn state(fd: i32) -> Option<&'static AtomicU8> {
+    crate::core::fd::mark(fd, crate::FD_MARK_CAUSAL)
+}
+/// A channel's keys (valid while its state is 2).
 static SEND: [AtomicU64; FDS] = [const { AtomicU64::new(0) }; FDS];
 static RECV: [AtomicU64; FDS] = [const { AtomicU64::new(0) }; FDS];
 
@@ -93,8 +90,8 @@ fn keys(fd: i32) -> Option<(u64, u64)> {
         return None;
     }
     let i = fd as usize;
-    if i < FDS {
-        match STATE[i].load(Acquire) {
+    if let Some(st) = state(fd) {
+        match st.load(Acquire) {
             1 => return None,
             2 => return Some((SEND[i].load(Relaxed), RECV[i].load(Relaxed))),
             _ => {}
@@ -102,12 +99,12 @@ fn keys(fd: i32) -> Option<(u64, u64)> {
     }
     let k = classify(fd);
     // A vfork child's descriptors are its own; the cache is its parent's.
-    if i < FDS && !crate::process::vfork::in_child() {
+    if let Some(st) = state(fd).filter(|_| !crate::core::vfork::in_child()) {
         if let Some((s, r)) = k {
             SEND[i].store(s, Relaxed);
             RECV[i].store(r, Relaxed);
         }
-        STATE[i].store(if k.is_some() { 2 } else { 1 }, Release);
+        st.store(if k.is_some() { 2 } else { 1 }, Release);
     }
     k
 }
@@ -144,19 +141,11 @@ fn classify(fd: i32) -> Option<(u64, u64)> {
     }
 }
 
-/// `fd` was closed or replaced: whatever reuses its number is looked at afresh.
-#[inline]
-pub fn forget(fd: i32) {
-    if fd >= 0 && (fd as usize) < FDS {
-        STATE[fd as usize].store(0, Release);
-    }
-}
-
 /// A write-like call of `n` bytes on `fd`, run by `call` (returning bytes written or -1): a
 /// channel records this thread's `W` for the bytes it carries.
 #[inline]
 pub fn send(fd: i32, n: usize, call: impl FnOnce() -> isize) -> isize {
-    if !active() || (fd >= 0 && (fd as usize) < FDS && STATE[fd as usize].load(Acquire) == 1) {
+    if !active() || state(fd).is_some_and(|s| s.load(Acquire) == 1) {
         return call();
     }
     let Some((key, t)) = send_key(fd) else {
@@ -224,7 +213,7 @@ pub fn received(fd: i32, r: isize) {
     if r < 0 || !active() {
         return;
     }
-    if fd >= 0 && (fd as usize) < FDS && STATE[fd as usize].load(Acquire) == 1 {
+    if state(fd).is_some_and(|s| s.load(Acquire) == 1) {
         return;
     }
     receive_slow(fd, r as u64);

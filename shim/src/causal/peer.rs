@@ -2,7 +2,7 @@
 //! UNIX socket's peer (the kernel's `sock_diag` netlink interface, as `ss -x` asks it), and
 //! the address pair of an IP socket. Looked up once per descriptor (`super::keys` caches).
 
-use crate::sys;
+use crate::core::sys;
 
 /// `SO_DOMAIN` of a socket.
 pub fn domain(fd: i32) -> Option<i32> {
@@ -121,18 +121,7 @@ fn ask(nl: i32, ino: u32) -> Option<u64> {
         return None;
     }
     let mut buf = [0u8; 512];
-    // SAFETY: a valid buffer.
-    let n = unsafe {
-        sys::syscall6(
-            libc::SYS_recvfrom,
-            nl as i64,
-            buf.as_mut_ptr() as i64,
-            buf.len() as i64,
-            0,
-            0,
-            0,
-        )
-    };
+    let n = sys::fill(libc::SYS_recvfrom, nl, &mut buf, [0; 3]);
     if n <= 0 {
         return None;
     }

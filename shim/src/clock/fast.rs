@@ -5,7 +5,7 @@
 //! be told apart, no Python frames to capture, no thread glibc does not know of: the one
 //! word [`config::SLOW`] says so) does what the general path would do, and nothing else:
 //! the census count as one increment of the counter this thread remembers for the call site
-//! (`census::count_hot`), one tick of the thread's logical clock `L`, and `epoch + shift +
+//! (`census::bump_hot`), one tick of the thread's logical clock `L`, and `epoch + shift +
 //! advance + L` in checked arithmetic. Anything else (a rare mode, an overflow, a negative
 //! time, a new call site) goes to the general path, which stays the reference: the fast
 //! path is only ever a shortcut to the same value and the same census.
@@ -13,10 +13,10 @@
 use seal_abi::Fid;
 
 use super::{read, value_at, Domain};
-use crate::config::{self, slow};
-use crate::{census, thread, world};
+use crate::core::config::{self, slow};
+use crate::core::{census, thread, world};
 
-/// Hot sites ([`crate::thread::HotSite`] entries): one per entry point with a fast path.
+/// Hot sites ([`crate::core::thread::HotSite`] entries): one per entry point with a fast path.
 pub const SITE_CLOCK_GETTIME: usize = 0;
 pub const SITE_GETTIMEOFDAY: usize = 1;
 pub const SITE_TIME: usize = 2;

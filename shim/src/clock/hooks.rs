@@ -5,7 +5,9 @@ use seal_abi::{flags, Fid, NO_DETAIL};
 
 use super::fast;
 use super::{detail, domain, read, realtime_ns, seal_rusage, set, to_timespec, value_at, Domain};
-use crate::{census, config, hook, real, runtime};
+use crate::core::{census, config};
+use crate::runtime;
+use crate::{hook, real};
 
 hook! {
     /// # Safety
@@ -97,7 +99,7 @@ pub unsafe fn clock_gettime_at(
             let v = if runtime::bookkeeping(ra, fp, matches!(d, Domain::Realtime(_))) {
                 census::count(Fid::RuntimeClock, detail(clock), ra);
                 if d == Domain::Cputime {
-                    crate::thread::cpu_peek()
+                    crate::core::thread::cpu_peek()
                 } else {
                     value_at(d, super::now_logical())
                 }
@@ -114,8 +116,8 @@ pub unsafe fn clock_gettime_at(
     if crate::cpu::tsc_trapped() {
         // The vDSO would trap on its rdtsc: the system call is ~10x cheaper than the trap.
         // SAFETY: forwarded.
-        return crate::fd::libc_result(unsafe {
-            crate::sys::syscall3(libc::SYS_clock_gettime, clock as i64, ts as i64, 0)
+        return crate::core::fd::libc_result(unsafe {
+            crate::core::sys::syscall3(libc::SYS_clock_gettime, clock as i64, ts as i64, 0)
         }) as libc::c_int;
     }
     let real = real!(clock_gettime: fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int);
@@ -205,8 +207,8 @@ pub unsafe fn gettimeofday_at(
     census::count(fid, 0, ra);
     if crate::cpu::tsc_trapped() {
         // SAFETY: forwarded.
-        return crate::fd::libc_result(unsafe {
-            crate::sys::syscall3(libc::SYS_gettimeofday, tv as i64, tz as i64, 0)
+        return crate::core::fd::libc_result(unsafe {
+            crate::core::sys::syscall3(libc::SYS_gettimeofday, tv as i64, tz as i64, 0)
         }) as libc::c_int;
     }
     let real = real!(gettimeofday: fn(*mut libc::timeval, *mut libc::c_void) -> libc::c_int);
@@ -259,8 +261,8 @@ pub unsafe fn time_impl(t: *mut libc::time_t, fid: Fid, ra: u64) -> libc::time_t
     }
     if crate::cpu::tsc_trapped() {
         // SAFETY: forwarded.
-        return crate::fd::libc_result(unsafe {
-            crate::sys::syscall3(libc::SYS_time, t as i64, 0, 0)
+        return crate::core::fd::libc_result(unsafe {
+            crate::core::sys::syscall3(libc::SYS_time, t as i64, 0, 0)
         });
     }
     let real = real!(time: fn(*mut libc::time_t) -> libc::time_t);
@@ -349,7 +351,7 @@ hook! {
         // Clock ticks of 10 ms (sysconf(_SC_CLK_TCK) == 100 on Linux). The CPU time is the
         // thread's CPU clock; the return value is elapsed (monotonic) time.
         let cpu = super::cpu_read();
-        let l = crate::thread::peek();
+        let l = crate::core::thread::peek();
         if !buf.is_null() {
             // SAFETY: caller guarantees buf is writable.
             unsafe {
@@ -394,7 +396,7 @@ fn setter_result(r: Result<(), i32>) -> libc::c_int {
     match r {
         Ok(()) => 0,
         Err(e) => {
-            crate::sys::set_errno(e);
+            crate::core::sys::set_errno(e);
             -1
         }
     }
@@ -519,12 +521,12 @@ unsafe fn adjtimex_sealed(
 ) -> libc::c_int {
     // SAFETY: null or valid per the contract.
     let Some(tx) = (unsafe { buf.as_mut() }) else {
-        crate::sys::set_errno(libc::EFAULT);
+        crate::core::sys::set_errno(libc::EFAULT);
         return -1;
     };
     if !set::adjtimex_reads_only(tx.modes) {
         if let Err(e) = set::adjtimex(tx.modes, &tx.time) {
-            crate::sys::set_errno(e);
+            crate::core::sys::set_errno(e);
             return -1;
         }
         tx.modes = 0;

@@ -14,7 +14,7 @@ pub mod set;
 
 use seal_abi::NO_DETAIL;
 
-use crate::{config, thread};
+use crate::core::{config, thread};
 
 /// What a sealed `CLOCK_MONOTONIC` reads at `L = 0`: one day of "uptime".
 pub const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
@@ -63,19 +63,19 @@ pub const fn detail(clock: libc::clockid_t) -> u8 {
 }
 
 /// What `CLOCK_REALTIME` reads at `L = 0`: the epoch, moved by whatever the run's setters did
-/// (`clock_settime`, `settimeofday`, …; see `crate::world`).
+/// (`clock_settime`, `settimeofday`, …; see `crate::core::world`).
 #[inline(always)]
 pub fn realtime_base() -> i64 {
     config::epoch_ns()
-        .saturating_add(crate::world::realtime_shift())
-        .saturating_add(crate::world::advance())
+        .saturating_add(crate::core::world::realtime_shift())
+        .saturating_add(crate::core::world::advance())
 }
 
 /// What `CLOCK_MONOTONIC` reads at `L = 0`: [`MONO_BASE_NS`], moved forward by `seal time
 /// advance`.
 #[inline(always)]
 pub fn monotonic_base() -> i64 {
-    MONO_BASE_NS.saturating_add(crate::world::advance())
+    MONO_BASE_NS.saturating_add(crate::core::world::advance())
 }
 
 /// The value of `clock` in the given domain when the logical clock reads `l`. Saturating: a
@@ -179,7 +179,7 @@ fn follow_real_time() {
 fn rate_elapsed(ppm: u64) -> i64 {
     let ts = if crate::cpu::tsc_trapped() {
         // The vDSO's rdtsc would trap.
-        crate::sys::clock_gettime(libc::CLOCK_MONOTONIC)
+        crate::core::sys::clock_gettime(libc::CLOCK_MONOTONIC)
     } else {
         let real =
             crate::real!(clock_gettime: fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int);

@@ -2,17 +2,17 @@
 //!
 //! `clock_settime(CLOCK_REALTIME)`, `settimeofday`, `stime`, `adjtime`, and
 //! `adjtimex`/`ntp_adjtime`/`clock_adjtime` calls that change the clock move the run's realtime
-//! shift (`crate::world`): every process of the run reads the new time from then on, as they
+//! shift (`crate::core::world`): every process of the run reads the new time from then on, as they
 //! would after a real `date -s`, and the kernel's clock is untouched. Argument checks and the
 //! `CAP_SYS_TIME` check follow the kernel's order, so a sealed program gets the same errors
 //! it would get bare. Read-only `adjtimex` calls reach the kernel (they change nothing) and
 //! come back with the sealed time in their `time` field. Monotonic clocks are not settable,
 //! sealed or not.
 
-use crate::world;
+use crate::core::world;
 
 use super::{from_timespec, realtime_base};
-use crate::thread;
+use crate::core::thread;
 
 /// `ADJ_SETOFFSET`: add `time` to the clock.
 pub const ADJ_SETOFFSET: u32 = 0x0100;
@@ -34,7 +34,7 @@ pub fn set_realtime(value_ns: i64) {
     // reader of its output): it carries the setter's clock, so whoever is causally after it
     // reads at least the time it set (docs/design.md, "Causality").
     thread::mark_causal();
-    crate::causal::moved();
+    crate::process::vpid::note_waited();
 }
 
 /// `clock_settime(clock, ts)` on the sealed world: `Err(errno)` as the kernel would fail.

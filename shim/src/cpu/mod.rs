@@ -32,7 +32,8 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 use seal_abi::unsealed::cpu_cause;
 use seal_abi::{Fid, NO_DETAIL};
 
-use crate::{census, clock, sys};
+use crate::clock;
+use crate::core::{census, sys};
 
 /// Cycles per nanosecond a sealed `rdtsc` counts: a nominal 3 GHz counter.
 pub const TSC_PER_NS: u64 = 3;
@@ -86,7 +87,7 @@ fn set_cpuid(enabled: bool) -> i64 {
 /// Arms the traps for this image (called once at start when the family is sealed).
 #[cfg(not(test))]
 pub fn on_start() {
-    if !crate::config::sealed(seal_abi::flags::CPU) {
+    if !crate::core::config::sealed(seal_abi::flags::CPU) {
         return;
     }
     find_vdso();

@@ -20,7 +20,8 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use libc::{c_int, c_long, c_void, sighandler_t, siginfo_t};
 use seal_abi::{Fid, NO_DETAIL};
 
-use crate::{census, hook, sys};
+use crate::core::{census, sys};
+use crate::hook;
 
 const SEGV_BIT: u64 = 1 << (libc::SIGSEGV - 1);
 const SA_RESTORER: u64 = 0x0400_0000;
@@ -255,7 +256,7 @@ fn segv_action(new: Option<KAction>, old: Option<&mut KAction>) {
     }
     // A vfork child's `SIGSEGV` disposition is its own, but the record is its parent's: the
     // child keeps libseal's handler (its exec resets it) and the parent's record stays.
-    if let Some(a) = new.filter(|_| !crate::process::vfork::in_child()) {
+    if let Some(a) = new.filter(|_| !crate::core::vfork::in_child()) {
         store_prog(a);
         rt_sigaction(libc::SIGSEGV, Some(&ours(&a)), None);
     }
@@ -321,7 +322,7 @@ unsafe fn sigaction_impl(
     // SAFETY: act is null or a valid sigaction per the contract.
     if let Some(a) = unsafe { act.as_ref() } {
         let w = first_word(&a.sa_mask);
-        let child = crate::process::vfork::in_child();
+        let child = crate::core::vfork::in_child();
         if w & SEGV_BIT != 0 && bit != 0 {
             copy = *a;
             set_first_word(&mut copy.sa_mask, w & !SEGV_BIT);

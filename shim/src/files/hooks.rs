@@ -11,12 +11,13 @@ use libc::{c_char, c_int, c_long, timespec, timeval, FILE};
 use seal_abi::{flags, Fid};
 
 use super::{note_set, note_written, seal, Times};
+use crate::core::{census, config, sys};
+use crate::hook;
 use crate::process::hooks::path::{with_proc_path, with_proc_path_at};
-use crate::{census, config, hook, sys};
 
 #[inline(always)]
 fn active() -> bool {
-    config::sealed(flags::FILES) && !crate::real::Reentry::inside()
+    config::sealed(flags::FILES) && !crate::core::real::Reentry::inside()
 }
 
 fn ns(sec: i64, nsec: i64) -> i64 {
@@ -30,7 +31,7 @@ fn ns(sec: i64, nsec: i64) -> i64 {
 /// # Safety
 /// `st` valid for reads and writes.
 unsafe fn fix_stat(st: *mut libc::stat) {
-    if st.is_null() || !active() || crate::census::in_python_import() {
+    if st.is_null() || !active() || crate::core::census::in_python_import() {
         return;
     }
     // SAFETY: per the contract.
@@ -66,7 +67,7 @@ fn set_xts(t: &mut libc::statx_timestamp, v: i64) {
 /// # Safety
 /// `x` valid for reads and writes.
 unsafe fn fix_statx(x: *mut libc::statx) {
-    if x.is_null() || !active() || crate::census::in_python_import() {
+    if x.is_null() || !active() || crate::core::census::in_python_import() {
         return;
     }
     // SAFETY: per the contract.
@@ -390,7 +391,7 @@ hook! {
 /// Before a descriptor is closed: record the closer's clock for a regular file written in the
 /// run (one `fstat`).
 #[inline(always)]
-fn closing(fd: c_int) {
+pub fn closing(fd: c_int) {
     if fd < 0 || !active() {
         return;
     }
@@ -408,43 +409,22 @@ fn closing(fd: c_int) {
     }
 }
 
-hook! {
-    /// # Safety
-    /// As `close(2)`.
-    fn close(fd: c_int) -> c_int;
-    uncounted;
-    |real| {
-        closing(fd);
-        crate::fd::forget(fd);
-        real(fd)
-    }
-}
-
 /// glibc's `_IO_NO_WRITES` bit of `FILE::_flags` (the first field): a stream that cannot write.
 const IO_NO_WRITES: c_int = 0x8;
 
-hook! {
-    /// # Safety
-    /// As `fclose(3)`.
-    fn fclose(f: *mut FILE) -> c_int;
-    uncounted;
-    |real| {
-        // glibc closes the descriptor internally (not through `close`): flush what is
-        // buffered (fclose would), then record, for streams that write.
-        // SAFETY: a valid stream per the contract; `_flags` is its first field.
-        if !f.is_null() && active() && unsafe { *(f as *const c_int) } & IO_NO_WRITES == 0 {
-            // SAFETY: a valid stream; neither function is interposed by the shim.
-            let fd = unsafe {
-                libc::fflush(f);
-                libc::fileno(f)
-            };
-            closing(fd);
-        }
-        if !f.is_null() {
-            // SAFETY: a valid stream per the contract; fileno is not interposed.
-            crate::fd::forget(unsafe { libc::fileno(f) });
-        }
-        real(f)
+/// Before `fclose` closes stream `f` (registered in [`crate::FD_FCLOSING`]): glibc closes
+/// the descriptor internally (not through `close`): flush what is buffered (fclose would),
+/// then record, for streams that write.
+#[inline(always)]
+pub fn fclosing(f: *mut FILE) {
+    // SAFETY: a valid stream per fclose's contract; `_flags` is its first field.
+    if active() && unsafe { *(f as *const c_int) } & IO_NO_WRITES == 0 {
+        // SAFETY: a valid stream; neither function is interposed by the shim.
+        let fd = unsafe {
+            libc::fflush(f);
+            libc::fileno(f)
+        };
+        closing(fd);
     }
 }
 
@@ -512,7 +492,7 @@ pub unsafe fn sys_files(n: c_long, a: [c_long; 6], ra: u64) -> Option<c_long> {
     Some(r as c_long)
 }
 
-/// Before `dup2`/`dup3` (hooked by the random family) replaces descriptor `new`: a shell
+/// Before `dup2`/`dup3` (hooked in `core::descriptors`) replaces descriptor `new`: a shell
 /// restoring its standard output after `echo a > f` closes `f` this way, not with `close`.
 #[inline(always)]
 pub fn replacing(old: c_int, new: c_int) {

@@ -25,7 +25,8 @@ pub(crate) mod hooks;
 
 use seal_abi::flags;
 
-use crate::{clock, config, thread};
+use crate::clock;
+use crate::core::{config, thread};
 
 /// A file's four times in nanoseconds (`b`: birth time, when known).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,7 +105,7 @@ fn publish(recorded: i64, ours: i64) {
 }
 
 fn real_now() -> i64 {
-    clock::from_timespec(&crate::sys::clock_gettime(libc::CLOCK_REALTIME))
+    clock::from_timespec(&crate::core::sys::clock_gettime(libc::CLOCK_REALTIME))
 }
 
 /// The sealed times of file (`dev`, `ino`) whose real times are `t`.

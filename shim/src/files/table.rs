@@ -13,7 +13,7 @@ use core::sync::atomic::{
     Ordering::{AcqRel, Acquire, Relaxed, Release},
 };
 
-use crate::{backing::Backing, census, config, sys};
+use crate::core::{backing::Backing, census, config, sys};
 
 use seal_abi::files::{MAGIC, SLOTS};
 /// Slots looked at from a key's home slot before the table counts as full for it.
@@ -74,7 +74,7 @@ pub struct Table {
 #[link_section = ".data.seal_hot"]
 static MAP: AtomicUsize = AtomicUsize::new(0);
 
-/// Which pages of the (sparse) table this process has backed ([`crate::backing`]).
+/// Which pages of the (sparse) table this process has backed ([`crate::core::backing`]).
 #[link_section = ".data.seal_hot"]
 static BACKED: Backing<{ SIZE.div_ceil(4096 * 64) }> = Backing::new();
 

@@ -14,8 +14,9 @@
 use libc::{c_char, c_int, c_long, dirent, dirent64, DIR};
 
 use super::dirorder;
+use crate::core::sys;
+use crate::hook;
 use crate::open::listing::hooks::{read_one, readdir_sorted};
-use crate::{hook, sys};
 
 /// The descriptor of a stream.
 ///
@@ -97,7 +98,8 @@ unsafe fn scandir_sorted(
     filter: Filter,
     compar: Compar,
 ) -> Option<c_int> {
-    if path.is_null() || list.is_null() || !super::sealed() || crate::real::Reentry::inside() {
+    if path.is_null() || list.is_null() || !super::sealed() || crate::core::real::Reentry::inside()
+    {
         return None;
     }
     let saved = sys::errno();
@@ -237,7 +239,7 @@ hook! {
         let sorting = compar.is_none()
             && one_root
             && super::sealed()
-            && !crate::real::Reentry::inside();
+            && !crate::core::real::Reentry::inside();
         real(paths, options, if sorting { by_name } else { compar })
     }
 }
@@ -251,7 +253,7 @@ hook! {
         if flags & libc::GLOB_NOSORT == 0 || !super::sealed() {
             return real(pattern, flags, errfunc, pglob);
         }
-        crate::census::count(seal_abi::Fid::GlobNosort, seal_abi::NO_DETAIL, ra);
+        crate::core::census::count(seal_abi::Fid::GlobNosort, seal_abi::NO_DETAIL, ra);
         real(pattern, flags & !libc::GLOB_NOSORT, errfunc, pglob)
     }
 }

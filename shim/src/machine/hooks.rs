@@ -12,7 +12,8 @@ use libc::{c_int, c_long, pid_t};
 use seal_abi::{Fid, NO_DETAIL};
 
 use super::{cpus, fill_mask, fill_sysinfo, sealed, set_uname, sysconf_value, PAGE};
-use crate::{census, hook, sys};
+use crate::core::{census, sys};
+use crate::hook;
 
 /// Room for the mask of a probe that only asks whether the pid or thread exists.
 const PROBE_BYTES: usize = 128;
@@ -63,12 +64,31 @@ unsafe fn affinity_whole(
     }
 }
 
+hook! {
+    /// # Safety
+    /// As `sched_getaffinity(2)`. Here rather than with the other calls that take a pid
+    /// (`process::hooks`): the pid is translated by `process`, the answer is `machine`'s.
+    fn sched_getaffinity(pid: pid_t, size: libc::size_t, mask: *mut libc::cpu_set_t) -> c_int;
+    caller = ra;
+    |real| {
+        census::count(Fid::SchedGetaffinity, NO_DETAIL, ra);
+        let pid = if crate::process::vpid::sealed() {
+            crate::process::vpid::to_real(pid)
+        } else {
+            pid
+        };
+        // SAFETY: forwarded contract; the sealed path answers with the sealed CPUs.
+        unsafe { sched_getaffinity_sealed(pid, size, mask, ra, real) }
+            .unwrap_or_else(|| real(pid, size, mask))
+    }
+}
+
 /// The `sched_getaffinity` hook's sealed path (`real_pid` already translated): `Some` with
 /// libc's result when `machine` is sealed. Counts the call under `machine`.
 ///
 /// # Safety
 /// As `sched_getaffinity(2)`.
-pub unsafe fn sched_getaffinity_sealed(
+unsafe fn sched_getaffinity_sealed(
     real_pid: pid_t,
     size: usize,
     mask: *mut libc::cpu_set_t,

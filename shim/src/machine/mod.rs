@@ -26,7 +26,7 @@
 
 use seal_abi::flags;
 
-use crate::config;
+use crate::core::config;
 
 #[cfg(not(test))]
 mod dirhooks;

@@ -7,8 +7,9 @@ use libc::{c_char, c_int, c_uint, FILE};
 use seal_abi::Fid;
 
 use super::{classify, open_sealed, read_only_mode, Outcome, Target};
-use crate::sys::{self, set_errno};
-use crate::{census, hook};
+use crate::core::census;
+use crate::core::sys::{self, set_errno};
+use crate::hook;
 
 /// A path buffer for the pid family's `/proc/<vpid>` rewrite.
 struct Path {
@@ -27,7 +28,7 @@ unsafe fn front(
     ra: u64,
     scratch: &mut Path,
 ) -> Result<c_int, *const c_char> {
-    if path.is_null() || crate::real::Reentry::inside() {
+    if path.is_null() || crate::core::real::Reentry::inside() {
         return Err(path);
     }
     // SAFETY: per the contract.

@@ -31,8 +31,9 @@
 
 use seal_abi::{flags, unsealed};
 
+use crate::core::{census, config, sys};
+use crate::host;
 use crate::random::device;
-use crate::{census, config, host, sys};
 
 #[cfg(not(test))]
 mod hooks;
@@ -232,17 +233,9 @@ mod tests {
             classify(b"/etc/hostname"),
             Some(Target::HostName { kernel: false })
         );
-        for p in [
-            &b"/dev/urandom2"[..],
-            b"dev/urandom",
-            b"/dev/null",
-            b"/etc/hosts",
-            b"/",
-            b"",
-            b"/dev/../dev/urandom",
-            b"/proc/sys/kernel/random/uuid/",
-        ] {
-            assert_eq!(classify(p), None, "{}", String::from_utf8_lossy(p));
+        crate::rejects! { classify =>
+            "/dev/urandom2" "dev/urandom" "/dev/null" "/etc/hosts" "/" "" "/dev/../dev/urandom"
+            "/proc/sys/kernel/random/uuid/"
         }
         let long = [b'/'; 300];
         assert_eq!(classify(&long), None);

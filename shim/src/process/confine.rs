@@ -10,7 +10,7 @@
 //! or file-capability binary aside: docs/design.md#security). The launcher does the same
 //! between fork and exec for a root libseal cannot load into.
 
-use crate::sys;
+use crate::core::sys;
 
 /// `CAP_SYS_TIME`, bit 25 of the first capability word.
 const CAP_SYS_TIME: i64 = 25;

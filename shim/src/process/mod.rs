@@ -1,7 +1,7 @@
 //! Processes: virtual pids, fork/exec/spawn (re-injecting the seal into every child, also when
 //! its environment was cleaned), the run-wide pid table, and reports of what cannot be sealed.
 //!
-//! - `crate::table` (shared with `world`): the run-wide `run.table` (vpid <-> real pid,
+//! - `crate::core::table` (shared with `world`): the run-wide `run.table` (vpid <-> real pid,
 //!   reaped statuses).
 //! - `vpid`: this process's identity, virtual tids, translation both ways.
 //! - `env`: the environment of a new image (LD_PRELOAD, settings, per-process state).
@@ -26,7 +26,7 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use seal_abi::Fid;
 
-use crate::{census, config, sys, table, thread};
+use crate::core::{census, config, sys, table, thread};
 
 /// Called once per process image after the configuration is loaded, before its census slot
 /// is opened (it may correct the identity the file is named after).

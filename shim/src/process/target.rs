@@ -6,7 +6,7 @@
 
 use seal_abi::unsealed;
 
-use crate::sys::{self, StackBuf};
+use crate::core::sys::{self, StackBuf};
 
 pub type Path = StackBuf<4200>;
 
@@ -140,19 +140,7 @@ fn is_system_loader(st: &libc::stat) -> bool {
 }
 
 fn pread(fd: i32, buf: &mut [u8], off: u64) -> usize {
-    // SAFETY: buf is valid for its length.
-    let n = unsafe {
-        sys::syscall6(
-            libc::SYS_pread64,
-            fd as i64,
-            buf.as_mut_ptr() as i64,
-            buf.len() as i64,
-            off as i64,
-            0,
-            0,
-        )
-    };
-    n.max(0) as usize
+    sys::fill(libc::SYS_pread64, fd, buf, [off as i64, 0, 0]).max(0) as usize
 }
 
 /// The file `execveat(dirfd, rel, …)` runs, as a path to check: `rel` itself when absolute
@@ -179,7 +167,7 @@ pub fn search_path(file: &[u8]) -> Option<Path> {
         out.push(file);
         return Some(out);
     }
-    let path = crate::config::getenv("PATH").unwrap_or(b"/bin:/usr/bin");
+    let path = crate::core::config::getenv("PATH").unwrap_or(b"/bin:/usr/bin");
     for dir in path.split(|&c| c == b':') {
         out.len = 0;
         out.push(if dir.is_empty() { b"." } else { dir })

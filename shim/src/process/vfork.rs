@@ -25,11 +25,12 @@
 
 use seal_abi::{child_lineage, KIND_IMAGE};
 
+use crate::core::thread::{self, ThreadState};
+use crate::core::{config, sys};
 #[cfg(not(test))]
 use crate::cpu::signals::{program_blocked, set_program_blocked};
 use crate::process::vpid::{self, Pending};
-use crate::thread::{self, ThreadState};
-use crate::{config, random, sys};
+use crate::random;
 
 #[cfg(test)]
 fn program_blocked() -> bool {
@@ -44,9 +45,9 @@ const KEPT: usize = 2;
 /// This thread's vfork in progress. All-zero bytes: none.
 #[repr(C)]
 pub struct Slot {
-    /// Nonzero from [`prepare`] until [`parent_done`]: seen only by the child, because the
-    /// parent thread runs none of the program's code (signals blocked) meanwhile.
-    active: u64,
+    // Whether a vfork is active (from [`prepare`] until [`parent_done`], seen only by the
+    // child, because the parent thread runs none of the program's code meanwhile) is
+    // `core::vfork`'s word, which the floors below this one read.
     /// vforks made by the vfork child itself before it exec'd (kernel vforks, nothing more).
     nested: u64,
     pending: Pending,
@@ -70,15 +71,10 @@ fn slot() -> &'static mut Slot {
 /// The child being created, when the caller is a vfork child that has not exec'd yet.
 #[inline]
 pub fn child() -> Option<Pending> {
-    let s = slot();
-    (s.active != 0).then_some(s.pending)
+    in_child().then_some(slot().pending)
 }
 
-/// Is the caller a vfork child (on its parent's memory)?
-#[inline]
-pub fn in_child() -> bool {
-    slot().active != 0
-}
+use crate::core::vfork::in_child;
 
 fn sigmask(how: i32, set: u64) -> u64 {
     let mut old = 0u64;
@@ -100,9 +96,9 @@ fn sigmask(how: i32, set: u64) -> u64 {
 /// In the parent, before the system call: count the call and, in a run, allocate the child
 /// and switch this thread to it. Returns with every signal blocked when it did.
 pub extern "C" fn prepare(caller: u64) {
-    crate::census::count(seal_abi::Fid::Vfork, seal_abi::NO_DETAIL, caller);
+    crate::core::census::count(seal_abi::Fid::Vfork, seal_abi::NO_DETAIL, caller);
     let s = slot();
-    if s.active != 0 {
+    if in_child() {
         // A vfork child vforking: the kernel's vfork, nothing more.
         s.nested += 1;
         return;
@@ -126,13 +122,13 @@ pub extern "C" fn prepare(caller: u64) {
         t.vtid = p.vpid;
         t.threads = 0;
     });
-    s.active = 1;
+    crate::core::vfork::set_in_child(true);
 }
 
 /// In the child, right after the system call: the program's signal mask back.
 pub extern "C" fn child_started() {
     let s = slot();
-    if s.active != 0 && s.nested == 0 {
+    if in_child() && s.nested == 0 {
         sigmask(libc::SIG_SETMASK, s.mask);
     }
 }
@@ -144,10 +140,10 @@ pub extern "C" fn parent_done(r: i64) -> i32 {
     let s = slot();
     if s.nested != 0 {
         s.nested -= 1;
-        return crate::fd::libc_result(r) as i32;
+        return crate::core::fd::libc_result(r) as i32;
     }
-    if s.active == 0 {
-        return crate::fd::libc_result(r) as i32;
+    if !in_child() {
+        return crate::core::fd::libc_result(r) as i32;
     }
     thread::with(|t| *t = s.thread);
     random::restore(&s.stream);
@@ -159,8 +155,8 @@ pub extern "C" fn parent_done(r: i64) -> i32 {
             unsafe { sys::munmap(base as *mut u8, len) };
         }
     }
-    s.active = 0;
-    let real = crate::fd::libc_result(r) as i32;
+    crate::core::vfork::set_in_child(false);
+    let real = crate::core::fd::libc_result(r) as i32;
     let shown = vpid::parent_done(&s.pending, real);
     sigmask(libc::SIG_SETMASK, s.mask);
     if real < 0 {

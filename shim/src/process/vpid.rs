@@ -10,8 +10,8 @@ use core::sync::atomic::{AtomicI32, Ordering::*};
 
 use seal_abi::{child_lineage, flags, unsealed, KIND_PROCESS, LAUNCHER_VPID, ROOT_VPID};
 
-use crate::table;
-use crate::{census, config, sys, thread};
+use crate::core::table;
+use crate::core::{census, config, sys, thread};
 
 /// Real pid the current identity (config::VPID) belongs to; another value means this is a
 /// new process that has not been set up yet.
@@ -201,7 +201,7 @@ pub fn gettid_value() -> i32 {
     }
     let vpid = current();
     let real_tid = sys::gettid();
-    if real_tid == REAL_PID.load(Relaxed) || super::vfork::in_child() {
+    if real_tid == REAL_PID.load(Relaxed) || crate::core::vfork::in_child() {
         return vpid;
     }
     let (vtid, lineage) = thread::with(|t| (t.vtid, t.lineage));
@@ -469,12 +469,13 @@ pub fn reaped(v: i32, status: i32) {
         t.set_status(v, status);
         let waited = t.wait_clock(v);
         if waited > 0 && config::sealed(flags::TIME) && thread::adopt(waited) {
-            crate::causal::moved();
+            note_waited();
         }
     }
 }
 
-/// A wait moved this thread's clock (or a reaped child's waits did): raise this process's
+/// A wait moved this thread's clock (or a reaped child's waits did, or it adopted another's
+/// clock, or set the realtime clock: its `W` moved): raise this process's
 /// wait clock in the run table, where the parent that reaps it will find it. Only the main
 /// thread's waits count: a runtime's background threads (a JVM's periodic tasks, timer
 /// threads) time out as often as real time allows before the process ends, and would make

@@ -64,11 +64,11 @@ const MAX_DEPTH: usize = 256;
 /// capture frames.
 fn set_state(state: u32) {
     if state == FOUND || state == ON {
-        crate::config::slow_set(crate::config::slow::PYTHON);
+        crate::core::config::slow_set(crate::core::config::slow::PYTHON);
     }
     STATE.store(state, Release);
     if state != FOUND && state != ON {
-        crate::config::slow_clear(crate::config::slow::PYTHON);
+        crate::core::config::slow_clear(crate::core::config::slow::PYTHON);
     }
 }
 
@@ -120,7 +120,7 @@ pub fn note_object(path: &[u8], info: &libc::dl_phdr_info, file: &CensusFile) {
     } else {
         minor_from_name(&base[at + 6..]).map_or(0, |m| 0x0300_0000 | (m << 16))
     };
-    if !crate::census::back_py(file) {
+    if !crate::core::census::back_py(file) {
         set_state(OFF);
         return;
     }
@@ -310,7 +310,7 @@ pub fn capture(file: &CensusFile, slot: usize) {
     let mut i = (mix(key) as usize) & (PY_SLOTS - 1);
     for _ in 0..64 {
         let s = &py.slots[i];
-        if !crate::census::backed_py(py, s, core::mem::size_of::<abi::PySlot>()) {
+        if !crate::core::census::backed_py(py, s, core::mem::size_of::<abi::PySlot>()) {
             break;
         }
         let k = s.key.load(Relaxed);
@@ -330,7 +330,7 @@ pub fn capture(file: &CensusFile, slot: usize) {
 /// checked, activating it on first use)?
 #[inline(always)]
 fn ready(file: &CensusFile) -> bool {
-    if !crate::census::back_py(file) {
+    if !crate::core::census::back_py(file) {
         return false;
     }
     match STATE.load(Acquire) {
@@ -560,7 +560,7 @@ fn site_of(l: &Layout, py: &PyCensus, at: At) -> Option<usize> {
     let mut i = (key >> 40) as usize & (PY_SITES - 1);
     for _ in 0..64 {
         let s = &py.sites[i];
-        if !crate::census::backed_py(py, s, core::mem::size_of::<abi::PySite>()) {
+        if !crate::core::census::backed_py(py, s, core::mem::size_of::<abi::PySite>()) {
             return None;
         }
         let k = s.key.load(Relaxed);
@@ -615,7 +615,7 @@ fn resolve_site(l: &Layout, py: &PyCensus, idx: usize, at: At) {
 fn put_string(py: &PyCensus, b: &[u8]) -> (u32, u32) {
     let at = py.strings_used.fetch_add(b.len() as u32, Relaxed) as usize;
     if at + b.len() > py.strings.len()
-        || !crate::census::backed_py(py, py.strings[at..].as_ptr(), b.len())
+        || !crate::core::census::backed_py(py, py.strings[at..].as_ptr(), b.len())
     {
         return (0, 0);
     }

@@ -4,7 +4,7 @@
 //! never calls into the interpreter, never allocates, never takes a lock.
 
 use super::layout::Layout;
-use crate::sys;
+use crate::core::sys;
 
 /// Reads `buf.len()` bytes at `addr` of this process; false if any of it is not mapped.
 pub fn read(addr: u64, buf: &mut [u8]) -> bool {

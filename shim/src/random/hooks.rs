@@ -5,7 +5,8 @@ use libc::{c_int, c_uint, c_void, size_t, ssize_t};
 use seal_abi::{flags, Fid, NO_DETAIL};
 
 use super::{fill, uniform, with_stream};
-use crate::{census, config, hook, real, sys::set_errno};
+use crate::core::{census, config, sys::set_errno};
+use crate::{hook, real};
 
 hook! {
     /// # Safety
@@ -14,7 +15,7 @@ hook! {
     caller = ra;
     || {
         use crate::clock::fast::SITE_GETRANDOM;
-        use crate::config::slow::RANDOM_READ;
+        use crate::core::config::slow::RANDOM_READ;
         // The common draw: no flags, a small buffer past the first page, nothing unusual
         // (`config::SLOW`), a call site this thread remembers: counted by one increment,
         // drawn from the thread's stream. Anything else is the general path below.
@@ -26,7 +27,7 @@ hook! {
         if !config::fast(RANDOM_READ) {
             return general();
         }
-        let hot = crate::thread::hot();
+        let hot = crate::core::thread::hot();
         let (remembered, counter) = hot.entry::<SITE_GETRANDOM>();
         if remembered != ra {
             core::hint::cold_path();
@@ -54,7 +55,7 @@ unsafe fn getrandom_general(buf: *mut c_void, len: size_t, fl: c_uint, ra: u64) 
 #[cold]
 #[inline(never)]
 fn learn_and_draw(buf: *mut c_void, len: size_t, ra: u64) -> ssize_t {
-    use crate::config::slow::RANDOM_READ;
+    use crate::core::config::slow::RANDOM_READ;
     census::learn(
         crate::clock::fast::SITE_GETRANDOM,
         Fid::Getrandom,

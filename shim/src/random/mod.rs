@@ -12,7 +12,7 @@ pub(crate) mod hooks;
 
 use core::sync::atomic::Ordering::Relaxed;
 
-use crate::{config, thread};
+use crate::core::{config, thread};
 
 /// One keyed ChaCha stream, read from front to back.
 ///

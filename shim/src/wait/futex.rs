@@ -7,7 +7,9 @@ use seal_abi::{flags, Fid};
 use super::{
     absolute, clock_nanosleep_impl, err_of, relative, ret_of, valid_timespec, Ran, Reached,
 };
-use crate::{census, clock, config, real};
+use crate::clock;
+use crate::core::{census, config};
+use crate::real;
 
 const FUTEX_WAIT: libc::c_long = 0;
 const FUTEX_LOCK_PI: libc::c_long = 6;

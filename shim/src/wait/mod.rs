@@ -21,7 +21,7 @@ pub(crate) mod hooks;
 use seal_abi::{flags, unsealed};
 
 use crate::clock::{self, Domain};
-use crate::{census, config, sys, thread};
+use crate::core::{census, config, sys, thread};
 
 pub const NS_PER_SEC: i64 = 1_000_000_000;
 
@@ -113,7 +113,7 @@ fn timed_out_at(target: i64) {
     end_streak();
     if target > thread::peek() {
         thread::waited_to(target);
-        crate::causal::moved();
+        crate::process::vpid::note_waited();
     }
 }
 
@@ -155,7 +155,7 @@ fn owner() -> Owner {
 /// Runs `f`, a timed wait of `owner`'s.
 pub fn owned_by<R>(owner: Owner, f: impl FnOnce() -> R) -> R {
     if owner == Owner::Gil
-        && crate::config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed) == 0
+        && crate::core::config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed) == 0
         && config::sealed(flags::TIME)
     {
         thread::refund_tick();
@@ -172,11 +172,11 @@ fn ran_for(ns: i64) {
     end_streak();
     if ns > 0 {
         thread::waited_by(ns);
-        crate::causal::moved();
+        crate::process::vpid::note_waited();
     }
 }
 
-pub use crate::sys::{errno, set_errno};
+pub use crate::core::sys::{errno, set_errno};
 
 /// An error number from a `-1`-and-errno style result (of `int` or `long` type).
 pub fn err_of<T: PartialEq + From<i8>>(r: T) -> i32 {
@@ -293,7 +293,7 @@ pub unsafe fn absolute(
             end_streak();
             if due > thread::peek() {
                 thread::waited_to(due);
-                crate::causal::moved();
+                crate::process::vpid::note_waited();
             }
             now_l = clock::now_logical();
         }
@@ -377,7 +377,7 @@ pub fn relative<R>(
             end_streak();
             if due > thread::peek() {
                 thread::waited_to(due);
-                crate::causal::moved();
+                crate::process::vpid::note_waited();
             }
             return slice(0).0;
         }

@@ -4,7 +4,7 @@
 
 use super::{from_real_clock, real_deadline, real_now, valid_timespec};
 use crate::clock::{self, Domain};
-use crate::sys;
+use crate::core::sys;
 
 /// The value of the first `key` line (`key:` then blanks, a decimal integer) of a `/proc`
 /// text file such as `/proc/self/fdinfo/N`.

@@ -25,7 +25,8 @@ use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use seal_abi::{WaiterBoard, WaiterSlot, LAUNCHER_VPID, VPID_LIMIT, VPID_MIN, WAITER_SLOTS};
 
 use super::{real_now, Ran, Reached};
-use crate::{clock, sys, table, thread};
+use crate::clock;
+use crate::core::{sys, table, thread};
 
 /// The first real slice of a wait, and the longest.
 const FIRST_SLICE: i64 = 1_000_000;
@@ -333,15 +334,7 @@ fn scan_dir(b: &WaiterBoard, t: &table::Table<'_>, dir: i32, real: i32, me: i32)
     let mut first = true;
     let mut leader = real;
     loop {
-        // SAFETY: buf is valid for its length.
-        let n = unsafe {
-            sys::syscall3(
-                libc::SYS_getdents64,
-                dir as i64,
-                buf.as_mut_ptr() as i64,
-                buf.len() as i64,
-            )
-        };
+        let n = sys::fill(libc::SYS_getdents64, dir, &mut buf, [0; 3]);
         if n < 0 {
             return Scan::Busy;
         }

@@ -6,8 +6,8 @@ use seal_abi::Fid;
 
 use super::records::{has_numeric, numeric, record, rewrite};
 use super::{kind_of, shown, sorted, Kind};
+use crate::core::{config, sys, table};
 use crate::process::vpid;
-use crate::{config, sys, table};
 
 /// Bytes of records read per `getdents64` call while a listing is collected.
 const SCRATCH: usize = 4096;
@@ -36,7 +36,7 @@ pub unsafe fn getdents(
     ra: u64,
     real: impl Fn(*mut u8, usize) -> isize,
 ) -> isize {
-    if buf.is_null() || crate::real::Reentry::inside() || !config::in_run() {
+    if buf.is_null() || crate::core::real::Reentry::inside() || !config::in_run() {
         return real(buf, count);
     }
     let key = sorted::fd_key(fd);

@@ -8,8 +8,9 @@ use libc::{c_int, c_void, dirent64, size_t, ssize_t, DIR};
 use seal_abi::Fid;
 
 use super::{self as listing, Step, DIRENT_SIZE};
+use crate::core::sys;
+use crate::hook;
 use crate::machine::dirorder::{self, Next};
-use crate::{hook, sys};
 
 /// `readdir(dir)` through `real`, for a snapshot: a record, null at the end, or the errno.
 pub fn read_one(real: &dyn Fn() -> *mut dirent64) -> Result<*mut u8, i32> {

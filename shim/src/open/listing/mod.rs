@@ -10,11 +10,11 @@
 //! `getdents.rs`) and `closedir`, which forgets a stream. Which directory a stream lists is
 //! decided once, by the first numeric name it yields: one `fstat` of its descriptor (procfs's
 //! `st_dev`; the root of procfs is inode 1) and, for another procfs directory, one `readlink`
-//! of `/proc/self/fd/<fd>` (`/proc/<pid>/task`). The answer is cached per descriptor below
-//! [`FDS`] and forgotten when the descriptor is closed or replaced (`closedir`, `close`,
-//! `dup2`, `dup3`); a directory without numeric names costs nothing, one with them that is
-//! not on procfs one `fstat` per stream (and the process one `statfs` and `stat` of `/proc`,
-//! the first time).
+//! of `/proc/self/fd/<fd>` (`/proc/<pid>/task`). The answer is cached per descriptor (in the
+//! descriptor table, `core::fd`) and forgotten when the descriptor is closed or replaced
+//! (`closedir`, `close`, `dup2`, `dup3`); a directory without numeric names costs nothing,
+//! one with them that is not on procfs one `fstat` per stream (and the process one `statfs`
+//! and `stat` of `/proc`, the first time).
 //!
 //! At its first number a listing's stream is read to its end and its numbers are returned in
 //! virtual pid order from a fixed slot (`sorted`): the kernel's order is the real pids', which
@@ -32,8 +32,8 @@ pub use records::{
     DIRENT_SIZE, NAME_AT,
 };
 
+use crate::core::{census, config, sys, table};
 use crate::process::vpid;
-use crate::{census, config, sys, table};
 
 mod getdents;
 #[cfg(not(test))]
@@ -92,12 +92,13 @@ pub fn shown(t: &table::Table, kind: Kind, real: i32) -> Option<i32> {
 
 // ---- which directory a descriptor lists -----------------------------------------------------
 
-/// Descriptors below this have their [`Kind`] cached; others are looked at on every use.
-pub const FDS: usize = 1024;
-/// Per descriptor: 0 not looked at, else [`code`] of its kind, plus [`COUNTED`] once a
-/// listing of it was counted.
-#[link_section = ".data.seal_hot"]
-static KINDS: [AtomicU8; FDS] = [const { AtomicU8::new(0) }; FDS];
+/// `fd`'s byte of the descriptor table: 0 not looked at, else [`code`] of its kind, plus
+/// [`COUNTED`] once a listing of it was counted. Descriptors the table does not cover are
+/// looked at on every use.
+#[inline(always)]
+fn kind_mark(fd: i32) -> Option<&'static AtomicU8> {
+    crate::core::fd::mark(fd, crate::FD_MARK_LISTING)
+}
 const COUNTED: u8 = 4;
 /// procfs's `st_dev` + 2; 0 not looked up yet, 1 no procfs at `/proc`.
 static PROC_DEV: AtomicU64 = AtomicU64::new(0);
@@ -121,14 +122,14 @@ fn decode(c: u8) -> Option<Kind> {
 
 /// What `fd` lists (cached); a `/proc` listing is counted as `fid` from `ra`, once.
 pub fn kind_of(fd: i32, fid: Fid, ra: u64) -> Kind {
-    let slot = usize::try_from(fd).ok().and_then(|i| KINDS.get(i));
+    let slot = kind_mark(fd);
     let c = slot.map_or(0, |s| s.load(Acquire));
     let k = decode(c).unwrap_or_else(|| classify_fd(fd));
     if k != Kind::Other && c & COUNTED == 0 {
         census::count(fid, NO_DETAIL, ra);
     }
     // A vfork child's descriptors are its own; the cache is its parent's.
-    if let Some(s) = slot.filter(|_| !crate::process::vfork::in_child()) {
+    if let Some(s) = slot.filter(|_| !crate::core::vfork::in_child()) {
         s.store(code(k) | COUNTED, Release);
     }
     k
@@ -136,25 +137,26 @@ pub fn kind_of(fd: i32, fid: Fid, ra: u64) -> Kind {
 
 /// What `fd` is (cached), for a path relative to it; nothing is counted.
 fn kind_quiet(fd: i32) -> Kind {
-    let slot = usize::try_from(fd).ok().and_then(|i| KINDS.get(i));
+    let slot = kind_mark(fd);
     if let Some(k) = decode(slot.map_or(0, |s| s.load(Acquire))) {
         return k;
     }
     let k = classify_fd(fd);
-    if let Some(s) = slot.filter(|_| !crate::process::vfork::in_child()) {
+    if let Some(s) = slot.filter(|_| !crate::core::vfork::in_child()) {
         let _ = s.compare_exchange(0, code(k), AcqRel, Relaxed);
     }
     k
 }
 
-/// `fd` was closed or replaced: whatever reuses its number is looked at afresh.
+/// `fd` was closed or replaced, or its stream closed (`closedir`, which closes the descriptor
+/// inside glibc, past the `close` hook): whatever reuses its number is looked at afresh.
+/// (`core::fd::forget` zeroes the whole row of a closed descriptor too.)
 #[inline]
 pub fn forget(fd: i32) {
-    if let Some(s) = usize::try_from(fd).ok().and_then(|i| KINDS.get(i)) {
+    if let Some(s) = kind_mark(fd) {
         s.store(0, Release);
     }
     sorted::release_fd(fd);
-    crate::machine::dirorder::release_fd(fd);
 }
 
 fn classify_fd(fd: i32) -> Kind {
@@ -234,7 +236,7 @@ pub fn listed<'t>(
     ra: u64,
 ) -> Option<(Kind, table::Table<'t>)> {
     numeric(name)?;
-    if crate::real::Reentry::inside() || !config::in_run() {
+    if crate::core::real::Reentry::inside() || !config::in_run() {
         return None;
     }
     let kind = kind_of(fd(), fid, ra);
@@ -271,7 +273,7 @@ unsafe fn record_at<'a>(e: *const u8) -> Option<Record<'a>> {
 pub fn absolute_at(dirfd: i32, path: &[u8], out: &mut [u8; 4096]) -> bool {
     if dirfd < 0
         || !path.first().is_some_and(u8::is_ascii_digit)
-        || crate::real::Reentry::inside()
+        || crate::core::real::Reentry::inside()
         || !config::in_run()
         || !vpid::sealed()
     {
@@ -471,7 +473,7 @@ fn no_slot() {
 mod tests {
     use super::records::tests::{names, records};
     use super::*;
-    use crate::table::tests::Owned;
+    use crate::core::table::tests::Owned;
 
     /// The procfs root of a machine where real pids 4242 (the root command, vpid 1000), 4250
     /// (vpid 12345) and 4243 (the launcher, 999) belong to the run, and 1, 17 and 5000 do not.
@@ -648,16 +650,9 @@ mod tests {
     fn task_directories_are_recognised_by_their_link() {
         assert_eq!(task_owner(b"/proc/4242/task"), Some(4242));
         assert!(is_task_path(b"/proc/4242/task"));
-        for p in [
-            &b"/proc/self/task"[..],
-            b"/proc/4242/task/4243",
-            b"/proc/4242/fd",
-            b"/proc/04242/task",
-            b"/tmp/proc/4242/task",
-            b"/proc/task",
-            b"",
-        ] {
-            assert!(!is_task_path(p), "{}", String::from_utf8_lossy(p));
+        crate::rejects! { |p| is_task_path(p).then_some(()) =>
+            "/proc/self/task" "/proc/4242/task/4243" "/proc/4242/fd" "/proc/04242/task"
+            "/tmp/proc/4242/task" "/proc/task" ""
         }
     }
 }

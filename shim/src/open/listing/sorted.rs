@@ -15,13 +15,14 @@
 //! listing (where the kernel's stream stands).
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicUsize, Ordering::*};
 
 use seal_abi::VPID_LIMIT;
 
 use super::records::{numeric, write_record, Record, DIRENT_SIZE};
 use super::{shown, Kind};
-use crate::{sys, table};
+pub use crate::core::streams::{dir_key, fd_key};
+use crate::core::streams::{Cells, Claims};
+use crate::core::{sys, table};
 
 /// Streams that can be listed in order at once (others are listed in the kernel's order).
 pub const SLOTS: usize = 16;
@@ -168,70 +169,29 @@ impl Default for List {
     }
 }
 
-struct Slots([UnsafeCell<State>; SLOTS]);
-// SAFETY: slot `i` is used only by the stream that owns it (`OWNER[i]`, claimed by CAS), one
-// call at a time, as a directory stream is.
-unsafe impl Sync for Slots {}
-
-static STATES: Slots = Slots([const { UnsafeCell::new(State::new()) }; SLOTS]);
-/// `OWNER[i]`: the key of the stream slot `i` belongs to (0 free).
-static OWNER: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
-/// Slots owned at all, and by descriptors: the common case (none) costs one load.
+/// Which stream owns each slot (its counters, which every `close` reads, sit with the other
+/// hot statics), and the slots' states.
 #[link_section = ".data.seal_hot"]
-static USED: AtomicUsize = AtomicUsize::new(0);
-#[link_section = ".data.seal_hot"]
-static USED_BY_FDS: AtomicUsize = AtomicUsize::new(0);
-
-/// The key of a `DIR *` stream (aligned: its low bit is clear).
-pub fn dir_key(dir: usize) -> usize {
-    dir & !1
-}
-
-/// The key of a descriptor read with `getdents64` (low bit set).
-pub fn fd_key(fd: i32) -> usize {
-    ((fd as u32 as usize) << 1) | 1
-}
+static CLAIMS: Claims<SLOTS> = Claims::new();
+static STATES: Cells<State, SLOTS> = Cells([const { UnsafeCell::new(State::new()) }; SLOTS]);
 
 /// The slot of stream `key`, if it has one.
 #[inline]
 pub fn find(key: usize) -> Option<usize> {
-    if USED.load(Relaxed) == 0 || key == 0 {
-        return None;
-    }
-    OWNER.iter().position(|o| o.load(Acquire) == key)
+    CLAIMS.find(key)
 }
 
-/// Claims a fresh slot for stream `key`; `None` when every slot is taken.
+/// Claims a fresh slot for stream `key`, its list emptied; `None` when every slot is taken.
 pub fn claim(key: usize) -> Option<usize> {
-    if key == 0 {
-        return None;
-    }
-    USED.fetch_add(1, AcqRel);
-    let Some(i) = OWNER
-        .iter()
-        .position(|o| o.compare_exchange(0, key, AcqRel, Relaxed).is_ok())
-    else {
-        USED.fetch_sub(1, AcqRel);
-        return None;
-    };
-    if key & 1 == 1 {
-        USED_BY_FDS.fetch_add(1, AcqRel);
-    }
-    // SAFETY: the slot is ours from the CAS on.
+    let i = CLAIMS.claim(key)?;
+    // SAFETY: the slot is ours from the claim on.
     unsafe { state(i) }.list.reset();
     Some(i)
 }
 
 /// Frees slot `i` (its stream is done with it).
 pub fn free(i: usize) {
-    let Some(o) = OWNER.get(i) else { return };
-    let key = o.swap(0, AcqRel);
-    if key != 0 {
-        USED.fetch_sub(1, AcqRel);
-        if key & 1 == 1 {
-            USED_BY_FDS.fetch_sub(1, AcqRel);
-        }
-    }
+    CLAIMS.free(i);
 }
 
 /// Stream `key` is closed: its slot, if any, is free again.
@@ -244,7 +204,7 @@ pub fn release(key: usize) {
 /// Descriptor `fd` is closed or replaced.
 #[inline]
 pub fn release_fd(fd: i32) {
-    if USED_BY_FDS.load(Relaxed) != 0 {
+    if CLAIMS.held_by_fds() {
         release(fd_key(fd));
     }
 }
@@ -256,8 +216,8 @@ pub fn release_fd(fd: i32) {
 /// reference to the state is live.
 #[allow(clippy::mut_from_ref)]
 pub unsafe fn state(i: usize) -> &'static mut State {
-    // SAFETY: per the contract, this stream is the slot's only user.
-    unsafe { &mut *STATES.0[i % SLOTS].get() }
+    // SAFETY: per the contract.
+    unsafe { STATES.get(i) }
 }
 
 /// The inode of real pid or tid `real`'s directory under the listed directory `fd`.
@@ -284,8 +244,8 @@ pub fn ino_of(fd: i32, real: i32) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::table::tests::Owned;
     use crate::open::listing::records::tests::{names, records};
-    use crate::table::tests::Owned;
 
     #[test]
     fn a_set_of_pids_walks_in_order() {

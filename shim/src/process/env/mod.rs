@@ -21,7 +21,7 @@ use core::sync::atomic::Ordering::Relaxed;
 use seal_abi::pad::{Pad, PAD_TAIL};
 use seal_abi::settings::{self as senv, Settings};
 
-use crate::{config, sys};
+use crate::core::{config, sys};
 
 /// What the new image starts from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,9 +3,10 @@
 
 use libc::{c_char, c_int};
 
+use crate::core::config;
+use crate::core::sys::{self, errno, set_errno};
 use crate::process::{check_search, check_target, env, exec_env, kernel_file_name, target};
-use crate::sys::{self, errno, set_errno};
-use crate::{config, hook, real};
+use crate::{hook, real};
 
 pub(super) type Argv = *const *const c_char;
 
@@ -337,10 +338,10 @@ pub(crate) unsafe fn sys_exec(
     // SAFETY (both arms): the caller's arguments, forwarded with the same meaning.
     let r = unsafe {
         if n == libc::SYS_execve {
-            crate::census::count(seal_abi::Fid::Execve, seal_abi::NO_DETAIL, ra);
+            crate::core::census::count(seal_abi::Fid::Execve, seal_abi::NO_DETAIL, ra);
             execve_impl(a[0] as *const c_char, a[1] as _, a[2] as _)
         } else {
-            crate::census::count(seal_abi::Fid::Execveat, seal_abi::NO_DETAIL, ra);
+            crate::core::census::count(seal_abi::Fid::Execveat, seal_abi::NO_DETAIL, ra);
             execveat_impl(
                 a[0] as libc::c_int,
                 a[1] as *const c_char,

@@ -4,9 +4,10 @@
 use libc::{c_int, c_void, pid_t};
 use seal_abi::unsealed;
 
+use crate::core::sys::{errno, set_errno};
+use crate::core::{census, config, thread};
 use crate::process::vpid;
-use crate::sys::{errno, set_errno};
-use crate::{census, config, hook, real, thread};
+use crate::{hook, real};
 
 /// Creates a child with `f` (a real fork-like function): allocates its identity first, sets
 /// it up in the child, registers it in the parent.

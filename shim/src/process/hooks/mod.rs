@@ -165,20 +165,6 @@ hook! {
     |real| real(real_pid(pid), size, mask)
 }
 
-hook! {
-    /// # Safety
-    /// As `sched_getaffinity(2)`.
-    fn sched_getaffinity(pid: pid_t, size: libc::size_t, mask: *mut libc::cpu_set_t) -> c_int;
-    caller = ra;
-    |real| {
-        crate::census::count(seal_abi::Fid::SchedGetaffinity, seal_abi::NO_DETAIL, ra);
-        let pid = real_pid(pid);
-        // SAFETY: forwarded contract; family `machine` answers with the sealed CPUs.
-        unsafe { crate::machine::hooks::sched_getaffinity_sealed(pid, size, mask, ra, real) }
-            .unwrap_or_else(|| real(pid, size, mask))
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Other calls that take a pid: `renice -p`, `prlimit --pid`, `chrt -p`, `sigqueue`.
 

@@ -9,8 +9,9 @@
 use libc::{c_char, c_int, size_t, ssize_t};
 use seal_abi::{Fid, NO_DETAIL};
 
+use crate::core::{census, sys};
+use crate::hook;
 use crate::process::translate_proc_path;
-use crate::{census, hook, sys};
 
 /// Calls `f` with `path`, or with the real-pid path when it names a virtual pid of the run.
 ///

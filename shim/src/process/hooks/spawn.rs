@@ -10,10 +10,11 @@ use seal_abi::unsealed;
 
 use super::exec::{current_environ, Argv};
 use super::real_pid;
+use crate::core::sys::{self, errno, set_errno};
+use crate::core::{census, config};
 use crate::process::target::ExeId;
 use crate::process::{check_search, check_target, reaped, spawn_env, vpid};
-use crate::sys::{self, errno, set_errno};
-use crate::{census, config, hook, real};
+use crate::{hook, real};
 
 type FileActions = *const libc::posix_spawn_file_actions_t;
 type Attr = *const libc::posix_spawnattr_t;

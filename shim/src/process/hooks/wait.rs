@@ -4,8 +4,9 @@
 use libc::{c_int, pid_t};
 
 use super::shown_pid;
+use crate::core::config;
 use crate::process::{reaped, vpid, wait_status};
-use crate::{config, hook, real};
+use crate::{hook, real};
 
 hook! {
     /// # Safety

@@ -4,8 +4,8 @@
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::fd::check;
-use crate::{config, sys};
+use crate::core::fd::check;
+use crate::core::{config, sys};
 
 /// Descriptors (below [`TRACKED`]) that this process opened as a sealed device pipe, and the
 /// pipe's inode, so `read` can tell a device pipe from whatever reused the number later.
@@ -46,7 +46,7 @@ fn registry_path(ino: u64, out: &mut sys::StackBuf<4200>) {
 pub(super) fn register(fd: i32) {
     if let Some(ino) = fifo_ino(fd) {
         track_ino(fd, ino);
-        crate::table::set_run_flag(seal_abi::run_flags::DEVICE_PIPES);
+        crate::core::table::set_run_flag(seal_abi::run_flags::DEVICE_PIPES);
         let mut p = sys::StackBuf::<4200>::new();
         registry_path(ino, &mut p);
         // A marker only: an existing one (an inode number reused) is as good as a new one.
@@ -61,7 +61,7 @@ pub(super) fn register(fd: i32) {
 /// (inherited through exec) read full buffers too.
 pub fn on_start() {
     // Three `fstat`s that nearly every image would make for nothing.
-    if crate::table::run_flags() & seal_abi::run_flags::DEVICE_PIPES == 0 {
+    if crate::core::table::run_flags() & seal_abi::run_flags::DEVICE_PIPES == 0 {
         return;
     }
     for fd in 0..3 {
@@ -110,6 +110,21 @@ fn is_device_fd_slow(fd: i32) -> bool {
     // Closed and reused for something else: forget it.
     DEVICE_FD_BITS[fd as usize / 64].fetch_and(!(1 << (fd % 64)), Relaxed);
     false
+}
+
+/// The `read` hook's answer for a device pipe (registered in [`crate::FD_READ`]): the whole
+/// buffer, counted as a device read; `None` for any other descriptor.
+///
+/// # Safety
+/// `buf` is valid for `len` bytes of writes, or null.
+#[inline(always)]
+pub unsafe fn answer_read(fd: i32, buf: *mut u8, len: usize, ra: u64) -> Option<isize> {
+    if !is_device_fd(fd) || buf.is_null() {
+        return None;
+    }
+    crate::core::census::count(seal_abi::Fid::ReadDevice, seal_abi::NO_DETAIL, ra);
+    // SAFETY: per the contract.
+    Some(unsafe { read_full(fd, buf, len) })
 }
 
 /// `read` on a device pipe: like the real device, fill the whole buffer (a pipe hands out at

@@ -44,15 +44,13 @@
 use core::sync::atomic::Ordering::Relaxed;
 
 use super::EntropyStream;
-use crate::fd::memfd_with;
-use crate::{config, sys, thread};
+use crate::core::fd::memfd_with;
+use crate::core::{config, sys, thread};
 
 mod fds;
 mod feeder;
-#[cfg(not(test))]
-pub(crate) mod hooks;
 
-pub use fds::{is_device_fd, on_dup, on_start, read_full};
+pub use fds::{answer_read, is_device_fd, on_dup, on_start, read_full};
 
 /// Lineage kind for the per-open device streams (distinct from processes/threads/images).
 const KIND_DEVICE_OPEN: u64 = 0xde71_ce00;

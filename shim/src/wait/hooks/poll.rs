@@ -4,8 +4,10 @@
 use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, size_t, timespec, timeval};
 use seal_abi::flags;
 
+use crate::clock;
+use crate::core::config;
+use crate::hook;
 use crate::wait::{errno, poll_fd_less, relative, select_fd_less, valid_timespec, Ran, NS_PER_SEC};
-use crate::{clock, config, hook};
 
 /// `poll`'s result as a relative wait's ending.
 fn poll_ran(r: c_int) -> Ran {
@@ -38,7 +40,7 @@ fn timed_poll(ns: i64, fd_less: bool, call: impl Fn(Option<i64>) -> c_int) -> c_
 /// A timed poll of `ns` run by `call`, with its readiness checked against its logical deadline
 /// (`crate::causal::in_time`).
 fn in_time(fds: *mut pollfd, n: nfds_t, ns: i64, call: impl FnOnce() -> c_int) -> c_int {
-    let deadline = crate::thread::peek().saturating_add(ns);
+    let deadline = crate::core::thread::peek().saturating_add(ns);
     let r = call();
     // SAFETY: the caller's array of n entries, just filled by the kernel.
     unsafe { crate::causal::in_time(fds, n, deadline, r) }
@@ -211,19 +213,11 @@ hook! {
         mask: *const sigset_t,
     ) -> c_int;
     fid = Pselect;
-    // SAFETY: forwarded contract.
-    |real| {
-        let mut copy = core::mem::MaybeUninit::uninit();
-        // SAFETY: the mask is null or valid per the contract.
-        let mask = unsafe { crate::cpu::signals::wait_mask(mask, &mut copy) };
-        match unsafe { ts_wait(ts) } {
-            // SAFETY: the sets are null or valid per the contract.
-            Some(ns) => timed_poll(ns, unsafe { select_fd_less(nfds, [r, w, e]) }, |s| {
-                let t = s.map(clock::to_timespec);
-                real(nfds, r, w, e, t.as_ref().map_or(ts, |t| t as *const timespec), mask)
-            }),
-            None => real(nfds, r, w, e, ts, mask),
-        }
+    // SAFETY: forwarded contract; the sets are null or valid per it.
+    |real| unsafe {
+        ts_masked_wait(ts, mask, || select_fd_less(nfds, [r, w, e]), |t, m| {
+            real(nfds, r, w, e, t, m)
+        })
     }
 }
 
@@ -278,16 +272,30 @@ hook! {
     ) -> c_int;
     fid = EpollPwait;
     // SAFETY: forwarded contract.
-    |real| {
-        let mut copy = core::mem::MaybeUninit::uninit();
-        // SAFETY: the mask is null or valid per the contract.
-        let mask = unsafe { crate::cpu::signals::wait_mask(mask, &mut copy) };
-        match unsafe { ts_wait(ts) } {
-            Some(ns) => timed_poll(ns, false, |s| match s {
-                None => real(epfd, ev, max, ts, mask),
-                Some(n) => real(epfd, ev, max, &clock::to_timespec(n), mask),
-            }),
-            None => real(epfd, ev, max, ts, mask),
-        }
+    |real| unsafe { ts_masked_wait(ts, mask, || false, |t, m| real(epfd, ev, max, t, m)) }
+}
+
+/// A wait with a `timespec` timeout and a signal mask (`pselect`, `epoll_pwait2`): the mask
+/// as [`crate::cpu::signals::wait_mask`] makes it, the timeout translated (`fd_less` as
+/// [`timed_poll`] takes it, asked only for a timed wait); `call` makes the real call.
+///
+/// # Safety
+/// `ts` and `mask` are null or valid, and so is what `fd_less` reads.
+unsafe fn ts_masked_wait(
+    ts: *const timespec,
+    mask: *const sigset_t,
+    fd_less: impl FnOnce() -> bool,
+    call: impl Fn(*const timespec, *const sigset_t) -> c_int,
+) -> c_int {
+    let mut copy = core::mem::MaybeUninit::uninit();
+    // SAFETY: the mask is null or valid per the contract.
+    let mask = unsafe { crate::cpu::signals::wait_mask(mask, &mut copy) };
+    // SAFETY: forwarded contract.
+    match unsafe { ts_wait(ts) } {
+        Some(ns) => timed_poll(ns, fd_less(), |s| {
+            let t = s.map(clock::to_timespec);
+            call(t.as_ref().map_or(ts, |t| t as *const timespec), mask)
+        }),
+        None => call(ts, mask),
     }
 }

@@ -4,8 +4,10 @@
 use libc::{c_int, c_uint, clockid_t, timespec};
 use seal_abi::flags;
 
+use crate::clock;
+use crate::core::config;
 use crate::wait::{clock_nanosleep_impl, err_of, errno, ret_of, set_errno, sleep_for};
-use crate::{clock, config, hook, real};
+use crate::{hook, real};
 
 hook! {
     /// # Safety

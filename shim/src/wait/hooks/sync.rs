@@ -108,12 +108,12 @@ hook! {
     caller = ra;
     |real| {
         if cond.is_null() {
-            crate::census::count(seal_abi::Fid::CondTimedwait, seal_abi::NO_DETAIL, ra);
+            crate::core::census::count(seal_abi::Fid::CondTimedwait, seal_abi::NO_DETAIL, ra);
             return real(cond, mutex, abstime);
         }
         // SAFETY: cond is an initialised condvar per the contract.
         let clk = unsafe { cond_clock(cond) };
-        crate::census::count(seal_abi::Fid::CondTimedwait, detail(clk), ra);
+        crate::core::census::count(seal_abi::Fid::CondTimedwait, detail(clk), ra);
         // SAFETY: forwarded contract; cond is initialised.
         let wait = || unsafe {
             until(clk, abstime, || false, |ts| real(cond, mutex, ts))
@@ -133,7 +133,7 @@ hook! {
     ) -> c_int;
     caller = ra;
     |real| {
-        crate::census::count(seal_abi::Fid::CondClockwait, detail(clk), ra);
+        crate::core::census::count(seal_abi::Fid::CondClockwait, detail(clk), ra);
         // SAFETY: forwarded contract.
         let wait = || unsafe { until(clk, abstime, || false, |ts| real(cond, mutex, clk, ts)) };
         runtime_wait(ra, crate::frame!(), wait)
@@ -241,7 +241,7 @@ hook! {
     fn sem_clockwait(sem: *mut sem_t, clk: clockid_t, abstime: *const timespec) -> c_int;
     caller = ra;
     |real| {
-        crate::census::count(seal_abi::Fid::SemClockwait, detail(clk), ra);
+        crate::core::census::count(seal_abi::Fid::SemClockwait, detail(clk), ra);
         python_lock_bookkeeping(ra, true);
         // SAFETY: forwarded contract.
         ret_of(unsafe {
@@ -254,11 +254,11 @@ hook! {
 /// (`crate::runtime::python_lock_read`).
 #[inline]
 fn python_lock_bookkeeping(ra: u64, timed: bool) {
-    if crate::config::sealed(seal_abi::flags::TIME)
-        && crate::config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed) == 0
+    if crate::core::config::sealed(seal_abi::flags::TIME)
+        && crate::core::config::RATE_PPM.load(core::sync::atomic::Ordering::Relaxed) == 0
         && crate::runtime::python_lock_read(ra, timed)
     {
-        crate::thread::refund_tick();
+        crate::core::thread::refund_tick();
     }
 }
 

@@ -3,8 +3,10 @@
 use libc::{c_int, itimerspec};
 use seal_abi::{flags, Fid, NO_DETAIL};
 
+use crate::clock;
+use crate::core::{census, config};
+use crate::hook;
 use crate::wait::{posix_timer_clock, translate_itimer};
-use crate::{census, clock, config, hook};
 
 /// Counts an ABSTIME timer's arming and translates its deadline: `Some(translated)`, or `None`
 /// when the call is to go through untouched (relative, not sealed, or the timer's clock

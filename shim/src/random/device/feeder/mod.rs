@@ -14,8 +14,8 @@
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use super::EntropyStream;
-use crate::fd::check;
-use crate::sys;
+use crate::core::fd::check;
+use crate::core::sys;
 
 /// Bytes per feeder write: `PIPE_BUF`, so a non-blocking write is all or nothing.
 const BLOCK: usize = 4096;

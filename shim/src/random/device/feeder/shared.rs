@@ -13,7 +13,7 @@ use core::arch::asm;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use super::serve::{feeder_setup, serve, Table};
-use crate::sys;
+use crate::core::sys;
 
 const CLONE_VM: i64 = 0x100;
 const CLONE_VFORK: i64 = 0x4000;

@@ -11,7 +11,7 @@ use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, AtomicU8, O
 use seal_abi::flags as f;
 use seal_abi::settings::{self, parse_hex, parse_i64, parse_u64, Settings};
 
-use crate::sys;
+use crate::core::sys;
 
 /// Set once initialisation has finished, whether or not the process is sealed.
 const READY: u32 = 1 << 31;
@@ -129,7 +129,7 @@ pub static CHILDREN: AtomicU64 = AtomicU64::new(0);
 
 /// This image's program as its parent's exec hook found it: the key of its run-wide name
 /// and the hash of the file name the parent gave the kernel (0, 0: unknown; see
-/// [`crate::table::exe_path`]).
+/// [`crate::core::table::exe_path`]).
 #[link_section = ".data.seal_hot"]
 pub static EXE_KEY: AtomicU64 = AtomicU64::new(0);
 #[link_section = ".data.seal_hot"]
@@ -270,7 +270,7 @@ pub fn init_slow() {
         match INIT.compare_exchange(0, 1, Acquire, Acquire) {
             Ok(_) => {
                 INITIALISING.with(|c| c.set(true));
-                let _g = crate::real::Reentry::force();
+                let _g = crate::core::real::Reentry::force();
                 let flags = load_from_env();
                 set_slow_modes(flags);
                 ACTIVE.store(READY | flags, Release);
@@ -466,7 +466,7 @@ fn program_file_name() -> Option<&'static [u8]> {
     }
     // SAFETY: as above; the string lives as long as the process.
     let execfn = unsafe { sys::cstr(execfn) };
-    if let Some((argc, argv)) = crate::census::start_args() {
+    if let Some((argc, argv)) = crate::core::census::start_args() {
         for i in 1..argc.min(3) {
             // SAFETY: glibc's argv holds argc strings, untouched before main.
             let (a, first) = unsafe { (*argv.add(i), *argv) };

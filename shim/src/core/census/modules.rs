@@ -8,7 +8,7 @@ use core::sync::atomic::{AtomicBool, Ordering::*};
 use seal_abi::{CensusFile, ModuleRecord, MAX_MODULES, TEXT_BYTES};
 
 use super::{backed, file_ptr};
-use crate::sys;
+use crate::core::sys;
 
 /// Held by the thread that is walking the loaded objects into the module list.
 #[link_section = ".data.seal_hot"]
@@ -37,7 +37,7 @@ pub fn refresh_modules() {
             return;
         }
         while REFRESH_WANTED.swap(false, SeqCst) {
-            let _g = crate::real::Reentry::force();
+            let _g = crate::core::real::Reentry::force();
             // SAFETY: dl_iterate_phdr calls us back synchronously with valid info structs;
             // data is the published census slot, and REFRESHING makes us its only module
             // writer.
@@ -92,8 +92,16 @@ unsafe extern "C" fn module_cb(
             &exe_buf[..k]
         };
     }
-    crate::runtime::note_object(name, lo, hi, info);
-    crate::py::note_object(name, info, file);
+    let object = super::Object {
+        name,
+        lo,
+        hi,
+        info,
+        file,
+    };
+    for seen in crate::CENSUS_OBJECT_SEEN {
+        seen(&object);
+    }
     let n = (file.n_modules.load(Relaxed) as usize).min(MAX_MODULES);
     let used = (file.text_used.load(Relaxed) as usize).min(TEXT_BYTES);
     let listed = (0..n).any(|i| {

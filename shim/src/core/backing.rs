@@ -12,7 +12,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::sys;
+use crate::core::sys;
 
 const PAGE: usize = 4096;
 

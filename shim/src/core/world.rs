@@ -12,7 +12,7 @@ use core::sync::atomic::{fence, AtomicU8, Ordering::*};
 
 use seal_abi::{SealedName, World, NAME_MAX};
 
-use crate::{config, sys, table};
+use crate::core::{config, sys, table};
 
 /// `CAP_SYS_TIME`: setting the system clock.
 pub const CAP_SYS_TIME: u32 = 25;

@@ -62,12 +62,12 @@ pub fn resolve(cache: &AtomicUsize, name: &'static [u8]) -> usize {
         unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr() as *const libc::c_char) as usize }
     };
     if p == 0 {
-        let mut b = crate::sys::StackBuf::<128>::new();
+        let mut b = crate::core::sys::StackBuf::<128>::new();
         b.push(b"libseal: cannot find the real ")
             .push(&name[..name.len() - 1])
             .push(b" in libc\n");
-        crate::sys::write_all(2, b.as_bytes());
-        crate::sys::exit_group(125);
+        crate::core::sys::write_all(2, b.as_bytes());
+        crate::core::sys::exit_group(125);
     }
     cache.store(p, Ordering::Relaxed);
     p
@@ -83,7 +83,7 @@ macro_rules! real {
         static CACHE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
         let mut p = CACHE.load(core::sync::atomic::Ordering::Relaxed);
         if p == 0 {
-            p = $crate::real::resolve(&CACHE, concat!(stringify!($name), "\0").as_bytes());
+            p = $crate::core::real::resolve(&CACHE, concat!(stringify!($name), "\0").as_bytes());
         }
         // SAFETY: p is the address of the libc function with this C signature.
         unsafe { core::mem::transmute::<usize, unsafe extern "C" fn($($t),*) -> $r>(p) }

@@ -22,12 +22,16 @@
 //! family `pid` (`open::listing`), whose listings are already in a fixed order.
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicUsize, Ordering::*};
 
 use seal_abi::unsealed;
 
+pub use crate::core::streams::dir_key;
+use crate::core::streams::{fd_key, Cells, Claims};
+use crate::core::{census, config, sys};
 use crate::open::listing::records::{record, NAME_AT};
-use crate::{census, config, sys};
+
+mod getdents;
+pub use getdents::{getdents, old_record, sys_getdents};
 
 /// Streams that can be sorted at once (a tree walker holds one per level at most).
 pub const SLOTS: usize = 256;
@@ -231,6 +235,16 @@ impl Snap {
         unsafe { u16::from_ne_bytes([*p.add(16), *p.add(17)]) as usize }
     }
 
+    /// The snapshot is read (`ok`: whole): sorted, or, when memory failed, served in the
+    /// kernel's order from its start (reported).
+    fn finish(&mut self, ok: bool) {
+        if !ok || !self.sort() {
+            self.sorted = false;
+            self.pos = 0;
+            unsorted(NO_MEMORY);
+        }
+    }
+
     fn release(&mut self) {
         if self.cap > KEEP {
             // SAFETY: our own mapping, no longer used by anyone.
@@ -252,78 +266,24 @@ pub fn order(a: &[u8], b: &[u8]) -> core::cmp::Ordering {
     (rank(a), a).cmp(&(rank(b), b))
 }
 
-struct Slots([UnsafeCell<Snap>; SLOTS]);
-// SAFETY: slot `i` is used only by the stream that owns it (`OWNER[i]`, claimed by CAS), one
-// call at a time, as a directory stream is.
-unsafe impl Sync for Slots {}
+/// Which stream owns each snapshot, and the snapshots.
+static CLAIMS: Claims<SLOTS> = Claims::new();
+static SNAPS: Cells<Snap, SLOTS> = Cells([const { UnsafeCell::new(Snap::new()) }; SLOTS]);
 
-static SNAPS: Slots = Slots([const { UnsafeCell::new(Snap::new()) }; SLOTS]);
-/// `OWNER[i]`: the key of the stream slot `i` belongs to (0 free).
-static OWNER: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
-/// Slots owned at all, and by descriptors: the common case (none) costs one load.
-static USED: AtomicUsize = AtomicUsize::new(0);
-static USED_BY_FDS: AtomicUsize = AtomicUsize::new(0);
-
-/// The key of a `DIR *` stream (aligned: its low bit is clear).
-pub fn dir_key(dir: usize) -> usize {
-    dir & !1
-}
-
-/// The key of a descriptor read with `getdents64` (low bit set).
-pub fn fd_key(fd: i32) -> usize {
-    ((fd as u32 as usize) << 1) | 1
-}
-
-/// Where stream `key`'s search starts (keys spread over the slots).
-fn home(key: usize) -> usize {
-    (seal_abi::mix64(key as u64) as usize) % SLOTS
-}
-
-/// The slot of stream `key`, if it has one.
-#[inline]
-pub fn find(key: usize) -> Option<usize> {
-    if USED.load(Relaxed) == 0 || key == 0 {
-        return None;
-    }
-    let h = home(key);
-    (0..SLOTS)
-        .map(|k| (h + k) % SLOTS)
-        .find(|&i| OWNER[i].load(Acquire) == key)
-}
-
-/// Claims a fresh slot for stream `key`; `None` when every slot is taken.
+/// Claims a fresh slot for stream `key`, its snapshot emptied; `None` when every slot is
+/// taken.
 fn claim(key: usize) -> Option<usize> {
-    if key == 0 {
-        return None;
-    }
-    USED.fetch_add(1, AcqRel);
-    let h = home(key);
-    let Some(i) = (0..SLOTS)
-        .map(|k| (h + k) % SLOTS)
-        .find(|&i| OWNER[i].compare_exchange(0, key, AcqRel, Relaxed).is_ok())
-    else {
-        USED.fetch_sub(1, AcqRel);
-        return None;
-    };
-    if key & 1 == 1 {
-        USED_BY_FDS.fetch_add(1, AcqRel);
-    }
-    // SAFETY: the slot is ours from the CAS on.
+    let i = CLAIMS.claim(key)?;
+    // SAFETY: the slot is ours from the claim on.
     unsafe { snap(i) }.reset();
     Some(i)
 }
 
-/// Frees slot `i` (its stream is done with it).
+/// Frees slot `i` (its stream is done with it), its mapping kept small for the next.
 fn free(i: usize) {
-    // SAFETY: the caller's stream owns slot `i` until the swap below.
+    // SAFETY: the caller's stream owns slot `i` until it is freed below.
     unsafe { snap(i) }.release();
-    let key = OWNER[i].swap(0, AcqRel);
-    if key != 0 {
-        USED.fetch_sub(1, AcqRel);
-        if key & 1 == 1 {
-            USED_BY_FDS.fetch_sub(1, AcqRel);
-        }
-    }
+    CLAIMS.free(i);
 }
 
 /// The snapshot of slot `i`.
@@ -332,21 +292,21 @@ fn free(i: usize) {
 /// The caller's stream owns slot `i`, and no other reference to it is live.
 #[allow(clippy::mut_from_ref)]
 unsafe fn snap(i: usize) -> &'static mut Snap {
-    // SAFETY: per the contract, this stream is the slot's only user.
-    unsafe { &mut *SNAPS.0[i % SLOTS].get() }
+    // SAFETY: per the contract.
+    unsafe { SNAPS.get(i) }
 }
 
 /// Stream `key` is closed or rewound: its snapshot, if any, is dropped.
 pub fn release(key: usize) {
-    if let Some(i) = find(key) {
+    if let Some(i) = CLAIMS.find(key) {
         free(i);
     }
 }
 
-/// Descriptor `fd` is closed or replaced.
+/// Descriptor `fd` is closed or replaced (registered in [`crate::FD_FORGET`]).
 #[inline]
 pub fn release_fd(fd: i32) {
-    if USED_BY_FDS.load(Relaxed) != 0 {
+    if CLAIMS.held_by_fds() {
         release(fd_key(fd));
     }
 }
@@ -354,7 +314,7 @@ pub fn release_fd(fd: i32) {
 /// Does a stream on `fd` get sorted: family `machine` sealed, in a run, not from inside the
 /// shim, a directory not on procfs (one `fstat`, at a stream's first read).
 pub fn eligible(fd: i32) -> bool {
-    if !super::sealed() || !config::in_run() || crate::real::Reentry::inside() {
+    if !super::sealed() || !config::in_run() || crate::core::real::Reentry::inside() {
         return false;
     }
     // SAFETY: an all-zero stat is a valid value of this plain C struct.
@@ -402,11 +362,7 @@ fn build(
     count: Count,
     read: &mut dyn FnMut() -> Result<*mut u8, i32>,
 ) -> Option<usize> {
-    counted(count);
-    let Some(i) = claim(key) else {
-        unsorted(NO_SLOT);
-        return None;
-    };
+    let i = claim_counted(key, count)?;
     // SAFETY: the slot we just claimed.
     let s = unsafe { snap(i) };
     let mut ok = true;
@@ -428,12 +384,19 @@ fn build(
             }
         }
     }
-    if !ok || !s.sort() {
-        s.sorted = false;
-        s.pos = 0;
-        unsorted(NO_MEMORY);
-    }
+    s.finish(ok);
     Some(i)
+}
+
+/// Counts a stream's first read and claims it a slot: `None` when every slot is taken
+/// (reported: the stream comes in the file system's order).
+fn claim_counted(key: usize, count: Count) -> Option<usize> {
+    counted(count);
+    let i = claim(key);
+    if i.is_none() {
+        unsorted(NO_SLOT);
+    }
+    i
 }
 
 /// The `readdir`-family read of stream `dir` (descriptor `fd`) when family `machine` sorts
@@ -446,7 +409,7 @@ pub fn next(
     read: &mut dyn FnMut() -> Result<*mut u8, i32>,
 ) -> Option<Next> {
     let key = dir_key(dir);
-    let i = match find(key) {
+    let i = match CLAIMS.find(key) {
         Some(i) => i,
         None if eligible(fd()) => build(key, count, read)?,
         None => return None,
@@ -464,7 +427,7 @@ pub fn next(
 /// The sorted stream `dir`'s slot, made now if the stream is to be sorted and has none.
 fn slot_for(dir: usize, fd: i32, read: &mut dyn FnMut() -> Result<*mut u8, i32>) -> Option<usize> {
     let key = dir_key(dir);
-    match find(key) {
+    match CLAIMS.find(key) {
         Some(i) => Some(i),
         None if eligible(fd) => build(key, None, read),
         None => None,
@@ -491,235 +454,6 @@ pub fn seek(dir: usize, fd: i32, loc: i64, read: &mut dyn FnMut() -> Result<*mut
     }
     s.pos = usize::try_from(loc).unwrap_or(0).min(s.n);
     true
-}
-
-// ---- getdents64 -----------------------------------------------------------------------------
-
-fn lseek(fd: i32, off: i64, whence: i32) -> i64 {
-    // SAFETY: no pointers.
-    unsafe { sys::syscall3(libc::SYS_lseek, fd as i64, off, whence as i64) }
-}
-
-/// `getdents64(fd, buf, count)` when family `machine` sorts `fd`: `Some` with the result
-/// (bytes, or -1 with errno set), `None` for the real call. `real` is the real call (libc's
-/// convention: -1 and errno).
-///
-/// A descriptor's snapshot is read at its first call; a later call finds the kernel's stream
-/// where the snapshot left it, or the caller moved it: to 0 (rewound: read afresh), to a
-/// place a served record's `d_off` named (continue from there), or elsewhere (the snapshot
-/// is dropped and the kernel's stream read from there).
-///
-/// # Safety
-/// `buf` valid for `count` bytes.
-pub unsafe fn getdents(
-    fd: i32,
-    buf: *mut u8,
-    count: usize,
-    fid: Count,
-    real: &dyn Fn(*mut u8, usize) -> isize,
-) -> Option<isize> {
-    // SAFETY: forwarded contract.
-    unsafe { getdents_as(fd, buf, count, fid, real, false) }
-}
-
-/// [`getdents`], the records written as `getdents64` writes them or, `old`, as the old
-/// `getdents` does (`linux_dirent`: no `d_type` after `d_reclen`, it is the record's last
-/// byte). `real` is always `getdents64`.
-///
-/// # Safety
-/// `buf` valid for `count` bytes.
-unsafe fn getdents_as(
-    fd: i32,
-    buf: *mut u8,
-    count: usize,
-    fid: Count,
-    real: &dyn Fn(*mut u8, usize) -> isize,
-    old: bool,
-) -> Option<isize> {
-    if buf.is_null() {
-        return None;
-    }
-    let key = fd_key(fd);
-    let i = match find(key) {
-        Some(i) => {
-            // SAFETY: the stream owns slot `i`.
-            let s = unsafe { snap(i) };
-            let at = lseek(fd, 0, libc::SEEK_CUR);
-            if at != s.end_off {
-                if at == 0 {
-                    free(i);
-                    // SAFETY: forwarded contract.
-                    return unsafe { getdents_as(fd, buf, count, fid, real, old) };
-                }
-                if s.sorted && at > 0 && at as usize <= s.n {
-                    s.pos = at as usize;
-                    lseek(fd, s.end_off, libc::SEEK_SET);
-                } else {
-                    free(i);
-                    return None;
-                }
-            }
-            i
-        }
-        None if eligible(fd) => {
-            counted(fid);
-            let Some(i) = claim(key) else {
-                unsorted(NO_SLOT);
-                return None;
-            };
-            // SAFETY: the slot we just claimed.
-            let s = unsafe { snap(i) };
-            let mut ok = true;
-            loop {
-                if !s.room(BATCH) {
-                    ok = false;
-                    break;
-                }
-                // SAFETY: `BATCH` bytes past `used` are ours.
-                let n = real(unsafe { s.base.add(s.used) }, BATCH);
-                if n < 0 {
-                    s.err = sys::errno();
-                    break;
-                }
-                if n == 0 {
-                    break;
-                }
-                s.used += n as usize;
-            }
-            s.end_off = lseek(fd, 0, libc::SEEK_CUR);
-            if !ok || !s.sort() {
-                s.sorted = false;
-                s.pos = 0;
-                unsorted(NO_MEMORY);
-            }
-            i
-        }
-        None => return None,
-    };
-    // SAFETY: the stream owns slot `i`.
-    let s = unsafe { snap(i) };
-    // SAFETY: per the contract.
-    let dst = unsafe { core::slice::from_raw_parts_mut(buf, count) };
-    let mut w = 0;
-    while let (save_pos, Some(p)) = (s.pos, s.next()) {
-        // SAFETY: a record of its `d_reclen` bytes inside our mapping (or the real stream's).
-        let rec = unsafe { core::slice::from_raw_parts(p, Snap::reclen(p)) };
-        let wrote = if old {
-            old_record(rec, &mut dst[w..])
-        } else {
-            dst.get_mut(w..w + rec.len()).map(|d| {
-                d.copy_from_slice(rec);
-                rec.len()
-            })
-        };
-        let Some(len) = wrote else {
-            s.pos = save_pos;
-            break;
-        };
-        w += len;
-    }
-    if w == 0 {
-        if s.pos < s.n || (!s.sorted && record(s.bytes(), s.pos).is_some()) {
-            sys::set_errno(libc::EINVAL);
-            return Some(-1);
-        }
-        if !s.sorted {
-            // Served in the kernel's order: the rest from the kernel.
-            free(i);
-            return None;
-        }
-        if s.err != 0 {
-            sys::set_errno(s.err);
-            return Some(-1);
-        }
-    }
-    Some(w as isize)
-}
-
-/// The real `syscall(SYS_getdents64, fd, buf, count)`, through libc's `syscall`.
-///
-/// # Safety
-/// `buf` is valid for `count` bytes of writes.
-unsafe fn raw_getdents64(fd: libc::c_long, buf: *mut u8, count: usize) -> isize {
-    let f = crate::real!(syscall: fn(libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long) -> libc::c_long);
-    // SAFETY: the caller's contract; the kernel writes at most `count` bytes at `buf`.
-    unsafe {
-        f(
-            libc::SYS_getdents64,
-            fd,
-            buf as libc::c_long,
-            count as libc::c_long,
-            0,
-            0,
-            0,
-        ) as isize
-    }
-}
-
-/// `syscall(SYS_getdents64, fd, buf, count)`: `Some(result)` when family `machine` sorts it.
-///
-/// # Safety
-/// Arguments as the system call takes them.
-pub unsafe fn sys_getdents64(
-    _n: libc::c_long,
-    a: [libc::c_long; 6],
-    ra: u64,
-) -> Option<libc::c_long> {
-    // SAFETY: the caller's system call on its own descriptor, into a buffer of `c` bytes.
-    let real = |b: *mut u8, c: usize| unsafe { raw_getdents64(a[0], b, c) };
-    // SAFETY: forwarded contract (the kernel reads the count as an unsigned int).
-    unsafe {
-        getdents(
-            a[0] as i32,
-            a[1] as *mut u8,
-            a[2] as u32 as usize,
-            Some((seal_abi::Fid::SysGetdents, ra)),
-            &real,
-        )
-    }
-    .map(|r| r as libc::c_long)
-}
-
-/// A `getdents64` record as the old `getdents` writes it into `dst`: `d_ino`, `d_off`,
-/// `d_reclen`, the name and its NUL, padding, and `d_type` in the last byte; its length, or
-/// `None` when it does not fit.
-pub fn old_record(rec: &[u8], dst: &mut [u8]) -> Option<usize> {
-    let r = record(rec, 0)?;
-    let len = (18 + r.name.len() + 2 + 7) & !7;
-    let d = dst.get_mut(..len)?;
-    d.fill(0);
-    d[0..8].copy_from_slice(&r.ino.to_ne_bytes());
-    d[8..16].copy_from_slice(&r.off.to_ne_bytes());
-    d[16..18].copy_from_slice(&(len as u16).to_ne_bytes());
-    d[18..18 + r.name.len()].copy_from_slice(r.name);
-    d[len - 1] = r.dtype;
-    Some(len)
-}
-
-/// `syscall(SYS_getdents, fd, buf, count)`: `Some(result)` when family `machine` sorts it
-/// (the snapshot is read with `getdents64`, each record written in the old layout).
-///
-/// # Safety
-/// Arguments as the system call takes them.
-pub unsafe fn sys_getdents(
-    _n: libc::c_long,
-    a: [libc::c_long; 6],
-    ra: u64,
-) -> Option<libc::c_long> {
-    // SAFETY: a getdents64 of the caller's descriptor into a buffer of `c` bytes.
-    let real = |b: *mut u8, c: usize| unsafe { raw_getdents64(a[0], b, c) };
-    // SAFETY: forwarded contract (the kernel reads the count as an unsigned int).
-    unsafe {
-        getdents_as(
-            a[0] as i32,
-            a[1] as *mut u8,
-            a[2] as u32 as usize,
-            Some((seal_abi::Fid::SysGetdentsOld, ra)),
-            &real,
-            true,
-        )
-    }
-    .map(|r| r as libc::c_long)
 }
 
 #[cfg(test)]
@@ -836,15 +570,15 @@ mod tests {
     fn keys_and_slots() {
         let (d, f) = (dir_key(0x7f00_0000_2000), fd_key(9));
         assert_ne!(d, f);
-        assert_eq!(find(d), None);
+        assert_eq!(CLAIMS.find(d), None);
         let i = claim(d).unwrap();
         let j = claim(f).unwrap();
         assert_ne!(i, j);
-        assert_eq!((find(d), find(f)), (Some(i), Some(j)));
+        assert_eq!((CLAIMS.find(d), CLAIMS.find(f)), (Some(i), Some(j)));
         release_fd(9);
-        assert_eq!(find(f), None);
+        assert_eq!(CLAIMS.find(f), None);
         release(d);
-        assert_eq!(find(d), None);
+        assert_eq!(CLAIMS.find(d), None);
         assert_eq!(claim(0), None);
     }
 }

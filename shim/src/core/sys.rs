@@ -28,6 +28,23 @@ pub unsafe fn syscall3(n: i64, a1: i64, a2: i64, a3: i64) -> i64 {
     unsafe { syscall6(n, a1, a2, a3, 0, 0, 0) }
 }
 
+/// A system call that fills `buf`: `nr(fd, buf, buf.len(), rest…)` (`read`-like calls:
+/// `pread64`, `recvfrom`, `getdents64`). Its raw result (bytes, or a negated errno).
+pub fn fill(nr: i64, fd: i32, buf: &mut [u8], rest: [i64; 3]) -> i64 {
+    // SAFETY: buf is valid for writes of its length; the rest are plain integers.
+    unsafe {
+        syscall6(
+            nr,
+            fd as i64,
+            buf.as_mut_ptr() as i64,
+            buf.len() as i64,
+            rest[0],
+            rest[1],
+            rest[2],
+        )
+    }
+}
+
 pub fn getpid() -> i32 {
     // SAFETY: no arguments.
     unsafe { syscall3(libc::SYS_getpid, 0, 0, 0) as i32 }

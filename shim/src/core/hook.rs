@@ -44,7 +44,7 @@ macro_rules! hook {
     ($(#[$m:meta])* fn $($name:ident)|+ ($($args:tt)*) -> $r:ty;
      fid = $fid:ident; $($body:tt)+) => {
         $crate::hook!(@names [$(#[$m])*] [$($name)+] ($($args)*) -> $r;
-                      [fid $fid ($crate::hook::NO_DETAIL)] $($body)+);
+                      [fid $fid ($crate::core::hook::NO_DETAIL)] $($body)+);
     };
     ($(#[$m:meta])* fn $($name:ident)|+ ($($args:tt)*) -> $r:ty;
      caller = $ra:ident; $($body:tt)+) => {
@@ -75,7 +75,7 @@ macro_rules! hook {
 
     // The caller is read here, in the exported function's frame (`caller!` is a macro).
     (@count [fid $fid:ident ($d:expr)]) => {
-        $crate::census::count($crate::hook::Fid::$fid, $d, $crate::caller!())
+        $crate::core::census::count($crate::core::hook::Fid::$fid, $d, $crate::caller!())
     };
     (@count [caller $ra:ident]) => {
         let $ra: u64 = $crate::caller!();

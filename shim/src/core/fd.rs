@@ -1,7 +1,9 @@
 //! Descriptors the shim makes for the program (raw system calls only): a memfd with fixed
 //! contents (the sealed uuid, boot id and host name files), and raw results as errnos.
 
-use crate::sys;
+use core::sync::atomic::{AtomicU8, Ordering::Release};
+
+use crate::core::sys;
 
 /// Result of a raw system call as `Result<value, errno>`.
 pub fn check(r: i64) -> Result<i64, i32> {
@@ -61,15 +63,41 @@ pub fn write_all(fd: i32, bytes: &[u8]) -> Result<(), i32> {
     Ok(())
 }
 
+/// Descriptors below this have a row in the descriptor table; others are looked at afresh on
+/// every use.
+pub const FDS: usize = 1024;
+
+/// The per-process descriptor table: a row per descriptor, a byte in it for each family that
+/// classifies descriptors and caches what it found (numbered at the root, `crate::FD_MARK_*`;
+/// 0: not looked at). [`forget`] zeroes the row.
+#[link_section = ".data.seal_hot"]
+static TABLE: [[AtomicU8; crate::FD_MARKS]; FDS] =
+    [const { [const { AtomicU8::new(0) }; crate::FD_MARKS] }; FDS];
+
+/// Family `family`'s byte of descriptor `fd`'s row; `None` for a descriptor the table does
+/// not cover. A family writes it only outside a vfork child (the table is the parent's).
+#[inline(always)]
+pub fn mark(fd: i32, family: usize) -> Option<&'static AtomicU8> {
+    let row = TABLE.get(usize::try_from(fd).ok()?)?;
+    row.get(family)
+}
+
 /// Descriptor `fd` was closed or replaced (`close`, `fclose`, the target of `dup2`/`dup3`):
-/// forget what the shim cached about the file it named (its causal channel, whether it is a
-/// `/proc` listing).
+/// forget what the shim cached about the file it named: its row of the descriptor table
+/// (its causal channel, whether it is a `/proc` listing), and what the families registered
+/// in [`crate::FD_FORGET`] keep elsewhere (sorted listings).
 #[inline]
 pub fn forget(fd: i32) {
-    if crate::process::vfork::in_child() {
+    if crate::core::vfork::in_child() {
         // The parent's descriptor of that number is still open (see `process::vfork`).
         return;
     }
-    crate::causal::forget(fd);
-    crate::open::listing::forget(fd);
+    if let Some(row) = usize::try_from(fd).ok().and_then(|i| TABLE.get(i)) {
+        for m in row {
+            m.store(0, Release);
+        }
+    }
+    for f in crate::FD_FORGET {
+        f(fd);
+    }
 }

@@ -20,16 +20,18 @@ use seal_abi::{
     CENSUS_FILE_SIZE, CENSUS_MAGIC, CENSUS_SLOTS, EXE_BYTES, HEAD_SLOTS, LAYOUT_VERSION,
 };
 
-use crate::{backing::Backing, config, sys};
+use crate::core::{backing::Backing, config, sys};
 
 mod modules;
+mod runtimes;
 pub use modules::refresh_modules;
 use modules::reset_refresh_lock;
+pub use runtimes::{in_python_import, Capture, Object};
 
 #[link_section = ".data.seal_hot"]
 static FILE: AtomicPtr<CensusFile> = AtomicPtr::new(core::ptr::null_mut());
 
-/// Which pages of this image's (sparse) census slot are backed ([`crate::backing`]).
+/// Which pages of this image's (sparse) census slot are backed ([`crate::core::backing`]).
 #[link_section = ".data.seal_hot"]
 static BACKED: Backing<{ CENSUS_FILE_SIZE.div_ceil(4096 * 64) }> = Backing::new();
 
@@ -112,15 +114,15 @@ fn count_at(fid: Fid, detail: u8, caller: u64) -> Option<&'static AtomicU64> {
     };
     match counted {
         Counted::Counted(slot) => {
-            if crate::py::wanted() {
-                crate::py::capture(file, slot);
+            if (crate::CENSUS_CAPTURE.wanted)() {
+                (crate::CENSUS_CAPTURE.capture)(file, slot);
             }
             Some(&file.slot(slot).count)
         }
         Counted::NewSite(slot) => {
             new_site(file, caller);
-            if crate::py::wanted() {
-                crate::py::capture(file, slot);
+            if (crate::CENSUS_CAPTURE.wanted)() {
+                (crate::CENSUS_CAPTURE.capture)(file, slot);
             }
             Some(&file.slot(slot).count)
         }
@@ -129,7 +131,7 @@ fn count_at(fid: Fid, detail: u8, caller: u64) -> Option<&'static AtomicU64> {
 }
 
 /// Counts a call of a hot entry point whose call site this thread remembers
-/// ([`crate::thread::Hot::entry`] matched the caller): one increment of the counter the entry
+/// ([`crate::core::thread::Hot::entry`] matched the caller): one increment of the counter the entry
 /// names, with no key to hash and no table to probe.
 ///
 /// # Safety
@@ -150,11 +152,11 @@ pub unsafe fn bump_hot(counter: *const AtomicU64) {
 #[cold]
 #[inline(never)]
 pub fn learn(site: usize, fid: Fid, detail: u8, caller: u64, mask: u32) -> bool {
-    crate::thread::with(|_| ());
+    crate::core::thread::with(|_| ());
     let counter = count_at(fid, detail, caller);
     let fast = config::fast(mask);
     if let (Some(c), true) = (counter, fast) {
-        crate::thread::hot_store(site, caller, c);
+        crate::core::thread::hot_store(site, caller, c);
     }
     fast
 }
@@ -171,20 +173,6 @@ fn before_start() -> *mut CensusFile {
     }
     config::in_run();
     FILE.load(Relaxed)
-}
-
-/// Is the calling thread's innermost Python frame in the interpreter's import machinery
-/// ([`crate::py::in_import_system`])? One relaxed load when the image holds no Python.
-#[inline]
-pub fn in_python_import() -> bool {
-    if !crate::py::wanted() {
-        return false;
-    }
-    // SAFETY: as in `count`: null, or a live mapping while published.
-    match unsafe { file_ptr().as_ref() } {
-        Some(file) => crate::py::in_import_system(file),
-        None => false,
-    }
 }
 
 /// Shards per call site in a multi-threaded process. Threads that read the clock from one
@@ -443,7 +431,7 @@ pub fn record_unsealed(kind: u32, detail: &[u8]) {
 pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
     // This thread's hot-site entries name counters of the mapping replaced here (a fork
     // child's are its parent's); the new one starts with the threads glibc knows of.
-    crate::thread::hot_forget();
+    crate::core::thread::hot_forget();
     config::slow_clear(config::slow::THREADS);
     let old =
         ((FILE.swap(core::ptr::null_mut(), AcqRel) as usize) & !THREADS_BIT) as *mut CensusFile;
@@ -457,19 +445,19 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
             unsafe { sys::munmap(old as *mut u8, CENSUS_FILE_SIZE) };
         }
     };
-    let slot = match crate::table::census_slot() {
+    let slot = match crate::core::table::census_slot() {
         Ok(slot) => slot,
         Err(why) => {
             let mut m = sys::StackBuf::<300>::new();
             match why {
                 // Said once per run, by the first image turned away.
-                crate::table::NoSlot::Full(cap, true) => {
+                crate::core::table::NoSlot::Full(cap, true) => {
                     m.push(b"all ")
                         .push_u64(cap as u64)
                         .push(b" census slots of the run are taken: this and later ")
                         .push(b"processes are sealed but not counted");
                 }
-                crate::table::NoSlot::Open(errno) if !config::run_ended() => {
+                crate::core::table::NoSlot::Open(errno) if !config::run_ended() => {
                     m.push(b"cannot open the run table for a census slot (")
                         .push(sys::errno_name(errno))
                         .push(b"); this process is sealed but not counted");
@@ -524,7 +512,7 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
         (*file).vpid = vpid;
         (*file).parent_vpid = parent_vpid;
         (*file).gen = gen;
-        (*file).start_clock = crate::thread::peek();
+        (*file).start_clock = crate::core::thread::peek();
         let text = core::ptr::addr_of_mut!((*file).text) as *mut u8;
         if let Some(from) = old.as_ref() {
             // A fork child runs its parent's program with its parent's arguments, and has its
@@ -557,7 +545,7 @@ pub fn open_image(vpid: i32, parent_vpid: i32, gen: u32) {
             (*file).n_modules.store(n as u32, Release);
         } else {
             let mut buf = [0u8; 4096];
-            let n = crate::table::exe_path(&mut buf);
+            let n = crate::core::table::exe_path(&mut buf);
             let exe = copy_in(file, text, EXE_BYTES, &buf[..n]);
             (*file).exe_len = exe as u32;
             let n = read_argv(file, &mut buf);

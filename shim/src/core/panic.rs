@@ -8,7 +8,7 @@
 use core::fmt::{Display, Write};
 use core::panic::Location;
 
-use crate::sys::StackBuf;
+use crate::core::sys::StackBuf;
 
 /// The line a panic at `at` with `message` prints, newline included (a message too long for
 /// the buffer is cut; the newline always fits, in the byte `push` keeps free).
@@ -27,7 +27,7 @@ pub fn line(at: Option<&Location>, message: impl Display) -> StackBuf<512> {
 #[cfg(all(panic = "abort", not(test)))]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
-    crate::sys::write_all(2, line(info.location(), info.message()).as_bytes());
+    crate::core::sys::write_all(2, line(info.location(), info.message()).as_bytes());
     // SAFETY: abort has no preconditions; it never returns.
     unsafe { libc::abort() }
 }

@@ -10,7 +10,7 @@ use core::sync::atomic::{AtomicI32, AtomicI64, AtomicPtr, AtomicUsize, Ordering:
 
 use seal_abi::{vpid_candidate, RunTable, VPID_LIMIT, VPID_MIN};
 
-use crate::{backing::Backing, config, sys};
+use crate::core::{backing::Backing, config, sys};
 
 /// A view of the three arrays of a run table.
 #[derive(Clone, Copy)]
@@ -146,7 +146,7 @@ impl<'a> Table<'a> {
     }
 }
 
-/// Pages of the mapped run table this process has backed ([`crate::backing`]): the fixed
+/// Pages of the mapped run table this process has backed ([`crate::core::backing`]): the fixed
 /// arrays and the `vpid_of` map (up to the kernel's largest `pid_max`, 2²²).
 #[link_section = ".data.seal_hot"]
 static BACKED: Backing<{ (RunTable::REAL_MAP_OFFSET + 4 * (1 << 22)).div_ceil(4096 * 64) }> =
@@ -183,7 +183,7 @@ fn backed_region<T>(x: &T, done: &core::sync::atomic::AtomicBool) -> bool {
 fn no_room() {
     use core::sync::atomic::AtomicBool;
     static SAID: AtomicBool = AtomicBool::new(false);
-    crate::census::record_unsealed(
+    crate::core::census::record_unsealed(
         seal_abi::unsealed::PID_SPACE_FULL,
         b"run table file system full: a real pid is not mapped back to its virtual pid",
     );

@@ -6,7 +6,7 @@ use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use seal_abi::{child_lineage, KIND_IMAGE, KIND_THREAD};
 
-use crate::config;
+use crate::core::config;
 
 #[derive(Clone, Copy)]
 #[repr(C)]
@@ -51,7 +51,7 @@ pub struct ThreadState {
 pub const HOT_SITES: usize = 5;
 
 /// A thread's memory of where the census counted its last call from one hot entry point
-/// (`census::count_hot`): the caller, and the counter the call went to. The next call from
+/// (`census::learn`, `census::bump_hot`): the caller, and the counter the call went to. The next call from
 /// the same caller is then one increment of that counter, no hashing or probing. Zero (the
 /// state of a new thread, and after a fork) matches no caller.
 #[derive(Clone, Copy)]
@@ -168,8 +168,8 @@ macro_rules! thread_cell {
             }
         }
         $(#[$m])*
-        $vis static $name: $crate::thread::ThreadCell<$ty> =
-            $crate::thread::ThreadCell::new($name::slot);
+        $vis static $name: $crate::core::thread::ThreadCell<$ty> =
+            $crate::core::thread::ThreadCell::new($name::slot);
     };
 }
 
@@ -193,7 +193,7 @@ pub fn image_lineage() -> u64 {
 
 #[cold]
 fn init_thread(t: &mut ThreadState) {
-    let main = crate::sys::gettid() == crate::sys::getpid();
+    let main = crate::core::sys::gettid() == crate::core::sys::getpid();
     let lineage = if main {
         image_lineage()
     } else {
@@ -236,7 +236,7 @@ pub fn with<R>(f: impl FnOnce(&mut ThreadState) -> R) -> R {
     f(t)
 }
 
-/// This thread's state for the fast paths (`clock::fast`, `census::count_hot`): its address,
+/// This thread's state for the fast paths (`clock::fast`, `census::bump_hot`): its address,
 /// found once per call, without setting the thread up (an unset thread's entries are zero
 /// and match no caller, so the fast paths only read a set-up state's other fields).
 #[derive(Clone, Copy)]
