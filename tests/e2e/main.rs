@@ -5,6 +5,7 @@
 #[macro_use]
 mod util;
 
+mod bad_pointers;
 mod causal;
 mod census;
 mod cli;

@@ -414,7 +414,10 @@ pub unsafe fn clock_settime_impl(
 ) -> libc::c_int {
     census::count(fid, detail(clock), ra);
     if config::sealed(flags::TIME) {
-        // SAFETY: null or readable per the contract.
+        if !ts.is_null() && !crate::core::sys::mapped(ts, core::mem::size_of::<libc::timespec>()) {
+            return setter_result(Err(libc::EFAULT));
+        }
+        // SAFETY: null or readable per the contract (and mapped: checked above).
         return setter_result(set::settime(clock, unsafe { ts.as_ref() }));
     }
     let real = real!(clock_settime: fn(libc::clockid_t, *const libc::timespec) -> libc::c_int);
@@ -443,7 +446,10 @@ pub unsafe fn settimeofday_impl(
 ) -> libc::c_int {
     census::count(fid, NO_DETAIL, ra);
     if config::sealed(flags::TIME) {
-        // SAFETY: null or readable per the contract.
+        if !tv.is_null() && !crate::core::sys::mapped(tv, core::mem::size_of::<libc::timeval>()) {
+            return setter_result(Err(libc::EFAULT));
+        }
+        // SAFETY: null or readable per the contract (and mapped: checked above).
         return setter_result(set::settimeofday(unsafe { tv.as_ref() }));
     }
     let real = real!(settimeofday: fn(*const libc::timeval, *const libc::c_void) -> libc::c_int);
@@ -519,7 +525,12 @@ unsafe fn adjtimex_sealed(
     buf: *mut libc::timex,
     real_read: impl Fn(*mut libc::timex) -> libc::c_int,
 ) -> libc::c_int {
-    // SAFETY: null or valid per the contract.
+    if !crate::core::sys::mapped(buf, core::mem::size_of::<libc::timex>()) {
+        // What the kernel answers for a null or unmapped struct.
+        crate::core::sys::set_errno(libc::EFAULT);
+        return -1;
+    }
+    // SAFETY: mapped (checked above), and valid per the contract.
     let Some(tx) = (unsafe { buf.as_mut() }) else {
         crate::core::sys::set_errno(libc::EFAULT);
         return -1;
@@ -583,6 +594,18 @@ pub unsafe fn clock_adjtime_impl(
     if config::sealed(flags::TIME) && clock == libc::CLOCK_REALTIME {
         // SAFETY: forwarded contract; the real call only reads (modes is 0 by then).
         return unsafe { adjtimex_sealed(buf, |b| real(clock, b)) };
+    }
+    // A dynamic clock (a PTP device's, `FD_TO_CLOCKID(fd)`) is the machine's: a sealed run may
+    // read it but not change it (there is no sealed copy of it to change instead).
+    if config::sealed(flags::TIME)
+        && clock < 0
+        && clock & 7 == 3
+        && crate::core::sys::mapped(buf, core::mem::size_of::<libc::timex>())
+        // SAFETY: mapped (checked above) and valid per the contract.
+        && !set::adjtimex_reads_only(unsafe { (*buf).modes })
+    {
+        crate::core::sys::set_errno(libc::EPERM);
+        return -1;
     }
     // SAFETY: forwarded.
     unsafe { real(clock, buf) }

@@ -198,6 +198,37 @@ pub fn populate(p: *const u8, len: usize) -> i64 {
     }
 }
 
+/// Is `[p, p + len)` mapped in this process? False when the kernel says some page of it is
+/// not (`mincore` answers `ENOMEM`), which is when a system call given the pointer would
+/// answer `EFAULT` instead of the program crashing; so a hook that reads or writes a caller's
+/// struct itself can answer as the kernel would. A mapped page the process may not touch
+/// (`PROT_NONE`, or read-only for an output) is not told apart; ranges over 64 pages are not
+/// checked (true).
+pub fn mapped<T>(p: *const T, len: usize) -> bool {
+    let start = p as usize & !4095;
+    let Some(end) = (p as usize).checked_add(len.max(1)) else {
+        return false;
+    };
+    if p.is_null() {
+        return false;
+    }
+    let mut pages = [0u8; 64];
+    if (end - start).div_ceil(4096) > pages.len() {
+        return true;
+    }
+    // SAFETY: mincore writes one byte per page of the range into `pages`, which has room for
+    // all of them (checked above); it reads no memory of the range.
+    let r = unsafe {
+        syscall3(
+            libc::SYS_mincore,
+            start as i64,
+            (end - start) as i64,
+            pages.as_mut_ptr() as i64,
+        )
+    };
+    r != -(libc::ENOMEM as i64)
+}
+
 /// A short name for an errno, for the shim's one-line warnings.
 pub fn errno_name(e: i32) -> &'static [u8] {
     match e {

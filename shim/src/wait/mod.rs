@@ -479,7 +479,11 @@ pub unsafe fn clock_nanosleep_impl(
     rem: *mut libc::timespec,
     call: impl Fn(libc::clockid_t, libc::c_int, *const libc::timespec, *mut libc::timespec) -> i32,
 ) -> i32 {
-    if req.is_null() || clock::domain(clock_id) == Domain::PassThrough {
+    // A null or unmapped request goes to the kernel, which answers EFAULT.
+    if req.is_null()
+        || !crate::core::sys::mapped(req, core::mem::size_of::<libc::timespec>())
+        || clock::domain(clock_id) == Domain::PassThrough
+    {
         return call(clock_id, fl, req, rem);
     }
     if fl & libc::TIMER_ABSTIME != 0 {

@@ -36,7 +36,11 @@ hook! {
     fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int;
     fid = Nanosleep;
     || {
-        if req.is_null() || !config::sealed(flags::WAIT) {
+        // A null or unmapped request goes to the kernel, which answers EFAULT.
+        if req.is_null()
+            || !crate::core::sys::mapped(req, core::mem::size_of::<timespec>())
+            || !config::sealed(flags::WAIT)
+        {
             return ret_of(real_nanosleep(req, rem));
         }
         // SAFETY: req non-null and valid, rem null or valid, per the contract.
