@@ -34,6 +34,7 @@ mod runtimes;
 mod runtimes_realworld;
 mod safety;
 mod setters;
+mod shared_memory;
 mod shim_hardening;
 mod shim_layout;
 mod stress;

@@ -254,12 +254,42 @@ fn adopt(real: i32) -> i32 {
         // A vfork child: its identity is its parent thread's slot, not the process's.
         return if p.vpid > 0 { p.vpid } else { real };
     }
+    if shares_memory_with(REAL_PID.load(Relaxed)) {
+        // A `clone(CLONE_VM)` child: every static it would set up is its parent's too (and so
+        // is the thread state, without CLONE_SETTLS: even the pending fork below may be its
+        // parent thread's), so it sets up nothing and shows its real pid (the clone hook
+        // reported that such children are not sealed). One `kcmp` per new process.
+        return real;
+    }
     if let Some(p) = take_pending() {
         become_child(p);
         return p.vpid;
     }
     adopt_identity(real, true);
     config::VPID.load(Relaxed)
+}
+
+/// Does this process share its memory with process `other` (`kcmp(KCMP_VM)`)? False when
+/// the kernel cannot say (no kcmp, or a seccomp filter refuses it): then a new pid is taken
+/// for a fork child, as before.
+fn shares_memory_with(other: i32) -> bool {
+    const KCMP_VM: i64 = 1;
+    if other <= 0 {
+        return false;
+    }
+    // SAFETY: kcmp compares two processes' kernel objects; it reads and writes no memory.
+    let r = unsafe {
+        sys::syscall6(
+            libc::SYS_kcmp,
+            sys::getpid() as i64,
+            other as i64,
+            KCMP_VM,
+            0,
+            0,
+            0,
+        )
+    };
+    r == 0
 }
 
 #[cold]
