@@ -301,6 +301,9 @@ functions! {
     FtsOpen = Machine "fts_open (children in name order)",
     GlobNosort = Machine "glob(GLOB_NOSORT) (sorted)",
     SysGetdentsOld = Machine "syscall(SYS_getdents) (listing sorted)",
+    // time (appended): the syscall() forms of times and getrusage
+    SysTimes = Time "syscall(SYS_times)",
+    SysGetrusage = Time "syscall(SYS_getrusage)",
 }
 
 impl Fid {

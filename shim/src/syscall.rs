@@ -38,6 +38,7 @@ macro_rules! routes {
 routes! {
     "time": SYS_clock_gettime | SYS_gettimeofday | SYS_time | SYS_clock_settime
         | SYS_settimeofday | SYS_adjtimex | SYS_clock_adjtime => crate::clock::hooks::sys_clock;
+    "time": SYS_times | SYS_getrusage => crate::clock::hooks::sys_usage;
     "time": SYS_futex => crate::wait::sys_futex;
     "time": SYS_clock_nanosleep => crate::wait::sys_clock_nanosleep;
     "random": SYS_getrandom => crate::random::hooks::sys_getrandom;
@@ -122,6 +123,8 @@ mod tests {
             ("pidfd_open", SYS_pidfd_open),
             ("statx", SYS_statx),
             ("utimensat", SYS_utimensat),
+            ("times", SYS_times),
+            ("getrusage", SYS_getrusage),
         ];
         let hooked: Vec<&str> = seal_abi::FUNCTIONS.iter().map(|(_, name)| *name).collect();
         for (name, n) in syscalls {

@@ -5,7 +5,6 @@
 #[macro_use]
 mod util;
 
-mod bad_pointers;
 mod causal;
 mod census;
 mod cli;
@@ -18,6 +17,7 @@ mod golden_travel;
 mod hardening;
 mod hermetic;
 mod hotpath;
+mod kernel_answers;
 mod kernel_values;
 mod machine;
 mod machine_dirorder;
@@ -34,7 +34,6 @@ mod runtimes;
 mod runtimes_realworld;
 mod safety;
 mod setters;
-mod shared_memory;
 mod shim_hardening;
 mod shim_layout;
 mod stress;

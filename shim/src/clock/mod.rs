@@ -11,6 +11,8 @@ pub mod fast;
 #[cfg(not(test))]
 pub(crate) mod hooks;
 pub mod set;
+#[cfg(not(test))]
+mod setters;
 
 use seal_abi::NO_DETAIL;
 

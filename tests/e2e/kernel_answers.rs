@@ -1,0 +1,96 @@
+//! Where the shim answers instead of the kernel, it answers as the kernel would: a struct
+//! pointer the kernel would refuse (`EFAULT`) is refused the same way, never a crash, although
+//! the shim reads those structs itself; a device's clock (`clock_adjtime` on
+//! `FD_TO_CLOCKID(fd)`) may be read but not changed by a sealed run; the `syscall()` forms of
+//! `times` and `getrusage` are sealed as their libc functions are; a process that shares the
+//! shim's memory with its parent (`clone(CLONE_VM)`) changes nothing of the parent's.
+
+use crate::util::{build_c, census_totals, command, run_sealed, run_timeout, TIMEOUT};
+
+/// Each mode answers as bare: `EFAULT`, no signal.
+#[test]
+fn an_unmapped_struct_is_efault_as_bare() {
+    let bin = build_c("badptr", &[]);
+    let bin = bin.to_str().unwrap();
+    for (mode, want) in [
+        ("adjtimex", "-1 errno 14"),
+        ("clock_adjtime", "-1 errno 14"),
+        ("settime", "-1 errno 14"),
+        ("settimeofday", "-1 errno 14"),
+        ("nanosleep", "-1 errno 14"),
+        // clock_nanosleep returns the error number itself.
+        ("clock_nanosleep", "14 errno 0"),
+    ] {
+        let mut c = command(bin);
+        c.arg(mode);
+        let bare = run_timeout(c, TIMEOUT);
+        bare.ok();
+        assert_eq!(
+            bare.stdout,
+            format!("{mode} {want}\n"),
+            "bare: {}",
+            bare.show()
+        );
+        let sealed = run_sealed(&[bin, mode]);
+        sealed.ok();
+        assert_eq!(sealed.stdout, bare.stdout, "{mode}: {}", sealed.show());
+    }
+}
+
+/// A change of a dynamic clock is refused (`EPERM`) while time is sealed; a read goes to the
+/// kernel (here `EINVAL`: /dev/null is no clock); with time unsealed the change does too.
+#[test]
+fn a_devices_clock_is_read_but_not_changed() {
+    let bin = build_c("badptr", &[]);
+    let bin = bin.to_str().unwrap();
+    for (mode, want) in [("ptp_set", "-1 errno 1"), ("ptp_read", "-1 errno 22")] {
+        let out = run_sealed(&[bin, mode]);
+        out.ok();
+        assert_eq!(out.stdout, format!("{mode} {want}\n"), "{}", out.show());
+    }
+    let out = run_timeout(
+        crate::util::seal(["--unseal", "time", "-q", "--", bin, "ptp_set"]),
+        TIMEOUT,
+    );
+    out.ok();
+    assert_eq!(out.stdout, "ptp_set -1 errno 22\n", "{}", out.show());
+}
+
+#[test]
+fn a_clone_vm_child_leaves_its_parents_pid_alone() {
+    let bin = build_c("clonevm", &[]);
+    let out = run_sealed(&[bin.to_str().unwrap()]);
+    out.ok();
+    assert_eq!(
+        out.stdout,
+        "parent before 1000\nchild saw a pid: yes\nparent after 1000\n",
+        "{}",
+        out.show()
+    );
+    out.stderr_has("clone() creating a process");
+}
+
+#[test]
+fn the_syscall_forms_of_times_and_getrusage_are_sealed() {
+    let bin = build_c("rawusage", &[]);
+    let bin = bin.to_str().unwrap();
+    let want = "times 8640000 0 | syscall 8640000 0\ngetrusage 0.000002 | syscall 0.000003\n";
+    for _ in 0..2 {
+        let out = run_sealed(&[bin]);
+        out.ok();
+        assert_eq!(out.stdout, want, "{}", out.show());
+    }
+    let (out, totals) = census_totals(&[bin], "time");
+    out.ok();
+    for sym in [
+        "syscall(SYS_times)",
+        "syscall(SYS_getrusage)",
+        "times",
+        "getrusage",
+    ] {
+        assert!(
+            totals.contains(&(sym.to_string(), 1)),
+            "{sym} not counted once: {totals:?}"
+        );
+    }
+}
