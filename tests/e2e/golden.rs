@@ -121,8 +121,8 @@ fn golden_is_canonical_json_with_mask_placeholders_and_artifacts() {
         .iter()
         .map(|l| l.as_str().unwrap())
         .collect();
-    assert!(stdout.contains("generated [iso8601]\n"), "{stdout}");
-    assert!(stdout.contains("run [uuid]\n"), "{stdout}");
+    assert_has(&stdout, "generated [iso8601]\n");
+    assert_has(&stdout, "run [uuid]\n");
     assert_eq!(v["masks"], serde_json::json!(["iso8601", "uuid"]));
     assert_eq!(
         v["argv"],
@@ -186,10 +186,7 @@ fn changed_output_fails_with_only_that_change_and_junit_names_it() {
             .unwrap();
         assert!(!t.contains("<failure"), "{xml}");
     }
-    assert!(
-        xml.contains("tests=\"3\" failures=\"1\" errors=\"0\""),
-        "{xml}"
-    );
+    assert_has(&xml, "tests=\"3\" failures=\"1\" errors=\"0\"");
 }
 
 /// A tiny XML well-formedness check: balanced tags, quoted attributes, known entities.
