@@ -306,16 +306,9 @@ fn rust_report_differs_unsealed() {
     assert!(orders.len() > 1, "HashMap order never changed unsealed");
 }
 
-/// Compiles fixtures/java/Report.java into target/e2e-fixtures/java; None when the JDK is
-/// missing.
+/// fixtures/java/Report.java compiled; None (the test skipped) when the JDK is missing.
 fn java_classes() -> Option<PathBuf> {
-    if !have("java") || !have("javac") {
-        // The caller returns at once: the whole test is skipped.
-        report_skip(module_path!(), false, "java/javac not on PATH");
-        return None;
-    }
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    Some(DIR.get_or_init(|| build_java("Report")).clone())
+    crate::util::java_classes(module_path!(), "Report")
 }
 
 #[test]

@@ -418,14 +418,36 @@ pub fn build_java(name: &str) -> PathBuf {
     let src = fixture(&format!("java/{name}.java"));
     let classes = build_dir().join(format!("java-{name}"));
     std::fs::create_dir_all(&classes).unwrap();
+    // The fixtures' shared classes (Values.java) are found on the source path.
     let st = Command::new("javac")
         .arg("-d")
         .arg(&classes)
+        .arg("-sourcepath")
+        .arg(fixture("java"))
         .arg(&src)
         .status()
         .expect("javac not found");
     assert!(st.success(), "compiling {} failed", src.display());
     classes
+}
+
+/// fixtures/java/NAME.java compiled once per test binary (by [`build_java`]), so that no test
+/// runs classes another is writing; `None`, after a visible skip of the calling test (of
+/// `module`, [`report_skip`]), when java or javac is not on PATH.
+pub fn java_classes(module: &str, name: &str) -> Option<PathBuf> {
+    if !have("java") || !have("javac") {
+        // The caller returns at once: the whole test is skipped.
+        report_skip(module, false, "java/javac not on PATH");
+        return None;
+    }
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, dir)) = built.iter().find(|(n, _)| n == name) {
+        return Some(dir.clone());
+    }
+    let dir = build_java(name);
+    built.push((name.to_string(), dir.clone()));
+    Some(dir)
 }
 
 /// Compiles a Rust fixture (fixtures/rust/NAME.rs) with rustc into target/e2e-fixtures/NAME.
