@@ -13,6 +13,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64};
 pub mod causal;
 pub mod exec_target;
 pub mod files;
+pub mod keyed;
 pub mod pad;
 pub mod py;
 pub mod settings;
