@@ -503,49 +503,47 @@ pub struct CensusFile {
 /// The header, the head tables and a few hundred bytes of text share the first page.
 const _: () = assert!(core::mem::offset_of!(CensusFile, text) + 512 <= 4096);
 
+/// For a table a census slot keeps in two parts, the first `$n` entries in `$head` (in the
+/// slot's first page) and the rest in `$rest`: `$get(i)`, entry `i`, and `$offset(i)`, the
+/// byte offset of entry `i` in the file.
+macro_rules! split_table {
+    ($(#[$attr:meta])* $get:ident, $offset:ident: $ty:ty = $head:ident[..$n:expr] ++ $rest:ident) => {
+        $(#[$attr])*
+        pub fn $get(&self, i: usize) -> &$ty {
+            if i < $n {
+                &self.$head[i]
+            } else {
+                &self.$rest[i - $n]
+            }
+        }
+
+        /// Byte offset of entry `i` in the file.
+        pub const fn $offset(i: usize) -> usize {
+            let size = core::mem::size_of::<$ty>();
+            if i < $n {
+                core::mem::offset_of!(Self, $head) + i * size
+            } else {
+                core::mem::offset_of!(Self, $rest) + (i - $n) * size
+            }
+        }
+    };
+}
+
 impl CensusFile {
     /// Counters in all: the head's, then the table's.
     pub const ALL_SLOTS: usize = HEAD_SLOTS + CENSUS_SLOTS;
 
-    /// Counter `i` (`i < ALL_SLOTS`).
-    #[inline(always)]
-    pub fn slot(&self, i: usize) -> &CensusSlot {
-        if i < HEAD_SLOTS {
-            &self.head_slots[i]
-        } else {
-            &self.slots[i - HEAD_SLOTS]
-        }
-    }
+    split_table!(
+        /// Counter `i` (`i < ALL_SLOTS`).
+        #[inline(always)]
+        slot, slot_offset: CensusSlot = head_slots[..HEAD_SLOTS] ++ slots
+    );
 
-    /// Byte offset of counter `i` in the file.
-    pub const fn slot_offset(i: usize) -> usize {
-        let size = core::mem::size_of::<CensusSlot>();
-        if i < HEAD_SLOTS {
-            core::mem::offset_of!(CensusFile, head_slots) + i * size
-        } else {
-            core::mem::offset_of!(CensusFile, slots) + (i - HEAD_SLOTS) * size
-        }
-    }
-
-    /// Module record `i` (`i < MAX_MODULES`).
-    #[inline]
-    pub fn module(&self, i: usize) -> &ModuleRecord {
-        if i < HEAD_MODULES {
-            &self.head_modules[i]
-        } else {
-            &self.more_modules[i - HEAD_MODULES]
-        }
-    }
-
-    /// Byte offset of module record `i` in the file.
-    pub const fn module_offset(i: usize) -> usize {
-        let size = core::mem::size_of::<ModuleRecord>();
-        if i < HEAD_MODULES {
-            core::mem::offset_of!(CensusFile, head_modules) + i * size
-        } else {
-            core::mem::offset_of!(CensusFile, more_modules) + (i - HEAD_MODULES) * size
-        }
-    }
+    split_table!(
+        /// Module record `i` (`i < MAX_MODULES`).
+        #[inline]
+        module, module_offset: ModuleRecord = head_modules[..HEAD_MODULES] ++ more_modules
+    );
 }
 
 pub const CENSUS_FILE_SIZE: usize = core::mem::size_of::<CensusFile>();
