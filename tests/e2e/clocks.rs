@@ -234,6 +234,12 @@ fn sealed_script(interpreter: &str, rel: &str) -> String {
     assert_sealed_stable(&[interpreter, script.to_str().unwrap()], RUNS)
 }
 
+/// [`assert_plain_differs`] for `interpreter` running fixtures/`rel`.
+fn plain_script_differs(interpreter: &str, rel: &str, keys: &[&str]) {
+    let script = fixture(rel);
+    assert_plain_differs(interpreter, &[script.to_str().unwrap()], keys);
+}
+
 #[test]
 fn python_report_sealed_is_identical() {
     require_tools!("python3");
@@ -245,10 +251,9 @@ fn python_report_sealed_is_identical() {
 #[test]
 fn python_report_differs_unsealed() {
     require_tools!("python3");
-    let script = fixture("python/report.py");
-    assert_plain_differs(
+    plain_script_differs(
         "python3",
-        &[script.to_str().unwrap()],
+        "python/report.py",
         &[
             "time.time",
             "random.random",
@@ -270,12 +275,8 @@ fn node_report_sealed_is_identical() {
 #[test]
 fn node_report_differs_unsealed() {
     require_tools!("node");
-    let script = fixture("node/report.js");
-    assert_plain_differs(
-        "node",
-        &[script.to_str().unwrap()],
-        &["Date.now", "Math.random", "randomUUID", "randomBytes"],
-    );
+    let keys = ["Date.now", "Math.random", "randomUUID", "randomBytes"];
+    plain_script_differs("node", "node/report.js", &keys);
 }
 
 fn rust_report() -> PathBuf {
