@@ -8,6 +8,8 @@
 
 use core::sync::atomic::{AtomicI64, AtomicU64, Ordering::*};
 
+use crate::keyed::{probe, Probe};
+
 /// Slots probed for one key.
 const WINDOW: usize = 16;
 
@@ -47,23 +49,9 @@ pub fn publish(slots: &[ClockSlot], key: u64, clock: i64) {
     let start = (key as usize) % slots.len();
     for i in 0..WINDOW.min(slots.len()) {
         let s = &slots[(start + i) % slots.len()];
-        let k = s.key.load(Acquire);
-        if k == key {
+        if probe(&s.key, key, true) == Probe::Mine {
             s.clock.fetch_max(clock, AcqRel);
             return;
-        }
-        if k == 0 {
-            match s.key.compare_exchange(0, key, AcqRel, Acquire) {
-                Ok(_) => {
-                    s.clock.fetch_max(clock, AcqRel);
-                    return;
-                }
-                Err(k) if k == key => {
-                    s.clock.fetch_max(clock, AcqRel);
-                    return;
-                }
-                Err(_) => {}
-            }
         }
     }
     // The window is full: evict its first slot. A reader that raced the eviction re-checks
@@ -139,19 +127,10 @@ fn channel(chans: &[Channel], key: u64, claim: bool) -> Option<&Channel> {
     let start = (key as usize) % chans.len();
     for i in 0..WINDOW.min(chans.len()) {
         let c = &chans[(start + i) % chans.len()];
-        let k = c.key.load(Acquire);
-        if k == key {
-            return Some(c);
-        }
-        if k == 0 {
-            if !claim {
-                return None;
-            }
-            match c.key.compare_exchange(0, key, AcqRel, Acquire) {
-                Ok(_) => return Some(c),
-                Err(k) if k == key => return Some(c),
-                Err(_) => {}
-            }
+        match probe(&c.key, key, claim) {
+            Probe::Mine => return Some(c),
+            Probe::Absent => return None,
+            Probe::Taken => {}
         }
     }
     None

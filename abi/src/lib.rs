@@ -10,9 +10,24 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64};
 
+/// Numbers that each stand for a string, in one table: `pub const NAME: $ty` for each, numbered
+/// from `$first` in the order given, and `$table`, the strings in that order, so that a number
+/// and its string cannot drift apart.
+macro_rules! numbered {
+    ($ty:ident from $first:literal, $table:ident: $($(#[$m:meta])* $name:ident = $s:literal,)*) => {
+        #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+        enum Index {
+            $($name,)*
+        }
+        $($(#[$m])* pub const $name: $ty = Index::$name as $ty + $first;)*
+        pub const $table: [&str; [$($s),*].len()] = [$($s),*];
+    };
+}
+
 pub mod causal;
 pub mod exec_target;
 pub mod files;
+pub mod keyed;
 pub mod pad;
 pub mod py;
 pub mod settings;
@@ -317,42 +332,28 @@ impl Fid {
 
 /// `detail` values for the random devices ([`Fid::OpenDevice`], [`Fid::ReadDevice`]).
 pub mod device {
-    pub const URANDOM: u8 = 0;
-    pub const RANDOM: u8 = 1;
-    pub const UUID: u8 = 2;
-    pub const BOOT_ID: u8 = 3;
-    pub const PATHS: [&str; 4] = [
-        "/dev/urandom",
-        "/dev/random",
-        "/proc/sys/kernel/random/uuid",
-        "/proc/sys/kernel/random/boot_id",
-    ];
+    numbered! { u8 from 0, PATHS:
+        URANDOM = "/dev/urandom",
+        RANDOM = "/dev/random",
+        UUID = "/proc/sys/kernel/random/uuid",
+        BOOT_ID = "/proc/sys/kernel/random/boot_id",
+    }
 }
 
 /// `detail` values for [`Fid::OpenMachine`]: which machine file was opened.
 pub mod machine_file {
-    pub const CPUINFO: u8 = 0;
-    pub const STAT: u8 = 1;
-    pub const MEMINFO: u8 = 2;
-    pub const VERSION: u8 = 3;
-    pub const OSRELEASE: u8 = 4;
-    pub const KERNEL_VERSION: u8 = 5;
-    pub const CPU_ONLINE: u8 = 6;
-    pub const CPU_POSSIBLE: u8 = 7;
-    pub const CPU_PRESENT: u8 = 8;
-    pub const CPU_OFFLINE: u8 = 9;
-    pub const PATHS: [&str; 10] = [
-        "/proc/cpuinfo",
-        "/proc/stat",
-        "/proc/meminfo",
-        "/proc/version",
-        "/proc/sys/kernel/osrelease",
-        "/proc/sys/kernel/version",
-        "/sys/devices/system/cpu/online",
-        "/sys/devices/system/cpu/possible",
-        "/sys/devices/system/cpu/present",
-        "/sys/devices/system/cpu/offline",
-    ];
+    numbered! { u8 from 0, PATHS:
+        CPUINFO = "/proc/cpuinfo",
+        STAT = "/proc/stat",
+        MEMINFO = "/proc/meminfo",
+        VERSION = "/proc/version",
+        OSRELEASE = "/proc/sys/kernel/osrelease",
+        KERNEL_VERSION = "/proc/sys/kernel/version",
+        CPU_ONLINE = "/sys/devices/system/cpu/online",
+        CPU_POSSIBLE = "/sys/devices/system/cpu/possible",
+        CPU_PRESENT = "/sys/devices/system/cpu/present",
+        CPU_OFFLINE = "/sys/devices/system/cpu/offline",
+    }
 }
 
 /// `detail` byte meaning "none" (a call with no clock id / device / sub-kind).
@@ -505,49 +506,47 @@ pub struct CensusFile {
 /// The header, the head tables and a few hundred bytes of text share the first page.
 const _: () = assert!(core::mem::offset_of!(CensusFile, text) + 512 <= 4096);
 
+/// For a table a census slot keeps in two parts, the first `$n` entries in `$head` (in the
+/// slot's first page) and the rest in `$rest`: `$get(i)`, entry `i`, and `$offset(i)`, the
+/// byte offset of entry `i` in the file.
+macro_rules! split_table {
+    ($(#[$attr:meta])* $get:ident, $offset:ident: $ty:ty = $head:ident[..$n:expr] ++ $rest:ident) => {
+        $(#[$attr])*
+        pub fn $get(&self, i: usize) -> &$ty {
+            if i < $n {
+                &self.$head[i]
+            } else {
+                &self.$rest[i - $n]
+            }
+        }
+
+        /// Byte offset of entry `i` in the file.
+        pub const fn $offset(i: usize) -> usize {
+            let size = core::mem::size_of::<$ty>();
+            if i < $n {
+                core::mem::offset_of!(Self, $head) + i * size
+            } else {
+                core::mem::offset_of!(Self, $rest) + (i - $n) * size
+            }
+        }
+    };
+}
+
 impl CensusFile {
     /// Counters in all: the head's, then the table's.
     pub const ALL_SLOTS: usize = HEAD_SLOTS + CENSUS_SLOTS;
 
-    /// Counter `i` (`i < ALL_SLOTS`).
-    #[inline(always)]
-    pub fn slot(&self, i: usize) -> &CensusSlot {
-        if i < HEAD_SLOTS {
-            &self.head_slots[i]
-        } else {
-            &self.slots[i - HEAD_SLOTS]
-        }
-    }
+    split_table!(
+        /// Counter `i` (`i < ALL_SLOTS`).
+        #[inline(always)]
+        slot, slot_offset: CensusSlot = head_slots[..HEAD_SLOTS] ++ slots
+    );
 
-    /// Byte offset of counter `i` in the file.
-    pub const fn slot_offset(i: usize) -> usize {
-        let size = core::mem::size_of::<CensusSlot>();
-        if i < HEAD_SLOTS {
-            core::mem::offset_of!(CensusFile, head_slots) + i * size
-        } else {
-            core::mem::offset_of!(CensusFile, slots) + (i - HEAD_SLOTS) * size
-        }
-    }
-
-    /// Module record `i` (`i < MAX_MODULES`).
-    #[inline]
-    pub fn module(&self, i: usize) -> &ModuleRecord {
-        if i < HEAD_MODULES {
-            &self.head_modules[i]
-        } else {
-            &self.more_modules[i - HEAD_MODULES]
-        }
-    }
-
-    /// Byte offset of module record `i` in the file.
-    pub const fn module_offset(i: usize) -> usize {
-        let size = core::mem::size_of::<ModuleRecord>();
-        if i < HEAD_MODULES {
-            core::mem::offset_of!(CensusFile, head_modules) + i * size
-        } else {
-            core::mem::offset_of!(CensusFile, more_modules) + (i - HEAD_MODULES) * size
-        }
-    }
+    split_table!(
+        /// Module record `i` (`i < MAX_MODULES`).
+        #[inline]
+        module, module_offset: ModuleRecord = head_modules[..HEAD_MODULES] ++ more_modules
+    );
 }
 
 pub const CENSUS_FILE_SIZE: usize = core::mem::size_of::<CensusFile>();
@@ -645,5 +644,20 @@ mod tests {
             let v = vpid_candidate(child_lineage(ROOT_LINEAGE, KIND_PROCESS, a), 0);
             assert!(v > VPID_MIN && (v as usize) < VPID_LIMIT);
         }
+    }
+
+    #[test]
+    fn detail_numbers_keep_their_values_and_paths() {
+        assert_eq!((device::URANDOM, device::BOOT_ID), (0, 3));
+        assert_eq!(
+            device::PATHS[device::UUID as usize],
+            "/proc/sys/kernel/random/uuid"
+        );
+        assert_eq!((machine_file::CPUINFO, machine_file::CPU_OFFLINE), (0, 9));
+        assert_eq!(machine_file::PATHS.len(), 10);
+        assert_eq!(
+            detail_name(Fid::OpenMachine, machine_file::OSRELEASE),
+            Some("/proc/sys/kernel/osrelease")
+        );
     }
 }

@@ -1,19 +1,21 @@
 //! Kinds of `unsealed` events (what a process could not seal, recorded in its census slot).
 
-pub const STATIC_BINARY: u32 = 1;
-pub const SETUID: u32 = 2;
-pub const FOREIGN_ARCH: u32 = 3;
-pub const FAMILY_OFF: u32 = 4;
-pub const TABLE_FULL: u32 = 5;
-pub const PID_SPACE_FULL: u32 = 6;
-pub const UNSUPPORTED_CALL: u32 = 7;
-pub const NOT_EXECUTABLE: u32 = 8;
-/// The program did not match `--only` or matched `--skip`: it runs with real values by
-/// the user's choice, and passes the seal on to its children.
-pub const SCOPED_OUT: u32 = 9;
-/// Family `cpu` is sealed but this machine or kernel cannot trap `rdtsc`/`cpuid` (no
-/// `cpuid_fault`, a `prctl` refused): those instructions give real values.
-pub const CPU_TRAP: u32 = 10;
+numbered! { u32 from 1, NAMES:
+    STATIC_BINARY = "static-binary",
+    SETUID = "setuid",
+    FOREIGN_ARCH = "foreign-arch",
+    FAMILY_OFF = "family-off",
+    TABLE_FULL = "census-table-full",
+    PID_SPACE_FULL = "pid-space-full",
+    UNSUPPORTED_CALL = "unsupported-call",
+    NOT_EXECUTABLE = "not-executable",
+    /// The program did not match `--only` or matched `--skip`: it runs with real values by
+    /// the user's choice, and passes the seal on to its children.
+    SCOPED_OUT = "scoped-out",
+    /// Family `cpu` is sealed but this machine or kernel cannot trap `rdtsc`/`cpuid` (no
+    /// `cpuid_fault`, a `prctl` refused): those instructions give real values.
+    CPU_TRAP = "cpu-trap-unavailable",
+}
 
 /// The details of `CPU_TRAP` events, by cause; a census slot's header holds them as bits
 /// (`CensusFile::cpu_unsealed`), one fixed line each, so the launcher says each once per run.
@@ -49,18 +51,24 @@ pub fn is_machine_cause(detail: &str) -> bool {
         .any(|(i, c)| *c == detail && cpu_cause::MACHINE >> i & 1 == 1)
 }
 
+/// The name of an event kind (`unknown` for a number that is none).
 pub fn name(kind: u32) -> &'static str {
-    match kind {
-        STATIC_BINARY => "static-binary",
-        SETUID => "setuid",
-        FOREIGN_ARCH => "foreign-arch",
-        FAMILY_OFF => "family-off",
-        TABLE_FULL => "census-table-full",
-        PID_SPACE_FULL => "pid-space-full",
-        UNSUPPORTED_CALL => "unsupported-call",
-        NOT_EXECUTABLE => "not-executable",
-        SCOPED_OUT => "scoped-out",
-        CPU_TRAP => "cpu-trap-unavailable",
-        _ => "unknown",
+    kind.checked_sub(1)
+        .and_then(|i| NAMES.get(i as usize))
+        .copied()
+        .unwrap_or("unknown")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_keep_their_numbers_and_names() {
+        assert_eq!((STATIC_BINARY, SCOPED_OUT, CPU_TRAP), (1, 9, 10));
+        assert_eq!(name(STATIC_BINARY), "static-binary");
+        assert_eq!(name(CPU_TRAP), "cpu-trap-unavailable");
+        assert_eq!(name(0), "unknown");
+        assert_eq!(name(CPU_TRAP + 1), "unknown");
     }
 }

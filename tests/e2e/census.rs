@@ -609,27 +609,15 @@ fn each_image_names_its_program_and_repeats_skip_the_link() {
         return report_skip(module_path!(), true, "strace not on PATH");
     }
     let d = fresh("strace");
-    let log = dir.path().join("strace.log");
-    let o = run_seal([
-        "--",
-        "strace",
-        "-f",
-        "-e",
-        "trace=execve,readlinkat",
-        "-o",
-        log.to_str().unwrap(),
-        "sh",
-        "-c",
-        script,
-        "sh",
-        &d,
-    ]);
+    let (o, log) = sealed_strace(
+        &["-e", "trace=execve,readlinkat"],
+        &["sh", "-c", script, "sh", &d],
+    );
     o.ok();
     let (prog, scr) = (format!("{d}/prog"), format!("{d}/script"));
     // Per program name: images started, and images that read the link.
     let (mut pending, mut current) = (BTreeMap::new(), BTreeMap::new());
     let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    let log = std::fs::read_to_string(&log).unwrap();
     for line in log.lines() {
         let Some((pid, rest)) = line.split_once(' ') else {
             continue;

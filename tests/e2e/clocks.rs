@@ -87,28 +87,26 @@ fn c_clocks_sealed_are_identical_and_exact() {
     // wall-clock read returns `L` and ticks it; a monotonic or CPU-time read ticks the
     // thread's monotonic count first and returns `L` plus it: so the wall clock counts only
     // its own reads (1, 2, …) and the monotonic clocks count every read.
-    assert_eq!(value(&out, "CLOCK_REALTIME"), "1767225600.000000000");
-    assert_eq!(value(&out, "CLOCK_MONOTONIC"), "86400.000002000");
-    assert_eq!(value(&out, "CLOCK_MONOTONIC_RAW"), "86400.000003000");
-    assert_eq!(value(&out, "CLOCK_BOOTTIME"), "86400.000004000");
-    assert_eq!(value(&out, "CLOCK_REALTIME_COARSE"), "1767225600.000001000");
-    assert_eq!(value(&out, "CLOCK_MONOTONIC_COARSE"), "86400.000006000");
-    assert_eq!(value(&out, "CLOCK_TAI"), "1767225637.000002000");
-    assert_eq!(value(&out, "CLOCK_PROCESS_CPUTIME_ID"), "0.000007000");
-    assert_eq!(value(&out, "CLOCK_THREAD_CPUTIME_ID"), "0.000008000");
-    assert_eq!(value(&out, "gettimeofday"), "1767225600.000003");
-    assert_eq!(value(&out, "time"), "1767225600");
-    assert_eq!(value(&out, "ftime"), "1767225600.000");
-    assert_eq!(value(&out, "timespec_get"), "1767225600.000006000");
-    assert_eq!(
-        value(&out, "SYS_clock_gettime(REALTIME)"),
-        "1767225600.000007000"
-    );
-    assert_eq!(
-        value(&out, "SYS_clock_gettime(MONOTONIC)"),
-        "86400.000017000"
-    );
-    assert_eq!(value(&out, "SYS_time"), "1767225600");
+    for (key, want) in [
+        ("CLOCK_REALTIME", "1767225600.000000000"),
+        ("CLOCK_MONOTONIC", "86400.000002000"),
+        ("CLOCK_MONOTONIC_RAW", "86400.000003000"),
+        ("CLOCK_BOOTTIME", "86400.000004000"),
+        ("CLOCK_REALTIME_COARSE", "1767225600.000001000"),
+        ("CLOCK_MONOTONIC_COARSE", "86400.000006000"),
+        ("CLOCK_TAI", "1767225637.000002000"),
+        ("CLOCK_PROCESS_CPUTIME_ID", "0.000007000"),
+        ("CLOCK_THREAD_CPUTIME_ID", "0.000008000"),
+        ("gettimeofday", "1767225600.000003"),
+        ("time", "1767225600"),
+        ("ftime", "1767225600.000"),
+        ("timespec_get", "1767225600.000006000"),
+        ("SYS_clock_gettime(REALTIME)", "1767225600.000007000"),
+        ("SYS_clock_gettime(MONOTONIC)", "86400.000017000"),
+        ("SYS_time", "1767225600"),
+    ] {
+        assert_eq!(value(&out, key), want, "{key}");
+    }
     for key in C_RANDOM {
         assert!(!value(&out, key).is_empty());
     }
@@ -230,11 +228,22 @@ fn unseal_random_lets_bytes_move_and_keeps_time_sealed() {
     assert_eq!(part(&a.stdout, false), part(&sealed.stdout, false));
 }
 
+/// The stdout, the same in [`RUNS`] sealed runs, of `interpreter` running fixtures/`rel`.
+fn sealed_script(interpreter: &str, rel: &str) -> String {
+    let script = fixture(rel);
+    assert_sealed_stable(&[interpreter, script.to_str().unwrap()], RUNS)
+}
+
+/// [`assert_plain_differs`] for `interpreter` running fixtures/`rel`.
+fn plain_script_differs(interpreter: &str, rel: &str, keys: &[&str]) {
+    let script = fixture(rel);
+    assert_plain_differs(interpreter, &[script.to_str().unwrap()], keys);
+}
+
 #[test]
 fn python_report_sealed_is_identical() {
     require_tools!("python3");
-    let script = fixture("python/report.py");
-    let out = assert_sealed_stable(&["python3", script.to_str().unwrap()], RUNS);
+    let out = sealed_script("python3", "python/report.py");
     assert_value_starts(&out, "time.time", "17672256");
     assert_value_starts(&out, "datetime.now", "2026-01-01T00:00:00");
 }
@@ -242,10 +251,9 @@ fn python_report_sealed_is_identical() {
 #[test]
 fn python_report_differs_unsealed() {
     require_tools!("python3");
-    let script = fixture("python/report.py");
-    assert_plain_differs(
+    plain_script_differs(
         "python3",
-        &[script.to_str().unwrap()],
+        "python/report.py",
         &[
             "time.time",
             "random.random",
@@ -259,8 +267,7 @@ fn python_report_differs_unsealed() {
 #[test]
 fn node_report_sealed_is_identical() {
     require_tools!("node");
-    let script = fixture("node/report.js");
-    let out = assert_sealed_stable(&["node", script.to_str().unwrap()], RUNS);
+    let out = sealed_script("node", "node/report.js");
     assert_value_starts(&out, "toISOString", "2026-01-01T00:00:00");
     assert_eq!(value(&out, "setTimeout fired after"), ">=100ms");
 }
@@ -268,12 +275,8 @@ fn node_report_sealed_is_identical() {
 #[test]
 fn node_report_differs_unsealed() {
     require_tools!("node");
-    let script = fixture("node/report.js");
-    assert_plain_differs(
-        "node",
-        &[script.to_str().unwrap()],
-        &["Date.now", "Math.random", "randomUUID", "randomBytes"],
-    );
+    let keys = ["Date.now", "Math.random", "randomUUID", "randomBytes"];
+    plain_script_differs("node", "node/report.js", &keys);
 }
 
 fn rust_report() -> PathBuf {
@@ -304,16 +307,9 @@ fn rust_report_differs_unsealed() {
     assert!(orders.len() > 1, "HashMap order never changed unsealed");
 }
 
-/// Compiles fixtures/java/Report.java into target/e2e-fixtures/java; None when the JDK is
-/// missing.
+/// fixtures/java/Report.java compiled; None (the test skipped) when the JDK is missing.
 fn java_classes() -> Option<PathBuf> {
-    if !have("java") || !have("javac") {
-        // The caller returns at once: the whole test is skipped.
-        report_skip(module_path!(), false, "java/javac not on PATH");
-        return None;
-    }
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    Some(DIR.get_or_init(|| build_java("Report")).clone())
+    crate::util::java_classes(module_path!(), "Report")
 }
 
 #[test]

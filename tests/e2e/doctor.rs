@@ -95,13 +95,7 @@ fn doctor_names_an_unsafe_shim_cache_as_limited() {
     let out = run_timeout(cmd, TIMEOUT);
     out.ok();
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-    let cache = r["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "shim cache")
-        .cloned()
-        .unwrap();
+    let cache = doctor_check(&r, "shim cache");
     assert_eq!(cache["status"], "limited", "{}", out.show());
     assert!(
         cache["found"]

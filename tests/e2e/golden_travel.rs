@@ -147,9 +147,9 @@ fn shard_reports_merge_into_one() {
     out.ok();
     out.stdout_has("8 suite(s) from 8 file(s), 7 test(s): 0 failure(s)");
     let all = std::fs::read_to_string(p.path().join("all.xml")).unwrap();
-    assert!(
-        all.contains("<testsuites name=\"seal golden\" tests=\"7\" failures=\"0\" errors=\"0\""),
-        "{all}"
+    assert_has(
+        &all,
+        "<testsuites name=\"seal golden\" tests=\"7\" failures=\"0\" errors=\"0\"",
     );
     for n in NAMES {
         assert_eq!(

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{command, run_seal, run_timeout, seal, seal_bin, TIMEOUT};
+use crate::util::{command, run_seal, run_timeout, seal, seal_bin, write_executable, TIMEOUT};
 
 /// The pids whose parent is `pid` (from /proc/*/stat).
 fn children_of(pid: u32) -> Vec<u32> {
@@ -209,9 +209,7 @@ fn hardening_the_root_starts_unmasked_and_keeps_a_mask_it_sets_across_exec() {
 #[test]
 fn hardening_a_script_without_a_shebang_runs_through_sh_as_execvp_does() {
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("plain.sh");
-    std::fs::write(&script, "echo ran by sh\n").unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = write_executable(dir.path(), "plain.sh", "echo ran by sh\n");
     let out = run_seal(["-q", "--", script.to_str().unwrap()]);
     assert_eq!(out.ok().stdout, "ran by sh\n");
 }
@@ -271,9 +269,7 @@ fn hardening_seal_messages_never_land_on_the_commands_stdout() {
 #[test]
 fn hardening_a_script_with_a_missing_interpreter_names_it() {
     let d = tempfile::tempdir().unwrap();
-    let script = d.path().join("script");
-    std::fs::write(&script, "#!/nonexistent/interp\necho hi\n").unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_executable(d.path(), "script", "#!/nonexistent/interp\necho hi\n");
     let mut c = seal(["--", "./script"]);
     c.current_dir(d.path());
     let out = run_timeout(c, TIMEOUT);

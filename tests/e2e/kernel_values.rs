@@ -61,7 +61,7 @@ fn archives_of_files_made_in_the_run_are_identical_every_run() {
     let out = stable("archives", || archive_run(&[]));
     // Files from before the run show the epoch (the reproducible-builds clamp), files made in
     // it a logical time just after it.
-    assert!(out.contains(" 1767225600.000000000 in.txt"), "{out}");
+    assert_has(&out, " 1767225600.000000000 in.txt");
     assert!(
         out.lines().any(|l| l.starts_with("d/a 1767225600 ")),
         "{out}"

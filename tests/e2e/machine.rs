@@ -161,27 +161,25 @@ fn c_calls_are_counted_under_machine() {
     let bin = fixture_bin();
     let (out, totals) = census_totals(&[bin.to_str().unwrap()], "machine");
     out.ok();
-    let mut got = totals.clone();
-    got.sort();
-    let want: Vec<(String, u64)> = [
-        ("get_nprocs", 1),
-        ("get_nprocs_conf", 1),
-        ("get_phys_pages/get_avphys_pages", 2),
-        ("open(machine file)", 10),
-        ("pthread_getaffinity_np (sealed CPUs)", 1),
-        ("sched_getaffinity (sealed CPUs)", 5),
-        ("syscall(SYS_sched_getaffinity) (sealed CPUs)", 1),
-        ("syscall(SYS_sysinfo)", 1),
-        ("syscall(SYS_uname)", 1),
-        ("sysconf(_SC_NPROCESSORS_*)", 2),
-        ("sysconf(_SC_PHYS_PAGES/_SC_AVPHYS_PAGES)", 2),
-        ("sysinfo", 1),
-        ("uname (release, version, machine)", 1),
-    ]
-    .iter()
-    .map(|(s, n)| (s.to_string(), *n))
-    .collect();
-    assert_eq!(got, want, "{}", out.show());
+    assert_totals(
+        &out,
+        &totals,
+        &[
+            ("get_nprocs", 1),
+            ("get_nprocs_conf", 1),
+            ("get_phys_pages/get_avphys_pages", 2),
+            ("open(machine file)", 10),
+            ("pthread_getaffinity_np (sealed CPUs)", 1),
+            ("sched_getaffinity (sealed CPUs)", 5),
+            ("syscall(SYS_sched_getaffinity) (sealed CPUs)", 1),
+            ("syscall(SYS_sysinfo)", 1),
+            ("syscall(SYS_uname)", 1),
+            ("sysconf(_SC_NPROCESSORS_*)", 2),
+            ("sysconf(_SC_PHYS_PAGES/_SC_AVPHYS_PAGES)", 2),
+            ("sysinfo", 1),
+            ("uname (release, version, machine)", 1),
+        ],
+    );
     // The pid family still counts the affinity calls it translates, host the uname ones.
     let (_, pid) = census_totals(&[bin.to_str().unwrap()], "pid");
     assert!(pid.contains(&("sched_getaffinity".into(), 5)), "{pid:?}");

@@ -113,13 +113,13 @@ fn python_host_and_temp_names_are_sealed() {
     let dir = scratch("py");
     let script = fixture("python/names.py");
     let out = stable_in_tmpdir(&["python3", script.to_str().unwrap()], &dir);
-    assert!(out.contains("gethostname seal\n"), "{out}");
-    assert!(out.contains("uname seal seal\n"), "{out}");
+    assert_has(&out, "gethostname seal\n");
+    assert_has(&out, "uname seal seal\n");
     assert!(
         out.contains(" 0o600\n") && out.contains(" 0o700\n"),
         "{out}"
     );
-    assert!(out.contains(dir.to_str().unwrap()), "{out}");
+    assert_has(&out, dir.to_str().unwrap());
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     let mut c = command("python3");
     c.arg(&script);
@@ -136,7 +136,7 @@ fn coreutils_mktemp_is_stable() {
     let script = "f=$(mktemp); d=$(mktemp -d); echo \"$f\"; echo \"$d\"; \
                   stat -c %a \"$f\" \"$d\"; rm -f \"$f\"; rmdir \"$d\"";
     let out = stable_in_tmpdir(&["bash", "-c", script], &dir);
-    assert!(out.contains("600\n700\n"), "{out}");
+    assert_has(&out, "600\n700\n");
     let mut c = command("bash");
     c.args(["-c", script]);
     let a = run_in_tmpdir(c, &dir);
@@ -155,7 +155,7 @@ fn java_devices_host_and_temp_names_are_sealed() {
     // belong to the time/wait families and their own tests.
     let args = ["--unseal", "time", "--", "java", "-cp", cp, "Names", d];
     let out = assert_runs_agree(&format!("{args:?}"), RUNS, || run_seal(args)).stdout;
-    assert!(out.contains("getLocalHost seal 127.0.0.1\n"), "{out}");
+    assert_has(&out, "getLocalHost seal 127.0.0.1\n");
     let plain = run_plain("java", ["-cp", cp, "Names", d]);
     plain.ok();
     assert_ne!(plain.stdout, out);

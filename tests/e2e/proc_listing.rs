@@ -17,6 +17,11 @@ fn sealed_sh(args: &[&str], script: &str) -> Output {
     run_timeout(c, TIMEOUT)
 }
 
+/// The stdout of `sealed_sh(&[], script)`, the same in [`RUNS`] runs.
+fn sealed_sh_agrees(what: &str, script: &str) -> String {
+    assert_runs_agree(what, RUNS, || sealed_sh(&[], script)).stdout
+}
+
 /// A process outside the run (a bare `sleep`), there for every run of a test; killed on drop.
 struct Outsider(Child);
 
@@ -84,7 +89,7 @@ echo "$x" | grep -E -- '-> [0-9]+' | sed 's/.* \([a-z-]*\) -> /link \1 /'
 sh -c 'echo "readlink $$"; exec readlink /proc/self /proc/thread-self'
 kill $s
 "#;
-    let out = assert_runs_agree("ls /proc", RUNS, || sealed_sh(&[], script)).stdout;
+    let out = sealed_sh_agrees("ls /proc", script);
     let (sleep, ls) = (words(&out, "sleep")[0], words(&out, "ls ")[0]);
     assert_eq!(
         set(words(&out, "listed")),
@@ -125,7 +130,7 @@ kill $s
         let py = "import os; print('me', os.getpid()); \
                   print('listed', *sorted(x for x in os.listdir('/proc') if x.isdigit()))";
         let script = format!("sleep 5 & s=$!; echo \"sleep $s\"; python3 -c \"{py}\"; kill $s");
-        let out = assert_runs_agree("os.listdir", RUNS, || sealed_sh(&[], &script)).stdout;
+        let out = sealed_sh_agrees("os.listdir", &script);
         let (sleep, me) = (words(&out, "sleep")[0], words(&out, "me")[0]);
         assert_eq!(
             set(words(&out, "listed")),
@@ -135,17 +140,27 @@ kill $s
     }
 }
 
+/// A script that runs `body` while a background `sleep 5` runs, then kills it; first it prints
+/// `sleep PID`. The background child is `sh` until it has exec'd `sleep`: the script waits for
+/// that (with builtins only, so no process is added) before it says so and runs `body`.
+fn beside_a_sleep(body: &str) -> String {
+    format!(
+        "sleep 5 & s=$!; \
+         until read c < /proc/$s/comm && [ \"$c\" = sleep ]; do :; done 2>/dev/null; \
+         echo \"sleep $s\"; {body}; kill $s"
+    )
+}
+
 /// `ps -e` and `ps ax` print the run's processes only, with virtual pids and parents.
 #[test]
 fn ps_e_and_ps_ax_print_only_the_run() {
     require_tools!("ps");
     let _outsider = Outsider::start();
-    // The background child is `sh` until it has exec'd `sleep`: wait for that (with builtins
-    // only, so no process is added), or `ps` may list it under either name.
-    let script = "sleep 5 & s=$!; \
-                  until read c < /proc/$s/comm && [ \"$c\" = sleep ]; do :; done 2>/dev/null; \
-                  echo \"sleep $s\"; ps -e -o pid=,ppid=,comm=; echo ---; ps ax; kill $s";
-    let out = assert_runs_agree("ps -e, ps ax", RUNS, || sealed_sh(&[], script)).stdout;
+    // `ps` may list the background child under either name until it is `sleep`.
+    let out = sealed_sh_agrees(
+        "ps -e, ps ax",
+        &beside_a_sleep("ps -e -o pid=,ppid=,comm=; echo ---; ps ax"),
+    );
     let sleep = words(&out, "sleep")[0];
     let (e, ax) = out.split_once("---\n").unwrap();
     let rows: Vec<Vec<&str>> = e
@@ -186,14 +201,11 @@ fn ps_e_and_ps_ax_print_only_the_run() {
 fn pgrep_finds_the_runs_sleep_and_not_an_outside_one() {
     require_tools!("pgrep");
     let outsider = Outsider::start();
-    // As above: wait (with builtins only) until the background child is `sleep`.
-    let script = "sleep 5 & s=$!; \
-                  until read c < /proc/$s/comm && [ \"$c\" = sleep ]; do :; done 2>/dev/null; \
-                  echo \"sleep $s\"; echo \"found $(pgrep -x sleep | tr '\\n' ' ')\"; kill $s";
-    let out = assert_runs_agree("pgrep", RUNS, || sealed_sh(&[], script)).stdout;
+    let script = beside_a_sleep("echo \"found $(pgrep -x sleep | tr '\\n' ' ')\"");
+    let out = sealed_sh_agrees("pgrep", &script);
     assert_eq!(words(&out, "found"), [words(&out, "sleep")[0]], "{out}");
 
-    let real = sealed_sh(&["--unseal", "pid"], script);
+    let real = sealed_sh(&["--unseal", "pid"], &script);
     let found = words(&real.ok().stdout, "found");
     assert!(found.contains(&outsider.pid().as_str()), "{}", real.show());
     assert!(
@@ -221,7 +233,7 @@ fn readdir_readdir_r_and_getdents64_list_the_same_run() {
         bin = bin.display(),
         bin64 = bin64.display()
     );
-    let out = assert_runs_agree("C listings", RUNS, || sealed_sh(&[], &script)).stdout;
+    let out = sealed_sh_agrees("C listings", &script);
     for (i, block, want) in blocks(&out) {
         for way in WAYS {
             let got = words(block, way);

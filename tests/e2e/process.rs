@@ -130,10 +130,7 @@ fn python_children_are_sealed(python: &str) {
     assert!(out.contains("cleaned exit 0") && out.contains("env-i exit 0"));
     let forked = line_with(&out, "forked ");
     let vpid = field(forked, "pid").unwrap();
-    assert!(
-        out.contains(&format!("forked {vpid} reaped {vpid} exit 7")),
-        "{out}"
-    );
+    assert_has(&out, &format!("forked {vpid} reaped {vpid} exit 7"));
     // Distinct children draw distinct random streams.
     let randoms: std::collections::BTreeSet<_> =
         out.lines().filter_map(|l| field(l, "random")).collect();
@@ -156,11 +153,11 @@ fn bash_pids_jobs_subshells_and_pipelines_are_sealed() {
         "$BASHPID is the subshell's"
     );
     assert!(out.contains("background status 0"));
-    assert!(out.contains("subshell date 2026-01-01T00:00:00"), "{out}");
+    assert_has(&out, "subshell date 2026-01-01T00:00:00");
     assert!(out.contains("subshell exit 3"));
-    assert!(out.contains("self-killed child status 143"), "{out}");
+    assert_has(&out, "self-killed child status 143");
     if names_sealed() {
-        assert!(out.contains("names hostname seal"), "{out}");
+        assert_has(&out, "names hostname seal");
     }
 }
 
@@ -175,12 +172,9 @@ fn c_fork_kill_wait_exec_spawn_system_popen() {
     let child = line_with(&out, "child pid ");
     let c = field(child, "pid").unwrap();
     assert_eq!(field(child, "ppid"), Some("1000"));
-    assert!(out.contains(&format!("kill by vpid {c} -> 0")), "{out}");
-    assert!(
-        out.contains(&format!("killed child pid {c} reaped {c} signal 15")),
-        "{out}"
-    );
-    assert!(out.contains("kill self -> 0 delivered 1"), "{out}");
+    assert_has(&out, &format!("kill by vpid {c} -> 0"));
+    assert_has(&out, &format!("killed child pid {c} reaped {c} signal 15"));
+    assert_has(&out, "kill self -> 0 delivered 1");
     for (spawned, reaped, code) in [
         ("execl pid", "execl child pid", 0),
         ("execle cleaned env pid", "execle child pid", 0),
@@ -195,8 +189,8 @@ fn c_fork_kill_wait_exec_spawn_system_popen() {
             "{spawned}: {out}"
         );
     }
-    assert!(out.contains("system status exit 6"), "{out}");
-    assert!(out.contains("pclose exit 0"), "{out}");
+    assert_has(&out, "system status exit 6");
+    assert_has(&out, "pclose exit 0");
     assert_eq!(field(line_with(&out, "from popen"), "ppid"), Some("1000"));
     let thread = line_with(&out, "thread tid");
     let w: Vec<&str> = thread.split_whitespace().collect();
@@ -226,8 +220,8 @@ fn rust_command_children_are_sealed() {
     assert_eq!(field(inh, "ppid"), Some("1000"));
     assert_eq!(field(clr, "ppid"), Some("1000"));
     assert_ne!(field(inh, "pid"), field(clr, "pid"));
-    assert!(out.contains("status Some(9)"), "{out}");
-    assert!(out.contains("thread: from thread "), "{out}");
+    assert_has(&out, "status Some(9)");
+    assert_has(&out, "thread: from thread ");
 }
 
 #[test]
@@ -425,7 +419,7 @@ fn jvm_process_handle_pid_is_sealed() {
     assert!(out.starts_with("jvm pid 1000\n"), "{out}");
     let child = line_with(&out, "child pid ");
     let pid = field(child, "pid").unwrap();
-    assert!(out.contains(&format!("child {pid} 1000\n")), "{out}");
+    assert_has(&out, &format!("child {pid} 1000\n"));
     assert!(child.ends_with("exit 0"), "{out}");
 }
 
@@ -513,24 +507,12 @@ fn a_profiler_counts_its_child_by_its_virtual_pid() {
 #[test]
 fn strace_and_gdb_run_sealed() {
     if have("strace") {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("strace.log");
-        let o = run_seal([
-            "--",
-            "strace",
-            "-f",
-            "-o",
-            log.to_str().unwrap(),
-            "sh",
-            "-c",
-            "/bin/echo a; /bin/echo b; exit 3",
-        ]);
+        let (o, log) = sealed_strace(&[], &["sh", "-c", "/bin/echo a; /bin/echo b; exit 3"]);
         assert_eq!(o.code, Some(3), "{}", o.show());
         assert_eq!(o.stdout, "a\nb\n", "{}", o.show());
         assert!(!o.stderr.contains("strace:"), "{}", o.show());
-        let log = std::fs::read_to_string(&log).unwrap();
         assert_eq!(log.matches("+++ exited with 0 +++").count(), 2, "{log}");
-        assert!(log.contains("+++ exited with 3 +++"), "{log}");
+        assert_has(&log, "+++ exited with 3 +++");
     } else {
         report_skip(module_path!(), true, "strace not on PATH");
     }

@@ -91,7 +91,7 @@ fn python_reads_its_own_proc_files_sealed() {
     // The thread's stat, by virtual tid and by thread-self, names its virtual tid.
     let (tid, by_task, by_self) = (word("task", 1), word("task", 2), word("thread-self", 1));
     assert_eq!((&by_task, &by_self), (&tid, &tid), "{out}");
-    assert!(out.contains("cmdline -c\n"), "{out}");
+    assert_has(&out, "cmdline -c\n");
 }
 
 #[test]

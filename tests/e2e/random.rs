@@ -36,10 +36,7 @@ fn c_devices_every_open_and_read_path_is_sealed() {
         out.contains("cloexec    1 0"),
         "O_CLOEXEC not honoured\n{out}"
     );
-    assert!(
-        out.contains("missing    -1 No such file or directory"),
-        "{out}"
-    );
+    assert_has(&out, "missing    -1 No such file or directory");
     // Two opens of the uuid file: two v4 uuids, different; boot_id: one per run.
     let uuids: Vec<&str> = out.lines().filter(|l| l.starts_with("uuid ")).collect();
     assert_eq!(uuids.len(), 2, "{out}");
@@ -216,5 +213,5 @@ print('ok', call(b, 16, 1), b.raw.hex())\n";
         out.contains("unknown flag (-1, 22)") && out.contains("bad buffer (-1, 14)"),
         "{out}"
     );
-    assert!(out.contains("ok (16, 0)"), "{out}");
+    assert_has(&out, "ok (16, 0)");
 }

@@ -6,7 +6,6 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::util::*;
@@ -77,27 +76,9 @@ fn stable(cmd: &[&str]) -> String {
     first.stdout
 }
 
-/// fixtures/java/Runtimes.java compiled once per test binary; None without a JDK.
+/// fixtures/java/Runtimes.java compiled; None (the test skipped) when the JDK is missing.
 fn java_classes() -> Option<PathBuf> {
-    if !have("java") || !have("javac") {
-        eprintln!("note: java/javac not on PATH; skipping the JVM runtime tests");
-        return None;
-    }
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    Some(
-        DIR.get_or_init(|| {
-            let dir = build_dir().join("java-runtimes");
-            let st = Command::new("javac")
-                .arg("-d")
-                .arg(&dir)
-                .arg(fixture("java/Runtimes.java"))
-                .status()
-                .expect("javac");
-            assert!(st.success(), "javac failed");
-            dir
-        })
-        .clone(),
-    )
+    crate::util::java_classes(module_path!(), "Runtimes")
 }
 
 #[test]

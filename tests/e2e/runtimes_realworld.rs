@@ -53,7 +53,7 @@ fn python_pytest_is_stable() {
         ],
         3,
     );
-    assert!(out.contains("5 passed"), "{out}");
+    assert_has(&out, "5 passed");
 }
 
 #[test]
@@ -118,29 +118,17 @@ fn python_stdlib_workloads_are_stable_and_time_out_on_time() {
     );
     // subprocess.run(..., timeout=1) on a 30 s child times out after 1 s (logical and real:
     // the run takes ~5 s in all, far below the 30 s the children would sleep).
-    assert!(
-        out.contains("subprocess timeout 1.0\nsubprocess timeout 2.0\n"),
-        "{out}"
-    );
-    assert!(
-        out.contains("asyncio wait_for timeout after 0.250023"),
-        "{out}"
-    );
-    assert!(out.contains("asyncio subprocess killed -9"), "{out}");
+    assert_has(&out, "subprocess timeout 1.0\nsubprocess timeout 2.0\n");
+    assert_has(&out, "asyncio wait_for timeout after 0.250023");
+    assert_has(&out, "asyncio subprocess killed -9");
     for m in ["fork", "spawn", "forkserver"] {
-        assert!(
-            out.contains(&format!("{m} pool [0, 1, 2, 3, 4, 5]")),
-            "{out}"
-        );
-        assert!(out.contains(&format!("{m} queue empty after 0.3")), "{out}");
-        assert!(out.contains(&format!("{m} terminated -15")), "{out}");
+        assert_has(&out, &format!("{m} pool [0, 1, 2, 3, 4, 5]"));
+        assert_has(&out, &format!("{m} queue empty after 0.3"));
+        assert_has(&out, &format!("{m} terminated -15"));
     }
     // subprocess's timeout loop reads the monotonic clock each round and sleeps what is left:
     // the wall clock, which those reads do not move, ends a millisecond short of 2 s.
-    assert!(
-        out.contains("2026-01-01 00:00:01,999 INFO 1999 1000 hello"),
-        "{out}"
-    );
+    assert_has(&out, "2026-01-01 00:00:01,999 INFO 1999 1000 hello");
 }
 
 #[test]
@@ -210,8 +198,11 @@ fn node_event_loop_workers_and_children_are_stable() {
         out.starts_with("interval 5 100\nafter timeout 150 150\n"),
         "{out}"
     );
-    assert!(out.contains(r#"workers [{"n":2,"t":1767225600160},{"n":4,"t":1767225600170},{"n":6,"t":1767225600180}]"#), "{out}");
-    assert!(out.contains("host seal pid 1000 999"), "{out}");
+    assert_has(
+        &out,
+        r#"workers [{"n":2,"t":1767225600160},{"n":4,"t":1767225600170},{"n":6,"t":1767225600180}]"#,
+    );
+    assert_has(&out, "host seal pid 1000 999");
 }
 
 #[test]

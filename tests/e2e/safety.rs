@@ -15,6 +15,16 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Returns from the test, saying SKIPPED and why, unless it runs as root.
+macro_rules! require_root {
+    ($why:literal) => {
+        if !is_root() {
+            eprintln!(concat!("SKIPPED: ", $why));
+            return;
+        }
+    };
+}
+
 fn chown(path: &Path, uid: u32) {
     let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
     // SAFETY: lchown on a NUL-terminated path.
@@ -89,10 +99,7 @@ fn a_seal_toml_in_a_directory_others_can_write_is_refused() {
 
 #[test]
 fn another_users_seal_toml_runs_no_code_as_you() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root to plant a file as another user");
-        return;
-    }
+    require_root!("needs root to plant a file as another user");
     let d = tempfile::tempdir().unwrap();
     chmod(d.path(), 0o1777);
     let work = planted(d.path());
@@ -194,10 +201,7 @@ fn no_process_of_a_run_sets_the_machines_clock() {
 /// system call rename only the run's own UTS namespace, never the machine.
 #[test]
 fn no_process_of_a_run_renames_the_machine() {
-    if !is_root() {
-        eprintln!("SKIPPED: only root can rename the machine (the kernel refuses others)");
-        return;
-    }
+    require_root!("only root can rename the machine (the kernel refuses others)");
     let before = machine_hostname();
     let uts = own_uts();
     let reach = build_c("reach", &[]);
@@ -281,10 +285,7 @@ fn the_shim_is_never_kept_below_a_directory_others_can_change() {
 /// overwrote what it pointed to.
 #[test]
 fn output_files_are_not_written_through_another_users_link() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root to plant a link as another user");
-        return;
-    }
+    require_root!("needs root to plant a link as another user");
     let d = tempfile::tempdir().unwrap();
     let victim = d.path().join("victim");
     std::fs::write(&victim, "keep").unwrap();

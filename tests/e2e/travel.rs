@@ -66,7 +66,7 @@ fn an_exec_wrapper_changes_nothing_the_program_sees() {
         }
     }
     let (_, out) = first.unwrap();
-    assert!(out.contains("2026-01-01 00:00:00.000001"), "{out}");
+    assert_has(&out, "2026-01-01 00:00:00.000001");
 }
 
 /// The same for a C program: its streams, a thread's, a fork and a vfork child's.

@@ -164,10 +164,7 @@ fn a_suite_recorded_here_passes_from_a_far_copy_on_tmpfs_and_survives_harmless_r
     let rec = golden(&proj, &["record"], &[("PATH", path_with(&shims))], &[]);
     rec.ok();
     let golden_py = std::fs::read_to_string(proj.join("golden/py.json")).unwrap();
-    assert!(
-        golden_py.contains("generated 2026-01-01T00:00:00"),
-        "{golden_py}"
-    );
+    assert_has(&golden_py, "generated 2026-01-01T00:00:00");
     let pipeline = std::fs::read_to_string(proj.join("golden/pipeline.json")).unwrap();
     let mut sorted: Vec<&str> = DATA.iter().copied().chain(["sub"]).collect();
     sorted.sort();

@@ -99,6 +99,20 @@ impl Output {
         assert!(lines.is_empty(), "unsealed: {lines:?}\n{}", self.show());
         self
     }
+    /// Asserts that stdout starts with `prefix` (the whole run is shown if not).
+    pub fn stdout_starts_with(&self, prefix: &str) -> &Self {
+        assert!(
+            self.stdout.starts_with(prefix),
+            "stdout does not start with {prefix:?}\n{}",
+            self.show()
+        );
+        self
+    }
+    /// Asserts that stdout is the same as `other`'s (this run is shown if not).
+    pub fn same_stdout_as(&self, other: &Output) -> &Self {
+        assert_eq!(self.stdout, other.stdout, "{}", self.show());
+        self
+    }
     fn assert_contains(&self, stream: &str, text: &str, needle: &str, want: bool) -> &Self {
         let verb = if want { "lacks" } else { "has" };
         assert!(
@@ -404,14 +418,36 @@ pub fn build_java(name: &str) -> PathBuf {
     let src = fixture(&format!("java/{name}.java"));
     let classes = build_dir().join(format!("java-{name}"));
     std::fs::create_dir_all(&classes).unwrap();
+    // The fixtures' shared classes (Values.java) are found on the source path.
     let st = Command::new("javac")
         .arg("-d")
         .arg(&classes)
+        .arg("-sourcepath")
+        .arg(fixture("java"))
         .arg(&src)
         .status()
         .expect("javac not found");
     assert!(st.success(), "compiling {} failed", src.display());
     classes
+}
+
+/// fixtures/java/NAME.java compiled once per test binary (by [`build_java`]), so that no test
+/// runs classes another is writing; `None`, after a visible skip of the calling test (of
+/// `module`, [`report_skip`]), when java or javac is not on PATH.
+pub fn java_classes(module: &str, name: &str) -> Option<PathBuf> {
+    if !have("java") || !have("javac") {
+        // The caller returns at once: the whole test is skipped.
+        report_skip(module, false, "java/javac not on PATH");
+        return None;
+    }
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, dir)) = built.iter().find(|(n, _)| n == name) {
+        return Some(dir.clone());
+    }
+    let dir = build_java(name);
+    built.push((name.to_string(), dir.clone()));
+    Some(dir)
 }
 
 /// Compiles a Rust fixture (fixtures/rust/NAME.rs) with rustc into target/e2e-fixtures/NAME.
@@ -582,4 +618,51 @@ pub fn census_totals(cmd: &[&str], family: &str) -> (Output, Vec<(String, u64)>)
         })
         .collect();
     (out, totals)
+}
+
+/// Asserts that `totals` (from [`census_totals`]), in any order, are `want` (sorted by symbol).
+pub fn assert_totals(out: &Output, totals: &[(String, u64)], want: &[(&str, u64)]) {
+    let mut got = totals.to_vec();
+    got.sort();
+    let want: Vec<(String, u64)> = want.iter().map(|(s, n)| (s.to_string(), *n)).collect();
+    assert_eq!(got, want, "{}", out.show());
+}
+
+/// The check named `name` in the report of `seal doctor --json`.
+pub fn doctor_check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name:?} in {report:#}"))
+}
+
+/// Writes an executable (mode 0755) file `name` in `dir` holding `text`; its path.
+pub fn write_executable(dir: &Path, name: &str, text: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// Asserts that `text` contains `needle` (all of `text` is shown if not).
+#[track_caller]
+pub fn assert_has(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{needle:?} is not in\n{text}");
+}
+
+/// Runs `seal -- strace -f OPTIONS -o LOG CMD...`: its output and the log strace wrote.
+pub fn sealed_strace(options: &[&str], cmd: &[&str]) -> (Output, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("strace.log");
+    let mut args = vec!["--", "strace", "-f"];
+    args.extend_from_slice(options);
+    args.extend(["-o", log.to_str().unwrap()]);
+    args.extend_from_slice(cmd);
+    let out = run_seal(&args);
+    let log = std::fs::read_to_string(&log)
+        .unwrap_or_else(|e| panic!("no strace log ({e})\n{}", out.show()));
+    (out, log)
 }

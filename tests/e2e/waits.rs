@@ -192,12 +192,9 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
         line(&out, "timerfd_settime(ABS) fired").contains("rc=1 "),
         "{out}"
     );
-    assert!(
-        out.contains("timer_settime(ABS) armed within 100ms: yes"),
-        "{out}"
-    );
+    assert_has(&out, "timer_settime(ABS) armed within 100ms: yes");
     // 55 ms of 10 ms sleeps (each loop also reads the clock once): 6 rounds.
-    assert!(out.contains("usleep loop iterations: 6\n"), "{out}");
+    assert_has(&out, "usleep loop iterations: 6\n");
     // Interrupted every 7 ms by SIGALRM and resumed: still exactly 200 ms in the end.
     let interrupted = ["nanosleep(EINTR", "clock_nanosleep(ABS, EINTR"];
     assert_each_line(
@@ -212,7 +209,7 @@ fn c_waits_are_stable_and_end_at_their_deadlines() {
             })
         },
     );
-    assert!(out.contains("interrupted at least once: yes\n"), "{out}");
+    assert_has(&out, "interrupted at least once: yes\n");
     // Woken early by another thread: the clock did not jump to the 5 s deadline.
     let l = line(&out, "pthread_cond_timedwait(signalled)");
     assert!(
@@ -407,8 +404,8 @@ fn python_waits_are_stable_and_exact() {
     let mut runs = run_concurrently(cmds, TIMEOUT);
     let exact = runs.pop().unwrap();
     let out = assert_same_stdout(&format!("python3 {py}"), &runs);
-    assert!(out.contains("sleep loop iterations 5\n"), "{out}");
-    assert!(out.contains("threading.Timer fired True\n"), "{out}");
+    assert_has(&out, "sleep loop iterations 5\n");
+    assert_has(&out, "threading.Timer fired True\n");
     exact.ok();
     assert_eq!(
         exact.stdout,
@@ -440,7 +437,7 @@ fn rust_waits_are_stable_and_exact() {
         out.contains("Condvar::wait_timeout timed_out=true elapsed=100.002ms\n"),
         "{out}"
     );
-    assert!(out.contains("Ok(7)"), "{out}");
+    assert_has(&out, "Ok(7)");
     exact.ok();
     assert_eq!(
         exact.stdout,

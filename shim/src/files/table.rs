@@ -16,6 +16,7 @@ use core::sync::atomic::{
 use crate::core::{backing::Backing, census, config, sys};
 
 use seal_abi::files::{MAGIC, SLOTS};
+use seal_abi::keyed::{probe, Probe};
 /// Slots looked at from a key's home slot before the table counts as full for it.
 const PROBES: usize = 64;
 
@@ -217,19 +218,10 @@ impl Table {
             if !BACKED.back_ref(base, e) {
                 break;
             }
-            let k = e.key.load(Acquire);
-            if k == key {
-                return Some(e);
-            }
-            if k == 0 {
-                if !claim {
-                    return None;
-                }
-                match e.key.compare_exchange(0, key, AcqRel, Acquire) {
-                    Ok(_) => return Some(e),
-                    Err(k) if k == key => return Some(e),
-                    Err(_) => continue,
-                }
+            match probe(&e.key, key, claim) {
+                Probe::Mine => return Some(e),
+                Probe::Absent => return None,
+                Probe::Taken => {}
             }
         }
         if claim && self.header.full.swap(1, Relaxed) == 0 {
