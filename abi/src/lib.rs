@@ -319,6 +319,9 @@ functions! {
     // time (appended): the syscall() forms of times and getrusage
     SysTimes = Time "syscall(SYS_times)",
     SysGetrusage = Time "syscall(SYS_getrusage)",
+    // pid (appended): calls that name a process by pid, translated to the kernel's pid
+    ClockGetcpuclockid = Pid "clock_getcpuclockid",
+    Capget = Pid "capget/capset",
 }
 
 impl Fid {

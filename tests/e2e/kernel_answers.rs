@@ -94,3 +94,19 @@ fn the_syscall_forms_of_times_and_getrusage_are_sealed() {
         );
     }
 }
+
+/// `clock_getcpuclockid(getpid())` and `capget` with `getpid()` name the process itself: with
+/// the virtual pid untranslated the kernel answered `ESRCH` (and would have named another
+/// process had one had the real pid 1000).
+#[test]
+fn calls_that_name_a_process_by_its_shown_pid_reach_it() {
+    let bin = build_c("pidargs", &[]);
+    let out = run_sealed(&[bin.to_str().unwrap()]);
+    out.ok();
+    assert_eq!(
+        out.stdout,
+        "clock_getcpuclockid(getpid()) 0, read 0: 0.000000000\ncapget(getpid()) 0 errno 0\n",
+        "{}",
+        out.show()
+    );
+}

@@ -314,3 +314,79 @@ hook! {
     fid = ProcessVm;
     |real| real(real_pid(pid), local, nlocal, remote, nremote, flags)
 }
+
+// ---------------------------------------------------------------------------------------------
+// Calls that name a process in a struct or for a clock id.
+
+hook! {
+    /// The CPU clock of a process: its own (the virtual pid it is shown, or 0) is the clock
+    /// of pid 0, "the caller", as the kernel reads it (a clock id built from a virtual pid
+    /// would name no process, or another one); another process of the run by its real pid.
+    ///
+    /// # Safety
+    /// As `clock_getcpuclockid(3)`.
+    fn clock_getcpuclockid(pid: pid_t, clock: *mut libc::clockid_t) -> c_int;
+    fid = ClockGetcpuclockid;
+    |real| {
+        if !vpid::sealed() || pid <= 0 {
+            return real(pid, clock);
+        }
+        let own = pid == vpid::current();
+        real(if own { 0 } else { vpid::to_real(pid) }, clock)
+    }
+}
+
+/// `struct __user_cap_header_struct`: the version and the pid whose capabilities are meant.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+
+/// `capget`/`capset` with the header's pid made the kernel's (0, "the caller", for the
+/// caller's own virtual pid); the version the kernel writes back on a mismatch is copied back.
+///
+/// # Safety
+/// `hdr` null or a valid header; `real` the real call.
+unsafe fn with_real_cap_pid(
+    hdr: *mut CapHeader,
+    real: impl FnOnce(*mut CapHeader) -> c_int,
+) -> c_int {
+    if !vpid::sealed() || hdr.is_null() || !crate::core::sys::mapped(hdr, 8) {
+        return real(hdr);
+    }
+    // SAFETY: mapped (checked) and valid per the contract.
+    let h = unsafe { &mut *hdr };
+    if h.pid <= 0 {
+        return real(hdr);
+    }
+    let mut copy = CapHeader {
+        version: h.version,
+        pid: if h.pid == vpid::current() {
+            0
+        } else {
+            vpid::to_real(h.pid)
+        },
+    };
+    let r = real(&mut copy);
+    h.version = copy.version;
+    r
+}
+
+hook! {
+    /// # Safety
+    /// As `capget(2)`.
+    fn capget(hdr: *mut libc::c_void, data: *mut libc::c_void) -> c_int;
+    fid = Capget;
+    // SAFETY: forwarded contract.
+    |real| unsafe { with_real_cap_pid(hdr as *mut CapHeader, |h| real(h as *mut libc::c_void, data)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `capset(2)`.
+    fn capset(hdr: *mut libc::c_void, data: *const libc::c_void) -> c_int;
+    fid = Capget;
+    // SAFETY: forwarded contract.
+    |real| unsafe { with_real_cap_pid(hdr as *mut CapHeader, |h| real(h as *mut libc::c_void, data)) }
+}
