@@ -24,6 +24,7 @@ mod values;
 pub use resolve::{bad_env_name, resolve, resolve_with};
 #[cfg(test)]
 pub use resolve::{clock_fits, MIN_READS};
+pub use table::SealSection;
 pub use values::*;
 
 #[derive(Debug, thiserror::Error)]
@@ -130,25 +131,6 @@ pub struct ConfigFile {
 
 /// A TOML table with the position of every key and value in the file.
 pub type SpannedTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SealSection {
-    pub epoch: Option<Spanned<toml::Value>>,
-    pub tick: Option<Spanned<toml::Value>>,
-    pub seed: Option<Spanned<toml::Value>>,
-    pub tz: Option<Spanned<String>>,
-    pub locale: Option<Spanned<String>>,
-    pub hash_seed: Option<Spanned<toml::Value>>,
-    pub hostname: Option<Spanned<String>>,
-    pub cpus: Option<Spanned<toml::Value>>,
-    pub spin_after: Option<Spanned<toml::Value>>,
-    pub warp: Option<Spanned<bool>>,
-    pub rate: Option<Spanned<toml::Value>>,
-    pub unseal: Option<Spanned<Vec<String>>>,
-    pub only: Option<Spanned<Vec<String>>>,
-    pub skip: Option<Spanned<Vec<String>>>,
-}
 
 /// A loaded `seal.toml` with what is needed to point at a line in it.
 #[derive(Debug)]
