@@ -7,6 +7,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::golden::shard::Shard;
+/// The seal's own settings (`--seed`, `--tick`, …): declared with the rest of each setting's
+/// names in `config::table`.
+pub use crate::config::table::SealOpts;
 
 const AFTER_HELP: &str = "\
 Exit status:
@@ -31,15 +34,6 @@ pub const MAX_JOBS: u64 = 256;
 /// A count option's parser: a whole number up to `max`, refused at parse time (exit 2).
 fn count(max: u64) -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::<usize>::new().range(..=max)
-}
-
-/// `--unseal`'s help, listing every family of `seal_abi::settings::FAMILIES`.
-fn unseal_help() -> String {
-    let names: Vec<&str> = seal_abi::settings::FAMILIES
-        .iter()
-        .map(|f| f.name)
-        .collect();
-    format!("Leave a family unsealed (repeatable): {}", names.join(", "))
 }
 
 #[derive(Parser, Debug)]
@@ -79,74 +73,6 @@ pub enum Command {
     Time(TimeArgs),
     /// Check this machine: what seal can and cannot seal here (CPU traps, kernel, shim cache).
     Doctor(DoctorArgs),
-}
-
-/// Settings of the seal itself, shared by every command that runs something sealed.
-#[derive(Args, Debug, Clone, Default)]
-pub struct SealOpts {
-    /// Epoch of the sealed clocks: RFC 3339 (2026-01-01T00:00:00Z), @UNIX_SECONDS, or relative
-    /// to now, resolved once at launch (now, now+2d, -15d, +1y6mo)
-    /// [default: SOURCE_DATE_EPOCH, else 2026-01-01T00:00:00Z]
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
-    pub epoch: Option<String>,
-    /// Seed of every entropy stream [default: 0]
-    #[arg(long, value_name = "U64", allow_hyphen_values = true)]
-    pub seed: Option<String>,
-    /// Logical clock advance per clock read, e.g. 1us, 250ns; 0 freezes reads [default: 1us]
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
-    pub tick: Option<String>,
-    /// Clock reads after each wait that leave the clock still; later reads of the same
-    /// stretch tick (a loop spinning on the clock still ends); 0: every read ticks
-    /// [default: 0]
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    pub spin_after: Option<String>,
-    /// Sleeps and timed waits that would time out return at once (logical time still advances)
-    #[arg(long)]
-    pub warp: bool,
-    /// Clocks follow real elapsed time from the epoch, this many times as fast (1 = real
-    /// speed, 10 = ten times faster, 0.5 = half); not byte-identical across runs
-    /// [default: deterministic ticks]
-    #[arg(long, value_name = "FACTOR", allow_hyphen_values = true)]
-    pub rate: Option<String>,
-    /// Time zone for the command [default: UTC]
-    #[arg(long, value_name = "ZONE")]
-    pub tz: Option<String>,
-    /// Locale (LC_ALL and LANG) for the command [default: C.UTF-8]
-    #[arg(long, value_name = "LOCALE")]
-    pub locale: Option<String>,
-    /// PYTHONHASHSEED for the command [default: 0]
-    #[arg(long, value_name = "U32", allow_hyphen_values = true)]
-    pub hash_seed: Option<String>,
-    /// Host name the command sees [default: seal]
-    #[arg(long, value_name = "NAME")]
-    pub hostname: Option<String>,
-    /// CPUs the command sees (family machine: nproc, affinity, /proc/cpuinfo), 1..=1024
-    /// [default: 4]
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    pub cpus: Option<String>,
-    #[arg(long, value_name = "FAMILY", help = unseal_help())]
-    pub unseal: Vec<String>,
-    /// Seal only programs whose name (or, with a `/`, path) matches this glob (repeatable);
-    /// the others run with real values but pass the seal on to their children
-    #[arg(long, value_name = "GLOB")]
-    pub only: Vec<String>,
-    /// Do not seal programs whose name (or, with a `/`, path) matches this glob (repeatable)
-    #[arg(long, value_name = "GLOB")]
-    pub skip: Vec<String>,
-    /// Use this seal.toml instead of searching the working directory and its parents
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Print no warnings
-    #[arg(short, long)]
-    pub quiet: bool,
-    /// Give the run an empty /tmp and /var/tmp of its own, gone after the run (a private
-    /// mount namespace; TMPDIR is unset) [default: on for verify, probe and golden, off for
-    /// run and census]
-    #[arg(long, conflicts_with = "no_private_tmp")]
-    pub private_tmp: bool,
-    /// Let the run see the real /tmp and /var/tmp
-    #[arg(long)]
-    pub no_private_tmp: bool,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -391,5 +317,35 @@ mod tests {
         assert_eq!(cli.run.seal.seed.as_deref(), Some("7"));
         let cli = Cli::try_parse_from(["seal", "run", "--warp", "--", "true"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Run(ref r)) if r.seal.warp));
+    }
+
+    #[test]
+    fn every_flag_is_an_option_of_seal_run() {
+        let cli = Cli::command();
+        let run = cli.find_subcommand("run").expect("seal run");
+        let longs: Vec<String> = run
+            .get_arguments()
+            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .collect();
+        for s in crate::config::table::SETTINGS {
+            assert!(longs.contains(&s.flag()), "{} not a flag of run", s.flag());
+        }
+    }
+
+    #[test]
+    fn every_family_is_in_the_unseal_help() {
+        let mut cli = Cli::command();
+        let help = cli
+            .find_subcommand_mut("run")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        for f in seal_abi::settings::FAMILIES {
+            assert!(
+                help.contains(f.name),
+                "seal run --help lacks family {}",
+                f.name
+            );
+        }
     }
 }

@@ -130,17 +130,14 @@ fn assert_one_line(msg: &str) {
 /// SealOpts with one flag set to `v`.
 fn flag(key: &str, v: String) -> SealOpts {
     let mut o = SealOpts::default();
-    match key {
-        "epoch" => o.epoch = Some(v),
-        "tick" => o.tick = Some(v),
-        "seed" => o.seed = Some(v),
-        "hash_seed" => o.hash_seed = Some(v),
-        "hostname" => o.hostname = Some(v),
-        "tz" => o.tz = Some(v),
-        "locale" => o.locale = Some(v),
-        _ => o.unseal = vec![v],
-    }
+    o.set(key, v);
     o
+}
+
+/// Every setting with a `[seal]` key.
+fn keys() -> &'static [&'static str] {
+    let keys = config::table::SETTINGS.iter().filter_map(|s| s.key);
+    Box::leak(keys.collect::<Vec<_>>().into_boxed_slice())
 }
 
 proptest! {
@@ -160,7 +157,7 @@ proptest! {
 
     #[test]
     fn every_flag_and_variable_parses_or_fails_in_one_line(
-        key in prop::sample::select(&["epoch", "tick", "seed", "hash_seed", "hostname", "tz", "locale", "unseal"][..]),
+        key in prop::sample::select(keys()),
         v in valueish(),
     ) {
         if let Err(e) = resolve(&flag(key, v.clone()), &no_env(), None) {

@@ -21,9 +21,10 @@ pub mod table;
 mod tests;
 mod values;
 
-pub use resolve::{bad_env_name, resolve, resolve_with};
+pub use resolve::{bad_env_name, resolve, resolve_with, Settings};
 #[cfg(test)]
 pub use resolve::{clock_fits, MIN_READS};
+pub use table::SealSection;
 pub use values::*;
 
 #[derive(Debug, thiserror::Error)]
@@ -54,41 +55,6 @@ impl ConfigError {
             why: why.into(),
         }
     }
-}
-
-/// The fully resolved seal settings of one run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Settings {
-    pub epoch_ns: i64,
-    /// The epoch as written when it was relative to the launch time (`now+2d`): resolved once
-    /// into `epoch_ns`, and said on stderr so the run can be repeated.
-    pub epoch_relative: Option<String>,
-    pub seed: u64,
-    pub tick_ns: i64,
-    pub warp: bool,
-    /// `--rate` in parts per million; 0: deterministic ticks (the default).
-    pub rate_ppm: u64,
-    pub tz: String,
-    pub locale: String,
-    pub hash_seed: u32,
-    pub hostname: String,
-    /// `--cpus`: the CPU count family `machine` shows.
-    pub cpus: u32,
-    /// `--spin-after`: clock reads after a wait that leave the clock still.
-    pub spin_after: u32,
-    /// Families left unsealed, validated names from `seal_abi::settings::FAMILIES`.
-    pub unseal: Vec<String>,
-    /// `--only` globs: seal only the programs that match (empty: all).
-    pub only: Vec<String>,
-    /// `--skip` globs: do not seal the programs that match.
-    pub skip: Vec<String>,
-    pub quiet: bool,
-    /// `[env]` of seal.toml: extra variables for the command.
-    pub env: BTreeMap<String, String>,
-    /// `--private-tmp` / `--no-private-tmp` (or `SEAL_PRIVATE_TMP`): an empty `/tmp` and
-    /// `/var/tmp` of the run's own. `None`: the command's default (off for `seal run` and
-    /// `census`, on for `verify`, `probe` and `golden`).
-    pub private_tmp: Option<bool>,
 }
 
 impl Settings {
@@ -130,25 +96,6 @@ pub struct ConfigFile {
 
 /// A TOML table with the position of every key and value in the file.
 pub type SpannedTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SealSection {
-    pub epoch: Option<Spanned<toml::Value>>,
-    pub tick: Option<Spanned<toml::Value>>,
-    pub seed: Option<Spanned<toml::Value>>,
-    pub tz: Option<Spanned<String>>,
-    pub locale: Option<Spanned<String>>,
-    pub hash_seed: Option<Spanned<toml::Value>>,
-    pub hostname: Option<Spanned<String>>,
-    pub cpus: Option<Spanned<toml::Value>>,
-    pub spin_after: Option<Spanned<toml::Value>>,
-    pub warp: Option<Spanned<bool>>,
-    pub rate: Option<Spanned<toml::Value>>,
-    pub unseal: Option<Spanned<Vec<String>>>,
-    pub only: Option<Spanned<Vec<String>>>,
-    pub skip: Option<Spanned<Vec<String>>>,
-}
 
 /// A loaded `seal.toml` with what is needed to point at a line in it.
 #[derive(Debug)]

@@ -4,6 +4,42 @@
 
 use super::*;
 
+/// The fully resolved seal settings of one run: each field is found by its parse in
+/// [`resolve_with`] below.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub epoch_ns: i64,
+    /// The epoch as written when it was relative to the launch time (`now+2d`): resolved once
+    /// into `epoch_ns`, and said on stderr so the run can be repeated.
+    pub epoch_relative: Option<String>,
+    pub seed: u64,
+    pub tick_ns: i64,
+    pub warp: bool,
+    /// `--rate` in parts per million; 0: deterministic ticks (the default).
+    pub rate_ppm: u64,
+    pub tz: String,
+    pub locale: String,
+    pub hash_seed: u32,
+    pub hostname: String,
+    /// `--cpus`: the CPU count family `machine` shows.
+    pub cpus: u32,
+    /// `--spin-after`: clock reads after a wait that leave the clock still.
+    pub spin_after: u32,
+    /// Families left unsealed, validated names from `seal_abi::settings::FAMILIES`.
+    pub unseal: Vec<String>,
+    /// `--only` globs: seal only the programs that match (empty: all).
+    pub only: Vec<String>,
+    /// `--skip` globs: do not seal the programs that match.
+    pub skip: Vec<String>,
+    pub quiet: bool,
+    /// `[env]` of seal.toml: extra variables for the command.
+    pub env: BTreeMap<String, String>,
+    /// `--private-tmp` / `--no-private-tmp` (or `SEAL_PRIVATE_TMP`): an empty `/tmp` and
+    /// `/var/tmp` of the run's own. `None`: the command's default (off for `seal run` and
+    /// `census`, on for `verify`, `probe` and `golden`).
+    pub private_tmp: Option<bool>,
+}
+
 /// Where settings come from, highest precedence first: flags, `SEAL_*` variables, then the
 /// `[seal]`-shaped layers of seal.toml (a golden case's own keys above `[seal]`), then defaults.
 struct Sources<'a> {

@@ -1,8 +1,10 @@
-//! Every user-facing setting, declared once: its `seal.toml` key, its `SEAL_*` variable, its
-//! flag, and whether a golden case may set it. The UTF-8 check of the variables, the keys a
-//! `[[case]]` accepts, the property tests and the tables in docs/usage.md (checked by a test
-//! below) all come from [`SETTINGS`]; parsing each value stays in `resolve.rs`, which finds a
-//! setting's variable here by its key ([`var_of`]).
+//! Every user-facing setting, declared once in one list of rows (`settings!` below): its flag
+//! with clap's attributes and help, its `SEAL_*` variable, its `seal.toml` key and type, and
+//! whether a golden case may set it. From the rows come [`SealOpts`] (the flags), the `[seal]`
+//! table [`SealSection`], a golden case's layer ([`SealSection::set`]) and [`SETTINGS`], which
+//! drives the UTF-8 check of the variables, the keys a `[[case]]` accepts, the property tests
+//! and the check of the tables in docs/usage.md (a test below). Parsing each value stays in
+//! `resolve.rs`, which finds a setting's variable here by its key ([`var_of`]).
 
 /// One setting a user can give.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,50 +13,249 @@ pub struct Setting {
     pub key: Option<&'static str>,
     /// The environment variable.
     pub var: &'static str,
-    /// The long flag, with its dashes.
-    pub flag: &'static str,
+    /// The [`SealOpts`] field: its long flag with `_` as `-`.
+    pub name: &'static str,
     /// May a `[[case]]` set it for that case?
     pub case: bool,
 }
 
-const fn s(key: &'static str, var: &'static str, flag: &'static str, case: bool) -> Setting {
-    Setting {
-        key: Some(key),
-        var,
-        flag,
-        case,
+impl Setting {
+    /// The long flag, with its dashes.
+    #[cfg(test)]
+    pub fn flag(&self) -> String {
+        format!("--{}", self.name.replace('_', "-"))
     }
 }
 
-/// Every setting, in the order docs/usage.md lists them.
-pub const SETTINGS: &[Setting] = &[
-    s("epoch", "SEAL_EPOCH", "--epoch", true),
-    s("seed", "SEAL_SEED", "--seed", true),
-    s("tick", "SEAL_TICK", "--tick", true),
-    s("warp", "SEAL_WARP", "--warp", true),
-    s("rate", "SEAL_RATE", "--rate", false),
-    s("tz", "SEAL_TZ", "--tz", true),
-    s("locale", "SEAL_LOCALE", "--locale", true),
-    s("hash_seed", "SEAL_HASH_SEED", "--hash-seed", true),
-    s("hostname", "SEAL_HOSTNAME", "--hostname", true),
-    s("cpus", "SEAL_CPUS", "--cpus", true),
-    s("spin_after", "SEAL_SPIN_AFTER", "--spin-after", true),
-    s("unseal", "SEAL_UNSEAL", "--unseal", true),
-    s("only", "SEAL_ONLY", "--only", false),
-    s("skip", "SEAL_SKIP", "--skip", false),
-    Setting {
-        key: None,
-        var: "SEAL_PRIVATE_TMP",
-        flag: "--private-tmp",
-        case: false,
-    },
-    Setting {
-        key: None,
-        var: "SEAL_QUIET",
-        flag: "--quiet",
-        case: false,
-    },
-];
+/// A `seal.toml` value type of [`SealSection`]: how a golden case's value becomes one.
+pub trait FileValue: Sized {
+    /// What a value of the wrong type should have been, for the error.
+    const WANT: &'static str;
+    fn of(v: &toml::Value) -> Option<Self>;
+}
+
+impl FileValue for toml::Value {
+    const WANT: &'static str = "a value";
+    fn of(v: &toml::Value) -> Option<Self> {
+        Some(v.clone())
+    }
+}
+
+impl FileValue for String {
+    const WANT: &'static str = "a string";
+    fn of(v: &toml::Value) -> Option<Self> {
+        v.as_str().map(str::to_string)
+    }
+}
+
+impl FileValue for bool {
+    const WANT: &'static str = "true or false";
+    fn of(v: &toml::Value) -> Option<Self> {
+        v.as_bool()
+    }
+}
+
+impl FileValue for Vec<String> {
+    /// The one list a case may set is `unseal`.
+    const WANT: &'static str = "an array of family names";
+    fn of(v: &toml::Value) -> Option<Self> {
+        v.as_array()?
+            .iter()
+            .map(|x| x.as_str().map(str::to_string))
+            .collect()
+    }
+}
+
+/// A [`SealOpts`] field type a test can set from one string.
+#[cfg(test)]
+pub trait FlagValue {
+    fn put(&mut self, v: String);
+}
+
+#[cfg(test)]
+impl FlagValue for Option<String> {
+    fn put(&mut self, v: String) {
+        *self = Some(v);
+    }
+}
+
+#[cfg(test)]
+impl FlagValue for Vec<String> {
+    fn put(&mut self, v: String) {
+        self.push(v);
+    }
+}
+
+#[cfg(test)]
+impl FlagValue for bool {
+    fn put(&mut self, _: String) {
+        *self = true;
+    }
+}
+
+/// `--unseal`'s help, listing every family of `seal_abi::settings::FAMILIES`.
+fn unseal_help() -> String {
+    let names: Vec<&str> = seal_abi::settings::FAMILIES
+        .iter()
+        .map(|f| f.name)
+        .collect();
+    format!("Leave a family unsealed (repeatable): {}", names.join(", "))
+}
+
+macro_rules! key_of {
+    ($opt:ident) => {
+        None
+    };
+    ($opt:ident, $fty:ty) => {
+        Some(stringify!($opt))
+    };
+}
+
+macro_rules! is_case {
+    () => {
+        false
+    };
+    (case) => {
+        true
+    };
+}
+
+/// Declares every setting from one list of rows, in the order `seal run --help` shows them: a
+/// row is the [`SealOpts`] field with its clap attributes and help (doc comment), then, for a
+/// setting, `=> "SEAL_VAR"`, `, file T` when `[seal]` has it as a key of the field's name (`T`
+/// a [`FileValue`]), and `[case]` when a golden case may set it. It generates [`SealOpts`],
+/// [`SealSection`], [`SETTINGS`], a case's layer ([`SealSection::set`]) and the tests' flag
+/// setter ([`SealOpts::set`]).
+macro_rules! settings {
+    ($(
+        $(#[$meta:meta])*
+        $opt:ident: $oty:ty $(=> $var:literal $(, file $fty:ty)? $([$case:ident])?)?;
+    )*) => {
+        /// Settings of the seal itself, shared by every command that runs something sealed.
+        #[derive(clap::Args, Debug, Clone, Default)]
+        pub struct SealOpts {
+            $( $(#[$meta])* pub $opt: $oty, )*
+        }
+
+        /// `[seal]` of seal.toml (and a golden case's layer above it), as written. Unknown keys
+        /// are errors (a typo must not silently unseal).
+        #[derive(Debug, Default, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct SealSection {
+            $( $( $( pub $opt: Option<toml::Spanned<$fty>>, )? )? )*
+        }
+
+        /// Every setting, in the order of `seal run --help`.
+        pub const SETTINGS: &[Setting] = &[
+            $( $( Setting {
+                key: key_of!($opt $(, $fty)?),
+                var: $var,
+                name: stringify!($opt),
+                case: is_case!($($case)?),
+            }, )? )*
+        ];
+
+        impl SealSection {
+            /// Sets `key` (a `[seal]` key) from a golden case's value; `Err` names the type the
+            /// value should have had.
+            pub fn set(
+                &mut self,
+                key: &str,
+                v: &toml::Spanned<toml::Value>,
+            ) -> Result<(), &'static str> {
+                $( $( $(
+                    if key == stringify!($opt) {
+                        let x = <$fty as FileValue>::of(v.get_ref())
+                            .ok_or(<$fty as FileValue>::WANT)?;
+                        self.$opt = Some(toml::Spanned::new(v.span(), x));
+                        return Ok(());
+                    }
+                )? )? )*
+                unreachable!("no key `{key}` in SETTINGS")
+            }
+        }
+
+        impl SealOpts {
+            /// Sets the flag of the setting called `name` to `v` (a switch to on).
+            #[cfg(test)]
+            pub fn set(&mut self, name: &str, v: String) {
+                $( $(
+                    if name == stringify!($opt) {
+                        let _ = $var;
+                        return FlagValue::put(&mut self.$opt, v);
+                    }
+                )? )*
+                panic!("no setting `{name}`")
+            }
+        }
+    };
+}
+
+settings! {
+    /// Epoch of the sealed clocks: RFC 3339 (2026-01-01T00:00:00Z), @UNIX_SECONDS, or relative
+    /// to now, resolved once at launch (now, now+2d, -15d, +1y6mo)
+    /// [default: SOURCE_DATE_EPOCH, else 2026-01-01T00:00:00Z]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    epoch: Option<String> => "SEAL_EPOCH", file toml::Value [case];
+    /// Seed of every entropy stream [default: 0]
+    #[arg(long, value_name = "U64", allow_hyphen_values = true)]
+    seed: Option<String> => "SEAL_SEED", file toml::Value [case];
+    /// Logical clock advance per clock read, e.g. 1us, 250ns; 0 freezes reads [default: 1us]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    tick: Option<String> => "SEAL_TICK", file toml::Value [case];
+    /// Clock reads after each wait that leave the clock still; later reads of the same
+    /// stretch tick (a loop spinning on the clock still ends); 0: every read ticks
+    /// [default: 0]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    spin_after: Option<String> => "SEAL_SPIN_AFTER", file toml::Value [case];
+    /// Sleeps and timed waits that would time out return at once (logical time still advances)
+    #[arg(long)]
+    warp: bool => "SEAL_WARP", file bool [case];
+    /// Clocks follow real elapsed time from the epoch, this many times as fast (1 = real
+    /// speed, 10 = ten times faster, 0.5 = half); not byte-identical across runs
+    /// [default: deterministic ticks]
+    #[arg(long, value_name = "FACTOR", allow_hyphen_values = true)]
+    rate: Option<String> => "SEAL_RATE", file toml::Value;
+    /// Time zone for the command [default: UTC]
+    #[arg(long, value_name = "ZONE")]
+    tz: Option<String> => "SEAL_TZ", file String [case];
+    /// Locale (LC_ALL and LANG) for the command [default: C.UTF-8]
+    #[arg(long, value_name = "LOCALE")]
+    locale: Option<String> => "SEAL_LOCALE", file String [case];
+    /// PYTHONHASHSEED for the command [default: 0]
+    #[arg(long, value_name = "U32", allow_hyphen_values = true)]
+    hash_seed: Option<String> => "SEAL_HASH_SEED", file toml::Value [case];
+    /// Host name the command sees [default: seal]
+    #[arg(long, value_name = "NAME")]
+    hostname: Option<String> => "SEAL_HOSTNAME", file String [case];
+    /// CPUs the command sees (family machine: nproc, affinity, /proc/cpuinfo), 1..=1024
+    /// [default: 4]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    cpus: Option<String> => "SEAL_CPUS", file toml::Value [case];
+    #[arg(long, value_name = "FAMILY", help = unseal_help())]
+    unseal: Vec<String> => "SEAL_UNSEAL", file Vec<String> [case];
+    /// Seal only programs whose name (or, with a `/`, path) matches this glob (repeatable);
+    /// the others run with real values but pass the seal on to their children
+    #[arg(long, value_name = "GLOB")]
+    only: Vec<String> => "SEAL_ONLY", file Vec<String>;
+    /// Do not seal programs whose name (or, with a `/`, path) matches this glob (repeatable)
+    #[arg(long, value_name = "GLOB")]
+    skip: Vec<String> => "SEAL_SKIP", file Vec<String>;
+    /// Use this seal.toml instead of searching the working directory and its parents
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>;
+    /// Print no warnings
+    #[arg(short, long)]
+    quiet: bool => "SEAL_QUIET";
+    /// Give the run an empty /tmp and /var/tmp of its own, gone after the run (a private
+    /// mount namespace; TMPDIR is unset) [default: on for verify, probe and golden, off for
+    /// run and census]
+    #[arg(long, conflicts_with = "no_private_tmp")]
+    private_tmp: bool => "SEAL_PRIVATE_TMP";
+    /// Let the run see the real /tmp and /var/tmp
+    #[arg(long)]
+    no_private_tmp: bool;
+}
 
 /// Every variable the settings are read from, `SOURCE_DATE_EPOCH` (the epoch's default) last:
 /// each is checked for UTF-8 before any is used.
@@ -84,7 +285,7 @@ pub fn var_of(key: &str) -> &'static str {
 pub fn key_of_var(var: &str) -> String {
     match SETTINGS.iter().find(|s| s.var == var) {
         Some(Setting { key: Some(k), .. }) => (*k).to_string(),
-        Some(s) => s.flag.trim_start_matches('-').replace('-', "_"),
+        Some(s) => s.name.to_string(),
         None => "epoch".into(),
     }
 }
@@ -92,7 +293,6 @@ pub fn key_of_var(var: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     fn usage_md() -> String {
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/usage.md")).unwrap()
@@ -102,30 +302,13 @@ mod tests {
     fn names_are_unique_and_regular() {
         for (i, a) in SETTINGS.iter().enumerate() {
             assert!(
-                a.var.starts_with("SEAL_") && a.flag.starts_with("--"),
+                a.var.starts_with("SEAL_") && a.flag().starts_with("--"),
                 "{a:?}"
             );
             for b in &SETTINGS[i + 1..] {
-                assert!(a.var != b.var && a.flag != b.flag, "{a:?} {b:?}");
+                assert!(a.var != b.var && a.name != b.name, "{a:?} {b:?}");
                 assert!(a.key.is_none() || a.key != b.key, "{a:?} {b:?}");
             }
-        }
-    }
-
-    #[test]
-    fn every_flag_is_an_option_of_seal_run() {
-        let cli = crate::cli::Cli::command();
-        let run = cli.find_subcommand("run").expect("seal run");
-        let longs: Vec<String> = run
-            .get_arguments()
-            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
-            .collect();
-        for s in SETTINGS {
-            assert!(
-                longs.contains(&s.flag.to_string()),
-                "{} not a flag of run",
-                s.flag
-            );
         }
     }
 
@@ -136,10 +319,11 @@ mod tests {
             // The flag in the first cell of a row (`-q`, `--quiet`; `--only GLOB` / `--skip GLOB`).
             let first_cell = |l: &str| l.split('|').nth(1).unwrap_or("").to_string();
             assert!(
-                doc.lines().any(|l| l.starts_with("| ")
-                    && first_cell(l).contains(&format!("`{}", s.flag))),
+                doc.lines()
+                    .any(|l| l.starts_with("| ")
+                        && first_cell(l).contains(&format!("`{}", s.flag()))),
                 "docs/usage.md's option table lacks {}",
-                s.flag
+                s.flag()
             );
             if let Some(key) = s.key {
                 let row = doc
@@ -147,10 +331,11 @@ mod tests {
                     .find(|l| l.starts_with(&format!("| `{key}` | ")))
                     .unwrap_or_else(|| panic!("docs/usage.md's key table lacks `{key}`"));
                 assert!(
-                    row.contains(&format!("`{}`", s.var)) && row.contains(&format!("`{}`", s.flag)),
+                    row.contains(&format!("`{}`", s.var))
+                        && row.contains(&format!("`{}`", s.flag())),
                     "docs/usage.md: the row of `{key}` should name {} and {}: {row}",
                     s.var,
-                    s.flag
+                    s.flag()
                 );
             }
         }
@@ -176,23 +361,6 @@ mod tests {
                         .nth(1)
                         .is_some_and(|c| c.contains(&format!("`{}`", f.name)))),
                 "docs/usage.md's family table lacks {}",
-                f.name
-            );
-        }
-    }
-
-    #[test]
-    fn every_family_is_in_the_unseal_help() {
-        let mut cli = crate::cli::Cli::command();
-        let help = cli
-            .find_subcommand_mut("run")
-            .unwrap()
-            .render_long_help()
-            .to_string();
-        for f in seal_abi::settings::FAMILIES {
-            assert!(
-                help.contains(f.name),
-                "seal run --help lacks family {}",
                 f.name
             );
         }

@@ -135,8 +135,9 @@ pub static EXE_KEY: AtomicU64 = AtomicU64::new(0);
 #[link_section = ".data.seal_hot"]
 pub static EXE_NAME: AtomicU64 = AtomicU64::new(0);
 
-/// Room for every [`FixedStr`] of the configuration at its longest, each with its NUL.
-const STRINGS_LEN: usize = 4096 + 4096 + 65 + 2048 + 2048;
+/// Room for every [`FixedStr`] of the configuration at its longest, each with its NUL: the
+/// five below and [`RAW`].
+const STRINGS_LEN: usize = 4096 + 4096 + 65 + 2048 + 2048 + RAW_ROOM * settings::VARS.len();
 
 /// The values of the [`FixedStr`]s, packed one after another as they are set: short values
 /// (the usual case) share the first bytes, so an image's start touches one page of them where
@@ -230,6 +231,47 @@ pub static SCOPED_OUT: core::sync::atomic::AtomicBool = core::sync::atomic::Atom
 pub static SHIM_PATH: FixedStr<4096> = FixedStr::new();
 #[link_section = ".data.seal_hot"]
 pub static HOSTNAME: FixedStr<65> = FixedStr::new();
+
+/// Bytes kept of a run-wide variable's value, with its NUL: at most those of its own
+/// [`FixedStr`] when it has one ([`raw_len`]).
+const RAW_ROOM: usize = 4096;
+
+/// The value of each run-wide variable ([`settings::VARS`], same order) as this image was
+/// given it, cut as its [`FixedStr`] cuts it: what [`run_settings`] decodes for children.
+/// A setting the shim does not use needs nothing here.
+static RAW: [FixedStr<RAW_ROOM>; settings::VARS.len()] =
+    [const { FixedStr::new() }; settings::VARS.len()];
+/// Bit `i`: `RAW[i]` was given (an empty value is not a missing one).
+static RAW_GIVEN: AtomicU32 = AtomicU32::new(0);
+
+/// How much of variable `name`'s value is kept: as much as the [`FixedStr`] it fills.
+fn raw_len(name: &str) -> usize {
+    match name {
+        settings::HOSTNAME => 64,
+        settings::ONLY | settings::SKIP => 2047,
+        _ => RAW_ROOM - 1,
+    }
+}
+
+/// The run's settings as this image was given them, to hand on to its children (every
+/// default when not in a run, with no run directory).
+pub fn run_settings() -> Settings<'static> {
+    let given = RAW_GIVEN.load(Acquire);
+    let raw = |name: &str| {
+        let i = settings::VARS.iter().position(|v| *v == name)?;
+        (given & (1 << i) != 0).then(|| RAW[i].get())
+    };
+    // `decode` reads no run directory as "not sealed"; callers ask `in_run` first.
+    let dir = raw(settings::RUN_DIR).unwrap_or(b"");
+    let s = Settings::decode(|name| match name {
+        settings::RUN_DIR => Some(&b"-"[..]),
+        _ => raw(name),
+    });
+    match s {
+        Some(s) => Settings { run_dir: dir, ..s },
+        None => unreachable!("a run directory was given"),
+    }
+}
 
 /// The flags word (0 until initialised or when not sealed; the READY bit aside).
 #[inline(always)]
@@ -391,6 +433,14 @@ fn load_from_env() -> u32 {
     let Some(s) = Settings::decode(getenv) else {
         return 0;
     };
+    let mut given = 0;
+    for (i, &name) in settings::VARS.iter().enumerate() {
+        if let Some(v) = getenv(name) {
+            RAW[i].set(&v[..v.len().min(raw_len(name))]);
+            given |= 1 << i;
+        }
+    }
+    RAW_GIVEN.store(given, Release);
     RUN_DIR.set(s.run_dir);
     SHIM_PATH.set(s.shim);
     HOSTNAME.set(s.hostname);

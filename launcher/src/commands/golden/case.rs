@@ -411,39 +411,13 @@ fn case_layer(
     loaded: &LoadedFile,
     overrides: &BTreeMap<&str, &Spanned<Value>>,
 ) -> Result<SealSection, ConfigError> {
-    let wrong = |key: &str, v: &Spanned<Value>, want: &str| ConfigError::File {
-        file: loaded.path.display().to_string(),
-        line: config::line_of(&loaded.text, v.span().start),
-        msg: format!("`{key}`: expected {want}, found {}", type_name(v.get_ref())),
-    };
-    let text = |key: &str, v: &Spanned<Value>| -> Result<Spanned<String>, ConfigError> {
-        match v.get_ref() {
-            Value::String(s) => Ok(Spanned::new(v.span(), s.clone())),
-            _ => Err(wrong(key, v, "a string")),
-        }
-    };
     let mut sec = SealSection::default();
     for (&key, &v) in overrides {
-        match key {
-            "epoch" => sec.epoch = Some(v.clone()),
-            "seed" => sec.seed = Some(v.clone()),
-            "tick" => sec.tick = Some(v.clone()),
-            "hash_seed" => sec.hash_seed = Some(v.clone()),
-            "cpus" => sec.cpus = Some(v.clone()),
-            "spin_after" => sec.spin_after = Some(v.clone()),
-            "tz" => sec.tz = Some(text(key, v)?),
-            "locale" => sec.locale = Some(text(key, v)?),
-            "hostname" => sec.hostname = Some(text(key, v)?),
-            "warp" => match v.get_ref() {
-                Value::Boolean(b) => sec.warp = Some(Spanned::new(v.span(), *b)),
-                _ => return Err(wrong(key, v, "true or false")),
-            },
-            "unseal" => match string_list(v.get_ref()) {
-                Some(list) => sec.unseal = Some(Spanned::new(v.span(), list)),
-                None => return Err(wrong(key, v, "an array of family names")),
-            },
-            _ => unreachable!("seal_keys()"),
-        }
+        sec.set(key, v).map_err(|want| ConfigError::File {
+            file: loaded.path.display().to_string(),
+            line: config::line_of(&loaded.text, v.span().start),
+            msg: format!("`{key}`: expected {want}, found {}", type_name(v.get_ref())),
+        })?;
     }
     Ok(sec)
 }

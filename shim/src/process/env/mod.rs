@@ -38,25 +38,10 @@ pub struct ImageState {
     pub names: u64,
 }
 
-/// This process's settings, to hand on.
+/// This process's settings, to hand on: the run's as this image was given them (its flags
+/// the run's, not this image's: `--only`/`--skip` may have left this one out).
 pub fn current_settings() -> Settings<'static> {
-    Settings {
-        run_dir: config::RUN_DIR.get(),
-        shim: config::SHIM_PATH.get(),
-        epoch_ns: config::EPOCH_NS.load(Relaxed),
-        tick_ns: config::TICK_NS.load(Relaxed),
-        seed: config::SEED.load(Relaxed),
-        // The run's flags, not this image's (`--only`/`--skip` may have left this one out).
-        flags: config::RUN_FLAGS.load(Relaxed),
-        hostname: config::HOSTNAME.get(),
-        only: config::ONLY.get(),
-        skip: config::SKIP.get(),
-        rate_ppm: config::RATE_PPM.load(Relaxed),
-        real_start_ns: config::REAL_START.load(Relaxed),
-        files_start_ns: config::FILES_START.load(Relaxed),
-        cpus: config::CPUS.load(Relaxed),
-        spin_after: config::SPIN_AFTER.load(Relaxed) as u32,
-    }
+    config::run_settings()
 }
 
 /// Variables describing the run (kept when present, re-added when cleaned).
