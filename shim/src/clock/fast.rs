@@ -38,35 +38,30 @@ pub fn realtime<const SITE: usize, R>(
     put: impl FnOnce(i64) -> R,
     general: impl FnOnce() -> R,
 ) -> R {
-    if !config::fast(slow::CLOCK_READ) {
-        return general();
-    }
-    let hot = thread::hot();
-    let (remembered, counter) = hot.entry::<SITE>();
-    if remembered != caller {
-        return cold(move || {
-            census::learn(SITE, fid, detail, caller, slow::CLOCK_READ);
-            // Counted; the general read (the same value the fast one gives when its
-            // conditions hold).
-            put(read(Domain::Realtime(0)))
-        });
-    }
-    // SAFETY: the entry matched its caller.
-    unsafe { census::bump_hot(counter) };
-    let l = hot.read_and_tick();
-    if l > thread::TICK_GUARD {
-        return cold(move || put(saturated(thread::saturate_after(l))));
-    }
-    let (shift, advance) = world::realtime_offsets();
-    match hot
-        .epoch()
-        .checked_add(shift)
-        .and_then(|v| v.checked_add(advance))
-        .and_then(|v| v.checked_add(l))
-    {
-        Some(ns) if ns >= 0 => put(ns),
-        _ => cold(move || put(saturated(l))),
-    }
+    counted::<SITE, R, _>(
+        fid,
+        detail,
+        caller,
+        Domain::Realtime(0),
+        put,
+        general,
+        |hot, put| {
+            let l = hot.read_and_tick();
+            if l > thread::TICK_GUARD {
+                return cold(move || put(saturated(thread::saturate_after(l))));
+            }
+            let (shift, advance) = world::realtime_offsets();
+            match hot
+                .epoch()
+                .checked_add(shift)
+                .and_then(|v| v.checked_add(advance))
+                .and_then(|v| v.checked_add(l))
+            {
+                Some(ns) if ns >= 0 => put(ns),
+                _ => cold(move || put(saturated(l))),
+            }
+        },
+    )
 }
 
 /// [`realtime`] for `CLOCK_MONOTONIC`: `MONO_BASE + advance + L + mono`, after which the
@@ -79,6 +74,46 @@ pub fn monotonic<const SITE: usize, R>(
     put: impl FnOnce(i64) -> R,
     general: impl FnOnce() -> R,
 ) -> R {
+    counted::<SITE, R, _>(
+        fid,
+        detail,
+        caller,
+        Domain::Monotonic,
+        put,
+        general,
+        |hot, put| {
+            let (l, m) = hot.mono_read_and_tick();
+            let tick = hot.tick();
+            if m > thread::TICK_GUARD {
+                return cold(move || put(mono_saturated(l, thread::saturate_mono_after(m), tick)));
+            }
+            let (_, advance) = world::realtime_offsets();
+            match super::MONO_BASE_NS
+                .checked_add(advance)
+                .and_then(|v| v.checked_add(l))
+                .and_then(|v| v.checked_add(m))
+                .and_then(|v| v.checked_add(tick))
+            {
+                Some(ns) if ns >= 0 => put(ns),
+                _ => cold(move || put(mono_saturated(l, m, tick))),
+            }
+        },
+    )
+}
+
+/// What both fast reads share: the general path when a rare mode holds; the census count,
+/// by the thread's entry for the call site (or, for a caller it does not remember, the
+/// general count and the general read of `domain`, out of line); then `value`, the read.
+#[inline(always)]
+fn counted<const SITE: usize, R, P: FnOnce(i64) -> R>(
+    fid: Fid,
+    detail: u8,
+    caller: u64,
+    domain: Domain,
+    put: P,
+    general: impl FnOnce() -> R,
+    value: impl FnOnce(thread::Hot, P) -> R,
+) -> R {
     if !config::fast(slow::CLOCK_READ) {
         return general();
     }
@@ -87,26 +122,14 @@ pub fn monotonic<const SITE: usize, R>(
     if remembered != caller {
         return cold(move || {
             census::learn(SITE, fid, detail, caller, slow::CLOCK_READ);
-            put(read(Domain::Monotonic))
+            // Counted; the general read (the same value the fast one gives when its
+            // conditions hold).
+            put(read(domain))
         });
     }
     // SAFETY: the entry matched its caller.
     unsafe { census::bump_hot(counter) };
-    let (l, m) = hot.mono_read_and_tick();
-    let tick = hot.tick();
-    if m > thread::TICK_GUARD {
-        return cold(move || put(mono_saturated(l, thread::saturate_mono_after(m), tick)));
-    }
-    let (_, advance) = world::realtime_offsets();
-    match super::MONO_BASE_NS
-        .checked_add(advance)
-        .and_then(|v| v.checked_add(l))
-        .and_then(|v| v.checked_add(m))
-        .and_then(|v| v.checked_add(tick))
-    {
-        Some(ns) if ns >= 0 => put(ns),
-        _ => cold(move || put(mono_saturated(l, m, tick))),
-    }
+    value(hot, put)
 }
 
 /// What the general monotonic read returns for `L = l` and `mono` ticked from `m`,

@@ -209,15 +209,9 @@ fn init_thread(t: &mut ThreadState) {
         clock,
         lineage,
         vtid: if main { config::VPID.load(Relaxed) } else { 0 },
-        threads: 0,
         causal: clock,
         waited: clock,
-        streak: 0,
-        mono: 0,
-        mono_start: 0,
-        hot: [HotSite::EMPTY; HOT_SITES],
-        hot_tick: 0,
-        hot_epoch: 0,
+        ..ThreadState::EMPTY
     };
 }
 
