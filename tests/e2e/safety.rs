@@ -315,3 +315,17 @@ fn output_files_are_not_written_through_another_users_link() {
         .unwrap()
         .contains("processes"));
 }
+
+/// A `HOME` that does not exist (a service account's `/nonexistent`) is not created to hold
+/// the shim: it goes to a private directory in the temporary directory, and the run works.
+#[test]
+fn a_missing_home_is_not_created() {
+    let d = tempfile::tempdir().unwrap();
+    let home = d.path().join("no-such-home");
+    let mut cmd = seal(["--", "sh", "-c", "echo ok"]);
+    cmd.env("HOME", &home).env_remove("XDG_CACHE_HOME");
+    let out = run_timeout(cmd, TIMEOUT);
+    out.ok();
+    assert_eq!(out.stdout, "ok\n", "{}", out.show());
+    assert!(!home.exists(), "{} was created", home.display());
+}

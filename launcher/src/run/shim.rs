@@ -21,12 +21,21 @@ pub const SHIM_SHA256: &str = env!("SEAL_SHIM_SHA256");
 /// `$XDG_CACHE_HOME/seal` or `$HOME/.cache/seal`, created 0700 and checked. A relative
 /// `XDG_CACHE_HOME` is ignored, as the XDG Base Directory specification requires (a relative
 /// shim path in `LD_PRELOAD` would stop sealing any process that changes directory); a
-/// relative `HOME` is refused for the same reason.
+/// relative `HOME` is refused for the same reason. A `HOME` that does not exist (`HOME=/nonexistent`
+/// for a service account, a container) is not created: the shim goes to a private directory
+/// of the user's in the system's temporary directory instead, checked the same way.
 pub fn cache_dir() -> Result<PathBuf> {
     let base = match absolute_var("XDG_CACHE_HOME") {
         Some(d) => d,
         None => match absolute_var("HOME") {
-            Some(h) => h.join(".cache"),
+            Some(h) if h.is_dir() => h.join(".cache"),
+            Some(_) => {
+                // SAFETY: geteuid has no preconditions.
+                let uid = unsafe { libc::geteuid() };
+                let dir = std::env::temp_dir().join(format!("seal-cache-{uid}"));
+                private_dir(&dir)?;
+                dir
+            }
             None => bail!(
                 "neither XDG_CACHE_HOME nor HOME is an absolute path: no private place to put the shim"
             ),
