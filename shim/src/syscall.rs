@@ -45,6 +45,7 @@ routes! {
     "host": SYS_sethostname | SYS_setdomainname => crate::host::hooks::sys_set_name;
     "exec": SYS_execve | SYS_execveat => crate::process::hooks::sys_exec;
     "cpu": SYS_rt_sigaction | SYS_rt_sigprocmask => crate::cpu::signals::sys_cpu;
+    "pid": SYS_prctl | SYS_seccomp => crate::process::hooks::sys_strict;
     "machine": SYS_getdents64 | SYS_getdents => crate::machine::dirorder::sys_getdents;
     "machine": SYS_sched_getaffinity | SYS_sysinfo | SYS_uname => crate::machine::hooks::sys_machine;
     "files": SYS_stat | SYS_lstat | SYS_fstat | SYS_newfstatat | SYS_statx | SYS_utimensat

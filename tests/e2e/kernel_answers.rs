@@ -110,3 +110,17 @@ fn calls_that_name_a_process_by_its_shown_pid_reach_it() {
         out.show()
     );
 }
+
+/// After `prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT)` (or `seccomp(SECCOMP_SET_MODE_STRICT)`)
+/// the kernel kills a process for any call but `read`, `write`, `exit` and `sigreturn`: the
+/// hooks of `write` and `read` then add nothing (the shim's `fstat` killed it).
+#[test]
+fn seccomp_strict_mode_survives_sealed_writes_and_reads() {
+    let bin = build_c("strict", &[]);
+    for how in ["prctl", "seccomp"] {
+        // stdin is closed by the harness: the read answers 0 bytes.
+        let out = run_sealed(&[bin.to_str().unwrap(), how]);
+        out.ok();
+        assert_eq!(out.stdout, "strict\nnoread\n", "{how}: {}", out.show());
+    }
+}

@@ -39,7 +39,7 @@ const JOIN: u64 = 4;
 /// Causality is on: the time family is sealed and the run table is mapped.
 #[inline(always)]
 fn active() -> bool {
-    config::sealed(flags::TIME)
+    config::sealed(flags::TIME) && !config::seccomp_strict()
 }
 
 // ---- joins (process-private) --------------------------------------------------------------

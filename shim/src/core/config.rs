@@ -46,10 +46,13 @@ pub mod slow {
     pub const TIME: u32 = 1 << 4;
     /// Randomness is unsealed.
     pub const RANDOM: u32 = 1 << 5;
+    /// The process is in seccomp's strict mode (only `read`, `write`, `exit`, `sigreturn`):
+    /// hooks may add no system call of their own (`seccomp_strict`).
+    pub const STRICT: u32 = 1 << 6;
     /// What a sealed clock read's fast path must find clear.
-    pub const CLOCK_READ: u32 = UNREAD | RUNTIME | PYTHON | THREADS | TIME;
+    pub const CLOCK_READ: u32 = UNREAD | RUNTIME | PYTHON | THREADS | TIME | STRICT;
     /// What a sealed `getrandom`'s fast path must find clear.
-    pub const RANDOM_READ: u32 = UNREAD | PYTHON | THREADS | RANDOM;
+    pub const RANDOM_READ: u32 = UNREAD | PYTHON | THREADS | RANDOM | STRICT;
 }
 
 /// The largest tick the fast clock read handles (its checked arithmetic assumes a tick far
@@ -66,6 +69,14 @@ pub fn slow_set(bits: u32) {
 #[inline]
 pub fn slow_clear(bits: u32) {
     SLOW.fetch_and(!bits, Relaxed);
+}
+
+/// Is the process in seccomp's strict mode? Then a hook whose call the kernel allows there
+/// (`read`, `write`) passes it straight through: anything the shim would add (an `fstat`, a
+/// clock of its own) would get the process killed.
+#[inline]
+pub fn seccomp_strict() -> bool {
+    SLOW.load(Relaxed) & slow::STRICT != 0
 }
 
 /// May a hot path whose conditions are `mask` ([`slow`]) take its fast way? One load.

@@ -30,6 +30,9 @@ unsafe fn read_with(
     answerable: bool,
     real: impl FnOnce() -> ssize_t,
 ) -> ssize_t {
+    if super::config::seccomp_strict() {
+        return real();
+    }
     if answerable {
         for answer in crate::FD_READ {
             // SAFETY: the hook's arguments, per its contract.

@@ -390,3 +390,62 @@ hook! {
     // SAFETY: forwarded contract.
     |real| unsafe { with_real_cap_pid(hdr as *mut CapHeader, |h| real(h as *mut libc::c_void, data)) }
 }
+
+// ---------------------------------------------------------------------------------------------
+// seccomp's strict mode: once in it, hooks add no system call of their own.
+
+/// `prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT)` and `seccomp(SECCOMP_SET_MODE_STRICT, …)`.
+const PR_SET_SECCOMP: c_int = 22;
+const SECCOMP_MODE_STRICT: libc::c_ulong = 1;
+const SECCOMP_SET_MODE_STRICT: libc::c_ulong = 0;
+
+/// Notes that the process entered strict mode (after the kernel said yes).
+fn entered_strict(r: libc::c_long) {
+    if r == 0 {
+        crate::core::config::slow_set(crate::core::config::slow::STRICT);
+    }
+}
+
+hook! {
+    /// `prctl(option, ...)`: variadic in C; on x86_64 the four further arguments arrive in
+    /// registers whatever the caller passed, so the hook declares them all.
+    ///
+    /// # Safety
+    /// As `prctl(2)`.
+    fn prctl(
+        option: c_int,
+        a2: libc::c_ulong,
+        a3: libc::c_ulong,
+        a4: libc::c_ulong,
+        a5: libc::c_ulong,
+    ) -> c_int;
+    uncounted;
+    |real| {
+        let r = real(option, a2, a3, a4, a5);
+        if option == PR_SET_SECCOMP && a2 == SECCOMP_MODE_STRICT {
+            entered_strict(r as libc::c_long);
+        }
+        r
+    }
+}
+
+/// `syscall(SYS_prctl | SYS_seccomp, …)` into strict mode: made by the hook, then noted.
+///
+/// # Safety
+/// As the system calls.
+pub unsafe fn sys_strict(n: libc::c_long, a: [libc::c_long; 6], _ra: u64) -> Option<libc::c_long> {
+    let strict = match n {
+        libc::SYS_prctl => {
+            a[0] == PR_SET_SECCOMP as libc::c_long && a[1] as libc::c_ulong == SECCOMP_MODE_STRICT
+        }
+        libc::SYS_seccomp => a[0] as libc::c_ulong == SECCOMP_SET_MODE_STRICT,
+        _ => false,
+    };
+    if !strict {
+        return None;
+    }
+    // SAFETY: the caller's own system call, forwarded.
+    let r = unsafe { crate::core::sys::syscall6(n, a[0], a[1], a[2], a[3], a[4], a[5]) };
+    entered_strict(r);
+    Some(crate::core::fd::libc_result(r))
+}
