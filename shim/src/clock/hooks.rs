@@ -426,8 +426,7 @@ pub unsafe fn sys_usage(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Optio
         match n {
             libc::SYS_times => {
                 census::count(Fid::SysTimes, NO_DETAIL, ra);
-                let buf = a[0] as *mut libc::tms;
-                Some(times_impl(buf, raw_times) as libc::c_long)
+                Some(times_impl(a[0] as *mut libc::tms, |_| raw(n)) as libc::c_long)
             }
             libc::SYS_getrusage => {
                 census::count(Fid::SysGetrusage, NO_DETAIL, ra);
@@ -437,14 +436,6 @@ pub unsafe fn sys_usage(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Optio
             _ => None,
         }
     }
-}
-
-/// The real `times` by its system call.
-fn raw_times(buf: *mut libc::tms) -> libc::clock_t {
-    // SAFETY: the caller's own buffer, forwarded.
-    crate::core::fd::libc_result(unsafe {
-        crate::core::sys::syscall3(libc::SYS_times, buf as i64, 0, 0)
-    })
 }
 
 /// `ntp_gettime`/`ntp_gettimex`: the kernel's NTP state with the sealed time. Both structs

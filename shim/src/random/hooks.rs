@@ -21,10 +21,11 @@ hook! {
         // drawn from the thread's stream. Anything else is the general path below.
         // SAFETY: forwarded contract.
         let general = move || unsafe { getrandom_general(buf, len, fl, ra) };
-        if fl != 0 || len.wrapping_sub(1) >= crate::random::FAST_MAX || (buf as usize) < 4096 {
-            return general();
-        }
-        if !config::fast(RANDOM_READ) {
+        if fl != 0
+            || len.wrapping_sub(1) >= crate::random::FAST_MAX
+            || (buf as usize) < 4096
+            || !config::fast(RANDOM_READ)
+        {
             return general();
         }
         let hot = crate::core::thread::hot();

@@ -139,7 +139,8 @@ pub fn saturate_after(found: i64) -> i64 {
 /// Remembers `count` as where the census counts calls of hot site `site` from `caller`,
 /// written by one instruction (see [`hot_load`]).
 pub fn hot_store(site: usize, caller: u64, count: *const core::sync::atomic::AtomicU64) {
-    if site < HOT_SITES && with(|t| t.ready) {
+    if site < HOT_SITES {
+        // `with` sets the thread up first: an entry only ever belongs to a set-up thread.
         with(|t| {
             t.hot_tick = config::tick();
             t.hot_epoch = config::epoch_ns();
