@@ -61,6 +61,7 @@ pub mod causal;
 pub mod clock;
 pub mod core;
 pub mod cpu;
+mod dlsym;
 pub mod elf;
 pub mod files;
 pub mod host;

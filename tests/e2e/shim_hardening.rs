@@ -157,3 +157,26 @@ fn glibc_aliases_of_sealed_functions_are_sealed() {
     let (_, pid) = census_totals(&[bin.to_str().unwrap()], "pid");
     assert!(pid.iter().any(|(s, n)| s == "getpid" && *n == 2), "{pid:?}");
 }
+
+/// A lookup on a handle to libc (`dlsym(dlopen("libc.so.6"), …)`, as ctypes and plugin
+/// loaders do) finds the sealed functions, as a direct call binds; names seal does not
+/// interpose, and names nobody has, are glibc's answer.
+#[test]
+fn a_handle_to_libc_resolves_the_sealed_functions() {
+    let bin = build_c("libchandle", &["-ldl"]);
+    let out = assert_sealed_stable(&[bin.to_str().unwrap()], 2);
+    assert_eq!(
+        out,
+        "handle time 1767225600\ndirect time 1767225600\nhandle clock_gettime 1767225600\n\
+         handle gettimeofday 1767225600\nhandle getpid 1000\ndirect getpid 1000\n\
+         missing null\nstrlen found\n"
+    );
+    let (_, time) = census_totals(&[bin.to_str().unwrap()], "time");
+    assert!(time.iter().any(|(s, n)| s == "time" && *n == 2), "{time:?}");
+    // Python's ctypes on libc's handle, and on the program's (`CDLL(None)`).
+    let code = "import ctypes\n\
+                print(ctypes.CDLL('libc.so.6').time(None), ctypes.CDLL(None).time(None))\n\
+                print(ctypes.CDLL('libc.so.6').getpid())";
+    let out = assert_sealed_stable(&["python3", "-c", code], 2);
+    assert_eq!(out, "1767225600 1767225600\n1000\n");
+}

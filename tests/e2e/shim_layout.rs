@@ -114,7 +114,7 @@ fn libseal_start_up_code_is_together() {
         "_ZN4seal4core6config4VPID17h",
         "_ZN4seal4core6census4FILE17h",
         "_ZN4seal7runtime9N_OBJECTS17h",
-        "_ZN4seal3jvm15SEAL_REAL_DLSYM17h",
+        "_ZN4seal5dlsym15SEAL_REAL_DLSYM17h",
     ];
     let symbols: Vec<(String, u64)> = elf
         .symbols()
