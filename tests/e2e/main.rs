@@ -27,6 +27,7 @@ mod proc_listing;
 mod process;
 mod procfs;
 mod pyframes;
+mod pytest_plugin;
 mod random;
 mod realworld;
 mod refactor;
