@@ -31,6 +31,7 @@ pub mod keyed;
 pub mod pad;
 pub mod py;
 pub mod settings;
+pub mod supervised;
 
 /// Bits of [`settings::FLAGS`]. A set `SEAL_*` bit means the family is sealed.
 pub mod flags {

@@ -15,6 +15,9 @@ numbered! { u32 from 1, NAMES:
     /// Family `cpu` is sealed but this machine or kernel cannot trap `rdtsc`/`cpuid` (no
     /// `cpuid_fault`, a `prctl` refused): those instructions give real values.
     CPU_TRAP = "cpu-trap-unavailable",
+    /// A static binary run under system-call supervision ([`crate::supervised`]): its clocks,
+    /// randomness, pid and host name are sealed, what the census line lists is not.
+    STATIC_SUPERVISED = "static-binary-supervised",
 }
 
 /// The details of `CPU_TRAP` events, by cause; a census slot's header holds them as bits

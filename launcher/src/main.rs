@@ -81,6 +81,17 @@ fn exit_status(code: ExitCode) -> libc::c_int {
 const _: fn() -> ExitCode = seal_main;
 
 fn seal_main() -> ExitCode {
+    // The hidden entry points libseal and the launcher use for static binaries.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().take(2).collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a.to_str().is_some_and(|a| a.starts_with("__")))
+    {
+        let all: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if let Some(code) = run::static_image::entry(&all) {
+            return ExitCode::from(code.clamp(0, 255) as u8);
+        }
+    }
     let cli = usage::parse();
     // `seal run` and `seal census` end with their command's status, whatever signals it was
     // sent; the multi-run commands stop at a forwarded SIGINT/TERM/HUP/QUIT and say so.

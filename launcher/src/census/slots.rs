@@ -129,6 +129,9 @@ fn is_machine_event(kind: u32, detail: &str) -> bool {
 }
 
 pub(super) fn warning_line(kind: &str, detail: &str) -> String {
+    if kind == unsealed::name(unsealed::STATIC_SUPERVISED) {
+        return crate::run::static_image::partly_sealed_line(detail);
+    }
     format!("not sealed ({kind}): {detail}")
 }
 

@@ -28,6 +28,11 @@ enum Root {
 pub fn inspect(program: &OsStr) -> (Vec<String>, bool) {
     match resolve(program).map_or(Root::Unknown, |p| check(&p)) {
         Root::Loads => (Vec::new(), true),
+        // Started through `seal __exec-static`, where libseal loads and sets up the
+        // supervision (which it reports).
+        Root::Unsealable(unsealed::STATIC_BINARY, _) if crate::run::static_image::available() => {
+            (Vec::new(), true)
+        }
         Root::Unsealable(kind, prog) => (
             vec![format!(
                 "not sealed ({}): {}",
@@ -37,6 +42,18 @@ pub fn inspect(program: &OsStr) -> (Vec<String>, bool) {
             false,
         ),
         Root::Unknown => (Vec::new(), false),
+    }
+}
+
+/// The file to start through `seal __exec-static` when the root command is a static binary
+/// (or a script whose interpreter is one) and this kernel can supervise it.
+pub fn supervised_root(program: &OsStr) -> Option<PathBuf> {
+    let path = resolve(program)?;
+    match check(&path) {
+        Root::Unsealable(unsealed::STATIC_BINARY, _) if crate::run::static_image::available() => {
+            Some(path)
+        }
+        _ => None,
     }
 }
 

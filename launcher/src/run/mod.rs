@@ -12,6 +12,7 @@ pub mod filetimes;
 pub mod private_tmp;
 pub mod rundir;
 pub mod shim;
+pub mod static_image;
 mod status;
 pub mod supervise;
 
@@ -49,7 +50,18 @@ pub fn sealed_command(
 ) -> Result<Command> {
     // The kernel puts the file name it is given on the new stack: name the file found in PATH
     // here, so the pad (`pad_stack`) knows its length (argv[0] stays as typed).
+    crate::run::static_image::make_link(run_dir)
+        .with_context(|| format!("cannot link seal into {}", run_dir.display()))?;
+    let supervised = crate::run::exec_check::supervised_root(&argv[0]);
     let mut cmd = match crate::run::exec_check::resolve(&argv[0]) {
+        // A static root: libseal sets up its supervision in `seal __exec-static`.
+        _ if supervised.is_some() => {
+            let mut c = Command::new(crate::run::static_image::link_in(run_dir));
+            c.arg(crate::run::static_image::EXEC_ARG)
+                .arg(supervised.as_deref().unwrap_or(Path::new("")))
+                .arg(&argv[0]);
+            c
+        }
         Some(path) if !argv[0].as_bytes().contains(&b'/') => {
             use std::os::unix::process::CommandExt;
             let mut c = Command::new(path);

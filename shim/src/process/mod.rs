@@ -18,6 +18,7 @@ pub mod confine;
 pub mod env;
 #[cfg(not(test))]
 pub(crate) mod hooks;
+pub mod static_image;
 pub mod target;
 pub mod vfork;
 pub mod vpid;
@@ -53,6 +54,59 @@ fn check_path(p: &mut target::Path) -> target::ExeId {
         census::record_unsealed(kind, prog.as_bytes());
         target::ExeId::default()
     })
+}
+
+/// What an exec hook learns of its target: the program file (when known), and a static
+/// program libseal cannot load into, not yet recorded (the exec may be supervised:
+/// [`static_image`]).
+pub struct ExecTarget {
+    pub id: target::ExeId,
+    pub static_prog: Option<target::Path>,
+}
+
+/// [`check_target`] for an exec hook: a static program is handed back, not recorded.
+pub fn check_exec(path: Option<&[u8]>) -> ExecTarget {
+    let mut p = target::Path::new();
+    if let Some(path) = path {
+        p.push(path);
+    }
+    check_exec_path(&mut p)
+}
+
+fn check_exec_path(p: &mut target::Path) -> ExecTarget {
+    if p.len == 0 {
+        return ExecTarget {
+            id: target::ExeId::default(),
+            static_prog: None,
+        };
+    }
+    match target::check(p.as_cstr()) {
+        Ok(id) => ExecTarget {
+            id,
+            static_prog: None,
+        },
+        Err((seal_abi::unsealed::STATIC_BINARY, prog)) => ExecTarget {
+            id: target::ExeId::default(),
+            static_prog: Some(prog),
+        },
+        Err((kind, prog)) => {
+            census::record_unsealed(kind, prog.as_bytes());
+            ExecTarget {
+                id: target::ExeId::default(),
+                static_prog: None,
+            }
+        }
+    }
+}
+
+/// [`check_search`] for an exec hook ([`check_exec`]).
+pub fn check_search_exec(file: &[u8]) -> Option<(target::Path, ExecTarget)> {
+    let mut p = target::search_path(file)?;
+    let mut q = target::Path::new();
+    q.push(p.as_bytes());
+    let t = check_exec_path(&mut q);
+    let _ = p.as_cstr();
+    Some((p, t))
 }
 
 /// Resolves a `p`-variant's file and checks it; returns the path the kernel will be given and

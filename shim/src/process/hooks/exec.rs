@@ -5,7 +5,10 @@ use libc::{c_char, c_int};
 
 use crate::core::config;
 use crate::core::sys::{self, errno, set_errno};
-use crate::process::{check_search, check_target, env, exec_env, kernel_file_name, target};
+use crate::process::{
+    check_exec, check_search_exec, env, exec_env, kernel_file_name, static_image, target,
+    ExecTarget,
+};
 use crate::{hook, real};
 
 pub(super) type Argv = *const *const c_char;
@@ -48,21 +51,39 @@ unsafe fn with_env(
     envp: Argv,
     file: Option<&[u8]>,
     argv: Argv,
-    exe: target::ExeId,
+    target: ExecTarget,
     exec: impl Fn(Argv) -> c_int,
 ) -> c_int {
     let layout = file.map(|file| env::Layout { file, argv });
     // SAFETY: per the contract.
-    let mut block = unsafe { exec_env(envp, layout, exe) };
-    // The new image's loader runs rdtsc before libseal is loaded: no trap across exec.
+    let mut block = unsafe { exec_env(envp, layout, target.id) };
+    // The new image's loader runs rdtsc before libseal is loaded: no trap across exec (nor in
+    // the supervisor a static image gets).
     let _cpu = crate::cpu::ExecGuard::new();
-    let r = exec(block.as_ref().map(|b| b.envp()).unwrap_or(envp));
+    let supervisor = target.static_prog.as_ref().and_then(|prog| {
+        // SAFETY: the new image's environment is a valid vector.
+        let s = unsafe { static_image::prepare(block.as_ref().map(|b| b.envp()).unwrap_or(envp)) };
+        use seal_abi::unsealed::{STATIC_BINARY, STATIC_SUPERVISED};
+        let kind = if s.is_some() {
+            STATIC_SUPERVISED
+        } else {
+            STATIC_BINARY
+        };
+        crate::core::census::record_unsealed(kind, prog.as_bytes());
+        s
+    });
+    let mut r = exec(block.as_ref().map(|b| b.envp()).unwrap_or(envp));
     if r == -1 && errno() == libc::E2BIG {
         if let Some(b) = block.as_mut() {
             if b.drop_pad() {
-                return exec(b.envp());
+                r = exec(b.envp());
             }
         }
+    }
+    if let Some(sock) = supervisor {
+        let e = errno();
+        static_image::exec_failed(sock, e);
+        set_errno(e);
     }
     r
 }
@@ -74,9 +95,9 @@ pub(crate) unsafe fn execve_impl(path: *const c_char, argv: Argv, envp: Argv) ->
     // SAFETY: path is a C string.
     let file = (!path.is_null()).then(|| unsafe { sys::cstr(path) });
     let exe = if config::in_run() {
-        check_target(file)
+        check_exec(file)
     } else {
-        target::ExeId::default()
+        check_exec(None)
     };
     // SAFETY: forwarded.
     unsafe { with_env(envp, file, argv, exe, |env| real(path, argv, env)) }
@@ -89,10 +110,18 @@ unsafe fn execvpe_impl(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
     let mut resolved = None;
     if config::in_run() && !file.is_null() {
         // SAFETY: file is a C string.
-        resolved = check_search(unsafe { sys::cstr(file) });
+        resolved = check_search_exec(unsafe { sys::cstr(file) });
     }
-    let name = resolved.as_ref().map(|(p, _)| p.as_bytes());
-    let exe = resolved.as_ref().map(|r| r.1).unwrap_or_default();
+    let (name, exe) = match resolved.as_mut() {
+        Some((p, t)) => (
+            Some(p.as_bytes()),
+            ExecTarget {
+                id: t.id,
+                static_prog: t.static_prog.take(),
+            },
+        ),
+        None => (None, check_exec(None)),
+    };
     // SAFETY: forwarded.
     unsafe { with_env(envp, name, argv, exe, |env| real(file, argv, env)) }
 }
@@ -149,11 +178,11 @@ hook! {
     fid = Fexecve;
     || {
         let real = real_fexecve();
-        let mut exe = target::ExeId::default();
+        let mut exe = check_exec(None);
         if config::in_run() {
             let mut p = target::Path::new();
             p.push(b"/proc/self/fd/").push_i64(fd as i64);
-            exe = check_target(Some(p.as_bytes()));
+            exe = check_exec(Some(p.as_bytes()));
         }
         let name = kernel_file_name(fd, b"");
         // SAFETY: forwarded.
@@ -180,12 +209,12 @@ pub(crate) unsafe fn execveat_impl(
     flags: c_int,
 ) -> c_int {
     let real = real_execveat();
-    let mut exe = target::ExeId::default();
+    let mut exe = check_exec(None);
     if config::in_run() {
         let mut p = target::Path::new();
         // SAFETY: path is null or a C string.
         target::execveat_path(dirfd, unsafe { sys::cstr(path) }, &mut p);
-        exe = check_target(Some(p.as_bytes()));
+        exe = check_exec(Some(p.as_bytes()));
     }
     // SAFETY: path is null or a C string.
     let name = kernel_file_name(dirfd, unsafe { sys::cstr(path) });

@@ -1,0 +1,140 @@
+//! Static images under system-call supervision: what the shim (in the process about to exec a
+//! static binary) and the launcher's supervisor (`seal __static-supervisor`) agree on.
+//!
+//! A static binary loads no libseal, and asks the kernel directly (or the vDSO). Before such
+//! an exec, the shim installs a seccomp filter that sends the system calls in [`CALLS`] to a
+//! supervisor process as user notifications, hands the supervisor the filter's listener, and
+//! lets it trace the exec: at the exec stop the supervisor removes `AT_SYSINFO_EHDR` from the
+//! new image's auxiliary vector (so its C library reads the clocks by system call) and seals
+//! the 16 `AT_RANDOM` bytes, then detaches. From there on, the calls in [`CALLS`] made from the
+//! static image's own code are answered with sealed values; the same calls from anything else
+//! (a dynamic descendant with libseal loaded, the vDSO) run as they are.
+
+/// `struct sock_filter` (<linux/filter.h>).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SockFilter {
+    pub code: u16,
+    pub jt: u8,
+    pub jf: u8,
+    pub k: u32,
+}
+
+/// The system calls sent to the supervisor (x86_64 numbers), with the family that seals each.
+pub const CALLS: [(u32, u32); 17] = {
+    use crate::flags::{HOST, MACHINE, PID, RANDOM, TIME};
+    [
+        (228, TIME),    // clock_gettime
+        (96, TIME),     // gettimeofday
+        (201, TIME),    // time
+        (35, TIME),     // nanosleep
+        (230, TIME),    // clock_nanosleep
+        (227, TIME),    // clock_settime
+        (164, TIME),    // settimeofday
+        (159, TIME),    // adjtimex
+        (305, TIME),    // clock_adjtime
+        (39, PID),      // getpid
+        (110, PID),     // getppid
+        (186, PID),     // gettid
+        (318, RANDOM),  // getrandom
+        (63, HOST),     // uname
+        (170, HOST),    // sethostname
+        (171, HOST),    // setdomainname
+        (204, MACHINE), // sched_getaffinity
+    ]
+};
+
+/// `AUDIT_ARCH_X86_64`.
+const ARCH_X86_64: u32 = 0xC000_003E;
+/// `SECCOMP_RET_ALLOW`, `SECCOMP_RET_USER_NOTIF`.
+const RET_ALLOW: u32 = 0x7fff_0000;
+const RET_USER_NOTIF: u32 = 0x7fc0_0000;
+/// Classic BPF opcodes: `BPF_LD|BPF_W|BPF_ABS`, `BPF_JMP|BPF_JEQ|BPF_K`, `BPF_JMP|BPF_JGE|BPF_K`,
+/// `BPF_RET|BPF_K`.
+const LD_ABS: u16 = 0x20;
+const JEQ: u16 = 0x15;
+const JGE: u16 = 0x35;
+const RET: u16 = 0x06;
+
+/// Instructions in [`filter`].
+pub const FILTER_LEN: usize = CALLS.len() + 6;
+
+/// The filter: another architecture's calls (`int 0x80`) and x32 calls are allowed; a call in
+/// [`CALLS`] is a user notification; everything else is allowed.
+pub const fn filter() -> [SockFilter; FILTER_LEN] {
+    const fn op(code: u16, jt: u8, jf: u8, k: u32) -> SockFilter {
+        SockFilter { code, jt, jf, k }
+    }
+    let n = CALLS.len();
+    let allow = n + 4;
+    let mut f = [op(0, 0, 0, 0); FILTER_LEN];
+    f[0] = op(LD_ABS, 0, 0, 4); // seccomp_data.arch
+    f[1] = op(JEQ, 0, (allow - 2) as u8, ARCH_X86_64);
+    f[2] = op(LD_ABS, 0, 0, 0); // seccomp_data.nr
+    f[3] = op(JGE, (allow - 4) as u8, 0, 0x4000_0000); // __X32_SYSCALL_BIT
+    let mut i = 0;
+    while i < n {
+        f[4 + i] = op(JEQ, (n - i) as u8, 0, CALLS[i].0);
+        i += 1;
+    }
+    f[allow] = op(RET, 0, 0, RET_ALLOW);
+    f[allow + 1] = op(RET, 0, 0, RET_USER_NOTIF);
+    f
+}
+
+/// The argument that makes the `seal` binary the supervisor: `seal __static-supervisor FD PID`
+/// (the socket to the shim, the process's real pid). Its environment is the new image's
+/// `LIBSEAL_*` variables only (so it runs unsealed, and knows the image's settings and
+/// identity).
+pub const SUPERVISOR_ARG: &str = "__static-supervisor";
+
+/// The link to the `seal` binary in the run directory, which libseal execs as the supervisor.
+pub const SUPERVISOR_LINK: &str = "seal";
+
+/// Messages on the socket between the shim and the supervisor (one byte, then a `u32`).
+pub mod msg {
+    /// Supervisor → shim: attached to the process (the `u32` is the supervisor's pid).
+    pub const ATTACHED: u8 = 1;
+    /// Supervisor → shim: could not attach (the `u32` is the errno).
+    pub const REFUSED: u8 = 2;
+    /// Shim → supervisor: the filter's listener, as `SCM_RIGHTS`.
+    pub const LISTENER: u8 = 3;
+    /// Supervisor → shim: holds the listener; the shim may exec.
+    pub const READY: u8 = 4;
+    /// Shim → supervisor: the exec failed (the `u32` is the errno); detach.
+    pub const EXEC_FAILED: u8 = 5;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the filter on one (arch, nr) as the kernel would.
+    fn run(arch: u32, nr: u32) -> u32 {
+        let f = filter();
+        let mut pc = 0;
+        let mut acc = 0u32;
+        loop {
+            let i = f[pc];
+            match i.code {
+                LD_ABS => acc = if i.k == 4 { arch } else { nr },
+                JEQ => pc += if acc == i.k { i.jt } else { i.jf } as usize,
+                JGE => pc += if acc >= i.k { i.jt } else { i.jf } as usize,
+                RET => return i.k,
+                _ => panic!("bad op"),
+            }
+            pc += 1;
+        }
+    }
+
+    #[test]
+    fn the_filter_notifies_exactly_the_listed_calls() {
+        for nr in 0..500 {
+            let listed = CALLS.iter().any(|c| c.0 == nr);
+            let want = if listed { RET_USER_NOTIF } else { RET_ALLOW };
+            assert_eq!(run(ARCH_X86_64, nr), want, "{nr}");
+            assert_eq!(run(0x4000_0003, nr), RET_ALLOW, "i386 {nr}");
+        }
+        assert_eq!(run(ARCH_X86_64, 0x4000_0000 | 228), RET_ALLOW);
+    }
+}

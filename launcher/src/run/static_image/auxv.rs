@@ -1,0 +1,109 @@
+//! The new image at its exec stop: its auxiliary vector (on the stack, above the argument and
+//! environment pointers) gets sealed `AT_RANDOM` bytes and, when its clocks are served by the
+//! supervisor, loses `AT_SYSINFO_EHDR` (its C library or runtime then finds no vDSO and asks
+//! the kernel, where the filter sends the call here).
+
+use super::remote::{read as read_remote, write as write_remote};
+
+const AT_NULL: u64 = 0;
+const AT_IGNORE: u64 = 1;
+const AT_RANDOM: u64 = 25;
+const AT_SYSINFO_EHDR: u64 = 33;
+
+/// Fixes the auxiliary vector of `pid`, stopped at its exec. Returns whether it was found.
+pub fn fix(pid: i32, at_random: [u8; 16], drop_vdso: bool) -> bool {
+    // SAFETY: user_regs_struct is plain data; PTRACE_GETREGS fills it for our stopped tracee.
+    let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut regs) } != 0 {
+        return false;
+    }
+    // At the exec stop the stack pointer is at argc; argv, NULL, envp, NULL, then the
+    // auxiliary vector's (type, value) pairs, ended by AT_NULL.
+    let mut at = regs.rsp;
+    let word = |at: u64| {
+        let mut v = 0u64;
+        read_remote(pid, at, &mut v).then_some(v)
+    };
+    let Some(argc) = word(at) else { return false };
+    at += 8 * (argc + 2);
+    for _ in 0..1 << 16 {
+        match word(at) {
+            Some(0) => break,
+            Some(_) => at += 8,
+            None => return false,
+        }
+    }
+    at += 8;
+    for _ in 0..64 {
+        let (Some(kind), Some(value)) = (word(at), word(at + 8)) else {
+            return false;
+        };
+        match kind {
+            AT_NULL => return true,
+            AT_RANDOM => {
+                write_remote(pid, value, &at_random);
+            }
+            AT_SYSINFO_EHDR if drop_vdso => {
+                write_remote(pid, at, &AT_IGNORE.to_le_bytes());
+            }
+            _ => {}
+        }
+        at += 16;
+    }
+    false
+}
+
+/// The executable mappings of `pid`'s program file (its own code, where its system calls
+/// are made), from `/proc/PID/maps`.
+pub fn text_ranges(pid: i32) -> Vec<(u64, u64)> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    maps.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (range, perms) = (f.next()?, f.next()?);
+            let path = f.nth(3);
+            let ours = match (&exe, path) {
+                (Some(e), Some(p)) => e.as_os_str() == p,
+                _ => false,
+            };
+            if !ours || !perms.contains('x') {
+                return None;
+            }
+            let (a, b) = range.split_once('-')?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Does `pid`'s program carry a Go build id note (a Go runtime, cgo or not)?
+pub fn is_go(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/exe"))
+        .ok()
+        .is_some_and(|b| go_note(&b))
+}
+
+/// Is there a note of owner "Go", type 4 (the Go build id), in the ELF file `elf`?
+pub fn go_note(elf: &[u8]) -> bool {
+    use object::read::elf::{ElfFile64, ProgramHeader};
+    use object::Endianness;
+    let Ok(file) = ElfFile64::<Endianness>::parse(elf) else {
+        return false;
+    };
+    let endian = file.endian();
+    file.elf_program_headers().iter().any(|ph| {
+        let Ok(Some(mut notes)) = ph.notes(endian, elf) else {
+            return false;
+        };
+        while let Ok(Some(n)) = notes.next() {
+            if n.name() == b"Go" && n.n_type(endian) == 4 {
+                return true;
+            }
+        }
+        false
+    })
+}

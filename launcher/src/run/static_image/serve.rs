@@ -1,0 +1,582 @@
+//! The supervisor's loop: the exec stop, then one answer per user notification.
+//!
+//! The values follow libseal's model, per process of the static image: a logical clock `L`
+//! (ns) that starts where the exec'ing process left it (`LIBSEAL_CLOCK`) and moves one tick
+//! per wall-clock read and by each sleep's length; `CLOCK_MONOTONIC` is
+//! `MONO_BASE + L + mono + tick` with its own tick counter `mono`, so a monotonic read never
+//! moves the wall clock; the process's virtual pid and parent pid; an entropy stream keyed by
+//! the seed and the process's lineage. A call made from outside the static image's own code
+//! (a dynamic descendant's libseal or libc, which seal already or which must see real values)
+//! runs as it is.
+
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
+
+use seal_abi::flags;
+
+use super::remote::{read, write};
+use seal_abi::supervised::{msg, CALLS};
+
+/// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
+const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
+/// `CLOCK_TAI` runs this far ahead of `CLOCK_REALTIME`.
+const TAI_OFFSET_NS: i64 = 37 * 1_000_000_000;
+/// What a sealed `uname` says for release and version (family `machine`), as libseal does.
+const RELEASE: &[u8] = b"6.1.0-seal";
+const VERSION: &[u8] = b"#1 SMP seal";
+
+/// The run's settings and the image's identity, from the `LIBSEAL_*` environment.
+pub struct World {
+    epoch_ns: i64,
+    tick_ns: i64,
+    seed: u64,
+    flags: u32,
+    hostname: Vec<u8>,
+    cpus: u32,
+    clock: i64,
+    vpid: i32,
+    ppid: i32,
+    lineage: u64,
+}
+
+impl World {
+    pub fn from_env() -> World {
+        use seal_abi::settings as s;
+        let vars: HashMap<&'static str, Vec<u8>> = s::VARS
+            .iter()
+            .chain(s::PER_PROCESS.iter())
+            .filter_map(|&n| Some((n, std::env::var_os(n)?.as_bytes().to_vec())))
+            .collect();
+        // No run directory (cannot happen: libseal starts the supervisor in a run): the
+        // defaults, with a run directory to decode them.
+        let settings = s::Settings::decode(|n| match vars.get(n) {
+            Some(v) => Some(v.as_slice()),
+            None if n == s::RUN_DIR => Some(b"-"),
+            None => None,
+        })
+        .expect("a run directory is given");
+        let text = |n: &str| {
+            vars.get(n)
+                .and_then(|v| std::str::from_utf8(v).ok())
+                .map(str::to_owned)
+        };
+        let dec = |n: &str| text(n).and_then(|v| v.parse::<i64>().ok());
+        World {
+            epoch_ns: settings.epoch_ns,
+            tick_ns: settings.tick_ns,
+            seed: settings.seed,
+            flags: settings.flags,
+            hostname: settings.hostname.to_vec(),
+            cpus: settings.cpus,
+            clock: dec(s::CLOCK).unwrap_or(0),
+            vpid: dec(s::VPID).unwrap_or(0) as i32,
+            ppid: dec(s::PPID).unwrap_or(0) as i32,
+            lineage: text(s::LINEAGE)
+                .and_then(|v| u64::from_str_radix(&v, 16).ok())
+                .unwrap_or(0),
+        }
+    }
+
+    fn sealed(&self, family: u32) -> bool {
+        self.flags & family != 0
+    }
+
+    /// The 16 `AT_RANDOM` bytes of the image.
+    pub fn at_random(&self) -> [u8; 16] {
+        let mut s = Stream::new(self.seed, self.lineage ^ 0x6175_7876_5f72_6e64);
+        let mut b = [0u8; 16];
+        s.fill(&mut b);
+        b
+    }
+
+    /// Is the image's clock to be served by system call (its vDSO removed)? Not for a Go
+    /// runtime, whose own threads read the monotonic clock on their own schedule (a logical
+    /// clock there is not stable, and its timers would wait on it): its clocks stay real.
+    pub fn seal_clocks(&self, go: bool) -> bool {
+        self.sealed(flags::TIME) && !go
+    }
+}
+
+/// An entropy stream: `mix64` in counter mode, keyed by the seed and a stream id.
+struct Stream {
+    key: u64,
+    n: u64,
+}
+
+impl Stream {
+    fn new(seed: u64, id: u64) -> Stream {
+        Stream {
+            key: seal_abi::mix64(seed ^ seal_abi::mix64(id)),
+            n: 0,
+        }
+    }
+    fn fill(&mut self, out: &mut [u8]) {
+        for chunk in out.chunks_mut(8) {
+            let v = seal_abi::mix64(self.key ^ seal_abi::mix64(self.n)).to_le_bytes();
+            self.n += 1;
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
+/// One process of the image, as the supervisor knows it.
+struct Proc {
+    l: i64,
+    mono: i64,
+    stream: Stream,
+    /// Is it the exec'd process itself (whose virtual identity the environment gives)?
+    first: bool,
+    /// Its parent process (0: not one of the image's).
+    parent: i32,
+}
+
+/// The loop's state.
+struct Supervisor {
+    world: World,
+    pid: i32,
+    /// The static image's executable ranges (empty until the exec stop).
+    text: Vec<(u64, u64)>,
+    procs: HashMap<i32, Proc>,
+    /// Thread id → process (thread group) id.
+    tgids: HashMap<i32, i32>,
+    children: u64,
+}
+
+/// `struct seccomp_notif` and `struct seccomp_notif_resp` (<linux/seccomp.h>).
+#[repr(C)]
+#[derive(Default)]
+struct Notif {
+    id: u64,
+    pid: u32,
+    flags: u32,
+    nr: i32,
+    arch: u32,
+    ip: u64,
+    args: [u64; 6],
+}
+#[repr(C)]
+#[derive(Default)]
+struct Resp {
+    id: u64,
+    val: i64,
+    error: i32,
+    flags: u32,
+}
+const NOTIF_RECV: libc::c_ulong = 0xc050_2100;
+const NOTIF_SEND: libc::c_ulong = 0xc018_2101;
+const FLAG_CONTINUE: u32 = 1;
+
+/// What to answer one call.
+enum Answer {
+    /// Run it as it is.
+    Continue,
+    Value(i64),
+    Error(i32),
+}
+
+/// Serves until every process carrying the filter has gone; returns the exit status.
+pub fn run(listener: i32, sock: i32, pid: i32, world: World) -> i32 {
+    let mut sv = Supervisor {
+        world,
+        pid,
+        text: Vec::new(),
+        procs: HashMap::new(),
+        tgids: HashMap::new(),
+        children: 0,
+    };
+    let mut attached = true;
+    let mut sock_open = true;
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: listener,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: if sock_open { sock } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // While attached, the exec stop is looked for every 10 ms (a tracee's stop is only
+        // seen by waitpid).
+        let timeout = if attached { 10 } else { -1 };
+        // SAFETY: two pollfd entries we own.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+        if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return 1;
+        }
+        if attached {
+            attached = sv.tracee_event();
+        }
+        if fds[1].revents != 0 {
+            let mut m = [0u8; 5];
+            // SAFETY: a buffer we own.
+            let n = unsafe { libc::recv(sock, m.as_mut_ptr().cast(), m.len(), 0) };
+            if n >= 1 && m[0] == msg::EXEC_FAILED && attached {
+                super::remote::detach_running(pid);
+                attached = false;
+            }
+            if n <= 0 {
+                sock_open = false;
+                // SAFETY: our descriptor.
+                unsafe { libc::close(sock) };
+            }
+        }
+        if fds[0].revents & libc::POLLIN != 0 {
+            sv.one(listener);
+        } else if fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            return 0;
+        }
+    }
+}
+
+impl Supervisor {
+    /// Looks for the tracee's next stop; false once detached (or gone).
+    fn tracee_event(&mut self) -> bool {
+        let mut st = 0;
+        // SAFETY: waitpid on our tracee, without blocking.
+        let r = unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG | libc::__WALL) };
+        if r == 0 {
+            return true;
+        }
+        if r < 0 || libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
+            return false;
+        }
+        if st >> 8 == (libc::SIGTRAP | (libc::PTRACE_EVENT_EXEC << 8)) {
+            let go = super::auxv::is_go(self.pid);
+            super::auxv::fix(self.pid, self.world.at_random(), self.world.seal_clocks(go));
+            self.text = super::auxv::text_ranges(self.pid);
+            // SAFETY: the tracee is in its exec stop.
+            unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) };
+            return false;
+        }
+        // Another stop (a signal on its way): let it go on, with its signal.
+        let sig = if st >> 16 == 0 { libc::WSTOPSIG(st) } else { 0 };
+        // SAFETY: the tracee is stopped.
+        unsafe { libc::ptrace(libc::PTRACE_CONT, self.pid, 0, sig as libc::c_long) };
+        true
+    }
+
+    /// Receives one notification and answers it.
+    fn one(&mut self, listener: i32) {
+        let mut n = Notif::default();
+        // SAFETY: the listener fills a seccomp_notif of this size.
+        if unsafe { libc::ioctl(listener, NOTIF_RECV, &mut n) } != 0 {
+            return; // the caller died meanwhile, or a signal
+        }
+        let answer = self.answer(&n);
+        let mut resp = Resp {
+            id: n.id,
+            ..Resp::default()
+        };
+        match answer {
+            Answer::Continue => resp.flags = FLAG_CONTINUE,
+            Answer::Value(v) => resp.val = v,
+            Answer::Error(e) => resp.error = -e,
+        }
+        // SAFETY: a seccomp_notif_resp we own; an id that is no longer valid fails harmlessly.
+        unsafe { libc::ioctl(listener, NOTIF_SEND, &mut resp) };
+    }
+
+    fn answer(&mut self, n: &Notif) -> Answer {
+        let in_image = self.text.iter().any(|&(a, b)| (a..b).contains(&n.ip));
+        let family = CALLS.iter().find(|c| c.0 as i32 == n.nr).map_or(0, |c| c.1);
+        if !in_image || !self.world.sealed(family) {
+            return Answer::Continue;
+        }
+        let tid = n.pid as i32;
+        let tgid = self.tgid(tid);
+        self.ensure(tgid);
+        let a = n.args;
+        match n.nr as i64 {
+            libc::SYS_clock_gettime => match self.clock(tgid, a[0] as i32) {
+                Some(ns) => self.put(tid, a[1], &timespec(ns)),
+                None => Answer::Continue,
+            },
+            libc::SYS_gettimeofday => {
+                let ns = self.realtime(tgid);
+                if a[1] != 0 {
+                    if let e @ Answer::Error(_) = self.put(tid, a[1], &[0u32; 2]) {
+                        return e;
+                    }
+                }
+                if a[0] == 0 {
+                    return Answer::Value(0);
+                }
+                let ts = timespec(ns);
+                self.put(tid, a[0], &[ts[0], ts[1] / 1000])
+            }
+            libc::SYS_time => {
+                let s = self.realtime(tgid).div_euclid(1_000_000_000);
+                if a[0] != 0 {
+                    if let e @ Answer::Error(_) = self.put(tid, a[0], &s) {
+                        return e;
+                    }
+                }
+                Answer::Value(s)
+            }
+            libc::SYS_nanosleep => self.sleep(tid, tgid, a[0], libc::CLOCK_MONOTONIC, 0),
+            libc::SYS_clock_nanosleep => self.sleep(tid, tgid, a[2], a[0] as i32, a[1] as i32),
+            libc::SYS_clock_settime
+            | libc::SYS_settimeofday
+            | libc::SYS_adjtimex
+            | libc::SYS_clock_adjtime
+            | libc::SYS_sethostname
+            | libc::SYS_setdomainname => Answer::Error(libc::EPERM),
+            libc::SYS_getpid if self.first(tgid) => Answer::Value(self.world.vpid as i64),
+            libc::SYS_getppid if self.first(tgid) => Answer::Value(self.world.ppid as i64),
+            libc::SYS_gettid if tid == self.pid => Answer::Value(self.world.vpid as i64),
+            libc::SYS_getrandom => self.getrandom(tid, tgid, a[0], a[1] as usize, a[2] as u32),
+            libc::SYS_uname => self.uname(tid, a[0]),
+            libc::SYS_sched_getaffinity if a[0] == 0 || a[0] as i32 == self.world.vpid => {
+                self.affinity(tid, a[1] as usize, a[2])
+            }
+            _ => Answer::Continue,
+        }
+    }
+
+    fn first(&self, tgid: i32) -> bool {
+        self.procs.get(&tgid).is_some_and(|p| p.first)
+    }
+
+    /// The thread group of thread `tid` (from `/proc`, once per thread).
+    fn tgid(&mut self, tid: i32) -> i32 {
+        if let Some(&g) = self.tgids.get(&tid) {
+            return g;
+        }
+        let g = proc_status_field(tid, "Tgid:").unwrap_or(tid);
+        self.tgids.insert(tid, g);
+        g
+    }
+
+    /// Makes sure process `tgid` has its state: the exec'd process's from the environment, a
+    /// child's from its parent's clock (at its first call), with a stream of its own.
+    fn ensure(&mut self, tgid: i32) {
+        if self.procs.contains_key(&tgid) {
+            return;
+        }
+        let first = tgid == self.pid;
+        let (l, id, parent) = if first {
+            (self.world.clock, self.world.lineage, 0)
+        } else {
+            self.children += 1;
+            let parent = proc_status_field(tgid, "PPid:").unwrap_or(0);
+            self.merge_finished(parent);
+            let l = self.procs.get(&parent).map_or(self.world.clock, |p| p.l);
+            (
+                l,
+                seal_abi::mix64(self.world.lineage ^ self.children),
+                parent,
+            )
+        };
+        self.procs.insert(
+            tgid,
+            Proc {
+                l,
+                mono: 0,
+                stream: Stream::new(self.world.seed, id),
+                first,
+                parent,
+            },
+        );
+    }
+
+    /// A parent's clock takes in the time of its children that have ended and been reaped
+    /// (as a waited-for child's does in libseal): a shell's `sleep 1; date` moves a second.
+    fn merge_finished(&mut self, parent: i32) {
+        let done: Vec<(i32, i64)> = self
+            .procs
+            .iter()
+            .filter(|(&pid, p)| p.parent == parent && parent != 0 && !alive(pid))
+            .map(|(&pid, p)| (pid, p.l))
+            .collect();
+        for (pid, l) in done {
+            self.procs.remove(&pid);
+            if let Some(p) = self.procs.get_mut(&parent) {
+                p.l = p.l.max(l);
+            }
+        }
+    }
+
+    fn proc(&mut self, tgid: i32) -> &mut Proc {
+        self.procs.get_mut(&tgid).expect("ensure() ran")
+    }
+
+    /// `CLOCK_REALTIME`: `epoch + L`, then `L` moves one tick.
+    fn realtime(&mut self, tgid: i32) -> i64 {
+        self.merge_finished(tgid);
+        let (epoch, tick) = (self.world.epoch_ns, self.world.tick_ns);
+        let p = self.proc(tgid);
+        let v = epoch.saturating_add(p.l);
+        p.l = p.l.saturating_add(tick);
+        v
+    }
+
+    /// The sealed value of clock `clk` (`None`: a clock of another process or thread, or an
+    /// unknown id: it runs as it is).
+    fn clock(&mut self, tgid: i32, clk: i32) -> Option<i64> {
+        self.merge_finished(tgid);
+        let tick = self.world.tick_ns;
+        match clk {
+            libc::CLOCK_REALTIME | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_REALTIME_ALARM => {
+                Some(self.realtime(tgid))
+            }
+            libc::CLOCK_TAI => Some(self.realtime(tgid).saturating_add(TAI_OFFSET_NS)),
+            libc::CLOCK_MONOTONIC
+            | libc::CLOCK_MONOTONIC_RAW
+            | libc::CLOCK_MONOTONIC_COARSE
+            | libc::CLOCK_BOOTTIME
+            | libc::CLOCK_BOOTTIME_ALARM => {
+                let p = self.proc(tgid);
+                let v = MONO_BASE_NS
+                    .saturating_add(p.l)
+                    .saturating_add(p.mono)
+                    .saturating_add(tick);
+                p.mono = p.mono.saturating_add(tick);
+                Some(v)
+            }
+            libc::CLOCK_PROCESS_CPUTIME_ID | libc::CLOCK_THREAD_CPUTIME_ID => {
+                Some(self.proc(tgid).l)
+            }
+            _ => None,
+        }
+    }
+
+    /// A sleep: the logical clock moves by its length; a relative one then really sleeps, an
+    /// absolute one (a deadline on the sealed clock, which the kernel's clock is not) returns
+    /// at once.
+    fn sleep(&mut self, tid: i32, tgid: i32, req: u64, clk: i32, flags: i32) -> Answer {
+        let mut ts = [0i64; 2];
+        if !read(tid, req, &mut ts) {
+            return Answer::Error(libc::EFAULT);
+        }
+        if !(0..1_000_000_000).contains(&ts[1]) || ts[0] < 0 {
+            return Answer::Error(libc::EINVAL);
+        }
+        let d = ts[0].saturating_mul(1_000_000_000).saturating_add(ts[1]);
+        if flags & libc::TIMER_ABSTIME != 0 {
+            let now = {
+                let p = self.proc(tgid);
+                let (l, mono) = (p.l, p.mono);
+                match clk {
+                    libc::CLOCK_REALTIME | libc::CLOCK_TAI => self.world.epoch_ns.saturating_add(l),
+                    _ => MONO_BASE_NS.saturating_add(l).saturating_add(mono),
+                }
+            };
+            let p = self.proc(tgid);
+            p.l = p.l.saturating_add(d.saturating_sub(now).max(0));
+            return Answer::Value(0);
+        }
+        let p = self.proc(tgid);
+        p.l = p.l.saturating_add(d);
+        Answer::Continue
+    }
+
+    fn getrandom(&mut self, tid: i32, tgid: i32, buf: u64, len: usize, fl: u32) -> Answer {
+        // GRND_NONBLOCK | GRND_RANDOM | GRND_INSECURE, as the kernel checks them.
+        if fl & !0x7 != 0 || fl & 0x6 == 0x6 {
+            return Answer::Error(libc::EINVAL);
+        }
+        let len = len.min(33_554_431);
+        let mut chunk = vec![0u8; len.min(1 << 16)];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(chunk.len());
+            self.proc(tgid).stream.fill(&mut chunk[..n]);
+            if !write(tid, buf + done as u64, &chunk[..n]) {
+                return if done == 0 {
+                    Answer::Error(libc::EFAULT)
+                } else {
+                    Answer::Value(done as i64)
+                };
+            }
+            done += n;
+        }
+        Answer::Value(len as i64)
+    }
+
+    fn uname(&mut self, tid: i32, buf: u64) -> Answer {
+        // SAFETY: utsname is plain data; uname fills it.
+        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+        // SAFETY: a utsname we own.
+        if unsafe { libc::uname(&mut u) } != 0 {
+            return Answer::Continue;
+        }
+        let set = |field: &mut [libc::c_char; 65], v: &[u8]| {
+            field.fill(0);
+            for (d, s) in field.iter_mut().zip(v.iter().take(64)) {
+                *d = *s as libc::c_char;
+            }
+        };
+        set(&mut u.nodename, &self.world.hostname);
+        set(&mut u.domainname, b"(none)");
+        if self.world.sealed(flags::MACHINE) {
+            set(&mut u.release, RELEASE);
+            set(&mut u.version, VERSION);
+        }
+        // SAFETY: utsname is plain data, read as bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                (&u as *const libc::utsname).cast::<u8>(),
+                std::mem::size_of::<libc::utsname>(),
+            )
+        };
+        if write(tid, buf, bytes) {
+            Answer::Value(0)
+        } else {
+            Answer::Error(libc::EFAULT)
+        }
+    }
+
+    /// The sealed affinity mask: CPUs `0..cpus`.
+    fn affinity(&mut self, tid: i32, len: usize, mask: u64) -> Answer {
+        let words = (self.world.cpus as usize).div_ceil(64);
+        if len < words * 8 || !len.is_multiple_of(8) {
+            return Answer::Error(libc::EINVAL);
+        }
+        let mut m = vec![0u64; words];
+        for cpu in 0..self.world.cpus as usize {
+            m[cpu / 64] |= 1 << (cpu % 64);
+        }
+        // SAFETY: u64s read as bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(m.as_ptr().cast::<u8>(), words * 8) };
+        if write(tid, mask, bytes) {
+            Answer::Value((words * 8) as i64)
+        } else {
+            Answer::Error(libc::EFAULT)
+        }
+    }
+
+    /// Writes `v` at `addr` in thread `tid`: the call's value, or `EFAULT`.
+    fn put<T: Copy>(&self, tid: i32, addr: u64, v: &T) -> Answer {
+        // SAFETY: a Copy value read as its bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
+        };
+        if addr != 0 && write(tid, addr, bytes) {
+            Answer::Value(0)
+        } else {
+            Answer::Error(libc::EFAULT)
+        }
+    }
+}
+
+/// `ns` as a timespec's two words.
+fn timespec(ns: i64) -> [i64; 2] {
+    [ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000)]
+}
+
+/// Does process `pid` still exist (a zombie does: its parent has not reaped it)?
+fn alive(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// A number field of `/proc/PID/status`.
+fn proc_status_field(pid: i32, field: &str) -> Option<i32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().parse().ok())
+}

@@ -1,0 +1,256 @@
+//! The exec of a static binary, under system-call supervision (the shim's half; the contract
+//! is `seal_abi::supervised`, the supervisor `seal __static-supervisor` in the launcher).
+//!
+//! In the process about to exec (often a fork or vfork child, so raw system calls only, no
+//! allocation, nothing of libc's state): start the supervisor (the `seal` binary the run
+//! directory links to, as a grandchild that leaves this process's tree at once, in a session
+//! of its own), let it attach with ptrace, install the seccomp filter, hand it the listener,
+//! and exec. Until the supervisor holds the listener nothing is installed that could fail a
+//! call: any failure before that leaves the exec as it was, reported as unsealed.
+
+use libc::c_char;
+use seal_abi::supervised::{self, msg};
+
+use crate::core::{config, sys};
+use crate::process::target::Path;
+
+type Argv = *const *const c_char;
+
+/// How long the shim waits for each answer of the supervisor.
+const ANSWER_MS: i32 = 5_000;
+
+/// Starts the supervision of the exec that follows; `envp` is the new image's environment.
+/// Returns the socket to the supervisor (to say the exec failed, [`exec_failed`]), or `None`
+/// when the image is to run unsupervised.
+///
+/// # Safety
+/// `envp` is a valid environment vector.
+pub unsafe fn prepare(envp: Argv) -> Option<i32> {
+    let run_dir = config::RUN_DIR.get();
+    if run_dir.is_empty() {
+        return None;
+    }
+    let mut exe = Path::new();
+    exe.push(run_dir)
+        .push(b"/")
+        .push(supervised::SUPERVISOR_LINK.as_bytes());
+    let mut sv = [0i32; 2];
+    // SAFETY: socketpair writes two descriptors into `sv`.
+    let r = unsafe {
+        sys::syscall6(
+            libc::SYS_socketpair,
+            libc::AF_UNIX as i64,
+            (libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC) as i64,
+            0,
+            sv.as_mut_ptr() as i64,
+            0,
+            0,
+        )
+    };
+    if r != 0 {
+        return None;
+    }
+    let mut fd_arg = Path::new();
+    fd_arg.push_i64(sv[1] as i64);
+    let mut pid_arg = Path::new();
+    pid_arg.push_i64(sys::getpid() as i64);
+    let mut arg0 = *b"seal\0";
+    let mut role = [0u8; 32];
+    role[..supervised::SUPERVISOR_ARG.len()].copy_from_slice(supervised::SUPERVISOR_ARG.as_bytes());
+    let argv: [*const c_char; 5] = [
+        arg0.as_mut_ptr().cast(),
+        role.as_ptr().cast(),
+        fd_arg.as_cstr().as_ptr().cast(),
+        pid_arg.as_cstr().as_ptr().cast(),
+        core::ptr::null(),
+    ];
+    // The supervisor's environment: the new image's LIBSEAL_* variables, nothing else (no
+    // LD_PRELOAD: it runs unsealed).
+    let mut env: [*const c_char; 65] = [core::ptr::null(); 65];
+    let mut n = 0;
+    let mut p = envp;
+    // SAFETY: envp is a NULL-terminated vector of C strings.
+    unsafe {
+        while !p.is_null() && !(*p).is_null() && n < 64 {
+            if sys::cstr_starts_with(*p, b"LIBSEAL_") && !sys::cstr_starts_with(*p, b"LIBSEAL_PAD=")
+            {
+                env[n] = *p;
+                n += 1;
+            }
+            p = p.add(1);
+        }
+    }
+    // Yama (if there is one) lets the supervisor, which is not an ancestor, attach; it names
+    // itself once it runs.
+    prctl(libc::PR_SET_PTRACER, -1);
+    let exe_c = exe.as_cstr().as_ptr();
+    // SAFETY: a fork (clone with SIGCHLD); the child only makes system calls.
+    let c = unsafe { sys::syscall6(libc::SYS_clone, libc::SIGCHLD as i64, 0, 0, 0, 0, 0) };
+    if c == 0 {
+        // SAFETY: as above, a second fork; the grandchild execs the supervisor.
+        let s = unsafe { sys::syscall6(libc::SYS_clone, libc::SIGCHLD as i64, 0, 0, 0, 0, 0) };
+        if s == 0 {
+            // SAFETY: system calls on our descriptors and vectors that live until the exec.
+            unsafe {
+                sys::syscall3(libc::SYS_setsid, 0, 0, 0);
+                sys::syscall3(libc::SYS_fcntl, sv[1] as i64, libc::F_SETFD as i64, 0);
+                sys::syscall3(
+                    libc::SYS_execve,
+                    exe_c as i64,
+                    argv.as_ptr() as i64,
+                    env.as_ptr() as i64,
+                );
+            }
+            sys::exit_group(127);
+        }
+        sys::exit_group(0);
+    }
+    if c > 0 {
+        // SAFETY: reaps the intermediate child, which exits at once.
+        unsafe {
+            sys::syscall6(libc::SYS_wait4, c, 0, libc::__WALL as i64, 0, 0, 0);
+        }
+    }
+    sys::close(sv[1]);
+    let sock = sv[0];
+    let fail = |sock: i32| {
+        sys::close(sock);
+        prctl(libc::PR_SET_PTRACER, 0);
+        None
+    };
+    let Some((msg::ATTACHED, supervisor)) = (if c > 0 { receive(sock) } else { None }) else {
+        return fail(sock);
+    };
+    prctl(libc::PR_SET_PTRACER, supervisor as i64);
+    let listener = install_filter();
+    if listener < 0 {
+        send(sock, msg::EXEC_FAILED, (-listener) as u32, -1);
+        return fail(sock);
+    }
+    send(sock, msg::LISTENER, 0, listener);
+    let ready = receive(sock);
+    sys::close(listener);
+    match ready {
+        Some((msg::READY, _)) => Some(sock),
+        // The filter is in place and no one answers it: every call it covers would fail with
+        // ENOSYS. Nothing can take it back; say so loudly.
+        _ => {
+            sys::warn(b"the static binary's supervisor did not answer: its clock, entropy and pid calls fail");
+            Some(sock)
+        }
+    }
+}
+
+/// Tells the supervisor that the exec failed (it detaches), and closes the socket.
+pub fn exec_failed(sock: i32, errno: i32) {
+    send(sock, msg::EXEC_FAILED, errno as u32, -1);
+    sys::close(sock);
+}
+
+fn prctl(option: i32, arg: i64) {
+    // SAFETY: prctl with integer arguments.
+    unsafe { sys::syscall6(libc::SYS_prctl, option as i64, arg, 0, 0, 0, 0) };
+}
+
+/// Installs the filter with a new listener (after `PR_SET_NO_NEW_PRIVS`, which an unprivileged
+/// process needs for it); returns the listener or `-errno`.
+fn install_filter() -> i32 {
+    const SECCOMP_SET_MODE_FILTER: i64 = 1;
+    const SECCOMP_FILTER_FLAG_NEW_LISTENER: i64 = 1 << 3;
+    static FILTER: [supervised::SockFilter; supervised::FILTER_LEN] = supervised::filter();
+    #[repr(C)]
+    struct Prog {
+        len: u16,
+        filter: *const supervised::SockFilter,
+    }
+    let prog = Prog {
+        len: FILTER.len() as u16,
+        filter: FILTER.as_ptr(),
+    };
+    let install = || {
+        // SAFETY: seccomp with a sock_fprog that points at a static program.
+        unsafe {
+            sys::syscall3(
+                libc::SYS_seccomp,
+                SECCOMP_SET_MODE_FILTER,
+                SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                &prog as *const Prog as i64,
+            )
+        }
+    };
+    let mut r = install();
+    if r == -(libc::EACCES as i64) {
+        prctl(libc::PR_SET_NO_NEW_PRIVS, 1);
+        r = install();
+    }
+    r as i32
+}
+
+/// Sends a tag and a `u32`, with descriptor `fd` as `SCM_RIGHTS` when `fd >= 0`.
+fn send(sock: i32, tag: u8, value: u32, fd: i32) {
+    let mut m = [0u8; 5];
+    m[0] = tag;
+    m[1..].copy_from_slice(&value.to_le_bytes());
+    let mut iov = libc::iovec {
+        iov_base: m.as_mut_ptr().cast(),
+        iov_len: m.len(),
+    };
+    // One cmsghdr (16 bytes) and one descriptor, padded to 8.
+    let mut control = [0u64; 3];
+    // SAFETY: msghdr is plain data; zero is a valid empty header.
+    let mut h: libc::msghdr = unsafe { core::mem::zeroed() };
+    h.msg_iov = &mut iov;
+    h.msg_iovlen = 1;
+    if fd >= 0 {
+        // cmsg_len (usize), cmsg_level (i32), cmsg_type (i32), then the data.
+        control[0] = 16 + 4;
+        control[1] = (libc::SOL_SOCKET as u32 as u64) | ((libc::SCM_RIGHTS as u32 as u64) << 32);
+        control[2] = fd as u32 as u64;
+        h.msg_control = control.as_mut_ptr().cast();
+        h.msg_controllen = 24;
+    }
+    // SAFETY: sendmsg over buffers we own.
+    unsafe {
+        sys::syscall3(
+            libc::SYS_sendmsg,
+            sock as i64,
+            &h as *const libc::msghdr as i64,
+            libc::MSG_NOSIGNAL as i64,
+        )
+    };
+}
+
+/// Waits (at most [`ANSWER_MS`]) for one message: its tag and `u32`.
+fn receive(sock: i32) -> Option<(u8, u32)> {
+    let mut pfd = libc::pollfd {
+        fd: sock,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd we own.
+    let r = unsafe {
+        sys::syscall3(
+            libc::SYS_poll,
+            &mut pfd as *mut _ as i64,
+            1,
+            ANSWER_MS as i64,
+        )
+    };
+    if r != 1 {
+        return None;
+    }
+    let mut m = [0u8; 5];
+    // SAFETY: recvfrom into a buffer we own.
+    let n = unsafe {
+        sys::syscall6(
+            libc::SYS_recvfrom,
+            sock as i64,
+            m.as_mut_ptr() as i64,
+            5,
+            0,
+            0,
+            0,
+        )
+    };
+    (n == 5).then(|| (m[0], u32::from_le_bytes([m[1], m[2], m[3], m[4]])))
+}

@@ -1,0 +1,235 @@
+//! Static binaries under seal's system-call supervisor (`seal_abi::supervised`): libseal
+//! cannot load into them, so their clock, entropy, pid and host-name system calls are answered
+//! by a supervisor process, their vDSO is taken away and their `AT_RANDOM` bytes are sealed.
+//! Each test runs the real binaries (glibc `-static`, `musl-gcc -static`, Debian's
+//! `busybox-static`, a `CGO_ENABLED=0` Go program) under the built `seal`, several times.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::util::{build_c, build_dir, fixture, have, run_seal, Output};
+
+/// What `static_world` prints under seal, whatever the libc (the supervisor's values).
+const SEALED: &[&str] = &[
+    "realtime 1767225600.000000000 time 1767225600 gettimeofday 1767225600.000001",
+    "monotonic 86400000004000 slept 200001000",
+    "vdso absent",
+    "pid 1000 ppid 999 host seal release 6.1.0-seal cpus 4",
+    "clock_settime -1 Operation not permitted sethostname -1 Operation not permitted",
+];
+
+fn have_static_glibc() -> bool {
+    [
+        "/usr/lib/x86_64-linux-gnu/libc.a",
+        "/usr/lib64/libc.a",
+        "/usr/lib/libc.a",
+    ]
+    .iter()
+    .any(|p| Path::new(p).exists())
+}
+
+/// `static_world` built with `musl-gcc -static`.
+fn build_musl() -> PathBuf {
+    let out = build_dir().join("static_world_musl");
+    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+    let st = Command::new("musl-gcc")
+        .args(["-static", "-O1", "-o"])
+        .arg(&tmp)
+        .arg(fixture("c/static_world.c"))
+        .status()
+        .expect("musl-gcc");
+    assert!(st.success(), "musl-gcc failed");
+    std::fs::rename(&tmp, &out).unwrap();
+    out
+}
+
+/// Runs `seal -- BIN DIR [ARGS]` `n` times (a fresh empty DIR each time); asserts exit 0 and
+/// identical stdout; returns the last run.
+fn stable(bin: &Path, args: &[&str], n: usize) -> Output {
+    let mut first: Option<Output> = None;
+    for _ in 0..n {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = vec!["--", bin.to_str().unwrap(), dir.path().to_str().unwrap()];
+        a.extend(args);
+        let o = run_seal(&a);
+        o.ok();
+        if let Some(f) = &first {
+            assert_eq!(
+                f.stdout,
+                o.stdout,
+                "runs differ\n{}\n{}",
+                f.show(),
+                o.show()
+            );
+        }
+        first = Some(o);
+    }
+    first.unwrap()
+}
+
+fn assert_world(o: &Output, bin: &Path) {
+    for line in SEALED {
+        assert!(o.stdout.contains(line), "want {line:?}\n{}", o.show());
+    }
+    let want = format!(
+        "partly sealed (static-binary-supervised): {}: clocks, entropy, pid and host name are \
+         served by seal's supervisor",
+        bin.display()
+    );
+    assert_eq!(
+        o.stderr.lines().filter(|l| l.contains(&want)).count(),
+        1,
+        "want one line {want:?}\n{}",
+        o.show()
+    );
+}
+
+#[test]
+fn a_static_glibc_program_sees_the_sealed_world() {
+    if !have_static_glibc() {
+        skip!("no static libc (libc.a)");
+    }
+    let bin = build_c("static_world", &["-static"]);
+    let o = stable(&bin, &[], 5);
+    assert_world(&o, &bin);
+    // Unsealed, the same binary sees the machine.
+    let plain = crate::util::run_plain(bin.to_str().unwrap(), [std::env::temp_dir()]);
+    plain.ok();
+    assert!(
+        !plain.stdout.contains("realtime 1767225600") && plain.stdout.contains("vdso present"),
+        "{}",
+        plain.show()
+    );
+}
+
+#[test]
+fn a_static_musl_program_sees_the_sealed_world() {
+    if !have("musl-gcc") {
+        skip!("musl-gcc not on PATH (Debian: musl-tools)");
+    }
+    let bin = build_musl();
+    let o = stable(&bin, &[], 5);
+    assert_world(&o, &bin);
+}
+
+/// A static image started by a dynamic parent, and a dynamic child of a static image: the
+/// supervisor and libseal hand the run over to each other.
+#[test]
+fn static_and_dynamic_images_nest() {
+    if !have_static_glibc() {
+        skip!("no static libc (libc.a)");
+    }
+    let bin = build_c("static_world", &["-static"]);
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "echo shell $$; {} {} /bin/date +%s.%N; echo done",
+        bin.display(),
+        dir.path().display()
+    );
+    let mut first = None;
+    for _ in 0..3 {
+        let o = run_seal(["--", "sh", "-c", &script]);
+        o.ok();
+        assert!(o.stdout.starts_with("shell 1000\n"), "{}", o.show());
+        assert!(o.stdout.contains("realtime 1767225600."), "{}", o.show());
+        assert!(o.stdout.contains("vdso absent"), "{}", o.show());
+        // The dynamic `date` the static image starts carries libseal again.
+        assert!(
+            o.stdout.contains("\n1767225600.") && o.stdout.contains("child exited 0\ndone\n"),
+            "{}",
+            o.show()
+        );
+        if let Some(f) = &first {
+            assert_eq!(f, &o.stdout, "{}", o.show());
+        }
+        first = Some(o.stdout);
+    }
+}
+
+#[test]
+fn busybox_static_is_sealed() {
+    let Some(busybox) = ["/bin/busybox", "/usr/bin/busybox"]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+    else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    let script =
+        "date +%s; date; echo $$ $RANDOM; hostname; uname -r; mktemp -u; sleep 1; date +%s";
+    let mut first: Option<String> = None;
+    for _ in 0..5 {
+        let o = run_seal(["--", busybox.to_str().unwrap(), "sh", "-c", script]);
+        o.ok();
+        let lines: Vec<&str> = o.stdout.lines().collect();
+        assert_eq!(lines[0], "1767225600", "{}", o.show());
+        assert_eq!(lines[1], "Thu Jan  1 00:00:00 UTC 2026", "{}", o.show());
+        assert!(lines[2].starts_with("1000 "), "{}", o.show());
+        assert_eq!(lines[3..5], ["seal", "6.1.0-seal"], "{}", o.show());
+        // A second's sleep moves the sealed clock by a second.
+        assert_eq!(lines[6], "1767225601", "{}", o.show());
+        if let Some(f) = &first {
+            assert_eq!(f, &o.stdout, "{}", o.show());
+        }
+        first = Some(o.stdout);
+    }
+}
+
+/// A `CGO_ENABLED=0` Go program: its entropy, pid and host name are sealed; its clocks stay
+/// real (the Go runtime's threads read them on their own schedule) and seal says so; nothing
+/// hangs (`time.Sleep`, `time.After`, a context deadline).
+#[test]
+fn a_static_go_program_runs_partly_sealed_and_says_what_is_not() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    let bin = build_go();
+    let mut first: Option<String> = None;
+    for _ in 0..3 {
+        let o = run_seal(["--", bin.to_str().unwrap()]);
+        o.ok();
+        assert!(o.stdout.contains("pid 1000 host seal\n"), "{}", o.show());
+        assert!(
+            o.stdout.contains("slept true\ndeadline true\n"),
+            "{}",
+            o.show()
+        );
+        let crand = o.stdout.lines().find(|l| l.starts_with("crand ")).unwrap();
+        if let Some(f) = &first {
+            assert_eq!(f, crand, "{}", o.show());
+        }
+        first = Some(crand.to_string());
+        assert!(
+            o.stderr.contains(&format!(
+                "partly sealed (static-binary-supervised): {}: entropy, pid and host name are \
+                 served by seal's supervisor; real: clocks",
+                bin.display()
+            )),
+            "{}",
+            o.show()
+        );
+    }
+}
+
+/// `fixtures/go/static_world.go`, built with `CGO_ENABLED=0` (once per test binary).
+fn build_go() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let out = build_dir().join("static_world_go");
+            let cache = build_dir().join("go-cache");
+            let st = Command::new("go")
+                .args(["build", "-o"])
+                .arg(&out)
+                .arg(fixture("go/static_world.go"))
+                .env("CGO_ENABLED", "0")
+                .env("GOCACHE", &cache)
+                .env("GOPATH", build_dir().join("go-path"))
+                .env("GO111MODULE", "off")
+                .status()
+                .expect("go build");
+            assert!(st.success(), "go build failed");
+            out
+        })
+        .clone()
+}
