@@ -322,9 +322,10 @@ impl Supervisor {
             libc::SYS_clock_settime
             | libc::SYS_settimeofday
             | libc::SYS_adjtimex
-            | libc::SYS_clock_adjtime
-            | libc::SYS_sethostname
-            | libc::SYS_setdomainname => Answer::Error(libc::EPERM),
+            | libc::SYS_clock_adjtime => Answer::Error(libc::EPERM),
+            // The run's own UTS namespace (root) or the kernel (anyone else) keeps the
+            // machine's names; the image's `uname` stays the sealed one either way.
+            libc::SYS_sethostname | libc::SYS_setdomainname => Answer::Continue,
             libc::SYS_getpid if self.first(tgid) => Answer::Value(self.world.vpid as i64),
             libc::SYS_getppid if self.first(tgid) => Answer::Value(self.world.ppid as i64),
             libc::SYS_gettid if tid == self.pid => Answer::Value(self.world.vpid as i64),
