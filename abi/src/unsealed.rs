@@ -72,6 +72,8 @@ mod tests {
         assert_eq!(name(STATIC_BINARY), "static-binary");
         assert_eq!(name(CPU_TRAP), "cpu-trap-unavailable");
         assert_eq!(name(0), "unknown");
-        assert_eq!(name(CPU_TRAP + 1), "unknown");
+        assert_eq!(name(STATIC_SUPERVISED), "static-binary-supervised");
+        assert_eq!(STATIC_SUPERVISED, 11);
+        assert_eq!(name(STATIC_SUPERVISED + 1), "unknown");
     }
 }
