@@ -64,6 +64,65 @@ fn urandom_reads_are_never_short_under_a_process_limit() {
     };
     free.stdout_starts_with("open_failures=0 short_reads=0 ");
     limited.ok().same_stdout_as(&free);
+
+    // Issue 28, item 18: 100 fork children of a process that never opened the device open it
+    // at once, under a limit that leaves room for one feeder but not one per child. They share
+    // their image's feeder, so every child reads its sealed bytes (the old build started a
+    // feeder per child, and the children that found the limit read the real device, with a
+    // warning).
+    let exe = build_c("urandom_limits", &[]);
+    let kids = [
+        bin.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+        "children",
+        "100",
+    ];
+    let free = run_timeout(seal(&kids[1..]), Duration::from_secs(60));
+    free.ok();
+    assert_eq!(free.stdout.lines().count(), 100, "{}", free.show());
+    free.stdout_lacks(" open ").stdout_lacks(" read ");
+    // The launcher, the fixture, 100 children, the feeder and its intermediate: 104 tasks.
+    let Some(limited) = under_pids_limit("urandom_children", 110, &kids) else {
+        return;
+    };
+    limited
+        .ok()
+        .same_stdout_as(&free)
+        .stderr_lacks("cannot seal");
+
+    // No room for a feeder at all: the open fails with EAGAIN, loudly, every run the same
+    // (the old build handed out the real device).
+    let full = [bin.to_str().unwrap(), "--", exe.to_str().unwrap(), "full"];
+    for round in 0..2 {
+        let Some(out) = under_pids_limit(&format!("urandom_full{round}"), 40, &full) else {
+            return;
+        };
+        assert_eq!(out.ok().stdout, "open failed EAGAIN\n", "{}", out.show());
+        out.stderr_has("cannot seal /dev/urandom")
+            .stderr_has("the open fails with EAGAIN")
+            .stderr_lacks("NOT sealed");
+    }
+}
+
+#[test]
+fn a_urandom_descriptor_whose_feeder_was_killed_fails_with_eio_never_end_of_file() {
+    let exe = build_c("urandom_limits", &[]);
+    let runs: Vec<Output> = (0..2)
+        .map(|_| {
+            run_timeout(
+                seal(["--", exe.to_str().unwrap(), "kill"]),
+                Duration::from_secs(60),
+            )
+        })
+        .collect();
+    for out in &runs {
+        out.ok()
+            .stdout_has("after the kill: EIO\n")
+            .stdout_has("reopen 16 ")
+            .stderr_has("feeder of a /dev/urandom descriptor is gone");
+    }
+    runs[1].same_stdout_as(&runs[0]);
 }
 
 /// Calls of `symbol` made from the object `object` (basename) in every process of a census.
