@@ -217,7 +217,10 @@ fn thirty_concurrent_runs_print_the_same_bytes() {
         r.ok();
     }
     let out = assert_same_stdout("30 concurrent runs", &runs);
-    assert!(out.starts_with("storm 3 leaves 8 failed 0 hash "), "{out}");
+    assert!(
+        out.starts_with("storm 3 leaves 8 failed 0 same-pid 0 hash "),
+        "{out}"
+    );
 }
 
 #[test]

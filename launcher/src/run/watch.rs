@@ -4,8 +4,8 @@
 //! `PR_SET_PDEATHSIG` ends the command seal started, not what that command started: after
 //! `kill -9` of seal, a shell's background jobs, a server's workers or a fork storm would go on
 //! running sealed, with a run directory no launcher holds. So every run directory gets a
-//! watch: a grandchild of seal (reparented to init or the nearest subreaper at once, so never a
-//! zombie of seal's), in a session of its own (the terminal's signals and a kill of seal's
+//! watch: a child of seal (reaped without waiting: when the run ends, or by a later run's
+//! start), in a session of its own (the terminal's signals and a kill of seal's
 //! process group do not reach it), holding nothing but the read end of a pipe whose write end
 //! only seal holds (`O_CLOEXEC`). When the run ends normally, seal writes one byte and the
 //! watch exits. When seal dies any other way, the pipe reads end-of-file: the watch then kills
@@ -20,6 +20,7 @@ use std::ffi::CString;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering::Relaxed};
 
 /// Rounds of killing before the watch gives up (a round is a listing of `/proc`).
 const ROUNDS: usize = 200;
@@ -27,6 +28,7 @@ const ROUNDS: usize = 200;
 /// The launcher's end of a watch: dropping it without [`Watch::done`] (seal killed) sets the
 /// watch to work.
 pub struct Watch {
+    pid: libc::pid_t,
     fd: Option<OwnedFd>,
 }
 
@@ -34,6 +36,7 @@ impl Watch {
     /// Starts the watch of `dir`. `None` when it cannot start (no process left under a limit):
     /// the run goes on as before, with only the direct child tied to seal.
     pub fn start(dir: &Path) -> Option<Watch> {
+        reap_finished();
         let dir_c = CString::new(dir.as_os_str().as_bytes()).ok()?;
         let mut fds = [0i32; 2];
         // SAFETY: a valid out-array of two ints.
@@ -41,27 +44,21 @@ impl Watch {
             return None;
         }
         let [r, w] = fds;
-        // SAFETY: fork; the child only makes system calls on its stack until it exits (see
-        // `intermediate`).
+        // SAFETY: fork; the child only makes system calls on its stack until the run's
+        // processes are gone (see `watch`), and never returns.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            // SAFETY: in the forked child, which never returns.
-            unsafe { intermediate(r, w, &dir_c) };
+            // SAFETY: in the forked child.
+            unsafe {
+                libc::close(w);
+                watch(r, dir_c.as_bytes());
+            }
         }
         // SAFETY: our own descriptor, not used after.
         unsafe { libc::close(r) };
         // SAFETY: w is ours and open.
         let fd = unsafe { OwnedFd::from_raw_fd(w) };
-        if pid < 0 {
-            return None;
-        }
-        let mut status = 0;
-        // SAFETY: reaping our own child, which exits at once.
-        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-        {}
-        let started = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-        started.then_some(Watch { fd: Some(fd) })
+        (pid > 0).then_some(Watch { pid, fd: Some(fd) })
     }
 
     /// The run ended normally: the watch exits and touches nothing.
@@ -69,23 +66,34 @@ impl Watch {
         if let Some(fd) = self.fd.take() {
             use std::io::Write;
             let _ = std::fs::File::from(fd).write_all(b"x");
+            // Reaped now if it has already gone, else by the next run's start (or with seal).
+            if !reap(self.pid) {
+                let i = UNREAPED.fetch_add(1, Relaxed) % UNREAPED_PIDS.len();
+                UNREAPED_PIDS[i].store(self.pid, Relaxed);
+            }
         }
     }
 }
 
-/// The intermediate: start the watch and exit (0 if it started), so the watch is reparented.
-///
-/// # Safety
-/// Only in a freshly forked child.
-unsafe fn intermediate(r: i32, w: i32, dir: &CString) -> ! {
-    // SAFETY: system calls on our own descriptors; `watch` never returns.
-    unsafe {
-        libc::close(w);
-        let pid = libc::fork();
-        if pid == 0 {
-            watch(r, dir.as_bytes());
+/// Watches that had not exited when their run ended (a ring: more than its size at once
+/// only leaves zombies until seal exits).
+static UNREAPED_PIDS: [AtomicI32; 64] = [const { AtomicI32::new(0) }; 64];
+static UNREAPED: AtomicUsize = AtomicUsize::new(0);
+
+/// Reaps `pid` if it has exited (never blocks); whether it has.
+fn reap(pid: libc::pid_t) -> bool {
+    let mut status = 0;
+    // SAFETY: a non-blocking wait for our own child.
+    unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) == pid }
+}
+
+/// Reaps the watches of earlier runs that have exited since.
+fn reap_finished() {
+    for slot in &UNREAPED_PIDS {
+        let pid = slot.load(Relaxed);
+        if pid > 0 && reap(pid) {
+            let _ = slot.compare_exchange(pid, 0, Relaxed, Relaxed);
         }
-        libc::_exit(if pid < 0 { 1 } else { 0 });
     }
 }
 
