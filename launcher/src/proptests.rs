@@ -1,7 +1,9 @@
 //! Property tests of every parser of user input: seal.toml (settings, `[env]`, `[patterns]`,
-//! `[golden]`, `[[case]]`), ticks, epochs, seeds, golden time limits, mask patterns and golden
-//! files. Each must never panic on arbitrary input, and must either round-trip a value or reject
-//! it with one line. 256 cases each (a few seconds in all); `PROPTEST_CASES` raises it.
+//! `[golden]`, `[[case]]`), ticks, epochs, seeds, spans (`seal time`'s durations), golden time
+//! limits, mask patterns, golden files and probe reports (`--compare`). Each must never panic
+//! on arbitrary input, and must either round-trip a value or reject it with one line (and, where
+//! the error reaches `main`, exit status 2). 256 cases each (a few seconds in all);
+//! `PROPTEST_CASES` raises it. This is the fuzz run CI makes (`cargo fuzz` needs nightly).
 
 use crate::commands::golden::case::{seal_keys, CASE_KEYS};
 use std::collections::BTreeMap;
@@ -281,5 +283,157 @@ proptest! {
         let again = Golden::parse(&canonical).unwrap();
         prop_assert_eq!(&again, &g);
         prop_assert_eq!(again.to_canonical_json(), canonical);
+    }
+}
+
+/// Spans as people write them, and near misses: signs, several parts, fractions, every unit,
+/// unknown units, huge numbers.
+fn span_text() -> impl Strategy<Value = String> {
+    let unit = prop::sample::select(vec![
+        "y", "mo", "w", "d", "h", "m", "s", "ms", "us", "ns", "", "x", "min", "µs",
+    ]);
+    let part = (
+        prop_oneof![
+            "[0-9]{1,4}",
+            "[0-9]{1,3}\\.[0-9]{0,3}",
+            "[0-9]{18,30}",
+            "\\.",
+            ""
+        ],
+        unit,
+    )
+        .prop_map(|(n, u)| format!("{n}{u}"));
+    (
+        prop::sample::select(vec!["", "-", "+", " ", "--"]),
+        prop::collection::vec(part, 0..4),
+    )
+        .prop_map(|(sign, parts)| format!("{sign}{}", parts.concat()))
+}
+
+/// Writes `text` as a file and loads it as `seal probe --compare` does.
+fn load_probe_report(text: &str) -> anyhow::Result<crate::commands::probe::Report> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.json");
+    std::fs::write(&path, text).unwrap();
+    crate::commands::probe::load_report(&path)
+}
+
+/// A failure that reaches `main`: one line, exit status 2 (the user's input was wrong).
+fn assert_usage_error(e: &anyhow::Error) {
+    let line = e
+        .chain()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ");
+    assert_one_line(&line);
+    assert_eq!(crate::usage::failure_code(e), 2, "{line}");
+}
+
+proptest! {
+    #![proptest_config(cfg())]
+
+    #[test]
+    fn any_span_parses_or_fails_in_one_line(text in any::<String>()) {
+        if let Err(e) = crate::commands::timectl::parse_span(&text) {
+            assert_one_line(&e);
+        }
+    }
+
+    #[test]
+    fn structured_spans_parse_or_fail_in_one_line(text in span_text()) {
+        match crate::commands::timectl::parse_span(&text) {
+            Ok(ns) => {
+                // The sign is the only way to be negative.
+                prop_assert!(ns >= 0 || text.trim_start().starts_with('-'), "{text:?} -> {ns}");
+            }
+            Err(e) => assert_one_line(&e),
+        }
+    }
+
+    #[test]
+    fn spans_round_trip_in_every_unit(n in 0i64..1_000_000_000, neg in any::<bool>()) {
+        use crate::commands::timectl::parse_span;
+        let sign = if neg { "-" } else { "" };
+        let want = if neg { -n } else { n };
+        prop_assert_eq!(parse_span(&format!("{sign}{n}ns")), Ok(want));
+        prop_assert_eq!(parse_span(&format!("{sign}{n}s")), Ok(want * 1_000_000_000));
+        prop_assert_eq!(parse_span(&format!("{sign}{n}ms")), Ok(want * 1_000_000));
+        prop_assert_eq!(parse_span(&format!("{sign}{}d{}h", n % 1000, n % 24)),
+            Ok(if neg { -1 } else { 1 } * ((n % 1000) * 86_400 + (n % 24) * 3_600) * 1_000_000_000));
+    }
+
+    #[test]
+    fn any_probe_report_loads_or_fails_in_one_line_with_status_2(text in any::<String>()) {
+        if let Err(e) = load_probe_report(&text) {
+            assert_usage_error(&e);
+        }
+    }
+
+    #[test]
+    fn probe_reports_round_trip(
+        command in prop::collection::vec(any::<String>(), 1..4),
+        sealed in any::<bool>(),
+        lines in 0usize..1000,
+        fraction in 0.0f64..=1.0,
+        notes in prop::collection::vec(any::<String>(), 0..3),
+        patterns in prop::collection::btree_map("[a-z]{1,6}", any::<String>(), 0..3),
+        growth in prop::collection::vec("[a-z]{1,6}", 0..2),
+        exit in 0u8..5,
+        text in any::<String>(),
+        variants in prop::collection::vec((any::<String>(), 0usize..9), 0..3),
+        drift in prop::collection::vec((any::<String>(), 0usize..9, any::<String>()), 0..2),
+    ) {
+        let mut json = serde_json::json!({
+            "version": 1,
+            "command": command,
+            "sealed": sealed,
+            "perturbations": [{"name": "baseline", "what": text, "runs": 3, "exits": [0, 1]}],
+            "summary": {"lines": lines, "stable": lines, "volatile": 0, "unstable": 0,
+                "masked_fraction": fraction, "max_masked": fraction, "runs": 3},
+            "lines": [{
+                "line": 1, "text": text, "masked": text, "status": "stable",
+                "patterns": [], "varies_under": [],
+                "variants": variants.iter().map(|(t, c)| serde_json::json!(
+                    {"text": t, "count": c, "first_run": "baseline"})).collect::<Vec<_>>(),
+            }],
+            "drift": drift.iter().map(|(run, at, line)| serde_json::json!(
+                {"run": run, "lines": at, "reference_lines": 1, "inserted": [[at, line]],
+                 "missing": [at]})).collect::<Vec<_>>(),
+            "patterns": patterns,
+            "notes": notes,
+            "mask_growth": growth,
+            "exit": exit,
+        });
+        if growth.is_empty() {
+            // Written only when something grew.
+            json.as_object_mut().unwrap().remove("mask_growth");
+        }
+        // As `seal probe --report` writes it, and read back as `--compare` does.
+        let written = serde_json::to_string_pretty(&json).unwrap();
+        let report = match load_probe_report(&written) {
+            Ok(r) => r,
+            Err(e) => panic!("a report seal writes must load: {e:#}\n{written}"),
+        };
+        let again = serde_json::to_string_pretty(&report).unwrap();
+        let reloaded = load_probe_report(&again).unwrap();
+        prop_assert_eq!(serde_json::to_string_pretty(&reloaded).unwrap(), again);
+        prop_assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&written).unwrap(),
+            serde_json::from_str::<serde_json::Value>(&serde_json::to_string(&report).unwrap()).unwrap()
+        );
+    }
+
+    #[test]
+    fn any_seal_toml_fails_with_status_2(text in config_text()) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seal.toml");
+        match config::parse_config(&path, text) {
+            Err(e) => assert_usage_error(&anyhow::Error::from(e)),
+            Ok(loaded) => {
+                if let Err(e) = resolve(&SealOpts::default(), &no_env(), Some(&loaded)) {
+                    assert_usage_error(&anyhow::Error::from(e));
+                }
+            }
+        }
     }
 }

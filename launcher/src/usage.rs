@@ -270,15 +270,21 @@ pub fn exit_code(err: &anyhow::Error) -> ExitCode {
         return ExitCode::from((128 + sig.0) as u8);
     }
     term::note(format_args!("error: {}", one_line(err)));
+    ExitCode::from(failure_code(err))
+}
+
+/// The documented exit status of an error that is not a closed pipe or a passed-on signal: 2
+/// for a usage or configuration error, else 125.
+pub fn failure_code(err: &anyhow::Error) -> u8 {
     let usage = err.chain().any(|c| {
         c.downcast_ref::<config::ConfigError>().is_some()
             || c.downcast_ref::<UsageError>().is_some()
     });
-    ExitCode::from(if usage {
+    if usage {
         2
     } else {
         crate::run::EXIT_SEAL_FAILED
-    })
+    }
 }
 
 fn one_line(err: &anyhow::Error) -> String {

@@ -242,7 +242,7 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode> {
     Ok(ExitCode::from(exit))
 }
 
-fn load_report(path: &Path) -> Result<Report> {
+pub(crate) fn load_report(path: &Path) -> Result<Report> {
     let text = crate::files::infile::read_string(path)
         .map_err(|e| UsageError(format!("--compare {}: cannot read: {e}", path.display())))?;
     serde_json::from_str(&text).map_err(|e| {

@@ -15,6 +15,7 @@ pub mod shim;
 pub mod static_image;
 mod status;
 pub mod supervise;
+mod watch;
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::run::shim;
+use crate::run::watch::Watch;
 
 /// A run directory: the run table (census slots of every process image included). Mode 0700,
 /// unpredictable name; removed on drop.
@@ -19,10 +20,15 @@ pub struct RunDir {
     /// Where the run directories of this kind live, and their name prefix ([`Self::sweep`]).
     parent: PathBuf,
     prefix: &'static str,
+    /// Ends the run's processes and removes the directory if this launcher is killed.
+    watch: Option<Watch>,
 }
 
 impl Drop for RunDir {
     fn drop(&mut self) {
+        if let Some(w) = &mut self.watch {
+            w.done();
+        }
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
@@ -36,7 +42,10 @@ impl RunDir {
     pub fn create() -> Result<RunDir> {
         for parent in memory_dirs() {
             if let Ok(path) = shim::create_private_dir_in(&parent, "seal-run-") {
-                return RunDir::with_table(path, parent, "seal-run-");
+                // A memory file system that filled up since `memory_dirs` looked: the next.
+                if let Ok(dir) = RunDir::with_table(path, parent, "seal-run-") {
+                    return Ok(dir);
+                }
             }
         }
         let parent = shim::cache_dir()?.join("runs");
@@ -60,6 +69,7 @@ impl RunDir {
     fn with_table(path: PathBuf, parent: PathBuf, prefix: &'static str) -> Result<RunDir> {
         match create_run_table(&path) {
             Ok(_lock) => Ok(RunDir {
+                watch: Watch::start(&path),
                 path,
                 _lock,
                 parent,
@@ -220,7 +230,8 @@ fn create_run_table(dir: &Path) -> Result<std::fs::File> {
         .with_context(|| format!("cannot create {}", path.display()))?;
     // SAFETY: locking a descriptor we own (O_CLOEXEC: the command does not inherit it).
     unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-    let cap = size_for_census(pid_max, census_cap(pid_max), |len| f.set_len(len))?;
+    let cap = size_for_census(pid_max, census_cap(pid_max), |len| f.set_len(len))
+        .with_context(|| format!("cannot size the run table {}", path.display()))?;
     let mut header = Vec::with_capacity(24);
     header.extend_from_slice(&seal_abi::RUN_MAGIC.to_le_bytes());
     header.extend_from_slice(&seal_abi::LAYOUT_VERSION.to_le_bytes());
@@ -233,7 +244,8 @@ fn create_run_table(dir: &Path) -> Result<std::fs::File> {
         0
     };
     header.extend_from_slice(&flags.to_le_bytes());
-    f.write_all(&header)?;
+    f.write_all(&header)
+        .with_context(|| format!("cannot write the run table {}", path.display()))?;
     Ok(f)
 }
 

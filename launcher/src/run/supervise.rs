@@ -10,7 +10,8 @@
 //!   command running, a signal has its default effect on seal.
 //! - **The command dies with seal**: `PR_SET_PDEATHSIG(SIGKILL)` in the child before exec
 //!   (then `getppid` is checked, in case seal died before the call), so even a seal killed
-//!   with SIGKILL leaves no orphan behind. Only the direct child: what it starts is its own.
+//!   with SIGKILL leaves no orphan behind. What the command starts in turn is ended by the
+//!   run's watch (`watch.rs`) when seal dies without ending the run.
 //! - **Closed standard descriptors stay closed**: Rust's runtime reopens a closed 0, 1 or 2 as
 //!   `/dev/null` before `main`, which would hand the command a stdin that reads empty and a
 //!   stdout that swallows everything (`seal -- echo hi >&-` would exit 0). Which ones were

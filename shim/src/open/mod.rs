@@ -165,9 +165,22 @@ pub fn open_sealed(target: Target, oflags: i32) -> Outcome {
     match r {
         Ok(fd) => Outcome::Fd(fd),
         Err(e) if e == libc::EMFILE || e == libc::ENFILE || e == libc::ENOMEM => Outcome::Err(e),
+        Err(e) if matches!(target, Target::Stream(_)) => {
+            // No feeder could take the pipe (a process limit, a refused clone): the open fails
+            // with EAGAIN, loudly. Never the real device: its bytes would differ every run with
+            // nothing but this line to say so.
+            let mut m = sys::StackBuf::<128>::new();
+            m.push(b"cannot seal ")
+                .push(path_of(target))
+                .push(b" (errno ")
+                .push_u64(e as u64)
+                .push(b"): the open fails with EAGAIN");
+            sys::warn(m.as_bytes());
+            Outcome::Err(libc::EAGAIN)
+        }
         Err(e) => {
-            // The kernel refused a pipe, memfd or clone (seccomp, pid limit): fail loud, then
-            // let the program have the real device rather than break it.
+            // The kernel refused a memfd (seccomp): fail loud, then let the program have the
+            // real file rather than break it.
             let mut m = sys::StackBuf::<128>::new();
             m.push(b"cannot seal ")
                 .push(path_of(target))

@@ -2,7 +2,7 @@
 //! inode (so a number closed and reused is told apart), and a run-wide registry for pipes
 //! inherited through exec. `read` on one fills the whole buffer, as the device would.
 
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use crate::core::fd::check;
 use crate::core::{config, sys};
@@ -129,7 +129,9 @@ pub unsafe fn answer_read(fd: i32, buf: *mut u8, len: usize, ra: u64) -> Option<
 
 /// `read` on a device pipe: like the real device, fill the whole buffer (a pipe hands out at
 /// most what the feeder has written so far), and never fail with `EAGAIN` on a non-blocking
-/// descriptor. Stops early only on EOF or an error.
+/// descriptor. The real device never ends: a pipe that does (its feeder was killed) fails the
+/// read with `EIO`, said once per process on stderr, rather than show an end-of-file or a
+/// short read. Stops early only on an error after some bytes.
 ///
 /// # Safety
 /// `buf` is valid for `len` bytes.
@@ -146,7 +148,12 @@ pub unsafe fn read_full(fd: i32, buf: *mut u8, len: usize) -> isize {
             )
         };
         match check(r) {
-            Ok(0) => break,
+            Ok(0) => {
+                feeder_gone();
+                // SAFETY: errno is thread-local.
+                unsafe { *libc::__errno_location() = libc::EIO };
+                return -1;
+            }
             Ok(n) => done += n as usize,
             Err(libc::EINTR) if done == 0 => {
                 // SAFETY: errno is thread-local.
@@ -174,6 +181,18 @@ pub unsafe fn read_full(fd: i32, buf: *mut u8, len: usize) -> isize {
         }
     }
     done as isize
+}
+
+/// A device pipe ended: its feeder is gone. Said once per process (a loop of failing reads
+/// would repeat it endlessly).
+#[cold]
+fn feeder_gone() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Relaxed) {
+        sys::warn(
+            b"the feeder of a /dev/urandom descriptor is gone (killed?): its reads fail with EIO",
+        );
+    }
 }
 
 #[cfg(test)]
@@ -207,6 +226,13 @@ mod tests {
         writer.join().unwrap();
         assert_eq!(n, 3000);
         assert_eq!((buf[0], buf[1500], buf[2999]), (0, 1, 2));
+        // The writer is gone: the device never ends, so the next read fails with EIO.
+        // SAFETY: buf is valid for its length.
+        assert_eq!(unsafe { read_full(r, buf.as_mut_ptr(), 10) }, -1);
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EIO)
+        );
         // SAFETY: our fd.
         unsafe { libc::close(r) };
         // The number now names something else (or nothing): no longer a device pipe.

@@ -12,11 +12,14 @@
 //!   the pipe's write end (`SCM_RIGHTS`) and the stream key to the feeder's datagram socket,
 //!   and returns once the feeder's first 4 KiB block is in the pipe (that block is the
 //!   acknowledgement, and a first read of up to 4 KiB, even `O_NONBLOCK`, never finds the pipe
-//!   empty). Only the first open of an image, or the first after its feeder exited, starts a
-//!   feeder; an exec starts afresh (the socket's name lives in the image's memory), while the
-//!   old feeder keeps feeding the pipes that crossed the exec. A feeder that dropped the
-//!   message (it exited meanwhile, or was full) shows as end-of-file in the new pipe, and the
-//!   opener tries a new feeder, so no pipe is handed out without a writer.
+//!   empty). Only the first open of an image or of any of its fork children, or the first after its
+//!   feeder exited, starts a feeder (the socket's name comes from the image's `AT_RANDOM`
+//!   bytes, which fork children inherit); an exec starts afresh, while the old feeder keeps
+//!   feeding the pipes that crossed the exec. A feeder that dropped the message (it exited
+//!   meanwhile, or was full) shows as end-of-file in the new pipe, and the opener tries a new
+//!   feeder, so no pipe is handed out without a writer. When none can start (a process
+//!   limit) the open fails with `EAGAIN`; a pipe whose feeder was killed fails reads with
+//!   `EIO` (`fds.rs`).
 //!   The feeder is made with the raw `clone` system call and exit signal 0, twice: an
 //!   intermediate process clones the feeder and exits at once, and the opener reaps the
 //!   intermediate with `__WALL`. A child with exit signal 0 is a "clone child", invisible to a

@@ -4,12 +4,20 @@
 //! is a process, and how it stays invisible to the program).
 //!
 //! Handing a pipe over: the opener makes the pipe, sends its write end (`SCM_RIGHTS`) and the
-//! stream's key to the feeder's datagram socket (an abstract name with a random nonce, kept in
-//! this image's memory, so fork children reach the same feeder), closes its own copy of the
-//! write end and waits until the pipe has bytes: the feeder's first write is the
-//! acknowledgement. A feeder that exits with the message still queued drops the write end with
-//! the queue, so the opener sees end-of-file instead of bytes, forgets that feeder, starts a new
-//! one and tries again: a pipe is never handed out without a writer.
+//! stream's key to the feeder's datagram socket, closes its own copy of the write end and waits
+//! until the pipe has bytes: the feeder's first write is the acknowledgement. A feeder that
+//! exits with the message still queued drops the write end with the queue, so the opener sees
+//! end-of-file instead of bytes, moves to the next name, starts a feeder there and tries again:
+//! a pipe is never handed out without a writer.
+//!
+//! The socket's name: an abstract `seal-random-<hex>` whose hex is drawn from the image's
+//! `AT_RANDOM` bytes (16 bytes of the kernel's entropy that every exec gets, in memory a fork
+//! child inherits and no other user can read) and a generation number. Every fork child of an
+//! image knows the name before anyone opened a device, so the first opener binds it (a bind is
+//! atomic: a sibling that loses the race finds `EADDRINUSE` and sends to the winner's queue)
+//! and all of them share that one feeder. A name is never used again once its feeder dropped
+//! a pipe (it exited or was full): the next generation's name cannot be guessed from the old
+//! one, which `/proc/net/unix` shows every user.
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -28,8 +36,8 @@ const LINGER_MS: i64 = 250;
 /// How long an opener waits for the feeder's first bytes before trying a new feeder.
 const ACK_TIMEOUT_S: i64 = 2;
 
-/// The nonce of this image's feeder socket name; 0 = none (yet).
-static NAME: AtomicU64 = AtomicU64::new(0);
+/// The generation of this image's feeder name (see the module doc): a fork child inherits it.
+static GEN: AtomicU64 = AtomicU64::new(0);
 
 /// What an opener sends along with the pipe's write end: the stream's key.
 #[repr(C)]
@@ -55,7 +63,7 @@ fn address(nonce: u64) -> (libc::sockaddr_un, u32) {
 
 /// A new pipe whose read end (returned, `O_CLOEXEC|O_NONBLOCK`) yields the stream (`seed`,
 /// `id`) forever, fed by this image's feeder (started if there is none). `Err(errno)` when no
-/// feeder could take it.
+/// feeder could take it (`EAGAIN` when none could start: a process limit).
 pub(super) fn open_pipe(seed: u64, id: u64) -> Result<i32, i32> {
     let msg = Msg { seed, id };
     for _ in 0..4 {
@@ -77,17 +85,38 @@ pub(super) fn open_pipe(seed: u64, id: u64) -> Result<i32, i32> {
                 sys::close(rfd);
                 return Err(e);
             }
-            Ok(nonce) => {
+            Ok(generation) => {
                 if first_bytes_arrive(rfd) {
                     return Ok(rfd);
                 }
-                // The feeder exited with our message queued, or was full: never again.
+                // The feeder exited with our message queued, or was full: never its name again.
                 sys::close(rfd);
-                let _ = NAME.compare_exchange(nonce, 0, Relaxed, Relaxed);
+                let _ = GEN.compare_exchange(generation, generation + 1, Relaxed, Relaxed);
             }
         }
     }
     Err(libc::EAGAIN)
+}
+
+/// The name's hex for `generation`: a keyed hash of the image's `AT_RANDOM` bytes (the
+/// kernel's, at this image's exec; fork children share them), never 0.
+fn nonce(generation: u64) -> u64 {
+    // SAFETY: getauxval has no preconditions; AT_RANDOM points at 16 bytes (or is 0).
+    let at = unsafe { libc::getauxval(libc::AT_RANDOM) } as *const [u64; 2];
+    let (k0, k1) = if at.is_null() {
+        (0, 0)
+    } else {
+        // SAFETY: the 16 bytes the kernel placed on the initial stack, never freed.
+        let [a, b] = unsafe { at.read_unaligned() };
+        (a, b)
+    };
+    let mut out = [0u8; 8];
+    EntropyStream::new(
+        k0 ^ 0x5ea1_fee0,
+        k1 ^ generation.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    )
+    .fill(&mut out);
+    u64::from_le_bytes(out) | 1
 }
 
 /// A new close-on-exec Unix datagram socket.
@@ -104,32 +133,28 @@ fn datagram_socket() -> Result<i32, i32> {
     .map(|fd| fd as i32)
 }
 
-/// Sends `wfd` and `msg` to this image's feeder, starting one when there is none or the last
-/// one is gone. `Ok(nonce of the feeder's name)`.
+/// Sends `wfd` and `msg` to this image's feeder, starting one when nobody holds the name.
+/// `Ok(the name's generation)`.
 fn hand_over(wfd: i32, msg: &Msg) -> Result<u64, i32> {
     let sock = datagram_socket()?;
-    let mut nonce = NAME.load(Relaxed);
     let mut result = Err(libc::EAGAIN);
-    for _ in 0..3 {
-        if nonce == 0 {
-            nonce = match spawn() {
-                Ok(n) => n,
+    for _ in 0..4 {
+        let generation = GEN.load(Relaxed);
+        let name = nonce(generation);
+        match send(sock, name, wfd, msg) {
+            Ok(()) => {
+                result = Ok(generation);
+                break;
+            }
+            // Nobody bound to that name (no feeder yet, or it exited after lingering): start
+            // one there. A fork sibling that bound it first is as good.
+            Err(libc::ECONNREFUSED) | Err(libc::ENOENT) => match spawn(name) {
+                Ok(()) | Err(libc::EADDRINUSE) => {}
                 Err(e) => {
                     result = Err(e);
                     break;
                 }
-            };
-        }
-        match send(sock, nonce, wfd, msg) {
-            Ok(()) => {
-                result = Ok(nonce);
-                break;
-            }
-            // Nobody bound to that name any more (the feeder exited after lingering): forget it.
-            Err(libc::ECONNREFUSED) | Err(libc::ENOENT) => {
-                let _ = NAME.compare_exchange(nonce, 0, Relaxed, Relaxed);
-                nonce = 0;
-            }
+            },
             Err(e) => {
                 result = Err(e);
                 break;
@@ -217,21 +242,9 @@ fn first_bytes_arrive(rfd: i32) -> bool {
     false
 }
 
-/// Starts a feeder listening on a fresh name, publishes the name and returns its nonce.
-fn spawn() -> Result<u64, i32> {
-    let mut nonce = 0u64;
-    // SAFETY: 8 writable bytes; the kernel's (unsealed) entropy only names the socket.
-    unsafe {
-        sys::syscall3(
-            libc::SYS_getrandom,
-            &mut nonce as *mut u64 as i64,
-            8,
-            libc::GRND_NONBLOCK as i64,
-        )
-    };
-    nonce ^=
-        (sys::gettid() as u64) << 32 ^ sys::clock_gettime(libc::CLOCK_MONOTONIC).tv_nsec as u64;
-    nonce |= 1;
+/// Binds the name `nonce` and starts a feeder listening on it. `Err(EADDRINUSE)`: another
+/// process (a fork sibling) holds the name.
+fn spawn(nonce: u64) -> Result<(), i32> {
     let sock = datagram_socket()?;
     let (addr, len) = address(nonce);
     let one: i32 = 1;
@@ -260,9 +273,7 @@ fn spawn() -> Result<u64, i32> {
     let r = r.and_then(|_| start(sock));
     // The feeder has its own copy of the socket (or there is no feeder).
     sys::close(sock);
-    r?;
-    NAME.store(nonce, Relaxed);
-    Ok(nonce)
+    r
 }
 
 /// Starts the feeder process for the bound socket `sock`: on its own stack in a seal-owned
