@@ -30,6 +30,7 @@ pub mod files;
 pub mod keyed;
 pub mod pad;
 pub mod py;
+mod setting_rows;
 pub mod settings;
 pub mod supervised;
 
