@@ -32,23 +32,26 @@ pub static SLOW: AtomicU32 = AtomicU32::new(slow::UNREAD);
 
 /// The bits of [`SLOW`].
 pub mod slow {
-    /// The configuration has not been read yet.
-    pub const UNREAD: u32 = 1 << 0;
-    /// A language runtime's object is registered (`crate::runtime`): a clock read may be its
-    /// bookkeeping, which only the general path tells apart.
-    pub const RUNTIME: u32 = 1 << 1;
-    /// A Python interpreter is found (`crate::py`): a counted call captures frames.
-    pub const PYTHON: u32 = 1 << 2;
-    /// A thread exists that glibc does not know of (`census::note_thread`).
-    pub const THREADS: u32 = 1 << 3;
-    /// Time is unsealed, or runs under `--rate`, `--spin-after`, or a tick out of the range
-    /// the fast read handles.
-    pub const TIME: u32 = 1 << 4;
-    /// Randomness is unsealed.
-    pub const RANDOM: u32 = 1 << 5;
-    /// The process is in seccomp's strict mode (only `read`, `write`, `exit`, `sigreturn`):
-    /// hooks may add no system call of their own (`seccomp_strict`).
-    pub const STRICT: u32 = 1 << 6;
+    seal_abi::bits! { u32:
+        /// The configuration has not been read yet.
+        UNREAD,
+        /// A language runtime's object is registered (`crate::runtime`): a clock read may be its
+        /// bookkeeping, which only the general path tells apart.
+        RUNTIME,
+        /// A Python interpreter is found (`crate::py`): a counted call captures frames.
+        PYTHON,
+        /// A thread exists that glibc does not know of (`census::note_thread`).
+        THREADS,
+        /// Time is unsealed, or runs under `--rate`, `--spin-after`, or a tick out of the range
+        /// the fast read handles.
+        TIME,
+        /// Randomness is unsealed.
+        RANDOM,
+        /// The process is in seccomp's strict mode (only `read`, `write`, `exit`, `sigreturn`):
+        /// hooks may add no system call of their own (`seccomp_strict`).
+        STRICT,
+    }
+    /// What a sealed clock read's fast path must find clear.
     /// What a sealed clock read's fast path must find clear.
     pub const CLOCK_READ: u32 = UNREAD | RUNTIME | PYTHON | THREADS | TIME | STRICT;
     /// What a sealed `getrandom`'s fast path must find clear.
