@@ -643,7 +643,10 @@ mod tests {
 
     #[test]
     fn bits_keep_their_values() {
-        assert_eq!((flags::TIME, flags::WAIT, flags::MACHINE), (1, 1 << 5, 1 << 12));
+        assert_eq!(
+            (flags::TIME, flags::WAIT, flags::MACHINE),
+            (1, 1 << 5, 1 << 12)
+        );
         assert_eq!(unsealed::cpu_cause::BOTH_REFUSED, 1 << 5);
     }
 
