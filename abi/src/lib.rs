@@ -24,41 +24,57 @@ macro_rules! numbered {
     };
 }
 
+/// Bit constants from one list: `pub const NAME: $ty` for each, bit 0 first in the order given,
+/// so that no two share a bit and none is skipped.
+#[macro_export]
+macro_rules! bits {
+    ($ty:ident: $($(#[$m:meta])* $name:ident,)*) => {
+        #[allow(non_camel_case_types, clippy::upper_case_acronyms, dead_code)]
+        enum Bit {
+            $($name,)*
+        }
+        $($(#[$m])* pub const $name: $ty = 1 << Bit::$name as u32;)*
+    };
+}
+
 pub mod causal;
 pub mod exec_target;
 pub mod files;
 pub mod keyed;
 pub mod pad;
 pub mod py;
+mod setting_rows;
 pub mod settings;
 pub mod supervised;
 
 /// Bits of [`settings::FLAGS`]. A set `SEAL_*` bit means the family is sealed.
 pub mod flags {
-    pub const TIME: u32 = 1 << 0;
-    pub const RANDOM: u32 = 1 << 1;
-    pub const PID: u32 = 1 << 2;
-    pub const HOST: u32 = 1 << 3;
-    pub const TEMPNAME: u32 = 1 << 4;
-    /// Timed waits and sleeps are translated / advance logical time (part of `time`).
-    pub const WAIT: u32 = 1 << 5;
-    /// File times: `stat` shows sealed times, `utimensat(NOW)` uses the logical clock.
-    pub const FILES: u32 = 1 << 6;
-    /// `bind` to port 0 picks a seeded free port.
-    pub const NET: u32 = 1 << 7;
-    /// `--warp`: sleeps that would time out return at once.
-    pub const WARP: u32 = 1 << 8;
-    /// `-q`: the shim prints nothing on stderr.
-    pub const QUIET: u32 = 1 << 9;
-    /// Family `layout`: every new image's initial stack has one size (see
-    /// [`crate::settings::pad_entry_len`]), so stack addresses do not depend on the size of the
-    /// environment, the arguments or the program's path.
-    pub const LAYOUT: u32 = 1 << 10;
-    /// Family `cpu`: `rdtsc`/`rdtscp` and `cpuid` trapped and answered (shim/src/cpu).
-    pub const CPU: u32 = 1 << 11;
-    /// Family `machine`: CPU count and affinity, kernel release/version/machine, total and
-    /// free memory are the run's fixed values (shim/src/machine).
-    pub const MACHINE: u32 = 1 << 12;
+    crate::bits! { u32:
+        TIME,
+        RANDOM,
+        PID,
+        HOST,
+        TEMPNAME,
+        /// Timed waits and sleeps are translated / advance logical time (part of `time`).
+        WAIT,
+        /// File times: `stat` shows sealed times, `utimensat(NOW)` uses the logical clock.
+        FILES,
+        /// `bind` to port 0 picks a seeded free port.
+        NET,
+        /// `--warp`: sleeps that would time out return at once.
+        WARP,
+        /// `-q`: the shim prints nothing on stderr.
+        QUIET,
+        /// Family `layout`: every new image's initial stack has one size (see
+        /// [`crate::settings::pad_entry_len`]), so stack addresses do not depend on the size of the
+        /// environment, the arguments or the program's path.
+        LAYOUT,
+        /// Family `cpu`: `rdtsc`/`rdtscp` and `cpuid` trapped and answered (shim/src/cpu).
+        CPU,
+        /// Family `machine`: CPU count and affinity, kernel release/version/machine, total and
+        /// free memory are the run's fixed values (shim/src/machine).
+        MACHINE,
+    }
     pub const ALL_FAMILIES: u32 =
         TIME | RANDOM | PID | HOST | TEMPNAME | WAIT | FILES | NET | CPU | MACHINE;
 }
@@ -623,6 +639,15 @@ mod tests {
             split_census_key(k),
             (0x7fff_dead_beef, Fid::Getrandom as u8, 7)
         );
+    }
+
+    #[test]
+    fn bits_keep_their_values() {
+        assert_eq!(
+            (flags::TIME, flags::WAIT, flags::MACHINE),
+            (1, 1 << 5, 1 << 12)
+        );
+        assert_eq!(unsealed::cpu_cause::BOTH_REFUSED, 1 << 5);
     }
 
     #[test]

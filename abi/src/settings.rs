@@ -11,27 +11,43 @@ use crate::{flags, Family};
 /// Every contract variable starts with this.
 pub const PREFIX: &str = "LIBSEAL_";
 
-/// Declares the run-wide settings from one table: a row is a variable's constant and name,
-/// the [`Settings`] field it fills, its type (`&'a [u8]`, `i64`, `u64` or `u32`, numbers in
-/// decimal), its default, and optionally a `fix` that maps a parsed value to the one used
-/// (`None`: the default). It generates the constants, [`VARS`] in row order, the struct, its
-/// encoding ([`Settings::value`]) and its decoding ([`Settings::decode`]): a new setting is one
-/// row plus the code that uses it.
-macro_rules! settings {
-    ($(
-        $(#[$doc:meta])*
-        $konst:ident = $var:literal => $field:ident: $ty:ty = $default:expr $(, fix $fix:expr)?;
-    )*) => {
-        $( $(#[$doc])* pub const $konst: &str = $var; )*
+/// Builds the contract from the rows of [`crate::setting_rows`]: the constants, [`VARS`] (in
+/// the rows' `[N]` order), [`Settings`], [`Run`] (the fields the launcher finds per run), the
+/// encoding ([`Settings::value`]) and the decoding ([`Settings::decode`]). The user's side of
+/// each row (flag, `SEAL_*` variable, file key) is the launcher's.
+macro_rules! contract {
+    (
+        run_fields $run_fields:tt
+        shim_fields $shim_fields:tt
+        run { $( { $(#[doc = $rdoc:literal])* } $rpos:literal $rkonst:ident $rvar:literal
+            $rfield:ident $rty:ty, $rdefault:expr, { $($rfix:expr)? } )* }
+        shim { $( { $(#[doc = $doc:literal])* } $pos:literal $konst:ident $var:literal
+            $field:ident $ty:ty, $default:expr, { $($fix:expr)? } )* }
+        user $user:tt
+    ) => {
+        $( $(#[doc = $rdoc])* pub const $rkonst: &str = $rvar; )*
+        $( $(#[doc = $doc])* pub const $konst: &str = $var; )*
 
         /// The run-wide variables, in the order they are written.
-        pub const VARS: [&str; [$($konst),*].len()] = [$($konst),*];
+        pub const VARS: [&str; [$($rkonst,)* $($konst,)*].len()] = {
+            let mut vars = [""; [$($rkonst,)* $($konst,)*].len()];
+            $( vars[$rpos] = $rkonst; )*
+            $( vars[$pos] = $konst; )*
+            vars
+        };
 
         /// The run's settings. Byte strings, so the shim can decode them from `environ` in
         /// place. Each field's variable and meaning: the constants above.
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub struct Settings<'a> {
-            $( $(#[$doc])* pub $field: $ty, )*
+            $( $(#[doc = $rdoc])* pub $rfield: $rty, )*
+            $( $(#[doc = $doc])* pub $field: $ty, )*
+        }
+
+        /// The contract's fields that are no user setting: the launcher finds them per run.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct Run<'a> {
+            $( $(#[doc = $rdoc])* pub $rfield: $rty, )*
         }
 
         impl<'a> Settings<'a> {
@@ -45,6 +61,7 @@ macro_rules! settings {
 
             /// The encoded value of variable `name` (one of [`VARS`]; empty for any other).
             pub fn value<'b>(&'b self, name: &str, buf: &'b mut NumBuf) -> &'b [u8] {
+                $( if name == $rkonst { return SettingValue::encoded(&self.$rfield, buf); } )*
                 $( if name == $konst { return SettingValue::encoded(&self.$field, buf); } )*
                 &[]
             }
@@ -54,6 +71,10 @@ macro_rules! settings {
             /// writes them all).
             pub fn decode(get: impl Fn(&'static str) -> Option<&'a [u8]>) -> Option<Settings<'a>> {
                 let s = Settings {
+                    $( $rfield: get($rkonst)
+                        .and_then(<$rty as SettingValue<'a>>::parse)
+                        $( .and_then($rfix) )?
+                        .unwrap_or($rdefault), )*
                     $( $field: get($konst)
                         .and_then(<$ty as SettingValue<'a>>::parse)
                         $( .and_then($fix) )?
@@ -110,44 +131,7 @@ impl SettingValue<'_> for u32 {
     }
 }
 
-settings! {
-    /// Path of the per-run directory (census files + run table). Its presence means "sealed".
-    RUN_DIR = "LIBSEAL_RUN_DIR" => run_dir: &'a [u8] = b"";
-    /// Path of libseal itself, re-added to `LD_PRELOAD` when a child's environment was cleaned.
-    SHIM = "LIBSEAL_SHIM" => shim: &'a [u8] = b"";
-    /// Epoch in nanoseconds since 1970 (i64, decimal).
-    EPOCH_NS = "LIBSEAL_EPOCH_NS" => epoch_ns: i64 = DEFAULT_EPOCH_NS;
-    /// Logical clock tick in nanoseconds (i64, decimal; 0 freezes reads; a negative one is 0).
-    TICK_NS = "LIBSEAL_TICK_NS" => tick_ns: i64 = DEFAULT_TICK_NS, fix |v: i64| Some(v.max(0));
-    /// Seed of every entropy stream (u64, decimal).
-    SEED = "LIBSEAL_SEED" => seed: u64 = 0;
-    /// Bit set of sealed families and options, see [`flags`] (u32, decimal).
-    FLAGS = "LIBSEAL_FLAGS" => flags: u32 = flags::ALL_FAMILIES;
-    /// Fixed host name.
-    HOSTNAME = "LIBSEAL_HOSTNAME" => hostname: &'a [u8] = DEFAULT_HOSTNAME;
-    /// Globs (one a line) of the programs to seal (`--only`); empty: every program.
-    ONLY = "LIBSEAL_ONLY" => only: &'a [u8] = b"";
-    /// Globs (one a line) of the programs not to seal (`--skip`).
-    SKIP = "LIBSEAL_SKIP" => skip: &'a [u8] = b"";
-    /// `--rate` in parts per million (u64, decimal): logical time follows the real time since
-    /// launch times the rate; 0 (the default) keeps deterministic ticks.
-    RATE_PPM = "LIBSEAL_RATE_PPM" => rate_ppm: u64 = 0;
-    /// The real `CLOCK_MONOTONIC` at launch (i64 ns), what `--rate` measures from.
-    REAL_START = "LIBSEAL_REAL_START" => real_start_ns: i64 = 0;
-    /// The run's real start for file times (i64 ns; 0: the root finds it): every file time the
-    /// kernel gave before the run is below it, every one it gives in the run at or above it
-    /// (family `files`). The launcher finds it while it makes the run's file-time table, which
-    /// holds it too.
-    FILES_START = "LIBSEAL_FILES_START" => files_start_ns: i64 = 0;
-    /// CPUs a sealed process sees (family `machine`; decimal, [`MIN_CPUS`]`..=`[`MAX_CPUS`];
-    /// out of range: the default).
-    CPUS = "LIBSEAL_CPUS" => cpus: u32 = DEFAULT_CPUS,
-        fix |n: u32| (MIN_CPUS..=MAX_CPUS).contains(&n).then_some(n);
-    /// Clock reads after each wait that leave the wall clock where it is (u32, decimal; 0:
-    /// every read moves it one tick). Later reads of the same stretch tick: a loop spinning
-    /// on the clock still reaches its deadline.
-    SPIN_AFTER = "LIBSEAL_SPIN_AFTER" => spin_after: u32 = DEFAULT_SPIN_AFTER;
-}
+crate::setting_rows!(contract);
 
 /// The launcher's real pid (ten digits) when it left the root command's guard to libseal, else
 /// zeros: the root (virtual pid 1000) then asks the kernel to kill it when the launcher dies
@@ -446,6 +430,17 @@ mod tests {
         assert!(env.keys().all(|k| k.starts_with(PREFIX)));
         let back = Settings::decode(|k| env.get(k).map(|v| v.as_slice())).unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn every_place_of_vars_is_taken_once() {
+        for (i, a) in VARS.iter().enumerate() {
+            assert!(
+                a.starts_with(PREFIX),
+                "place {i} of VARS is empty: a row's [N] is taken twice"
+            );
+            assert!(!VARS[i + 1..].contains(a), "{a} twice");
+        }
     }
 
     #[test]

@@ -34,12 +34,17 @@ pub const CPU_TRAP_CAUSES: [&str; 6] = [
 ];
 /// Bits of `CensusFile::cpu_unsealed` (indexes into [`CPU_TRAP_CAUSES`]).
 pub mod cpu_cause {
-    pub const NO_HANDLER: u32 = 1 << 0;
-    pub const GO_PROGRAM: u32 = 1 << 1;
-    pub const NO_CPUID_FAULTING: u32 = 1 << 2;
-    pub const CPUID_REFUSED: u32 = 1 << 3;
-    pub const TSC_REFUSED: u32 = 1 << 4;
-    pub const BOTH_REFUSED: u32 = 1 << 5;
+    crate::bits! { u32:
+        NO_HANDLER,
+        GO_PROGRAM,
+        NO_CPUID_FAULTING,
+        CPUID_REFUSED,
+        TSC_REFUSED,
+        BOTH_REFUSED,
+    }
+    /// The causes that are about the machine (CPU, hypervisor, kernel), not the program:
+    /// every sealed command on the machine has them, so `seal census` and `seal doctor` say
+    /// them once and a plain run stays quiet about them (docs/limits.md).
     /// The causes that are about the machine (CPU, hypervisor, kernel), not the program:
     /// every sealed command on the machine has them, so `seal census` and `seal doctor` say
     /// them once and a plain run stays quiet about them (docs/limits.md).

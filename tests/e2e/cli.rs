@@ -178,6 +178,33 @@ fn help_mentions_exit_codes() {
     }
 }
 
+/// `--unseal`'s help is made from the families table: every family a user can unseal is named
+/// in `seal --help` and `seal run --help` (the hand-kept list once lacked `cpu`).
+#[test]
+fn help_names_every_family() {
+    for args in [&["--help"][..], &["run", "--help"]] {
+        let out = run_seal(args);
+        out.ok();
+        // The help wraps the list; join its lines.
+        let text = out.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+        let list = text
+            .split("Leave a family unsealed (repeatable): ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{args:?}: no --unseal help\n{}", out.show()));
+        let named: Vec<&str> = list
+            .split(", ")
+            .map(|f| f.split(' ').next().unwrap())
+            .collect();
+        for f in seal_abi::settings::FAMILIES {
+            assert!(
+                named.contains(&f.name),
+                "{args:?}: --unseal help lacks {}: {named:?}",
+                f.name
+            );
+        }
+    }
+}
+
 /// The epoch a sealed `date` prints, as UNIX seconds.
 fn sealed_epoch(dir: &Path, flags: &[&str], env: &[(&str, &str)]) -> String {
     let mut args = flags.to_vec();

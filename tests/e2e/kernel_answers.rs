@@ -52,21 +52,15 @@ fn a_devices_clock_is_read_but_not_changed() {
         crate::util::seal(["--unseal", "time", "-q", "--", bin, "ptp_set"]),
         TIMEOUT,
     );
-    out.ok();
-    assert_eq!(out.stdout, "ptp_set -1 errno 22\n", "{}", out.show());
+    out.ok().stdout_is("ptp_set -1 errno 22\n");
 }
 
 #[test]
 fn a_clone_vm_child_leaves_its_parents_pid_alone() {
     let bin = build_c("clonevm", &[]);
     let out = run_sealed(&[bin.to_str().unwrap()]);
-    out.ok();
-    assert_eq!(
-        out.stdout,
-        "parent before 1000\nchild saw a pid: yes\nparent after 1000\n",
-        "{}",
-        out.show()
-    );
+    out.ok()
+        .stdout_is("parent before 1000\nchild saw a pid: yes\nparent after 1000\n");
     out.stderr_has("clone() creating a process");
 }
 
@@ -78,7 +72,7 @@ fn the_syscall_forms_of_times_and_getrusage_are_sealed() {
     for _ in 0..2 {
         let out = run_sealed(&[bin]);
         out.ok();
-        assert_eq!(out.stdout, want, "{}", out.show());
+        out.stdout_is(want);
     }
     let (out, totals) = census_totals(&[bin], "time");
     out.ok();
@@ -102,12 +96,8 @@ fn the_syscall_forms_of_times_and_getrusage_are_sealed() {
 fn calls_that_name_a_process_by_its_shown_pid_reach_it() {
     let bin = build_c("pidargs", &[]);
     let out = run_sealed(&[bin.to_str().unwrap()]);
-    out.ok();
-    assert_eq!(
-        out.stdout,
+    out.ok().stdout_is(
         "clock_getcpuclockid(getpid()) 0, read 0: 0.000000000\ncapget(getpid()) 0 errno 0\n",
-        "{}",
-        out.show()
     );
 }
 

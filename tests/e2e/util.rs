@@ -108,6 +108,11 @@ impl Output {
         );
         self
     }
+    /// Asserts that stdout is exactly `want` (the whole run is shown if not).
+    pub fn stdout_is(&self, want: &str) -> &Self {
+        assert_eq!(self.stdout, want, "{}", self.show());
+        self
+    }
     /// Asserts that stdout is the same as `other`'s (this run is shown if not).
     pub fn same_stdout_as(&self, other: &Output) -> &Self {
         assert_eq!(self.stdout, other.stdout, "{}", self.show());

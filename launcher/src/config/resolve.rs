@@ -238,6 +238,19 @@ impl Sources<'_> {
     }
 }
 
+/// The setting `$key` parsed by `$parse` from the first source that gives it: its flag, its
+/// variable, a layer of seal.toml (its `[seal]` key of the same name).
+macro_rules! parsed {
+    ($src:ident . $key:ident, $parse:expr) => {
+        $src.parsed(
+            &$src.opts.$key,
+            stringify!($key),
+            |s| spanned_val(&s.$key),
+            $parse,
+        )
+    };
+}
+
 /// Merges flags, environment and file into [`Settings`].
 pub fn resolve(
     opts: &SealOpts,
@@ -278,11 +291,9 @@ pub fn resolve_with(
     }
     // In this order, so that the first bad value reported is the same as ever.
     let epoch_ns = src.epoch_ns()?;
-    let seed = src.parsed(
-        &opts.seed,
-        "seed",
-        |s| spanned_val(&s.seed),
-        integer::<u64>("expected an unsigned 64-bit integer"),
+    let seed = parsed!(
+        src.seed,
+        integer::<u64>("expected an unsigned 64-bit integer")
     )?;
     let tick = src.pick(&opts.tick, "tick", |s| spanned_val(&s.tick));
     let tick_ns = match &tick {
@@ -302,25 +313,19 @@ pub fn resolve_with(
         });
     }
     let warp = src.warp()?;
-    let rate_ppm = src
-        .parsed(&opts.rate, "rate", |s| spanned_val(&s.rate), parse_rate)?
-        .unwrap_or(0);
+    let rate_ppm = parsed!(src.rate, parse_rate)?.unwrap_or(0);
     let tz = src.text(&opts.tz, "tz", |s| &s.tz, "UTC")?;
     let locale = src.text(&opts.locale, "locale", |s| &s.locale, "C.UTF-8")?;
     let hostname = src.text(&opts.hostname, "hostname", |s| &s.hostname, "seal")?;
-    let hash_seed = src.parsed(
-        &opts.hash_seed,
-        "hash_seed",
-        |s| spanned_val(&s.hash_seed),
-        integer::<u32>("expected an integer 0..=4294967295"),
+    let hash_seed = parsed!(
+        src.hash_seed,
+        integer::<u32>("expected an integer 0..=4294967295")
     )?;
-    let spin_after = src.parsed(
-        &opts.spin_after,
-        "spin_after",
-        |s| spanned_val(&s.spin_after),
-        integer::<u32>("expected a number of clock reads, 0 or more"),
+    let spin_after = parsed!(
+        src.spin_after,
+        integer::<u32>("expected a number of clock reads, 0 or more")
     )?;
-    let cpus = src.parsed(&opts.cpus, "cpus", |s| spanned_val(&s.cpus), parse_cpus)?;
+    let cpus = parsed!(src.cpus, parse_cpus)?;
     let unseal = src.unseal()?;
     let quiet = opts.quiet || src.env_bool("SEAL_QUIET", "quiet")? == Some(true);
     let private_tmp = if opts.private_tmp {

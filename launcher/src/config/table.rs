@@ -120,21 +120,26 @@ macro_rules! is_case {
     };
 }
 
-/// Declares every setting from one list of rows, in the order `seal run --help` shows them: a
-/// row is the [`SealOpts`] field with its clap attributes and help (doc comment), then, for a
-/// setting, `=> "SEAL_VAR"`, `, file T` when `[seal]` has it as a key of the field's name (`T`
-/// a [`FileValue`]), and `[case]` when a golden case may set it. It generates [`SealOpts`],
-/// [`SealSection`], [`SETTINGS`], a case's layer ([`SealSection::set`]) and the tests' flag
-/// setter ([`SealOpts::set`]).
+/// Builds the launcher's side of every setting from the rows of `seal_abi::setting_rows!`
+/// (`user { … }`, in the order `seal run --help` shows them; see that macro for the syntax):
+/// [`SealOpts`], [`SealSection`], [`SETTINGS`], a case's layer ([`SealSection::set`]), and the
+/// tests' flag setter ([`SealOpts::set`]). The rows' contract part is `run/contract.rs`'s.
 macro_rules! settings {
-    ($(
-        $(#[$meta:meta])*
-        $opt:ident: $oty:ty $(=> $var:literal $(, file $fty:ty)? $([$case:ident])?)?;
-    )*) => {
+    (
+        run_fields $run_fields:tt
+        shim_fields $shim_fields:tt
+        run $run:tt
+        shim $shim:tt
+        user { $(
+            $(#[doc = $doc:literal])*
+            #[arg($($arg:tt)*)]
+            $opt:ident: $oty:ty $(=> $var:literal $(, file $fty:ty)? $([$case:ident])?)?;
+        )* }
+    ) => {
         /// Settings of the seal itself, shared by every command that runs something sealed.
         #[derive(clap::Args, Debug, Clone, Default)]
         pub struct SealOpts {
-            $( $(#[$meta])* pub $opt: $oty, )*
+            $( $(#[doc = $doc])* #[arg($($arg)*)] pub $opt: $oty, )*
         }
 
         /// `[seal]` of seal.toml (and a golden case's layer above it), as written. Unknown keys
@@ -191,71 +196,7 @@ macro_rules! settings {
     };
 }
 
-settings! {
-    /// Epoch of the sealed clocks: RFC 3339 (2026-01-01T00:00:00Z), @UNIX_SECONDS, or relative
-    /// to now, resolved once at launch (now, now+2d, -15d, +1y6mo)
-    /// [default: SOURCE_DATE_EPOCH, else 2026-01-01T00:00:00Z]
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
-    epoch: Option<String> => "SEAL_EPOCH", file toml::Value [case];
-    /// Seed of every entropy stream [default: 0]
-    #[arg(long, value_name = "U64", allow_hyphen_values = true)]
-    seed: Option<String> => "SEAL_SEED", file toml::Value [case];
-    /// Logical clock advance per clock read, e.g. 1us, 250ns; 0 freezes reads [default: 1us]
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
-    tick: Option<String> => "SEAL_TICK", file toml::Value [case];
-    /// Clock reads after each wait that leave the clock still; later reads of the same
-    /// stretch tick (a loop spinning on the clock still ends); 0: every read ticks
-    /// [default: 0]
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    spin_after: Option<String> => "SEAL_SPIN_AFTER", file toml::Value [case];
-    /// Sleeps and timed waits that would time out return at once (logical time still advances)
-    #[arg(long)]
-    warp: bool => "SEAL_WARP", file bool [case];
-    /// Clocks follow real elapsed time from the epoch, this many times as fast (1 = real
-    /// speed, 10 = ten times faster, 0.5 = half); not byte-identical across runs
-    /// [default: deterministic ticks]
-    #[arg(long, value_name = "FACTOR", allow_hyphen_values = true)]
-    rate: Option<String> => "SEAL_RATE", file toml::Value;
-    /// Time zone for the command [default: UTC]
-    #[arg(long, value_name = "ZONE")]
-    tz: Option<String> => "SEAL_TZ", file String [case];
-    /// Locale (LC_ALL and LANG) for the command [default: C.UTF-8]
-    #[arg(long, value_name = "LOCALE")]
-    locale: Option<String> => "SEAL_LOCALE", file String [case];
-    /// PYTHONHASHSEED for the command [default: 0]
-    #[arg(long, value_name = "U32", allow_hyphen_values = true)]
-    hash_seed: Option<String> => "SEAL_HASH_SEED", file toml::Value [case];
-    /// Host name the command sees [default: seal]
-    #[arg(long, value_name = "NAME")]
-    hostname: Option<String> => "SEAL_HOSTNAME", file String [case];
-    /// CPUs the command sees (family machine: nproc, affinity, /proc/cpuinfo), 1..=1024
-    /// [default: 4]
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    cpus: Option<String> => "SEAL_CPUS", file toml::Value [case];
-    #[arg(long, value_name = "FAMILY", help = unseal_help())]
-    unseal: Vec<String> => "SEAL_UNSEAL", file Vec<String> [case];
-    /// Seal only programs whose name (or, with a `/`, path) matches this glob (repeatable);
-    /// the others run with real values but pass the seal on to their children
-    #[arg(long, value_name = "GLOB")]
-    only: Vec<String> => "SEAL_ONLY", file Vec<String>;
-    /// Do not seal programs whose name (or, with a `/`, path) matches this glob (repeatable)
-    #[arg(long, value_name = "GLOB")]
-    skip: Vec<String> => "SEAL_SKIP", file Vec<String>;
-    /// Use this seal.toml instead of searching the working directory and its parents
-    #[arg(long, value_name = "FILE")]
-    config: Option<std::path::PathBuf>;
-    /// Print no warnings
-    #[arg(short, long)]
-    quiet: bool => "SEAL_QUIET";
-    /// Give the run an empty /tmp and /var/tmp of its own, gone after the run (a private
-    /// mount namespace; TMPDIR is unset) [default: on for verify, probe and golden, off for
-    /// run and census]
-    #[arg(long, conflicts_with = "no_private_tmp")]
-    private_tmp: bool => "SEAL_PRIVATE_TMP";
-    /// Let the run see the real /tmp and /var/tmp
-    #[arg(long)]
-    no_private_tmp: bool;
-}
+seal_abi::setting_rows!(settings);
 
 /// Every variable the settings are read from, `SOURCE_DATE_EPOCH` (the epoch's default) last:
 /// each is checked for UTF-8 before any is used.

@@ -64,8 +64,7 @@ mod tests {
 
     #[test]
     fn only_regular_files_within_the_cap_are_read() {
-        let d = tempfile::tempdir().unwrap();
-        let f = d.path().join("f");
+        let (d, f) = crate::files::scratch("f");
         std::fs::write(&f, "hello").unwrap();
         assert_eq!(read_string(&f).unwrap(), "hello");
         assert_eq!(read_capped(&f, 5).unwrap(), b"hello");

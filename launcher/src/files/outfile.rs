@@ -56,8 +56,7 @@ mod tests {
 
     #[test]
     fn own_links_are_followed_and_files_written() {
-        let d = tempfile::tempdir().unwrap();
-        let target = d.path().join("t");
+        let (d, target) = crate::files::scratch("t");
         std::os::unix::fs::symlink(&target, d.path().join("l")).unwrap();
         write(&d.path().join("l"), "x").unwrap();
         assert_eq!(fs::read_to_string(&target).unwrap(), "x");

@@ -100,8 +100,7 @@ mod tests {
 
     #[test]
     fn globs_find_files_relative_to_a_cwd_with_glob_characters() {
-        let d = tempfile::tempdir().unwrap();
-        let cwd = d.path().join("odd [dir]");
+        let (_d, cwd) = crate::files::scratch("odd [dir]");
         std::fs::create_dir_all(cwd.join("out/sub")).unwrap();
         std::fs::write(cwd.join("out/a.txt"), "a").unwrap();
         std::fs::write(cwd.join("out/b.txt"), "b").unwrap();

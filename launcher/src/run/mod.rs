@@ -6,6 +6,7 @@
 //! `verify`, `probe` and `golden` use [`run_captured`].
 
 pub mod confine;
+mod contract;
 pub mod direct;
 pub mod exec_check;
 pub mod filetimes;
@@ -89,28 +90,18 @@ pub fn sealed_command(
     }
     cmd.env("LD_PRELOAD", preload);
     let (shim, dir) = (shim_path.as_os_str(), run_dir.as_os_str());
-    let (only, skip) = (settings.only.join("\n"), settings.skip.join("\n"));
-    senv::Settings {
+    let run = senv::Run {
         run_dir: dir.as_bytes(),
         shim: shim.as_bytes(),
-        epoch_ns: settings.epoch_ns,
-        tick_ns: settings.tick_ns,
-        seed: settings.seed,
         flags: settings.shim_flags(),
-        hostname: settings.hostname.as_bytes(),
-        only: only.as_bytes(),
-        skip: skip.as_bytes(),
-        rate_ppm: settings.rate_ppm,
-        cpus: settings.cpus,
-        spin_after: settings.spin_after,
         real_start_ns: real_monotonic_ns(),
         files_start_ns: if settings.unsealed("files") {
             0
         } else {
             crate::run::filetimes::files_start(run_dir)?
         },
-    }
-    .encode(|name, value| {
+    };
+    contract::encode_contract(settings, run, |name, value| {
         cmd.env(name, OsStr::from_bytes(value));
     });
     if !settings.unsealed("env") {

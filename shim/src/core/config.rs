@@ -27,28 +27,40 @@ static INIT: AtomicU8 = AtomicU8::new(0); // 0 not started, 1 running, 2 done
 /// Each bit is owned by the module that knows the condition, which sets it when the
 /// condition starts and clears it when it ends; the general path stays correct whatever the
 /// word says (the fast paths compute what it would, for the common case only).
+/// Statics the hot paths read, placed in libseal's hot data section (`.data.seal_hot`, kept
+/// together by `shim/layout/hot.ld`): each `$vis static NAME: T = init;` with its docs.
+#[macro_export]
+macro_rules! hot_statics {
+    ($($(#[$m:meta])* $vis:vis static $name:ident: $ty:ty = $init:expr;)*) => {
+        $($(#[$m])* #[link_section = ".data.seal_hot"] $vis static $name: $ty = $init;)*
+    };
+}
+
 #[link_section = ".data.seal_hot"]
 pub static SLOW: AtomicU32 = AtomicU32::new(slow::UNREAD);
 
 /// The bits of [`SLOW`].
 pub mod slow {
-    /// The configuration has not been read yet.
-    pub const UNREAD: u32 = 1 << 0;
-    /// A language runtime's object is registered (`crate::runtime`): a clock read may be its
-    /// bookkeeping, which only the general path tells apart.
-    pub const RUNTIME: u32 = 1 << 1;
-    /// A Python interpreter is found (`crate::py`): a counted call captures frames.
-    pub const PYTHON: u32 = 1 << 2;
-    /// A thread exists that glibc does not know of (`census::note_thread`).
-    pub const THREADS: u32 = 1 << 3;
-    /// Time is unsealed, or runs under `--rate`, `--spin-after`, or a tick out of the range
-    /// the fast read handles.
-    pub const TIME: u32 = 1 << 4;
-    /// Randomness is unsealed.
-    pub const RANDOM: u32 = 1 << 5;
-    /// The process is in seccomp's strict mode (only `read`, `write`, `exit`, `sigreturn`):
-    /// hooks may add no system call of their own (`seccomp_strict`).
-    pub const STRICT: u32 = 1 << 6;
+    seal_abi::bits! { u32:
+        /// The configuration has not been read yet.
+        UNREAD,
+        /// A language runtime's object is registered (`crate::runtime`): a clock read may be its
+        /// bookkeeping, which only the general path tells apart.
+        RUNTIME,
+        /// A Python interpreter is found (`crate::py`): a counted call captures frames.
+        PYTHON,
+        /// A thread exists that glibc does not know of (`census::note_thread`).
+        THREADS,
+        /// Time is unsealed, or runs under `--rate`, `--spin-after`, or a tick out of the range
+        /// the fast read handles.
+        TIME,
+        /// Randomness is unsealed.
+        RANDOM,
+        /// The process is in seccomp's strict mode (only `read`, `write`, `exit`, `sigreturn`):
+        /// hooks may add no system call of their own (`seccomp_strict`).
+        STRICT,
+    }
+    /// What a sealed clock read's fast path must find clear.
     /// What a sealed clock read's fast path must find clear.
     pub const CLOCK_READ: u32 = UNREAD | RUNTIME | PYTHON | THREADS | TIME | STRICT;
     /// What a sealed `getrandom`'s fast path must find clear.
@@ -93,39 +105,31 @@ pub fn fast(mask: u32) -> bool {
     slow & mask == 0
 }
 
-#[link_section = ".data.seal_hot"]
-pub static EPOCH_NS: AtomicI64 = AtomicI64::new(settings::DEFAULT_EPOCH_NS);
-#[link_section = ".data.seal_hot"]
-pub static TICK_NS: AtomicI64 = AtomicI64::new(settings::DEFAULT_TICK_NS);
-/// `LIBSEAL_SPIN_AFTER`: how many clock reads after a wait leave the clock still.
-#[link_section = ".data.seal_hot"]
-pub static SPIN_AFTER: AtomicI64 = AtomicI64::new(settings::DEFAULT_SPIN_AFTER as i64);
-#[link_section = ".data.seal_hot"]
-pub static SEED: AtomicU64 = AtomicU64::new(0);
-/// `--rate` in parts per million (0: deterministic ticks) and the real monotonic time at
-/// launch it measures from.
-#[link_section = ".data.seal_hot"]
-pub static RATE_PPM: AtomicU64 = AtomicU64::new(0);
-#[link_section = ".data.seal_hot"]
-pub static REAL_START: AtomicI64 = AtomicI64::new(0);
-/// `LIBSEAL_FILES_START`: the run's start on the coarse real clock, found by the launcher.
-#[link_section = ".data.seal_hot"]
-pub static FILES_START: AtomicI64 = AtomicI64::new(0);
+crate::hot_statics! {
+    pub static EPOCH_NS: AtomicI64 = AtomicI64::new(settings::DEFAULT_EPOCH_NS);
+    pub static TICK_NS: AtomicI64 = AtomicI64::new(settings::DEFAULT_TICK_NS);
+    /// `LIBSEAL_SPIN_AFTER`: how many clock reads after a wait leave the clock still.
+    pub static SPIN_AFTER: AtomicI64 = AtomicI64::new(settings::DEFAULT_SPIN_AFTER as i64);
+    pub static SEED: AtomicU64 = AtomicU64::new(0);
+    /// `--rate` in parts per million (0: deterministic ticks) and the real monotonic time at
+    /// launch it measures from.
+    pub static RATE_PPM: AtomicU64 = AtomicU64::new(0);
+    pub static REAL_START: AtomicI64 = AtomicI64::new(0);
+    /// `LIBSEAL_FILES_START`: the run's start on the coarse real clock, found by the launcher.
+    pub static FILES_START: AtomicI64 = AtomicI64::new(0);
+}
 /// `LIBSEAL_CPUS`: the CPU count family `machine` shows.
 pub static CPUS: AtomicU32 = AtomicU32::new(settings::DEFAULT_CPUS);
-/// Logical clock the first thread of this image starts at.
-#[link_section = ".data.seal_hot"]
-pub static START_CLOCK: AtomicI64 = AtomicI64::new(0);
-#[link_section = ".data.seal_hot"]
-pub static VPID: AtomicI32 = AtomicI32::new(seal_abi::ROOT_VPID);
-#[link_section = ".data.seal_hot"]
-pub static PPID: AtomicI32 = AtomicI32::new(seal_abi::LAUNCHER_VPID);
-/// This process's place in the process tree (stable across exec).
-#[link_section = ".data.seal_hot"]
-pub static LINEAGE: AtomicU64 = AtomicU64::new(seal_abi::ROOT_LINEAGE);
-/// Exec generation of this image.
-#[link_section = ".data.seal_hot"]
-pub static GEN: AtomicU32 = AtomicU32::new(0);
+crate::hot_statics! {
+    /// Logical clock the first thread of this image starts at.
+    pub static START_CLOCK: AtomicI64 = AtomicI64::new(0);
+    pub static VPID: AtomicI32 = AtomicI32::new(seal_abi::ROOT_VPID);
+    pub static PPID: AtomicI32 = AtomicI32::new(seal_abi::LAUNCHER_VPID);
+    /// This process's place in the process tree (stable across exec).
+    pub static LINEAGE: AtomicU64 = AtomicU64::new(seal_abi::ROOT_LINEAGE);
+    /// Exec generation of this image.
+    pub static GEN: AtomicU32 = AtomicU32::new(0);
+}
 /// The programs of this process's earlier images ([`settings::NAMES`]).
 pub static NAMES: AtomicU64 = AtomicU64::new(0);
 /// This image's program name ([`settings::image_name`]); 0 in a fork child, whose image is
@@ -138,13 +142,13 @@ pub static IMAGE_ORD: AtomicU64 = AtomicU64::new(0);
 #[link_section = ".data.seal_hot"]
 pub static CHILDREN: AtomicU64 = AtomicU64::new(0);
 
-/// This image's program as its parent's exec hook found it: the key of its run-wide name
-/// and the hash of the file name the parent gave the kernel (0, 0: unknown; see
-/// [`crate::core::table::exe_path`]).
-#[link_section = ".data.seal_hot"]
-pub static EXE_KEY: AtomicU64 = AtomicU64::new(0);
-#[link_section = ".data.seal_hot"]
-pub static EXE_NAME: AtomicU64 = AtomicU64::new(0);
+crate::hot_statics! {
+    /// This image's program as its parent's exec hook found it: the key of its run-wide name
+    /// and the hash of the file name the parent gave the kernel (0, 0: unknown; see
+    /// [`crate::core::table::exe_path`]).
+    pub static EXE_KEY: AtomicU64 = AtomicU64::new(0);
+    pub static EXE_NAME: AtomicU64 = AtomicU64::new(0);
+}
 
 /// Room for every [`FixedStr`] of the configuration at its longest, each with its NUL: the
 /// five below and [`RAW`].

@@ -90,6 +90,18 @@ macro_rules! real {
     }};
 }
 
+/// The real `syscall(n, a…)`, for a family's `sys_*` handler that passes a call on (as given,
+/// or with translated arguments).
+///
+/// # Safety
+/// As `syscall(2)` for `n` with `a`.
+pub unsafe fn syscall(n: libc::c_long, a: [libc::c_long; 6]) -> libc::c_long {
+    use libc::c_long as L;
+    let real = crate::real!(syscall: fn(L, L, L, L, L, L, L) -> L);
+    // SAFETY: per the contract.
+    unsafe { real(n, a[0], a[1], a[2], a[3], a[4], a[5]) }
+}
+
 /// The return address of the current (exported, frame-pointer-keeping) function: the call site
 /// in the program or library that called the hook. The shim is always built with
 /// `-C force-frame-pointers=yes` (the workspace's `.cargo/config.toml`, the launcher's

@@ -214,11 +214,8 @@ hook! {
 /// # Safety
 /// Arguments as the system call takes them.
 pub unsafe fn sys_machine(n: c_long, a: [c_long; 6], ra: u64) -> Option<c_long> {
-    let raw = |n: c_long, a: [c_long; 6]| -> c_long {
-        let real = crate::real!(syscall: fn(c_long, c_long, c_long, c_long, c_long, c_long, c_long) -> c_long);
-        // SAFETY: the caller's system call, as given (or with a translated pid).
-        unsafe { real(n, a[0], a[1], a[2], a[3], a[4], a[5]) }
-    };
+    // SAFETY: the caller's system call, as given (or with a translated pid).
+    let raw = |n: c_long, a: [c_long; 6]| unsafe { crate::core::real::syscall(n, a) };
     let fid = match n {
         libc::SYS_sched_getaffinity => Fid::SysMachineAffinity,
         libc::SYS_sysinfo => Fid::SysSysinfo,

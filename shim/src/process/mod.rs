@@ -227,11 +227,8 @@ pub unsafe fn spawn_env(
 /// Arguments as the system call takes them.
 pub unsafe fn sys_pid(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
     use libc::c_long as L;
-    let raw = |n: L, a: [L; 6]| -> L {
-        let real = crate::real!(syscall: fn(L, L, L, L, L, L, L) -> L);
-        // SAFETY: the caller's system call with translated pid arguments.
-        unsafe { real(n, a[0], a[1], a[2], a[3], a[4], a[5]) }
-    };
+    // SAFETY: the caller's system call with translated pid arguments.
+    let raw = |n: L, a: [L; 6]| unsafe { crate::core::real::syscall(n, a) };
     let fid = match n {
         libc::SYS_getpid => Fid::SysGetpid,
         libc::SYS_gettid => Fid::SysGettid,

@@ -36,26 +36,19 @@ const ON: u32 = 2;
 /// No frames in this image, for good.
 const OFF: u32 = 3;
 
-#[link_section = ".data.seal_hot"]
-static STATE: AtomicU32 = AtomicU32::new(ABSENT);
-#[link_section = ".data.seal_hot"]
-static RUNTIME: AtomicU64 = AtomicU64::new(0);
-#[link_section = ".data.seal_hot"]
-static RUNTIME_SIZE: AtomicU64 = AtomicU64::new(0);
-#[link_section = ".data.seal_hot"]
-static CODE_TYPE: AtomicU64 = AtomicU64::new(0);
-#[link_section = ".data.seal_hot"]
-static STR_TYPE: AtomicU64 = AtomicU64::new(0);
-#[link_section = ".data.seal_hot"]
-static BYTES_TYPE: AtomicU64 = AtomicU64::new(0);
-#[link_section = ".data.seal_hot"]
-static VERSION: AtomicU32 = AtomicU32::new(0);
-/// Index into [`layout::LAYOUTS`].
-#[link_section = ".data.seal_hot"]
-static LAYOUT: AtomicUsize = AtomicUsize::new(0);
-/// The interpreter's TSS key (valid once [`STATE`] is [`ON`]).
-#[link_section = ".data.seal_hot"]
-static KEY: AtomicU32 = AtomicU32::new(0);
+crate::hot_statics! {
+    static STATE: AtomicU32 = AtomicU32::new(ABSENT);
+    static RUNTIME: AtomicU64 = AtomicU64::new(0);
+    static RUNTIME_SIZE: AtomicU64 = AtomicU64::new(0);
+    static CODE_TYPE: AtomicU64 = AtomicU64::new(0);
+    static STR_TYPE: AtomicU64 = AtomicU64::new(0);
+    static BYTES_TYPE: AtomicU64 = AtomicU64::new(0);
+    static VERSION: AtomicU32 = AtomicU32::new(0);
+    /// Index into [`layout::LAYOUTS`].
+    static LAYOUT: AtomicUsize = AtomicUsize::new(0);
+    /// The interpreter's TSS key (valid once [`STATE`] is [`ON`]).
+    static KEY: AtomicU32 = AtomicU32::new(0);
+}
 
 /// Frames walked at most per call, looking for a user frame.
 const MAX_DEPTH: usize = 256;

@@ -315,15 +315,19 @@ mod tests {
         }
     }
 
+    /// [`classify`] with the built-in masks, of runs given as (label, text).
+    fn classified(runs: &[(&str, &str)]) -> (Vec<LineReport>, Vec<Drift>) {
+        let runs: Vec<RunLines> = runs.iter().map(|(l, t)| run(l, t)).collect();
+        classify(&runs, &MaskSet::builtin())
+    }
+
     #[test]
     fn lines_are_stable_volatile_or_unstable() {
-        let m = MaskSet::builtin();
-        let runs = [
-            run("baseline#1", "const\nat 2026-01-01T00:00:01\npid 100\n"),
-            run("baseline#2", "const\nat 2026-01-01T00:00:02\npid 200\n"),
-            run("tz#1", "const\nat 2026-01-01T10:00:00\npid 300\n"),
-        ];
-        let (lines, drift) = classify(&runs, &m);
+        let (lines, drift) = classified(&[
+            ("baseline#1", "const\nat 2026-01-01T00:00:01\npid 100\n"),
+            ("baseline#2", "const\nat 2026-01-01T00:00:02\npid 200\n"),
+            ("tz#1", "const\nat 2026-01-01T10:00:00\npid 300\n"),
+        ]);
         assert!(drift.is_empty());
         assert_eq!(lines[0].status, Status::Stable);
         assert_eq!(lines[1].status, Status::Volatile);
@@ -335,13 +339,11 @@ mod tests {
 
     #[test]
     fn drift_aligns_by_content() {
-        let m = MaskSet::builtin();
-        let runs = [
-            run("a#1", "head\nx\ntail\n"),
-            run("a#2", "head\nextra\nx\ntail\n"),
-            run("b#1", "head\ntail\n"),
-        ];
-        let (lines, drift) = classify(&runs, &m);
+        let (lines, drift) = classified(&[
+            ("a#1", "head\nx\ntail\n"),
+            ("a#2", "head\nextra\nx\ntail\n"),
+            ("b#1", "head\ntail\n"),
+        ]);
         assert_eq!(lines[0].status, Status::Stable);
         assert_eq!(lines[2].status, Status::Stable, "{lines:?}");
         assert_eq!(lines[1].status, Status::Unstable);
@@ -367,38 +369,28 @@ mod tests {
 
     #[test]
     fn growth_is_matched_by_content() {
-        let m = MaskSet::builtin();
-        let before = classify(
-            &[
-                run("a#1", "x\nat 2026-01-01T00:00:01\n"),
-                run("a#2", "x\nat 2026-01-01T00:00:02\n"),
-            ],
-            &m,
-        )
+        let before = classified(&[
+            ("a#1", "x\nat 2026-01-01T00:00:01\n"),
+            ("a#2", "x\nat 2026-01-01T00:00:02\n"),
+        ])
         .0;
         // Same volatile line, moved down by one: no growth.
-        let moved = classify(
-            &[
-                run("a#1", "new\nx\nat 2026-01-01T00:00:01\n"),
-                run("a#2", "new\nx\nat 2026-01-01T00:00:03\n"),
-            ],
-            &m,
-        )
+        let moved = classified(&[
+            ("a#1", "new\nx\nat 2026-01-01T00:00:01\n"),
+            ("a#2", "new\nx\nat 2026-01-01T00:00:03\n"),
+        ])
         .0;
         assert!(mask_growth(&before, &moved).is_empty());
-        let grew = classify(
-            &[
-                run(
-                    "a#1",
-                    "x\nat 2026-01-01T00:00:01\nid 0b6e1a2c-1f0e-4a4e-9f43-3d2b7c1a9e10\n",
-                ),
-                run(
-                    "a#2",
-                    "x\nat 2026-01-01T00:00:02\nid 1b6e1a2c-1f0e-4a4e-9f43-3d2b7c1a9e10\n",
-                ),
-            ],
-            &m,
-        )
+        let grew = classified(&[
+            (
+                "a#1",
+                "x\nat 2026-01-01T00:00:01\nid 0b6e1a2c-1f0e-4a4e-9f43-3d2b7c1a9e10\n",
+            ),
+            (
+                "a#2",
+                "x\nat 2026-01-01T00:00:02\nid 1b6e1a2c-1f0e-4a4e-9f43-3d2b7c1a9e10\n",
+            ),
+        ])
         .0;
         let g = mask_growth(&before, &grew);
         assert_eq!(g.len(), 1, "{g:?}");

@@ -49,15 +49,20 @@ fn counts_exactly_and_reports_new_sites_once() {
     assert_eq!(find(b).count.load(Relaxed), 3);
 }
 
+/// `n` census keys of call sites `base`, `base + step`, …, all of function `fid` with `detail`.
+fn sites(n: u64, base: u64, step: u64, fid: Fid, detail: u8) -> Vec<u64> {
+    (0..n)
+        .map(|i| census_key(base + i * step, fid, detail))
+        .collect()
+}
+
 /// A short single-threaded process counts in the first page only; a key that finds its
 /// head window full goes to the table and is found there again.
 #[test]
 fn a_few_call_sites_stay_in_the_first_page() {
     let z = Zeroed::new();
     let f = z.file();
-    let keys: Vec<u64> = (0..12)
-        .map(|i| census_key(0x5555_0000_1000 + i * 0x40, Fid::ClockGettime, 1))
-        .collect();
+    let keys = sites(12, 0x5555_0000_1000, 0x40, Fid::ClockGettime, 1);
     for &k in &keys {
         match count_in(f, k, 0, true) {
             Counted::NewSite(i) => assert!(i < HEAD_SLOTS, "{i}"),
@@ -65,9 +70,7 @@ fn a_few_call_sites_stay_in_the_first_page() {
         }
     }
     // Fill the head: later keys spill to the table, and each is found where it went.
-    let many: Vec<u64> = (0..200)
-        .map(|i| census_key(0x6666_0000_0000 + i * 8, Fid::TimeFn, 0))
-        .collect();
+    let many = sites(200, 0x6666_0000_0000, 8, Fid::TimeFn, 0);
     let first: Vec<usize> = many
         .iter()
         .map(|&k| match count_in(f, k, 0, true) {
@@ -86,9 +89,7 @@ fn a_few_call_sites_stay_in_the_first_page() {
 fn threads_lose_no_counts() {
     let z = Zeroed::new();
     let f = z.file();
-    let keys: Vec<u64> = (0..8)
-        .map(|i| census_key(0x4000 + i * 5, Fid::ClockGettime, 1))
-        .collect();
+    let keys = sites(8, 0x4000, 5, Fid::ClockGettime, 1);
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| {

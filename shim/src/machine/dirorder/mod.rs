@@ -462,11 +462,11 @@ mod tests {
     use crate::open::listing::records::tests::{names, records};
     use crate::open::listing::records::write_record;
 
-    fn sorted_names(list: &[(u64, i64, u8, &str)]) -> Vec<String> {
+    fn sorted_names<S: AsRef<str>>(list: &[(u64, i64, u8, S)]) -> Vec<String> {
         let mut src = vec![0u8; list.len() * 64];
         let mut at = 0;
-        for &(ino, off, t, name) in list {
-            at += write_record(&mut src[at..], ino, off, t, name.as_bytes()).unwrap();
+        for (ino, off, t, name) in list {
+            at += write_record(&mut src[at..], *ino, *off, *t, name.as_ref().as_bytes()).unwrap();
         }
         src.truncate(at);
         let mut s = Snap::new();
@@ -523,11 +523,7 @@ mod tests {
             .rev()
             .map(|i| (i, i as i64, 8, format!("file-{i:05}-with-a-longer-name")))
             .collect();
-        let list: Vec<(u64, i64, u8, &str)> = owned
-            .iter()
-            .map(|(a, b, c, d)| (*a, *b, *c, d.as_str()))
-            .collect();
-        let got = sorted_names(&list);
+        let got = sorted_names(&owned);
         assert_eq!(got.len(), 20000);
         assert!(got.windows(2).all(|w| w[0] < w[1]));
     }

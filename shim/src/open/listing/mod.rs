@@ -566,10 +566,6 @@ mod tests {
         let list: Vec<(u64, i64, u8, String)> = (50..60)
             .map(|p| (p as u64, p as i64 + 1, libc::DT_DIR, p.to_string()))
             .collect();
-        let list: Vec<(u64, i64, u8, &str)> = list
-            .iter()
-            .map(|(a, b, c, d)| (*a, *b, *c, d.as_str()))
-            .collect();
         let src = records(&list);
         assert_eq!(src.len(), 240);
         // The caller's buffer was as large as the kernel's batch: 7 renamed records fit.

@@ -128,11 +128,11 @@ pub(crate) mod tests {
     use super::*;
 
     /// A buffer of records `(ino, off, type, name)`, as the kernel writes them.
-    pub(crate) fn records(list: &[(u64, i64, u8, &str)]) -> Vec<u8> {
+    pub(crate) fn records<S: AsRef<str>>(list: &[(u64, i64, u8, S)]) -> Vec<u8> {
         let mut v = vec![0u8; 64 * 1024];
         let mut at = 0;
-        for &(ino, off, t, name) in list {
-            at += write_record(&mut v[at..], ino, off, t, name.as_bytes()).unwrap();
+        for (ino, off, t, name) in list {
+            at += write_record(&mut v[at..], *ino, *off, *t, name.as_ref().as_bytes()).unwrap();
         }
         v.truncate(at);
         v
