@@ -122,7 +122,11 @@ fn openssl_draws_of_php_ruby_and_python_do_not_move_with_environment_or_director
         ),
         (
             "python3",
-            vec!["python3", "-c", "import ssl; print(ssl.RAND_bytes(16).hex())"],
+            vec![
+                "python3",
+                "-c",
+                "import ssl; print(ssl.RAND_bytes(16).hex())",
+            ],
         ),
     ];
     let d = private_tmpdir();
@@ -142,7 +146,11 @@ fn openssl_draws_of_php_ruby_and_python_do_not_move_with_environment_or_director
             vec![("HOME", hs.clone()), ("EXTRA_PAD", "p".repeat(3000))],
         ),
         ("a 120-character HOME", d.path(), vec![("HOME", hl)]),
-        ("a 160-character-deeper directory", &deep, vec![("HOME", hs)]),
+        (
+            "a 160-character-deeper directory",
+            &deep,
+            vec![("HOME", hs)],
+        ),
     ];
     let mut tried = 0;
     for (name, cmd) in &programs {
