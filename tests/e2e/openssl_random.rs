@@ -97,6 +97,9 @@ fn sealed_in_once(cwd: &Path, extra: &[&str], cmd: &[&str]) -> String {
     out.stdout
 }
 
+/// One way to run a program: its name, working directory and added variables.
+type Variant<'a> = (&'a str, &'a Path, Vec<(&'a str, String)>);
+
 /// PHP's `openssl_random_pseudo_bytes`, Ruby's `OpenSSL::Random` and Python's
 /// `ssl.RAND_bytes` (each through a shared libcrypto): one value whatever the environment's
 /// size, `HOME`'s length and the working directory's depth.
@@ -138,7 +141,7 @@ fn openssl_draws_of_php_ruby_and_python_do_not_move_with_environment_or_director
     }
     let hs = home_short.display().to_string();
     let hl = home_long.display().to_string();
-    let variants: Vec<(&str, &Path, Vec<(&str, String)>)> = vec![
+    let variants: Vec<Variant> = vec![
         ("plain", d.path(), vec![("HOME", hs.clone())]),
         (
             "3 KB more environment",

@@ -147,12 +147,21 @@ unsafe extern "C" fn static_rand_priv_bytes_ex(
 /// The names a program's own OpenSSL is patched at, and where each then jumps.
 fn targets() -> [(&'static [u8], u64); 4] {
     [
-        (b"RAND_bytes", static_rand_bytes as usize as u64),
-        (b"RAND_priv_bytes", static_rand_priv_bytes as usize as u64),
-        (b"RAND_bytes_ex", static_rand_bytes_ex as usize as u64),
+        (
+            b"RAND_bytes",
+            static_rand_bytes as *const () as usize as u64,
+        ),
+        (
+            b"RAND_priv_bytes",
+            static_rand_priv_bytes as *const () as usize as u64,
+        ),
+        (
+            b"RAND_bytes_ex",
+            static_rand_bytes_ex as *const () as usize as u64,
+        ),
         (
             b"RAND_priv_bytes_ex",
-            static_rand_priv_bytes_ex as usize as u64,
+            static_rand_priv_bytes_ex as *const () as usize as u64,
         ),
     ]
 }
@@ -187,7 +196,7 @@ unsafe extern "C" fn object_cb(
     // those hooks; the vDSO exports no such names.
     if base.starts_with(b"libcrypto")
         || base.starts_with(b"linux-vdso")
-        || object_contains(info, object_cb as usize as u64)
+        || object_contains(info, object_cb as *const () as usize as u64)
     {
         return 0;
     }
