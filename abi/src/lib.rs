@@ -339,6 +339,10 @@ functions! {
     // pid (appended): calls that name a process by pid, translated to the kernel's pid
     ClockGetcpuclockid = Pid "clock_getcpuclockid",
     Capget = Pid "capget/capset",
+    // random (appended): OpenSSL's public generator, answered from the thread's stream (its
+    // own DRBG puts a heap address into its nonce, so its bytes moved with argument lengths)
+    RandBytes = Random "RAND_bytes/RAND_bytes_ex (OpenSSL)",
+    RandPrivBytes = Random "RAND_priv_bytes/RAND_priv_bytes_ex (OpenSSL)",
 }
 
 impl Fid {

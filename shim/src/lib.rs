@@ -145,6 +145,9 @@ pub(crate) fn on_process_start() {
         core::config::GEN.load(Relaxed),
     );
     random::device::on_start();
+    // Before `main`: a program's own copy of OpenSSL draws from the sealed stream.
+    #[cfg(not(test))]
+    random::openssl::patch_linked_copies();
     if core::config::SCOPED_OUT.load(Relaxed) {
         let mut exe = [0u8; 4096];
         let n = core::sys::readlink(b"/proc/self/exe\0", &mut exe);

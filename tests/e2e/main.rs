@@ -22,6 +22,7 @@ mod kernel_values;
 mod machine;
 mod machine_dirorder;
 mod names;
+mod openssl_random;
 mod probe;
 mod proc_listing;
 mod process;

@@ -433,3 +433,35 @@ fn probe_copies_are_private_and_a_killed_probes_copy_is_swept() {
     out.ok();
     assert!(copies().is_empty(), "left: {:?}", copies());
 }
+
+/// Heap addresses that seal cannot pin: a sealed Perl prints the address of a scalar, which
+/// moves with what Perl copied to its heap first (%ENV: the environment's size and HOME,
+/// not the working directory). Each run is the same, so the probe names the causes, in the
+/// report and in its table: "environment size (heap layout)" and "HOME (… heap layout)".
+#[test]
+fn sealed_probe_names_heap_layout_for_a_printed_heap_address() {
+    if !have("perl") {
+        report_skip("probe", false, "perl not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("perl.json");
+    let cmd = ["perl", "-e", "my $x; print \\$x, qq(\\n), qq(done\\n)"];
+    let (out, r) = run_probe(
+        probe_command(&["--sealed", "-n", "2"], &cmd, dir.path(), &report),
+        &report,
+    );
+    // The address is masked (hexaddr), above the default masked budget: exit 3; the table
+    // names what moves it.
+    out.code_is(3).stdout_has("environment size (heap layout)");
+    let addr = line(&r, "SCALAR(0x");
+    assert_eq!(addr["status"], "volatile", "{r:#}");
+    let causes = addr["causes"].as_array().unwrap();
+    for want in [
+        "environment size (heap layout)",
+        "HOME (its path or files, or heap layout)",
+    ] {
+        assert!(causes.iter().any(|c| c == want), "no {want:?} in {r:#}");
+    }
+    assert_eq!(line(&r, "done")["status"], "stable", "{r:#}");
+}

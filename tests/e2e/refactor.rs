@@ -144,3 +144,89 @@ fn unprinted_monotonic_and_cpu_reads_move_no_printed_value_in_c() {
         "{base_counts:?} {more:?}"
     );
 }
+
+/// A program that divides by the wall-clock duration of its own work, as a throughput line
+/// does: with the wall clock still between waits the duration is 0.
+const RATE_PY: &str = "import time\nt = time.time()\nn = sum(range(10000))\n\
+print('rate', n / (time.time() - t) > 0)\n";
+
+/// `seal golden ARGS` in `dir`.
+fn golden_in(dir: &Path, args: &[&str]) -> Output {
+    let mut cmd = seal(["golden"].iter().chain(args));
+    cmd.current_dir(dir);
+    run_timeout(cmd, TIMEOUT)
+}
+
+fn recorded(dir: &Path, case: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join(format!("golden/{case}.json"))).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Golden mode's own default: a new case is recorded with `spin_after = 1000` (written in its
+/// golden's settings record, which `seal --spin-after 1000 -- CMD` reproduces), so unprinted
+/// `time.time()` reads a refactor adds leave every printed value alone, while a printed time
+/// that changes still fails. A case that fails with the clock still (a rate over a zero
+/// duration) is recorded with every read ticking, and says so. A golden recorded with 0 keeps
+/// checking with 0.
+#[test]
+fn golden_mode_keeps_printed_times_when_unprinted_wall_clock_reads_are_added() {
+    require_tools!("python3");
+    let d = private_tmpdir();
+    let dir = d.path();
+    let toml = "[[case]]\nname = \"report\"\ncmd = [\"python3\", \"report.py\"]\n\n\
+                [[case]]\nname = \"rate\"\ncmd = [\"python3\", \"rate.py\"]\n";
+    std::fs::write(dir.join("seal.toml"), toml).unwrap();
+    let script = format!("{PY_HEAD}{PY_PRINT}");
+    std::fs::write(dir.join("report.py"), &script).unwrap();
+    std::fs::write(dir.join("rate.py"), RATE_PY).unwrap();
+    let rec = golden_in(dir, &["record"]);
+    rec.ok()
+        .stderr_has("case rate: with spin_after = 1000 it exits 1, with every read ticking 0");
+    let report = recorded(dir, "report");
+    assert_eq!(report["seal"]["spin_after"], 1000, "{report:#}");
+    assert_eq!(recorded(dir, "rate")["seal"]["spin_after"], 0);
+    // The settings record reproduces the golden outside golden mode.
+    let want: String = report["stdout"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    let mut cmd = seal(["--spin-after", "1000", "--", "python3", "report.py"]);
+    cmd.current_dir(dir);
+    let out = run_timeout(cmd, TIMEOUT);
+    out.ok();
+    assert_eq!(out.stdout, want, "{}", out.show());
+
+    // Unprinted wall-clock reads added before, between and after the printed ones.
+    let refactored = script
+        .replace(PY_HEAD, &format!("{PY_HEAD}t0 = time.time()\n"))
+        .replace(
+            "time.sleep(0.01)\n",
+            "t = time.time()\ntime.sleep(0.01)\nw = time.time() - t, time.time() - t0\n",
+        );
+    std::fs::write(dir.join("report.py"), &refactored).unwrap();
+    golden_in(dir, &["check"]).ok();
+
+    // A printed time that changes still fails, with its diff.
+    let changed = refactored.replace(
+        "print(datetime.datetime.now().isoformat())",
+        "print((datetime.datetime.now() + datetime.timedelta(days=1)).isoformat())",
+    );
+    std::fs::write(dir.join("report.py"), changed).unwrap();
+    golden_in(dir, &["check", "report"])
+        .code_is(1)
+        .stdout_has("+2026-01-02T");
+
+    // A golden recorded with every read ticking keeps checking so, once the key is gone.
+    std::fs::write(dir.join("report.py"), &script).unwrap();
+    std::fs::write(
+        dir.join("seal.toml"),
+        toml.replace("\"report.py\"]\n", "\"report.py\"]\nspin_after = 0\n"),
+    )
+    .unwrap();
+    golden_in(dir, &["record", "report"]).ok();
+    assert_eq!(recorded(dir, "report")["seal"]["spin_after"], 0);
+    std::fs::write(dir.join("seal.toml"), toml).unwrap();
+    golden_in(dir, &["check"]).ok();
+}

@@ -153,3 +153,59 @@ fn node_values_do_not_depend_on_the_wrapper_or_the_checkout_path() {
         );
     }
 }
+
+/// One interpreter under several names: `python3` (a link to `python3.11`), a venv-style
+/// `python` linking to that link, and the file itself draw the same values. The name an image
+/// is keyed by is its program file's, links followed, not the name a caller or a CI image
+/// happened to use.
+#[test]
+fn an_interpreter_named_through_links_draws_what_it_draws_by_its_own_name() {
+    let Some(real) = python_file() else {
+        report_skip("travel", false, "python3 not installed");
+        return;
+    };
+    let d = private_tmpdir();
+    let a = d.path().join("a");
+    let venv = d.path().join("venv/bin");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&venv).unwrap();
+    std::os::unix::fs::symlink(&real, a.join("python3")).unwrap();
+    std::os::unix::fs::symlink("../../a/python3", venv.join("python")).unwrap();
+    let code = "import random, uuid, datetime; print(random.random(), uuid.uuid4(), datetime.datetime.now())";
+    let names = [
+        real.display().to_string(),
+        a.join("python3").display().to_string(),
+        venv.join("python").display().to_string(),
+    ];
+    let outs: Vec<Output> = names
+        .iter()
+        .map(|p| {
+            let out = run_timeout(seal(["--", p.as_str(), "-c", code]), TIMEOUT);
+            out.ok();
+            out
+        })
+        .collect();
+    for (name, out) in names.iter().zip(&outs).skip(1) {
+        assert_eq!(
+            out.stdout,
+            outs[0].stdout,
+            "{name} differs from {}\n{}",
+            names[0],
+            out.show()
+        );
+    }
+}
+
+/// The interpreter's own file (`python3`'s links followed).
+fn python_file() -> Option<std::path::PathBuf> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os, sys; print(os.path.realpath(sys.executable))",
+        ])
+        .output()
+        .ok()?;
+    let p = String::from_utf8(out.stdout).ok()?;
+    let p = std::path::PathBuf::from(p.trim());
+    p.is_file().then_some(p)
+}

@@ -199,12 +199,13 @@ fn a_suite_recorded_here_passes_from_a_far_copy_on_tmpfs_and_survives_harmless_r
     let check = golden(&far, &["check", "-j", "4"], &env, &["taskset", "-c", "0"]);
     check.ok();
 
-    // Harmless refactors, all at once: unprinted clock reads in Python, Node and C, a function
+    // Harmless refactors, all at once: unprinted clock reads in Python, Node and C (monotonic
+    // and wall-clock: the suite sets no `spin_after`, so golden mode's own holds), a function
     // moved to another module, an extra import, an extra exec wrapper.
     std::fs::write(
         far.join("util.py"),
-        "import time\n\ndef total(rows):\n    t = time.perf_counter()\n    \
-         s = sum(r * 3 for r in rows)\n    took = time.perf_counter() - t\n    return s\n",
+        "import time\n\ndef total(rows):\n    t = time.perf_counter(); w = time.time()\n    \
+         s = sum(r * 3 for r in rows)\n    took = time.perf_counter() - t, time.time() - w\n    return s\n",
     )
     .unwrap();
     let refactored = REPORT_PY
@@ -218,7 +219,7 @@ fn a_suite_recorded_here_passes_from_a_far_copy_on_tmpfs_and_survives_harmless_r
     std::fs::write(
         far.join("stats.js"),
         format!(
-            "const t0 = process.hrtime.bigint();\n{STATS_JS}const took = performance.now() - 0;\n"
+            "const t0 = process.hrtime.bigint(), w0 = Date.now();\n{STATS_JS}const took = [performance.now(), Date.now() - w0];\n"
         ),
     )
     .unwrap();

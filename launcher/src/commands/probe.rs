@@ -324,7 +324,16 @@ fn print_report(r: &Report, path: &Path, attributed: bool) -> Result<()> {
             "line", "status", "line (masked)"
         )?;
         for l in &varying {
-            let why = if l.status == Status::Volatile {
+            let why = if l.status == Status::Volatile && !l.causes.is_empty() {
+                // Masked, yet each run agrees: what moves it is named (a heap address under
+                // `--sealed` moving with the environment's size or HOME).
+                format!(
+                    "mask: {}; {} ({})",
+                    l.patterns.join(", "),
+                    l.varies_under.join(", "),
+                    l.causes.join(", ")
+                )
+            } else if l.status == Status::Volatile {
                 format!("mask: {}", l.patterns.join(", "))
             } else if !l.missing_in.is_empty() {
                 format!("missing in {}", l.missing_in.join(", "))

@@ -25,6 +25,9 @@ pub struct Settings {
     pub cpus: u32,
     /// `--spin-after`: clock reads after a wait that leave the clock still.
     pub spin_after: u32,
+    /// Whether `spin_after` was given (flag, `SEAL_SPIN_AFTER`, a case, `[seal]`) rather than
+    /// the default: a golden case without it takes golden mode's own (`golden::suite`).
+    pub spin_after_given: bool,
     /// Families left unsealed, validated names from `seal_abi::settings::FAMILIES`.
     pub unseal: Vec<String>,
     /// `--only` globs: seal only the programs that match (empty: all).
@@ -365,6 +368,7 @@ pub fn resolve_with(
         hash_seed: hash_seed.unwrap_or(0),
         hostname,
         cpus: cpus.unwrap_or(seal_abi::settings::DEFAULT_CPUS),
+        spin_after_given: spin_after.is_some(),
         spin_after: spin_after.unwrap_or(seal_abi::settings::DEFAULT_SPIN_AFTER),
         unseal,
         only: src.scope("only")?,

@@ -488,7 +488,8 @@ fn load_from_env() -> u32 {
     let names = getenv(settings::NAMES).and_then(parse_hex).unwrap_or(0);
     NAMES.store(names, Relaxed);
     if let Some(program) = program_file_name() {
-        let name = settings::image_name(program);
+        let mut buf = [0u8; 1024];
+        let name = settings::image_name(link_target_name(program, &mut buf));
         IMAGE_NAME.store(name as u32, Relaxed);
         IMAGE_ORD.store(settings::image_ordinal(names, name), Relaxed);
     }
@@ -543,6 +544,49 @@ fn program_file_name() -> Option<&'static [u8]> {
         }
     }
     Some(execfn)
+}
+
+/// `path` with the symbolic links of its last component followed (at most 8): `python3`, a
+/// link to `python3.11`, names the program `python3.11` as a direct call, a venv's `python` and
+/// `/usr/bin/python3` do, so the name a caller or a CI image uses for one interpreter is not
+/// an input. `path` itself when it is not a link (or too long to follow). One `readlink` per
+/// image.
+fn link_target_name<'a>(path: &'a [u8], buf: &'a mut [u8; 1024]) -> &'a [u8] {
+    if path.len() + 1 > buf.len() {
+        return path;
+    }
+    buf[..path.len()].copy_from_slice(path);
+    buf[path.len()] = 0;
+    let mut len = path.len();
+    let mut followed = false;
+    for _ in 0..8 {
+        let mut target = [0u8; 512];
+        let n = sys::readlink(&buf[..len + 1], &mut target);
+        if n == 0 || n >= target.len() {
+            break;
+        }
+        // An absolute target replaces the path; a relative one replaces its last component.
+        let dir = if target[0] == b'/' {
+            0
+        } else {
+            buf[..len]
+                .iter()
+                .rposition(|&c| c == b'/')
+                .map_or(0, |i| i + 1)
+        };
+        if dir + n + 1 > buf.len() {
+            break;
+        }
+        buf[dir..dir + n].copy_from_slice(&target[..n]);
+        len = dir + n;
+        buf[len] = 0;
+        followed = true;
+    }
+    if followed {
+        &buf[..len]
+    } else {
+        path
+    }
 }
 
 /// Logical-clock tick in nanoseconds.

@@ -4,11 +4,14 @@
 //!
 //! `hooks.rs`: `getrandom`, `getentropy`, `arc4random*`. `device.rs`: reads of
 //! `/dev/urandom`, `/dev/random` and the kernel's uuid/boot_id files however they are opened.
+//! `openssl.rs`: OpenSSL's `RAND_bytes` family, shared or linked into the program.
 
 pub mod chacha;
 pub mod device;
 #[cfg(not(test))]
 pub(crate) mod hooks;
+#[cfg(not(test))]
+pub(crate) mod openssl;
 
 use core::sync::atomic::Ordering::Relaxed;
 

@@ -49,6 +49,9 @@ pub struct Case {
     pub mask_names: Vec<String>,
     pub masks: MaskSet,
     pub settings: Settings,
+    /// `settings.spin_after` is golden mode's default for a case recorded anew
+    /// (`suite::GOLDEN_SPIN_AFTER`): `record` checks it against a pass without it.
+    pub spin_default: bool,
     /// Time limit of one sealed pass (`timeout`, else `[golden] timeout`): a case that hangs
     /// is killed and reported instead of hanging the suite.
     pub timeout: Option<std::time::Duration>,
@@ -168,6 +171,7 @@ pub fn read(
         mask_names,
         masks,
         settings,
+        spin_default: false,
         timeout,
         origins: t.origins,
     })

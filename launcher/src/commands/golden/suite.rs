@@ -48,11 +48,40 @@ pub fn load(
             loaded, i, table, &root, &defaults, env, quiet, &mut seen,
         )?);
     }
+    let dir = golden_dir.map_or(dir, Path::to_path_buf);
+    for case in &mut cases {
+        golden_spin_after(&dir, case);
+    }
     Ok(Suite {
         cases,
-        dir: golden_dir.map_or(dir, Path::to_path_buf),
+        dir,
         config_path: loaded.path.clone(),
     })
+}
+
+/// Golden mode's `spin_after` (docs/design.md, "Unprinted wall-clock reads in goldens"): the
+/// first 1000 wall-clock reads after each wait leave the clock still, so a refactor that adds
+/// or removes unprinted `time.time()`/`Date.now()` reads moves no printed value.
+pub const GOLDEN_SPIN_AFTER: u32 = 1000;
+
+/// A case that does not set `spin_after` (nor `[seal]`, nor `SEAL_SPIN_AFTER`) takes the one
+/// its golden was recorded with, so goldens recorded before golden mode had a default of its
+/// own (0) still check; a case without a golden takes [`GOLDEN_SPIN_AFTER`]. Either way the
+/// golden's `seal` record holds the value, and `seal --spin-after N -- CMD` reproduces it.
+fn golden_spin_after(dir: &Path, case: &mut Case) {
+    if case.settings.spin_after_given {
+        return;
+    }
+    let path = dir.join(format!("{}.json", case.name));
+    match super::file::read(&path) {
+        super::file::OnDisk::Valid(g) => case.settings.spin_after = g.seal.spin_after,
+        super::file::OnDisk::Missing => {
+            case.settings.spin_after = GOLDEN_SPIN_AFTER;
+            case.spin_default = true;
+        }
+        // Reported by the action that reads it; the default meanwhile.
+        super::file::OnDisk::Invalid(_) => case.settings.spin_after = GOLDEN_SPIN_AFTER,
+    }
 }
 
 /// The directory of seal.toml, absolute: case directories are relative to it.

@@ -97,6 +97,9 @@ pub fn all() -> Vec<Perturbation> {
         },
         Perturbation {
             fresh_home: true,
+            // A program that prints HOME or reads its files shows it; one that only copies it
+            // to the heap (Perl's %ENV, Ruby's rubygems paths) prints addresses that move.
+            cause: Some("HOME (its path or files, or heap layout)"),
             ..p("home", "HOME set to a fresh empty directory", &[])
         },
         Perturbation {
@@ -524,6 +527,8 @@ mod tests {
         assert_eq!(checkout.cwd_depth, 0);
         let env = all.iter().find(|p| p.name == "env-size").unwrap();
         assert_eq!(env.cause, Some("environment size (heap layout)"));
+        let home = all.iter().find(|p| p.name == "home").unwrap();
+        assert_eq!(home.cause, Some("HOME (its path or files, or heap layout)"));
     }
 
     #[test]
