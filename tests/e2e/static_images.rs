@@ -233,3 +233,61 @@ fn build_go() -> PathBuf {
         })
         .clone()
 }
+
+/// A dynamically linked (cgo) Go program: libseal seals its C library, and the supervisor the
+/// program starts for itself serves its Go runtime's raw calls with the same values: one pid,
+/// one host name; crypto/rand sealed; the runtime's preemption signals (sent to its own,
+/// virtual, pid) still arrive; timers never hang; the census line says what stays real.
+#[test]
+fn a_cgo_go_program_sees_one_pid_and_one_host_name() {
+    if !have("go") || !have("cc") {
+        skip!("go or cc not on PATH (Debian: golang-go)");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("cgo_world");
+    let st = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(fixture("go/cgo_world.go"))
+        .env("CGO_ENABLED", "1")
+        .env("GOFLAGS", "-mod=mod")
+        .env("GOCACHE", tmp.path().join("go-cache"))
+        .env("GOPATH", tmp.path().join("go-path"))
+        .env("GO111MODULE", "off")
+        .status()
+        .expect("go build");
+    assert!(st.success(), "go build (cgo) failed");
+    let mut first: Option<String> = None;
+    for _ in 0..5 {
+        let o = run_seal(["--", bin.to_str().unwrap()]);
+        o.ok();
+        assert!(
+            o.stdout.starts_with(
+                "libc time 1767225600 pid 1000 host seal\ngo pid 1000 ppid 999 host seal\n"
+            ),
+            "{}",
+            o.show()
+        );
+        assert!(
+            o.stdout.ends_with("slept true\ndeadline true\n"),
+            "{}",
+            o.show()
+        );
+        if let Some(f) = &first {
+            assert_eq!(f, &o.stdout, "{}", o.show());
+        }
+        first = Some(o.stdout.clone());
+        let want = format!(
+            "partly sealed (go-runtime-supervised): {}: libseal seals its C library's calls; the \
+             Go runtime's raw getpid, getrandom, uname and signal calls are served by seal's \
+             supervisor; real: the runtime's clocks",
+            bin.display()
+        );
+        assert_eq!(
+            o.stderr.lines().filter(|l| l.contains(&want)).count(),
+            1,
+            "{}",
+            o.show()
+        );
+    }
+}

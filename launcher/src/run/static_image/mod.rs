@@ -52,6 +52,17 @@ pub fn partly_sealed_line(program: &str) -> String {
     )
 }
 
+/// The census line for a dynamically linked Go program under the supervisor.
+pub fn go_line(program: &str) -> String {
+    format!(
+        "partly sealed (go-runtime-supervised): {program}: libseal seals its C library's calls; \
+         the Go runtime's raw getpid, getrandom, uname and signal calls are served by seal's \
+         supervisor; real: the runtime's clocks (read from the vDSO: time.Now, timers), map \
+         order (seeded by rdtsc), tids of its other threads, pids of children it starts by raw \
+         clone"
+    )
+}
+
 /// The link in the run directory that libseal execs as the supervisor.
 pub fn link_in(run_dir: &Path) -> PathBuf {
     run_dir.join(seal_abi::supervised::SUPERVISOR_LINK)
@@ -107,7 +118,20 @@ fn supervise(args: &[OsString]) -> i32 {
         eprintln!("seal: {SUPERVISOR_ARG}: FD and PID are needed");
         return 2;
     };
-    let world = serve::World::from_env();
+    let mut world = serve::World::from_env();
+    if let (Some(vpid), Some(ppid)) = (num(2), num(3)) {
+        // A process that supervises itself: nothing to trace.
+        world.set_identity(vpid, ppid);
+        // SAFETY: getpid has no preconditions.
+        send(fd, msg::ATTACHED, unsafe { libc::getpid() } as u32);
+        let Some(listener) = receive_listener(fd) else {
+            return 1;
+        };
+        let at_random = world.at_random();
+        auxv::seal_at_random(pid, at_random);
+        send(fd, msg::READY, 0);
+        return serve::run(listener, fd, pid, world, false);
+    }
     // SAFETY: PTRACE_SEIZE of the process that started us, with an options word.
     let seized = unsafe {
         libc::ptrace(
@@ -129,7 +153,7 @@ fn supervise(args: &[OsString]) -> i32 {
         return 1;
     };
     send(fd, msg::READY, 0);
-    serve::run(listener, fd, pid, world)
+    serve::run(listener, fd, pid, world, true)
 }
 
 /// Sends one message: a tag byte and a `u32`.

@@ -73,8 +73,13 @@ impl World {
             ppid: dec(s::PPID).unwrap_or(0) as i32,
             lineage: text(s::LINEAGE)
                 .and_then(|v| u64::from_str_radix(&v, 16).ok())
-                .unwrap_or(0),
+                .unwrap_or(seal_abi::ROOT_LINEAGE),
         }
+    }
+
+    /// The identity libseal gives a process that supervises itself.
+    pub fn set_identity(&mut self, vpid: i32, ppid: i32) {
+        (self.vpid, self.ppid) = (vpid, ppid);
     }
 
     fn sealed(&self, family: u32) -> bool {
@@ -175,16 +180,21 @@ enum Answer {
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
-pub fn run(listener: i32, sock: i32, pid: i32, world: World) -> i32 {
+/// `traced`: the process is to be followed to its exec stop; else it runs its image already.
+pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i32 {
     let mut sv = Supervisor {
         world,
         pid,
-        text: Vec::new(),
+        text: if traced {
+            Vec::new()
+        } else {
+            super::auxv::text_ranges(pid)
+        },
         procs: HashMap::new(),
         tgids: HashMap::new(),
         children: 0,
     };
-    let mut attached = true;
+    let mut attached = traced;
     let mut sock_open = true;
     loop {
         let mut fds = [
@@ -329,12 +339,49 @@ impl Supervisor {
             libc::SYS_getpid if self.first(tgid) => Answer::Value(self.world.vpid as i64),
             libc::SYS_getppid if self.first(tgid) => Answer::Value(self.world.ppid as i64),
             libc::SYS_gettid if tid == self.pid => Answer::Value(self.world.vpid as i64),
+            libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill if self.first(tgid) => {
+                self.signal(n.nr as i64, a)
+            }
             libc::SYS_getrandom => self.getrandom(tid, tgid, a[0], a[1] as usize, a[2] as u32),
             libc::SYS_uname => self.uname(tid, a[0]),
             libc::SYS_sched_getaffinity if a[0] == 0 || a[0] as i32 == self.world.vpid => {
                 self.affinity(tid, a[1] as usize, a[2])
             }
             _ => Answer::Continue,
+        }
+    }
+
+    /// A signal the exec'd process sends naming its own virtual pid (a Go runtime's
+    /// `tgkill(getpid(), tid, SIGURG)` preemption, `raise`): sent by the supervisor to the
+    /// real ids. Any other target runs as it is.
+    fn signal(&self, nr: i64, a: [u64; 6]) -> Answer {
+        let real = |v: u64| {
+            if v as i32 == self.world.vpid {
+                self.pid as i64
+            } else {
+                v as i32 as i64
+            }
+        };
+        let (x, y) = (
+            a[0] as i32 == self.world.vpid,
+            a[1] as i32 == self.world.vpid,
+        );
+        // SAFETY: kill, tkill and tgkill with integer arguments.
+        let r = unsafe {
+            match nr {
+                libc::SYS_tgkill if x || y => libc::syscall(nr, real(a[0]), real(a[1]), a[2]),
+                libc::SYS_kill | libc::SYS_tkill if x => libc::syscall(nr, real(a[0]), a[1]),
+                _ => return Answer::Continue,
+            }
+        };
+        if r == 0 {
+            Answer::Value(0)
+        } else {
+            Answer::Error(
+                std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EPERM),
+            )
         }
     }
 
