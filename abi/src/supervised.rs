@@ -93,6 +93,12 @@ pub const fn filter() -> [SockFilter; FILTER_LEN] {
 /// identity).
 pub const SUPERVISOR_ARG: &str = "__static-supervisor";
 
+/// The trampoline's argument: `seal __exec-static PATH ARGV0 ARGS…` execs PATH (a static
+/// binary) through libseal's exec hook, which sets the supervision up. The launcher starts a
+/// static root command so, and libseal a static binary started by `posix_spawn` (whose child
+/// execs inside glibc, where no hook runs).
+pub const EXEC_STATIC_ARG: &str = "__exec-static";
+
 /// The link to the `seal` binary in the run directory, which libseal execs as the supervisor.
 pub const SUPERVISOR_LINK: &str = "seal";
 

@@ -291,3 +291,60 @@ fn a_cgo_go_program_sees_one_pid_and_one_host_name() {
         );
     }
 }
+
+/// A static binary started by `posix_spawn` and `posix_spawnp` (glibc execs inside its own
+/// child, where no exec hook runs): supervised as one started by exec, through the `seal
+/// __exec-static` trampoline.
+#[test]
+fn a_static_binary_started_by_posix_spawn_is_supervised() {
+    if !have_static_glibc() {
+        skip!("no static libc (libc.a)");
+    }
+    let child = build_c("static_world", &["-static"]);
+    let spawner = build_c("spawn_static", &[]);
+    let mut first: Option<String> = None;
+    for _ in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let o = run_seal([
+            "--",
+            spawner.to_str().unwrap(),
+            child.to_str().unwrap(),
+            dir.path().to_str().unwrap(),
+        ]);
+        o.ok();
+        for want in [
+            "realtime 1767225600.000000000",
+            "vdso absent",
+            "host seal release 6.1.0-seal cpus 4",
+        ] {
+            assert_eq!(o.stdout.matches(want).count(), 2, "{want}\n{}", o.show());
+        }
+        for call in ["posix_spawn", "posix_spawnp"] {
+            let ended = o
+                .stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("{call} child ")) && l.ends_with(" exited 0"));
+            assert!(ended, "{call}\n{}", o.show());
+        }
+        assert!(
+            !o.stderr.contains("not sealed (static-binary)"),
+            "{}",
+            o.show()
+        );
+        assert_eq!(
+            o.stderr
+                .matches(&format!(
+                    "partly sealed (static-binary-supervised): {}",
+                    child.display()
+                ))
+                .count(),
+            1,
+            "{}",
+            o.show()
+        );
+        if let Some(f) = &first {
+            assert_eq!(f, &o.stdout, "{}", o.show());
+        }
+        first = Some(o.stdout.clone());
+    }
+}

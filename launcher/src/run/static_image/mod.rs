@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use seal_abi::supervised::{msg, SUPERVISOR_ARG};
 
 /// The trampoline's argument (`seal __exec-static PATH ARGV0 ARGS…`).
-pub const EXEC_ARG: &str = "__exec-static";
+pub const EXEC_ARG: &str = seal_abi::supervised::EXEC_STATIC_ARG;
 
 /// Runs one of the hidden entry points when `args` names one: returns its exit status.
 pub fn entry(args: &[OsString]) -> Option<i32> {
