@@ -348,3 +348,64 @@ fn a_static_binary_started_by_posix_spawn_is_supervised() {
         first = Some(o.stdout.clone());
     }
 }
+
+/// The census counts a supervised image's calls per process like libseal's, by function,
+/// clock and calling site: `static_counts` makes each call through libc's `syscall()`, so the
+/// counts at that site are exact whatever the libc does besides.
+#[test]
+fn the_census_counts_a_static_images_calls_exactly() {
+    let mut bins = Vec::new();
+    if have_static_glibc() {
+        bins.push(build_c("static_counts", &["-static"]));
+    }
+    if have("musl-gcc") {
+        let out = build_dir().join("static_counts_musl");
+        let st = Command::new("musl-gcc")
+            .args(["-static", "-O1", "-o"])
+            .arg(&out)
+            .arg(fixture("c/static_counts.c"))
+            .status()
+            .expect("musl-gcc");
+        assert!(st.success(), "musl-gcc failed");
+        bins.push(out);
+    }
+    if bins.is_empty() {
+        skip!("no static libc (libc.a) and no musl-gcc");
+    }
+    for bin in &bins {
+        let (o, v) = crate::util::census_json(&["--", bin.to_str().unwrap()], crate::util::TIMEOUT);
+        o.ok();
+        assert!(o.stdout.contains(" host seal\n"), "{}", o.show());
+        let procs = v["processes"].as_array().unwrap();
+        let p = procs
+            .iter()
+            .find(|p| p["exe"] == bin.to_str().unwrap())
+            .unwrap_or_else(|| panic!("no process for {}\n{v:#}", bin.display()));
+        assert_eq!(p["vpid"], 1000, "{p:#}");
+        // (symbol, detail) → calls from the image's syscall() site.
+        let mut at_site = Vec::new();
+        for c in p["calls"].as_array().unwrap() {
+            for caller in c["callers"].as_array().unwrap() {
+                if caller["object"] == bin.to_str().unwrap() && caller["symbol"] == "syscall" {
+                    at_site.push((
+                        c["symbol"].as_str().unwrap().to_string(),
+                        c["detail"].as_str().unwrap_or("").to_string(),
+                        caller["count"].as_u64().unwrap(),
+                    ));
+                }
+            }
+        }
+        at_site.sort();
+        let want: Vec<(String, String, u64)> = [
+            ("clock_gettime", "CLOCK_MONOTONIC", 2),
+            ("clock_gettime", "CLOCK_REALTIME", 3),
+            ("getpid", "", 2),
+            ("getrandom", "", 1),
+            ("uname", "", 1),
+        ]
+        .iter()
+        .map(|(s, d, n)| (s.to_string(), d.to_string(), *n))
+        .collect();
+        assert_eq!(at_site, want, "{}\n{p:#}", bin.display());
+    }
+}

@@ -12,6 +12,7 @@
 //!   execs the binary, so that libseal's exec hook sets the supervision up as for any other.
 
 mod auxv;
+mod census;
 mod remote;
 mod serve;
 

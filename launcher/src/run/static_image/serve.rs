@@ -14,6 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use seal_abi::flags;
 
+use super::census;
 use super::remote::{read, write};
 use seal_abi::supervised::{msg, CALLS};
 
@@ -37,6 +38,8 @@ pub struct World {
     vpid: i32,
     ppid: i32,
     lineage: u64,
+    gen: u32,
+    run_dir: Option<std::path::PathBuf>,
 }
 
 impl World {
@@ -74,6 +77,8 @@ impl World {
             lineage: text(s::LINEAGE)
                 .and_then(|v| u64::from_str_radix(&v, 16).ok())
                 .unwrap_or(seal_abi::ROOT_LINEAGE),
+            gen: dec(s::GEN).unwrap_or(0) as u32,
+            run_dir: text(s::RUN_DIR).map(Into::into),
         }
     }
 
@@ -145,6 +150,11 @@ struct Supervisor {
     /// Thread id → process (thread group) id.
     tgids: HashMap<i32, i32>,
     children: u64,
+    /// Each process's census slot (`None`: not counted); none for a process that
+    /// supervises itself, which libseal counts.
+    census: Option<HashMap<i32, Option<census::Slot>>>,
+    /// The image's load bias, for the census's module record.
+    bias: u64,
 }
 
 /// `struct seccomp_notif` and `struct seccomp_notif_resp` (<linux/seccomp.h>).
@@ -193,6 +203,8 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         procs: HashMap::new(),
         tgids: HashMap::new(),
         children: 0,
+        census: traced.then(HashMap::new),
+        bias: 0,
     };
     let mut attached = traced;
     let mut sock_open = true;
@@ -258,6 +270,7 @@ impl Supervisor {
             let go = super::auxv::is_go(self.pid);
             super::auxv::fix(self.pid, self.world.at_random(), self.world.seal_clocks(go));
             self.text = super::auxv::text_ranges(self.pid);
+            self.bias = super::auxv::load_bias(self.pid, &self.text);
             // SAFETY: the tracee is in its exec stop.
             unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) };
             return false;
@@ -299,6 +312,7 @@ impl Supervisor {
         let tid = n.pid as i32;
         let tgid = self.tgid(tid);
         self.ensure(tgid);
+        self.count(tgid, n);
         let a = n.args;
         match n.nr as i64 {
             libc::SYS_clock_gettime => match self.clock(tgid, a[0] as i32) {
@@ -348,6 +362,39 @@ impl Supervisor {
                 self.affinity(tid, a[1] as usize, a[2])
             }
             _ => Answer::Continue,
+        }
+    }
+
+    /// Counts call `n` of process `tgid` in its census slot (taken at its first call).
+    fn count(&mut self, tgid: i32, n: &Notif) {
+        let Some((fid, detail)) = census::fid_of(n.nr as i64, &n.args) else {
+            return;
+        };
+        let (Some(slots), Some(run_dir)) = (self.census.as_mut(), self.world.run_dir.as_ref())
+        else {
+            return;
+        };
+        let first = tgid == self.pid;
+        let parent = self.procs.get(&tgid).map_or(0, |p| p.parent);
+        let slot = slots.entry(tgid).or_insert_with(|| {
+            let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).unwrap_or_default();
+            let who = census::Identity {
+                vpid: if first { self.world.vpid } else { tgid },
+                parent_vpid: match (first, parent == self.pid) {
+                    (true, _) => self.world.ppid,
+                    (false, true) => self.world.vpid,
+                    (false, false) => parent,
+                },
+                gen: if first { self.world.gen } else { 0 },
+                pid: tgid,
+                exe: &exe,
+                text: &self.text,
+                bias: self.bias,
+            };
+            census::Slot::open(run_dir, &who)
+        });
+        if let Some(slot) = slot {
+            slot.count(fid, detail, n.ip);
         }
     }
 
