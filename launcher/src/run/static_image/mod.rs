@@ -149,12 +149,44 @@ fn supervise(args: &[OsString]) -> i32 {
     }
     // SAFETY: getpid has no preconditions.
     send(fd, msg::ATTACHED, unsafe { libc::getpid() } as u32);
-    let Some(listener) = receive_listener(fd) else {
+    // A traced process stops at each signal it is sent (even one it ignores, such as the
+    // SIGCHLD of libseal's intermediate child): let it go on while waiting for the listener,
+    // or neither side would ever move.
+    let listener = wait_traced(fd, pid).then(|| receive_listener(fd)).flatten();
+    let Some(listener) = listener else {
         remote::detach_running(pid);
         return 1;
     };
     send(fd, msg::READY, 0);
     serve::run(listener, fd, pid, world, true)
+}
+
+/// Waits (at most 10 s) until socket `fd` is readable, resuming traced process `pid` from any
+/// signal stop meanwhile (with its signal); false when it is gone or the time ran out.
+fn wait_traced(fd: i32, pid: i32) -> bool {
+    for _ in 0..1000 {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd we own.
+        if unsafe { libc::poll(&mut p, 1, 10) } > 0 {
+            return true;
+        }
+        let mut st = 0;
+        // SAFETY: waitpid on our tracee, without blocking.
+        let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG | libc::__WALL) };
+        if r < 0 || (r == pid && !libc::WIFSTOPPED(st)) {
+            return false;
+        }
+        if r == pid {
+            let sig = if st >> 16 == 0 { libc::WSTOPSIG(st) } else { 0 };
+            // SAFETY: the tracee is stopped.
+            unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, sig as libc::c_long) };
+        }
+    }
+    false
 }
 
 /// Sends one message: a tag byte and a `u32`.

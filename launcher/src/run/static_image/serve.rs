@@ -208,6 +208,9 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
     };
     let mut attached = traced;
     let mut sock_open = true;
+    // The tracee's stops arrive as SIGCHLD, read from a signalfd: the exec stop is seen as
+    // soon as it happens (polling waitpid every 10 ms cost 5 ms of every static start-up).
+    let stops = if traced { child_signals() } else { -1 };
     loop {
         let mut fds = [
             libc::pollfd {
@@ -220,12 +223,19 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
                 events: libc::POLLIN,
                 revents: 0,
             },
+            libc::pollfd {
+                fd: if attached { stops } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
-        // While attached, the exec stop is looked for every 10 ms (a tracee's stop is only
-        // seen by waitpid).
-        let timeout = if attached { 10 } else { -1 };
-        // SAFETY: two pollfd entries we own.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+        // While attached without a signalfd, the exec stop is looked for every 10 ms.
+        let timeout = if attached && stops < 0 { 10 } else { -1 };
+        // SAFETY: three pollfd entries we own.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) };
+        if fds[2].revents & libc::POLLIN != 0 {
+            drain(stops);
+        }
         if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return 1;
         }
@@ -656,6 +666,30 @@ impl Supervisor {
             Answer::Error(libc::EFAULT)
         }
     }
+}
+
+/// A signalfd for `SIGCHLD` (blocked first), or -1.
+fn child_signals() -> i32 {
+    // SAFETY: a signal set we own; blocking SIGCHLD in this one-threaded process.
+    unsafe {
+        // Stops are reported only while SIGCHLD is not ignored (an ignored disposition
+        // survives the exec that started the supervisor).
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return -1;
+        }
+        libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK)
+    }
+}
+
+/// Reads what is pending on signalfd `fd` (the stops themselves are taken by waitpid).
+fn drain(fd: i32) {
+    let mut info = [0u8; 128];
+    // SAFETY: reads into a buffer we own, non-blocking.
+    while unsafe { libc::read(fd, info.as_mut_ptr().cast(), info.len()) } > 0 {}
 }
 
 /// `ns` as a timespec's two words.
