@@ -15,7 +15,7 @@ use std::os::unix::ffi::OsStrExt;
 use seal_abi::flags;
 
 use super::census;
-use super::remote::{read, write};
+use super::remote::{alive, child_signals, drain, proc_status_field, read, write};
 use seal_abi::supervised::{msg, CALLS};
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
@@ -668,44 +668,7 @@ impl Supervisor {
     }
 }
 
-/// A signalfd for `SIGCHLD` (blocked first), or -1.
-fn child_signals() -> i32 {
-    // SAFETY: a signal set we own; blocking SIGCHLD in this one-threaded process.
-    unsafe {
-        // Stops are reported only while SIGCHLD is not ignored (an ignored disposition
-        // survives the exec that started the supervisor).
-        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGCHLD);
-        if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
-            return -1;
-        }
-        libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK)
-    }
-}
-
-/// Reads what is pending on signalfd `fd` (the stops themselves are taken by waitpid).
-fn drain(fd: i32) {
-    let mut info = [0u8; 128];
-    // SAFETY: reads into a buffer we own, non-blocking.
-    while unsafe { libc::read(fd, info.as_mut_ptr().cast(), info.len()) } > 0 {}
-}
-
 /// `ns` as a timespec's two words.
 fn timespec(ns: i64) -> [i64; 2] {
     [ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000)]
-}
-
-/// Does process `pid` still exist (a zombie does: its parent has not reaped it)?
-fn alive(pid: i32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// A number field of `/proc/PID/status`.
-fn proc_status_field(pid: i32, field: &str) -> Option<i32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().parse().ok())
 }
