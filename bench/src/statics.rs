@@ -56,6 +56,16 @@ fn plan(root: &Path, dir: &Path) -> Vec<(String, PathBuf, Vec<OsString>, bool, u
     if let Some(bin) = cc("static_true", &true_src) {
         plan.push(("static `true` (start-up)".into(), bin, vec![], false, 0));
     }
+    // For reference: the dynamic `true`, which libseal loads into (no supervisor).
+    if let Some(t) = crate::which("true") {
+        plan.push((
+            "dynamic `true` (start-up, reference)".into(),
+            t,
+            vec![],
+            false,
+            0,
+        ));
+    }
     if crate::which("go").is_some() {
         for (cgo, label, src) in [("0", "static", "hello.go"), ("1", "cgo", "hello_cgo.go")] {
             let bin = dir.join(format!("hello_{label}"));
