@@ -21,7 +21,7 @@ pub struct SockFilter {
 }
 
 /// The system calls sent to the supervisor (x86_64 numbers), with the family that seals each.
-pub const CALLS: [(u32, u32); 17] = {
+pub const CALLS: [(u32, u32); 20] = {
     use crate::flags::{HOST, MACHINE, PID, RANDOM, TIME};
     [
         (228, TIME),    // clock_gettime
@@ -36,6 +36,9 @@ pub const CALLS: [(u32, u32); 17] = {
         (39, PID),      // getpid
         (110, PID),     // getppid
         (186, PID),     // gettid
+        (62, PID),      // kill (the caller's virtual pid is its real one)
+        (200, PID),     // tkill
+        (234, PID),     // tgkill
         (318, RANDOM),  // getrandom
         (63, HOST),     // uname
         (170, HOST),    // sethostname
@@ -83,10 +86,18 @@ pub const fn filter() -> [SockFilter; FILTER_LEN] {
 }
 
 /// The argument that makes the `seal` binary the supervisor: `seal __static-supervisor FD PID`
-/// (the socket to the shim, the process's real pid). Its environment is the new image's
+/// (the socket to the shim, the process's real pid), or `… FD PID VPID PPID` for a process
+/// that supervises itself (a dynamically linked Go program, no exec to trace; its virtual pid
+/// and parent pid as libseal gives them). Its environment is the new image's
 /// `LIBSEAL_*` variables only (so it runs unsealed, and knows the image's settings and
 /// identity).
 pub const SUPERVISOR_ARG: &str = "__static-supervisor";
+
+/// The trampoline's argument: `seal __exec-static PATH ARGV0 ARGS…` execs PATH (a static
+/// binary) through libseal's exec hook, which sets the supervision up. The launcher starts a
+/// static root command so, and libseal a static binary started by `posix_spawn` (whose child
+/// execs inside glibc, where no hook runs).
+pub const EXEC_STATIC_ARG: &str = "__exec-static";
 
 /// The link to the `seal` binary in the run directory, which libseal execs as the supervisor.
 pub const SUPERVISOR_LINK: &str = "seal";

@@ -18,6 +18,13 @@ numbered! { u32 from 1, NAMES:
     /// A static binary run under system-call supervision ([`crate::supervised`]): its clocks,
     /// randomness, pid and host name are sealed, what the census line lists is not.
     STATIC_SUPERVISED = "static-binary-supervised",
+    /// A dynamically linked Go program (cgo): libseal seals its C library's calls, and the Go
+    /// runtime's raw `getpid`, `getrandom`, `uname` and signal calls are served by the
+    /// supervisor; what the census line lists stays real (its clocks, read from the vDSO).
+    GO_SUPERVISED = "go-runtime-supervised",
+    /// A dynamically linked Go program whose supervisor could not start: its runtime's raw
+    /// system calls and vDSO reads give real values.
+    GO_RUNTIME = "go-runtime",
 }
 
 /// The details of `CPU_TRAP` events, by cause; a census slot's header holds them as bits
@@ -79,6 +86,8 @@ mod tests {
         assert_eq!(name(0), "unknown");
         assert_eq!(name(STATIC_SUPERVISED), "static-binary-supervised");
         assert_eq!(STATIC_SUPERVISED, 11);
-        assert_eq!(name(STATIC_SUPERVISED + 1), "unknown");
+        assert_eq!((GO_SUPERVISED, GO_RUNTIME), (12, 13));
+        assert_eq!(name(GO_SUPERVISED), "go-runtime-supervised");
+        assert_eq!(name(GO_RUNTIME + 1), "unknown");
     }
 }

@@ -14,6 +14,7 @@ mod process;
 mod report;
 mod runtimes;
 mod startup;
+mod statics;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -43,7 +44,11 @@ Options:
   --no-python          skip the Python workload
   --no-startup         skip the start-up and per-process section
   --no-runtimes        skip the JVM and Node section
-  --runtime-rounds N   rounds of the JVM and Node workloads (default 5)";
+  --runtime-rounds N   rounds of the JVM and Node workloads (default 5)
+  --no-static          skip the static-image and Go section
+  --static-only        measure the static-image and Go section only and print it (BENCHMARKS.md
+                       is left alone)
+  --static-rounds N    rounds of the static-image and Go section (default 9)";
 
 struct Options {
     quick: bool,
@@ -60,6 +65,9 @@ struct Options {
     startup: bool,
     runtimes: bool,
     runtime_rounds: usize,
+    statics: bool,
+    static_only: bool,
+    static_rounds: usize,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -78,6 +86,9 @@ fn parse_args() -> Result<Options, String> {
         startup: true,
         runtimes: true,
         runtime_rounds: 5,
+        statics: true,
+        static_only: false,
+        static_rounds: 9,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -110,6 +121,12 @@ fn parse_args() -> Result<Options, String> {
             "--no-startup" => o.startup = false,
             "--no-runtimes" => o.runtimes = false,
             "--runtime-rounds" => o.runtime_rounds = number(&a, value(&a)?)? as usize,
+            "--no-static" => o.statics = false,
+            "--static-only" => {
+                o.static_only = true;
+                o.write = false;
+            }
+            "--static-rounds" => o.static_rounds = number(&a, value(&a)?)? as usize,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -281,6 +298,16 @@ fn measure_all(
     if launch.faketime.is_some() {
         modes.push(Mode::Faketime);
     }
+    if o.static_only {
+        let load = machine::load_average();
+        let section = statics::section(&launch, root, workdir, &modes, o.static_rounds)?;
+        let after = machine::load_average();
+        return Ok(format!(
+            "{}(load average {load} before, {after} after; {})\n",
+            section.unwrap_or_default(),
+            revision(root)
+        ));
+    }
     let percall_bin = percall::compile(root, workdir)?;
     let true_bin = which("true").ok_or("`true` is not on PATH")?;
 
@@ -353,6 +380,12 @@ fn measure_all(
 
     let runtimes_section = if o.runtimes {
         runtimes::section(&launch, root, workdir, &modes, o.runtime_rounds)?
+    } else {
+        None
+    };
+
+    let statics_section = if o.statics {
+        statics::section(&launch, root, workdir, &modes, o.static_rounds)?
     } else {
         None
     };
@@ -431,7 +464,10 @@ fn measure_all(
         eprintln!("seal-bench: --quick: few rounds; do not publish these figures");
     }
     let mut text = report::render(&results);
-    for section in [startup_section, runtimes_section].into_iter().flatten() {
+    for section in [startup_section, runtimes_section, statics_section]
+        .into_iter()
+        .flatten()
+    {
         text.push('\n');
         text.push_str(&section);
     }

@@ -163,12 +163,17 @@ pub(crate) fn on_process_start() {
 extern "C" fn seal_init(
     argc: libc::c_int,
     argv: *const *const libc::c_char,
-    _envp: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
 ) {
     // Before anything initialises: the census reads the image's arguments from here rather
     // than from /proc/self/cmdline (four system calls per image).
     core::census::set_args(argc, argv);
     if core::config::in_run() {
+        // A dynamically linked Go program: its runtime's raw system calls go past libseal.
+        if cpu::is_go_program() {
+            // SAFETY: the constructor's environment vector; one thread runs.
+            unsafe { process::static_image::supervise_go(envp) };
+        }
         process::env::hide_from_environ();
     }
 }

@@ -233,3 +233,179 @@ fn build_go() -> PathBuf {
         })
         .clone()
 }
+
+/// A dynamically linked (cgo) Go program: libseal seals its C library, and the supervisor the
+/// program starts for itself serves its Go runtime's raw calls with the same values: one pid,
+/// one host name; crypto/rand sealed; the runtime's preemption signals (sent to its own,
+/// virtual, pid) still arrive; timers never hang; the census line says what stays real.
+#[test]
+fn a_cgo_go_program_sees_one_pid_and_one_host_name() {
+    if !have("go") || !have("cc") {
+        skip!("go or cc not on PATH (Debian: golang-go)");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("cgo_world");
+    let st = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(fixture("go/cgo_world.go"))
+        .env("CGO_ENABLED", "1")
+        .env("GOFLAGS", "-mod=mod")
+        .env("GOCACHE", tmp.path().join("go-cache"))
+        .env("GOPATH", tmp.path().join("go-path"))
+        .env("GO111MODULE", "off")
+        .status()
+        .expect("go build");
+    assert!(st.success(), "go build (cgo) failed");
+    let mut first: Option<String> = None;
+    for _ in 0..5 {
+        let o = run_seal(["--", bin.to_str().unwrap()]);
+        o.ok();
+        assert!(
+            o.stdout.starts_with(
+                "libc time 1767225600 pid 1000 host seal\ngo pid 1000 ppid 999 host seal\n"
+            ),
+            "{}",
+            o.show()
+        );
+        assert!(
+            o.stdout.ends_with("slept true\ndeadline true\n"),
+            "{}",
+            o.show()
+        );
+        if let Some(f) = &first {
+            assert_eq!(f, &o.stdout, "{}", o.show());
+        }
+        first = Some(o.stdout.clone());
+        let want = format!(
+            "partly sealed (go-runtime-supervised): {}: libseal seals its C library's calls; the \
+             Go runtime's raw getpid, getrandom, uname and signal calls are served by seal's \
+             supervisor; real: the runtime's clocks",
+            bin.display()
+        );
+        assert_eq!(
+            o.stderr.lines().filter(|l| l.contains(&want)).count(),
+            1,
+            "{}",
+            o.show()
+        );
+    }
+}
+
+/// A static binary started by `posix_spawn` and `posix_spawnp` (glibc execs inside its own
+/// child, where no exec hook runs): supervised as one started by exec, through the `seal
+/// __exec-static` trampoline.
+#[test]
+fn a_static_binary_started_by_posix_spawn_is_supervised() {
+    if !have_static_glibc() {
+        skip!("no static libc (libc.a)");
+    }
+    let child = build_c("static_world", &["-static"]);
+    let spawner = build_c("spawn_static", &[]);
+    let mut first: Option<String> = None;
+    for _ in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let o = run_seal([
+            "--",
+            spawner.to_str().unwrap(),
+            child.to_str().unwrap(),
+            dir.path().to_str().unwrap(),
+        ]);
+        o.ok();
+        for want in [
+            "realtime 1767225600.000000000",
+            "vdso absent",
+            "host seal release 6.1.0-seal cpus 4",
+        ] {
+            assert_eq!(o.stdout.matches(want).count(), 2, "{want}\n{}", o.show());
+        }
+        for call in ["posix_spawn", "posix_spawnp"] {
+            let ended = o
+                .stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("{call} child ")) && l.ends_with(" exited 0"));
+            assert!(ended, "{call}\n{}", o.show());
+        }
+        assert!(
+            !o.stderr.contains("not sealed (static-binary)"),
+            "{}",
+            o.show()
+        );
+        assert_eq!(
+            o.stderr
+                .matches(&format!(
+                    "partly sealed (static-binary-supervised): {}",
+                    child.display()
+                ))
+                .count(),
+            1,
+            "{}",
+            o.show()
+        );
+        if let Some(f) = &first {
+            assert_eq!(f, &o.stdout, "{}", o.show());
+        }
+        first = Some(o.stdout.clone());
+    }
+}
+
+/// The census counts a supervised image's calls per process like libseal's, by function,
+/// clock and calling site: `static_counts` makes each call through libc's `syscall()`, so the
+/// counts at that site are exact whatever the libc does besides.
+#[test]
+fn the_census_counts_a_static_images_calls_exactly() {
+    let mut bins = Vec::new();
+    if have_static_glibc() {
+        bins.push(build_c("static_counts", &["-static"]));
+    }
+    if have("musl-gcc") {
+        let out = build_dir().join("static_counts_musl");
+        let st = Command::new("musl-gcc")
+            .args(["-static", "-O1", "-o"])
+            .arg(&out)
+            .arg(fixture("c/static_counts.c"))
+            .status()
+            .expect("musl-gcc");
+        assert!(st.success(), "musl-gcc failed");
+        bins.push(out);
+    }
+    if bins.is_empty() {
+        skip!("no static libc (libc.a) and no musl-gcc");
+    }
+    for bin in &bins {
+        let (o, v) = crate::util::census_json(&["--", bin.to_str().unwrap()], crate::util::TIMEOUT);
+        o.ok();
+        assert!(o.stdout.contains(" host seal\n"), "{}", o.show());
+        let procs = v["processes"].as_array().unwrap();
+        let p = procs
+            .iter()
+            .find(|p| p["exe"] == bin.to_str().unwrap())
+            .unwrap_or_else(|| panic!("no process for {}\n{v:#}", bin.display()));
+        assert_eq!(p["vpid"], 1000, "{p:#}");
+        // (symbol, detail) → calls from the image's syscall() site.
+        let mut at_site = Vec::new();
+        for c in p["calls"].as_array().unwrap() {
+            for caller in c["callers"].as_array().unwrap() {
+                if caller["object"] == bin.to_str().unwrap() && caller["symbol"] == "syscall" {
+                    at_site.push((
+                        c["symbol"].as_str().unwrap().to_string(),
+                        c["detail"].as_str().unwrap_or("").to_string(),
+                        caller["count"].as_u64().unwrap(),
+                    ));
+                }
+            }
+        }
+        at_site.sort();
+        let want: Vec<(String, String, u64)> = [
+            ("clock_gettime", "CLOCK_MONOTONIC", 2),
+            ("clock_gettime", "CLOCK_REALTIME", 3),
+            ("getpid", "", 2),
+            ("getrandom", "", 1),
+            ("uname", "", 1),
+        ]
+        .iter()
+        .map(|(s, d, n)| (s.to_string(), d.to_string(), *n))
+        .collect();
+        assert_eq!(at_site, want, "{}\n{p:#}", bin.display());
+    }
+}

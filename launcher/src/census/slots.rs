@@ -132,6 +132,9 @@ pub(super) fn warning_line(kind: &str, detail: &str) -> String {
     if kind == unsealed::name(unsealed::STATIC_SUPERVISED) {
         return crate::run::static_image::partly_sealed_line(detail);
     }
+    if kind == unsealed::name(unsealed::GO_SUPERVISED) {
+        return crate::run::static_image::go_line(detail);
+    }
     format!("not sealed ({kind}): {detail}")
 }
 

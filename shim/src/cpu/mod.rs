@@ -131,7 +131,7 @@ fn report(cause: u32) {
 /// Does the main program carry a Go build id note (`.note.go.buildid`: owner "Go", type 4)?
 /// Read from its program headers, already in memory.
 #[cfg(not(test))]
-fn is_go_program() -> bool {
+pub(crate) fn is_go_program() -> bool {
     // SAFETY: getauxval has no preconditions.
     let (phdr, phnum) = unsafe {
         (

@@ -26,6 +26,35 @@ const ANSWER_MS: i32 = 5_000;
 /// # Safety
 /// `envp` is a valid environment vector.
 pub unsafe fn prepare(envp: Argv) -> Option<i32> {
+    // SAFETY: per the contract.
+    unsafe { start(envp, None) }
+}
+
+/// Supervises this process itself: a dynamically linked Go program (cgo), whose runtime makes
+/// raw `getpid`, `getrandom`, `uname` and signal system calls from the executable's own code,
+/// past libseal. Called from libseal's constructor (one thread, before the Go runtime starts);
+/// the supervisor serves those calls with the values libseal gives (`vpid`, `ppid`) and seals
+/// `AT_RANDOM`, without ptrace (nothing to change at an exec). Returns whether it is in place.
+///
+/// # Safety
+/// `envp` is the image's initial environment vector; only one thread runs.
+pub unsafe fn supervise_self(envp: Argv, vpid: i32, ppid: i32) -> bool {
+    // SAFETY: per the contract.
+    match unsafe { start(envp, Some((vpid, ppid))) } {
+        Some(sock) => {
+            // The supervisor keeps its end until it ends; ours is not needed past this point.
+            sys::close(sock);
+            true
+        }
+        None => false,
+    }
+}
+
+/// [`prepare`], or with `own: Some((vpid, ppid))` [`supervise_self`].
+///
+/// # Safety
+/// As [`prepare`].
+unsafe fn start(envp: Argv, own: Option<(i32, i32)>) -> Option<i32> {
     let run_dir = config::RUN_DIR.get();
     if run_dir.is_empty() {
         return None;
@@ -57,13 +86,22 @@ pub unsafe fn prepare(envp: Argv) -> Option<i32> {
     let mut arg0 = *b"seal\0";
     let mut role = [0u8; 32];
     role[..supervised::SUPERVISOR_ARG.len()].copy_from_slice(supervised::SUPERVISOR_ARG.as_bytes());
-    let argv: [*const c_char; 5] = [
+    let (mut vpid_arg, mut ppid_arg) = (Path::new(), Path::new());
+    let mut argv: [*const c_char; 7] = [
         arg0.as_mut_ptr().cast(),
         role.as_ptr().cast(),
         fd_arg.as_cstr().as_ptr().cast(),
         pid_arg.as_cstr().as_ptr().cast(),
         core::ptr::null(),
+        core::ptr::null(),
+        core::ptr::null(),
     ];
+    if let Some((vpid, ppid)) = own {
+        vpid_arg.push_i64(vpid as i64);
+        ppid_arg.push_i64(ppid as i64);
+        argv[4] = vpid_arg.as_cstr().as_ptr().cast();
+        argv[5] = ppid_arg.as_cstr().as_ptr().cast();
+    }
     // The supervisor's environment: the new image's LIBSEAL_* variables, nothing else (no
     // LD_PRELOAD: it runs unsealed).
     let mut env: [*const c_char; 65] = [core::ptr::null(); 65];
@@ -253,4 +291,28 @@ fn receive(sock: i32) -> Option<(u8, u32)> {
         )
     };
     (n == 5).then(|| (m[0], u32::from_le_bytes([m[1], m[2], m[3], m[4]])))
+}
+
+/// A dynamically linked Go program, at libseal's constructor: supervised
+/// ([`supervise_self`]) and reported as partly sealed, or reported as not sealed.
+///
+/// # Safety
+/// As [`supervise_self`].
+pub unsafe fn supervise_go(envp: Argv) {
+    use seal_abi::flags::{HOST, PID, RANDOM};
+    use seal_abi::unsealed::{GO_RUNTIME, GO_SUPERVISED};
+    if !config::sealed(HOST | PID | RANDOM) {
+        return;
+    }
+    let vpid = crate::process::vpid::getpid_value();
+    let ppid = crate::process::vpid::getppid_value();
+    // SAFETY: per the contract.
+    let kind = if unsafe { supervise_self(envp, vpid, ppid) } {
+        GO_SUPERVISED
+    } else {
+        GO_RUNTIME
+    };
+    let mut exe = [0u8; 4096];
+    let n = sys::readlink(b"/proc/self/exe\0", &mut exe);
+    crate::core::census::record_unsealed(kind, &exe[..n]);
 }

@@ -107,3 +107,37 @@ pub fn go_note(elf: &[u8]) -> bool {
         false
     })
 }
+
+/// Writes the 16 `AT_RANDOM` bytes of running process `pid` (its address from
+/// `/proc/PID/auxv`), before its runtime reads them.
+pub fn seal_at_random(pid: i32, at_random: [u8; 16]) -> bool {
+    let auxv = std::fs::read(format!("/proc/{pid}/auxv")).unwrap_or_default();
+    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+    auxv.chunks_exact(16)
+        .find(|p| word(&p[..8]) == AT_RANDOM)
+        .is_some_and(|p| write_remote(pid, word(&p[8..]), &at_random))
+}
+
+/// The load bias of `pid`'s program, whose executable mappings are `text`: 0 for a
+/// fixed-address executable (`ET_EXEC`), else where its first page was mapped.
+pub fn load_bias(pid: i32, text: &[(u64, u64)]) -> u64 {
+    let mut head = [0u8; 18];
+    let ok = std::fs::File::open(format!("/proc/{pid}/exe"))
+        .and_then(|f| std::os::unix::fs::FileExt::read_exact_at(&f, &mut head, 0))
+        .is_ok();
+    const ET_DYN: u16 = 3;
+    if !ok || u16::from_le_bytes([head[16], head[17]]) != ET_DYN {
+        return 0;
+    }
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    maps.lines()
+        .find(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() >= 6
+                && f[2] == "00000000"
+                && exe.as_ref().is_some_and(|e| e.as_os_str() == f[5])
+        })
+        .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
+        .unwrap_or_else(|| text.iter().map(|r| r.0).min().unwrap_or(0))
+}

@@ -12,6 +12,7 @@
 //!   execs the binary, so that libseal's exec hook sets the supervision up as for any other.
 
 mod auxv;
+mod census;
 mod remote;
 mod serve;
 
@@ -22,7 +23,7 @@ use std::path::{Path, PathBuf};
 use seal_abi::supervised::{msg, SUPERVISOR_ARG};
 
 /// The trampoline's argument (`seal __exec-static PATH ARGV0 ARGS…`).
-pub const EXEC_ARG: &str = "__exec-static";
+pub const EXEC_ARG: &str = seal_abi::supervised::EXEC_STATIC_ARG;
 
 /// Runs one of the hidden entry points when `args` names one: returns its exit status.
 pub fn entry(args: &[OsString]) -> Option<i32> {
@@ -49,6 +50,17 @@ pub fn partly_sealed_line(program: &str) -> String {
         "partly sealed (static-binary-supervised): {program}: {served} are served by seal's \
          supervisor; real: {real}pids of its children and threads, /dev/urandom and /proc \
          files, file times, rdtsc"
+    )
+}
+
+/// The census line for a dynamically linked Go program under the supervisor.
+pub fn go_line(program: &str) -> String {
+    format!(
+        "partly sealed (go-runtime-supervised): {program}: libseal seals its C library's calls; \
+         the Go runtime's raw getpid, getrandom, uname and signal calls are served by seal's \
+         supervisor; real: the runtime's clocks (read from the vDSO: time.Now, timers), map \
+         order (seeded by rdtsc), tids of its other threads, pids of children it starts by raw \
+         clone"
     )
 }
 
@@ -107,7 +119,20 @@ fn supervise(args: &[OsString]) -> i32 {
         eprintln!("seal: {SUPERVISOR_ARG}: FD and PID are needed");
         return 2;
     };
-    let world = serve::World::from_env();
+    let mut world = serve::World::from_env();
+    if let (Some(vpid), Some(ppid)) = (num(2), num(3)) {
+        // A process that supervises itself: nothing to trace.
+        world.set_identity(vpid, ppid);
+        // SAFETY: getpid has no preconditions.
+        send(fd, msg::ATTACHED, unsafe { libc::getpid() } as u32);
+        let Some(listener) = receive_listener(fd) else {
+            return 1;
+        };
+        let at_random = world.at_random();
+        auxv::seal_at_random(pid, at_random);
+        send(fd, msg::READY, 0);
+        return serve::run(listener, fd, pid, world, false);
+    }
     // SAFETY: PTRACE_SEIZE of the process that started us, with an options word.
     let seized = unsafe {
         libc::ptrace(
@@ -124,12 +149,44 @@ fn supervise(args: &[OsString]) -> i32 {
     }
     // SAFETY: getpid has no preconditions.
     send(fd, msg::ATTACHED, unsafe { libc::getpid() } as u32);
-    let Some(listener) = receive_listener(fd) else {
+    // A traced process stops at each signal it is sent (even one it ignores, such as the
+    // SIGCHLD of libseal's intermediate child): let it go on while waiting for the listener,
+    // or neither side would ever move.
+    let listener = wait_traced(fd, pid).then(|| receive_listener(fd)).flatten();
+    let Some(listener) = listener else {
         remote::detach_running(pid);
         return 1;
     };
     send(fd, msg::READY, 0);
-    serve::run(listener, fd, pid, world)
+    serve::run(listener, fd, pid, world, true)
+}
+
+/// Waits (at most 10 s) until socket `fd` is readable, resuming traced process `pid` from any
+/// signal stop meanwhile (with its signal); false when it is gone or the time ran out.
+fn wait_traced(fd: i32, pid: i32) -> bool {
+    for _ in 0..1000 {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd we own.
+        if unsafe { libc::poll(&mut p, 1, 10) } > 0 {
+            return true;
+        }
+        let mut st = 0;
+        // SAFETY: waitpid on our tracee, without blocking.
+        let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG | libc::__WALL) };
+        if r < 0 || (r == pid && !libc::WIFSTOPPED(st)) {
+            return false;
+        }
+        if r == pid {
+            let sig = if st >> 16 == 0 { libc::WSTOPSIG(st) } else { 0 };
+            // SAFETY: the tracee is stopped.
+            unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, sig as libc::c_long) };
+        }
+    }
+    false
 }
 
 /// Sends one message: a tag byte and a `u32`.

@@ -1,5 +1,6 @@
 //! Another process's memory, read and written with `process_vm_readv`/`process_vm_writev`
-//! (the supervisor has ptrace access to the processes it serves).
+//! (the supervisor has ptrace access to the processes it serves), its `/proc` fields, and the
+//! supervisor's view of its stops.
 
 /// Copies `data` into thread `tid`'s memory at `addr`.
 pub fn write(tid: i32, addr: u64, data: &[u8]) -> bool {
@@ -41,4 +42,41 @@ pub fn detach_running(pid: i32) {
         libc::waitpid(pid, &mut st, libc::__WALL);
         libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0);
     }
+}
+
+/// A signalfd for `SIGCHLD` (blocked first), or -1.
+pub fn child_signals() -> i32 {
+    // SAFETY: a signal set we own; blocking SIGCHLD in this one-threaded process.
+    unsafe {
+        // Stops are reported only while SIGCHLD is not ignored (an ignored disposition
+        // survives the exec that started the supervisor).
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return -1;
+        }
+        libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK)
+    }
+}
+
+/// Reads what is pending on signalfd `fd` (the stops themselves are taken by waitpid).
+pub fn drain(fd: i32) {
+    let mut info = [0u8; 128];
+    // SAFETY: reads into a buffer we own, non-blocking.
+    while unsafe { libc::read(fd, info.as_mut_ptr().cast(), info.len()) } > 0 {}
+}
+
+/// Does process `pid` still exist (a zombie does: its parent has not reaped it)?
+pub fn alive(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// A number field of `/proc/PID/status`.
+pub fn proc_status_field(pid: i32, field: &str) -> Option<i32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().parse().ok())
 }

@@ -14,7 +14,8 @@ use std::os::unix::ffi::OsStrExt;
 
 use seal_abi::flags;
 
-use super::remote::{read, write};
+use super::census;
+use super::remote::{alive, child_signals, drain, proc_status_field, read, write};
 use seal_abi::supervised::{msg, CALLS};
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
@@ -37,6 +38,8 @@ pub struct World {
     vpid: i32,
     ppid: i32,
     lineage: u64,
+    gen: u32,
+    run_dir: Option<std::path::PathBuf>,
 }
 
 impl World {
@@ -73,8 +76,15 @@ impl World {
             ppid: dec(s::PPID).unwrap_or(0) as i32,
             lineage: text(s::LINEAGE)
                 .and_then(|v| u64::from_str_radix(&v, 16).ok())
-                .unwrap_or(0),
+                .unwrap_or(seal_abi::ROOT_LINEAGE),
+            gen: dec(s::GEN).unwrap_or(0) as u32,
+            run_dir: text(s::RUN_DIR).map(Into::into),
         }
+    }
+
+    /// The identity libseal gives a process that supervises itself.
+    pub fn set_identity(&mut self, vpid: i32, ppid: i32) {
+        (self.vpid, self.ppid) = (vpid, ppid);
     }
 
     fn sealed(&self, family: u32) -> bool {
@@ -140,6 +150,11 @@ struct Supervisor {
     /// Thread id → process (thread group) id.
     tgids: HashMap<i32, i32>,
     children: u64,
+    /// Each process's census slot (`None`: not counted); none for a process that
+    /// supervises itself, which libseal counts.
+    census: Option<HashMap<i32, Option<census::Slot>>>,
+    /// The image's load bias, for the census's module record.
+    bias: u64,
 }
 
 /// `struct seccomp_notif` and `struct seccomp_notif_resp` (<linux/seccomp.h>).
@@ -175,17 +190,27 @@ enum Answer {
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
-pub fn run(listener: i32, sock: i32, pid: i32, world: World) -> i32 {
+/// `traced`: the process is to be followed to its exec stop; else it runs its image already.
+pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i32 {
     let mut sv = Supervisor {
         world,
         pid,
-        text: Vec::new(),
+        text: if traced {
+            Vec::new()
+        } else {
+            super::auxv::text_ranges(pid)
+        },
         procs: HashMap::new(),
         tgids: HashMap::new(),
         children: 0,
+        census: traced.then(HashMap::new),
+        bias: 0,
     };
-    let mut attached = true;
+    let mut attached = traced;
     let mut sock_open = true;
+    // The tracee's stops arrive as SIGCHLD, read from a signalfd: the exec stop is seen as
+    // soon as it happens (polling waitpid every 10 ms cost 5 ms of every static start-up).
+    let stops = if traced { child_signals() } else { -1 };
     loop {
         let mut fds = [
             libc::pollfd {
@@ -198,12 +223,19 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World) -> i32 {
                 events: libc::POLLIN,
                 revents: 0,
             },
+            libc::pollfd {
+                fd: if attached { stops } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
-        // While attached, the exec stop is looked for every 10 ms (a tracee's stop is only
-        // seen by waitpid).
-        let timeout = if attached { 10 } else { -1 };
-        // SAFETY: two pollfd entries we own.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+        // While attached without a signalfd, the exec stop is looked for every 10 ms.
+        let timeout = if attached && stops < 0 { 10 } else { -1 };
+        // SAFETY: three pollfd entries we own.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) };
+        if fds[2].revents & libc::POLLIN != 0 {
+            drain(stops);
+        }
         if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return 1;
         }
@@ -248,6 +280,7 @@ impl Supervisor {
             let go = super::auxv::is_go(self.pid);
             super::auxv::fix(self.pid, self.world.at_random(), self.world.seal_clocks(go));
             self.text = super::auxv::text_ranges(self.pid);
+            self.bias = super::auxv::load_bias(self.pid, &self.text);
             // SAFETY: the tracee is in its exec stop.
             unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) };
             return false;
@@ -289,6 +322,7 @@ impl Supervisor {
         let tid = n.pid as i32;
         let tgid = self.tgid(tid);
         self.ensure(tgid);
+        self.count(tgid, n);
         let a = n.args;
         match n.nr as i64 {
             libc::SYS_clock_gettime => match self.clock(tgid, a[0] as i32) {
@@ -329,12 +363,82 @@ impl Supervisor {
             libc::SYS_getpid if self.first(tgid) => Answer::Value(self.world.vpid as i64),
             libc::SYS_getppid if self.first(tgid) => Answer::Value(self.world.ppid as i64),
             libc::SYS_gettid if tid == self.pid => Answer::Value(self.world.vpid as i64),
+            libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill if self.first(tgid) => {
+                self.signal(n.nr as i64, a)
+            }
             libc::SYS_getrandom => self.getrandom(tid, tgid, a[0], a[1] as usize, a[2] as u32),
             libc::SYS_uname => self.uname(tid, a[0]),
             libc::SYS_sched_getaffinity if a[0] == 0 || a[0] as i32 == self.world.vpid => {
                 self.affinity(tid, a[1] as usize, a[2])
             }
             _ => Answer::Continue,
+        }
+    }
+
+    /// Counts call `n` of process `tgid` in its census slot (taken at its first call).
+    fn count(&mut self, tgid: i32, n: &Notif) {
+        let Some((fid, detail)) = census::fid_of(n.nr as i64, &n.args) else {
+            return;
+        };
+        let (Some(slots), Some(run_dir)) = (self.census.as_mut(), self.world.run_dir.as_ref())
+        else {
+            return;
+        };
+        let first = tgid == self.pid;
+        let parent = self.procs.get(&tgid).map_or(0, |p| p.parent);
+        let slot = slots.entry(tgid).or_insert_with(|| {
+            let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).unwrap_or_default();
+            let who = census::Identity {
+                vpid: if first { self.world.vpid } else { tgid },
+                parent_vpid: match (first, parent == self.pid) {
+                    (true, _) => self.world.ppid,
+                    (false, true) => self.world.vpid,
+                    (false, false) => parent,
+                },
+                gen: if first { self.world.gen } else { 0 },
+                pid: tgid,
+                exe: &exe,
+                text: &self.text,
+                bias: self.bias,
+            };
+            census::Slot::open(run_dir, &who)
+        });
+        if let Some(slot) = slot {
+            slot.count(fid, detail, n.ip);
+        }
+    }
+
+    /// A signal the exec'd process sends naming its own virtual pid (a Go runtime's
+    /// `tgkill(getpid(), tid, SIGURG)` preemption, `raise`): sent by the supervisor to the
+    /// real ids. Any other target runs as it is.
+    fn signal(&self, nr: i64, a: [u64; 6]) -> Answer {
+        let real = |v: u64| {
+            if v as i32 == self.world.vpid {
+                self.pid as i64
+            } else {
+                v as i32 as i64
+            }
+        };
+        let (x, y) = (
+            a[0] as i32 == self.world.vpid,
+            a[1] as i32 == self.world.vpid,
+        );
+        // SAFETY: kill, tkill and tgkill with integer arguments.
+        let r = unsafe {
+            match nr {
+                libc::SYS_tgkill if x || y => libc::syscall(nr, real(a[0]), real(a[1]), a[2]),
+                libc::SYS_kill | libc::SYS_tkill if x => libc::syscall(nr, real(a[0]), a[1]),
+                _ => return Answer::Continue,
+            }
+        };
+        if r == 0 {
+            Answer::Value(0)
+        } else {
+            Answer::Error(
+                std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EPERM),
+            )
         }
     }
 
@@ -567,17 +671,4 @@ impl Supervisor {
 /// `ns` as a timespec's two words.
 fn timespec(ns: i64) -> [i64; 2] {
     [ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000)]
-}
-
-/// Does process `pid` still exist (a zombie does: its parent has not reaped it)?
-fn alive(pid: i32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// A number field of `/proc/PID/status`.
-fn proc_status_field(pid: i32, field: &str) -> Option<i32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().parse().ok())
 }

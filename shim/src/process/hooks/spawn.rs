@@ -13,7 +13,7 @@ use super::real_pid;
 use crate::core::sys::{self, errno, set_errno};
 use crate::core::{census, config};
 use crate::process::target::ExeId;
-use crate::process::{check_search, check_target, reaped, spawn_env, vpid};
+use crate::process::{check_exec, check_search_exec, reaped, spawn_env, target, vpid};
 use crate::{hook, real};
 
 type FileActions = *const libc::posix_spawn_file_actions_t;
@@ -102,9 +102,13 @@ hook! {
     || {
         // SAFETY: path is null or a C string.
         let name = (!path.is_null()).then(|| unsafe { sys::cstr(path) });
-        let exe = if config::in_run() { check_target(name) } else { ExeId::default() };
+        let exe = if config::in_run() { check_exec(name) } else { check_exec(None) };
+        if let Some(prog) = exe.static_prog {
+            // SAFETY: forwarded.
+            return unsafe { spawn_static(prog, pid, fa, attr, argv, envp) };
+        }
         // SAFETY: forwarded.
-        unsafe { spawn_with(real_posix_spawn(), pid, path, name, exe, fa, attr, argv, envp) }
+        unsafe { spawn_with(real_posix_spawn(), pid, path, name, exe.id, fa, attr, argv, envp) }
     }
 }
 
@@ -119,12 +123,91 @@ hook! {
         let mut resolved = None;
         if config::in_run() && !file.is_null() {
             // SAFETY: file is a C string.
-            resolved = check_search(unsafe { sys::cstr(file) });
+            resolved = check_search_exec(unsafe { sys::cstr(file) });
+        }
+        if let Some(prog) = resolved.as_mut().and_then(|r| r.1.static_prog.take()) {
+            // SAFETY: forwarded.
+            return unsafe { spawn_static(prog, pid, fa, attr, argv, envp) };
         }
         let name = resolved.as_ref().map(|(p, _)| p.as_bytes());
-        let exe = resolved.as_ref().map(|r| r.1).unwrap_or_default();
+        let exe = resolved.as_ref().map(|r| r.1.id).unwrap_or_default();
         // SAFETY: forwarded.
         unsafe { spawn_with(real, pid, file, name, exe, fa, attr, argv, envp) }
+    }
+}
+
+/// Arguments the trampoline can carry (more: the static binary is spawned as it is, reported).
+const TRAMPOLINE_ARGS: usize = 1024;
+
+/// `posix_spawn` of static binary `prog`: its child execs inside glibc, where no exec hook
+/// runs, so the child is `seal __exec-static PROG ARGV…` instead (the run directory's link to
+/// the `seal` binary, a dynamic program libseal loads into), whose exec of `prog` goes through
+/// libseal's hook and is supervised as any other ([`crate::process::static_image`]). The
+/// file actions and attributes apply to the trampoline, and the exec keeps them. When it
+/// cannot be used, `prog` is spawned as it is and reported as unsealed.
+///
+/// # Safety
+/// As `posix_spawn(3)`.
+unsafe fn spawn_static(
+    mut prog: target::Path,
+    pid: *mut pid_t,
+    fa: FileActions,
+    attr: Attr,
+    argv: Argv,
+    envp: Argv,
+) -> c_int {
+    let mut n = 0;
+    // SAFETY: argv is a NULL-terminated vector per the contract.
+    while n < TRAMPOLINE_ARGS && !argv.is_null() && unsafe { !(*argv.add(n)).is_null() } {
+        n += 1;
+    }
+    let run_dir = config::RUN_DIR.get();
+    let prog_c = prog.as_cstr().as_ptr().cast::<c_char>();
+    if n == 0 || n + 4 > TRAMPOLINE_ARGS || run_dir.is_empty() {
+        census::record_unsealed(unsealed::STATIC_BINARY, prog.as_bytes());
+        // SAFETY: forwarded.
+        return unsafe {
+            spawn_with(
+                real_posix_spawn(),
+                pid,
+                prog_c,
+                None,
+                ExeId::default(),
+                fa,
+                attr,
+                argv,
+                envp,
+            )
+        };
+    }
+    let mut exe = target::Path::new();
+    exe.push(run_dir)
+        .push(b"/")
+        .push(seal_abi::supervised::SUPERVISOR_LINK.as_bytes());
+    let mut role = [0u8; 32];
+    let arg = seal_abi::supervised::EXEC_STATIC_ARG.as_bytes();
+    role[..arg.len()].copy_from_slice(arg);
+    let mut args = [core::ptr::null::<c_char>(); TRAMPOLINE_ARGS];
+    args[0] = c"seal".as_ptr();
+    args[1] = role.as_ptr().cast();
+    args[2] = prog_c;
+    // SAFETY: the first n entries of argv are valid C strings.
+    unsafe { core::ptr::copy_nonoverlapping(argv, args.as_mut_ptr().add(3), n) };
+    let name = exe.as_cstr().as_ptr().cast::<c_char>();
+    // SAFETY: forwarded, with the trampoline's file and argument vector (which live until
+    // the spawn returns).
+    unsafe {
+        spawn_with(
+            real_posix_spawn(),
+            pid,
+            name,
+            Some(exe.as_bytes()),
+            ExeId::default(),
+            fa,
+            attr,
+            args.as_ptr(),
+            envp,
+        )
     }
 }
 

@@ -1,0 +1,157 @@
+//! Static images and Go (issue 30): a static C loop of `clock_gettime` (each sealed call a
+//! user notification answered by seal's supervisor), bare, sealed and under libfaketime (which
+//! cannot load into a static binary: its figures are the bare ones, with the real time);
+//! start-up of a static `true` and of a Go hello world (static, and with cgo), bare and sealed.
+//! Side by side in one run, modes rotating every round.
+
+use std::ffi::OsString;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::measure::{Launch, Mode};
+use crate::process::{self, Runs};
+
+/// `clock_gettime` calls of one run of the loop.
+pub const LOOP_CALLS: u64 = 20_000;
+
+struct Case {
+    label: String,
+    runs: Runs,
+    /// Calls in one run (per-call figures), or 0 for a start-up case.
+    calls: u64,
+}
+
+fn build(cmd: &mut Command, what: &str) -> Result<(), String> {
+    let st = cmd.status().map_err(|e| format!("{what}: {e}"))?;
+    st.success().then_some(()).ok_or(format!("{what} failed"))
+}
+
+/// The programs, built in `dir`: `(label, program, args, modes, calls)`.
+fn plan(root: &Path, dir: &Path) -> Vec<(String, PathBuf, Vec<OsString>, bool, u64)> {
+    let mut plan = Vec::new();
+    let cc = |out: &str, src: &Path| {
+        let bin = dir.join(out);
+        build(
+            Command::new("cc")
+                .args(["-static", "-O2", "-o"])
+                .arg(&bin)
+                .arg(src),
+            out,
+        )
+        .ok()
+        .map(|()| bin)
+    };
+    if let Some(bin) = cc("static_clock", &root.join("fixtures/bench/static_clock.c")) {
+        plan.push((
+            format!("static C loop, {LOOP_CALLS} × `clock_gettime`"),
+            bin,
+            vec![LOOP_CALLS.to_string().into()],
+            true,
+            LOOP_CALLS,
+        ));
+    }
+    let true_src = dir.join("static_true.c");
+    let _ = std::fs::write(&true_src, "int main(void) { return 0; }\n");
+    if let Some(bin) = cc("static_true", &true_src) {
+        plan.push(("static `true` (start-up)".into(), bin, vec![], false, 0));
+    }
+    // For reference: the dynamic `true`, which libseal loads into (no supervisor).
+    if let Some(t) = crate::which("true") {
+        plan.push((
+            "dynamic `true` (start-up, reference)".into(),
+            t,
+            vec![],
+            false,
+            0,
+        ));
+    }
+    if crate::which("go").is_some() {
+        for (cgo, label, src) in [("0", "static", "hello.go"), ("1", "cgo", "hello_cgo.go")] {
+            let bin = dir.join(format!("hello_{label}"));
+            let ok = build(
+                Command::new("go")
+                    .args(["build", "-o"])
+                    .arg(&bin)
+                    .arg(root.join("fixtures/bench").join(src))
+                    .env("CGO_ENABLED", cgo)
+                    .env("GOCACHE", dir.join("go-cache"))
+                    .env("GOPATH", dir.join("go-path"))
+                    .env("GO111MODULE", "off"),
+                "go build",
+            );
+            if ok.is_ok() {
+                plan.push((
+                    format!("Go hello world, {label} (start-up)"),
+                    bin,
+                    vec![],
+                    false,
+                    0,
+                ));
+            }
+        }
+    }
+    plan
+}
+
+/// Measures what can be built here; `None` when nothing could.
+pub fn section(
+    launch: &Launch,
+    root: &Path,
+    dir: &Path,
+    modes: &[Mode],
+    rounds: usize,
+) -> Result<Option<String>, String> {
+    let mut cases = Vec::new();
+    for (label, prog, args, with_faketime, calls) in plan(root, dir) {
+        let modes: Vec<Mode> = modes
+            .iter()
+            .copied()
+            .filter(|m| with_faketime || *m != Mode::Faketime)
+            .collect();
+        // Start-up runs are short: more of them.
+        let n = if calls > 0 { rounds } else { rounds * 4 };
+        eprint!("seal-bench: {label}, {n} rounds × {} modes ", modes.len());
+        let runs = process::measure(launch, &prog, &args, &modes, 1, n, 1)?;
+        cases.push(Case { label, runs, calls });
+    }
+    Ok((!cases.is_empty()).then(|| render(&cases)))
+}
+
+fn render(cases: &[Case]) -> String {
+    let mut s = String::from("## Static images and Go\n\n");
+    s.push_str(
+        "Static binaries run under seal's system-call supervisor (docs/design.md, \"Static \
+         binaries: system-call supervision\"): each sealed call from the image is a seccomp \
+         user notification, answered by another process. libfaketime cannot load into a static \
+         binary: its column is the bare program, with the real time. Milliseconds of wall time \
+         per run, medians; ratios are medians of per-round ratios; per call: (sealed − bare) \
+         wall time / calls. Targets (issue 30): a sealed static image's start-up ≤ bare + 2 ms.\n\n",
+    );
+    s.push_str(
+        "| program | bare ms | seal ms | seal / bare | seal − bare | libfaketime ms | per sealed call |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for c in cases {
+        let med = |m: Mode| c.runs.summary(m).map(|x| x.wall_median);
+        let ratio = c.runs.paired_ratio(Mode::Seal).map(|(w, _)| w);
+        let cell = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("–".into(), f);
+        let diff = med(Mode::Seal).zip(med(Mode::Bare)).map(|(a, b)| a - b);
+        let per_call = diff
+            .filter(|_| c.calls > 0)
+            .map(|d| d * 1e3 / c.calls as f64);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            c.label,
+            cell(med(Mode::Bare), &|v| format!("{v:.2}")),
+            cell(med(Mode::Seal), &|v| format!("{v:.2}")),
+            cell(ratio, &|v| format!("{v:.2}×")),
+            cell(diff, &|v| format!("{v:+.2} ms")),
+            cell(med(Mode::Faketime), &|v| format!("{v:.2}")),
+            cell(per_call, &|v| format!("{v:.1} µs")),
+        );
+    }
+    s.push('\n');
+    s
+}

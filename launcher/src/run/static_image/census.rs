@@ -1,0 +1,184 @@
+//! The census of a supervised image: the supervisor takes a census slot of the run table for
+//! each process of the image, as libseal does for a process it loads into, and counts there
+//! every call it is sent from the image's own code (system-call level: the caller is the
+//! `syscall` instruction, inside the image's C library). The supervisor is the only writer
+//! of its slots, so it writes them with `pwrite` (a full file system is then a failed write,
+//! never a `SIGBUS`); only the run table's slot counter, shared with every libseal, is taken
+//! with an atomic add on a mapping of its first page.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::mem::offset_of;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use seal_abi::{census_key, CensusFile, CensusSlot, Fid, ModuleRecord, RunTable};
+
+/// The function each supervised system call is counted as, and its detail byte: the clock id
+/// for `clock_gettime`, `CLOCK_REALTIME` for `gettimeofday` and `time`, as libseal counts them.
+pub fn fid_of(nr: i64, args: &[u64; 6]) -> Option<(Fid, u8)> {
+    Some(match nr {
+        libc::SYS_clock_gettime => (Fid::ClockGettime, args[0] as u8),
+        libc::SYS_gettimeofday => (Fid::Gettimeofday, 0),
+        libc::SYS_time => (Fid::TimeFn, 0),
+        libc::SYS_nanosleep => (Fid::Nanosleep, 0),
+        libc::SYS_clock_nanosleep => (Fid::ClockNanosleep, 0),
+        libc::SYS_clock_settime => (Fid::ClockSettime, 0),
+        libc::SYS_settimeofday => (Fid::Settimeofday, 0),
+        libc::SYS_adjtimex => (Fid::Adjtimex, 0),
+        libc::SYS_clock_adjtime => (Fid::ClockAdjtime, 0),
+        libc::SYS_getpid => (Fid::Getpid, 0),
+        libc::SYS_getppid => (Fid::Getppid, 0),
+        libc::SYS_gettid => (Fid::Gettid, 0),
+        libc::SYS_kill => (Fid::Kill, 0),
+        libc::SYS_tkill => (Fid::Tkill, 0),
+        libc::SYS_tgkill => (Fid::Tgkill, 0),
+        libc::SYS_getrandom => (Fid::Getrandom, 0),
+        libc::SYS_uname => (Fid::Uname, 0),
+        libc::SYS_sethostname => (Fid::Sethostname, 0),
+        libc::SYS_setdomainname => (Fid::Setdomainname, 0),
+        libc::SYS_sched_getaffinity => (Fid::SchedGetaffinity, 0),
+        _ => return None,
+    })
+}
+
+/// Who a census slot is for.
+pub struct Identity<'a> {
+    pub vpid: i32,
+    pub parent_vpid: i32,
+    pub gen: u32,
+    /// The real pid (its `/proc/PID/cmdline` gives the arguments).
+    pub pid: i32,
+    pub exe: &'a Path,
+    /// The image's code: the module the callers are named in.
+    pub text: &'a [(u64, u64)],
+    /// Its load bias (0 for a fixed-address executable).
+    pub bias: u64,
+}
+
+/// One process's census slot.
+pub struct Slot {
+    file: File,
+    at: u64,
+    counts: HashMap<u64, (usize, u64)>,
+}
+
+impl Slot {
+    /// Takes the next census slot of the run in `run_dir` and writes its header; `None` when
+    /// there is no run table or it is full (the calls go uncounted, as libseal's would).
+    pub fn open(run_dir: &Path, who: &Identity) -> Option<Slot> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(run_dir.join(seal_abi::RUN_TABLE_NAME))
+            .ok()?;
+        let k = take_slot(&file)?;
+        let mut head = [0u8; 16];
+        file.read_exact_at(&mut head, 8).ok()?;
+        let pid_max = u32::from_le_bytes(head[4..8].try_into().ok()?) as usize;
+        let at = RunTable::census_offset(pid_max, k) as u64;
+        let slot = Slot {
+            file,
+            at,
+            counts: HashMap::new(),
+        };
+        let exe = who.exe.as_os_str().as_encoded_bytes();
+        let exe = &exe[..exe.len().min(seal_abi::EXE_BYTES)];
+        let argv = std::fs::read(format!("/proc/{}/cmdline", who.pid)).unwrap_or_default();
+        let argv = &argv[..argv.len().min(seal_abi::ARGV_BYTES)];
+        let text = offset_of!(CensusFile, text) as u64;
+        slot.put(text, exe);
+        slot.put(text + exe.len() as u64, argv);
+        let start = who.text.iter().map(|r| r.0).min().unwrap_or(0);
+        let end = who.text.iter().map(|r| r.1).max().unwrap_or(0);
+        let m = CensusFile::module_offset(0) as u64;
+        slot.put(
+            m + offset_of!(ModuleRecord, start) as u64,
+            &start.to_le_bytes(),
+        );
+        slot.put(m + offset_of!(ModuleRecord, end) as u64, &end.to_le_bytes());
+        slot.put(
+            m + offset_of!(ModuleRecord, bias) as u64,
+            &who.bias.to_le_bytes(),
+        );
+        slot.put(
+            m + offset_of!(ModuleRecord, name_off) as u64,
+            &0u32.to_le_bytes(),
+        );
+        let name_len = (exe.len() as u32).to_le_bytes();
+        slot.put(m + offset_of!(ModuleRecord, name_len) as u64, &name_len);
+        let u32s = [
+            (offset_of!(CensusFile, version), seal_abi::LAYOUT_VERSION),
+            (offset_of!(CensusFile, vpid), who.vpid as u32),
+            (offset_of!(CensusFile, parent_vpid), who.parent_vpid as u32),
+            (offset_of!(CensusFile, gen), who.gen),
+            (offset_of!(CensusFile, exe_len), exe.len() as u32),
+            (offset_of!(CensusFile, argv_len), argv.len() as u32),
+            (
+                offset_of!(CensusFile, text_used),
+                (exe.len() + argv.len()) as u32,
+            ),
+            (offset_of!(CensusFile, n_modules), 1),
+            (offset_of!(CensusFile, ready), 1),
+        ];
+        for (off, v) in u32s {
+            slot.put(off as u64, &v.to_le_bytes());
+        }
+        // Last: a reader takes the slot for a process once the magic is there.
+        slot.put(
+            offset_of!(CensusFile, magic) as u64,
+            &seal_abi::CENSUS_MAGIC.to_le_bytes(),
+        );
+        Some(slot)
+    }
+
+    /// Counts one call of `fid` (with `detail`) made at `ip`.
+    pub fn count(&mut self, fid: Fid, detail: u8, ip: u64) {
+        let key = census_key(ip, fid, detail);
+        let next = self.counts.len();
+        if next >= CensusFile::ALL_SLOTS && !self.counts.contains_key(&key) {
+            return;
+        }
+        let (i, n) = self.counts.entry(key).or_insert((next, 0));
+        *n += 1;
+        let mut pair = [0u8; 16];
+        pair[..8].copy_from_slice(&key.to_le_bytes());
+        pair[8..].copy_from_slice(&n.to_le_bytes());
+        let off = CensusFile::slot_offset(*i) as u64;
+        const _: () = assert!(std::mem::size_of::<CensusSlot>() == 16);
+        self.put(off, &pair);
+    }
+
+    fn put(&self, off: u64, data: &[u8]) {
+        // A failed write (a full file system) leaves the census short, as a failed page
+        // reservation does in libseal; the run goes on.
+        let _ = self.file.write_all_at(data, self.at + off);
+    }
+}
+
+/// Claims the next census slot number (`RunTable::census_next`, shared with every libseal of
+/// the run), or `None` when the table is full.
+fn take_slot(file: &File) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a shared mapping of the run table's first page (which the launcher wrote), to
+    // take a number with the same atomic add libseal uses; unmapped before returning.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        let next = &*(p.cast::<u8>().add(offset_of!(RunTable, census_next)) as *const AtomicU32);
+        let cap = *(p.cast::<u8>().add(offset_of!(RunTable, census_cap)) as *const u32);
+        let k = next.fetch_add(1, Ordering::AcqRel);
+        libc::munmap(p, 4096);
+        (k < cap).then_some(k as usize)
+    }
+}
