@@ -49,10 +49,9 @@ def reads_of(census, root):
 class CensusRun:
     """Runs each test in a child under `seal census` and keeps its rows for the summary."""
 
-    def __init__(self, config, seal, session_opts):
+    def __init__(self, config, seal):
         self.config = config
         self.seal = seal
-        self.session_opts = session_opts
         self.root = str(config.rootpath)
         self.per_test = {}
         self.targets = []
@@ -73,8 +72,7 @@ class CensusRun:
                 json_path,
                 "--patch-targets",
                 targets_path,
-                *self.session_opts,
-                *child.marker_options(item),
+                *child.item_options(item),
             ]
             reps, _ = child.run_item(item, cmd)
             self.per_test[item.nodeid] = reads_of(_load(json_path), self.root)

@@ -37,9 +37,16 @@ def in_child():
     return os.environ.get(CHILD_ENV) == "1"
 
 
-def marker_options(item):
-    """The seal options of the test's `seal` markers (the closest one wins per keyword)."""
+def item_options(item):
+    """The seal options of a test's child: the ini's `seal_epoch`/`seal_seed`, then the test's
+    `seal` markers (the closest one wins per keyword)."""
     merged = {}
+    epoch = item.config.getini("seal_epoch")
+    seed = item.config.getini("seal_seed")
+    if epoch:
+        merged["epoch"] = str(epoch)
+    if seed:
+        merged["seed"] = str(seed)
     for mark in reversed(list(item.iter_markers("seal"))):
         if mark.args:
             raise pytest.UsageError(

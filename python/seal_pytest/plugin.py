@@ -100,7 +100,7 @@ def pytest_configure(config):
         config.pluginmanager.register(reports.SinkPlugin(config, sink), "seal-report-sink")
     config._seal_census = None
     if config.getoption("seal_census") and not child.in_child():
-        config._seal_census = CensusRun(config, find_seal(), seal_options(config))
+        config._seal_census = CensusRun(config, find_seal())
 
 
 def _exit_status(code):
@@ -146,7 +146,7 @@ def pytest_runtest_protocol(item, nextitem):
     if census is not None:
         reps = census.run(item)
     elif any(True for _ in item.iter_markers("seal")):
-        cmd = [find_seal(), "--quiet", *seal_options(item.config), *child.marker_options(item)]
+        cmd = [find_seal(), "--quiet", *child.item_options(item)]
         reps, _ = child.run_item(item, cmd)
     else:
         return None
