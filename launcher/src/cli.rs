@@ -192,7 +192,7 @@ pub enum GoldenAction {
     /// Merge the JUnit reports of several `check --junit` runs (the shards of a CI matrix)
     JunitMerge(GoldenJunitMergeArgs),
     /// Print the settings record (a golden's `seal` object) a run with these options gets here
-    Settings(GoldenSettingsArgs),
+    Settings(Box<GoldenSettingsArgs>),
 }
 
 #[derive(Args, Debug, Clone)]

@@ -208,6 +208,10 @@ fn goldens_are_shared_with_seal_golden_both_ways() {
     pytest(&proj, &["--seal", "-q", "test_golden.py"])
         .ok()
         .stdout_has("2 passed");
+    // The settings record comes from `seal golden settings`; a bad value is one line, exit 2.
+    seal_in(&proj, &["golden", "settings", "--seed", "x"])
+        .code_is(2)
+        .stderr_has("--seed");
     std::fs::write(&g, by_seal.replace("00:00:00.0", "11:11:11.0")).unwrap();
     seal_in(&proj, &["golden", "check"]).code_is(1);
     pytest(&proj, &["-q", "test_golden.py"])
