@@ -2,7 +2,7 @@
 //! plain `pytest`, against the budget "one extra interpreter start plus seal's per-process
 //! cost". The plugin re-executes pytest once under seal, so the extra is the outer pytest's
 //! start (an interpreter that imports pytest and its plugins and parses the command line:
-//! measured as `python -m pytest --version`) plus seal's own cost for a process (measured as
+//! measured as `pytest --seal` with `SEAL_BIN=true`, which re-executes into `true`) plus seal's own cost for a process (measured as
 //! `seal run -- python -c pass` over bare `python -c pass`). All five commands run once per
 //! round, the order rotating; medians of wall time.
 
@@ -36,6 +36,8 @@ struct Case {
     label: &'static str,
     args: Vec<String>,
     sealed: bool,
+    /// `SEAL_BIN` for the plugin: `true` instead of seal measures the outer pytest alone.
+    outer_only: bool,
 }
 
 pub struct Results {
@@ -81,28 +83,34 @@ pub fn measure(
             label: "plain `pytest -q` (200 tests)",
             args: pytest(&[]),
             sealed: false,
+            outer_only: false,
         },
         Case {
             label: "`pytest --seal -q` (200 tests)",
             args: pytest(&["--seal"]),
             sealed: false,
+            outer_only: false,
         },
         Case {
-            label: "`python -m pytest --version` (the outer pytest's start)",
-            args: pytest(&["--version"]),
+            label: "`pytest --seal -q` with `SEAL_BIN=true` (the outer pytest alone)",
+            args: pytest(&["--seal"]),
             sealed: false,
+            outer_only: true,
         },
         Case {
             label: "`python -c pass`",
             args: vec!["-c".into(), "pass".into()],
             sealed: false,
+            outer_only: false,
         },
         Case {
             label: "`seal run -- python -c pass`",
             args: vec!["-c".into(), "pass".into()],
             sealed: true,
+            outer_only: false,
         },
     ];
+    let true_bin = crate::which("true").ok_or("`true` is not on PATH")?;
     let command = |c: &Case| {
         let mut cmd = if c.sealed {
             let mut s = Command::new(seal);
@@ -114,7 +122,7 @@ pub fn measure(
         cmd.args(&c.args)
             .current_dir(&suite)
             .env("PYTHONPATH", root.join("python"))
-            .env("SEAL_BIN", seal)
+            .env("SEAL_BIN", if c.outer_only { &true_bin } else { seal })
             .env_remove("PYTEST_ADDOPTS");
         cmd
     };
@@ -165,9 +173,9 @@ pub fn render(r: &Results) -> String {
         "A suite of {TESTS} small tests ({FILES} files; each reads `time.time()` and a \
          `uuid4()`), run by `{}` with the plugin from `python/` (`-p seal_pytest.plugin`). \
          `pytest --seal` re-executes pytest once under seal, so its cost over plain pytest \
-         should be at most one extra interpreter start (the outer pytest up to the re-exec: \
-         `python -m pytest --version`) plus seal's per-process cost (`seal run -- python -c \
-         pass` over `python -c pass`). Milliseconds, medians of {} rounds, the order rotating; \
+         should be at most one extra interpreter start (the outer pytest up to the re-exec, \
+         measured with `SEAL_BIN=true` so that it starts `true` instead of the sealed session) \
+         plus seal's per-process cost (`seal run -- python -c pass` over `python -c pass`). Milliseconds, medians of {} rounds, the order rotating; \
          CPU is user + system time of the process tree (wait4), on which the verdict is taken. \
          Load average (1, 5, 15 min) {} before, {} after: the machine was shared, so wall \
          times are rough.\n\n",
