@@ -33,8 +33,13 @@ MARKER_OPTIONS = {
 }
 
 
+# Read once and removed, so that a pytest the test itself starts (pytester, a subprocess) is
+# not taken for a child of this plugin.
+_IN_CHILD = os.environ.pop(CHILD_ENV, None) == "1"
+
+
 def in_child():
-    return os.environ.get(CHILD_ENV) == "1"
+    return _IN_CHILD
 
 
 def item_options(item):

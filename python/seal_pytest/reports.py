@@ -20,7 +20,9 @@ class Sink:
 
     @classmethod
     def from_env(cls):
-        value = os.environ.get(REPORT_FD_ENV)
+        # Removed, so that a pytest the test itself starts does not write to a descriptor
+        # number that means something else there.
+        value = os.environ.pop(REPORT_FD_ENV, None)
         if not value:
             return None
         try:
