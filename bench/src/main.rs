@@ -11,6 +11,7 @@ mod machine;
 mod measure;
 mod percall;
 mod process;
+mod pytest;
 mod report;
 mod runtimes;
 mod startup;
@@ -48,7 +49,10 @@ Options:
   --no-static          skip the static-image and Go section
   --static-only        measure the static-image and Go section only and print it (BENCHMARKS.md
                        is left alone)
-  --static-rounds N    rounds of the static-image and Go section (default 9)";
+  --static-rounds N    rounds of the static-image and Go section (default 9)
+  --no-pytest          skip the `pytest --seal` section
+  --pytest-rounds N    rounds of the `pytest --seal` section (default 7)
+  --pytest-only        measure only the `pytest --seal` section and print it (writes nothing)";
 
 struct Options {
     quick: bool,
@@ -68,6 +72,9 @@ struct Options {
     statics: bool,
     static_only: bool,
     static_rounds: usize,
+    pytest: bool,
+    pytest_rounds: usize,
+    pytest_only: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -89,6 +96,9 @@ fn parse_args() -> Result<Options, String> {
         statics: true,
         static_only: false,
         static_rounds: 9,
+        pytest: true,
+        pytest_rounds: 7,
+        pytest_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -107,6 +117,7 @@ fn parse_args() -> Result<Options, String> {
                 o.startup_runs = 20;
                 o.python_rounds = 2;
                 o.runtime_rounds = 1;
+                o.pytest_rounds = 2;
             }
             "--no-write" => o.write = false,
             "--out" => o.out = Some(value("--out")?.into()),
@@ -127,6 +138,12 @@ fn parse_args() -> Result<Options, String> {
                 o.write = false;
             }
             "--static-rounds" => o.static_rounds = number(&a, value(&a)?)? as usize,
+            "--no-pytest" => o.pytest = false,
+            "--pytest-rounds" => o.pytest_rounds = number(&a, value(&a)?)? as usize,
+            "--pytest-only" => {
+                o.pytest_only = true;
+                o.write = false;
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -234,7 +251,12 @@ fn run(o: &Options) -> Result<(), String> {
     let workdir = std::env::temp_dir().join(format!("seal-bench-{}", std::process::id()));
     std::fs::create_dir_all(&workdir)
         .map_err(|e| format!("cannot create {}: {e}", workdir.display()))?;
-    let result = measure_all(o, &root, seal, faketime, &workdir);
+    let result = if o.pytest_only {
+        pytest::measure(&seal, &root, &workdir, o.pytest_rounds)
+            .map(|r| r.map(|r| pytest::render(&r)).unwrap_or_default())
+    } else {
+        measure_all(o, &root, seal, faketime, &workdir)
+    };
     let _ = std::fs::remove_dir_all(&workdir);
     let markdown = result?;
     print!("{markdown}");
@@ -390,6 +412,12 @@ fn measure_all(
         None
     };
 
+    let pytest_section = if o.pytest {
+        pytest::measure(&launch.seal, root, workdir, o.pytest_rounds)?.map(|r| pytest::render(&r))
+    } else {
+        None
+    };
+
     let mut callgrind = BTreeMap::new();
     let mut callgrind_note = None;
     if o.callgrind && which("valgrind").is_some() {
@@ -464,7 +492,7 @@ fn measure_all(
         eprintln!("seal-bench: --quick: few rounds; do not publish these figures");
     }
     let mut text = report::render(&results);
-    for section in [startup_section, runtimes_section, statics_section]
+    for section in [startup_section, runtimes_section, statics_section, pytest_section]
         .into_iter()
         .flatten()
     {

@@ -191,6 +191,14 @@ pub enum GoldenAction {
     List(GoldenListArgs),
     /// Merge the JUnit reports of several `check --junit` runs (the shards of a CI matrix)
     JunitMerge(GoldenJunitMergeArgs),
+    /// Print the settings record (a golden's `seal` object) a run with these options gets here
+    Settings(Box<GoldenSettingsArgs>),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GoldenSettingsArgs {
+    #[command(flatten)]
+    pub seal: SealOpts,
 }
 
 /// Where the golden suite is: options every `seal golden` action shares.

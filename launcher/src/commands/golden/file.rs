@@ -80,6 +80,15 @@ impl SealRecord {
     }
 }
 
+/// `seal golden settings`: the settings record of a run with these options in this directory,
+/// as canonical JSON on stdout (exit 0), or the configuration error (exit 2).
+pub fn print_settings(args: &crate::cli::GoldenSettingsArgs) -> Result<std::process::ExitCode> {
+    let settings = crate::usage::settings_for(&args.seal)?;
+    let v = canonical(serde_json::to_value(SealRecord::of(&settings))?);
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
 /// A golden file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Golden {

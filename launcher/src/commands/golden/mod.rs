@@ -5,6 +5,9 @@
 //! Exit status: 0 all recorded / all passed; 1 a case was refused (record) or failed (check);
 //! 2 a configuration error (nothing is written), or a case that could not be checked at all:
 //! its golden file is not valid JSON, or its command cannot be started. 2 wins over 1.
+//! `settings` prints the `seal` object a golden records for a run with the given options
+//! (flags > `SEAL_*` > seal.toml > defaults), so that other writers of goldens (the pytest
+//! plugin's `sealed.golden`) record exactly what `record` would.
 
 pub(crate) mod case;
 mod check;
@@ -32,5 +35,6 @@ pub fn run(args: GoldenArgs) -> Result<ExitCode> {
         GoldenAction::Check(a) => check::run(&a),
         GoldenAction::List(a) => list::run(&a),
         GoldenAction::JunitMerge(a) => junit_merge::run(&a),
+        GoldenAction::Settings(a) => file::print_settings(&a),
     }
 }
