@@ -492,9 +492,14 @@ fn measure_all(
         eprintln!("seal-bench: --quick: few rounds; do not publish these figures");
     }
     let mut text = report::render(&results);
-    for section in [startup_section, runtimes_section, statics_section, pytest_section]
-        .into_iter()
-        .flatten()
+    for section in [
+        startup_section,
+        runtimes_section,
+        statics_section,
+        pytest_section,
+    ]
+    .into_iter()
+    .flatten()
     {
         text.push('\n');
         text.push_str(&section);
