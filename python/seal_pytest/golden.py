@@ -107,7 +107,11 @@ class Sealed:
         opts = [*seal_options(self._config), *seal_args]
         with tempfile.TemporaryDirectory(prefix="seal-pytest-") as d:
             census_path = os.path.join(d, "census.json")
-            argv = [self.seal, "--quiet", *opts, "--census", census_path, "--", *cmd]
+            # Golden mode's spin_after, as `seal golden record` runs a new case (the record
+            # says which: the user's, or golden mode's own when none is given).
+            spin = settings_record(self.seal, opts, os.path.abspath(cwd or os.getcwd()))
+            spin = ["--spin-after", str(spin.get("spin_after", 0))]
+            argv = [self.seal, "--quiet", *opts, *spin, "--census", census_path, "--", *cmd]
             run_env = dict(os.environ if env is None else env)
             run_env.pop(INNER_ENV, None)
             proc = subprocess.run(

@@ -50,7 +50,7 @@ pub struct Case {
     pub masks: MaskSet,
     pub settings: Settings,
     /// `settings.spin_after` is golden mode's default for a case recorded anew
-    /// (`suite::GOLDEN_SPIN_AFTER`): `record` checks it against a pass without it.
+    /// (`file::GOLDEN_SPIN_AFTER`): `record` checks it against a pass without it.
     pub spin_default: bool,
     /// Time limit of one sealed pass (`timeout`, else `[golden] timeout`): a case that hangs
     /// is killed and reported instead of hanging the suite.

@@ -80,10 +80,19 @@ impl SealRecord {
     }
 }
 
+/// Golden mode's `spin_after` (docs/design.md, "Unprinted wall-clock reads in goldens"): the
+/// first 1000 wall-clock reads after each wait leave the clock still, so a refactor that adds
+/// or removes unprinted `time.time()`/`Date.now()` reads moves no printed value.
+pub const GOLDEN_SPIN_AFTER: u32 = 1000;
+
 /// `seal golden settings`: the settings record of a run with these options in this directory,
 /// as canonical JSON on stdout (exit 0), or the configuration error (exit 2).
 pub fn print_settings(args: &crate::cli::GoldenSettingsArgs) -> Result<std::process::ExitCode> {
-    let settings = crate::usage::settings_for(&args.seal)?;
+    let mut settings = crate::usage::settings_for(&args.seal)?;
+    // What a new case records: golden mode's own `spin_after` unless one was given.
+    if !settings.spin_after_given {
+        settings.spin_after = GOLDEN_SPIN_AFTER;
+    }
     let v = canonical(serde_json::to_value(SealRecord::of(&settings))?);
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(std::process::ExitCode::SUCCESS)

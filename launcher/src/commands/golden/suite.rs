@@ -59,10 +59,7 @@ pub fn load(
     })
 }
 
-/// Golden mode's `spin_after` (docs/design.md, "Unprinted wall-clock reads in goldens"): the
-/// first 1000 wall-clock reads after each wait leave the clock still, so a refactor that adds
-/// or removes unprinted `time.time()`/`Date.now()` reads moves no printed value.
-pub const GOLDEN_SPIN_AFTER: u32 = 1000;
+use super::file::GOLDEN_SPIN_AFTER;
 
 /// A case that does not set `spin_after` (nor `[seal]`, nor `SEAL_SPIN_AFTER`) takes the one
 /// its golden was recorded with, so goldens recorded before golden mode had a default of its
