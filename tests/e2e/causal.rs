@@ -64,6 +64,17 @@ fn a_joined_threads_sleep_shows_in_the_joiner() {
     assert_has(&out, "process cpu across a 0.1 s sleep: 1000 ns\n");
 }
 
+/// CPython's `Thread.join` is a lock the ending thread releases (no `pthread_join`): the
+/// joiner takes the thread's time (issue 28: `test_map_no_failfast` saw 0.5 s, not 1 s).
+#[test]
+fn a_python_thread_join_carries_the_joined_threads_sleep() {
+    require_tools!("python3");
+    assert_eq!(
+        python_case("python_join"),
+        "Thread.join after 0.300\nThreadPool.join after 0.600\n"
+    );
+}
+
 #[test]
 fn a_loop_fed_by_an_unsealed_writer_still_reaches_its_deadline() {
     require_tools!("python3", "sh");
