@@ -75,6 +75,18 @@ fn a_python_thread_join_carries_the_joined_threads_sleep() {
     );
 }
 
+/// A timed `poll` that finds a descriptor ready takes the clock its next bytes carry, as the
+/// read would: a forkserver child's sentinel shows the child's second to a parent that only
+/// waits for it (issue 28: CPython's `test_wait_integer` saw 0 s for 3 s, under `--warp`).
+#[test]
+fn a_polled_forkserver_sentinel_carries_the_childs_time() {
+    require_tools!("python3");
+    assert_eq!(
+        python_case("forkserver_wait"),
+        "sentinel ready True after 1.000\njoined after 1.000\n"
+    );
+}
+
 #[test]
 fn a_loop_fed_by_an_unsealed_writer_still_reaches_its_deadline() {
     require_tools!("python3", "sh");

@@ -72,12 +72,25 @@ static SEMS: [ClockSlot; 256] = [const { ClockSlot::empty() }; 256];
 /// Something was ever published to [`SEMS`]: until then a semaphore wait looks nothing up.
 static SEMS_USED: AtomicU8 = AtomicU8::new(0);
 
+crate::thread_cell! {
+    /// The semaphores this thread took last (newest first).
+    static TAKEN: [u64; 2] = "seal_tls_causal_sems_taken";
+}
+
 /// `sem_post(sem)` from `ra`. A CPython thread whose Python code has finished releases the
 /// lock its `Thread.join` waits on: the thread ends, and (as at `pthread_join`) its `W` moves
-/// whoever takes that lock. Other posts carry nothing (module docs).
+/// whoever takes that lock. Other posts carry nothing (module docs). On its way out the thread
+/// also takes and releases the interpreter's own locks (the thread list's, in
+/// `tstate_delete_common`): a release of a semaphore this thread has just taken is one of
+/// those, not its join lock (which it took when it started, with Python code running), and
+/// carries nothing, or every thread that starts another would take a finished thread's time.
 #[inline]
 pub fn sem_posting(sem: u64, ra: u64) {
-    if active() && crate::runtime::python_caller(ra) && crate::py::thread_finished() {
+    if active()
+        && crate::runtime::python_caller(ra)
+        && !TAKEN.with(|t| t.get()).contains(&sem)
+        && crate::py::thread_finished()
+    {
         SEMS_USED.store(1, Relaxed);
         publish(&SEMS, key_of(SEM, sem, 0), thread::causal());
     }
@@ -86,6 +99,12 @@ pub fn sem_posting(sem: u64, ra: u64) {
 /// A wait took `sem`: adopt what a finished thread left on it (`sem_posting`).
 #[inline]
 pub fn sem_taken(sem: u64) {
+    TAKEN.with(|t| {
+        let last = t.get();
+        if last[0] != sem {
+            t.set([sem, last[0]]);
+        }
+    });
     if SEMS_USED.load(Relaxed) != 0 && active() {
         adopt(lookup(&SEMS, key_of(SEM, sem, 0)));
     }
@@ -209,6 +228,11 @@ fn send_key(fd: i32) -> Option<(u64, &'static [causal::Channel])> {
 /// poll timed out, at its deadline. So whether a timeout or a sealed writer's late line ends
 /// the wait is decided by their clocks, not by which came first in real time.
 ///
+/// The descriptors left ready carry their next bytes' clocks to the poller (Lamport's
+/// receive, a read's worth early): a program that polls a process's sentinel and does not
+/// read it (`multiprocessing.connection.wait`, CPython's `test_wait_integer`) sees the time
+/// the child took; one that reads next adopts the same clock at its read anyway.
+///
 /// # Safety
 /// `fds` valid for `n` entries (or `r <= 0`).
 pub unsafe fn in_time(fds: *mut libc::pollfd, n: libc::nfds_t, deadline: i64, r: i32) -> i32 {
@@ -216,7 +240,7 @@ pub unsafe fn in_time(fds: *mut libc::pollfd, n: libc::nfds_t, deadline: i64, r:
         return r;
     }
     let Some(t) = table::channels() else { return r };
-    let (mut left, mut late) = (0, false);
+    let (mut left, mut late, mut carried) = (0, false, 0);
     for i in 0..n as usize {
         // SAFETY: per the contract.
         let p = unsafe { &mut *fds.add(i) };
@@ -232,15 +256,19 @@ pub unsafe fn in_time(fds: *mut libc::pollfd, n: libc::nfds_t, deadline: i64, r:
             late = true;
         } else {
             left += 1;
+            carried = carried.max(next);
         }
     }
-    if !late {
-        return r;
-    }
-    if left == 0 {
+    if late && left == 0 {
         crate::wait::reached(deadline);
+        return 0;
     }
-    left
+    adopt(carried);
+    if late {
+        left
+    } else {
+        r
+    }
 }
 
 /// A read-like call on `fd` returned `r`: `r` bytes (0: end of file) were received, and the
