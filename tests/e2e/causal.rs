@@ -87,6 +87,15 @@ fn a_polled_forkserver_sentinel_carries_the_childs_time() {
     );
 }
 
+/// The run's channel table does not fill up: after 3000 pipes a child's bytes still carry
+/// its sleep (issue 28: late in CPython's multiprocessing suite, pool results carried no
+/// time, and `test_map_no_failfast` saw 0.5 s of 1 s).
+#[test]
+fn bytes_carry_time_after_thousands_of_pipes() {
+    require_tools!("python3");
+    assert_eq!(python_case("many_pipes"), "read after 0.500\n");
+}
+
 #[test]
 fn a_loop_fed_by_an_unsealed_writer_still_reaches_its_deadline() {
     require_tools!("python3", "sh");
