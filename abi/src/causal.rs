@@ -34,7 +34,7 @@ pub const fn key_of(kind: u64, a: u64, b: u64) -> u64 {
     h = (h ^ (h >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9) ^ b;
     h = (h ^ (h >> 29)).wrapping_mul(0x94d0_49bb_1331_11eb);
     h ^= h >> 32;
-    if h == 0 {
+    if h == 0 || h == u64::MAX {
         1
     } else {
         h
@@ -82,6 +82,26 @@ pub fn lookup(slots: &[ClockSlot], key: u64) -> i64 {
     0
 }
 
+/// Drops what was published to `key` (its clock back to 0, the key kept so probing still
+/// passes it): the object behind the key was created anew, and carries nothing yet.
+pub fn forget(slots: &[ClockSlot], key: u64) {
+    if slots.is_empty() || key == 0 {
+        return;
+    }
+    let start = (key as usize) % slots.len();
+    for i in 0..WINDOW.min(slots.len()) {
+        let s = &slots[(start + i) % slots.len()];
+        let k = s.key.load(Acquire);
+        if k == key {
+            s.clock.store(0, Release);
+            return;
+        }
+        if k == 0 {
+            return;
+        }
+    }
+}
+
 /// Channels in the run table.
 pub const CHANNELS: usize = 1024;
 /// Clock records a channel keeps (the most recent changes of its writers' clocks).
@@ -118,8 +138,17 @@ impl Channel {
     }
 }
 
-/// The channel of `key`, claimed when `claim` (a writer); `None` when absent or the window
-/// is full (that channel then carries nothing: the rule without causality).
+/// The channel of `key`, claimed when `claim` (a writer); `None` when absent or when the
+/// window is full of channels with bytes in flight (that channel then carries nothing: the
+/// rule without causality).
+///
+/// Channels are never freed when their pipe or socket closes (no process knows it was the
+/// last one holding it), so a long run fills the table: CPython's multiprocessing suite makes
+/// thousands of pipes, and after about a thousand, new ones carried nothing. A writer whose
+/// window is full takes over a *drained* channel in it (every byte written was read): what a
+/// drained channel's records say was adopted by the bytes' readers already, so forgetting it
+/// loses nothing; if that channel is still in use, its next write claims a slot of its own,
+/// counting from 0 on both sides.
 fn channel(chans: &[Channel], key: u64, claim: bool) -> Option<&Channel> {
     if chans.is_empty() || key == 0 {
         return None;
@@ -133,7 +162,37 @@ fn channel(chans: &[Channel], key: u64, claim: bool) -> Option<&Channel> {
             Probe::Taken => {}
         }
     }
+    if claim {
+        for i in 0..WINDOW.min(chans.len()) {
+            if let Some(c) = recycle(&chans[(start + i) % chans.len()], key) {
+                return Some(c);
+            }
+        }
+    }
     None
+}
+
+/// A key word no [`key_of`] gives: a channel being recycled.
+const RECYCLING: u64 = u64::MAX;
+
+/// Takes over `c` for `key` if it is drained (and not being recycled by someone else).
+fn recycle(c: &Channel, key: u64) -> Option<&Channel> {
+    let old = c.key.load(Acquire);
+    if old == RECYCLING || c.read.load(Acquire) < c.written.load(Acquire) {
+        return None;
+    }
+    c.key
+        .compare_exchange(old, RECYCLING, AcqRel, Acquire)
+        .ok()?;
+    for i in 0..RECORDS {
+        c.at[i].store(0, Release);
+        c.clock[i].store(0, Release);
+    }
+    c.next.store(0, Release);
+    c.read.store(0, Release);
+    c.written.store(0, Release);
+    c.key.store(key, Release);
+    Some(c)
 }
 
 /// A writer with causal clock `w` is about to send `n` bytes on `key`. Returns the position
@@ -219,6 +278,11 @@ mod tests {
         assert_eq!(lookup(&t, a), 500);
         assert_eq!(lookup(&t, b), 7);
         assert_eq!(lookup(&t, key_of(2, 10, 20)), 0);
+        forget(&t, a);
+        assert_eq!(lookup(&t, a), 0);
+        assert_eq!(lookup(&t, b), 7);
+        publish(&t, a, 40);
+        assert_eq!(lookup(&t, a), 40);
     }
 
     #[test]
@@ -237,6 +301,29 @@ mod tests {
         // The evicted key reads as unknown, never as another key's clock.
         assert_eq!(lookup(&t, keys[0]), 0);
         assert_eq!(lookup(&t, keys[1]), 2);
+    }
+
+    #[test]
+    fn a_full_window_of_channels_recycles_a_drained_one() {
+        let chans = [const { Channel::empty() }; 64];
+        // Keys whose windows all start at channel 0.
+        let mut keys = [0u64; WINDOW + 1];
+        for (i, k) in keys.iter_mut().enumerate() {
+            *k = (i as u64 + 1) * 64;
+        }
+        for &k in &keys[..WINDOW] {
+            send(&chans, k, 5, 10);
+        }
+        // Every channel has bytes in flight: the next one carries nothing.
+        let new = keys[WINDOW];
+        assert_eq!(send(&chans, new, 7, 1), None);
+        // One is drained: the next one takes it over and counts from 0.
+        assert_eq!(receive(&chans, keys[3], 10), 5);
+        assert_eq!(send(&chans, new, 700, 4), Some(0));
+        assert_eq!(receive(&chans, new, 4), 700);
+        // The drained channel's key reads as unknown; the others keep their clocks.
+        assert_eq!(receive(&chans, keys[3], 1), 0);
+        assert_eq!(receive(&chans, keys[4], 10), 5);
     }
 
     #[test]

@@ -64,6 +64,38 @@ fn a_joined_threads_sleep_shows_in_the_joiner() {
     assert_has(&out, "process cpu across a 0.1 s sleep: 1000 ns\n");
 }
 
+/// CPython's `Thread.join` is a lock the ending thread releases (no `pthread_join`): the
+/// joiner takes the thread's time (issue 28: `test_map_no_failfast` saw 0.5 s, not 1 s).
+#[test]
+fn a_python_thread_join_carries_the_joined_threads_sleep() {
+    require_tools!("python3");
+    assert_eq!(
+        python_case("python_join"),
+        "Thread.join after 0.300\nThreadPool.join after 0.600\n"
+    );
+}
+
+/// A timed `poll` that finds a descriptor ready takes the clock its next bytes carry, as the
+/// read would: a forkserver child's sentinel shows the child's second to a parent that only
+/// waits for it (issue 28: CPython's `test_wait_integer` saw 0 s for 3 s, under `--warp`).
+#[test]
+fn a_polled_forkserver_sentinel_carries_the_childs_time() {
+    require_tools!("python3");
+    assert_eq!(
+        python_case("forkserver_wait"),
+        "sentinel ready True after 1.000\njoined after 1.000\n"
+    );
+}
+
+/// The run's channel table does not fill up: after 3000 pipes a child's bytes still carry
+/// its sleep (issue 28: late in CPython's multiprocessing suite, pool results carried no
+/// time, and `test_map_no_failfast` saw 0.5 s of 1 s).
+#[test]
+fn bytes_carry_time_after_thousands_of_pipes() {
+    require_tools!("python3");
+    assert_eq!(python_case("many_pipes"), "read after 0.500\n");
+}
+
 #[test]
 fn a_loop_fed_by_an_unsealed_writer_still_reaches_its_deadline() {
     require_tools!("python3", "sh");

@@ -10,6 +10,7 @@ mod census;
 mod cli;
 mod clocks;
 mod cpu;
+mod cpython;
 mod devices;
 mod doctor;
 mod golden;

@@ -474,3 +474,26 @@ fn node_set_timeout_does_not_hang() {
     out.ok();
     assert_eq!(out.stdout, "node timeout fired\n", "{}", out.show());
 }
+
+/// A streak of early-ended waits belongs to its loop: a longer wait after it (a 5 s `select`
+/// that a thread's write ends after 0.2 s; an `accept` with a 5 s timeout that a 1 s alarm
+/// interrupts) waits for what it waits for, instead of timing out at the short wait's
+/// deadline (issue 28: CPython's `testInterruptedTimeout` and `test_create_ssl_connection`).
+/// Three sealed runs of each and one under `--warp`, at once.
+#[test]
+fn a_streak_does_not_cut_a_longer_wait_short() {
+    require_tools!("python3");
+    let py = fixture("python/streak_scope.py");
+    let py = py.to_str().unwrap();
+    for (case, want) in [
+        ("writer", "select: ready after 0.200\n"),
+        ("alarm", "Alarm interrupted accept\n"),
+    ] {
+        let mut cmds = sealed_n(&["python3", py, case], 3);
+        cmds.push(seal(["--warp", "--", "python3", py, case]));
+        let runs = run_concurrently(cmds, TIMEOUT);
+        for r in &runs {
+            assert_eq!(r.stdout, want, "{case}: {}", r.show());
+        }
+    }
+}

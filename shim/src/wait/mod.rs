@@ -289,7 +289,7 @@ pub unsafe fn absolute(
     let eventful = reached == Reached::OnTimedout && owner() == Owner::Program;
     let t0 = if eventful { mono_now() } else { 0 };
     if eventful && target > now_l {
-        if let Some(due) = streak_due(t0) {
+        if let Some(due) = streak_due(t0, target - now_l) {
             end_streak();
             if due > thread::peek() {
                 thread::waited_to(due);
@@ -371,7 +371,7 @@ pub fn relative<R>(
     // else can end (a descriptor) take part in a streak.
     let eventful = !sliceable;
     if eventful {
-        if let Some(due) = streak_due(t0) {
+        if let Some(due) = streak_due(t0, ns) {
             // The streak's shortest timeout has passed in real time: it ends here, with `L`
             // at its deadline, and this wait only collects what is ready.
             end_streak();

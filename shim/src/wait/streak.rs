@@ -16,6 +16,9 @@ struct Streak {
     real: i64,
     /// The logical deadline that goes with it.
     logical: i64,
+    /// That wait's timeout: the streak is a loop's, and only a wait no longer than it can
+    /// be that loop's next round.
+    ns: i64,
 }
 
 crate::thread_cell! {
@@ -27,6 +30,7 @@ pub(super) fn end_streak() {
         s.set(Streak {
             real: 0,
             logical: 0,
+            ns: 0,
         })
     });
 }
@@ -45,13 +49,19 @@ pub(super) fn early(t0: i64, l0: i64, ns: i64, clock_moved: bool) {
             s.set(Streak {
                 real,
                 logical: l0.saturating_add(ns),
+                ns,
             });
         }
     });
 }
 
-/// At the start of a relative wait: the logical deadline of a streak whose real time is up.
-pub(super) fn streak_due(real_now: i64) -> Option<i64> {
+/// At the start of a timed wait of `ns`: the logical deadline of a streak whose real time is
+/// up, if this wait can be the streak's loop's next round. A deadline loop's rounds wait as
+/// long as its shortest one, or less (the time left shrinks by the reads' ticks); a longer
+/// wait is something else (a TLS handshake's 10 s `poll` after a server loop's 50 ms
+/// `select` was ended by the connection, an `accept` with a 5 s timeout that an alarm
+/// should interrupt): it waits as it would without the streak, which stays for its loop.
+pub(super) fn streak_due(real_now: i64, ns: i64) -> Option<i64> {
     let cur = STREAK.with(|s| s.get());
-    (cur.real != 0 && real_now >= cur.real).then_some(cur.logical)
+    (cur.real != 0 && real_now >= cur.real && ns <= cur.ns).then_some(cur.logical)
 }
