@@ -82,26 +82,6 @@ pub fn lookup(slots: &[ClockSlot], key: u64) -> i64 {
     0
 }
 
-/// Drops what was published to `key` (its clock back to 0, the key kept so probing still
-/// passes it): the object behind the key was created anew, and carries nothing yet.
-pub fn forget(slots: &[ClockSlot], key: u64) {
-    if slots.is_empty() || key == 0 {
-        return;
-    }
-    let start = (key as usize) % slots.len();
-    for i in 0..WINDOW.min(slots.len()) {
-        let s = &slots[(start + i) % slots.len()];
-        let k = s.key.load(Acquire);
-        if k == key {
-            s.clock.store(0, Release);
-            return;
-        }
-        if k == 0 {
-            return;
-        }
-    }
-}
-
 /// Channels in the run table.
 pub const CHANNELS: usize = 1024;
 /// Clock records a channel keeps (the most recent changes of its writers' clocks).
@@ -278,11 +258,6 @@ mod tests {
         assert_eq!(lookup(&t, a), 500);
         assert_eq!(lookup(&t, b), 7);
         assert_eq!(lookup(&t, key_of(2, 10, 20)), 0);
-        forget(&t, a);
-        assert_eq!(lookup(&t, a), 0);
-        assert_eq!(lookup(&t, b), 7);
-        publish(&t, a, 40);
-        assert_eq!(lookup(&t, a), 40);
     }
 
     #[test]

@@ -195,12 +195,6 @@ pub fn gil_wait(ra: u64) -> bool {
     matches!(object_of(ra.wrapping_sub(1)), Some((PYTHON, _, _)))
 }
 
-/// Is `ra` in a CPython interpreter's object (its lock code calls the semaphore functions)?
-#[inline]
-pub fn python_caller(ra: u64) -> bool {
-    matches!(object_of(ra.wrapping_sub(1)), Some((PYTHON, _, _)))
-}
-
 /// A semaphore call from `ra` that CPython's lock code (`PyThread_acquire_lock_timed`, 3.11+)
 /// makes right after reading the monotonic clock for a deadline: that read is bookkeeping
 /// whenever the call is untimed (`sem_wait`, `sem_trywait`: 3.11 and 3.12 read the clock for

@@ -64,15 +64,15 @@ fn a_joined_threads_sleep_shows_in_the_joiner() {
     assert_has(&out, "process cpu across a 0.1 s sleep: 1000 ns\n");
 }
 
-/// CPython's `Thread.join` is a lock the ending thread releases (no `pthread_join`): the
-/// joiner takes the thread's time (issue 28: `test_map_no_failfast` saw 0.5 s, not 1 s).
+/// CPython's `Thread.join` (before 3.13) is a lock the ending thread releases: it carries no
+/// time, so a thread pool whose uneven sleeping tasks land on workers as the scheduler
+/// decides ends at the same time every run (carried, a pool's shutdown showed which worker
+/// ran more: docs/design.md, "Causality").
 #[test]
-fn a_python_thread_join_carries_the_joined_threads_sleep() {
+fn a_python_thread_pool_of_uneven_tasks_ends_at_the_same_time_every_run() {
     require_tools!("python3");
-    assert_eq!(
-        python_case("python_join"),
-        "Thread.join after 0.300\nThreadPool.join after 0.600\n"
-    );
+    let out = python_case("python_join");
+    assert!(out.starts_with("ThreadPoolExecutor ended after 0.000\n"), "{out}");
 }
 
 /// A timed `poll` that finds a descriptor ready takes the clock its next bytes carry, as the

@@ -9,8 +9,7 @@
 //!   sends in that channel's record in the run table (`seal_abi::causal::Channel`); a read
 //!   raises the reader's `L` and `W` to the highest clock the bytes it took carry (Lamport's
 //!   receive). Writes and reads that glibc makes internally (stdio buffers) are not seen;
-//! * a thread that returns leaves its `W` for `pthread_join` (and the timed joins); a CPython
-//!   thread whose code finished leaves it on the lock `Thread.join` waits on ([`sem_posting`]);
+//! * a thread that returns leaves its `W` for `pthread_join` (and the timed joins);
 //! * a reaped child's wait clock moves its parent (`crate::process::vpid::reaped`).
 //!
 //! Wakeups through condition variables, semaphores, mutexes and futexes carry nothing: in a
@@ -36,7 +35,6 @@ const PIPE: u64 = 1;
 const UNIX: u64 = 2;
 const INET: u64 = 3;
 const JOIN: u64 = 4;
-const SEM: u64 = 5;
 
 /// Causality is on: the time family is sealed and the run table is mapped.
 #[inline(always)]
@@ -62,60 +60,6 @@ pub fn join_done(id: libc::pthread_t, r: i32) -> i32 {
 pub fn thread_done(id: libc::pthread_t) {
     if active() {
         publish(&JOINS, key_of(JOIN, id, 0), thread::causal());
-    }
-}
-
-// ---- CPython's thread ends (process-private) ---------------------------------------------
-
-/// The causal clocks that finished CPython threads left on their join lock, by semaphore.
-static SEMS: [ClockSlot; 256] = [const { ClockSlot::empty() }; 256];
-/// Something was ever published to [`SEMS`]: until then a semaphore wait looks nothing up.
-static SEMS_USED: AtomicU8 = AtomicU8::new(0);
-
-crate::thread_cell! {
-    /// The semaphores this thread took last (newest first).
-    static TAKEN: [u64; 2] = "seal_tls_causal_sems_taken";
-}
-
-/// `sem_post(sem)` from `ra`. A CPython thread whose Python code has finished releases the
-/// lock its `Thread.join` waits on: the thread ends, and (as at `pthread_join`) its `W` moves
-/// whoever takes that lock. Other posts carry nothing (module docs). On its way out the thread
-/// also takes and releases the interpreter's own locks (the thread list's, in
-/// `tstate_delete_common`): a release of a semaphore this thread has just taken is one of
-/// those, not its join lock (which it took when it started, with Python code running), and
-/// carries nothing, or every thread that starts another would take a finished thread's time.
-#[inline]
-pub fn sem_posting(sem: u64, ra: u64) {
-    if active()
-        && crate::runtime::python_caller(ra)
-        && !TAKEN.with(|t| t.get()).contains(&sem)
-        && crate::py::thread_finished()
-    {
-        SEMS_USED.store(1, Relaxed);
-        publish(&SEMS, key_of(SEM, sem, 0), thread::causal());
-    }
-}
-
-/// A wait took `sem`: adopt what a finished thread left on it (`sem_posting`).
-#[inline]
-pub fn sem_taken(sem: u64) {
-    TAKEN.with(|t| {
-        let last = t.get();
-        if last[0] != sem {
-            t.set([sem, last[0]]);
-        }
-    });
-    if SEMS_USED.load(Relaxed) != 0 && active() {
-        adopt(lookup(&SEMS, key_of(SEM, sem, 0)));
-    }
-}
-
-/// `sem` is initialised or destroyed: a semaphore made later at the same address carries
-/// nothing.
-#[inline]
-pub fn sem_forget(sem: u64) {
-    if SEMS_USED.load(Relaxed) != 0 {
-        causal::forget(&SEMS, key_of(SEM, sem, 0));
     }
 }
 

@@ -333,34 +333,6 @@ fn ready(file: &CensusFile) -> bool {
     }
 }
 
-/// Has this thread's Python code finished: a Python thread state with no frame left? CPython
-/// (3.8-3.12) releases the lock `Thread.join` waits on (`_tstate_lock`, a semaphore) from
-/// `PyThreadState_Clear`, after the thread's last frame returned; lock releases from Python
-/// code have a frame. False while the layout is not checked (the census activates it at the
-/// image's first counted call with frames).
-pub fn thread_finished() -> bool {
-    if STATE.load(Acquire) != ON {
-        return false;
-    }
-    let l = layout();
-    let ts = thread_state();
-    if !plausible(ts) {
-        return false;
-    }
-    // SAFETY: this thread's own thread state, from the interpreter's TSS key; the checked
-    // layout says where it keeps its frame (3.11+: its current `_PyCFrame`, a struct in the
-    // thread state or on this thread's stack, range-checked before it is read).
-    let mut f = unsafe { ld(ts + l.ts_frame as u64) };
-    if l.cframe_current != NONE {
-        if !plausible(f) {
-            return false;
-        }
-        // SAFETY: as above.
-        f = unsafe { ld(f + l.cframe_current as u64) };
-    }
-    f == 0
-}
-
 /// Calls `visit` on this thread's Python frames that run code, innermost first, until it
 /// returns true (at most [`MAX_DEPTH`] frames). The layout must be checked ([`STATE`] `ON`).
 #[inline(always)]

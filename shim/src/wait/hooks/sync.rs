@@ -230,9 +230,9 @@ hook! {
     fn sem_timedwait(sem: *mut sem_t, abstime: *const timespec) -> c_int;
     fid = SemTimedwait, detail = detail(CLOCK_REALTIME);
     // SAFETY: forwarded contract.
-    |real| sem_done(sem, ret_of(unsafe {
+    |real| ret_of(unsafe {
         until(CLOCK_REALTIME, abstime, || true, |ts| err_of(real(sem, ts)))
-    }))
+    })
 }
 
 hook! {
@@ -244,9 +244,9 @@ hook! {
         crate::core::census::count(seal_abi::Fid::SemClockwait, detail(clk), ra);
         python_lock_bookkeeping(ra, true);
         // SAFETY: forwarded contract.
-        sem_done(sem, ret_of(unsafe {
+        ret_of(unsafe {
             until(clk, abstime, || true, |ts| err_of(real(sem, clk, ts)))
-        }))
+        })
     }
 }
 
@@ -271,56 +271,6 @@ hook! {
     caller = ra;
     |real| {
         python_lock_bookkeeping(ra, false);
-        sem_done(sem, real(sem))
-    }
-}
-
-/// A semaphore wait returned `r`: one that took the semaphore adopts what a finished CPython
-/// thread left on it (`crate::causal::sem_posting`). Returns `r`.
-#[inline(always)]
-fn sem_done(sem: *mut sem_t, r: c_int) -> c_int {
-    if r == 0 {
-        crate::causal::sem_taken(sem as u64);
-    }
-    r
-}
-
-hook! {
-    /// Uncounted: a CPython thread whose code has finished releases its join lock here, and
-    /// leaves its causal clock for the joiner (`crate::causal::sem_posting`).
-    ///
-    /// # Safety
-    /// As `sem_post(3)`.
-    fn sem_post(sem: *mut sem_t) -> c_int;
-    caller = ra;
-    |real| {
-        crate::causal::sem_posting(sem as u64, ra);
-        real(sem)
-    }
-}
-
-hook! {
-    /// Uncounted: a semaphore made at an address carries nothing from an earlier one there.
-    ///
-    /// # Safety
-    /// As `sem_init(3)`.
-    fn sem_init(sem: *mut sem_t, pshared: c_int, value: c_uint) -> c_int;
-    uncounted;
-    |real| {
-        crate::causal::sem_forget(sem as u64);
-        real(sem, pshared, value)
-    }
-}
-
-hook! {
-    /// Uncounted: as `sem_init`.
-    ///
-    /// # Safety
-    /// As `sem_destroy(3)`.
-    fn sem_destroy(sem: *mut sem_t) -> c_int;
-    uncounted;
-    |real| {
-        crate::causal::sem_forget(sem as u64);
         real(sem)
     }
 }
