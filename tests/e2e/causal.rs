@@ -72,7 +72,10 @@ fn a_joined_threads_sleep_shows_in_the_joiner() {
 fn a_python_thread_pool_of_uneven_tasks_ends_at_the_same_time_every_run() {
     require_tools!("python3");
     let out = python_case("python_join");
-    assert!(out.starts_with("ThreadPoolExecutor ended after 0.000\n"), "{out}");
+    assert!(
+        out.starts_with("ThreadPoolExecutor ended after 0.000\n"),
+        "{out}"
+    );
 }
 
 /// A timed `poll` that finds a descriptor ready takes the clock its next bytes carry, as the
