@@ -63,7 +63,7 @@ fn pytest_seal_is_stable_and_goldens_round_trip() {
     }
     let (_dir, proj) = project("pytest");
     let mut first = true;
-    let out = assert_runs_agree("pytest --seal (the recording run too)", 3, || {
+    let out = assert_runs_agree("pytest --seal (the recording run too)", 5, || {
         let out = pytest(&proj, &["--seal", "-s", "-q"]);
         if first {
             assert!(proj.join("golden/date.json").is_file(), "{}", out.show());
@@ -71,8 +71,9 @@ fn pytest_seal_is_stable_and_goldens_round_trip() {
         }
         out
     });
-    out.stdout_has("6 passed")
+    out.stdout_has("7 passed")
         .stdout_has("now 2026-01-01T00:00:00")
+        .stdout_has("c time 1767225600\n")
         .stdout_has("marked 2030-06-01T00:00");
     // A changed golden fails with a diff naming it.
     let g = proj.join("golden/date.json");
