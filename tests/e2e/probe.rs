@@ -82,10 +82,13 @@ fn report_lines_are_classified() {
     assert_eq!(id["patterns"], serde_json::json!(["uuid"]));
     let tags = line(&r, "tags");
     assert_eq!(tags["status"], "unstable", "{tags:#}");
-    assert!(tags["varies_under"]
-        .as_array()
-        .unwrap()
-        .contains(&Value::from("hashseed-4242")));
+    // The reference is the first bare run, whose hash seed is random: its set order can be
+    // the one seed 4242 gives (about one probe in thirty), never also seed 0's.
+    let under = tags["varies_under"].as_array().unwrap();
+    assert!(
+        under.contains(&Value::from("hashseed-4242")) || under.contains(&Value::from("hashseed-0")),
+        "{tags:#}"
+    );
     assert!(tags["variants"].as_array().unwrap().len() >= 2);
     assert_eq!(line(&r, "worker pid")["status"], "unstable");
     let host = line(&r, "host");
