@@ -429,9 +429,11 @@ fn run_dirs_of_killed_launchers_are_removed() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let fresh = fresh.expect("the second run made no directory");
-    // The sweep runs once the second launcher's command has started.
+    // The sweep runs once the second launcher's command has started. The killed launcher's
+    // watch (launcher/src/run/watch.rs) may remove its directory first: wait for the sweep's
+    // mark as well.
     for _ in 0..200 {
-        if !stale.exists() {
+        if !stale.exists() && mark.is_file() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
