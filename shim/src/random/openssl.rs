@@ -46,103 +46,76 @@ unsafe fn draw(buf: *mut u8, num: i64) -> c_int {
     1
 }
 
-hook! {
-    /// # Safety
-    /// As OpenSSL's `RAND_bytes`: `buf` writable for `num` bytes.
-    #[allow(non_snake_case)]
-    fn RAND_bytes(buf: *mut u8, num: c_int) -> c_int;
-    fid = RandBytes;
-    // SAFETY: the caller's contract.
-    |real| if config::sealed(flags::RANDOM) { unsafe { draw(buf, num as i64) } } else { real(buf, num) }
+/// One of OpenSSL's two public generators (`RAND_bytes` or `RAND_priv_bytes`): the exported
+/// hooks of its plain and `_ex` forms, counted as `fid`, and what a patched `plain`/`ex` in a
+/// program's own copy of OpenSSL jumps to (`static_plain`, `static_ex`: see [`targets`]).
+macro_rules! generator {
+    ($plain:ident, $ex:ident, $fid:ident, $static_plain:ident, $static_ex:ident) => {
+        hook! {
+            /// # Safety
+            #[doc = concat!("As OpenSSL's `", stringify!($plain), "`: `buf` writable for `num` bytes.")]
+            #[allow(non_snake_case)]
+            fn $plain(buf: *mut u8, num: c_int) -> c_int;
+            fid = $fid;
+            // SAFETY: the caller's contract.
+            |real| if config::sealed(flags::RANDOM) { unsafe { draw(buf, num as i64) } } else { real(buf, num) }
+        }
+
+        hook! {
+            /// # Safety
+            #[doc = concat!("As OpenSSL 3's `", stringify!($ex), "`: `buf` writable for `num` bytes.")]
+            #[allow(non_snake_case)]
+            fn $ex(ctx: *mut c_void, buf: *mut u8, num: size_t, strength: c_uint) -> c_int;
+            fid = $fid;
+            |real| if config::sealed(flags::RANDOM) {
+                // SAFETY: the caller's contract; a size past i64 is refused by `draw`.
+                unsafe { draw(buf, num as i64) }
+            } else {
+                real(ctx, buf, num, strength)
+            }
+        }
+
+        #[doc = concat!("What a patched `", stringify!($plain), "` in a program's own copy of OpenSSL jumps to.")]
+        ///
+        /// # Safety
+        #[doc = concat!("As `", stringify!($plain), "`.")]
+        unsafe extern "C" fn $static_plain(buf: *mut u8, num: c_int) -> c_int {
+            census::count(Fid::$fid, NO_DETAIL, crate::caller!());
+            // SAFETY: the caller's contract.
+            unsafe { draw(buf, num as i64) }
+        }
+
+        #[doc = concat!("What a patched `", stringify!($ex), "` jumps to.")]
+        ///
+        /// # Safety
+        #[doc = concat!("As `", stringify!($ex), "`.")]
+        unsafe extern "C" fn $static_ex(
+            _ctx: *mut c_void,
+            buf: *mut u8,
+            num: size_t,
+            _strength: c_uint,
+        ) -> c_int {
+            census::count(Fid::$fid, NO_DETAIL, crate::caller!());
+            // SAFETY: the caller's contract.
+            unsafe { draw(buf, num as i64) }
+        }
+    };
 }
 
-hook! {
-    /// # Safety
-    /// As OpenSSL's `RAND_priv_bytes`: `buf` writable for `num` bytes.
-    #[allow(non_snake_case)]
-    fn RAND_priv_bytes(buf: *mut u8, num: c_int) -> c_int;
-    fid = RandPrivBytes;
-    // SAFETY: the caller's contract.
-    |real| if config::sealed(flags::RANDOM) { unsafe { draw(buf, num as i64) } } else { real(buf, num) }
-}
-
-hook! {
-    /// # Safety
-    /// As OpenSSL 3's `RAND_bytes_ex`: `buf` writable for `num` bytes.
-    #[allow(non_snake_case)]
-    fn RAND_bytes_ex(ctx: *mut c_void, buf: *mut u8, num: size_t, strength: c_uint) -> c_int;
-    fid = RandBytes;
-    |real| if config::sealed(flags::RANDOM) {
-        // SAFETY: the caller's contract; a size past i64 is refused by `draw`.
-        unsafe { draw(buf, num as i64) }
-    } else {
-        real(ctx, buf, num, strength)
-    }
-}
-
-hook! {
-    /// # Safety
-    /// As OpenSSL 3's `RAND_priv_bytes_ex`: `buf` writable for `num` bytes.
-    #[allow(non_snake_case)]
-    fn RAND_priv_bytes_ex(ctx: *mut c_void, buf: *mut u8, num: size_t, strength: c_uint) -> c_int;
-    fid = RandPrivBytes;
-    |real| if config::sealed(flags::RANDOM) {
-        // SAFETY: the caller's contract; a size past i64 is refused by `draw`.
-        unsafe { draw(buf, num as i64) }
-    } else {
-        real(ctx, buf, num, strength)
-    }
-}
-
-/// What a patched `RAND_bytes` in a program's own copy of OpenSSL jumps to.
-///
-/// # Safety
-/// As `RAND_bytes`.
-unsafe extern "C" fn static_rand_bytes(buf: *mut u8, num: c_int) -> c_int {
-    census::count(Fid::RandBytes, NO_DETAIL, crate::caller!());
-    // SAFETY: the caller's contract.
-    unsafe { draw(buf, num as i64) }
-}
-
-/// What a patched `RAND_priv_bytes` jumps to.
-///
-/// # Safety
-/// As `RAND_priv_bytes`.
-unsafe extern "C" fn static_rand_priv_bytes(buf: *mut u8, num: c_int) -> c_int {
-    census::count(Fid::RandPrivBytes, NO_DETAIL, crate::caller!());
-    // SAFETY: the caller's contract.
-    unsafe { draw(buf, num as i64) }
-}
-
-/// What a patched `RAND_bytes_ex` jumps to.
-///
-/// # Safety
-/// As `RAND_bytes_ex`.
-unsafe extern "C" fn static_rand_bytes_ex(
-    _ctx: *mut c_void,
-    buf: *mut u8,
-    num: size_t,
-    _strength: c_uint,
-) -> c_int {
-    census::count(Fid::RandBytes, NO_DETAIL, crate::caller!());
-    // SAFETY: the caller's contract.
-    unsafe { draw(buf, num as i64) }
-}
-
-/// What a patched `RAND_priv_bytes_ex` jumps to.
-///
-/// # Safety
-/// As `RAND_priv_bytes_ex`.
-unsafe extern "C" fn static_rand_priv_bytes_ex(
-    _ctx: *mut c_void,
-    buf: *mut u8,
-    num: size_t,
-    _strength: c_uint,
-) -> c_int {
-    census::count(Fid::RandPrivBytes, NO_DETAIL, crate::caller!());
-    // SAFETY: the caller's contract.
-    unsafe { draw(buf, num as i64) }
-}
+generator!(
+    RAND_bytes,
+    RAND_bytes_ex,
+    RandBytes,
+    static_rand_bytes,
+    static_rand_bytes_ex
+);
+generator!(
+    RAND_priv_bytes,
+    RAND_priv_bytes_ex,
+    RandPrivBytes,
+    static_rand_priv_bytes,
+    static_rand_priv_bytes_ex
+);
 
 /// The names a program's own OpenSSL is patched at, and where each then jumps.
 fn targets() -> [(&'static [u8], u64); 4] {
