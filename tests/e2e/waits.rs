@@ -406,17 +406,13 @@ fn python_waits_are_stable_and_exact() {
     let out = assert_same_stdout(&format!("python3 {py}"), &runs);
     assert_has(&out, "sleep loop iterations 5\n");
     assert_has(&out, "threading.Timer fired True\n");
-    exact.ok();
-    assert_eq!(
-        exact.stdout,
+    exact.ok().stdout_is(
         "Event().wait(0.2) False 0.200000\n\
          Queue().get(timeout=0.2) Empty 0.200000\n\
          time.sleep(0.1) 0.100000\n\
          sleep loop iterations 5\n\
          threading.Timer fired True\n\
          Lock().acquire(timeout=0.1) False 0.100000\n",
-        "{}",
-        exact.show()
     );
 }
 
@@ -438,17 +434,13 @@ fn rust_waits_are_stable_and_exact() {
         "{out}"
     );
     assert_has(&out, "Ok(7)");
-    exact.ok();
-    assert_eq!(
-        exact.stdout,
+    exact.ok().stdout_is(
         "Condvar::wait_timeout timed_out=true elapsed=100ms\n\
          thread::sleep elapsed=100ms\n\
          mpsc::recv_timeout Err(Timeout) elapsed=100ms\n\
          thread::park_timeout elapsed=100ms\n\
          mpsc::recv_timeout(signalled) Ok(7) elapsed=0ns\n\
          sleep loop iterations 6\n",
-        "{}",
-        exact.show()
     );
 }
 
@@ -461,8 +453,7 @@ fn java_waits_do_not_hang() {
     out.ok();
     let classes = build_java("Waits");
     let out = run_seal(["--", "java", "-cp", classes.to_str().unwrap(), "Waits"]);
-    out.ok();
-    assert_eq!(out.stdout, "java waits done\n", "{}", out.show());
+    out.ok().stdout_is("java waits done\n");
 }
 
 /// libuv waits in epoll_pwait with a timeout from the sealed clock: setTimeout fires.
@@ -471,8 +462,7 @@ fn node_set_timeout_does_not_hang() {
     require_tools!("node");
     let js = fixture("node/waits.js");
     let out = run_seal(["--", "node", js.to_str().unwrap()]);
-    out.ok();
-    assert_eq!(out.stdout, "node timeout fired\n", "{}", out.show());
+    out.ok().stdout_is("node timeout fired\n");
 }
 
 /// A streak of early-ended waits belongs to its loop: a longer wait after it (a 5 s `select`
