@@ -140,12 +140,7 @@ const NAMES_SORTED: [&str; 6] = ["alpha", "beta", "gamma", "mid", "omega", "zeta
 
 /// `seal [flags] -- cmd` in directory `dir`.
 fn sealed_in(dir: &Path, flags: &[&str], cmd: &[&str]) -> Output {
-    let mut args: Vec<&str> = flags.to_vec();
-    args.push("--");
-    args.extend_from_slice(cmd);
-    let mut c = seal(&args);
-    c.current_dir(dir);
-    run_timeout(c, TIMEOUT)
+    run_timeout(seal_in(dir, flags, cmd), TIMEOUT)
 }
 
 #[test]

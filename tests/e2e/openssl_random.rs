@@ -6,7 +6,6 @@
 //! start); PHP, Ruby's `openssl` and Python's `ssl` load libcrypto (hooked).
 
 use std::path::Path;
-use std::process::Command;
 
 use crate::util::*;
 
@@ -18,11 +17,7 @@ fn long_rel() -> String {
 /// Runs `cmd` sealed in `cwd` with `env` added, twice, and returns the (agreed) stdout.
 fn sealed_in(cwd: &Path, env: &[(&str, String)], extra: &[&str], cmd: &[&str]) -> String {
     let run = || {
-        let mut args: Vec<&str> = extra.to_vec();
-        args.push("--");
-        args.extend_from_slice(cmd);
-        let mut c: Command = seal(&args);
-        c.current_dir(cwd);
+        let mut c = seal_in(cwd, extra, cmd);
         for (k, v) in env {
             c.env(k, v);
         }
@@ -87,12 +82,7 @@ fn node_values_do_not_move_with_the_script_path_on_the_command_line() {
 }
 
 fn sealed_in_once(cwd: &Path, extra: &[&str], cmd: &[&str]) -> String {
-    let mut args: Vec<&str> = extra.to_vec();
-    args.push("--");
-    args.extend_from_slice(cmd);
-    let mut c = seal(&args);
-    c.current_dir(cwd);
-    let out = run_timeout(c, TIMEOUT);
+    let out = run_timeout(seal_in(cwd, extra, cmd), TIMEOUT);
     out.ok();
     out.stdout
 }

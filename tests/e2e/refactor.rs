@@ -186,17 +186,10 @@ fn golden_mode_keeps_printed_times_when_unprinted_wall_clock_reads_are_added() {
     assert_eq!(report["seal"]["spin_after"], 1000, "{report:#}");
     assert_eq!(recorded(dir, "rate")["seal"]["spin_after"], 0);
     // The settings record reproduces the golden outside golden mode.
-    let want: String = report["stdout"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l.as_str().unwrap())
-        .collect();
-    let mut cmd = seal(["--spin-after", "1000", "--", "python3", "report.py"]);
-    cmd.current_dir(dir);
-    let out = run_timeout(cmd, TIMEOUT);
-    out.ok();
-    assert_eq!(out.stdout, want, "{}", out.show());
+    let cmd = seal_in(dir, &["--spin-after", "1000"], &["python3", "report.py"]);
+    run_timeout(cmd, TIMEOUT)
+        .ok()
+        .stdout_is(&golden_stdout(&report));
 
     // Unprinted wall-clock reads added before, between and after the printed ones.
     let refactored = script

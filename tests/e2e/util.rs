@@ -329,6 +329,13 @@ pub fn run_sealed(cmd: &[&str]) -> Output {
     run_seal(["--"].iter().chain(cmd))
 }
 
+/// `seal FLAGS -- CMD` as a Command run in `dir`.
+pub fn seal_in(dir: &Path, flags: &[&str], cmd: &[&str]) -> Command {
+    let mut c = seal(flags.iter().chain(["--"].iter()).chain(cmd));
+    c.current_dir(dir);
+    c
+}
+
 /// Runs `seal -- CMD` `n` times; asserts exit 0 and byte-identical stdout; returns it.
 pub fn assert_sealed_stable(cmd: &[&str], n: usize) -> String {
     assert_runs_agree(&format!("{cmd:?}"), n, || run_sealed(cmd)).stdout
