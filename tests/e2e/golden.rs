@@ -115,12 +115,7 @@ fn golden_is_canonical_json_with_mask_placeholders_and_artifacts() {
     let mut again = serde_json::to_string_pretty(&v).unwrap();
     again.push('\n');
     assert_eq!(text, again, "golden is not canonical JSON");
-    let stdout: String = v["stdout"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l.as_str().unwrap())
-        .collect();
+    let stdout = golden_stdout(&v);
     assert_has(&stdout, "generated [iso8601]\n");
     assert_has(&stdout, "run [uuid]\n");
     assert_eq!(v["masks"], serde_json::json!(["iso8601", "uuid"]));

@@ -336,6 +336,12 @@ pub fn seal_in(dir: &Path, flags: &[&str], cmd: &[&str]) -> Command {
     c
 }
 
+/// The `stdout` lines of a golden (or a report in a golden's shape), joined.
+pub fn golden_stdout(golden: &serde_json::Value) -> String {
+    let lines = golden["stdout"].as_array().expect("stdout lines");
+    lines.iter().map(|l| l.as_str().unwrap()).collect()
+}
+
 /// Runs `seal -- CMD` `n` times; asserts exit 0 and byte-identical stdout; returns it.
 pub fn assert_sealed_stable(cmd: &[&str], n: usize) -> String {
     assert_runs_agree(&format!("{cmd:?}"), n, || run_sealed(cmd)).stdout
