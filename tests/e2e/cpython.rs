@@ -29,13 +29,9 @@ macro_rules! require_cpython_tests {
 /// `args` under seal (`--warp` if `warp`), in its own `TMPDIR` (regrtest works in
 /// `$TMPDIR/test_python_<pid>`, and virtual pids repeat across runs by design), from `dir`.
 fn sealed(warp: bool, dir: &Path, tmp: &Path, args: &[&str]) -> std::process::Command {
-    let mut pre = vec![];
-    if warp {
-        pre.push("--warp");
-    }
-    pre.push("--");
-    let mut c = seal(pre.iter().chain(args));
-    c.current_dir(dir).env("TMPDIR", tmp);
+    let flags: &[&str] = if warp { &["--warp"] } else { &[] };
+    let mut c = seal_in(dir, flags, args);
+    c.env("TMPDIR", tmp);
     c
 }
 
@@ -54,6 +50,12 @@ fn assert_pass_sealed_and_warped(dir: &Path, args: &[&str], ok_text: &str) {
             out.show()
         );
     }
+}
+
+/// Runs regrtest's `args` from a fresh directory, sealed and under `--warp`: both must pass.
+fn assert_regrtest_passes(args: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    assert_pass_sealed_and_warped(dir.path(), args, "Result: SUCCESS");
 }
 
 /// regrtest's `-m` filters, one module.
@@ -103,9 +105,8 @@ fn cpython_forkserver_pool_and_condition_tests_pass() {
 #[test]
 fn cpython_socket_timeout_tests_pass() {
     require_cpython_tests!();
-    let dir = tempfile::tempdir().unwrap();
     let args = regrtest("test_socket", &["TCPTimeoutTest", "UDPTimeoutTest"]);
-    assert_pass_sealed_and_warped(dir.path(), &args, "Result: SUCCESS");
+    assert_regrtest_passes(&args);
 }
 
 /// `test_create_ssl_connection` and `test_create_ssl_unix_connection` on the select, poll
@@ -113,7 +114,6 @@ fn cpython_socket_timeout_tests_pass() {
 #[test]
 fn cpython_asyncio_ssl_tests_pass() {
     require_cpython_tests!();
-    let dir = tempfile::tempdir().unwrap();
     // The first test leaves the loop's thread idle long enough on a busy machine for the
     // server's handshake to meet the streak rule (before the fix).
     let args = regrtest(
@@ -123,14 +123,13 @@ fn cpython_asyncio_ssl_tests_pass() {
             "test_create_ssl*",
         ],
     );
-    assert_pass_sealed_and_warped(dir.path(), &args, "Result: SUCCESS");
+    assert_regrtest_passes(&args);
 }
 
 /// Quick whole modules on temp files, socket timeouts, uuids and threads.
 #[test]
 fn cpython_quick_modules_pass() {
     require_cpython_tests!();
-    let dir = tempfile::tempdir().unwrap();
     let args = [
         "python3",
         "-m",
@@ -140,5 +139,5 @@ fn cpython_quick_modules_pass() {
         "test_uuid",
         "test_threading_local",
     ];
-    assert_pass_sealed_and_warped(dir.path(), &args, "Result: SUCCESS");
+    assert_regrtest_passes(&args);
 }
