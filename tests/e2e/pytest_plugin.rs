@@ -12,12 +12,13 @@ use std::time::Duration;
 
 const PYTEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Skips the test (visibly) when python3 has no pytest.
-fn require_pytest() -> bool {
-    if !have("python3") {
-        return false;
-    }
-    run_plain("python3", ["-c", "import pytest"]).code == Some(0)
+/// Skips the rest of the test (visibly) when python3 has no pytest.
+macro_rules! require_pytest {
+    () => {
+        if !have("python3") || run_plain("python3", ["-c", "import pytest"]).code != Some(0) {
+            skip!("python3 has no pytest");
+        }
+    };
 }
 
 /// A copy of fixtures/NAME in a fresh temporary directory (kept while the TempDir lives).
@@ -58,9 +59,7 @@ fn seal_in(proj: &Path, args: &[&str]) -> Output {
 /// runs (two clock reads), moving every later sealed time; the plugin never collects it now.
 #[test]
 fn pytest_seal_is_stable_and_goldens_round_trip() {
-    if !require_pytest() {
-        skip!("python3 has no pytest");
-    }
+    require_pytest!();
     let (_dir, proj) = project("pytest");
     let mut first = true;
     let out = assert_runs_agree("pytest --seal (the recording run too)", 5, || {
@@ -91,9 +90,7 @@ fn pytest_seal_is_stable_and_goldens_round_trip() {
 /// and in a plain one alike, and prints the same bytes every run.
 #[test]
 fn a_seal_marker_runs_the_test_with_its_own_settings() {
-    if !require_pytest() {
-        skip!("python3 has no pytest");
-    }
+    require_pytest!();
     let (_dir, proj) = project("pytest");
     let sealed = assert_runs_agree("a marked test in pytest --seal", 2, || {
         pytest(
@@ -133,9 +130,7 @@ fn a_seal_marker_runs_the_test_with_its_own_settings() {
 /// reads /dev/urandom unsealed (`unseal="random"`), naming the test and the line.
 #[test]
 fn seal_verify_is_green_on_a_stable_test_and_names_the_line_of_an_unstable_one() {
-    if !require_pytest() {
-        skip!("python3 has no pytest");
-    }
+    require_pytest!();
     let (_dir, proj) = project("pytest_verify");
     pytest(&proj, &["--seal-verify", "3", "-q", "test_stable.py"])
         .ok()
@@ -155,9 +150,7 @@ fn seal_verify_is_green_on_a_stable_test_and_names_the_line_of_an_unstable_one()
 /// file:line (the helper's lines included), and writes the patch-target rows of those lines.
 #[test]
 fn seal_census_lists_the_file_and_line_of_each_read() {
-    if !require_pytest() {
-        skip!("python3 has no pytest");
-    }
+    require_pytest!();
     let (_dir, proj) = project("pytest_census");
     let out = pytest(&proj, &["--seal-census", "-q"]);
     out.ok()
@@ -192,9 +185,7 @@ fn seal_census_lists_the_file_and_line_of_each_read() {
 /// an edited golden fails in both.
 #[test]
 fn goldens_are_shared_with_seal_golden_both_ways() {
-    if !require_pytest() {
-        skip!("python3 has no pytest");
-    }
+    require_pytest!();
     let (_dir, proj) = project("pytest");
     let g = proj.join("golden/date.json");
     pytest(&proj, &["-q", "test_golden.py"]).ok();
