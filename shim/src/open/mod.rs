@@ -169,29 +169,29 @@ pub fn open_sealed(target: Target, oflags: i32) -> Outcome {
             // No feeder could take the pipe (a process limit, a refused clone): the open fails
             // with EAGAIN, loudly. Never the real device: its bytes would differ every run with
             // nothing but this line to say so.
-            let mut m = sys::StackBuf::<128>::new();
-            m.push(b"cannot seal ")
-                .push(path_of(target))
-                .push(b" (errno ")
-                .push_u64(e as u64)
-                .push(b"): the open fails with EAGAIN");
-            sys::warn(m.as_bytes());
+            sys::warn(cannot_seal(target, e, b"): the open fails with EAGAIN").as_bytes());
             Outcome::Err(libc::EAGAIN)
         }
         Err(e) => {
             // The kernel refused a memfd (seccomp): fail loud, then let the program have the
             // real file rather than break it.
-            let mut m = sys::StackBuf::<128>::new();
-            m.push(b"cannot seal ")
-                .push(path_of(target))
-                .push(b" (errno ")
-                .push_u64(e as u64)
-                .push(b"); reads of it are NOT sealed");
+            let m = cannot_seal(target, e, b"); reads of it are NOT sealed");
             census::record_unsealed(unsealed::UNSUPPORTED_CALL, m.as_bytes());
             sys::warn(m.as_bytes());
             Outcome::PassThrough
         }
     }
+}
+
+/// "cannot seal PATH (errno E" and `then`: what a failed sealed open says.
+fn cannot_seal(target: Target, e: i32, then: &[u8]) -> sys::StackBuf<128> {
+    let mut m = sys::StackBuf::<128>::new();
+    m.push(b"cannot seal ")
+        .push(path_of(target))
+        .push(b" (errno ")
+        .push_u64(e as u64)
+        .push(then);
+    m
 }
 
 fn path_of(target: Target) -> &'static [u8] {
