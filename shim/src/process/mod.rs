@@ -136,16 +136,7 @@ fn exe_tag(exe: target::ExeId, layout: Option<&env::Layout>) -> (u64, u64) {
 /// The file name the kernel gets for `execveat(dirfd, rel)` / `fexecve(dirfd)` (`rel` empty):
 /// what goes on the new stack as `AT_EXECFN`.
 pub fn kernel_file_name(dirfd: i32, rel: &[u8]) -> target::Path {
-    let mut p = target::Path::new();
-    if rel.starts_with(b"/") || (dirfd == libc::AT_FDCWD && !rel.is_empty()) {
-        p.push(rel);
-    } else {
-        p.push(b"/dev/fd/").push_i64(dirfd as i64);
-        if !rel.is_empty() {
-            p.push(b"/").push(rel);
-        }
-    }
-    p
+    target::execveat_path(dirfd, rel, b"/dev/fd/")
 }
 
 /// The environment for an exec by this process (same pid, next image generation). `None`:

@@ -143,17 +143,20 @@ fn pread(fd: i32, buf: &mut [u8], off: u64) -> usize {
     sys::fill(libc::SYS_pread64, fd, buf, [off as i64, 0, 0]).max(0) as usize
 }
 
-/// The file `execveat(dirfd, rel, …)` runs, as a path to check: `rel` itself when absolute
-/// (or relative to the working directory), else through `/proc/self/fd/<dirfd>`.
-pub fn execveat_path(dirfd: i32, rel: &[u8], p: &mut Path) {
+/// The file `execveat(dirfd, rel, …)` runs: `rel` itself when absolute (or relative to the
+/// working directory), else through `fd_dir<dirfd>` (`/proc/self/fd/`: a path to check;
+/// `/dev/fd/`: the name the kernel gives the new image, `super::kernel_file_name`).
+pub fn execveat_path(dirfd: i32, rel: &[u8], fd_dir: &[u8]) -> Path {
+    let mut p = Path::new();
     if rel.starts_with(b"/") || (dirfd == libc::AT_FDCWD && !rel.is_empty()) {
         p.push(rel);
     } else {
-        p.push(b"/proc/self/fd/").push_i64(dirfd as i64);
+        p.push(fd_dir).push_i64(dirfd as i64);
         if !rel.is_empty() {
             p.push(b"/").push(rel);
         }
     }
+    p
 }
 
 /// Resolves `file` the way `execvp` does: as is when it contains a slash, else the first
@@ -220,8 +223,7 @@ mod tests {
     #[test]
     fn execveat_paths() {
         let path = |dirfd: i32, rel: &[u8]| {
-            let mut p = Path::new();
-            execveat_path(dirfd, rel, &mut p);
+            let p = execveat_path(dirfd, rel, b"/proc/self/fd/");
             String::from_utf8(p.as_bytes().to_vec()).unwrap()
         };
         assert_eq!(path(3, b"/bin/sh"), "/bin/sh");

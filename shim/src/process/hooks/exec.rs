@@ -211,9 +211,8 @@ pub(crate) unsafe fn execveat_impl(
     let real = real_execveat();
     let mut exe = check_exec(None);
     if config::in_run() {
-        let mut p = target::Path::new();
         // SAFETY: path is null or a C string.
-        target::execveat_path(dirfd, unsafe { sys::cstr(path) }, &mut p);
+        let p = target::execveat_path(dirfd, unsafe { sys::cstr(path) }, b"/proc/self/fd/");
         exe = check_exec(Some(p.as_bytes()));
     }
     // SAFETY: path is null or a C string.
