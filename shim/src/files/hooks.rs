@@ -245,6 +245,14 @@ fn spec_tv(tv: *const timeval) -> Spec {
     Spec::At(ns(m.tv_sec, m.tv_usec * 1000))
 }
 
+fn spec_utimbuf(buf: *const libc::utimbuf) -> Spec {
+    if buf.is_null() {
+        return Spec::Now;
+    }
+    // SAFETY: a non-null `buf` is readable (the caller's contract).
+    Spec::At(ns(unsafe { (*buf).modtime }, 0))
+}
+
 /// After a successful setter on (`dirfd`, `path`; null path: `dirfd` itself): record it.
 ///
 /// # Safety
@@ -290,18 +298,34 @@ unsafe fn note(dirfd: c_int, path: *const c_char, nofollow: bool, spec: Spec) {
     }
 }
 
+/// A setter's result `r`, after [`note`] when it succeeded (`spec` is read only then: a
+/// failed call may have been given a bad pointer).
+///
+/// # Safety
+/// As [`note`]; `spec` reads what the successful setter read.
+unsafe fn noted(
+    r: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    nofollow: bool,
+    spec: impl FnOnce() -> Spec,
+) -> c_int {
+    if r == 0 {
+        // SAFETY: per the contract.
+        unsafe { note(dirfd, path, nofollow, spec()) };
+    }
+    r
+}
+
 hook! {
     /// # Safety
     /// As `utimensat(2)`.
     fn utimensat(dirfd: c_int, path: *const c_char, times: *const timespec, flag: c_int) -> c_int;
     fid = Utimensat;
     |real| {
-        let r = real(dirfd, path, times, flag);
-        if r == 0 {
-            // SAFETY: forwarded contract.
-            unsafe { note(dirfd, path, flag & libc::AT_SYMLINK_NOFOLLOW != 0, spec_ts(times)) };
-        }
-        r
+        let nofollow = flag & libc::AT_SYMLINK_NOFOLLOW != 0;
+        // SAFETY: forwarded contract.
+        unsafe { noted(real(dirfd, path, times, flag), dirfd, path, nofollow, || spec_ts(times)) }
     }
 }
 
@@ -310,14 +334,8 @@ hook! {
     /// As `futimens(3)`.
     fn futimens(fd: c_int, times: *const timespec) -> c_int;
     fid = Futimens;
-    |real| {
-        let r = real(fd, times);
-        if r == 0 {
-            // SAFETY: null path: the descriptor itself.
-            unsafe { note(fd, core::ptr::null(), false, spec_ts(times)) };
-        }
-        r
-    }
+    // SAFETY: null path: the descriptor itself.
+    |real| unsafe { noted(real(fd, times), fd, core::ptr::null(), false, || spec_ts(times)) }
 }
 
 hook! {
@@ -325,16 +343,10 @@ hook! {
     /// As `utimes(2)` / `lutimes(3)`.
     fn utimes | lutimes(path: *const c_char, tv: *const timeval) -> c_int;
     fid = Utimes;
-    |real| {
-        let r = real(path, tv);
-        // lutimes acts on a link itself; utimes follows it. Both record by the path: an
-        // lstat of a link then shows the link's own real mtime, which nothing recorded.
-        if r == 0 {
-            // SAFETY: forwarded contract.
-            unsafe { note(libc::AT_FDCWD, path, false, spec_tv(tv)) };
-        }
-        r
-    }
+    // lutimes acts on a link itself; utimes follows it. Both record by the path: an lstat of
+    // a link then shows the link's own real mtime, which nothing recorded.
+    // SAFETY: forwarded contract.
+    |real| unsafe { noted(real(path, tv), libc::AT_FDCWD, path, false, || spec_tv(tv)) }
 }
 
 hook! {
@@ -342,14 +354,8 @@ hook! {
     /// As `futimes(3)`.
     fn futimes(fd: c_int, tv: *const timeval) -> c_int;
     fid = Utimes;
-    |real| {
-        let r = real(fd, tv);
-        if r == 0 {
-            // SAFETY: null path: the descriptor itself.
-            unsafe { note(fd, core::ptr::null(), false, spec_tv(tv)) };
-        }
-        r
-    }
+    // SAFETY: null path: the descriptor itself.
+    |real| unsafe { noted(real(fd, tv), fd, core::ptr::null(), false, || spec_tv(tv)) }
 }
 
 hook! {
@@ -357,14 +363,8 @@ hook! {
     /// As `futimesat(2)`.
     fn futimesat(dirfd: c_int, path: *const c_char, tv: *const timeval) -> c_int;
     fid = Utimes;
-    |real| {
-        let r = real(dirfd, path, tv);
-        if r == 0 {
-            // SAFETY: forwarded contract.
-            unsafe { note(dirfd, path, false, spec_tv(tv)) };
-        }
-        r
-    }
+    // SAFETY: forwarded contract.
+    |real| unsafe { noted(real(dirfd, path, tv), dirfd, path, false, || spec_tv(tv)) }
 }
 
 hook! {
@@ -372,20 +372,8 @@ hook! {
     /// As `utime(2)`.
     fn utime(path: *const c_char, buf: *const libc::utimbuf) -> c_int;
     fid = Utime;
-    |real| {
-        let r = real(path, buf);
-        if r == 0 {
-            let spec = if buf.is_null() {
-                Spec::Now
-            } else {
-                // SAFETY: non-null per the contract.
-                Spec::At(ns(unsafe { (*buf).modtime }, 0))
-            };
-            // SAFETY: forwarded contract.
-            unsafe { note(libc::AT_FDCWD, path, false, spec) };
-        }
-        r
-    }
+    // SAFETY: forwarded contract.
+    |real| unsafe { noted(real(path, buf), libc::AT_FDCWD, path, false, || spec_utimbuf(buf)) }
 }
 
 /// Before a descriptor is closed: record the closer's clock for a regular file written in the
@@ -478,15 +466,12 @@ pub unsafe fn sys_files(n: c_long, a: [c_long; 6], ra: u64) -> Option<c_long> {
                 false,
                 spec_tv(a[2] as *const timeval),
             ),
-            _ => {
-                let buf = a[1] as *const libc::utimbuf;
-                let spec = if buf.is_null() {
-                    Spec::Now
-                } else {
-                    Spec::At(ns((*buf).modtime, 0))
-                };
-                note(libc::AT_FDCWD, a[0] as *const c_char, false, spec)
-            }
+            _ => note(
+                libc::AT_FDCWD,
+                a[0] as *const c_char,
+                false,
+                spec_utimbuf(a[1] as *const libc::utimbuf),
+            ),
         }
     }
     Some(r as c_long)
