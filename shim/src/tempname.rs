@@ -180,13 +180,17 @@ mod hooks {
 
     use crate::core::sys::set_errno;
 
-    /// The template as a mutable byte slice (without its NUL).
+    /// The template as a mutable byte slice (without its NUL) while `tempname` is sealed;
+    /// `None` (unsealed, or a null template) leaves the call to the real function.
     ///
     /// # Safety
-    /// `t` is a writable NUL-terminated string.
-    unsafe fn template<'a>(t: *mut libc::c_char) -> &'a mut [u8] {
-        // SAFETY: per the contract.
-        unsafe { core::slice::from_raw_parts_mut(t as *mut u8, sys::cstr_len(t)) }
+    /// `t` is null or a writable NUL-terminated string.
+    unsafe fn sealed_template<'a>(t: *mut libc::c_char) -> Option<&'a mut [u8]> {
+        if !config::sealed(flags::TEMPNAME) || t.is_null() {
+            return None;
+        }
+        // SAFETY: per the contract, and not null.
+        Some(unsafe { core::slice::from_raw_parts_mut(t as *mut u8, sys::cstr_len(t)) })
     }
 
     /// The `mk*stemp*` body: a sealed file from template `tmpl` (`suffix` bytes after its
@@ -196,15 +200,12 @@ mod hooks {
     /// `tmpl` null or a writable NUL-terminated string.
     #[inline(always)]
     unsafe fn mkstemp_sealed(tmpl: *mut c_char, suffix: c_int, extra: c_int) -> Option<c_int> {
-        if !config::sealed(flags::TEMPNAME) || tmpl.is_null() {
-            return None;
-        }
+        // SAFETY: the caller's writable template.
+        let t = unsafe { sealed_template(tmpl) }?;
         if suffix < 0 {
             set_errno(libc::EINVAL);
             return Some(-1);
         }
-        // SAFETY: the caller's writable template.
-        let t = unsafe { template(tmpl) };
         Some(
             gen_tempname(t, suffix as usize, Make::File(extra)).unwrap_or_else(|e| {
                 set_errno(e);
@@ -254,19 +255,10 @@ mod hooks {
         /// As `mkdtemp(3)`.
         fn mkdtemp(tmpl: *mut c_char) -> *mut c_char;
         fid = Mkdtemp;
-        |real| {
-            if !config::sealed(flags::TEMPNAME) || tmpl.is_null() {
-                return real(tmpl);
-            }
-            // SAFETY: the caller's writable template.
-            let t = unsafe { template(tmpl) };
-            match gen_tempname(t, 0, Make::Dir) {
-                Ok(_) => tmpl,
-                Err(e) => {
-                    set_errno(e);
-                    core::ptr::null_mut()
-                }
-            }
+        // SAFETY: the caller's writable template.
+        |real| match unsafe { sealed_template(tmpl) } {
+            Some(t) => name_or_null(gen_tempname(t, 0, Make::Dir).map(|_| tmpl)),
+            None => real(tmpl),
         }
     }
 
@@ -276,11 +268,10 @@ mod hooks {
         fn mktemp(tmpl: *mut c_char) -> *mut c_char;
         fid = Mktemp;
         |real| {
-            if !config::sealed(flags::TEMPNAME) || tmpl.is_null() {
-                return real(tmpl);
-            }
             // SAFETY: the caller's writable template.
-            let t = unsafe { template(tmpl) };
+            let Some(t) = (unsafe { sealed_template(tmpl) }) else {
+                return real(tmpl);
+            };
             if let Err(e) = gen_tempname(t, 0, Make::Name) {
                 set_errno(e);
                 // SAFETY: tmpl is writable (at least its NUL).
@@ -288,6 +279,14 @@ mod hooks {
             }
             tmpl
         }
+    }
+
+    /// What a name-returning function gives back: the name, or null with `errno` set.
+    fn name_or_null(r: Result<*mut c_char, i32>) -> *mut c_char {
+        r.unwrap_or_else(|e| {
+            set_errno(e);
+            core::ptr::null_mut()
+        })
     }
 
     /// `buf` gets a fresh name from `path_search` + `gen_tempname(Name)`.
@@ -319,22 +318,16 @@ mod hooks {
                     (!pfx.is_null()).then(|| sys::cstr(pfx)),
                 )
             };
-            match fresh_name(&mut buf, d, p, true) {
-                Ok(n) => {
-                    // SAFETY: malloc is not interposed by the shim; we copy n+1 bytes in.
-                    unsafe {
-                        let out = libc::malloc(n + 1) as *mut u8;
-                        if !out.is_null() {
-                            core::ptr::copy_nonoverlapping(buf.as_ptr(), out, n + 1);
-                        }
-                        out as *mut libc::c_char
+            name_or_null(fresh_name(&mut buf, d, p, true).map(|n| {
+                // SAFETY: malloc is not interposed by the shim; we copy n+1 bytes in.
+                unsafe {
+                    let out = libc::malloc(n + 1) as *mut u8;
+                    if !out.is_null() {
+                        core::ptr::copy_nonoverlapping(buf.as_ptr(), out, n + 1);
                     }
+                    out as *mut libc::c_char
                 }
-                Err(e) => {
-                    set_errno(e);
-                    core::ptr::null_mut()
-                }
-            }
+            }))
         }
     }
 
@@ -347,22 +340,16 @@ mod hooks {
     /// `s` null (for `tmpnam` only) or writable for `L_tmpnam` bytes.
     unsafe fn tmpnam_into(s: *mut libc::c_char) -> *mut libc::c_char {
         let mut buf = [0u8; L_TMPNAM];
-        match fresh_name(&mut buf, None, None, false) {
-            Ok(n) => {
-                let out = if s.is_null() {
-                    TMPNAM_BUF.0.get() as *mut u8
-                } else {
-                    s as *mut u8
-                };
-                // SAFETY: out is writable for L_TMPNAM >= n + 1 bytes.
-                unsafe { core::ptr::copy_nonoverlapping(buf.as_ptr(), out, n + 1) };
-                out as *mut libc::c_char
-            }
-            Err(e) => {
-                set_errno(e);
-                core::ptr::null_mut()
-            }
-        }
+        name_or_null(fresh_name(&mut buf, None, None, false).map(|n| {
+            let out = if s.is_null() {
+                TMPNAM_BUF.0.get() as *mut u8
+            } else {
+                s as *mut u8
+            };
+            // SAFETY: out is writable for L_TMPNAM >= n + 1 bytes.
+            unsafe { core::ptr::copy_nonoverlapping(buf.as_ptr(), out, n + 1) };
+            out as *mut libc::c_char
+        }))
     }
 
     hook! {
