@@ -277,71 +277,37 @@ hook! {
 
 // ---- mutexes, rwlocks, joins --------------------------------------------------------------
 
-hook! {
-    /// # Safety
-    /// As `pthread_mutex_timedlock(3)`.
-    fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, abstime: *const timespec) -> c_int;
-    fid = MutexTimedlock, detail = detail(CLOCK_REALTIME);
-    // SAFETY: forwarded contract.
-    |real| unsafe { until(CLOCK_REALTIME, abstime, || true, |ts| real(m, ts)) }
+/// A lock's two timed forms, waited through [`until`] (sliceable: the lock keeps its state):
+/// `timed` with a `CLOCK_REALTIME` deadline, counted as `tfid`, and `clocked` with a deadline
+/// on the clock its caller names, counted as `cfid`.
+macro_rules! timed_lock {
+    ($lock:ty: $timed:ident = $tfid:ident, $clocked:ident = $cfid:ident) => {
+        hook! {
+            /// # Safety
+            #[doc = concat!("As `", stringify!($timed), "(3)`.")]
+            fn $timed(l: *mut $lock, abstime: *const timespec) -> c_int;
+            fid = $tfid, detail = detail(CLOCK_REALTIME);
+            // SAFETY: forwarded contract.
+            |real| unsafe { until(CLOCK_REALTIME, abstime, || true, |ts| real(l, ts)) }
+        }
+
+        hook! {
+            /// # Safety
+            #[doc = concat!("As `", stringify!($clocked), "(3)`.")]
+            fn $clocked(l: *mut $lock, clk: clockid_t, abstime: *const timespec) -> c_int;
+            fid = $cfid, detail = detail(clk);
+            // SAFETY: forwarded contract.
+            |real| unsafe { until(clk, abstime, || true, |ts| real(l, clk, ts)) }
+        }
+    };
 }
 
-hook! {
-    /// # Safety
-    /// As `pthread_mutex_clocklock(3)`.
-    fn pthread_mutex_clocklock(
-        m: *mut pthread_mutex_t,
-        clk: clockid_t,
-        abstime: *const timespec,
-    ) -> c_int;
-    fid = MutexClocklock, detail = detail(clk);
-    // SAFETY: forwarded contract.
-    |real| unsafe { until(clk, abstime, || true, |ts| real(m, clk, ts)) }
-}
-
-hook! {
-    /// # Safety
-    /// As `pthread_rwlock_timedrdlock(3)`.
-    fn pthread_rwlock_timedrdlock(rw: *mut pthread_rwlock_t, abstime: *const timespec) -> c_int;
-    fid = RwlockTimedrdlock, detail = detail(CLOCK_REALTIME);
-    // SAFETY: forwarded contract.
-    |real| unsafe { until(CLOCK_REALTIME, abstime, || true, |ts| real(rw, ts)) }
-}
-
-hook! {
-    /// # Safety
-    /// As `pthread_rwlock_timedwrlock(3)`.
-    fn pthread_rwlock_timedwrlock(rw: *mut pthread_rwlock_t, abstime: *const timespec) -> c_int;
-    fid = RwlockTimedwrlock, detail = detail(CLOCK_REALTIME);
-    // SAFETY: forwarded contract.
-    |real| unsafe { until(CLOCK_REALTIME, abstime, || true, |ts| real(rw, ts)) }
-}
-
-hook! {
-    /// # Safety
-    /// As `pthread_rwlock_clockrdlock(3)`.
-    fn pthread_rwlock_clockrdlock(
-        rw: *mut pthread_rwlock_t,
-        clk: clockid_t,
-        abstime: *const timespec,
-    ) -> c_int;
-    fid = RwlockClockrdlock, detail = detail(clk);
-    // SAFETY: forwarded contract.
-    |real| unsafe { until(clk, abstime, || true, |ts| real(rw, clk, ts)) }
-}
-
-hook! {
-    /// # Safety
-    /// As `pthread_rwlock_clockwrlock(3)`.
-    fn pthread_rwlock_clockwrlock(
-        rw: *mut pthread_rwlock_t,
-        clk: clockid_t,
-        abstime: *const timespec,
-    ) -> c_int;
-    fid = RwlockClockwrlock, detail = detail(clk);
-    // SAFETY: forwarded contract.
-    |real| unsafe { until(clk, abstime, || true, |ts| real(rw, clk, ts)) }
-}
+timed_lock!(pthread_mutex_t:
+    pthread_mutex_timedlock = MutexTimedlock, pthread_mutex_clocklock = MutexClocklock);
+timed_lock!(pthread_rwlock_t:
+    pthread_rwlock_timedrdlock = RwlockTimedrdlock, pthread_rwlock_clockrdlock = RwlockClockrdlock);
+timed_lock!(pthread_rwlock_t:
+    pthread_rwlock_timedwrlock = RwlockTimedwrlock, pthread_rwlock_clockwrlock = RwlockClockwrlock);
 
 hook! {
     /// # Safety
