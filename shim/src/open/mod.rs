@@ -266,14 +266,12 @@ mod tests {
 
     #[test]
     fn fopen_modes_that_only_read_are_ours() {
-        assert_eq!(read_only_mode(b"r"), Some(libc::O_RDONLY));
-        assert_eq!(read_only_mode(b"rb"), Some(libc::O_RDONLY));
-        assert_eq!(
-            read_only_mode(b"re"),
-            Some(libc::O_RDONLY | libc::O_CLOEXEC)
-        );
-        for m in [&b"r+"[..], b"w", b"a", b"rb+", b"", b"x"] {
-            assert_eq!(read_only_mode(m), None, "{}", String::from_utf8_lossy(m));
+        let read = Some(libc::O_RDONLY);
+        let read_cloexec = Some(libc::O_RDONLY | libc::O_CLOEXEC);
+        let modes = [(&b"r"[..], read), (b"rb", read), (b"re", read_cloexec)];
+        let others = [&b"r+"[..], b"w", b"a", b"rb+", b"", b"x"].map(|m| (m, None));
+        for (m, want) in modes.into_iter().chain(others) {
+            assert_eq!(read_only_mode(m), want, "{}", String::from_utf8_lossy(m));
         }
     }
 
