@@ -2,7 +2,7 @@
 //! the run table holding the census, a memory file system that fills up during the run,
 //! signal handlers that race the hooks, clocks pushed to their limit, and virtual tids of
 //! many threads.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::util::*;
 
@@ -148,14 +148,21 @@ fn a_thousand_concurrent_threads_get_the_same_virtual_tids_every_run() {
 /// give the sealed values, counted as the functions they alias.
 #[test]
 fn glibc_aliases_of_sealed_functions_are_sealed() {
-    let bin = build_c("aliases", &["-ldl"]);
-    let out = assert_sealed_stable(&[bin.to_str().unwrap()], 2);
-    assert_eq!(
-        out,
-        "__getpid 1000\n__gettimeofday 1767225600\ndlsym __getpid 1000\n"
+    let want = "__getpid 1000\n__gettimeofday 1767225600\ndlsym __getpid 1000\n";
+    assert_dl_fixture("aliases", want, "pid", "getpid");
+}
+
+/// Builds fixtures/c/`name` with `-ldl`, asserts that it prints `want` on two sealed runs and
+/// that the census counts `symbol` twice in `family`; returns the binary.
+fn assert_dl_fixture(name: &str, want: &str, family: &str, symbol: &str) -> PathBuf {
+    let bin = build_c(name, &["-ldl"]);
+    assert_eq!(assert_sealed_stable(&[bin.to_str().unwrap()], 2), want);
+    let (_, totals) = census_totals(&[bin.to_str().unwrap()], family);
+    assert!(
+        totals.iter().any(|(s, n)| s == symbol && *n == 2),
+        "{totals:?}"
     );
-    let (_, pid) = census_totals(&[bin.to_str().unwrap()], "pid");
-    assert!(pid.iter().any(|(s, n)| s == "getpid" && *n == 2), "{pid:?}");
+    bin
 }
 
 /// A lookup on a handle to libc (`dlsym(dlopen("libc.so.6"), …)`, as ctypes and plugin
@@ -163,16 +170,10 @@ fn glibc_aliases_of_sealed_functions_are_sealed() {
 /// interpose, and names nobody has, are glibc's answer.
 #[test]
 fn a_handle_to_libc_resolves_the_sealed_functions() {
-    let bin = build_c("libchandle", &["-ldl"]);
-    let out = assert_sealed_stable(&[bin.to_str().unwrap()], 2);
-    assert_eq!(
-        out,
-        "handle time 1767225600\ndirect time 1767225600\nhandle clock_gettime 1767225600\n\
-         handle gettimeofday 1767225600\nhandle getpid 1000\ndirect getpid 1000\n\
-         missing null\nstrlen found\n"
-    );
-    let (_, time) = census_totals(&[bin.to_str().unwrap()], "time");
-    assert!(time.iter().any(|(s, n)| s == "time" && *n == 2), "{time:?}");
+    let want = "handle time 1767225600\ndirect time 1767225600\nhandle clock_gettime 1767225600\n\
+                handle gettimeofday 1767225600\nhandle getpid 1000\ndirect getpid 1000\n\
+                missing null\nstrlen found\n";
+    let bin = assert_dl_fixture("libchandle", want, "time", "time");
     // Python's ctypes on libc's handle, and on the program's (`CDLL(None)`).
     let code = "import ctypes\n\
                 print(ctypes.CDLL('libc.so.6').time(None), ctypes.CDLL(None).time(None))\n\
