@@ -100,17 +100,12 @@ pub unsafe fn fill_mask(n: u32, size: usize, mask: *mut u8) -> Result<usize, i32
 /// The sealed `sysinfo`: fixed memory, no swap, no load, one process; `uptime` is the sealed
 /// boot-time clock when time is sealed (read without a tick) and the real one otherwise.
 pub fn fill_sysinfo(s: &mut libc::sysinfo) {
+    // SAFETY: sysinfo is plain integers: all zeroes is a value (the kernel zeroes it too).
+    *s = unsafe { core::mem::zeroed() };
     s.uptime = files::boot_ns() / 1_000_000_000;
-    s.loads = [0; 3];
     s.totalram = TOTAL_RAM;
     s.freeram = FREE_RAM;
-    s.sharedram = 0;
-    s.bufferram = 0;
-    s.totalswap = 0;
-    s.freeswap = 0;
     s.procs = 1;
-    s.totalhigh = 0;
-    s.freehigh = 0;
     s.mem_unit = 1;
 }
 
