@@ -170,32 +170,34 @@ struct Ranges {
     vdso: Range,
 }
 
-static LIBC_LO: AtomicUsize = AtomicUsize::new(0);
-static LIBC_HI: AtomicUsize = AtomicUsize::new(0);
-static SEAL_LO: AtomicUsize = AtomicUsize::new(0);
-static VDSO_LO: AtomicUsize = AtomicUsize::new(0);
-static VDSO_HI: AtomicUsize = AtomicUsize::new(0);
-/// Stored last (Release): non-zero once the four values are in place.
-static SEAL_HI: AtomicUsize = AtomicUsize::new(0);
+impl Ranges {
+    fn words(self) -> [usize; 6] {
+        let Ranges { libc, seal, vdso } = self;
+        [libc.lo, libc.hi, seal.lo, seal.hi, vdso.lo, vdso.hi]
+    }
+
+    fn of_words(w: [usize; 6]) -> Self {
+        let range = |i: usize| Range {
+            lo: w[i],
+            hi: w[i + 1],
+        };
+        Ranges {
+            libc: range(0),
+            seal: range(2),
+            vdso: range(4),
+        }
+    }
+}
+
+/// The [`Ranges`] once found, as their [`Ranges::words`]; word [`PUBLISHED`], libseal's `hi`,
+/// is stored last (Release): non-zero once the others are in place.
+static FOUND: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
+const PUBLISHED: usize = 3;
 
 /// libc's, libseal's and the vDSO's ranges, found once with `dl_iterate_phdr` (both stay mapped).
 fn ranges() -> Ranges {
-    let hi = SEAL_HI.load(Acquire);
-    if hi != 0 {
-        return Ranges {
-            libc: Range {
-                lo: LIBC_LO.load(Relaxed),
-                hi: LIBC_HI.load(Relaxed),
-            },
-            seal: Range {
-                lo: SEAL_LO.load(Relaxed),
-                hi,
-            },
-            vdso: Range {
-                lo: VDSO_LO.load(Relaxed),
-                hi: VDSO_HI.load(Relaxed),
-            },
-        };
+    if FOUND[PUBLISHED].load(Acquire) != 0 {
+        return Ranges::of_words(core::array::from_fn(|i| FOUND[i].load(Relaxed)));
     }
     find_ranges()
 }
@@ -250,12 +252,15 @@ fn find_ranges() -> Ranges {
     unsafe { libc::dl_iterate_phdr(Some(each), &mut s as *mut Search as *mut libc::c_void) };
     let f = s.found;
     if f.seal.hi != 0 {
-        LIBC_LO.store(f.libc.lo, Relaxed);
-        LIBC_HI.store(f.libc.hi, Relaxed);
-        SEAL_LO.store(f.seal.lo, Relaxed);
-        VDSO_LO.store(f.vdso.lo, Relaxed);
-        VDSO_HI.store(f.vdso.hi, Relaxed);
-        SEAL_HI.store(f.seal.hi, Release);
+        let words = f.words();
+        for (i, w) in words
+            .into_iter()
+            .enumerate()
+            .filter(|&(i, _)| i != PUBLISHED)
+        {
+            FOUND[i].store(w, Relaxed);
+        }
+        FOUND[PUBLISHED].store(words[PUBLISHED], Release);
     }
     f
 }
