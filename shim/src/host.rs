@@ -297,58 +297,42 @@ pub(crate) mod hooks {
         h
     }
 
-    hook! {
-        /// # Safety
-        /// As `gethostbyname(3)`.
-        fn gethostbyname(name: *const c_char) -> *mut libc::hostent;
-        caller = ra;
-        // SAFETY: forwarded contract; the result is libc's static hostent.
-        |real| unsafe { by_name(name, ra, real) }
+    /// `plain` and its reentrant form `reentrant` (both with an address family `af` after the
+    /// name, for `gethostbyname2`): the lookups of [`by_name`] and [`by_name_r`].
+    macro_rules! by_name_hooks {
+        ($plain:ident, $reentrant:ident $(, $af:ident)?) => {
+            hook! {
+                /// # Safety
+                #[doc = concat!("As `", stringify!($plain), "(3)`.")]
+                fn $plain(name: *const c_char $(, $af: c_int)?) -> *mut libc::hostent;
+                caller = ra;
+                // SAFETY: forwarded contract; the result is libc's static hostent.
+                |real| unsafe { by_name(name, ra, |n| real(n $(, $af)?)) }
+            }
+
+            hook! {
+                /// # Safety
+                #[doc = concat!("As `", stringify!($reentrant), "(3)`.")]
+                fn $reentrant(
+                    name: *const c_char,
+                    $($af: c_int,)?
+                    ret: *mut libc::hostent,
+                    buf: *mut c_char,
+                    buflen: size_t,
+                    result: *mut *mut libc::hostent,
+                    h_errnop: *mut c_int,
+                ) -> c_int;
+                caller = ra;
+                // SAFETY: forwarded contract.
+                |real| unsafe {
+                    by_name_r(name, result, ra, |n| real(n, $($af,)? ret, buf, buflen, result, h_errnop))
+                }
+            }
+        };
     }
 
-    hook! {
-        /// # Safety
-        /// As `gethostbyname2(3)`.
-        fn gethostbyname2(name: *const c_char, af: c_int) -> *mut libc::hostent;
-        caller = ra;
-        // SAFETY: as in gethostbyname.
-        |real| unsafe { by_name(name, ra, |n| real(n, af)) }
-    }
-
-    hook! {
-        /// # Safety
-        /// As `gethostbyname_r(3)`.
-        fn gethostbyname_r(
-            name: *const c_char,
-            ret: *mut libc::hostent,
-            buf: *mut c_char,
-            buflen: size_t,
-            result: *mut *mut libc::hostent,
-            h_errnop: *mut c_int,
-        ) -> c_int;
-        caller = ra;
-        // SAFETY: forwarded contract.
-        |real| unsafe { by_name_r(name, result, ra, |n| real(n, ret, buf, buflen, result, h_errnop)) }
-    }
-
-    hook! {
-        /// # Safety
-        /// As `gethostbyname2_r(3)`.
-        fn gethostbyname2_r(
-            name: *const c_char,
-            af: c_int,
-            ret: *mut libc::hostent,
-            buf: *mut c_char,
-            buflen: size_t,
-            result: *mut *mut libc::hostent,
-            h_errnop: *mut c_int,
-        ) -> c_int;
-        caller = ra;
-        // SAFETY: forwarded contract.
-        |real| unsafe {
-            by_name_r(name, result, ra, |n| real(n, af, ret, buf, buflen, result, h_errnop))
-        }
-    }
+    by_name_hooks!(gethostbyname, gethostbyname_r);
+    by_name_hooks!(gethostbyname2, gethostbyname2_r, af);
 
     /// The reentrant [`by_name`]: `lookup` fills `*result` on success.
     ///
