@@ -66,23 +66,9 @@ unsafe fn clock_gettime_general(
     unsafe { clock_gettime_at(clock, ts, Fid::ClockGettime, ra, fp) }
 }
 
-/// Shared by `clock_gettime` and `syscall(SYS_clock_gettime, …)`.
-///
-/// # Safety
-/// As `clock_gettime(2)`.
-#[inline(always)]
-pub unsafe fn clock_gettime_impl(
-    clock: libc::clockid_t,
-    ts: *mut libc::timespec,
-    fid: Fid,
-    ra: u64,
-) -> libc::c_int {
-    // SAFETY: forwarded contract.
-    unsafe { clock_gettime_at(clock, ts, fid, ra, 0) }
-}
-
-/// [`clock_gettime_impl`] with the hook's frame pointer `fp` (0: unknown), through which a
-/// runtime's bookkeeping reads are told from the program's (`crate::runtime`).
+/// Shared by `clock_gettime` and `syscall(SYS_clock_gettime, …)`, counted as `fid`. `fp` is
+/// the hook's frame pointer (0: unknown, as for the system call), through which a runtime's
+/// bookkeeping reads are told from the program's (`crate::runtime`).
 ///
 /// # Safety
 /// As `clock_gettime(2)`.
@@ -161,20 +147,8 @@ unsafe fn gettimeofday_general(
     unsafe { gettimeofday_at(tv, tz, Fid::Gettimeofday, ra, fp) }
 }
 
-/// # Safety
-/// As `gettimeofday(2)`.
-#[inline(always)]
-pub unsafe fn gettimeofday_impl(
-    tv: *mut libc::timeval,
-    tz: *mut libc::c_void,
-    fid: Fid,
-    ra: u64,
-) -> libc::c_int {
-    // SAFETY: forwarded contract.
-    unsafe { gettimeofday_at(tv, tz, fid, ra, 0) }
-}
-
-/// [`gettimeofday_impl`] with the hook's frame pointer (see [`clock_gettime_at`]).
+/// Shared by `gettimeofday` and `syscall(SYS_gettimeofday, …)` (`fp` as for
+/// [`clock_gettime_at`]).
 ///
 /// # Safety
 /// As `gettimeofday(2)`.
@@ -479,17 +453,19 @@ pub unsafe fn sys_clock(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Optio
     // SAFETY (all arms): the caller's arguments, forwarded with the same meaning.
     let r = unsafe {
         match n {
-            libc::SYS_clock_gettime => clock_gettime_impl(
+            libc::SYS_clock_gettime => clock_gettime_at(
                 a[0] as libc::clockid_t,
                 a[1] as *mut libc::timespec,
                 Fid::SysClockGettime,
                 ra,
+                0,
             ) as libc::c_long,
-            libc::SYS_gettimeofday => gettimeofday_impl(
+            libc::SYS_gettimeofday => gettimeofday_at(
                 a[0] as *mut libc::timeval,
                 a[1] as *mut libc::c_void,
                 Fid::SysGettimeofday,
                 ra,
+                0,
             ) as libc::c_long,
             libc::SYS_time => {
                 time_impl(a[0] as *mut libc::time_t, Fid::SysTime, ra) as libc::c_long
