@@ -4,7 +4,6 @@
 use seal_abi::{flags, Fid, NO_DETAIL};
 
 use super::fast;
-use super::setters::{adjtimex_impl, clock_adjtime_impl, clock_settime_impl, settimeofday_impl};
 use super::{detail, domain, read, realtime_ns, seal_rusage, to_timespec, value_at, Domain};
 use crate::core::{census, config};
 use crate::runtime;
@@ -470,27 +469,10 @@ pub unsafe fn sys_clock(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Optio
             libc::SYS_time => {
                 time_impl(a[0] as *mut libc::time_t, Fid::SysTime, ra) as libc::c_long
             }
-            libc::SYS_clock_settime => clock_settime_impl(
-                a[0] as libc::clockid_t,
-                a[1] as *const libc::timespec,
-                Fid::SysClockSettime,
-                ra,
-            ) as libc::c_long,
-            libc::SYS_settimeofday => settimeofday_impl(
-                a[0] as *const libc::timeval,
-                a[1] as *const libc::c_void,
-                Fid::SysClockSettime,
-                ra,
-            ) as libc::c_long,
-            libc::SYS_adjtimex => {
-                adjtimex_impl(a[0] as *mut libc::timex, Fid::SysClockSettime, ra) as libc::c_long
-            }
-            libc::SYS_clock_adjtime => clock_adjtime_impl(
-                a[0] as libc::clockid_t,
-                a[1] as *mut libc::timex,
-                Fid::SysClockSettime,
-                ra,
-            ) as libc::c_long,
+            libc::SYS_clock_settime
+            | libc::SYS_settimeofday
+            | libc::SYS_adjtimex
+            | libc::SYS_clock_adjtime => return super::setters::sys_set(n, a, ra),
             _ => return None,
         }
     };

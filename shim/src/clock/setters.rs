@@ -23,13 +23,7 @@ fn setter_result(r: Result<(), i32>) -> libc::c_int {
 ///
 /// # Safety
 /// As `clock_settime(2)`: `ts` null or readable.
-pub unsafe fn clock_settime_impl(
-    clock: libc::clockid_t,
-    ts: *const libc::timespec,
-    fid: Fid,
-    ra: u64,
-) -> libc::c_int {
-    census::count(fid, detail(clock), ra);
+unsafe fn clock_settime_impl(clock: libc::clockid_t, ts: *const libc::timespec) -> libc::c_int {
     if config::sealed(flags::TIME) {
         if !ts.is_null() && !crate::core::sys::mapped(ts, core::mem::size_of::<libc::timespec>()) {
             return setter_result(Err(libc::EFAULT));
@@ -46,22 +40,16 @@ hook! {
     /// # Safety
     /// As `clock_settime(2)`.
     fn clock_settime(clock: libc::clockid_t, ts: *const libc::timespec) -> libc::c_int;
-    caller = ra;
+    fid = ClockSettime, detail = detail(clock);
     // SAFETY: forwarded contract.
-    || unsafe { clock_settime_impl(clock, ts, Fid::ClockSettime, ra) }
+    || unsafe { clock_settime_impl(clock, ts) }
 }
 
 /// Shared by `settimeofday` and `syscall(SYS_settimeofday, …)`.
 ///
 /// # Safety
 /// As `settimeofday(2)`: each pointer null or readable.
-pub unsafe fn settimeofday_impl(
-    tv: *const libc::timeval,
-    tz: *const libc::c_void,
-    fid: Fid,
-    ra: u64,
-) -> libc::c_int {
-    census::count(fid, NO_DETAIL, ra);
+unsafe fn settimeofday_impl(tv: *const libc::timeval, tz: *const libc::c_void) -> libc::c_int {
     if config::sealed(flags::TIME) {
         if !tv.is_null() && !crate::core::sys::mapped(tv, core::mem::size_of::<libc::timeval>()) {
             return setter_result(Err(libc::EFAULT));
@@ -78,9 +66,9 @@ hook! {
     /// # Safety
     /// As `settimeofday(2)`.
     fn settimeofday(tv: *const libc::timeval, tz: *const libc::c_void) -> libc::c_int;
-    caller = ra;
+    fid = Settimeofday;
     // SAFETY: forwarded contract.
-    || unsafe { settimeofday_impl(tv, tz, Fid::Settimeofday, ra) }
+    || unsafe { settimeofday_impl(tv, tz) }
 }
 
 hook! {
@@ -175,8 +163,7 @@ unsafe fn adjtimex_sealed(
 ///
 /// # Safety
 /// As `adjtimex(2)`.
-pub unsafe fn adjtimex_impl(buf: *mut libc::timex, fid: Fid, ra: u64) -> libc::c_int {
-    census::count(fid, NO_DETAIL, ra);
+unsafe fn adjtimex_impl(buf: *mut libc::timex) -> libc::c_int {
     let real = real!(adjtimex: fn(*mut libc::timex) -> libc::c_int);
     if config::sealed(flags::TIME) {
         // SAFETY: forwarded contract; the real call only reads (modes is 0 by then).
@@ -190,9 +177,9 @@ hook! {
     /// # Safety
     /// As `adjtimex(2)` (`ntp_adjtime(3)` is glibc's other name for it).
     fn adjtimex | ntp_adjtime(buf: *mut libc::timex) -> libc::c_int;
-    caller = ra;
+    fid = Adjtimex;
     // SAFETY: forwarded contract.
-    || unsafe { adjtimex_impl(buf, Fid::Adjtimex, ra) }
+    || unsafe { adjtimex_impl(buf) }
 }
 
 /// Shared by `clock_adjtime` and `syscall(SYS_clock_adjtime, …)`. Clocks other than
@@ -200,13 +187,7 @@ hook! {
 ///
 /// # Safety
 /// As `clock_adjtime(2)`.
-pub unsafe fn clock_adjtime_impl(
-    clock: libc::clockid_t,
-    buf: *mut libc::timex,
-    fid: Fid,
-    ra: u64,
-) -> libc::c_int {
-    census::count(fid, detail(clock), ra);
+unsafe fn clock_adjtime_impl(clock: libc::clockid_t, buf: *mut libc::timex) -> libc::c_int {
     let real = real!(clock_adjtime: fn(libc::clockid_t, *mut libc::timex) -> libc::c_int);
     if config::sealed(flags::TIME) && clock == libc::CLOCK_REALTIME {
         // SAFETY: forwarded contract; the real call only reads (modes is 0 by then).
@@ -232,7 +213,36 @@ hook! {
     /// # Safety
     /// As `clock_adjtime(2)`.
     fn clock_adjtime(clock: libc::clockid_t, buf: *mut libc::timex) -> libc::c_int;
-    caller = ra;
+    fid = ClockAdjtime, detail = detail(clock);
     // SAFETY: forwarded contract.
-    || unsafe { clock_adjtime_impl(clock, buf, Fid::ClockAdjtime, ra) }
+    || unsafe { clock_adjtime_impl(clock, buf) }
+}
+
+/// `syscall(SYS_clock_settime | SYS_settimeofday | SYS_adjtimex | SYS_clock_adjtime)` (from
+/// `super::hooks::sys_clock`): the same logic as the hooks, counted as `SysClockSettime`.
+///
+/// # Safety
+/// As `syscall(2)` for `n` with `a`.
+pub unsafe fn sys_set(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
+    let on_clock = matches!(n, libc::SYS_clock_settime | libc::SYS_clock_adjtime);
+    let d = if on_clock {
+        detail(a[0] as libc::clockid_t)
+    } else {
+        NO_DETAIL
+    };
+    census::count(Fid::SysClockSettime, d, ra);
+    // SAFETY (all arms): the caller's arguments, forwarded with the same meaning.
+    let r = unsafe {
+        match n {
+            libc::SYS_clock_settime => {
+                clock_settime_impl(a[0] as libc::clockid_t, a[1] as *const libc::timespec)
+            }
+            libc::SYS_settimeofday => {
+                settimeofday_impl(a[0] as *const libc::timeval, a[1] as *const libc::c_void)
+            }
+            libc::SYS_adjtimex => adjtimex_impl(a[0] as *mut libc::timex),
+            _ => clock_adjtime_impl(a[0] as libc::clockid_t, a[1] as *mut libc::timex),
+        }
+    };
+    Some(r as libc::c_long)
 }
