@@ -8,34 +8,56 @@ use crate::core::{census, config};
 use crate::hook;
 use crate::wait::{posix_timer_clock, translate_itimer};
 
-/// Counts an ABSTIME timer's arming and translates its deadline: `Some(translated)`, or `None`
-/// when the call is to go through untouched (relative, not sealed, or the timer's clock
-/// unknown, which is recorded: its deadline then reaches the kernel untranslated and the
-/// launcher warns).
+/// One kind of timer armed with an `itimerspec`: its census id, its ABSTIME flag, and what is
+/// recorded when its clock is unknown.
+struct Kind {
+    fid: Fid,
+    abstime: c_int,
+    unknown: &'static [u8],
+}
+
+const TIMERFD: Kind = Kind {
+    fid: Fid::TimerfdSettime,
+    abstime: libc::TFD_TIMER_ABSTIME,
+    unknown: b"timerfd_settime: clock of the timerfd unknown, ABSTIME deadline not translated",
+};
+
+const POSIX_TIMER: Kind = Kind {
+    fid: Fid::TimerSettime,
+    abstime: libc::TIMER_ABSTIME,
+    unknown: b"timer_settime: clock of the timer unknown, ABSTIME deadline not translated",
+};
+
+/// Arms a timer of `kind` through `set` (the real call, given the deadline to pass): counts
+/// it, and translates an ABSTIME deadline to the real clock. Relative, unsealed, or with the
+/// timer's clock unknown (recorded: its deadline then reaches the kernel untranslated and the
+/// launcher warns), `new` goes through untouched. Returns `set`'s result and the translated
+/// deadline, if any.
 ///
 /// # Safety
 /// `new` null or valid for reads.
 #[inline(always)]
-unsafe fn abstime(
-    fid: Fid,
-    abs: bool,
+unsafe fn arm(
+    kind: &Kind,
+    fl: c_int,
     new: *const itimerspec,
-    clock_of: impl FnOnce() -> Option<libc::clockid_t>,
-    unknown: &[u8],
     ra: u64,
-) -> Option<itimerspec> {
-    if !abs || new.is_null() || !config::sealed(flags::WAIT) {
-        census::count(fid, NO_DETAIL, ra);
-        return None;
+    clock_of: impl FnOnce() -> Option<libc::clockid_t>,
+    set: impl FnOnce(*const itimerspec) -> c_int,
+) -> (c_int, Option<itimerspec>) {
+    if fl & kind.abstime == 0 || new.is_null() || !config::sealed(flags::WAIT) {
+        census::count(kind.fid, NO_DETAIL, ra);
+        return (set(new), None);
     }
     let Some(clk) = clock_of() else {
-        census::count(fid, NO_DETAIL, ra);
-        census::record_unsealed(seal_abi::unsealed::UNSUPPORTED_CALL, unknown);
-        return None;
+        census::count(kind.fid, NO_DETAIL, ra);
+        census::record_unsealed(seal_abi::unsealed::UNSUPPORTED_CALL, kind.unknown);
+        return (set(new), None);
     };
-    census::count(fid, clock::detail(clk), ra);
+    census::count(kind.fid, clock::detail(clk), ra);
     // SAFETY: new non-null and valid per the contract.
-    Some(translate_itimer(clk, unsafe { &*new }))
+    let its = translate_itimer(clk, unsafe { &*new });
+    (set(&its), Some(its))
 }
 
 hook! {
@@ -43,22 +65,9 @@ hook! {
     /// As `timerfd_settime(2)`.
     fn timerfd_settime(fd: c_int, fl: c_int, new: *const itimerspec, old: *mut itimerspec) -> c_int;
     caller = ra;
-    |real| {
-        // SAFETY: forwarded contract.
-        let its = unsafe {
-            abstime(
-                Fid::TimerfdSettime,
-                fl & libc::TFD_TIMER_ABSTIME != 0,
-                new,
-                || crate::wait::timerfd_clock(fd),
-                b"timerfd_settime: clock of the timerfd unknown, ABSTIME deadline not translated",
-                ra,
-            )
-        };
-        match its {
-            Some(its) => real(fd, fl, &its, old),
-            None => real(fd, fl, new, old),
-        }
+    // SAFETY: forwarded contract.
+    |real| unsafe {
+        arm(&TIMERFD, fl, new, ra, || crate::wait::timerfd_clock(fd), |p| real(fd, fl, p, old)).0
     }
 }
 
@@ -69,19 +78,8 @@ hook! {
     caller = ra;
     |real| {
         // SAFETY: forwarded contract; t came from timer_create per the contract.
-        let its = unsafe {
-            abstime(
-                Fid::TimerSettime,
-                fl & libc::TIMER_ABSTIME != 0,
-                new,
-                || posix_timer_clock(t),
-                b"timer_settime: clock of the timer unknown, ABSTIME deadline not translated",
-                ra,
-            )
-        };
-        let r = match its {
-            Some(its) => real(t, fl, &its, old),
-            None => real(t, fl, new, old),
+        let (r, its) = unsafe {
+            arm(&POSIX_TIMER, fl, new, ra, || posix_timer_clock(t), |p| real(t, fl, p, old))
         };
         if r == 0 && !new.is_null() && crate::wait::warp_on() {
             // SAFETY: new non-null and valid per the contract; t from timer_create.
