@@ -25,11 +25,14 @@ pub const STATUS_UNKNOWN_VERSION: u32 = 2;
 /// The layout did not check out against the running interpreter: no frames.
 pub const STATUS_LAYOUT_MISMATCH: u32 = 3;
 
-/// [`PySite::flags`]: the site is in the user's own code (not the standard library,
-/// site-packages or the import machinery).
-pub const SITE_USER: u32 = 1;
-/// [`PySite::flags`]: the site is in the interpreter's start-up or import machinery.
-pub const SITE_IMPORT: u32 = 2;
+// The bits of `PySite::flags`.
+crate::bits! { u32:
+    /// [`PySite::flags`]: the site is in the user's own code (not the standard library,
+    /// site-packages or the import machinery).
+    SITE_USER,
+    /// [`PySite::flags`]: the site is in the interpreter's start-up or import machinery.
+    SITE_IMPORT,
+}
 
 /// One Python site: a code object and a bytecode offset in it, resolved.
 #[repr(C)]
