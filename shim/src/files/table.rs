@@ -20,14 +20,17 @@ use seal_abi::keyed::{probe, Probe};
 /// Slots looked at from a key's home slot before the table counts as full for it.
 const PROBES: usize = 64;
 
-/// The sealed value came from a clock (a writer's or observer's "now"), so a reader whose own
-/// clock is behind it moves forward (causality); an explicit time a program set does not.
-pub const KIND_CLOCK: u32 = 1;
-pub const KIND_EXPLICIT: u32 = 2;
-/// The clock of the first process that looked at a file the run changed without recording it
-/// (a directory, a file still being written by another process): shown, never propagated,
-/// and replaced by the writer's record when the writer closes it.
-pub const KIND_OBSERVED: u32 = 4;
+seal_abi::bits! { u32:
+    /// The sealed value came from a clock (a writer's or observer's "now"), so a reader whose
+    /// own clock is behind it moves forward (causality); an explicit time a program set does
+    /// not.
+    KIND_CLOCK,
+    KIND_EXPLICIT,
+    /// The clock of the first process that looked at a file the run changed without recording
+    /// it (a directory, a file still being written by another process): shown, never
+    /// propagated, and replaced by the writer's record when the writer closes it.
+    KIND_OBSERVED,
+}
 
 #[repr(C)]
 pub struct Header {
