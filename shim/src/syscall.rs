@@ -36,8 +36,9 @@ macro_rules! routes {
 }
 
 routes! {
-    "time": SYS_clock_gettime | SYS_gettimeofday | SYS_time | SYS_clock_settime
-        | SYS_settimeofday | SYS_adjtimex | SYS_clock_adjtime => crate::clock::hooks::sys_clock;
+    "time": SYS_clock_gettime | SYS_gettimeofday | SYS_time => crate::clock::hooks::sys_clock;
+    "time": SYS_clock_settime | SYS_settimeofday | SYS_adjtimex | SYS_clock_adjtime
+        => crate::clock::setters::sys_set;
     "time": SYS_times | SYS_getrusage => crate::clock::hooks::sys_usage;
     "time": SYS_futex => crate::wait::sys_futex;
     "time": SYS_clock_nanosleep => crate::wait::sys_clock_nanosleep;

@@ -442,9 +442,9 @@ hook! {
     |real| unsafe { ntp_gettime_sealed(buf as *mut libc::timeval, real(buf)) }
 }
 
-/// `syscall(SYS_clock_gettime | SYS_gettimeofday | SYS_time | SYS_clock_settime |
-/// SYS_settimeofday | SYS_adjtimex | SYS_clock_adjtime)`: the same logic as the hooks, counted
-/// with the `Sys*` ids (`crate::syscall`'s route table).
+/// `syscall(SYS_clock_gettime | SYS_gettimeofday | SYS_time)`: the same logic as the hooks,
+/// counted with the `Sys*` ids (`crate::syscall`'s route table; the setters' route is
+/// `super::setters::sys_set`).
 ///
 /// # Safety
 /// As `syscall(2)` for `n` with `a`.
@@ -469,10 +469,6 @@ pub unsafe fn sys_clock(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Optio
             libc::SYS_time => {
                 time_impl(a[0] as *mut libc::time_t, Fid::SysTime, ra) as libc::c_long
             }
-            libc::SYS_clock_settime
-            | libc::SYS_settimeofday
-            | libc::SYS_adjtimex
-            | libc::SYS_clock_adjtime => return super::setters::sys_set(n, a, ra),
             _ => return None,
         }
     };

@@ -12,7 +12,7 @@ pub mod fast;
 pub(crate) mod hooks;
 pub mod set;
 #[cfg(not(test))]
-mod setters;
+pub(crate) mod setters;
 
 use seal_abi::NO_DETAIL;
 

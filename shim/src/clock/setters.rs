@@ -218,17 +218,16 @@ hook! {
     || unsafe { clock_adjtime_impl(clock, buf) }
 }
 
-/// `syscall(SYS_clock_settime | SYS_settimeofday | SYS_adjtimex | SYS_clock_adjtime)` (from
-/// `super::hooks::sys_clock`): the same logic as the hooks, counted as `SysClockSettime`.
+/// `syscall(SYS_clock_settime | SYS_settimeofday | SYS_adjtimex | SYS_clock_adjtime)`: the
+/// same logic as the hooks, counted as `SysClockSettime` (`crate::syscall`'s route table).
 ///
 /// # Safety
 /// As `syscall(2)` for `n` with `a`.
 pub unsafe fn sys_set(n: libc::c_long, a: [libc::c_long; 6], ra: u64) -> Option<libc::c_long> {
-    let on_clock = matches!(n, libc::SYS_clock_settime | libc::SYS_clock_adjtime);
-    let d = if on_clock {
-        detail(a[0] as libc::clockid_t)
-    } else {
-        NO_DETAIL
+    let d = match n {
+        libc::SYS_clock_settime | libc::SYS_clock_adjtime => detail(a[0] as libc::clockid_t),
+        libc::SYS_settimeofday | libc::SYS_adjtimex => NO_DETAIL,
+        _ => return None,
     };
     census::count(Fid::SysClockSettime, d, ra);
     // SAFETY (all arms): the caller's arguments, forwarded with the same meaning.
