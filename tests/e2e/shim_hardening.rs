@@ -2,7 +2,7 @@
 //! the run table holding the census, a memory file system that fills up during the run,
 //! signal handlers that race the hooks, clocks pushed to their limit, and virtual tids of
 //! many threads.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::util::*;
 
@@ -153,8 +153,8 @@ fn glibc_aliases_of_sealed_functions_are_sealed() {
 }
 
 /// Builds fixtures/c/`name` with `-ldl`, asserts that it prints `want` on two sealed runs and
-/// that the census counts `symbol` twice in `family`; returns the binary.
-fn assert_dl_fixture(name: &str, want: &str, family: &str, symbol: &str) -> PathBuf {
+/// that the census counts `symbol` twice in `family`.
+fn assert_dl_fixture(name: &str, want: &str, family: &str, symbol: &str) {
     let bin = build_c(name, &["-ldl"]);
     assert_eq!(assert_sealed_stable(&[bin.to_str().unwrap()], 2), want);
     let (_, totals) = census_totals(&[bin.to_str().unwrap()], family);
@@ -162,7 +162,6 @@ fn assert_dl_fixture(name: &str, want: &str, family: &str, symbol: &str) -> Path
         totals.iter().any(|(s, n)| s == symbol && *n == 2),
         "{totals:?}"
     );
-    bin
 }
 
 /// A lookup on a handle to libc (`dlsym(dlopen("libc.so.6"), …)`, as ctypes and plugin
@@ -173,7 +172,7 @@ fn a_handle_to_libc_resolves_the_sealed_functions() {
     let want = "handle time 1767225600\ndirect time 1767225600\nhandle clock_gettime 1767225600\n\
                 handle gettimeofday 1767225600\nhandle getpid 1000\ndirect getpid 1000\n\
                 missing null\nstrlen found\n";
-    let bin = assert_dl_fixture("libchandle", want, "time", "time");
+    assert_dl_fixture("libchandle", want, "time", "time");
     // Python's ctypes on libc's handle, and on the program's (`CDLL(None)`).
     let code = "import ctypes\n\
                 print(ctypes.CDLL('libc.so.6').time(None), ctypes.CDLL(None).time(None))\n\
