@@ -52,9 +52,6 @@ pub mod cpu_cause {
     /// The causes that are about the machine (CPU, hypervisor, kernel), not the program:
     /// every sealed command on the machine has them, so `seal census` and `seal doctor` say
     /// them once and a plain run stays quiet about them (docs/limits.md).
-    /// The causes that are about the machine (CPU, hypervisor, kernel), not the program:
-    /// every sealed command on the machine has them, so `seal census` and `seal doctor` say
-    /// them once and a plain run stays quiet about them (docs/limits.md).
     pub const MACHINE: u32 = NO_CPUID_FAULTING | CPUID_REFUSED | TSC_REFUSED | BOTH_REFUSED;
 }
 

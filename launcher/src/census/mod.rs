@@ -108,6 +108,13 @@ impl Unsealed {
     pub fn is_machine(&self) -> bool {
         self.kind == unsealed::name(unsealed::CPU_TRAP) && unsealed::is_machine_cause(&self.detail)
     }
+
+    /// Whether the process is partly sealed (a supervised static or Go image: most calls
+    /// served, what the detail lists stays real) rather than not sealed at all.
+    pub fn is_partial(&self) -> bool {
+        self.kind == unsealed::name(unsealed::STATIC_SUPERVISED)
+            || self.kind == unsealed::name(unsealed::GO_SUPERVISED)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

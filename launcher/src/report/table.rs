@@ -152,11 +152,12 @@ fn process_block(out: &mut String, p: &Process, depth: usize, top: usize, width:
         line(out, &row, width);
     }
     for u in p.unsealed.iter().filter(|u| !u.is_machine()) {
-        line(
-            out,
-            &format!("  not sealed: {} {}", u.kind, u.detail),
-            width,
-        );
+        let verdict = if u.is_partial() {
+            "partly sealed"
+        } else {
+            "not sealed"
+        };
+        line(out, &format!("  {verdict}: {} {}", u.kind, u.detail), width);
     }
 }
 
@@ -437,6 +438,29 @@ mod tests {
             "{t}"
         );
         assert!(t.lines().nth(1).unwrap().starts_with("machine: "), "{t}");
+    }
+
+    /// A supervised static image is partly sealed, as the run's stderr says, not "not sealed".
+    #[test]
+    fn a_supervised_image_is_partly_sealed_in_the_table() {
+        use crate::census::Unsealed;
+        use seal_abi::unsealed::{name, STATIC_BINARY, STATIC_SUPERVISED};
+        let mut c = sample();
+        c.processes[0].unsealed.push(Unsealed {
+            kind: name(STATIC_SUPERVISED).into(),
+            detail: "map order".into(),
+        });
+        c.processes[1].unsealed.push(Unsealed {
+            kind: name(STATIC_BINARY).into(),
+            detail: "no listener".into(),
+        });
+        let t = render(&c, 0, None);
+        assert!(
+            t.contains("  partly sealed: static-binary-supervised map order"),
+            "{t}"
+        );
+        assert!(t.contains("  not sealed: static-binary no listener"), "{t}");
+        assert!(!t.contains("not sealed: static-binary-supervised"), "{t}");
     }
 
     #[test]
