@@ -158,3 +158,18 @@ hook! {
     uncounted;
     |real| join_done(th, real(th, retval))
 }
+
+// ---- epoll registrations ---------------------------------------------------------------------
+
+hook! {
+    /// # Safety
+    /// As `epoll_ctl(2)`.
+    fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut libc::epoll_event) -> c_int;
+    uncounted;
+    |real| {
+        let r = real(epfd, op, fd, ev);
+        // SAFETY: ev is null or valid per the contract.
+        unsafe { super::epoll_ctl_done(epfd, op, fd, ev, r) };
+        r
+    }
+}

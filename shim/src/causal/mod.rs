@@ -22,6 +22,9 @@
 #[cfg(not(test))]
 pub(crate) mod hooks;
 mod peer;
+mod ready;
+
+pub use ready::{epoll_ctl_done, epoll_in_time, forget as forget_epoll, select_in_time};
 
 use core::sync::atomic::{AtomicU64, AtomicU8, Ordering::*};
 
