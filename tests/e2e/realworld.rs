@@ -276,7 +276,9 @@ fn perl_hash_order_does_not_follow_the_environment() {
                     c.current_dir(&deep).env("OLDPWD", "/usr/share/doc/x");
                 }
                 4 => {
-                    c.env("HOME", &deep).env("LANG", "C").env("EXTRA", "1".repeat(300));
+                    c.env("HOME", &deep)
+                        .env("LANG", "C")
+                        .env("EXTRA", "1".repeat(300));
                 }
                 _ => {}
             }

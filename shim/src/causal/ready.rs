@@ -85,7 +85,10 @@ const LEVEL: i32 = 1 << 30;
 /// # Safety
 /// `ev` null or valid.
 pub unsafe fn epoll_ctl_done(epfd: i32, op: i32, fd: i32, ev: *const libc::epoll_event, r: i32) {
-    let (Ok(i), true) = (usize::try_from(fd), r == 0 && epfd >= 0 && epfd < LEVEL - 1) else {
+    let (Ok(i), true) = (
+        usize::try_from(fd),
+        r == 0 && (0..LEVEL - 1).contains(&epfd),
+    ) else {
         return;
     };
     let Some(slot) = EPOLL_OF.get(i) else { return };

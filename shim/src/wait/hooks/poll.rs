@@ -41,16 +41,14 @@ fn timed_poll(ns: i64, fd_less: bool, call: impl Fn(Option<i64>) -> c_int) -> c_
 /// (`crate::causal::in_time`).
 fn in_time(fds: *mut pollfd, n: nfds_t, ns: i64, call: impl FnOnce() -> c_int) -> c_int {
     // SAFETY: the caller's array of n entries, just filled by the kernel.
-    judged(ns, call, |deadline, r| unsafe { crate::causal::in_time(fds, n, deadline, r) })
+    judged(ns, call, |deadline, r| unsafe {
+        crate::causal::in_time(fds, n, deadline, r)
+    })
 }
 
 /// A timed wait of `ns` run by `call`, whose result `judge(deadline, r)` checks against the
 /// wait's logical deadline (`select`'s and epoll's forms of [`in_time`]).
-fn judged(
-    ns: i64,
-    call: impl FnOnce() -> c_int,
-    judge: impl FnOnce(i64, c_int) -> c_int,
-) -> c_int {
+fn judged(ns: i64, call: impl FnOnce() -> c_int, judge: impl FnOnce(i64, c_int) -> c_int) -> c_int {
     let deadline = crate::core::thread::peek().saturating_add(ns);
     let r = call();
     judge(deadline, r)
