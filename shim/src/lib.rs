@@ -114,7 +114,7 @@ pub(crate) const FD_READ_DONE: [fn(libc::c_int, libc::ssize_t) -> libc::ssize_t;
 #[cfg(not(test))]
 pub(crate) const FD_CLOSING: [fn(libc::c_int); 1] = [files::hooks::closing];
 #[cfg(not(test))]
-pub(crate) const FD_FCLOSING: [fn(*mut libc::FILE); 1] = [files::hooks::fclosing];
+pub(crate) const FD_FCLOSING: [fn(*mut libc::FILE); 2] = [causal::fclosing, files::hooks::fclosing];
 #[cfg(not(test))]
 pub(crate) const FD_REPLACING: [fn(libc::c_int, libc::c_int); 1] = [files::hooks::replacing];
 

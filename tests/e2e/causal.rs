@@ -113,6 +113,16 @@ fn an_epolled_pipe_carries_the_writers_time() {
     );
 }
 
+/// A C child's `printf` output carries its clock to the reader of its pipe: a line it
+/// flushes with `fflush` after 1 s, and one `exit` flushes after another (field sweep: stdio's
+/// flushes are glibc-internal writes, and the reader saw 0.000 for both).
+#[test]
+fn stdio_output_carries_the_writers_time() {
+    let bin = build_c("causal_stdio", &[]);
+    let out = assert_sealed_stable(&[bin.to_str().unwrap()], RUNS);
+    assert_eq!(out, "line a after 1.000\nline b after 2.000\n");
+}
+
 /// The run's channel table does not fill up: after 3000 pipes a child's bytes still carry
 /// its sleep (issue 28: late in CPython's multiprocessing suite, pool results carried no
 /// time, and `test_map_no_failfast` saw 0.5 s of 1 s).

@@ -173,3 +173,23 @@ hook! {
         r
     }
 }
+
+// ---- stdio flushes -------------------------------------------------------------------------
+
+hook! {
+    /// # Safety
+    /// As `fflush(3)`.
+    fn fflush(f: *mut libc::FILE) -> c_int;
+    uncounted;
+    // SAFETY: f null or a valid stream per the contract.
+    |real| unsafe { super::flushing(f, || real(f)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `fflush_unlocked(3)`.
+    fn fflush_unlocked(f: *mut libc::FILE) -> c_int;
+    uncounted;
+    // SAFETY: f null or a valid stream per the contract.
+    |real| unsafe { super::flushing(f, || real(f)) }
+}
