@@ -343,6 +343,8 @@ functions! {
     // own DRBG puts a heap address into its nonce, so its bytes moved with argument lengths)
     RandBytes = Random "RAND_bytes/RAND_bytes_ex (OpenSSL)",
     RandPrivBytes = Random "RAND_priv_bytes/RAND_priv_bytes_ex (OpenSSL)",
+    // machine (appended): glibc's getloadavg reads /proc/loadavg with an internal open
+    Getloadavg = Machine "getloadavg",
 }
 
 impl Fid {
@@ -377,6 +379,7 @@ pub mod machine_file {
         CPU_POSSIBLE = "/sys/devices/system/cpu/possible",
         CPU_PRESENT = "/sys/devices/system/cpu/present",
         CPU_OFFLINE = "/sys/devices/system/cpu/offline",
+        LOADAVG = "/proc/loadavg",
     }
 }
 
@@ -687,7 +690,8 @@ mod tests {
             "/proc/sys/kernel/random/uuid"
         );
         assert_eq!((machine_file::CPUINFO, machine_file::CPU_OFFLINE), (0, 9));
-        assert_eq!(machine_file::PATHS.len(), 10);
+        assert_eq!(machine_file::LOADAVG, 10);
+        assert_eq!(machine_file::PATHS.len(), 11);
         assert_eq!(
             detail_name(Fid::OpenMachine, machine_file::OSRELEASE),
             Some("/proc/sys/kernel/osrelease")

@@ -86,7 +86,11 @@ pub mod wait;
 /// What a family forgets when descriptor `fd` is closed or replaced ([`core::fd::forget`],
 /// which zeroes the descriptor's row of the table, and leaves everything alone in a vfork
 /// child): the sorted listings of `/proc` and of ordinary directories.
-pub(crate) const FD_FORGET: [fn(i32); 2] = [open::listing::forget, machine::dirorder::release_fd];
+pub(crate) const FD_FORGET: [fn(i32); 3] = [
+    open::listing::forget,
+    machine::dirorder::release_fd,
+    causal::forget_epoll,
+];
 
 /// The bytes of a row of the per-process descriptor table ([`core::fd::mark`]): whether a
 /// descriptor is a causal channel ([`causal`]), what directory it lists ([`open::listing`]).
@@ -110,7 +114,7 @@ pub(crate) const FD_READ_DONE: [fn(libc::c_int, libc::ssize_t) -> libc::ssize_t;
 #[cfg(not(test))]
 pub(crate) const FD_CLOSING: [fn(libc::c_int); 1] = [files::hooks::closing];
 #[cfg(not(test))]
-pub(crate) const FD_FCLOSING: [fn(*mut libc::FILE); 1] = [files::hooks::fclosing];
+pub(crate) const FD_FCLOSING: [fn(*mut libc::FILE); 2] = [causal::fclosing, files::hooks::fclosing];
 #[cfg(not(test))]
 pub(crate) const FD_REPLACING: [fn(libc::c_int, libc::c_int); 1] = [files::hooks::replacing];
 

@@ -90,6 +90,39 @@ fn a_polled_forkserver_sentinel_carries_the_childs_time() {
     );
 }
 
+/// A timed `select` that finds a pipe ready takes the clock its next bytes carry, as a
+/// timed `poll` does (issue 28 left `select` out: the parent saw 0.000 for the child's
+/// second); a shorter timeout still ends at its deadline.
+#[test]
+fn a_selected_pipe_carries_the_writers_time() {
+    require_tools!("python3");
+    assert_eq!(
+        python_case("select_ready"),
+        "select 20: ready True after 1.000\nselect 0.5: ready False after 0.500\n"
+    );
+}
+
+/// The same through a level-triggered epoll set registered with the descriptor as its data
+/// (CPython's `select.epoll`; it saw 0.000 before).
+#[test]
+fn an_epolled_pipe_carries_the_writers_time() {
+    require_tools!("python3");
+    assert_eq!(
+        python_case("epoll_ready"),
+        "epoll 20: ready True after 1.000\nepoll 0.5: ready False after 0.500\n"
+    );
+}
+
+/// A C child's `printf` output carries its clock to the reader of its pipe: a line it
+/// flushes with `fflush` after 1 s, and one `exit` flushes after another (field sweep: stdio's
+/// flushes are glibc-internal writes, and the reader saw 0.000 for both).
+#[test]
+fn stdio_output_carries_the_writers_time() {
+    let bin = build_c("causal_stdio", &[]);
+    let out = assert_sealed_stable(&[bin.to_str().unwrap()], RUNS);
+    assert_eq!(out, "line a after 1.000\nline b after 2.000\n");
+}
+
 /// The run's channel table does not fill up: after 3000 pipes a child's bytes still carry
 /// its sleep (issue 28: late in CPython's multiprocessing suite, pool results carried no
 /// time, and `test_map_no_failfast` saw 0.5 s of 1 s).

@@ -295,3 +295,17 @@ fn cpus_is_validated_from_every_source() {
         .stderr_has("seal.toml:2")
         .stderr_has("1..=1024");
 }
+
+/// `/proc/loadavg` is the sealed machine's (field sweep: `uptime`'s load averages and the
+/// file's process counts and last pid were the machine's, different every run): `uptime`,
+/// `cat` and Python's `os.getloadavg()` (glibc's `getloadavg` reads the file) agree with
+/// `sysinfo`'s zero load.
+#[test]
+fn load_average_is_the_sealed_machines() {
+    require_tools!("python3", "uptime");
+    let script = "cat /proc/loadavg; uptime; python3 -c 'import os; print(os.getloadavg())'";
+    let out = assert_sealed_stable(&["sh", "-c", script], 3);
+    assert_has(&out, "0.00 0.00 0.00 1/1 1000\n");
+    assert_has(&out, "load average: 0.00, 0.00, 0.00\n");
+    assert_has(&out, "(0.0, 0.0, 0.0)\n");
+}

@@ -107,6 +107,11 @@ pub fn sealed_command(
     if !settings.unsealed("env") {
         if !settings.unsealed("hashseed") {
             cmd.env("PYTHONHASHSEED", settings.hash_seed.to_string());
+            // Perl's key order mixes heap addresses and the number of hashes made before
+            // (each moves with the environment's size) into every hash unless perturbation
+            // is off; the seed itself is then the only input (docs/design.md).
+            cmd.env("PERL_HASH_SEED", format!("0x{:x}", settings.hash_seed))
+                .env("PERL_PERTURB_KEYS", "0");
         }
         if !settings.unsealed("tz") {
             cmd.env("TZ", &settings.tz);

@@ -158,3 +158,38 @@ hook! {
     uncounted;
     |real| join_done(th, real(th, retval))
 }
+
+// ---- epoll registrations ---------------------------------------------------------------------
+
+hook! {
+    /// # Safety
+    /// As `epoll_ctl(2)`.
+    fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut libc::epoll_event) -> c_int;
+    uncounted;
+    |real| {
+        let r = real(epfd, op, fd, ev);
+        // SAFETY: ev is null or valid per the contract.
+        unsafe { super::epoll_ctl_done(epfd, op, fd, ev, r) };
+        r
+    }
+}
+
+// ---- stdio flushes -------------------------------------------------------------------------
+
+hook! {
+    /// # Safety
+    /// As `fflush(3)`.
+    fn fflush(f: *mut libc::FILE) -> c_int;
+    uncounted;
+    // SAFETY: f null or a valid stream per the contract.
+    |real| unsafe { super::flushing(f, || real(f)) }
+}
+
+hook! {
+    /// # Safety
+    /// As `fflush_unlocked(3)`.
+    fn fflush_unlocked(f: *mut libc::FILE) -> c_int;
+    uncounted;
+    // SAFETY: f null or a valid stream per the contract.
+    |real| unsafe { super::flushing(f, || real(f)) }
+}

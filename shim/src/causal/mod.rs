@@ -8,7 +8,8 @@
 //! * a write to a pipe, FIFO or connected socket notes `W` with the position of the bytes it
 //!   sends in that channel's record in the run table (`seal_abi::causal::Channel`); a read
 //!   raises the reader's `L` and `W` to the highest clock the bytes it took carry (Lamport's
-//!   receive). Writes and reads that glibc makes internally (stdio buffers) are not seen;
+//!   receive). Reads that glibc makes internally (stdio buffers) are not seen, nor writes but
+//!   a stream's flushes (`stdio`);
 //! * a thread that returns leaves its `W` for `pthread_join` (and the timed joins);
 //! * a reaped child's wait clock moves its parent (`crate::process::vpid::reaped`).
 //!
@@ -22,6 +23,22 @@
 #[cfg(not(test))]
 pub(crate) mod hooks;
 mod peer;
+mod ready;
+mod stdio;
+
+pub use ready::{epoll_ctl_done, epoll_in_time, forget as forget_epoll, select_in_time};
+pub use stdio::flushing;
+
+/// Before `fclose` closes stream `f` (registered in [`crate::FD_FCLOSING`]): what it still
+/// buffers is flushed as a send (glibc's own flush in `fclose` is internal).
+/// (A plain `fn`, as the table's entries are: `f` is valid by fclose's contract.)
+#[cfg(not(test))]
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub fn fclosing(f: *mut libc::FILE) {
+    let real = crate::real!(fflush: fn(*mut libc::FILE) -> libc::c_int);
+    // SAFETY: a valid stream per fclose's contract.
+    unsafe { flushing(f, || real(f)) };
+}
 
 use core::sync::atomic::{AtomicU64, AtomicU8, Ordering::*};
 

@@ -1,5 +1,5 @@
 //! The machine files of family `machine`, served as memfds: `/proc/cpuinfo`, `/proc/stat`,
-//! `/proc/meminfo`, `/proc/version`, `/proc/sys/kernel/{osrelease,version}` and
+//! `/proc/meminfo`, `/proc/loadavg`, `/proc/version`, `/proc/sys/kernel/{osrelease,version}` and
 //! `/sys/devices/system/cpu/{online,possible,present,offline}` (the paths of
 //! [`seal_abi::machine_file::PATHS`]).
 //!
@@ -14,6 +14,8 @@
 //!   boot time (`btime`) the sealed clocks imply (`CLOCK_REALTIME − CLOCK_BOOTTIME`).
 //! * `/proc/meminfo` is synthesized from [`super::TOTAL_RAM`], [`super::FREE_RAM`] and
 //!   [`super::AVAILABLE_RAM`], no swap, no huge pages.
+//! * `/proc/loadavg` says what `sysinfo` does: no load, one process (`uptime`, `top`,
+//!   `getloadavg`).
 //!
 //! Only read-only opens are served; a write or `O_PATH` open reaches the kernel.
 
@@ -239,6 +241,10 @@ pub fn small_file<const N: usize>(which: u8, n: u32, out: &mut sys::StackBuf<N>)
         }
         mf::CPU_OFFLINE => {
             out.push(b"\n");
+        }
+        mf::LOADAVG => {
+            // As `sysinfo`'s: no load, one process, the last one started the run's first.
+            out.push(b"0.00 0.00 0.00 1/1 1000\n");
         }
         _ => cpu_list(n, out),
     }

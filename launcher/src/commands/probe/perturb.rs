@@ -432,7 +432,7 @@ fn pinned_by_seal(settings: &Settings, key: &str) -> bool {
     match key {
         "TZ" => !settings.unsealed("tz"),
         "LC_ALL" | "LANG" => !settings.unsealed("locale"),
-        "PYTHONHASHSEED" => !settings.unsealed("hashseed"),
+        "PYTHONHASHSEED" | "PERL_HASH_SEED" | "PERL_PERTURB_KEYS" => !settings.unsealed("hashseed"),
         _ => false,
     }
 }

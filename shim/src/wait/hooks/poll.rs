@@ -40,10 +40,37 @@ fn timed_poll(ns: i64, fd_less: bool, call: impl Fn(Option<i64>) -> c_int) -> c_
 /// A timed poll of `ns` run by `call`, with its readiness checked against its logical deadline
 /// (`crate::causal::in_time`).
 fn in_time(fds: *mut pollfd, n: nfds_t, ns: i64, call: impl FnOnce() -> c_int) -> c_int {
+    // SAFETY: the caller's array of n entries, just filled by the kernel.
+    judged(ns, call, |deadline, r| unsafe {
+        crate::causal::in_time(fds, n, deadline, r)
+    })
+}
+
+/// A timed wait of `ns` run by `call`, whose result `judge(deadline, r)` checks against the
+/// wait's logical deadline (`select`'s and epoll's forms of [`in_time`]).
+fn judged(ns: i64, call: impl FnOnce() -> c_int, judge: impl FnOnce(i64, c_int) -> c_int) -> c_int {
     let deadline = crate::core::thread::peek().saturating_add(ns);
     let r = call();
-    // SAFETY: the caller's array of n entries, just filled by the kernel.
-    unsafe { crate::causal::in_time(fds, n, deadline, r) }
+    judge(deadline, r)
+}
+
+/// `select`'s and `pselect`'s readiness judged against the deadline
+/// (`crate::causal::select_in_time`).
+///
+/// # Safety
+/// `rd` null or a valid `fd_set`, just filled by the kernel.
+unsafe fn select_judge(nfds: c_int, rd: *mut fd_set) -> impl FnOnce(i64, c_int) -> c_int {
+    // SAFETY: per the contract.
+    move |deadline, r| unsafe { crate::causal::select_in_time(nfds, rd, deadline, r) }
+}
+
+/// Epoll's readiness judged against the deadline (`crate::causal::epoll_in_time`).
+///
+/// # Safety
+/// `ev` valid for as many entries as the wait returns.
+unsafe fn epoll_judge(epfd: c_int, ev: *mut epoll_event) -> impl FnOnce(i64, c_int) -> c_int {
+    // SAFETY: per the contract.
+    move |deadline, r| unsafe { crate::causal::epoll_in_time(epfd, ev, deadline, r) }
 }
 
 /// A slice in `poll`'s milliseconds (rounded up: a nonzero slice never polls without waiting).
@@ -181,7 +208,7 @@ hook! {
     // SAFETY: forwarded contract.
     |real| match unsafe { tv_wait(tv) } {
         // SAFETY: the sets are null or valid per the contract.
-        Some(ns) => timed_poll(ns, unsafe { select_fd_less(nfds, [r, w, e]) }, |s| {
+        Some(ns) => judged(ns, || timed_poll(ns, unsafe { select_fd_less(nfds, [r, w, e]) }, |s| {
             let Some(s) = s else { return real(nfds, r, w, e, tv) };
             let us = (s + 999) / 1000;
             let mut t = timeval {
@@ -196,6 +223,15 @@ hook! {
                 unsafe { *tv = t };
             }
             got
+        }), |deadline, got| {
+            // SAFETY: the read set is null or valid per the contract.
+            let left = unsafe { select_judge(nfds, r) }(deadline, got);
+            if left == 0 && got > 0 {
+                // Timed out at its deadline after all: the kernel's remaining time is zero.
+                // SAFETY: tv non-null, valid.
+                unsafe { *tv = timeval { tv_sec: 0, tv_usec: 0 } };
+            }
+            left
         }),
         None => real(nfds, r, w, e, tv),
     }
@@ -215,9 +251,13 @@ hook! {
     fid = Pselect;
     // SAFETY: forwarded contract; the sets are null or valid per it.
     |real| unsafe {
-        ts_masked_wait(ts, mask, || select_fd_less(nfds, [r, w, e]), |t, m| {
-            real(nfds, r, w, e, t, m)
-        })
+        ts_masked_wait(
+            ts,
+            mask,
+            || select_fd_less(nfds, [r, w, e]),
+            |t, m| real(nfds, r, w, e, t, m),
+            select_judge(nfds, r),
+        )
     }
 }
 
@@ -229,7 +269,12 @@ hook! {
     // An epoll set is never treated as fd-less.
     |real| match ms_wait(timeout) {
         // A slice is only asked for to collect what is ready (see `wait::relative`).
-        Some(ns) => timed_poll(ns, false, |s| real(epfd, ev, max, s.map_or(timeout, slice_ms))),
+        Some(ns) => judged(
+            ns,
+            || timed_poll(ns, false, |s| real(epfd, ev, max, s.map_or(timeout, slice_ms))),
+            // SAFETY: the caller's array of max entries, filled by the kernel.
+            unsafe { epoll_judge(epfd, ev) },
+        ),
         None => real(epfd, ev, max, timeout),
     }
 }
@@ -250,9 +295,12 @@ hook! {
         // SAFETY: the mask is null or valid per the contract.
         let mask = unsafe { crate::cpu::signals::wait_mask(mask, &mut copy) };
         match ms_wait(timeout) {
-            Some(ns) => timed_poll(ns, false, |s| {
-                real(epfd, ev, max, s.map_or(timeout, slice_ms), mask)
-            }),
+            Some(ns) => judged(
+                ns,
+                || timed_poll(ns, false, |s| real(epfd, ev, max, s.map_or(timeout, slice_ms), mask)),
+                // SAFETY: the caller's array of max entries, filled by the kernel.
+                unsafe { epoll_judge(epfd, ev) },
+            ),
             None => real(epfd, ev, max, timeout, mask),
         }
     }
@@ -272,12 +320,15 @@ hook! {
     ) -> c_int;
     fid = EpollPwait;
     // SAFETY: forwarded contract.
-    |real| unsafe { ts_masked_wait(ts, mask, || false, |t, m| real(epfd, ev, max, t, m)) }
+    |real| unsafe {
+        ts_masked_wait(ts, mask, || false, |t, m| real(epfd, ev, max, t, m), epoll_judge(epfd, ev))
+    }
 }
 
 /// A wait with a `timespec` timeout and a signal mask (`pselect`, `epoll_pwait2`): the mask
 /// as [`crate::cpu::signals::wait_mask`] makes it, the timeout translated (`fd_less` as
-/// [`timed_poll`] takes it, asked only for a timed wait); `call` makes the real call.
+/// [`timed_poll`] takes it, asked only for a timed wait); `call` makes the real call, and a
+/// timed one's result goes through `judge` ([`judged`]).
 ///
 /// # Safety
 /// `ts` and `mask` are null or valid, and so is what `fd_less` reads.
@@ -286,16 +337,23 @@ unsafe fn ts_masked_wait(
     mask: *const sigset_t,
     fd_less: impl FnOnce() -> bool,
     call: impl Fn(*const timespec, *const sigset_t) -> c_int,
+    judge: impl FnOnce(i64, c_int) -> c_int,
 ) -> c_int {
     let mut copy = core::mem::MaybeUninit::uninit();
     // SAFETY: the mask is null or valid per the contract.
     let mask = unsafe { crate::cpu::signals::wait_mask(mask, &mut copy) };
     // SAFETY: forwarded contract.
     match unsafe { ts_wait(ts) } {
-        Some(ns) => timed_poll(ns, fd_less(), |s| {
-            let t = s.map(clock::to_timespec);
-            call(t.as_ref().map_or(ts, |t| t as *const timespec), mask)
-        }),
+        Some(ns) => {
+            let fd_less = fd_less();
+            let wait = || {
+                timed_poll(ns, fd_less, |s| {
+                    let t = s.map(clock::to_timespec);
+                    call(t.as_ref().map_or(ts, |t| t as *const timespec), mask)
+                })
+            };
+            judged(ns, wait, judge)
+        }
         None => call(ts, mask),
     }
 }
