@@ -1,9 +1,12 @@
 //! Static images under system-call supervision (the launcher's half; the contract is
 //! `seal_abi::supervised`, the shim's half `shim/src/process/static_image.rs`).
 //!
-//! Two hidden entry points of the `seal` binary, taken before the command line is parsed:
-//! - `seal __static-supervisor FD PID`: started by libseal in a process about to exec a static
-//!   binary. It attaches to that process with ptrace, takes the seccomp listener the process
+//! Three hidden entry points of the `seal` binary, taken before the command line is parsed:
+//! - `seal __static-server FD`: the run's supervision server, started by libseal at the run's
+//!   first static exec; it forks one supervisor per static image ([`server`]).
+//! - `seal __static-supervisor FD PID`: one supervisor, forked by the server (or started by
+//!   libseal in a process about to exec a static binary when there can be no server). It
+//!   attaches to that process with ptrace, takes the seccomp listener the process
 //!   installs, fixes the new image's auxiliary vector at the exec stop, detaches, then answers
 //!   the image's clock, entropy, pid and host-name system calls until every process that
 //!   carries the filter has gone ([`serve`]).
@@ -15,12 +18,13 @@ mod auxv;
 mod census;
 mod remote;
 mod serve;
+mod server;
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use seal_abi::supervised::{msg, SUPERVISOR_ARG};
+use seal_abi::supervised::{msg, SERVER_ARG, SUPERVISOR_ARG};
 
 /// The trampoline's argument (`seal __exec-static PATH ARGV0 ARGS…`).
 pub const EXEC_ARG: &str = seal_abi::supervised::EXEC_STATIC_ARG;
@@ -29,6 +33,7 @@ pub const EXEC_ARG: &str = seal_abi::supervised::EXEC_STATIC_ARG;
 pub fn entry(args: &[OsString]) -> Option<i32> {
     match args.get(1).and_then(|a| a.to_str()) {
         Some(SUPERVISOR_ARG) => Some(supervise(&args[2..])),
+        Some(SERVER_ARG) => Some(server::run(&args[2..])),
         Some(EXEC_ARG) => Some(exec_static(&args[2..])),
         _ => None,
     }
