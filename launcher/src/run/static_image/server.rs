@@ -2,8 +2,10 @@
 //! `seal_abi::supervised`, the shim's half `shim/src/process/static_server.rs`).
 //!
 //! Started by libseal at the first static exec of a run, with FD a socket already bound to the
-//! run directory's `SERVER_SOCKET` and listening. For each connection it forks a supervisor,
-//! which reads the request (the process's pid, identity and `LIBSEAL_*` variables) and then is
+//! run directory's `SERVER_SOCKET` and listening. It keeps one supervisor forked ahead, waiting
+//! in `accept` (a spare: a connection does not wait for a fork); the spare that takes a
+//! connection says so through a pipe, and the server forks the next. The supervisor reads the
+//! request (the process's pid, identity and `LIBSEAL_*` variables) and then is
 //! what `seal __static-supervisor` would be ([`super::supervise`]): it attaches, takes the
 //! listener, edits the exec stop, serves ([`super::serve`]). A fork of this small process
 //! costs far less than the fork, second fork and exec of the 7.7 MB `seal` binary each static
@@ -40,60 +42,118 @@ pub fn run(args: &[OsString]) -> i32 {
     let Some(gone) = watch_removal(&run_dir) else {
         return 0;
     };
+    let mut pipe = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into `pipe`.
+    if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return 1;
+    }
+    let fds = Fds {
+        listen: ls,
+        taken: pipe,
+        gone,
+    };
+    let mut spare = fds.spare();
     loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: ls,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: gone,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: two pollfd entries we own.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        let mut p = [gone, pipe[0], spare].map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        // Without a spare supervisor (no process could be forked), try again soon.
+        let timeout = if spare < 0 { 100 } else { -1 };
+        // SAFETY: three pollfd entries we own.
+        let r = unsafe { libc::poll(p.as_mut_ptr(), 3, timeout) };
         if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return 1;
         }
-        if fds[0].revents & (libc::POLLERR | libc::POLLNVAL) != 0 {
+        if p[0].revents != 0 && run_ended(gone) {
             return 0;
         }
-        if fds[1].revents != 0 && run_ended(gone) {
-            return 0;
+        // The spare took a connection (the pipe has a byte), or died without one, or there
+        // is none: a new spare.
+        let taken = p[1].revents & libc::POLLIN != 0;
+        if taken {
+            let mut b = [0u8; 64];
+            // SAFETY: a non-blocking read into a buffer we own.
+            while unsafe { libc::read(pipe[0], b.as_mut_ptr().cast(), b.len()) } > 0 {}
         }
-        if fds[0].revents & libc::POLLIN == 0 {
-            continue;
-        }
-        // SAFETY: accept on our listening socket; no address wanted.
-        let c = unsafe {
-            libc::accept4(
-                ls,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                libc::SOCK_CLOEXEC,
-            )
-        };
-        if c < 0 {
-            continue;
-        }
-        // SAFETY: fork of this one-threaded process; the child never returns here.
-        match unsafe { libc::fork() } {
-            0 => {
-                // SAFETY: in the child, on descriptors it owns.
-                unsafe {
-                    libc::close(ls);
-                    libc::close(gone);
-                    libc::signal(libc::SIGCHLD, libc::SIG_DFL);
-                    libc::_exit(supervise_one(c));
-                }
+        if taken || p[2].revents != 0 || spare < 0 {
+            if spare >= 0 {
+                // SAFETY: our pidfd of the old spare.
+                unsafe { libc::close(spare) };
             }
-            // SAFETY: our copy of the connection; the child has its own.
-            _ => unsafe {
-                libc::close(c);
-            },
+            spare = fds.spare();
+        }
+    }
+}
+
+/// The server's descriptors.
+struct Fds {
+    /// The listening socket.
+    listen: i32,
+    /// A spare writes a byte here once it has taken a connection.
+    taken: [i32; 2],
+    /// The inotify descriptor of the run directory.
+    gone: i32,
+}
+
+impl Fds {
+    /// Forks the spare supervisor: a process waiting in `accept`, so that a connection is
+    /// served at once, without waiting for a fork. Its pidfd (-1 when there is none).
+    fn spare(&self) -> i32 {
+        // SAFETY: getpid has no preconditions.
+        let server = unsafe { libc::getpid() };
+        // SAFETY: fork of this one-threaded process; the child never returns here.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: in the child, on descriptors it owns.
+            unsafe { libc::_exit(self.take_one(server)) }
+        }
+        if pid < 0 {
+            return -1;
+        }
+        // SAFETY: pidfd_open of our own child.
+        unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32 }
+    }
+
+    /// In the spare: waits for a connection (dying with the server meanwhile), says so, and
+    /// supervises; its exit status.
+    ///
+    /// # Safety
+    /// Only in the forked child.
+    unsafe fn take_one(&self, server: i32) -> i32 {
+        // SAFETY (all): system calls on this process and its descriptors.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != server {
+                return 0;
+            }
+            libc::close(self.gone);
+            libc::close(self.taken[0]);
+            libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+            let c = loop {
+                let c = libc::accept4(
+                    self.listen,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_CLOEXEC,
+                );
+                if c >= 0
+                    || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
+                    break c;
+                }
+            };
+            // From here on it serves its image for as long as that runs, the server gone or
+            // not.
+            libc::prctl(libc::PR_SET_PDEATHSIG, 0);
+            libc::write(self.taken[1], b"x".as_ptr().cast(), 1);
+            libc::close(self.taken[1]);
+            libc::close(self.listen);
+            if c < 0 {
+                return 1;
+            }
+            supervise_one(c)
         }
     }
 }
