@@ -462,7 +462,11 @@ fn run_dir_of(o: &Output) -> String {
         .lines()
         .find_map(|l| l.strip_prefix("run_dir="))
         .unwrap_or_default();
-    assert!(dir.starts_with('/'), "no run directory printed\n{}", o.show());
+    assert!(
+        dir.starts_with('/'),
+        "no run directory printed\n{}",
+        o.show()
+    );
     dir.to_owned()
 }
 

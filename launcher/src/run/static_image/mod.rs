@@ -69,6 +69,11 @@ pub fn go_line(program: &str) -> String {
     )
 }
 
+/// Starts the run's supervision server now, for a static root command ([`server::start_early`]).
+pub fn start_server(run_dir: &Path) {
+    server::start_early(run_dir);
+}
+
 /// The link in the run directory that libseal execs as the supervisor.
 pub fn link_in(run_dir: &Path) -> PathBuf {
     run_dir.join(seal_abi::supervised::SUPERVISOR_LINK)

@@ -32,14 +32,78 @@ pub fn run(args: &[OsString]) -> i32 {
         eprintln!("seal: {SERVER_ARG}: FD is needed");
         return 2;
     };
-    // SAFETY: this process is one-threaded and owns every descriptor; see `isolate`.
-    let ls = unsafe { isolate(ls) };
     let Some(run_dir) = std::env::var_os(seal_abi::settings::RUN_DIR) else {
         return 2;
     };
-    let run_dir = std::path::PathBuf::from(run_dir);
-    let _table = map_table(&run_dir);
-    let Some(gone) = watch_removal(&run_dir) else {
+    serve(ls, std::path::Path::new(&run_dir))
+}
+
+/// Starts the run's server from the launcher, for a static root command: its first exec then
+/// finds the server listening instead of starting it (a fork, a second fork and an exec of
+/// the `seal` binary, on that exec's path). A fork of the launcher, whose copy serves. Not when
+/// this launcher is itself sealed (a seal inside another's run: the copy would carry the
+/// outer run's libseal), nor when the socket's path is too long: then the first static exec
+/// starts the server as in any run.
+pub fn start_early(run_dir: &std::path::Path) {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return;
+    };
+    if maps.contains("/libseal-") {
+        return;
+    }
+    let path = run_dir.join(seal_abi::supervised::SERVER_SOCKET);
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data; zero is valid.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= a.sun_path.len() {
+        return;
+    }
+    a.sun_family = libc::AF_UNIX as u16;
+    for (d, s) in a.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let len = (2 + bytes.len() + 1) as libc::socklen_t;
+    // SAFETY: socket calls on a descriptor we own and an address we own.
+    let ls = unsafe {
+        let ls = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0);
+        if ls < 0 {
+            return;
+        }
+        if libc::bind(ls, (&a as *const libc::sockaddr_un).cast(), len) != 0
+            || libc::listen(ls, 128) != 0
+        {
+            libc::close(ls);
+            return;
+        }
+        ls
+    };
+    // SAFETY: fork; the child forks the server and exits at once, the server never returns.
+    unsafe {
+        let c = libc::fork();
+        if c == 0 {
+            libc::setsid();
+            if libc::fork() == 0 {
+                libc::_exit(serve(ls, run_dir));
+            }
+            libc::_exit(0);
+        }
+        libc::close(ls);
+        if c > 0 {
+            let mut st = 0;
+            libc::waitpid(c, &mut st, 0);
+        } else {
+            // No server: the first static exec starts one.
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+/// Serves on listening socket `ls` (after [`isolate`]) until the run in `run_dir` ends.
+fn serve(ls: i32, run_dir: &std::path::Path) -> i32 {
+    // SAFETY: this process is one-threaded and owns every descriptor; see `isolate`.
+    let ls = unsafe { isolate(ls) };
+    let _table = map_table(run_dir);
+    let Some(gone) = watch_removal(run_dir) else {
         return 0;
     };
     let mut pipe = [0i32; 2];
