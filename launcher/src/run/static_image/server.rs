@@ -77,21 +77,25 @@ pub fn start_early(run_dir: &std::path::Path) {
         }
         ls
     };
-    // SAFETY: fork; the child forks the server and exits at once, the server never returns.
+    // SAFETY: fork; the child is the server and never returns. It is not waited for here (a
+    // wait would put its start on the root's path): it exits when the run directory goes, and
+    // the next run of this launcher reaps it (or it stays a zombie until the launcher exits).
     unsafe {
+        use std::sync::atomic::{AtomicI32, Ordering::Relaxed};
+        static LAST: AtomicI32 = AtomicI32::new(0);
+        let last = LAST.swap(0, Relaxed);
+        if last > 0 {
+            let mut st = 0;
+            libc::waitpid(last, &mut st, libc::WNOHANG);
+        }
         let c = libc::fork();
         if c == 0 {
             libc::setsid();
-            if libc::fork() == 0 {
-                libc::_exit(serve(ls, run_dir));
-            }
-            libc::_exit(0);
+            libc::_exit(serve(ls, run_dir));
         }
         libc::close(ls);
-        if c > 0 {
-            let mut st = 0;
-            libc::waitpid(c, &mut st, 0);
-        } else {
+        LAST.store(c, Relaxed);
+        if c < 0 {
             // No server: the first static exec starts one.
             let _ = std::fs::remove_file(&path);
         }
