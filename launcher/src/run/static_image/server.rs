@@ -13,8 +13,9 @@
 //!
 //! Its life is the run's: it ends when the run directory is removed (the run's end, or the
 //! sweep of a killed launcher's directory), seen through inotify ([`run_ended`]); and it maps the run table,
-//! as every sealed process does, so that the run's watch kills it (and the supervisors it
-//! forked) with the rest when seal is killed. Nothing waits for it: it holds no descriptor of
+//! as every sealed process does, so that the run's watch kills it (and its spare) with the
+//! rest when seal is killed; a supervisor that has an image unmaps it and ends with its image,
+//! as one started on its own does. Nothing waits for it: it holds no descriptor of
 //! the image that started it (stdio is `/dev/null`, the rest closed), and is in a session of
 //! its own, outside the run's process tree.
 
@@ -106,7 +107,7 @@ pub fn start_early(run_dir: &std::path::Path) {
 fn serve(ls: i32, run_dir: &std::path::Path) -> i32 {
     // SAFETY: this process is one-threaded and owns every descriptor; see `isolate`.
     let ls = unsafe { isolate(ls) };
-    let _table = map_table(run_dir);
+    let table = map_table(run_dir);
     let Some(gone) = watch_removal(run_dir) else {
         return 0;
     };
@@ -119,6 +120,7 @@ fn serve(ls: i32, run_dir: &std::path::Path) -> i32 {
         listen: ls,
         taken: pipe,
         gone,
+        table,
     };
     let mut spare = fds.spare();
     loop {
@@ -163,6 +165,8 @@ struct Fds {
     taken: [i32; 2],
     /// The inotify descriptor of the run directory.
     gone: i32,
+    /// Where the run table is mapped (0: it is not).
+    table: usize,
 }
 
 impl Fds {
@@ -215,6 +219,11 @@ impl Fds {
             // From here on it serves its image for as long as that runs, the server gone or
             // not.
             libc::prctl(libc::PR_SET_PDEATHSIG, 0);
+            // Nor is it killed with the server when seal is: its image (which maps nothing of
+            // the run directory) is not, and would find every supervised call failing.
+            if self.table != 0 {
+                libc::munmap(self.table as *mut libc::c_void, 4096);
+            }
             libc::write(self.taken[1], b"x".as_ptr().cast(), 1);
             libc::close(self.taken[1]);
             libc::close(self.listen);
@@ -268,11 +277,15 @@ unsafe fn isolate(keep: i32) -> i32 {
 }
 
 /// Maps the run table (read-only; nothing is read): the run's watch kills every process that
-/// maps a file of the run directory when seal dies, this one and its supervisors included.
-fn map_table(run_dir: &std::path::Path) -> Option<std::fs::File> {
-    let f = std::fs::File::open(run_dir.join(seal_abi::RUN_TABLE_NAME)).ok()?;
+/// maps a file of the run directory when seal dies, this one and its spare included. Where it
+/// is mapped (0: it could not be).
+fn map_table(run_dir: &std::path::Path) -> usize {
+    let Ok(f) = std::fs::File::open(run_dir.join(seal_abi::RUN_TABLE_NAME)) else {
+        return 0;
+    };
     use std::os::fd::AsRawFd;
-    // SAFETY: a read-only shared mapping of an open file, never unmapped or touched.
+    // SAFETY: a read-only shared mapping of an open file (which may close: the mapping stays),
+    // never read.
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -283,7 +296,11 @@ fn map_table(run_dir: &std::path::Path) -> Option<std::fs::File> {
             0,
         )
     };
-    (p != libc::MAP_FAILED).then_some(f)
+    if p == libc::MAP_FAILED {
+        0
+    } else {
+        p as usize
+    }
 }
 
 /// An inotify descriptor on `run_dir` for [`run_ended`]; `None` when it is gone already (or
