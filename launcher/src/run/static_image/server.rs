@@ -6,7 +6,7 @@
 //! in `accept` (a spare: a connection does not wait for a fork); the spare that takes a
 //! connection says so through a pipe, and the server forks the next. The supervisor reads the
 //! request (the process's pid, identity and `LIBSEAL_*` variables) and then is
-//! what `seal __static-supervisor` would be ([`super::supervise`]): it attaches, takes the
+//! what `seal __static-supervisor` would be ([`super::attach`]): it attaches, takes the
 //! listener, edits the exec stop, serves ([`super::serve`]). A fork of this small process
 //! costs far less than the fork, second fork and exec of the 7.7 MB `seal` binary each static
 //! image paid before (docs/design.md has the figures).
@@ -394,7 +394,7 @@ fn supervise_one(c: i32) -> i32 {
         args.push(vpid.to_string().into());
         args.push(ppid.to_string().into());
     }
-    super::supervise(&args)
+    super::attach::supervise(&args)
 }
 
 /// A request for a supervisor (`seal_abi::supervised::REQUEST_HEADER`).
