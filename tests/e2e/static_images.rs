@@ -28,8 +28,14 @@ fn have_static_glibc() -> bool {
     .any(|p| Path::new(p).exists())
 }
 
-/// `static_world` built with `musl-gcc -static`.
+/// `static_world` built with `musl-gcc -static`, once per test process (tests run on threads
+/// of one process: a temp name made from the pid is the same in each).
 fn build_musl() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_musl_now).clone()
+}
+
+fn build_musl_now() -> PathBuf {
     let out = build_dir().join("static_world_musl");
     let tmp = out.with_extension(format!("tmp{}", std::process::id()));
     let st = Command::new("musl-gcc")
