@@ -562,3 +562,32 @@ fn a_killed_seal_leaves_no_supervisor() {
     assert!(!during.is_empty(), "no supervision server during the run");
     assert_run_gone(&run_dir);
 }
+
+/// A run whose server cannot be reached (here its socket's name is taken by a directory):
+/// each static image gets a supervisor of its own, as before there were servers, and is
+/// sealed all the same.
+#[test]
+fn without_a_server_each_static_image_gets_its_own_supervisor() {
+    if !have("musl-gcc") {
+        skip!("musl-gcc not on PATH (Debian: musl-tools)");
+    }
+    let bin = build_musl();
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "rd=$(cat /proc/$$/environ | tr '\\0' '\\n' | sed -n 's/^LIBSEAL_RUN_DIR=//p'); \
+         mkdir \"$rd/{sock}\"; {bin} {d}; [ -d \"$rd/{sock}\" ] && echo no server",
+        sock = seal_abi::supervised::SERVER_SOCKET,
+        bin = bin.display(),
+        d = dir.path().display(),
+    );
+    let o = run_seal(["--", "sh", "-c", &script]);
+    o.ok();
+    assert!(o.stdout.ends_with("no server\n"), "{}", o.show());
+    // A child of the shell: a pid of its own, the shell's virtual pid as its parent.
+    for line in SEALED[..3]
+        .iter()
+        .chain(&[" ppid 1000 host seal release 6.1.0-seal cpus 4"])
+    {
+        assert!(o.stdout.contains(line), "want {line:?}\n{}", o.show());
+    }
+}
