@@ -102,6 +102,27 @@ pub const EXEC_STATIC_ARG: &str = "__exec-static";
 /// The link to the `seal` binary in the run directory, which libseal execs as the supervisor.
 pub const SUPERVISOR_LINK: &str = "seal";
 
+/// The argument that makes the `seal` binary the run's supervision server:
+/// `seal __static-server FD`, FD a unix socket already bound to [`SERVER_SOCKET`] in the run
+/// directory and listening. libseal starts it (as it would a supervisor) at the first static
+/// exec of a run that finds no server; the server forks one supervisor per connection, which
+/// then speaks the [`msg`] protocol as `__static-supervisor` does. Its environment is the
+/// `LIBSEAL_*` variables of the image that started it.
+pub const SERVER_ARG: &str = "__static-server";
+
+/// The supervision server's socket in the run directory (`SOCK_SEQPACKET`).
+pub const SERVER_SOCKET: &str = "supervisor.sock";
+
+/// The first message on a connection to the server (shim → server): [`msg::REQUEST`], the
+/// process's real pid (`u32`), whether it supervises itself (`u8`), its virtual pid and parent
+/// pid (`u32` each, 0 unless it supervises itself), then the new image's `LIBSEAL_*`
+/// variables, each NUL-terminated: what `__static-supervisor` takes as arguments and
+/// environment.
+pub const REQUEST_HEADER: usize = 14;
+
+/// The largest request the server reads (the header and the variables).
+pub const REQUEST_MAX: usize = 64 << 10;
+
 /// Messages on the socket between the shim and the supervisor (one byte, then a `u32`).
 pub mod msg {
     /// Supervisor → shim: attached to the process (the `u32` is the supervisor's pid).
@@ -114,6 +135,8 @@ pub mod msg {
     pub const READY: u8 = 4;
     /// Shim → supervisor: the exec failed (the `u32` is the errno); detach.
     pub const EXEC_FAILED: u8 = 5;
+    /// Shim → server: a supervisor is wanted ([`super::REQUEST_HEADER`]).
+    pub const REQUEST: u8 = 6;
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Static images and Go (issue 30): a static C loop of `clock_gettime` (each sealed call a
 //! user notification answered by seal's supervisor), bare, sealed and under libfaketime (which
 //! cannot load into a static binary: its figures are the bare ones, with the real time);
-//! start-up of a static `true` and of a Go hello world (static, and with cgo), bare and sealed.
+//! start-up of a static `true` and of a Go hello world (static, and with cgo), bare and sealed,
+//! each on its own and 50 times from one shell (what one more image costs a running run).
 //! Side by side in one run, modes rotating every round.
 
 use std::ffi::OsString;
@@ -91,8 +92,32 @@ fn plan(root: &Path, dir: &Path) -> Vec<(String, PathBuf, Vec<OsString>, bool, u
             }
         }
     }
+    // Each start-up again, 50 times from one shell (the shell started once): the cost of one
+    // more image in a run that is already going, the run's own start-up left out.
+    let sh = crate::which("sh");
+    let looped: Vec<_> = plan
+        .iter()
+        .filter(|p| p.4 == 0)
+        .filter_map(|(label, bin, _, _, _)| {
+            let what = label.split(" (start-up").next()?;
+            let sh = sh.clone()?;
+            let script =
+                format!("i=0; while [ $i -lt {LOOP_IMAGES} ]; do \"$0\"; i=$((i+1)); done");
+            Some((
+                format!("{LOOP_IMAGES} × {what} from one shell (per image: last column)"),
+                sh,
+                vec![OsString::from("-c"), script.into(), bin.clone().into()],
+                false,
+                LOOP_IMAGES,
+            ))
+        })
+        .collect();
+    plan.extend(looped);
     plan
 }
+
+/// Images one shell starts in a start-up loop row.
+const LOOP_IMAGES: u64 = 50;
 
 /// Measures what can be built here; `None` when nothing could.
 pub fn section(
@@ -126,7 +151,8 @@ fn render(cases: &[Case]) -> String {
          user notification, answered by another process. libfaketime cannot load into a static \
          binary: its column is the bare program, with the real time. Milliseconds of wall time \
          per run, medians; ratios are medians of per-round ratios; per call: (sealed − bare) \
-         wall time / calls. Targets (issue 30): a sealed static image's start-up ≤ bare + 2 ms.\n\n",
+         wall time / calls (in a loop row, per image: what one more image costs a run). \
+         Targets (issue 30): a sealed static image's start-up ≤ bare + 2 ms.\n\n",
     );
     s.push_str(
         "| program | bare ms | seal ms | seal / bare | seal − bare | libfaketime ms | per sealed call |\n\

@@ -28,8 +28,14 @@ fn have_static_glibc() -> bool {
     .any(|p| Path::new(p).exists())
 }
 
-/// `static_world` built with `musl-gcc -static`.
+/// `static_world` built with `musl-gcc -static`, once per test process (tests run on threads
+/// of one process: a temp name made from the pid is the same in each).
 fn build_musl() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_musl_now).clone()
+}
+
+fn build_musl_now() -> PathBuf {
     let out = build_dir().join("static_world_musl");
     let tmp = out.with_extension(format!("tmp{}", std::process::id()));
     let st = Command::new("musl-gcc")
@@ -407,5 +413,181 @@ fn the_census_counts_a_static_images_calls_exactly() {
         .map(|(s, d, n)| (s.to_string(), d.to_string(), *n))
         .collect();
         assert_eq!(at_site, want, "{}\n{p:#}", bin.display());
+    }
+}
+
+/// A sealed shell's line `run_dir=DIR`: the run directory (libseal hides `LIBSEAL_*` from the
+/// shell's variables, not from `/proc`).
+const PRINT_RUN_DIR: &str = "printf 'run_dir=%s\\n' \"$(cat /proc/$$/environ | tr '\\0' '\\n' \
+     | sed -n 's/^LIBSEAL_RUN_DIR=//p')\"";
+
+/// The processes of the supervision of the run in `run_dir` (its server, spare and
+/// supervisors: `seal __static-…` processes started with that run directory).
+fn supervision_of(run_dir: &str) -> Vec<String> {
+    let needle = format!("LIBSEAL_RUN_DIR={run_dir}\0");
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        let has = |hay: &[u8], n: &[u8]| hay.windows(n.len()).any(|w| w == n);
+        if has(&cmdline, b"__static-") && has(&environ, needle.as_bytes()) {
+            found.push(format!("{pid}: {}", String::from_utf8_lossy(&cmdline)));
+        }
+    }
+    found
+}
+
+/// Waits (at most 10 s) until nothing of the run in `run_dir` is left: no supervision
+/// process, no socket, no directory; panics naming what is left.
+fn assert_run_gone(run_dir: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left = supervision_of(run_dir);
+        let dir = Path::new(run_dir);
+        if left.is_empty() && !dir.exists() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left after the run: {left:?}, directory exists: {}, socket exists: {}",
+            dir.exists(),
+            dir.join(seal_abi::supervised::SERVER_SOCKET).exists()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The run directory a sealed shell printed with [`PRINT_RUN_DIR`].
+fn run_dir_of(o: &Output) -> String {
+    let dir = o
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("run_dir="))
+        .unwrap_or_default();
+    assert!(
+        dir.starts_with('/'),
+        "no run directory printed\n{}",
+        o.show()
+    );
+    dir.to_owned()
+}
+
+/// Twenty static images started at once from one shell, in two seal runs at once: each
+/// image is supervised (by the run's one server: its socket is there during the run), each
+/// run ends (the harness's timeout fails a hang: a server that held the shell's pipe, a
+/// spare that took no connection), and after each run nothing is left of its supervision.
+#[test]
+fn many_static_images_at_once_are_all_sealed_and_the_runs_leave_no_supervisor() {
+    if !have("musl-gcc") {
+        skip!("musl-gcc not on PATH (Debian: musl-tools)");
+    }
+    let bin = build_musl();
+    let script = format!(
+        "{PRINT_RUN_DIR}; rd=$(cat /proc/$$/environ | tr '\\0' '\\n' | sed -n \
+         's/^LIBSEAL_RUN_DIR=//p'); for i in $(seq 20); do mkdir d$i; {bin} d$i > o$i & done; \
+         wait; [ -S \"$rd/{sock}\" ] && echo server; for i in $(seq 20); do cat o$i; done",
+        bin = bin.display(),
+        sock = seal_abi::supervised::SERVER_SOCKET,
+    );
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let cmds = dirs
+        .iter()
+        .map(|d| {
+            let mut c = crate::util::seal(["-q", "--", "sh", "-c", &script]);
+            c.current_dir(d.path());
+            c
+        })
+        .collect();
+    let runs = crate::util::run_concurrently(cmds, crate::util::TIMEOUT);
+    for o in &runs {
+        o.ok();
+        assert!(o.stdout.contains("\nserver\n"), "no server\n{}", o.show());
+        // Each image is a child of the shell (virtual pid 1000), with a pid of its own.
+        for line in &SEALED[..3] {
+            let n = o.stdout.matches(line).count();
+            assert_eq!(n, 20, "{line:?} {n} times, not 20\n{}", o.show());
+        }
+        let n = o
+            .stdout
+            .matches(" ppid 1000 host seal release 6.1.0-seal cpus 4")
+            .count();
+        assert_eq!(n, 20, "{n} sealed pid lines, not 20\n{}", o.show());
+    }
+    assert_ne!(run_dir_of(&runs[0]), run_dir_of(&runs[1]));
+    for o in &runs {
+        assert_run_gone(&run_dir_of(o));
+    }
+}
+
+/// seal killed with SIGKILL while its run has a supervision server: the run's watch ends the
+/// server and its spare with the run's other processes, and nothing is left.
+#[test]
+fn a_killed_seal_leaves_no_supervisor() {
+    if !have("musl-gcc") {
+        skip!("musl-gcc not on PATH (Debian: musl-tools)");
+    }
+    let bin = build_musl();
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("mark");
+    let script = format!(
+        "{PRINT_RUN_DIR} > {mark}.tmp; {bin} {d} > /dev/null; mv {mark}.tmp {mark}; sleep 60",
+        mark = mark.display(),
+        bin = bin.display(),
+        d = dir.path().display(),
+    );
+    let mut c = crate::util::seal(["-q", "--", "sh", "-c", &script]);
+    c.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let deadline = std::time::Instant::now() + crate::util::TIMEOUT;
+    let text = loop {
+        if let Ok(t) = std::fs::read_to_string(&mark) {
+            break t;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the sealed shell never got past its static image");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let run_dir = text.trim().strip_prefix("run_dir=").unwrap().to_owned();
+    let during = supervision_of(&run_dir);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!during.is_empty(), "no supervision server during the run");
+    assert_run_gone(&run_dir);
+}
+
+/// A run whose server cannot be reached (here its socket's name is taken by a directory):
+/// each static image gets a supervisor of its own, as before there were servers, and is
+/// sealed all the same.
+#[test]
+fn without_a_server_each_static_image_gets_its_own_supervisor() {
+    if !have("musl-gcc") {
+        skip!("musl-gcc not on PATH (Debian: musl-tools)");
+    }
+    let bin = build_musl();
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "rd=$(cat /proc/$$/environ | tr '\\0' '\\n' | sed -n 's/^LIBSEAL_RUN_DIR=//p'); \
+         mkdir \"$rd/{sock}\"; {bin} {d}; [ -d \"$rd/{sock}\" ] && echo no server",
+        sock = seal_abi::supervised::SERVER_SOCKET,
+        bin = bin.display(),
+        d = dir.path().display(),
+    );
+    let o = run_seal(["--", "sh", "-c", &script]);
+    o.ok();
+    assert!(o.stdout.ends_with("no server\n"), "{}", o.show());
+    // A child of the shell: a pid of its own, the shell's virtual pid as its parent.
+    for line in SEALED[..3]
+        .iter()
+        .chain(&[" ppid 1000 host seal release 6.1.0-seal cpus 4"])
+    {
+        assert!(o.stdout.contains(line), "want {line:?}\n{}", o.show());
     }
 }

@@ -58,6 +58,7 @@ pub fn sealed_command(
     let mut cmd = match crate::run::exec_check::resolve(&argv[0]) {
         // A static root: libseal sets up its supervision in `seal __exec-static`.
         _ if supervised.is_some() => {
+            crate::run::static_image::start_server(run_dir);
             let mut c = Command::new(crate::run::static_image::link_in(run_dir));
             c.arg(crate::run::static_image::EXEC_ARG)
                 .arg(supervised.as_deref().unwrap_or(Path::new("")))

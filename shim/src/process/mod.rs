@@ -19,6 +19,7 @@ pub mod env;
 #[cfg(not(test))]
 pub(crate) mod hooks;
 pub mod static_image;
+mod static_server;
 pub mod target;
 pub mod vfork;
 pub mod vpid;

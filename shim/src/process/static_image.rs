@@ -2,16 +2,18 @@
 //! is `seal_abi::supervised`, the supervisor `seal __static-supervisor` in the launcher).
 //!
 //! In the process about to exec (often a fork or vfork child, so raw system calls only, no
-//! allocation, nothing of libc's state): start the supervisor (the `seal` binary the run
-//! directory links to, as a grandchild that leaves this process's tree at once, in a session
-//! of its own), let it attach with ptrace, install the seccomp filter, hand it the listener,
-//! and exec. Until the supervisor holds the listener nothing is installed that could fail a
+//! allocation, nothing of libc's state): ask the run's supervision server for a supervisor
+//! (`static_server`: it forks one; the first static image of a run starts the server), or
+//! where there can be no server start one (the `seal` binary the run directory links to, as a
+//! grandchild that leaves this process's tree at once, in a session of its own); let it attach
+//! with ptrace, install the seccomp filter, hand it the listener, and exec. Until the supervisor holds the listener nothing is installed that could fail a
 //! call: any failure before that leaves the exec as it was, reported as unsealed.
 
 use libc::c_char;
 use seal_abi::supervised::{self, msg};
 
 use crate::core::{config, sys};
+use crate::process::static_server;
 use crate::process::target::Path;
 
 type Argv = *const *const c_char;
@@ -63,45 +65,6 @@ unsafe fn start(envp: Argv, own: Option<(i32, i32)>) -> Option<i32> {
     exe.push(run_dir)
         .push(b"/")
         .push(supervised::SUPERVISOR_LINK.as_bytes());
-    let mut sv = [0i32; 2];
-    // SAFETY: socketpair writes two descriptors into `sv`.
-    let r = unsafe {
-        sys::syscall6(
-            libc::SYS_socketpair,
-            libc::AF_UNIX as i64,
-            (libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC) as i64,
-            0,
-            sv.as_mut_ptr() as i64,
-            0,
-            0,
-        )
-    };
-    if r != 0 {
-        return None;
-    }
-    let mut fd_arg = Path::new();
-    fd_arg.push_i64(sv[1] as i64);
-    let mut pid_arg = Path::new();
-    pid_arg.push_i64(sys::getpid() as i64);
-    let mut arg0 = *b"seal\0";
-    let mut role = [0u8; 32];
-    role[..supervised::SUPERVISOR_ARG.len()].copy_from_slice(supervised::SUPERVISOR_ARG.as_bytes());
-    let (mut vpid_arg, mut ppid_arg) = (Path::new(), Path::new());
-    let mut argv: [*const c_char; 7] = [
-        arg0.as_mut_ptr().cast(),
-        role.as_ptr().cast(),
-        fd_arg.as_cstr().as_ptr().cast(),
-        pid_arg.as_cstr().as_ptr().cast(),
-        core::ptr::null(),
-        core::ptr::null(),
-        core::ptr::null(),
-    ];
-    if let Some((vpid, ppid)) = own {
-        vpid_arg.push_i64(vpid as i64);
-        ppid_arg.push_i64(ppid as i64);
-        argv[4] = vpid_arg.as_cstr().as_ptr().cast();
-        argv[5] = ppid_arg.as_cstr().as_ptr().cast();
-    }
     // The supervisor's environment: the new image's LIBSEAL_* variables, nothing else (no
     // LD_PRELOAD: it runs unsealed).
     let mut env: [*const c_char; 65] = [core::ptr::null(); 65];
@@ -121,42 +84,32 @@ unsafe fn start(envp: Argv, own: Option<(i32, i32)>) -> Option<i32> {
     // Yama (if there is one) lets the supervisor, which is not an ancestor, attach; it names
     // itself once it runs.
     prctl(libc::PR_SET_PTRACER, -1);
-    let exe_c = exe.as_cstr().as_ptr();
-    // SAFETY: a fork (clone with SIGCHLD); the child only makes system calls.
-    let c = unsafe { sys::syscall6(libc::SYS_clone, libc::SIGCHLD as i64, 0, 0, 0, 0, 0) };
-    if c == 0 {
-        // SAFETY: as above, a second fork; the grandchild execs the supervisor.
-        let s = unsafe { sys::syscall6(libc::SYS_clone, libc::SIGCHLD as i64, 0, 0, 0, 0, 0) };
-        if s == 0 {
-            // SAFETY: system calls on our descriptors and vectors that live until the exec.
-            unsafe {
-                sys::syscall3(libc::SYS_setsid, 0, 0, 0);
-                sys::syscall3(libc::SYS_fcntl, sv[1] as i64, libc::F_SETFD as i64, 0);
-                sys::syscall3(
-                    libc::SYS_execve,
-                    exe_c as i64,
-                    argv.as_ptr() as i64,
-                    env.as_ptr() as i64,
-                );
+    let exe_c = exe.as_cstr().as_ptr().cast();
+    let pid = sys::getpid();
+    // The run's server (started now if this is the run's first static image); a supervisor
+    // of this image's own when there can be none.
+    let server = static_server::connect(run_dir, exe_c, &env);
+    let sock = match server {
+        Some(s) if static_server::request(s, pid, own, &env) => s,
+        _ => {
+            if let Some(s) = server {
+                sys::close(s);
             }
-            sys::exit_group(127);
+            match alone(exe_c, &env, pid, own) {
+                Some(s) => s,
+                None => {
+                    prctl(libc::PR_SET_PTRACER, 0);
+                    return None;
+                }
+            }
         }
-        sys::exit_group(0);
-    }
-    if c > 0 {
-        // SAFETY: reaps the intermediate child, which exits at once.
-        unsafe {
-            sys::syscall6(libc::SYS_wait4, c, 0, libc::__WALL as i64, 0, 0, 0);
-        }
-    }
-    sys::close(sv[1]);
-    let sock = sv[0];
+    };
     let fail = |sock: i32| {
         sys::close(sock);
         prctl(libc::PR_SET_PTRACER, 0);
         None
     };
-    let Some((msg::ATTACHED, supervisor)) = (if c > 0 { receive(sock) } else { None }) else {
+    let Some((msg::ATTACHED, supervisor)) = receive(sock) else {
         return fail(sock);
     };
     prctl(libc::PR_SET_PTRACER, supervisor as i64);
@@ -177,6 +130,63 @@ unsafe fn start(envp: Argv, own: Option<(i32, i32)>) -> Option<i32> {
             Some(sock)
         }
     }
+}
+
+/// Starts a supervisor for this image alone (`seal __static-supervisor FD PID [VPID PPID]`,
+/// with `env`), as before the run had a server: when the run directory's path is too long
+/// for a socket, or its server is gone. The socket to it, or `None`.
+fn alone(
+    exe: *const c_char,
+    env: &[*const c_char],
+    pid: i32,
+    own: Option<(i32, i32)>,
+) -> Option<i32> {
+    let mut sv = [0i32; 2];
+    // SAFETY: socketpair writes two descriptors into `sv`.
+    let r = unsafe {
+        sys::syscall6(
+            libc::SYS_socketpair,
+            libc::AF_UNIX as i64,
+            (libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC) as i64,
+            0,
+            sv.as_mut_ptr() as i64,
+            0,
+            0,
+        )
+    };
+    if r != 0 {
+        return None;
+    }
+    let mut fd_arg = Path::new();
+    fd_arg.push_i64(sv[1] as i64);
+    let mut pid_arg = Path::new();
+    pid_arg.push_i64(pid as i64);
+    let arg0 = *b"seal\0";
+    let mut role = [0u8; 32];
+    role[..supervised::SUPERVISOR_ARG.len()].copy_from_slice(supervised::SUPERVISOR_ARG.as_bytes());
+    let (mut vpid_arg, mut ppid_arg) = (Path::new(), Path::new());
+    let mut argv: [*const c_char; 7] = [
+        arg0.as_ptr().cast(),
+        role.as_ptr().cast(),
+        fd_arg.as_cstr().as_ptr().cast(),
+        pid_arg.as_cstr().as_ptr().cast(),
+        core::ptr::null(),
+        core::ptr::null(),
+        core::ptr::null(),
+    ];
+    if let Some((vpid, ppid)) = own {
+        vpid_arg.push_i64(vpid as i64);
+        ppid_arg.push_i64(ppid as i64);
+        argv[4] = vpid_arg.as_cstr().as_ptr().cast();
+        argv[5] = ppid_arg.as_cstr().as_ptr().cast();
+    }
+    let started = static_server::spawn(exe, &argv, env, sv[1]);
+    sys::close(sv[1]);
+    if !started {
+        sys::close(sv[0]);
+        return None;
+    }
+    Some(sv[0])
 }
 
 /// Tells the supervisor that the exec failed (it detaches), and closes the socket.

@@ -1,9 +1,12 @@
 //! Static images under system-call supervision (the launcher's half; the contract is
 //! `seal_abi::supervised`, the shim's half `shim/src/process/static_image.rs`).
 //!
-//! Two hidden entry points of the `seal` binary, taken before the command line is parsed:
-//! - `seal __static-supervisor FD PID`: started by libseal in a process about to exec a static
-//!   binary. It attaches to that process with ptrace, takes the seccomp listener the process
+//! Three hidden entry points of the `seal` binary, taken before the command line is parsed:
+//! - `seal __static-server FD`: the run's supervision server, started by libseal at the run's
+//!   first static exec; it forks one supervisor per static image ([`server`]).
+//! - `seal __static-supervisor FD PID`: one supervisor, forked by the server (or started by
+//!   libseal in a process about to exec a static binary when there can be no server). It
+//!   attaches to that process with ptrace, takes the seccomp listener the process
 //!   installs, fixes the new image's auxiliary vector at the exec stop, detaches, then answers
 //!   the image's clock, entropy, pid and host-name system calls until every process that
 //!   carries the filter has gone ([`serve`]).
@@ -11,16 +14,18 @@
 //!   launcher starts this instead (libseal loads into it, as into any dynamic root), and it
 //!   execs the binary, so that libseal's exec hook sets the supervision up as for any other.
 
+mod attach;
 mod auxv;
 mod census;
 mod remote;
 mod serve;
+mod server;
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use seal_abi::supervised::{msg, SUPERVISOR_ARG};
+use seal_abi::supervised::{SERVER_ARG, SUPERVISOR_ARG};
 
 /// The trampoline's argument (`seal __exec-static PATH ARGV0 ARGS…`).
 pub const EXEC_ARG: &str = seal_abi::supervised::EXEC_STATIC_ARG;
@@ -28,7 +33,8 @@ pub const EXEC_ARG: &str = seal_abi::supervised::EXEC_STATIC_ARG;
 /// Runs one of the hidden entry points when `args` names one: returns its exit status.
 pub fn entry(args: &[OsString]) -> Option<i32> {
     match args.get(1).and_then(|a| a.to_str()) {
-        Some(SUPERVISOR_ARG) => Some(supervise(&args[2..])),
+        Some(SUPERVISOR_ARG) => Some(attach::supervise(&args[2..])),
+        Some(SERVER_ARG) => Some(server::run(&args[2..])),
         Some(EXEC_ARG) => Some(exec_static(&args[2..])),
         _ => None,
     }
@@ -62,6 +68,11 @@ pub fn go_line(program: &str) -> String {
          order (seeded by rdtsc), tids of its other threads, pids of children it starts by raw \
          clone"
     )
+}
+
+/// Starts the run's supervision server now, for a static root command ([`server::start_early`]).
+pub fn start_server(run_dir: &Path) {
+    server::start_early(run_dir);
 }
 
 /// The link in the run directory that libseal execs as the supervisor.
@@ -109,122 +120,5 @@ fn exec_static(args: &[OsString]) -> i32 {
         127
     } else {
         126
-    }
-}
-
-/// `seal __static-supervisor FD PID`.
-fn supervise(args: &[OsString]) -> i32 {
-    let num = |i: usize| args.get(i)?.to_str()?.parse::<i32>().ok();
-    let (Some(fd), Some(pid)) = (num(0), num(1)) else {
-        eprintln!("seal: {SUPERVISOR_ARG}: FD and PID are needed");
-        return 2;
-    };
-    let mut world = serve::World::from_env();
-    if let (Some(vpid), Some(ppid)) = (num(2), num(3)) {
-        // A process that supervises itself: nothing to trace.
-        world.set_identity(vpid, ppid);
-        // SAFETY: getpid has no preconditions.
-        send(fd, msg::ATTACHED, unsafe { libc::getpid() } as u32);
-        let Some(listener) = receive_listener(fd) else {
-            return 1;
-        };
-        let at_random = world.at_random();
-        auxv::seal_at_random(pid, at_random);
-        send(fd, msg::READY, 0);
-        return serve::run(listener, fd, pid, world, false);
-    }
-    // SAFETY: PTRACE_SEIZE of the process that started us, with an options word.
-    let seized = unsafe {
-        libc::ptrace(
-            libc::PTRACE_SEIZE,
-            pid,
-            0,
-            libc::PTRACE_O_TRACEEXEC as libc::c_long,
-        )
-    };
-    if seized != 0 {
-        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        send(fd, msg::REFUSED, e as u32);
-        return 1;
-    }
-    // SAFETY: getpid has no preconditions.
-    send(fd, msg::ATTACHED, unsafe { libc::getpid() } as u32);
-    // A traced process stops at each signal it is sent (even one it ignores, such as the
-    // SIGCHLD of libseal's intermediate child): let it go on while waiting for the listener,
-    // or neither side would ever move.
-    let listener = wait_traced(fd, pid).then(|| receive_listener(fd)).flatten();
-    let Some(listener) = listener else {
-        remote::detach_running(pid);
-        return 1;
-    };
-    send(fd, msg::READY, 0);
-    serve::run(listener, fd, pid, world, true)
-}
-
-/// Waits (at most 10 s) until socket `fd` is readable, resuming traced process `pid` from any
-/// signal stop meanwhile (with its signal); false when it is gone or the time ran out.
-fn wait_traced(fd: i32, pid: i32) -> bool {
-    for _ in 0..1000 {
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd we own.
-        if unsafe { libc::poll(&mut p, 1, 10) } > 0 {
-            return true;
-        }
-        let mut st = 0;
-        // SAFETY: waitpid on our tracee, without blocking.
-        let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG | libc::__WALL) };
-        if r < 0 || (r == pid && !libc::WIFSTOPPED(st)) {
-            return false;
-        }
-        if r == pid {
-            let sig = if st >> 16 == 0 { libc::WSTOPSIG(st) } else { 0 };
-            // SAFETY: the tracee is stopped.
-            unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, sig as libc::c_long) };
-        }
-    }
-    false
-}
-
-/// Sends one message: a tag byte and a `u32`.
-fn send(fd: i32, tag: u8, value: u32) {
-    let mut m = [0u8; 5];
-    m[0] = tag;
-    m[1..].copy_from_slice(&value.to_le_bytes());
-    // SAFETY: a 5-byte buffer we own.
-    unsafe { libc::send(fd, m.as_ptr().cast(), m.len(), libc::MSG_NOSIGNAL) };
-}
-
-/// Waits for the shim's `LISTENER` message and takes the descriptor it carries.
-fn receive_listener(fd: i32) -> Option<i32> {
-    let mut tag = [0u8; 5];
-    let mut iov = libc::iovec {
-        iov_base: tag.as_mut_ptr().cast(),
-        iov_len: tag.len(),
-    };
-    // Room for one descriptor's control message, aligned as cmsghdr.
-    let mut control = [0u64; 4];
-    // SAFETY: msghdr is plain data; zero is a valid empty header.
-    let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
-    m.msg_iov = &mut iov;
-    m.msg_iovlen = 1;
-    m.msg_control = control.as_mut_ptr().cast();
-    m.msg_controllen = std::mem::size_of_val(&control);
-    // SAFETY: a header over buffers we own.
-    let n = unsafe { libc::recvmsg(fd, &mut m, libc::MSG_CMSG_CLOEXEC) };
-    if n < 1 || tag[0] != msg::LISTENER {
-        return None;
-    }
-    // SAFETY: walking the control messages recvmsg filled in.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&m);
-        if c.is_null() || (*c).cmsg_level != libc::SOL_SOCKET || (*c).cmsg_type != libc::SCM_RIGHTS
-        {
-            return None;
-        }
-        Some(std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const i32))
     }
 }

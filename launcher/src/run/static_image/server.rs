@@ -1,0 +1,460 @@
+//! The run's supervision server: `seal __static-server FD` (the contract is
+//! `seal_abi::supervised`, the shim's half `shim/src/process/static_server.rs`).
+//!
+//! Started by libseal at the first static exec of a run, with FD a socket already bound to the
+//! run directory's `SERVER_SOCKET` and listening. It keeps one supervisor forked ahead, waiting
+//! in `accept` (a spare: a connection does not wait for a fork); the spare that takes a
+//! connection says so through a pipe, and the server forks the next. The supervisor reads the
+//! request (the process's pid, identity and `LIBSEAL_*` variables) and then is
+//! what `seal __static-supervisor` would be ([`super::attach`]): it attaches, takes the
+//! listener, edits the exec stop, serves ([`super::serve`]). A fork of this small process
+//! costs far less than the fork, second fork and exec of the 7.7 MB `seal` binary each static
+//! image paid before (docs/design.md has the figures).
+//!
+//! Its life is the run's: it ends when the run directory is removed (the run's end, or the
+//! sweep of a killed launcher's directory), seen through inotify ([`run_ended`]); and it maps the run table,
+//! as every sealed process does, so that the run's watch kills it (and its spare) with the
+//! rest when seal is killed; a supervisor that has an image unmaps it and ends with its image,
+//! as one started on its own does. Nothing waits for it: it holds no descriptor of
+//! the image that started it (stdio is `/dev/null`, the rest closed), and is in a session of
+//! its own, outside the run's process tree.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+use seal_abi::supervised::{msg, REQUEST_HEADER, REQUEST_MAX, SERVER_ARG};
+
+/// How long a forked supervisor waits for its request.
+const REQUEST_MS: i32 = 5_000;
+
+/// `seal __static-server FD`: serves until the run directory is gone; its exit status.
+pub fn run(args: &[OsString]) -> i32 {
+    let Some(ls) = args.first().and_then(|a| a.to_str()?.parse::<i32>().ok()) else {
+        eprintln!("seal: {SERVER_ARG}: FD is needed");
+        return 2;
+    };
+    let Some(run_dir) = std::env::var_os(seal_abi::settings::RUN_DIR) else {
+        return 2;
+    };
+    serve(ls, std::path::Path::new(&run_dir))
+}
+
+/// Starts the run's server from the launcher, for a static root command: its first exec then
+/// finds the server listening instead of starting it (a fork, a second fork and an exec of
+/// the `seal` binary, on that exec's path). A fork of the launcher, whose copy serves. Not when
+/// this launcher is itself sealed (a seal inside another's run: the copy would carry the
+/// outer run's libseal), nor when the socket's path is too long: then the first static exec
+/// starts the server as in any run.
+pub fn start_early(run_dir: &std::path::Path) {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return;
+    };
+    if maps.contains("/libseal-") {
+        return;
+    }
+    let path = run_dir.join(seal_abi::supervised::SERVER_SOCKET);
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data; zero is valid.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= a.sun_path.len() {
+        return;
+    }
+    a.sun_family = libc::AF_UNIX as u16;
+    for (d, s) in a.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let len = (2 + bytes.len() + 1) as libc::socklen_t;
+    // SAFETY: socket calls on a descriptor we own and an address we own.
+    let ls = unsafe {
+        let ls = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0);
+        if ls < 0 {
+            return;
+        }
+        if libc::bind(ls, (&a as *const libc::sockaddr_un).cast(), len) != 0
+            || libc::listen(ls, 128) != 0
+        {
+            libc::close(ls);
+            return;
+        }
+        ls
+    };
+    // SAFETY: fork; the child is the server and never returns. It is not waited for here (a
+    // wait would put its start on the root's path): it exits when the run directory goes, and
+    // the next run of this launcher reaps it (or it stays a zombie until the launcher exits).
+    unsafe {
+        use std::sync::atomic::{AtomicI32, Ordering::Relaxed};
+        static LAST: AtomicI32 = AtomicI32::new(0);
+        let last = LAST.swap(0, Relaxed);
+        if last > 0 {
+            let mut st = 0;
+            libc::waitpid(last, &mut st, libc::WNOHANG);
+        }
+        let c = libc::fork();
+        if c == 0 {
+            libc::setsid();
+            libc::_exit(serve(ls, run_dir));
+        }
+        libc::close(ls);
+        LAST.store(c, Relaxed);
+        if c < 0 {
+            // No server: the first static exec starts one.
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+/// Serves on listening socket `ls` (after [`isolate`]) until the run in `run_dir` ends.
+fn serve(ls: i32, run_dir: &std::path::Path) -> i32 {
+    // SAFETY: this process is one-threaded and owns every descriptor; see `isolate`.
+    let ls = unsafe { isolate(ls) };
+    let table = map_table(run_dir);
+    let Some(gone) = watch_removal(run_dir) else {
+        return 0;
+    };
+    let mut pipe = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into `pipe`.
+    if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return 1;
+    }
+    let fds = Fds {
+        listen: ls,
+        taken: pipe,
+        gone,
+        table,
+    };
+    let mut spare = fds.spare();
+    loop {
+        let mut p = [gone, pipe[0], spare].map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        // Without a spare supervisor (no process could be forked), try again soon.
+        let timeout = if spare < 0 { 100 } else { -1 };
+        // SAFETY: three pollfd entries we own.
+        let r = unsafe { libc::poll(p.as_mut_ptr(), 3, timeout) };
+        if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return 1;
+        }
+        if p[0].revents != 0 && run_ended(gone) {
+            return 0;
+        }
+        // The spare took a connection (the pipe has a byte), or died without one, or there
+        // is none: a new spare.
+        let taken = p[1].revents & libc::POLLIN != 0;
+        if taken {
+            let mut b = [0u8; 64];
+            // SAFETY: a non-blocking read into a buffer we own.
+            while unsafe { libc::read(pipe[0], b.as_mut_ptr().cast(), b.len()) } > 0 {}
+        }
+        if taken || p[2].revents != 0 || spare < 0 {
+            if spare >= 0 {
+                // SAFETY: our pidfd of the old spare.
+                unsafe { libc::close(spare) };
+            }
+            spare = fds.spare();
+        }
+    }
+}
+
+/// The server's descriptors.
+struct Fds {
+    /// The listening socket.
+    listen: i32,
+    /// A spare writes a byte here once it has taken a connection.
+    taken: [i32; 2],
+    /// The inotify descriptor of the run directory.
+    gone: i32,
+    /// Where the run table is mapped (0: it is not).
+    table: usize,
+}
+
+impl Fds {
+    /// Forks the spare supervisor: a process waiting in `accept`, so that a connection is
+    /// served at once, without waiting for a fork. Its pidfd (-1 when there is none).
+    fn spare(&self) -> i32 {
+        // SAFETY: getpid has no preconditions.
+        let server = unsafe { libc::getpid() };
+        // SAFETY: fork of this one-threaded process; the child never returns here.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: in the child, on descriptors it owns.
+            unsafe { libc::_exit(self.take_one(server)) }
+        }
+        if pid < 0 {
+            return -1;
+        }
+        // SAFETY: pidfd_open of our own child.
+        unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32 }
+    }
+
+    /// In the spare: waits for a connection (dying with the server meanwhile), says so, and
+    /// supervises; its exit status.
+    ///
+    /// # Safety
+    /// Only in the forked child.
+    unsafe fn take_one(&self, server: i32) -> i32 {
+        // SAFETY (all): system calls on this process and its descriptors.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != server {
+                return 0;
+            }
+            libc::close(self.gone);
+            libc::close(self.taken[0]);
+            libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+            let c = loop {
+                let c = libc::accept4(
+                    self.listen,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_CLOEXEC,
+                );
+                if c >= 0
+                    || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
+                    break c;
+                }
+            };
+            // From here on it serves its image for as long as that runs, the server gone or
+            // not.
+            libc::prctl(libc::PR_SET_PDEATHSIG, 0);
+            // Nor is it killed with the server when seal is: its image (which maps nothing of
+            // the run directory) is not, and would find every supervised call failing.
+            if self.table != 0 {
+                libc::munmap(self.table as *mut libc::c_void, 4096);
+            }
+            libc::write(self.taken[1], b"x".as_ptr().cast(), 1);
+            libc::close(self.taken[1]);
+            libc::close(self.listen);
+            if c < 0 {
+                return 1;
+            }
+            supervise_one(c)
+        }
+    }
+}
+
+/// Leaves the exec'ing image's state behind: its signal dispositions and mask (an exec keeps
+/// what was ignored or blocked), its working directory, and its descriptors: a pipe this
+/// server held open would keep a reader waiting for the end of file (`x=$(./static)`) for as
+/// long as the run. Children are reaped by the kernel (`SIGCHLD` ignored).
+///
+/// # Safety
+/// One thread runs; `keep` is the only descriptor it goes on using (returned, moved above the
+/// standard ones if it was one of them).
+unsafe fn isolate(keep: i32) -> i32 {
+    // SAFETY (all): system calls on our own process and descriptors.
+    unsafe {
+        let keep = if keep < 3 {
+            libc::fcntl(keep, libc::F_DUPFD_CLOEXEC, 3)
+        } else {
+            keep
+        };
+        for sig in 1..32 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+        libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        libc::chdir(c"/".as_ptr());
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        for fd in 0..3 {
+            if null >= 0 {
+                libc::dup2(null, fd);
+            }
+        }
+        if keep > 3 {
+            libc::syscall(libc::SYS_close_range, 3u32, (keep - 1) as u32, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
+        keep
+    }
+}
+
+/// Maps the run table (read-only; nothing is read): the run's watch kills every process that
+/// maps a file of the run directory when seal dies, this one and its spare included. Where it
+/// is mapped (0: it could not be).
+fn map_table(run_dir: &std::path::Path) -> usize {
+    let Ok(f) = std::fs::File::open(run_dir.join(seal_abi::RUN_TABLE_NAME)) else {
+        return 0;
+    };
+    use std::os::fd::AsRawFd;
+    // SAFETY: a read-only shared mapping of an open file (which may close: the mapping stays),
+    // never read.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        0
+    } else {
+        p as usize
+    }
+}
+
+/// An inotify descriptor on `run_dir` for [`run_ended`]; `None` when it is gone already (or
+/// cannot be watched: the server would not know when to end).
+fn watch_removal(run_dir: &std::path::Path) -> Option<i32> {
+    let path = std::ffi::CString::new(run_dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: inotify calls on a descriptor we own and a C string.
+    unsafe {
+        let fd = libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK);
+        if fd < 0 {
+            return None;
+        }
+        let mask =
+            libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF;
+        if libc::inotify_add_watch(fd, path.as_ptr(), mask) < 0 {
+            libc::close(fd);
+            return None;
+        }
+        Some(fd)
+    }
+}
+
+/// Reads the pending events of `fd`: has the run ended? The directory itself going is seen
+/// late (the table this process maps pins it until it exits), so the removal of the run
+/// table or of this server's socket, which live as long as the run, says it.
+fn run_ended(fd: i32) -> bool {
+    let mut buf = [0u64; 512];
+    // SAFETY: a buffer we own; the descriptor is non-blocking.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), std::mem::size_of_val(&buf)) };
+    let Ok(n) = usize::try_from(n) else {
+        return false;
+    };
+    // SAFETY: the u64 buffer read as the bytes the kernel wrote.
+    let b = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
+    let ends = [
+        seal_abi::RUN_TABLE_NAME.as_bytes(),
+        seal_abi::supervised::SERVER_SOCKET.as_bytes(),
+    ];
+    let mut off = 0;
+    // struct inotify_event: wd, mask, cookie, len (u32 each), then `len` bytes of name.
+    while off + 16 <= n {
+        let word = |i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let (mask, len) = (word(off + 4), word(off + 12) as usize);
+        let name = &b[(off + 16).min(n)..(off + 16 + len).min(n)];
+        let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
+        if mask & (libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_IGNORED) != 0
+            || ends.contains(&name)
+        {
+            return true;
+        }
+        off += 16 + len;
+    }
+    false
+}
+
+/// In a forked child: reads the request on connection `c`, takes its variables as this
+/// process's, and supervises; the exit status.
+fn supervise_one(c: i32) -> i32 {
+    let mut p = libc::pollfd {
+        fd: c,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd we own.
+    if unsafe { libc::poll(&mut p, 1, REQUEST_MS) } != 1 {
+        return 1;
+    }
+    let mut buf = vec![0u8; REQUEST_MAX];
+    // SAFETY: a buffer we own.
+    let n = unsafe { libc::recv(c, buf.as_mut_ptr().cast(), buf.len(), 0) };
+    let Some(req) = usize::try_from(n)
+        .ok()
+        .and_then(|n| Request::parse(&buf[..n]))
+    else {
+        return 1;
+    };
+    // The image's settings and identity replace whatever the image that started this server
+    // had (one-threaded: nothing reads the environment meanwhile).
+    for (k, _) in std::env::vars_os() {
+        if k.as_bytes()
+            .starts_with(seal_abi::settings::PREFIX.as_bytes())
+        {
+            std::env::remove_var(k);
+        }
+    }
+    for (k, v) in &req.env {
+        std::env::set_var(k, v);
+    }
+    let mut args: Vec<OsString> = vec![c.to_string().into(), req.pid.to_string().into()];
+    if let Some((vpid, ppid)) = req.own {
+        args.push(vpid.to_string().into());
+        args.push(ppid.to_string().into());
+    }
+    super::attach::supervise(&args)
+}
+
+/// A request for a supervisor (`seal_abi::supervised::REQUEST_HEADER`).
+#[derive(Debug, PartialEq)]
+struct Request {
+    pid: i32,
+    own: Option<(i32, i32)>,
+    env: Vec<(OsString, OsString)>,
+}
+
+impl Request {
+    fn parse(b: &[u8]) -> Option<Request> {
+        if b.len() < REQUEST_HEADER || b[0] != msg::REQUEST {
+            return None;
+        }
+        let word = |i: usize| i32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let env = b[REQUEST_HEADER..]
+            .split(|&c| c == 0)
+            .filter_map(|kv| {
+                let eq = kv.iter().position(|&c| c == b'=')?;
+                Some((
+                    OsString::from_vec(kv[..eq].to_vec()),
+                    OsString::from_vec(kv[eq + 1..].to_vec()),
+                ))
+            })
+            .collect();
+        Some(Request {
+            pid: word(1),
+            own: (b[5] == 1).then(|| (word(6), word(10))),
+            env,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_gives_pid_identity_and_variables() {
+        let mut b = vec![msg::REQUEST];
+        b.extend_from_slice(&42u32.to_le_bytes());
+        b.push(1);
+        b.extend_from_slice(&1000u32.to_le_bytes());
+        b.extend_from_slice(&999u32.to_le_bytes());
+        b.extend_from_slice(b"LIBSEAL_VPID=1000\0LIBSEAL_RUN_DIR=/r/x=y\0");
+        let r = Request::parse(&b).unwrap();
+        assert_eq!(r.pid, 42);
+        assert_eq!(r.own, Some((1000, 999)));
+        assert_eq!(
+            r.env,
+            vec![
+                ("LIBSEAL_VPID".into(), "1000".into()),
+                ("LIBSEAL_RUN_DIR".into(), "/r/x=y".into())
+            ]
+        );
+        b[5] = 0;
+        assert_eq!(Request::parse(&b).unwrap().own, None);
+        assert_eq!(Request::parse(&b[..REQUEST_HEADER - 1]), None);
+        b[0] = msg::LISTENER;
+        assert_eq!(Request::parse(&b), None);
+    }
+}
