@@ -13,8 +13,10 @@
 
 mod auxv;
 mod census;
+mod go_clock;
 mod remote;
 mod serve;
+mod world;
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -119,7 +121,7 @@ fn supervise(args: &[OsString]) -> i32 {
         eprintln!("seal: {SUPERVISOR_ARG}: FD and PID are needed");
         return 2;
     };
-    let mut world = serve::World::from_env();
+    let mut world = world::World::from_env();
     if let (Some(vpid), Some(ppid)) = (num(2), num(3)) {
         // A process that supervises itself: nothing to trace.
         world.set_identity(vpid, ppid);

@@ -10,13 +10,13 @@
 //! runs as it is.
 
 use std::collections::HashMap;
-use std::os::unix::ffi::OsStrExt;
-
 use seal_abi::flags;
 
 use super::census;
+use super::world::{Stream, World};
+use super::go_clock::{self, Held, Waits};
 use super::remote::{alive, child_signals, drain, proc_status_field, read, write};
-use seal_abi::supervised::{msg, CALLS};
+use seal_abi::supervised::{msg, CALLS, TIMED_WAITS};
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
 const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
@@ -25,109 +25,6 @@ const TAI_OFFSET_NS: i64 = 37 * 1_000_000_000;
 /// What a sealed `uname` says for release and version (family `machine`), as libseal does.
 const RELEASE: &[u8] = b"6.1.0-seal";
 const VERSION: &[u8] = b"#1 SMP seal";
-
-/// The run's settings and the image's identity, from the `LIBSEAL_*` environment.
-pub struct World {
-    epoch_ns: i64,
-    tick_ns: i64,
-    seed: u64,
-    flags: u32,
-    hostname: Vec<u8>,
-    cpus: u32,
-    clock: i64,
-    vpid: i32,
-    ppid: i32,
-    lineage: u64,
-    gen: u32,
-    run_dir: Option<std::path::PathBuf>,
-}
-
-impl World {
-    pub fn from_env() -> World {
-        use seal_abi::settings as s;
-        let vars: HashMap<&'static str, Vec<u8>> = s::VARS
-            .iter()
-            .chain(s::PER_PROCESS.iter())
-            .filter_map(|&n| Some((n, std::env::var_os(n)?.as_bytes().to_vec())))
-            .collect();
-        // No run directory (cannot happen: libseal starts the supervisor in a run): the
-        // defaults, with a run directory to decode them.
-        let settings = s::Settings::decode(|n| match vars.get(n) {
-            Some(v) => Some(v.as_slice()),
-            None if n == s::RUN_DIR => Some(b"-"),
-            None => None,
-        })
-        .expect("a run directory is given");
-        let text = |n: &str| {
-            vars.get(n)
-                .and_then(|v| std::str::from_utf8(v).ok())
-                .map(str::to_owned)
-        };
-        let dec = |n: &str| text(n).and_then(|v| v.parse::<i64>().ok());
-        World {
-            epoch_ns: settings.epoch_ns,
-            tick_ns: settings.tick_ns,
-            seed: settings.seed,
-            flags: settings.flags,
-            hostname: settings.hostname.to_vec(),
-            cpus: settings.cpus,
-            clock: dec(s::CLOCK).unwrap_or(0),
-            vpid: dec(s::VPID).unwrap_or(0) as i32,
-            ppid: dec(s::PPID).unwrap_or(0) as i32,
-            lineage: text(s::LINEAGE)
-                .and_then(|v| u64::from_str_radix(&v, 16).ok())
-                .unwrap_or(seal_abi::ROOT_LINEAGE),
-            gen: dec(s::GEN).unwrap_or(0) as u32,
-            run_dir: text(s::RUN_DIR).map(Into::into),
-        }
-    }
-
-    /// The identity libseal gives a process that supervises itself.
-    pub fn set_identity(&mut self, vpid: i32, ppid: i32) {
-        (self.vpid, self.ppid) = (vpid, ppid);
-    }
-
-    fn sealed(&self, family: u32) -> bool {
-        self.flags & family != 0
-    }
-
-    /// The 16 `AT_RANDOM` bytes of the image.
-    pub fn at_random(&self) -> [u8; 16] {
-        let mut s = Stream::new(self.seed, self.lineage ^ 0x6175_7876_5f72_6e64);
-        let mut b = [0u8; 16];
-        s.fill(&mut b);
-        b
-    }
-
-    /// Is the image's clock to be served by system call (its vDSO removed)? Not for a Go
-    /// runtime, whose own threads read the monotonic clock on their own schedule (a logical
-    /// clock there is not stable, and its timers would wait on it): its clocks stay real.
-    pub fn seal_clocks(&self, go: bool) -> bool {
-        self.sealed(flags::TIME) && !go
-    }
-}
-
-/// An entropy stream: `mix64` in counter mode, keyed by the seed and a stream id.
-struct Stream {
-    key: u64,
-    n: u64,
-}
-
-impl Stream {
-    fn new(seed: u64, id: u64) -> Stream {
-        Stream {
-            key: seal_abi::mix64(seed ^ seal_abi::mix64(id)),
-            n: 0,
-        }
-    }
-    fn fill(&mut self, out: &mut [u8]) {
-        for chunk in out.chunks_mut(8) {
-            let v = seal_abi::mix64(self.key ^ seal_abi::mix64(self.n)).to_le_bytes();
-            self.n += 1;
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-}
 
 /// One process of the image, as the supervisor knows it.
 struct Proc {
@@ -155,6 +52,9 @@ struct Supervisor {
     census: Option<HashMap<i32, Option<census::Slot>>>,
     /// The image's load bias, for the census's module record.
     bias: u64,
+    /// Is the image a Go runtime (one clock per process, moved by its held waits)?
+    go: bool,
+    waits: Waits,
 }
 
 /// `struct seccomp_notif` and `struct seccomp_notif_resp` (<linux/seccomp.h>).
@@ -187,6 +87,8 @@ enum Answer {
     Continue,
     Value(i64),
     Error(i32),
+    /// Held: answered later ([`Supervisor::release`]).
+    Held,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -205,6 +107,9 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         children: 0,
         census: traced.then(HashMap::new),
         bias: 0,
+        // A process that supervises itself is a dynamically linked Go program.
+        go: !traced,
+        waits: Waits::default(),
     };
     let mut attached = traced;
     let mut sock_open = true;
@@ -212,7 +117,7 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
     // soon as it happens (polling waitpid every 10 ms cost 5 ms of every static start-up).
     let stops = if traced { child_signals() } else { -1 };
     loop {
-        let mut fds = [
+        let mut fds = vec![
             libc::pollfd {
                 fd: listener,
                 events: libc::POLLIN,
@@ -229,10 +134,26 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
                 revents: 0,
             },
         ];
-        // While attached without a signalfd, the exec stop is looked for every 10 ms.
-        let timeout = if attached && stops < 0 { 10 } else { -1 };
-        // SAFETY: three pollfd entries we own.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) };
+        // A held wait returns when its epoll instance has an event.
+        fds.extend(sv.waits.held.iter().map(|h| libc::pollfd {
+            fd: h.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        }));
+        // While attached without a signalfd, the exec stop is looked for every 10 ms; held
+        // waits are looked at when they may be released.
+        let held = sv.waits.timeout(sv.world.sealed(flags::WARP));
+        let timeout = match (attached && stops < 0, held) {
+            (true, _) => Some(std::time::Duration::from_millis(10)),
+            (false, h) => h,
+        };
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs() as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: pollfd entries we own, an optional timespec, no signal mask.
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as _, tsp, std::ptr::null()) };
         if fds[2].revents & libc::POLLIN != 0 {
             drain(stops);
         }
@@ -261,6 +182,9 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         } else if fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
             return 0;
         }
+        if !sv.waits.held.is_empty() {
+            sv.release(listener);
+        }
     }
 }
 
@@ -277,8 +201,8 @@ impl Supervisor {
             return false;
         }
         if st >> 8 == (libc::SIGTRAP | (libc::PTRACE_EVENT_EXEC << 8)) {
-            let go = super::auxv::is_go(self.pid);
-            super::auxv::fix(self.pid, self.world.at_random(), self.world.seal_clocks(go));
+            self.go = super::auxv::is_go(self.pid);
+            super::auxv::fix(self.pid, self.world.at_random(), self.world.seal_clocks());
             self.text = super::auxv::text_ranges(self.pid);
             self.bias = super::auxv::load_bias(self.pid, &self.text);
             // SAFETY: the tracee is in its exec stop.
@@ -300,22 +224,74 @@ impl Supervisor {
             return; // the caller died meanwhile, or a signal
         }
         let answer = self.answer(&n);
-        let mut resp = Resp {
-            id: n.id,
-            ..Resp::default()
-        };
-        match answer {
-            Answer::Continue => resp.flags = FLAG_CONTINUE,
-            Answer::Value(v) => resp.val = v,
-            Answer::Error(e) => resp.error = -e,
+        respond(listener, n.id, answer);
+    }
+
+    /// A held wait of a Go image (`epoll_pwait` with a timeout): it runs at once when its
+    /// epoll instance has an event, else waits for [`Supervisor::release`].
+    fn hold(&mut self, n: &Notif, tgid: i32) -> Answer {
+        let fd = self.waits.copy_of(tgid, n.args[0] as i32);
+        if fd < 0 || go_clock::ready(fd) {
+            return Answer::Continue;
         }
-        // SAFETY: a seccomp_notif_resp we own; an id that is no longer valid fails harmlessly.
-        unsafe { libc::ioctl(listener, NOTIF_SEND, &mut resp) };
+        let ms = n.args[3] as i32 as i64;
+        self.waits.hold(Held {
+            id: n.id,
+            tid: n.pid as i32,
+            tgid,
+            len_ns: ms * 1_000_000,
+            deadline: std::time::Instant::now() + std::time::Duration::from_millis(ms as u64),
+            fd,
+        });
+        Answer::Held
+    }
+
+    /// Answers the held waits that may go: one whose epoll instance has an event runs as it
+    /// is; one whose process is idle (under `--warp` at once, else past its real deadline too)
+    /// moves its process's clock by its length and returns no events.
+    fn release(&mut self, listener: i32) {
+        let warp = self.world.sealed(flags::WARP);
+        let mut i = 0;
+        while i < self.waits.held.len() {
+            let h = &self.waits.held[i];
+            let now = std::time::Instant::now();
+            let ready = go_clock::ready(h.fd);
+            // Idle: every thread asleep, none waiting for an answer here (a thread waiting
+            // for its clock read sleeps too), and still no event (a thread that made one,
+            // a new earlier timer waking the netpoller through its eventfd, ran before the
+            // first look at the threads).
+            let expired = !ready
+                && (now >= h.deadline + go_clock::STUCK
+                    || ((warp || now >= h.deadline)
+                        && go_clock::idle(h.tgid)
+                        && !go_clock::ready(listener)))
+                && !go_clock::ready(h.fd);
+            if !ready && !expired {
+                i += 1;
+                continue;
+            }
+            let h = self.waits.held.remove(i);
+            let answer = if ready {
+                Answer::Continue
+            } else {
+                Answer::Value(0)
+            };
+            if respond(listener, h.id, answer) && expired {
+                self.ensure(h.tgid);
+                let p = self.proc(h.tgid);
+                p.l = p.l.saturating_add(h.len_ns);
+                self.waits.moved(&go_clock::thread_ids(h.tgid));
+            }
+        }
     }
 
     fn answer(&mut self, n: &Notif) -> Answer {
         let in_image = self.text.iter().any(|&(a, b)| (a..b).contains(&n.ip));
-        let family = CALLS.iter().find(|c| c.0 as i32 == n.nr).map_or(0, |c| c.1);
+        let family = if TIMED_WAITS.contains(&(n.nr as u32)) {
+            flags::TIME
+        } else {
+            CALLS.iter().find(|c| c.0 as i32 == n.nr).map_or(0, |c| c.1)
+        };
         if !in_image || !self.world.sealed(family) {
             return Answer::Continue;
         }
@@ -325,7 +301,12 @@ impl Supervisor {
         self.count(tgid, n);
         let a = n.args;
         match n.nr as i64 {
-            libc::SYS_clock_gettime => match self.clock(tgid, a[0] as i32) {
+            libc::SYS_epoll_wait | libc::SYS_epoll_pwait if self.go => self.hold(n, tgid),
+            libc::SYS_epoll_wait | libc::SYS_epoll_pwait => Answer::Continue,
+            // A Go runtime's own short sleeps (sysmon's 20 µs, a spinning thread's 3 µs) run
+            // as they are and leave its clock where it is.
+            libc::SYS_nanosleep | libc::SYS_clock_nanosleep if self.go => Answer::Continue,
+            libc::SYS_clock_gettime => match self.clock(tid, tgid, a[0] as i32) {
                 Some(ns) => self.put(tid, a[1], &timespec(ns)),
                 None => Answer::Continue,
             },
@@ -509,10 +490,12 @@ impl Supervisor {
         self.procs.get_mut(&tgid).expect("ensure() ran")
     }
 
-    /// `CLOCK_REALTIME`: `epoch + L`, then `L` moves one tick.
+    /// `CLOCK_REALTIME`: `epoch + L`, then `L` moves one tick (in a Go image, only when the
+    /// reading thread spins on the clock).
     fn realtime(&mut self, tgid: i32) -> i64 {
         self.merge_finished(tgid);
-        let (epoch, tick) = (self.world.epoch_ns, self.world.tick_ns);
+        let epoch = self.world.epoch_ns;
+        let tick = if self.go { 0 } else { self.world.tick_ns };
         let p = self.proc(tgid);
         let v = epoch.saturating_add(p.l);
         p.l = p.l.saturating_add(tick);
@@ -521,8 +504,27 @@ impl Supervisor {
 
     /// The sealed value of clock `clk` (`None`: a clock of another process or thread, or an
     /// unknown id: it runs as it is).
-    fn clock(&mut self, tgid: i32, clk: i32) -> Option<i64> {
+    fn clock(&mut self, tid: i32, tgid: i32, clk: i32) -> Option<i64> {
         self.merge_finished(tgid);
+        if self.go {
+            // One clock for all the image's threads, still under reads unless this thread
+            // spins on it.
+            if self.waits.spinning(tid) {
+                let tick = self.world.tick_ns;
+                let p = self.proc(tgid);
+                p.l = p.l.saturating_add(tick);
+            }
+            let l = self.proc(tgid).l;
+            return match clk {
+                libc::CLOCK_REALTIME | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_REALTIME_ALARM => {
+                    Some(self.world.epoch_ns.saturating_add(l))
+                }
+                libc::CLOCK_TAI => Some(self.world.epoch_ns.saturating_add(l + TAI_OFFSET_NS)),
+                libc::CLOCK_PROCESS_CPUTIME_ID | libc::CLOCK_THREAD_CPUTIME_ID => Some(l),
+                c if c >= 0 && c <= libc::CLOCK_BOOTTIME_ALARM => Some(MONO_BASE_NS + l),
+                _ => None,
+            };
+        }
         let tick = self.world.tick_ns;
         match clk {
             libc::CLOCK_REALTIME | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_REALTIME_ALARM => {
@@ -666,6 +668,23 @@ impl Supervisor {
             Answer::Error(libc::EFAULT)
         }
     }
+}
+
+/// Sends the answer to notification `id` (nothing for a held one); false when it is no
+/// longer valid (the caller died, or a signal interrupted the call, which is made again).
+fn respond(listener: i32, id: u64, answer: Answer) -> bool {
+    let mut resp = Resp {
+        id,
+        ..Resp::default()
+    };
+    match answer {
+        Answer::Continue => resp.flags = FLAG_CONTINUE,
+        Answer::Value(v) => resp.val = v,
+        Answer::Error(e) => resp.error = -e,
+        Answer::Held => return true,
+    }
+    // SAFETY: a seccomp_notif_resp we own; an id that is no longer valid fails harmlessly.
+    unsafe { libc::ioctl(listener, NOTIF_SEND, &mut resp) == 0 }
 }
 
 /// `ns` as a timespec's two words.
