@@ -223,8 +223,16 @@ impl Supervisor {
         if unsafe { libc::ioctl(listener, NOTIF_RECV, &mut n) } != 0 {
             return; // the caller died meanwhile, or a signal
         }
+        // A call a signal interrupts while it waits for the answer is made again: what the
+        // answer drew (a tick, entropy) is put back, or the next run draws differently.
+        let tgid = self.tgid(n.pid as i32);
+        let before = self.procs.get(&tgid).map(|p| (p.l, p.mono, p.stream.n));
         let answer = self.answer(&n);
-        respond(listener, n.id, answer);
+        if !respond(listener, n.id, answer) {
+            if let (Some((l, mono, drawn)), Some(p)) = (before, self.procs.get_mut(&tgid)) {
+                (p.l, p.mono, p.stream.n) = (l, mono, drawn);
+            }
+        }
     }
 
     /// A held wait of a Go image (`epoll_pwait` with a timeout): it runs at once when its

@@ -88,7 +88,7 @@ impl World {
 /// An entropy stream: `mix64` in counter mode, keyed by the seed and a stream id.
 pub(super) struct Stream {
     key: u64,
-    n: u64,
+    pub(super) n: u64,
 }
 
 impl Stream {
