@@ -65,8 +65,13 @@ const RET: u16 = 0x06;
 /// A zero timeout (a poll) or an infinite one (-1) runs as it is, unseen.
 pub const TIMED_WAITS: [u32; 2] = [232, 281];
 
+/// `execve`, sent to the supervisor too: an image's exec of a static binary (a Go program
+/// running a static child, past any hook) is followed to its exec stop, where the new image is
+/// set up as the first one was.
+pub const EXEC: u32 = 59;
+
 /// Instructions in [`filter`].
-pub const FILTER_LEN: usize = CALLS.len() + 11;
+pub const FILTER_LEN: usize = CALLS.len() + 12;
 
 /// The filter: another architecture's calls (`int 0x80`) and x32 calls are allowed; a call in
 /// [`CALLS`] is a user notification, and so is a call in [`TIMED_WAITS`] whose timeout (its
@@ -76,7 +81,7 @@ pub const fn filter() -> [SockFilter; FILTER_LEN] {
         SockFilter { code, jt, jf, k }
     }
     let n = CALLS.len();
-    let (waits, allow, notify) = (n + 4, n + 9, n + 10);
+    let (waits, allow, notify) = (n + 5, n + 10, n + 11);
     // A jump from instruction `at` to `to` (jumps are forward, relative to the next one).
     const fn to(at: usize, to: usize) -> u8 {
         (to - at - 1) as u8
@@ -91,6 +96,7 @@ pub const fn filter() -> [SockFilter; FILTER_LEN] {
         f[4 + i] = op(JEQ, to(4 + i, notify), 0, CALLS[i].0);
         i += 1;
     }
+    f[n + 4] = op(JEQ, to(n + 4, notify), 0, EXEC);
     f[waits] = op(JEQ, to(waits, waits + 2), 0, TIMED_WAITS[0]);
     f[waits + 1] = op(JEQ, 0, to(waits + 1, allow), TIMED_WAITS[1]);
     f[waits + 2] = op(LD_ABS, 0, 0, 16 + 3 * 8); // seccomp_data.args[3], low word
@@ -169,7 +175,7 @@ mod tests {
     #[test]
     fn the_filter_notifies_exactly_the_listed_calls() {
         for nr in 0..500 {
-            let listed = CALLS.iter().any(|c| c.0 == nr);
+            let listed = CALLS.iter().any(|c| c.0 == nr) || nr == EXEC;
             let want = if listed { RET_USER_NOTIF } else { RET_ALLOW };
             assert_eq!(run(ARCH_X86_64, nr), want, "{nr}");
             assert_eq!(run(0x4000_0003, nr), RET_ALLOW, "i386 {nr}");

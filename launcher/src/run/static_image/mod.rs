@@ -13,7 +13,9 @@
 
 mod auxv;
 mod census;
+mod exec_child;
 mod go_clock;
+mod notif;
 mod remote;
 mod serve;
 mod world;

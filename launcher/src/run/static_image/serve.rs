@@ -15,8 +15,9 @@ use seal_abi::flags;
 use super::census;
 use super::world::{Stream, World};
 use super::go_clock::{self, Held, Waits};
+use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{alive, child_signals, drain, proc_status_field, read, write};
-use seal_abi::supervised::{msg, CALLS, TIMED_WAITS};
+use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
 const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
@@ -55,41 +56,14 @@ struct Supervisor {
     /// Is the image a Go runtime (one clock per process, moved by its held waits)?
     go: bool,
     waits: Waits,
+    /// Images the image's processes exec'd (static ones, set up here): each process's
+    /// executable ranges and whether it is a Go runtime. A process not here runs the first
+    /// image.
+    images: HashMap<i32, (Vec<(u64, u64)>, bool)>,
+    /// A thread whose exec of a static binary is to be followed once its call runs.
+    exec: Option<i32>,
 }
 
-/// `struct seccomp_notif` and `struct seccomp_notif_resp` (<linux/seccomp.h>).
-#[repr(C)]
-#[derive(Default)]
-struct Notif {
-    id: u64,
-    pid: u32,
-    flags: u32,
-    nr: i32,
-    arch: u32,
-    ip: u64,
-    args: [u64; 6],
-}
-#[repr(C)]
-#[derive(Default)]
-struct Resp {
-    id: u64,
-    val: i64,
-    error: i32,
-    flags: u32,
-}
-const NOTIF_RECV: libc::c_ulong = 0xc050_2100;
-const NOTIF_SEND: libc::c_ulong = 0xc018_2101;
-const FLAG_CONTINUE: u32 = 1;
-
-/// What to answer one call.
-enum Answer {
-    /// Run it as it is.
-    Continue,
-    Value(i64),
-    Error(i32),
-    /// Held: answered later ([`Supervisor::release`]).
-    Held,
-}
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
 /// `traced`: the process is to be followed to its exec stop; else it runs its image already.
@@ -110,6 +84,8 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         // A process that supervises itself is a dynamically linked Go program.
         go: !traced,
         waits: Waits::default(),
+        images: HashMap::new(),
+        exec: None,
     };
     let mut attached = traced;
     let mut sock_open = true;
@@ -228,7 +204,11 @@ impl Supervisor {
         let tgid = self.tgid(n.pid as i32);
         let before = self.procs.get(&tgid).map(|p| (p.l, p.mono, p.stream.n));
         let answer = self.answer(&n);
-        if !respond(listener, n.id, answer) {
+        let ok = respond(listener, n.id, answer);
+        if let Some(tid) = self.exec.take() {
+            self.follow_exec(tid, ok);
+        }
+        if !ok {
             if let (Some((l, mono, drawn)), Some(p)) = (before, self.procs.get_mut(&tgid)) {
                 (p.l, p.mono, p.stream.n) = (l, mono, drawn);
             }
@@ -293,8 +273,61 @@ impl Supervisor {
         }
     }
 
+    /// Follows thread `tid`'s exec of a static binary (its call now runs, if `ran`) to its
+    /// exec stop, and sets the new image up there.
+    fn follow_exec(&mut self, tid: i32, ran: bool) {
+        if !ran {
+            super::remote::detach_running(tid);
+            return;
+        }
+        self.children += 1;
+        let mut r = self.world.at_random();
+        r[..8].copy_from_slice(&seal_abi::mix64(self.world.seed ^ self.children).to_le_bytes());
+        let drop_vdso = self.world.seal_clocks();
+        let mut image = None;
+        super::exec_child::follow(tid, |pid| {
+            super::auxv::fix(pid, r, drop_vdso);
+            image = Some((pid, super::auxv::text_ranges(pid), super::auxv::is_go(pid)));
+        });
+        if let Some((pid, text, go)) = image {
+            self.images.insert(pid, (text, go));
+        }
+    }
+
+    /// The image process `tgid` runs: its executable ranges and whether it is a Go runtime.
+    fn image(&mut self, tgid: i32) -> (&[(u64, u64)], bool) {
+        if !self.images.contains_key(&tgid) && tgid != self.pid {
+            // A fork of a process that exec'd another image runs that image.
+            let parent = proc_status_field(tgid, "PPid:").unwrap_or(0);
+            if let Some(i) = self.images.get(&parent).cloned() {
+                self.images.insert(tgid, i);
+            }
+        }
+        match self.images.get(&tgid) {
+            Some((t, go)) => (t, *go),
+            None => (&self.text, self.go),
+        }
+    }
+
+    fn is_go(&mut self, tgid: i32) -> bool {
+        self.image(tgid).1
+    }
+
     fn answer(&mut self, n: &Notif) -> Answer {
-        let in_image = self.text.iter().any(|&(a, b)| (a..b).contains(&n.ip));
+        let tgid = self.tgid(n.pid as i32);
+        let in_image = self.image(tgid).0.iter().any(|&(a, b)| (a..b).contains(&n.ip));
+        if n.nr as u32 == EXEC {
+            // Only an image's own exec of a static binary is followed (a dynamic process's
+            // goes through libseal's hook).
+            let tid = n.pid as i32;
+            if in_image
+                && super::exec_child::static_target(tid, n.args[0])
+                && super::exec_child::seize(tid)
+            {
+                self.exec = Some(tid);
+            }
+            return Answer::Continue;
+        }
         let family = if TIMED_WAITS.contains(&(n.nr as u32)) {
             flags::TIME
         } else {
@@ -304,16 +337,15 @@ impl Supervisor {
             return Answer::Continue;
         }
         let tid = n.pid as i32;
-        let tgid = self.tgid(tid);
         self.ensure(tgid);
         self.count(tgid, n);
         let a = n.args;
         match n.nr as i64 {
-            libc::SYS_epoll_wait | libc::SYS_epoll_pwait if self.go => self.hold(n, tgid),
+            libc::SYS_epoll_wait | libc::SYS_epoll_pwait if self.is_go(tgid) => self.hold(n, tgid),
             libc::SYS_epoll_wait | libc::SYS_epoll_pwait => Answer::Continue,
             // A Go runtime's own short sleeps (sysmon's 20 µs, a spinning thread's 3 µs) run
             // as they are and leave its clock where it is.
-            libc::SYS_nanosleep | libc::SYS_clock_nanosleep if self.go => Answer::Continue,
+            libc::SYS_nanosleep | libc::SYS_clock_nanosleep if self.is_go(tgid) => Answer::Continue,
             libc::SYS_clock_gettime => match self.clock(tid, tgid, a[0] as i32) {
                 Some(ns) => self.put(tid, a[1], &timespec(ns)),
                 None => Answer::Continue,
@@ -503,7 +535,11 @@ impl Supervisor {
     fn realtime(&mut self, tgid: i32) -> i64 {
         self.merge_finished(tgid);
         let epoch = self.world.epoch_ns;
-        let tick = if self.go { 0 } else { self.world.tick_ns };
+        let tick = if self.is_go(tgid) {
+            0
+        } else {
+            self.world.tick_ns
+        };
         let p = self.proc(tgid);
         let v = epoch.saturating_add(p.l);
         p.l = p.l.saturating_add(tick);
@@ -514,7 +550,7 @@ impl Supervisor {
     /// unknown id: it runs as it is).
     fn clock(&mut self, tid: i32, tgid: i32, clk: i32) -> Option<i64> {
         self.merge_finished(tgid);
-        if self.go {
+        if self.is_go(tgid) {
             // One clock for all the image's threads, still under reads unless this thread
             // spins on it.
             if self.waits.spinning(tid) {
@@ -678,22 +714,6 @@ impl Supervisor {
     }
 }
 
-/// Sends the answer to notification `id` (nothing for a held one); false when it is no
-/// longer valid (the caller died, or a signal interrupted the call, which is made again).
-fn respond(listener: i32, id: u64, answer: Answer) -> bool {
-    let mut resp = Resp {
-        id,
-        ..Resp::default()
-    };
-    match answer {
-        Answer::Continue => resp.flags = FLAG_CONTINUE,
-        Answer::Value(v) => resp.val = v,
-        Answer::Error(e) => resp.error = -e,
-        Answer::Held => return true,
-    }
-    // SAFETY: a seccomp_notif_resp we own; an id that is no longer valid fails harmlessly.
-    unsafe { libc::ioctl(listener, NOTIF_SEND, &mut resp) == 0 }
-}
 
 /// `ns` as a timespec's two words.
 fn timespec(ns: i64) -> [i64; 2] {

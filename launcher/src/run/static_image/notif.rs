@@ -1,0 +1,52 @@
+//! A seccomp user notification, and the answer to it (<linux/seccomp.h>).
+
+/// `struct seccomp_notif` and `struct seccomp_notif_resp` (<linux/seccomp.h>).
+#[repr(C)]
+#[derive(Default)]
+pub struct Notif {
+    pub id: u64,
+    pub pid: u32,
+    pub flags: u32,
+    pub nr: i32,
+    pub arch: u32,
+    pub ip: u64,
+    pub args: [u64; 6],
+}
+#[repr(C)]
+#[derive(Default)]
+struct Resp {
+    id: u64,
+    val: i64,
+    error: i32,
+    flags: u32,
+}
+pub const NOTIF_RECV: libc::c_ulong = 0xc050_2100;
+const NOTIF_SEND: libc::c_ulong = 0xc018_2101;
+const FLAG_CONTINUE: u32 = 1;
+
+/// What to answer one call.
+pub enum Answer {
+    /// Run it as it is.
+    Continue,
+    Value(i64),
+    Error(i32),
+    /// Held: answered later (`Supervisor::release`).
+    Held,
+}
+
+/// Sends the answer to notification `id` (nothing for a held one); false when it is no
+/// longer valid (the caller died, or a signal interrupted the call, which is made again).
+pub fn respond(listener: i32, id: u64, answer: Answer) -> bool {
+    let mut resp = Resp {
+        id,
+        ..Resp::default()
+    };
+    match answer {
+        Answer::Continue => resp.flags = FLAG_CONTINUE,
+        Answer::Value(v) => resp.val = v,
+        Answer::Error(e) => resp.error = -e,
+        Answer::Held => return true,
+    }
+    // SAFETY: a seccomp_notif_resp we own; an id that is no longer valid fails harmlessly.
+    unsafe { libc::ioctl(listener, NOTIF_SEND, &mut resp) == 0 }
+}
