@@ -23,10 +23,6 @@ use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
 const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
 /// `CLOCK_TAI` runs this far ahead of `CLOCK_REALTIME`.
 const TAI_OFFSET_NS: i64 = 37 * 1_000_000_000;
-/// What a sealed `uname` says for release and version (family `machine`), as libseal does.
-const RELEASE: &[u8] = b"6.1.0-seal";
-const VERSION: &[u8] = b"#1 SMP seal";
-
 /// One process of the image, as the supervisor knows it.
 struct Proc {
     l: i64,
@@ -649,52 +645,20 @@ impl Supervisor {
     }
 
     fn uname(&mut self, tid: i32, buf: u64) -> Answer {
-        // SAFETY: utsname is plain data; uname fills it.
-        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-        // SAFETY: a utsname we own.
-        if unsafe { libc::uname(&mut u) } != 0 {
-            return Answer::Continue;
-        }
-        let set = |field: &mut [libc::c_char; 65], v: &[u8]| {
-            field.fill(0);
-            for (d, s) in field.iter_mut().zip(v.iter().take(64)) {
-                *d = *s as libc::c_char;
-            }
-        };
-        set(&mut u.nodename, &self.world.hostname);
-        set(&mut u.domainname, b"(none)");
-        if self.world.sealed(flags::MACHINE) {
-            set(&mut u.release, RELEASE);
-            set(&mut u.version, VERSION);
-        }
-        // SAFETY: utsname is plain data, read as bytes.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(
-                (&u as *const libc::utsname).cast::<u8>(),
-                std::mem::size_of::<libc::utsname>(),
-            )
-        };
-        if write(tid, buf, bytes) {
-            Answer::Value(0)
-        } else {
-            Answer::Error(libc::EFAULT)
+        match self.world.uname() {
+            Some(u) if write(tid, buf, &u) => Answer::Value(0),
+            Some(_) => Answer::Error(libc::EFAULT),
+            None => Answer::Continue,
         }
     }
 
     /// The sealed affinity mask: CPUs `0..cpus`.
     fn affinity(&mut self, tid: i32, len: usize, mask: u64) -> Answer {
-        let words = (self.world.cpus as usize).div_ceil(64);
-        if len < words * 8 || !len.is_multiple_of(8) {
-            return Answer::Error(libc::EINVAL);
-        }
-        let mut m = vec![0u64; words];
-        for cpu in 0..self.world.cpus as usize {
-            m[cpu / 64] |= 1 << (cpu % 64);
-        }
-        // SAFETY: u64s read as bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(m.as_ptr().cast::<u8>(), words * 8) };
-        if write(tid, mask, bytes) {
-            Answer::Value((words * 8) as i64)
+        let m = self.world.affinity();
+        if len < m.len() || !len.is_multiple_of(8) {
+            Answer::Error(libc::EINVAL)
+        } else if write(tid, mask, &m) {
+            Answer::Value(m.len() as i64)
         } else {
             Answer::Error(libc::EFAULT)
         }

@@ -6,6 +6,10 @@ use std::os::unix::ffi::OsStrExt;
 
 use seal_abi::flags;
 
+/// What a sealed `uname` says for release and version (family `machine`), as libseal does.
+const RELEASE: &[u8] = b"6.1.0-seal";
+const VERSION: &[u8] = b"#1 SMP seal";
+
 /// The run's settings and the image's identity, from the `LIBSEAL_*` environment.
 pub struct World {
     pub(super) epoch_ns: i64,
@@ -77,6 +81,46 @@ impl World {
         let mut b = [0u8; 16];
         s.fill(&mut b);
         b
+    }
+
+    /// The sealed `uname` (a `struct utsname`'s bytes), or `None` when the kernel's fails.
+    pub fn uname(&self) -> Option<Vec<u8>> {
+        // SAFETY: utsname is plain data; uname fills it.
+        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+        // SAFETY: a utsname we own.
+        if unsafe { libc::uname(&mut u) } != 0 {
+            return None;
+        }
+        let set = |field: &mut [libc::c_char; 65], v: &[u8]| {
+            field.fill(0);
+            for (d, s) in field.iter_mut().zip(v.iter().take(64)) {
+                *d = *s as libc::c_char;
+            }
+        };
+        set(&mut u.nodename, &self.hostname);
+        set(&mut u.domainname, b"(none)");
+        if self.sealed(flags::MACHINE) {
+            set(&mut u.release, RELEASE);
+            set(&mut u.version, VERSION);
+        }
+        // SAFETY: utsname is plain data, read as bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                (&u as *const libc::utsname).cast::<u8>(),
+                std::mem::size_of::<libc::utsname>(),
+            )
+        };
+        Some(bytes.to_vec())
+    }
+
+    /// The sealed affinity mask's bytes: CPUs `0..cpus`, in whole 64-bit words.
+    pub fn affinity(&self) -> Vec<u8> {
+        let words = (self.cpus as usize).div_ceil(64);
+        let mut m = vec![0u64; words];
+        for cpu in 0..self.cpus as usize {
+            m[cpu / 64] |= 1 << (cpu % 64);
+        }
+        m.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
 
     /// Is the image's clock to be served by system call (its vDSO removed)?
