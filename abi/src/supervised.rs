@@ -101,7 +101,12 @@ pub const fn filter() -> [SockFilter; FILTER_LEN] {
     f[waits + 1] = op(JEQ, 0, to(waits + 1, allow), TIMED_WAITS[1]);
     f[waits + 2] = op(LD_ABS, 0, 0, 16 + 3 * 8); // seccomp_data.args[3], low word
     f[waits + 3] = op(JEQ, to(waits + 3, allow), 0, 0);
-    f[waits + 4] = op(JGE, to(waits + 4, allow), to(waits + 4, notify), 0x8000_0000);
+    f[waits + 4] = op(
+        JGE,
+        to(waits + 4, allow),
+        to(waits + 4, notify),
+        0x8000_0000,
+    );
     f[allow] = op(RET, 0, 0, RET_ALLOW);
     f[notify] = op(RET, 0, 0, RET_USER_NOTIF);
     f
@@ -187,9 +192,17 @@ mod tests {
     fn timed_waits_notify_only_with_a_positive_timeout() {
         for nr in TIMED_WAITS {
             assert_eq!(run_with(ARCH_X86_64, nr, 0), RET_ALLOW, "poll {nr}");
-            assert_eq!(run_with(ARCH_X86_64, nr, u32::MAX), RET_ALLOW, "infinite {nr}");
+            assert_eq!(
+                run_with(ARCH_X86_64, nr, u32::MAX),
+                RET_ALLOW,
+                "infinite {nr}"
+            );
             assert_eq!(run_with(ARCH_X86_64, nr, 1), RET_USER_NOTIF, "1 ms {nr}");
-            assert_eq!(run_with(ARCH_X86_64, nr, 0x7fff_ffff), RET_USER_NOTIF, "{nr}");
+            assert_eq!(
+                run_with(ARCH_X86_64, nr, 0x7fff_ffff),
+                RET_USER_NOTIF,
+                "{nr}"
+            );
             assert_eq!(run_with(0x4000_0003, nr, 5), RET_ALLOW, "i386 {nr}");
         }
     }

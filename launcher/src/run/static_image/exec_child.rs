@@ -115,7 +115,10 @@ mod tests {
     #[test]
     fn static_and_dynamic_executables_are_told_apart() {
         let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-        assert!(!super::is_static_elf(&exe[..4096]), "the test binary is dynamic");
+        assert!(
+            !super::is_static_elf(&exe[..4096]),
+            "the test binary is dynamic"
+        );
         assert!(!super::is_static_elf(b"#!/bin/sh\n"));
     }
 }

@@ -9,14 +9,14 @@
 //! (a dynamic descendant's libseal or libc, which seal already or which must see real values)
 //! runs as it is.
 
-use std::collections::HashMap;
 use seal_abi::flags;
+use std::collections::HashMap;
 
 use super::census;
-use super::world::{Stream, World};
 use super::go_clock::{self, Held, Waits};
 use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{alive, child_signals, drain, proc_status_field, read, write};
+use super::world::{Stream, World};
 use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
@@ -59,7 +59,6 @@ struct Supervisor {
     /// A thread whose exec of a static binary is to be followed once its call runs.
     exec: Option<i32>,
 }
-
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
 /// `traced`: the process is to be followed to its exec stop; else it runs its image already.
@@ -123,7 +122,9 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
             tv_sec: t.as_secs() as libc::time_t,
             tv_nsec: t.subsec_nanos() as libc::c_long,
         });
-        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        let tsp = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
         // SAFETY: pollfd entries we own, an optional timespec, no signal mask.
         let r = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as _, tsp, std::ptr::null()) };
         if fds[2].revents & libc::POLLIN != 0 {
@@ -311,7 +312,11 @@ impl Supervisor {
 
     fn answer(&mut self, n: &Notif) -> Answer {
         let tgid = self.tgid(n.pid as i32);
-        let in_image = self.image(tgid).0.iter().any(|&(a, b)| (a..b).contains(&n.ip));
+        let in_image = self
+            .image(tgid)
+            .0
+            .iter()
+            .any(|&(a, b)| (a..b).contains(&n.ip));
         if n.nr as u32 == EXEC {
             // Only an image's own exec of a static binary is followed (a dynamic process's
             // goes through libseal's hook).
@@ -677,7 +682,6 @@ impl Supervisor {
         }
     }
 }
-
 
 /// `ns` as a timespec's two words.
 fn timespec(ns: i64) -> [i64; 2] {
