@@ -150,3 +150,56 @@ fn warp_skips_a_go_programs_sleeps() {
         }
     }
 }
+
+/// The census counts the calls the supervisor serves for a Go runtime per process, static or
+/// cgo (beside libseal's counts of its C library's): `time.now`'s 20 wall-clock reads (one
+/// per `time.Now()` the program makes) and `crypto/rand`'s one `getrandom`, exactly. The old
+/// build counted none for cgo, and no clock reads for either (they went to the vDSO).
+#[test]
+fn the_census_counts_a_go_runtimes_served_calls() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    for cgo in [false, true] {
+        if cgo && !have("cc") {
+            skip_part!("cc not on PATH: the cgo build");
+            continue;
+        }
+        let bin = build_world(cgo);
+        let exe = bin.to_str().unwrap();
+        let (o, v) = crate::util::census_json(&["--", exe], crate::util::TIMEOUT);
+        o.ok();
+        let p = v["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["vpid"] == 1000)
+            .unwrap_or_else(|| panic!("no process 1000\n{v:#}"));
+        let from = |symbol: &str, detail: &str, site: &str| -> u64 {
+            p["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["symbol"] == symbol && c["detail"].as_str().unwrap_or("") == detail)
+                .flat_map(|c| c["callers"].as_array().unwrap().iter())
+                .filter(|c| c["object"] == exe && c["symbol"] == site)
+                .map(|c| c["count"].as_u64().unwrap())
+                .sum()
+        };
+        assert_eq!(
+            from("clock_gettime", "CLOCK_REALTIME", "time.now"),
+            20,
+            "{exe}\n{p:#}"
+        );
+        assert_eq!(
+            from("clock_gettime", "CLOCK_MONOTONIC", "time.now"),
+            20,
+            "{exe}\n{p:#}"
+        );
+        assert_eq!(
+            from("getrandom", "", "runtime/internal/syscall.Syscall6"),
+            1,
+            "{exe}\n{p:#}"
+        );
+    }
+}

@@ -44,8 +44,9 @@ struct Supervisor {
     /// Thread id → process (thread group) id.
     tgids: HashMap<i32, i32>,
     children: u64,
-    /// Each process's census slot (`None`: not counted); none for a process that
-    /// supervises itself, which libseal counts.
+    /// Each process's census slot (`None`: not counted). For a process that supervises itself
+    /// (cgo Go), a slot beside libseal's, with the same virtual pid and generation: the census
+    /// adds the runtime's served calls to its C library's.
     census: Option<HashMap<i32, Option<census::Slot>>>,
     /// The image's load bias, for the census's module record.
     bias: u64,
@@ -74,7 +75,7 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         procs: HashMap::new(),
         tgids: HashMap::new(),
         children: 0,
-        census: traced.then(HashMap::new),
+        census: Some(HashMap::new()),
         bias: 0,
         // A process that supervises itself is a dynamically linked Go program.
         go: !traced,
