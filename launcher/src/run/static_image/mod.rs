@@ -18,6 +18,7 @@ mod go_clock;
 mod notif;
 mod remote;
 mod serve;
+mod vdso_clock;
 mod world;
 
 use std::ffi::{CString, OsStr, OsString};

@@ -50,3 +50,34 @@ pub fn respond(listener: i32, id: u64, answer: Answer) -> bool {
     // SAFETY: a seccomp_notif_resp we own; an id that is no longer valid fails harmlessly.
     unsafe { libc::ioctl(listener, NOTIF_SEND, &mut resp) == 0 }
 }
+
+/// A signal the exec'd process sends naming its own virtual pid `vpid` (a Go runtime's
+/// `tgkill(getpid(), tid, SIGURG)` preemption, `raise`): sent by the supervisor to the real
+/// ids (`pid`). Any other target runs as it is.
+pub fn signal(vpid: i32, pid: i32, nr: i64, a: [u64; 6]) -> Answer {
+    let real = |v: u64| {
+        if v as i32 == vpid {
+            pid as i64
+        } else {
+            v as i32 as i64
+        }
+    };
+    let (x, y) = (a[0] as i32 == vpid, a[1] as i32 == vpid);
+    // SAFETY: kill, tkill and tgkill with integer arguments.
+    let r = unsafe {
+        match nr {
+            libc::SYS_tgkill if x || y => libc::syscall(nr, real(a[0]), real(a[1]), a[2]),
+            libc::SYS_kill | libc::SYS_tkill if x => libc::syscall(nr, real(a[0]), a[1]),
+            _ => return Answer::Continue,
+        }
+    };
+    if r == 0 {
+        Answer::Value(0)
+    } else {
+        Answer::Error(
+            std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EPERM),
+        )
+    }
+}

@@ -59,6 +59,8 @@ struct Supervisor {
     images: HashMap<i32, (Vec<(u64, u64)>, bool)>,
     /// A thread whose exec of a static binary is to be followed once its call runs.
     exec: Option<i32>,
+    /// The clock pages of Go processes whose vDSO reads them.
+    pages: HashMap<i32, super::vdso_clock::Page>,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -82,6 +84,7 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         waits: Waits::default(),
         images: HashMap::new(),
         exec: None,
+        pages: HashMap::new(),
     };
     let mut attached = traced;
     let mut sock_open = true;
@@ -176,7 +179,11 @@ impl Supervisor {
         }
         if st >> 8 == (libc::SIGTRAP | (libc::PTRACE_EVENT_EXEC << 8)) {
             self.go = super::auxv::is_go(self.pid);
-            super::auxv::fix(self.pid, self.world.at_random(), self.world.seal_clocks());
+            let seal = self.world.seal_clocks();
+            // A Go runtime keeps its vDSO, whose clock reads the image's clock page; anything
+            // else (or a Go image whose page could not be set up) loses it.
+            let fast = seal && self.go && self.fast_clock();
+            super::auxv::fix(self.pid, self.world.at_random(), seal && !fast);
             self.text = super::auxv::text_ranges(self.pid);
             self.bias = super::auxv::load_bias(self.pid, &self.text);
             // SAFETY: the tracee is in its exec stop.
@@ -188,6 +195,12 @@ impl Supervisor {
         // SAFETY: the tracee is stopped.
         unsafe { libc::ptrace(libc::PTRACE_CONT, self.pid, 0, sig as libc::c_long) };
         true
+    }
+
+    /// Sets up the clock page of the Go image just exec'd (stopped): whether it is in place.
+    fn fast_clock(&mut self) -> bool {
+        let page = super::vdso_clock::set_up(self.pid, &self.world, MONO_BASE_NS);
+        page.map(|p| self.pages.insert(self.pid, p)).is_some()
     }
 
     /// Receives one notification and answers it.
@@ -262,12 +275,28 @@ impl Supervisor {
             } else {
                 Answer::Value(0)
             };
-            if respond(listener, h.id, answer) && expired {
-                self.ensure(h.tgid);
-                let p = self.proc(h.tgid);
-                p.l = p.l.saturating_add(h.len_ns);
+            // The clock moves before the answer (the woken thread reads it from the page at
+            // once), and back if the call had gone meanwhile.
+            let d = if expired { h.len_ns } else { 0 };
+            self.advance(h.tgid, d);
+            if !respond(listener, h.id, answer) {
+                self.advance(h.tgid, -d);
+            } else if expired {
                 self.waits.moved(&go_clock::thread_ids(h.tgid));
             }
+        }
+    }
+
+    /// Moves process `tgid`'s clock by `d` ns (its page too).
+    fn advance(&mut self, tgid: i32, d: i64) {
+        if d == 0 {
+            return;
+        }
+        self.ensure(tgid);
+        let p = self.proc(tgid);
+        p.l = p.l.saturating_add(d);
+        if let Some(page) = self.pages.get(&tgid) {
+            page.advance(d);
         }
     }
 
@@ -387,7 +416,7 @@ impl Supervisor {
             libc::SYS_getppid if self.first(tgid) => Answer::Value(self.world.ppid as i64),
             libc::SYS_gettid if tid == self.pid => Answer::Value(self.world.vpid as i64),
             libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill if self.first(tgid) => {
-                self.signal(n.nr as i64, a)
+                super::notif::signal(self.world.vpid, self.pid, n.nr as i64, a)
             }
             libc::SYS_getrandom => self.getrandom(tid, tgid, a[0], a[1] as usize, a[2] as u32),
             libc::SYS_uname => self.uname(tid, a[0]),
@@ -428,40 +457,6 @@ impl Supervisor {
         });
         if let Some(slot) = slot {
             slot.count(fid, detail, n.ip);
-        }
-    }
-
-    /// A signal the exec'd process sends naming its own virtual pid (a Go runtime's
-    /// `tgkill(getpid(), tid, SIGURG)` preemption, `raise`): sent by the supervisor to the
-    /// real ids. Any other target runs as it is.
-    fn signal(&self, nr: i64, a: [u64; 6]) -> Answer {
-        let real = |v: u64| {
-            if v as i32 == self.world.vpid {
-                self.pid as i64
-            } else {
-                v as i32 as i64
-            }
-        };
-        let (x, y) = (
-            a[0] as i32 == self.world.vpid,
-            a[1] as i32 == self.world.vpid,
-        );
-        // SAFETY: kill, tkill and tgkill with integer arguments.
-        let r = unsafe {
-            match nr {
-                libc::SYS_tgkill if x || y => libc::syscall(nr, real(a[0]), real(a[1]), a[2]),
-                libc::SYS_kill | libc::SYS_tkill if x => libc::syscall(nr, real(a[0]), a[1]),
-                _ => return Answer::Continue,
-            }
-        };
-        if r == 0 {
-            Answer::Value(0)
-        } else {
-            Answer::Error(
-                std::io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(libc::EPERM),
-            )
         }
     }
 
@@ -554,7 +549,11 @@ impl Supervisor {
         self.merge_finished(tgid);
         if self.is_go(tgid) {
             // One clock for all the image's threads, still under reads unless this thread
-            // spins on it.
+            // spins on it. Where the vDSO reads it from a page, the page is where it is (its
+            // reads may have ticked it).
+            if let Some(c) = self.pages.get(&tgid).map(|p| p.c(MONO_BASE_NS)) {
+                self.proc(tgid).l = c;
+            }
             if self.waits.spinning(tid) {
                 let tick = self.world.tick_ns;
                 let p = self.proc(tgid);
