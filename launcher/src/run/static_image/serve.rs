@@ -566,7 +566,7 @@ impl Supervisor {
                 }
                 libc::CLOCK_TAI => Some(self.world.epoch_ns.saturating_add(l + TAI_OFFSET_NS)),
                 libc::CLOCK_PROCESS_CPUTIME_ID | libc::CLOCK_THREAD_CPUTIME_ID => Some(l),
-                c if c >= 0 && c <= libc::CLOCK_BOOTTIME_ALARM => Some(MONO_BASE_NS + l),
+                c if (0..=libc::CLOCK_BOOTTIME_ALARM).contains(&c) => Some(MONO_BASE_NS + l),
                 _ => None,
             };
         }
