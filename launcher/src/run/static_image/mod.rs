@@ -45,7 +45,8 @@ pub fn partly_sealed_line(program: &str) -> String {
     let (served, real) = if go {
         (
             "clocks (one per process, moved by its timer waits), entropy, pid and host name",
-            "map order and the runtime's fastrand (os.MkdirTemp names; seeded by rdtsc), ",
+            "map order and the runtime's fastrand (os.MkdirTemp names; seeded by seal, but \
+             drawn per thread as the scheduler runs goroutines), ",
         )
     } else {
         ("clocks, entropy, pid and host name", "")

@@ -186,6 +186,10 @@ impl Supervisor {
             super::auxv::fix(self.pid, self.world.at_random(), seal && !fast);
             self.text = super::auxv::text_ranges(self.pid);
             self.bias = super::auxv::load_bias(self.pid, &self.text);
+            if self.go && self.world.sealed(flags::RANDOM) {
+                let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x7473_63);
+                super::vdso_clock::seal_cputicks(self.pid, self.bias, ticks >> 1);
+            }
             // SAFETY: the tracee is in its exec stop.
             unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) };
             return false;
