@@ -187,7 +187,7 @@ impl Supervisor {
             self.text = super::auxv::text_ranges(self.pid);
             self.bias = super::auxv::load_bias(self.pid, &self.text);
             if self.go && self.world.sealed(flags::RANDOM) {
-                let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x7473_63);
+                let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x0074_7363);
                 super::vdso_clock::seal_cputicks(self.pid, self.bias, ticks >> 1);
             }
             // SAFETY: the tracee is in its exec stop.
