@@ -3,7 +3,8 @@
 //! (`launcher/src/run/static_image/go_clock.rs`): one clock per process, still under reads,
 //! moved when the runtime's timed netpoller wait expires with the image idle. Each test runs
 //! `fixtures/go/world` (clocks, math/rand, crypto/rand, map order, pid, host name, a temp
-//! name, a pool of goroutines on timers, a dynamic and a static child) five times.
+//! name, a pool of goroutines on timers, a pipe read with netpoller deadlines, a dynamic and a
+//! static child) five times.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -78,7 +79,7 @@ fn assert_sealed_world(o: &Output, cgo: bool) {
         "pid 1000 ppid 999 host seal\n",
         "pool g0 20ms, g1 40ms, g2 20ms, g3 200ms, g4 100ms, g5 120ms, g6 20ms, g7 200ms \
          context deadline exceeded\n",
-        "end 220ms\n",
+        "end 220ms\npipe 1 <nil> 40ms\npipe 0 read |0: i/o timeout 60ms\n",
         "child date <nil>: 1767225600.000000000\n",
     ];
     for w in want {
@@ -144,7 +145,7 @@ fn warp_skips_a_go_programs_sleeps() {
             "since 2s true\n",
             "pool g0 2s, g1 4s, g2 2s, g3 20s, g4 10s, g5 12s, g6 2s, g7 20s context deadline \
              exceeded\n",
-            "end 22s\n",
+            "end 22s\npipe 1 <nil> 4s\npipe 0 read |0: i/o timeout 6s\n",
         ] {
             assert!(first.stdout.contains(w), "missing {w:?}\n{}", first.show());
         }
@@ -153,7 +154,7 @@ fn warp_skips_a_go_programs_sleeps() {
 
 /// The census counts the calls the supervisor serves for a Go runtime per process, static or
 /// cgo (beside libseal's counts of its C library's): `crypto/rand`'s one `getrandom`, and in
-/// the cgo program `time.now`'s 20 wall-clock reads (one per `time.Now()` the program makes;
+/// the cgo program `time.now`'s 23 wall-clock reads (one per `time.Now()` the program makes;
 /// a static one reads them from its clock page, uncounted). The old build counted nothing for
 /// cgo (no slot), and no clock reads (they went to the vDSO).
 #[test]
@@ -189,7 +190,7 @@ fn the_census_counts_a_go_runtimes_served_calls() {
         };
         // A static image's runtime reads its clock from the page its vDSO was given: no
         // system call, nothing counted; a cgo one's reads are system calls.
-        let reads = if cgo { 20 } else { 0 };
+        let reads = if cgo { 23 } else { 0 };
         assert_eq!(
             from("clock_gettime", "CLOCK_REALTIME", "time.now"),
             reads,

@@ -227,6 +227,11 @@ impl Supervisor {
             if let (Some((l, mono, drawn)), Some(p)) = (before, self.procs.get_mut(&tgid)) {
                 (p.l, p.mono, p.stream.n) = (l, mono, drawn);
             }
+            // Counted again when it is made again.
+            let slots = self.census.as_mut();
+            if let Some(Some(slot)) = slots.and_then(|s| s.get_mut(&tgid)) {
+                slot.uncount(n.nr as i64, &n.args, n.ip);
+            }
         }
     }
 
