@@ -59,29 +59,56 @@ const JEQ: u16 = 0x15;
 const JGE: u16 = 0x35;
 const RET: u16 = 0x06;
 
+/// Timed waits sent to the supervisor when their timeout is positive (`epoll_wait`,
+/// `epoll_pwait`): a Go runtime's netpoller waits there for its timer heap, so a Go image's
+/// clock moves when such a wait expires (the supervisor holds it until the image is idle).
+/// A zero timeout (a poll) or an infinite one (-1) runs as it is, unseen.
+pub const TIMED_WAITS: [u32; 2] = [232, 281];
+
+/// `execve`, sent to the supervisor too: an image's exec of a static binary (a Go program
+/// running a static child, past any hook) is followed to its exec stop, where the new image is
+/// set up as the first one was.
+pub const EXEC: u32 = 59;
+
 /// Instructions in [`filter`].
-pub const FILTER_LEN: usize = CALLS.len() + 6;
+pub const FILTER_LEN: usize = CALLS.len() + 12;
 
 /// The filter: another architecture's calls (`int 0x80`) and x32 calls are allowed; a call in
-/// [`CALLS`] is a user notification; everything else is allowed.
+/// [`CALLS`] is a user notification, and so is a call in [`TIMED_WAITS`] whose timeout (its
+/// fourth argument, an `int`) is positive; everything else is allowed.
 pub const fn filter() -> [SockFilter; FILTER_LEN] {
     const fn op(code: u16, jt: u8, jf: u8, k: u32) -> SockFilter {
         SockFilter { code, jt, jf, k }
     }
     let n = CALLS.len();
-    let allow = n + 4;
+    let (waits, allow, notify) = (n + 5, n + 10, n + 11);
+    // A jump from instruction `at` to `to` (jumps are forward, relative to the next one).
+    const fn to(at: usize, to: usize) -> u8 {
+        (to - at - 1) as u8
+    }
     let mut f = [op(0, 0, 0, 0); FILTER_LEN];
     f[0] = op(LD_ABS, 0, 0, 4); // seccomp_data.arch
-    f[1] = op(JEQ, 0, (allow - 2) as u8, ARCH_X86_64);
+    f[1] = op(JEQ, 0, to(1, allow), ARCH_X86_64);
     f[2] = op(LD_ABS, 0, 0, 0); // seccomp_data.nr
-    f[3] = op(JGE, (allow - 4) as u8, 0, 0x4000_0000); // __X32_SYSCALL_BIT
+    f[3] = op(JGE, to(3, allow), 0, 0x4000_0000); // __X32_SYSCALL_BIT
     let mut i = 0;
     while i < n {
-        f[4 + i] = op(JEQ, (n - i) as u8, 0, CALLS[i].0);
+        f[4 + i] = op(JEQ, to(4 + i, notify), 0, CALLS[i].0);
         i += 1;
     }
+    f[n + 4] = op(JEQ, to(n + 4, notify), 0, EXEC);
+    f[waits] = op(JEQ, to(waits, waits + 2), 0, TIMED_WAITS[0]);
+    f[waits + 1] = op(JEQ, 0, to(waits + 1, allow), TIMED_WAITS[1]);
+    f[waits + 2] = op(LD_ABS, 0, 0, 16 + 3 * 8); // seccomp_data.args[3], low word
+    f[waits + 3] = op(JEQ, to(waits + 3, allow), 0, 0);
+    f[waits + 4] = op(
+        JGE,
+        to(waits + 4, allow),
+        to(waits + 4, notify),
+        0x8000_0000,
+    );
     f[allow] = op(RET, 0, 0, RET_ALLOW);
-    f[allow + 1] = op(RET, 0, 0, RET_USER_NOTIF);
+    f[notify] = op(RET, 0, 0, RET_USER_NOTIF);
     f
 }
 
@@ -145,13 +172,25 @@ mod tests {
 
     /// Runs the filter on one (arch, nr) as the kernel would.
     fn run(arch: u32, nr: u32) -> u32 {
+        run_with(arch, nr, 0)
+    }
+
+    /// Runs the filter on one (arch, nr, fourth argument's low word).
+    fn run_with(arch: u32, nr: u32, arg3: u32) -> u32 {
         let f = filter();
         let mut pc = 0;
         let mut acc = 0u32;
         loop {
             let i = f[pc];
             match i.code {
-                LD_ABS => acc = if i.k == 4 { arch } else { nr },
+                LD_ABS => {
+                    acc = match i.k {
+                        4 => arch,
+                        0 => nr,
+                        40 => arg3,
+                        _ => panic!("bad load"),
+                    }
+                }
                 JEQ => pc += if acc == i.k { i.jt } else { i.jf } as usize,
                 JGE => pc += if acc >= i.k { i.jt } else { i.jf } as usize,
                 RET => return i.k,
@@ -164,11 +203,30 @@ mod tests {
     #[test]
     fn the_filter_notifies_exactly_the_listed_calls() {
         for nr in 0..500 {
-            let listed = CALLS.iter().any(|c| c.0 == nr);
+            let listed = CALLS.iter().any(|c| c.0 == nr) || nr == EXEC;
             let want = if listed { RET_USER_NOTIF } else { RET_ALLOW };
             assert_eq!(run(ARCH_X86_64, nr), want, "{nr}");
             assert_eq!(run(0x4000_0003, nr), RET_ALLOW, "i386 {nr}");
         }
         assert_eq!(run(ARCH_X86_64, 0x4000_0000 | 228), RET_ALLOW);
+    }
+
+    #[test]
+    fn timed_waits_notify_only_with_a_positive_timeout() {
+        for nr in TIMED_WAITS {
+            assert_eq!(run_with(ARCH_X86_64, nr, 0), RET_ALLOW, "poll {nr}");
+            assert_eq!(
+                run_with(ARCH_X86_64, nr, u32::MAX),
+                RET_ALLOW,
+                "infinite {nr}"
+            );
+            assert_eq!(run_with(ARCH_X86_64, nr, 1), RET_USER_NOTIF, "1 ms {nr}");
+            assert_eq!(
+                run_with(ARCH_X86_64, nr, 0x7fff_ffff),
+                RET_USER_NOTIF,
+                "{nr}"
+            );
+            assert_eq!(run_with(0x4000_0003, nr, 5), RET_ALLOW, "i386 {nr}");
+        }
     }
 }

@@ -2,7 +2,9 @@
 //! user notification answered by seal's supervisor), bare, sealed and under libfaketime (which
 //! cannot load into a static binary: its figures are the bare ones, with the real time);
 //! start-up of a static `true` and of a Go hello world (static, and with cgo), bare and sealed,
-//! each on its own and 50 times from one shell (what one more image costs a running run).
+//! each on its own and 50 times from one shell (what one more image costs a running run); a Go
+//! loop of `time.Now()` and `crypto/rand` (its runtime's `getrandom` served by the supervisor;
+//! per-call figures are per round).
 //! Side by side in one run, modes rotating every round.
 
 use std::ffi::OsString;
@@ -15,6 +17,8 @@ use crate::process::{self, Runs};
 
 /// `clock_gettime` calls of one run of the loop.
 pub const LOOP_CALLS: u64 = 20_000;
+/// Rounds of the Go loop (each: `time.Now()`, two clock reads, and one `getrandom`).
+pub const GO_ROUNDS: u64 = 2_000;
 
 struct Case {
     label: String,
@@ -68,6 +72,27 @@ fn plan(root: &Path, dir: &Path) -> Vec<(String, PathBuf, Vec<OsString>, bool, u
         ));
     }
     if crate::which("go").is_some() {
+        let bin = dir.join("go_loop");
+        let ok = build(
+            Command::new("go")
+                .args(["build", "-o"])
+                .arg(&bin)
+                .arg(root.join("fixtures/bench/go_loop.go"))
+                .env("CGO_ENABLED", "0")
+                .env("GOCACHE", dir.join("go-cache"))
+                .env("GOPATH", dir.join("go-path"))
+                .env("GO111MODULE", "off"),
+            "go build",
+        );
+        if ok.is_ok() {
+            plan.push((
+                format!("Go loop, static, {GO_ROUNDS} × (`time.Now()` + 8 bytes of `crypto/rand`)"),
+                bin,
+                vec![GO_ROUNDS.to_string().into()],
+                true,
+                GO_ROUNDS,
+            ));
+        }
         for (cgo, label, src) in [("0", "static", "hello.go"), ("1", "cgo", "hello_cgo.go")] {
             let bin = dir.join(format!("hello_{label}"));
             let ok = build(

@@ -13,6 +13,7 @@ mod cpu;
 mod cpython;
 mod devices;
 mod doctor;
+mod go_images;
 mod golden;
 mod golden_travel;
 mod hardening;

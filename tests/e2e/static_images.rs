@@ -207,8 +207,9 @@ fn a_static_go_program_runs_partly_sealed_and_says_what_is_not() {
         first = Some(crand.to_string());
         assert!(
             o.stderr.contains(&format!(
-                "partly sealed (static-binary-supervised): {}: entropy, pid and host name are \
-                 served by seal's supervisor; real: clocks",
+                "partly sealed (static-binary-supervised): {}: clocks (one per process, moved \
+                 by its timer waits), entropy, pid and host name are served by seal's \
+                 supervisor; real: map order",
                 bin.display()
             )),
             "{}",
@@ -285,8 +286,8 @@ fn a_cgo_go_program_sees_one_pid_and_one_host_name() {
         first = Some(o.stdout.clone());
         let want = format!(
             "partly sealed (go-runtime-supervised): {}: libseal seals its C library's calls; the \
-             Go runtime's raw getpid, getrandom, uname and signal calls are served by seal's \
-             supervisor; real: the runtime's clocks",
+             Go runtime's clocks (one per process, moved by its timer waits) and raw getpid, \
+             getrandom, uname and signal calls are served by seal's supervisor; real: map order",
             bin.display()
         );
         assert_eq!(

@@ -129,9 +129,26 @@ fn report(cause: u32) {
 }
 
 /// Does the main program carry a Go build id note (`.note.go.buildid`: owner "Go", type 4)?
-/// Read from its program headers, already in memory.
+/// Read from its program headers, already in memory, once per image (libseal's constructor
+/// asks, then `on_start`): 0 not yet known, 1 no, 2 yes.
 #[cfg(not(test))]
 pub(crate) fn is_go_program() -> bool {
+    use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
+    static GO: AtomicU8 = AtomicU8::new(0);
+    match GO.load(Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let go = find_go_note();
+            GO.store(if go { 2 } else { 1 }, Relaxed);
+            go
+        }
+    }
+}
+
+/// [`is_go_program`], looked for.
+#[cfg(not(test))]
+fn find_go_note() -> bool {
     // SAFETY: getauxval has no preconditions.
     let (phdr, phnum) = unsafe {
         (

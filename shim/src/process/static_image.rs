@@ -318,6 +318,10 @@ pub unsafe fn supervise_go(envp: Argv) {
     let ppid = crate::process::vpid::getppid_value();
     // SAFETY: per the contract.
     let kind = if unsafe { supervise_self(envp, vpid, ppid) } {
+        if config::sealed(seal_abi::flags::TIME) {
+            // SAFETY: per the contract.
+            unsafe { hide_vdso(envp) };
+        }
         GO_SUPERVISED
     } else {
         GO_RUNTIME
@@ -325,4 +329,51 @@ pub unsafe fn supervise_go(envp: Argv) {
     let mut exe = [0u8; 4096];
     let n = sys::readlink(b"/proc/self/exe\0", &mut exe);
     crate::core::census::record_unsealed(kind, &exe[..n]);
+}
+
+/// Hides the vDSO from the Go runtime: its `AT_SYSINFO_EHDR` entry in the auxiliary vector on
+/// the stack (after the environment vector's NULL), which the runtime reads when it starts,
+/// becomes `AT_IGNORE`, so the runtime reads its clocks by system call, which the supervisor
+/// serves (C library and loader read theirs long before; libseal seals libc's). Done only
+/// when the vector found there is the kernel's (its `AT_PHDR` and `AT_SYSINFO_EHDR` are
+/// `getauxval`'s): an environment vector copied elsewhere leaves it as it is.
+///
+/// # Safety
+/// `envp` is the image's initial environment vector; only one thread runs.
+unsafe fn hide_vdso(envp: Argv) {
+    const AT_IGNORE: u64 = 1;
+    // SAFETY: getauxval has no preconditions.
+    let (phdr, vdso) = unsafe {
+        (
+            libc::getauxval(libc::AT_PHDR),
+            libc::getauxval(libc::AT_SYSINFO_EHDR),
+        )
+    };
+    if envp.is_null() || vdso == 0 {
+        return;
+    }
+    // SAFETY: a NULL-terminated vector; on the initial stack the auxiliary vector's (type,
+    // value) words follow its NULL, ended by AT_NULL; at most 64 pairs are looked at, and the
+    // vector is used only when it holds the kernel's own values.
+    unsafe {
+        let mut p = envp;
+        while !(*p).is_null() {
+            p = p.add(1);
+        }
+        let auxv = p.add(1) as *mut u64;
+        let mut at = None;
+        let mut phdr_seen = false;
+        for i in 0..64 {
+            let (kind, value) = (*auxv.add(2 * i), *auxv.add(2 * i + 1));
+            match kind {
+                0 => break,
+                k if k == libc::AT_PHDR => phdr_seen = value == phdr,
+                k if k == libc::AT_SYSINFO_EHDR && value == vdso => at = Some(auxv.add(2 * i)),
+                _ => {}
+            }
+        }
+        if let (Some(entry), true) = (at, phdr_seen) {
+            *entry = AT_IGNORE;
+        }
+    }
 }

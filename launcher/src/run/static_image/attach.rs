@@ -5,7 +5,7 @@
 
 use seal_abi::supervised::{msg, SUPERVISOR_ARG};
 
-use super::{auxv, remote, serve};
+use super::{auxv, remote, serve, world};
 use std::ffi::OsString;
 
 /// `seal __static-supervisor FD PID`.
@@ -15,7 +15,7 @@ pub fn supervise(args: &[OsString]) -> i32 {
         eprintln!("seal: {SUPERVISOR_ARG}: FD and PID are needed");
         return 2;
     };
-    let mut world = serve::World::from_env();
+    let mut world = world::World::from_env();
     if let (Some(vpid), Some(ppid)) = (num(2), num(3)) {
         // A process that supervises itself: nothing to trace.
         world.set_identity(vpid, ppid);

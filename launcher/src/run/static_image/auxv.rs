@@ -197,6 +197,16 @@ pub fn load_bias(pid: i32, text: &[(u64, u64)]) -> u64 {
         .unwrap_or_else(|| text.iter().map(|r| r.0).min().unwrap_or(0))
 }
 
+/// Where `pid`'s vDSO is mapped (its `AT_SYSINFO_EHDR`, from `/proc/PID/auxv`).
+pub fn vdso_base(pid: i32) -> Option<u64> {
+    let auxv = std::fs::read(format!("/proc/{pid}/auxv")).ok()?;
+    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+    auxv.chunks_exact(16)
+        .find(|p| word(&p[..8]) == AT_SYSINFO_EHDR)
+        .map(|p| word(&p[8..]))
+        .filter(|&b| b != 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

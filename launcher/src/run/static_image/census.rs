@@ -150,6 +150,24 @@ impl Slot {
         self.put(off, &pair);
     }
 
+    /// Takes back one count of system call `nr` (with `args`) at `ip` (a call that will be
+    /// made again).
+    pub fn uncount(&mut self, nr: i64, args: &[u64; 6], ip: u64) {
+        let Some((fid, detail)) = fid_of(nr, args) else {
+            return;
+        };
+        let key = census_key(ip, fid, detail);
+        let Some((i, n)) = self.counts.get_mut(&key) else {
+            return;
+        };
+        *n = n.saturating_sub(1);
+        let (i, n) = (*i, *n);
+        let mut pair = [0u8; 16];
+        pair[..8].copy_from_slice(&key.to_le_bytes());
+        pair[8..].copy_from_slice(&n.to_le_bytes());
+        self.put(CensusFile::slot_offset(i) as u64, &pair);
+    }
+
     fn put(&self, off: u64, data: &[u8]) {
         // A failed write (a full file system) leaves the census short, as a failed page
         // reservation does in libseal; the run goes on.

@@ -17,9 +17,14 @@
 mod attach;
 mod auxv;
 mod census;
+mod exec_child;
+mod go_clock;
+mod notif;
 mod remote;
 mod serve;
 mod server;
+mod vdso_clock;
+mod world;
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -45,9 +50,9 @@ pub fn partly_sealed_line(program: &str) -> String {
     let go = std::fs::read(program).is_ok_and(|b| auxv::go_note(&b));
     let (served, real) = if go {
         (
-            "entropy, pid and host name",
-            "clocks (a Go runtime's threads read them on their own schedule), map order (seeded \
-             by rdtsc), ",
+            "clocks (one per process, moved by its timer waits), entropy, pid and host name",
+            "map order and the runtime's fastrand (os.MkdirTemp names; seeded by seal, but \
+             drawn per thread as the scheduler runs goroutines), ",
         )
     } else {
         ("clocks, entropy, pid and host name", "")
@@ -63,10 +68,10 @@ pub fn partly_sealed_line(program: &str) -> String {
 pub fn go_line(program: &str) -> String {
     format!(
         "partly sealed (go-runtime-supervised): {program}: libseal seals its C library's calls; \
-         the Go runtime's raw getpid, getrandom, uname and signal calls are served by seal's \
-         supervisor; real: the runtime's clocks (read from the vDSO: time.Now, timers), map \
-         order (seeded by rdtsc), tids of its other threads, pids of children it starts by raw \
-         clone"
+         the Go runtime's clocks (one per process, moved by its timer waits) and raw getpid, \
+         getrandom, uname and signal calls are served by seal's supervisor; real: map order and \
+         the runtime's fastrand (os.MkdirTemp names; seeded by rdtsc), tids of its other \
+         threads, pids of children it starts"
     )
 }
 

@@ -7,128 +7,23 @@
 //! moves the wall clock; the process's virtual pid and parent pid; an entropy stream keyed by
 //! the seed and the process's lineage. A call made from outside the static image's own code
 //! (a dynamic descendant's libseal or libc, which seal already or which must see real values)
-//! runs as it is.
-
-use std::collections::HashMap;
-use std::os::unix::ffi::OsStrExt;
+//! runs as it is. A Go image's clock is one per process and moves only by its held timer
+//! waits (`go_clock.rs`; read from a page in a static one, `vdso_clock.rs`).
 
 use seal_abi::flags;
+use std::collections::HashMap;
 
 use super::census;
+use super::go_clock::{self, Held, Waits};
+use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{alive, child_signals, drain, proc_status_field, read, write};
-use seal_abi::supervised::{msg, CALLS};
+use super::world::{Stream, World};
+use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
 const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
 /// `CLOCK_TAI` runs this far ahead of `CLOCK_REALTIME`.
 const TAI_OFFSET_NS: i64 = 37 * 1_000_000_000;
-/// What a sealed `uname` says for release and version (family `machine`), as libseal does.
-const RELEASE: &[u8] = b"6.1.0-seal";
-const VERSION: &[u8] = b"#1 SMP seal";
-
-/// The run's settings and the image's identity, from the `LIBSEAL_*` environment.
-pub struct World {
-    epoch_ns: i64,
-    tick_ns: i64,
-    seed: u64,
-    flags: u32,
-    hostname: Vec<u8>,
-    cpus: u32,
-    clock: i64,
-    vpid: i32,
-    ppid: i32,
-    lineage: u64,
-    gen: u32,
-    run_dir: Option<std::path::PathBuf>,
-}
-
-impl World {
-    pub fn from_env() -> World {
-        use seal_abi::settings as s;
-        let vars: HashMap<&'static str, Vec<u8>> = s::VARS
-            .iter()
-            .chain(s::PER_PROCESS.iter())
-            .filter_map(|&n| Some((n, std::env::var_os(n)?.as_bytes().to_vec())))
-            .collect();
-        // No run directory (cannot happen: libseal starts the supervisor in a run): the
-        // defaults, with a run directory to decode them.
-        let settings = s::Settings::decode(|n| match vars.get(n) {
-            Some(v) => Some(v.as_slice()),
-            None if n == s::RUN_DIR => Some(b"-"),
-            None => None,
-        })
-        .expect("a run directory is given");
-        let text = |n: &str| {
-            vars.get(n)
-                .and_then(|v| std::str::from_utf8(v).ok())
-                .map(str::to_owned)
-        };
-        let dec = |n: &str| text(n).and_then(|v| v.parse::<i64>().ok());
-        World {
-            epoch_ns: settings.epoch_ns,
-            tick_ns: settings.tick_ns,
-            seed: settings.seed,
-            flags: settings.flags,
-            hostname: settings.hostname.to_vec(),
-            cpus: settings.cpus,
-            clock: dec(s::CLOCK).unwrap_or(0),
-            vpid: dec(s::VPID).unwrap_or(0) as i32,
-            ppid: dec(s::PPID).unwrap_or(0) as i32,
-            lineage: text(s::LINEAGE)
-                .and_then(|v| u64::from_str_radix(&v, 16).ok())
-                .unwrap_or(seal_abi::ROOT_LINEAGE),
-            gen: dec(s::GEN).unwrap_or(0) as u32,
-            run_dir: text(s::RUN_DIR).map(Into::into),
-        }
-    }
-
-    /// The identity libseal gives a process that supervises itself.
-    pub fn set_identity(&mut self, vpid: i32, ppid: i32) {
-        (self.vpid, self.ppid) = (vpid, ppid);
-    }
-
-    fn sealed(&self, family: u32) -> bool {
-        self.flags & family != 0
-    }
-
-    /// The 16 `AT_RANDOM` bytes of the image.
-    pub fn at_random(&self) -> [u8; 16] {
-        let mut s = Stream::new(self.seed, self.lineage ^ 0x6175_7876_5f72_6e64);
-        let mut b = [0u8; 16];
-        s.fill(&mut b);
-        b
-    }
-
-    /// Is the image's clock to be served by system call (its vDSO removed)? Not for a Go
-    /// runtime, whose own threads read the monotonic clock on their own schedule (a logical
-    /// clock there is not stable, and its timers would wait on it): its clocks stay real.
-    pub fn seal_clocks(&self, go: bool) -> bool {
-        self.sealed(flags::TIME) && !go
-    }
-}
-
-/// An entropy stream: `mix64` in counter mode, keyed by the seed and a stream id.
-struct Stream {
-    key: u64,
-    n: u64,
-}
-
-impl Stream {
-    fn new(seed: u64, id: u64) -> Stream {
-        Stream {
-            key: seal_abi::mix64(seed ^ seal_abi::mix64(id)),
-            n: 0,
-        }
-    }
-    fn fill(&mut self, out: &mut [u8]) {
-        for chunk in out.chunks_mut(8) {
-            let v = seal_abi::mix64(self.key ^ seal_abi::mix64(self.n)).to_le_bytes();
-            self.n += 1;
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-}
-
 /// One process of the image, as the supervisor knows it.
 struct Proc {
     l: i64,
@@ -150,43 +45,23 @@ struct Supervisor {
     /// Thread id → process (thread group) id.
     tgids: HashMap<i32, i32>,
     children: u64,
-    /// Each process's census slot (`None`: not counted); none for a process that
-    /// supervises itself, which libseal counts.
+    /// Each process's census slot (`None`: not counted). For a process that supervises itself
+    /// (cgo Go), a slot beside libseal's, with the same virtual pid and generation: the census
+    /// adds the runtime's served calls to its C library's.
     census: Option<HashMap<i32, Option<census::Slot>>>,
     /// The image's load bias, for the census's module record.
     bias: u64,
-}
-
-/// `struct seccomp_notif` and `struct seccomp_notif_resp` (<linux/seccomp.h>).
-#[repr(C)]
-#[derive(Default)]
-struct Notif {
-    id: u64,
-    pid: u32,
-    flags: u32,
-    nr: i32,
-    arch: u32,
-    ip: u64,
-    args: [u64; 6],
-}
-#[repr(C)]
-#[derive(Default)]
-struct Resp {
-    id: u64,
-    val: i64,
-    error: i32,
-    flags: u32,
-}
-const NOTIF_RECV: libc::c_ulong = 0xc050_2100;
-const NOTIF_SEND: libc::c_ulong = 0xc018_2101;
-const FLAG_CONTINUE: u32 = 1;
-
-/// What to answer one call.
-enum Answer {
-    /// Run it as it is.
-    Continue,
-    Value(i64),
-    Error(i32),
+    /// Is the image a Go runtime (one clock per process, moved by its held waits)?
+    go: bool,
+    waits: Waits,
+    /// Images the image's processes exec'd (static ones, set up here): each process's
+    /// executable ranges and whether it is a Go runtime. A process not here runs the first
+    /// image.
+    images: HashMap<i32, (Vec<(u64, u64)>, bool)>,
+    /// A thread whose exec of a static binary is to be followed once its call runs.
+    exec: Option<i32>,
+    /// The clock pages of Go processes whose vDSO reads them.
+    pages: HashMap<i32, super::vdso_clock::Page>,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -203,8 +78,14 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         procs: HashMap::new(),
         tgids: HashMap::new(),
         children: 0,
-        census: traced.then(HashMap::new),
+        census: Some(HashMap::new()),
         bias: 0,
+        // A process that supervises itself is a dynamically linked Go program.
+        go: !traced,
+        waits: Waits::default(),
+        images: HashMap::new(),
+        exec: None,
+        pages: HashMap::new(),
     };
     let mut attached = traced;
     let mut sock_open = true;
@@ -212,7 +93,7 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
     // soon as it happens (polling waitpid every 10 ms cost 5 ms of every static start-up).
     let stops = if traced { child_signals() } else { -1 };
     loop {
-        let mut fds = [
+        let mut fds = vec![
             libc::pollfd {
                 fd: listener,
                 events: libc::POLLIN,
@@ -229,10 +110,28 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
                 revents: 0,
             },
         ];
-        // While attached without a signalfd, the exec stop is looked for every 10 ms.
-        let timeout = if attached && stops < 0 { 10 } else { -1 };
-        // SAFETY: three pollfd entries we own.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) };
+        // A held wait returns when its epoll instance has an event.
+        fds.extend(sv.waits.held.iter().map(|h| libc::pollfd {
+            fd: h.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        }));
+        // While attached without a signalfd, the exec stop is looked for every 10 ms; held
+        // waits are looked at when they may be released.
+        let held = sv.waits.timeout(sv.world.sealed(flags::WARP));
+        let timeout = match (attached && stops < 0, held) {
+            (true, _) => Some(std::time::Duration::from_millis(10)),
+            (false, h) => h,
+        };
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs() as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let tsp = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: pollfd entries we own, an optional timespec, no signal mask.
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as _, tsp, std::ptr::null()) };
         if fds[2].revents & libc::POLLIN != 0 {
             drain(stops);
         }
@@ -261,6 +160,9 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         } else if fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
             return 0;
         }
+        if !sv.waits.held.is_empty() {
+            sv.release(listener);
+        }
     }
 }
 
@@ -277,10 +179,18 @@ impl Supervisor {
             return false;
         }
         if st >> 8 == (libc::SIGTRAP | (libc::PTRACE_EVENT_EXEC << 8)) {
-            let go = super::auxv::is_go(self.pid);
-            super::auxv::fix(self.pid, self.world.at_random(), self.world.seal_clocks(go));
+            self.go = super::auxv::is_go(self.pid);
+            let seal = self.world.seal_clocks();
+            // A Go runtime keeps its vDSO, whose clock reads the image's clock page; anything
+            // else (or a Go image whose page could not be set up) loses it.
+            let fast = seal && self.go && self.fast_clock();
+            super::auxv::fix(self.pid, self.world.at_random(), seal && !fast);
             self.text = super::auxv::text_ranges(self.pid);
             self.bias = super::auxv::load_bias(self.pid, &self.text);
+            if self.go && self.world.sealed(flags::RANDOM) {
+                let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x0074_7363);
+                super::vdso_clock::seal_cputicks(self.pid, self.bias, ticks >> 1);
+            }
             // SAFETY: the tracee is in its exec stop.
             unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) };
             return false;
@@ -292,6 +202,12 @@ impl Supervisor {
         true
     }
 
+    /// Sets up the clock page of the Go image just exec'd (stopped): whether it is in place.
+    fn fast_clock(&mut self) -> bool {
+        let page = super::vdso_clock::set_up(self.pid, &self.world, MONO_BASE_NS);
+        page.map(|p| self.pages.insert(self.pid, p)).is_some()
+    }
+
     /// Receives one notification and answers it.
     fn one(&mut self, listener: i32) {
         let mut n = Notif::default();
@@ -299,33 +215,179 @@ impl Supervisor {
         if unsafe { libc::ioctl(listener, NOTIF_RECV, &mut n) } != 0 {
             return; // the caller died meanwhile, or a signal
         }
+        // A call a signal interrupts while it waits for the answer is made again: what the
+        // answer drew (a tick, entropy) is put back, or the next run draws differently.
+        let tgid = self.tgid(n.pid as i32);
+        let before = self.procs.get(&tgid).map(|p| (p.l, p.mono, p.stream.n));
         let answer = self.answer(&n);
-        let mut resp = Resp {
-            id: n.id,
-            ..Resp::default()
-        };
-        match answer {
-            Answer::Continue => resp.flags = FLAG_CONTINUE,
-            Answer::Value(v) => resp.val = v,
-            Answer::Error(e) => resp.error = -e,
+        let ok = respond(listener, n.id, answer);
+        if let Some(tid) = self.exec.take() {
+            self.follow_exec(tid, ok);
         }
-        // SAFETY: a seccomp_notif_resp we own; an id that is no longer valid fails harmlessly.
-        unsafe { libc::ioctl(listener, NOTIF_SEND, &mut resp) };
+        if !ok {
+            if let (Some((l, mono, drawn)), Some(p)) = (before, self.procs.get_mut(&tgid)) {
+                (p.l, p.mono, p.stream.n) = (l, mono, drawn);
+            }
+            // Counted again when it is made again.
+            let slots = self.census.as_mut();
+            if let Some(Some(slot)) = slots.and_then(|s| s.get_mut(&tgid)) {
+                slot.uncount(n.nr as i64, &n.args, n.ip);
+            }
+        }
+    }
+
+    /// A held wait of a Go image (`epoll_pwait` with a timeout): it runs at once when its
+    /// epoll instance has an event, else waits for [`Supervisor::release`].
+    fn hold(&mut self, n: &Notif, tgid: i32) -> Answer {
+        let fd = self.waits.copy_of(tgid, n.args[0] as i32);
+        if fd < 0 || go_clock::ready(fd) {
+            return Answer::Continue;
+        }
+        let ms = n.args[3] as i32 as i64;
+        self.waits.hold(Held {
+            id: n.id,
+            tid: n.pid as i32,
+            tgid,
+            len_ns: ms * 1_000_000,
+            deadline: std::time::Instant::now() + std::time::Duration::from_millis(ms as u64),
+            fd,
+        });
+        Answer::Held
+    }
+
+    /// Answers the held waits that may go: one whose epoll instance has an event runs as it
+    /// is; one whose process is idle (under `--warp` at once, else past its real deadline too)
+    /// moves its process's clock by its length and returns no events.
+    fn release(&mut self, listener: i32) {
+        let warp = self.world.sealed(flags::WARP);
+        let mut i = 0;
+        while i < self.waits.held.len() {
+            let h = &self.waits.held[i];
+            let now = std::time::Instant::now();
+            let ready = go_clock::ready(h.fd);
+            // Idle: every thread asleep, none waiting for an answer here (a thread waiting
+            // for its clock read sleeps too), and still no event (a thread that made one,
+            // a new earlier timer waking the netpoller through its eventfd, ran before the
+            // first look at the threads).
+            let expired = !ready
+                && (now >= h.deadline + go_clock::STUCK
+                    || ((warp || now >= h.deadline)
+                        && go_clock::idle(h.tgid)
+                        && !go_clock::ready(listener)))
+                && !go_clock::ready(h.fd);
+            if !ready && !expired {
+                i += 1;
+                continue;
+            }
+            let h = self.waits.held.remove(i);
+            let answer = if ready {
+                Answer::Continue
+            } else {
+                Answer::Value(0)
+            };
+            // The clock moves before the answer (the woken thread reads it from the page at
+            // once), and back if the call had gone meanwhile.
+            let d = if expired { h.len_ns } else { 0 };
+            self.advance(h.tgid, d);
+            if !respond(listener, h.id, answer) {
+                self.advance(h.tgid, -d);
+            } else if expired {
+                self.waits.moved(&go_clock::thread_ids(h.tgid));
+            }
+        }
+    }
+
+    /// Moves process `tgid`'s clock by `d` ns (its page too).
+    fn advance(&mut self, tgid: i32, d: i64) {
+        if d == 0 {
+            return;
+        }
+        self.ensure(tgid);
+        let p = self.proc(tgid);
+        p.l = p.l.saturating_add(d);
+        if let Some(page) = self.pages.get(&tgid) {
+            page.advance(d);
+        }
+    }
+
+    /// Follows thread `tid`'s exec of a static binary (its call now runs, if `ran`) to its
+    /// exec stop, and sets the new image up there.
+    fn follow_exec(&mut self, tid: i32, ran: bool) {
+        if !ran {
+            super::remote::detach_running(tid);
+            return;
+        }
+        self.children += 1;
+        let mut r = self.world.at_random();
+        r[..8].copy_from_slice(&seal_abi::mix64(self.world.seed ^ self.children).to_le_bytes());
+        let drop_vdso = self.world.seal_clocks();
+        let mut image = None;
+        super::exec_child::follow(tid, |pid| {
+            super::auxv::fix(pid, r, drop_vdso);
+            image = Some((pid, super::auxv::text_ranges(pid), super::auxv::is_go(pid)));
+        });
+        if let Some((pid, text, go)) = image {
+            self.images.insert(pid, (text, go));
+        }
+    }
+
+    /// The image process `tgid` runs: its executable ranges and whether it is a Go runtime.
+    fn image(&mut self, tgid: i32) -> (&[(u64, u64)], bool) {
+        if !self.images.contains_key(&tgid) && tgid != self.pid {
+            // A fork of a process that exec'd another image runs that image.
+            let parent = proc_status_field(tgid, "PPid:").unwrap_or(0);
+            if let Some(i) = self.images.get(&parent).cloned() {
+                self.images.insert(tgid, i);
+            }
+        }
+        match self.images.get(&tgid) {
+            Some((t, go)) => (t, *go),
+            None => (&self.text, self.go),
+        }
+    }
+
+    fn is_go(&mut self, tgid: i32) -> bool {
+        self.image(tgid).1
     }
 
     fn answer(&mut self, n: &Notif) -> Answer {
-        let in_image = self.text.iter().any(|&(a, b)| (a..b).contains(&n.ip));
-        let family = CALLS.iter().find(|c| c.0 as i32 == n.nr).map_or(0, |c| c.1);
+        let tgid = self.tgid(n.pid as i32);
+        let in_image = self
+            .image(tgid)
+            .0
+            .iter()
+            .any(|&(a, b)| (a..b).contains(&n.ip));
+        if n.nr as u32 == EXEC {
+            // Only an image's own exec of a static binary is followed (a dynamic process's
+            // goes through libseal's hook).
+            let tid = n.pid as i32;
+            if in_image
+                && super::exec_child::static_target(tid, n.args[0])
+                && super::exec_child::seize(tid)
+            {
+                self.exec = Some(tid);
+            }
+            return Answer::Continue;
+        }
+        let family = if TIMED_WAITS.contains(&(n.nr as u32)) {
+            flags::TIME
+        } else {
+            CALLS.iter().find(|c| c.0 as i32 == n.nr).map_or(0, |c| c.1)
+        };
         if !in_image || !self.world.sealed(family) {
             return Answer::Continue;
         }
         let tid = n.pid as i32;
-        let tgid = self.tgid(tid);
         self.ensure(tgid);
         self.count(tgid, n);
         let a = n.args;
         match n.nr as i64 {
-            libc::SYS_clock_gettime => match self.clock(tgid, a[0] as i32) {
+            libc::SYS_epoll_wait | libc::SYS_epoll_pwait if self.is_go(tgid) => self.hold(n, tgid),
+            libc::SYS_epoll_wait | libc::SYS_epoll_pwait => Answer::Continue,
+            // A Go runtime's own short sleeps (sysmon's 20 µs, a spinning thread's 3 µs) run
+            // as they are and leave its clock where it is.
+            libc::SYS_nanosleep | libc::SYS_clock_nanosleep if self.is_go(tgid) => Answer::Continue,
+            libc::SYS_clock_gettime => match self.clock(tid, tgid, a[0] as i32) {
                 Some(ns) => self.put(tid, a[1], &timespec(ns)),
                 None => Answer::Continue,
             },
@@ -364,7 +426,7 @@ impl Supervisor {
             libc::SYS_getppid if self.first(tgid) => Answer::Value(self.world.ppid as i64),
             libc::SYS_gettid if tid == self.pid => Answer::Value(self.world.vpid as i64),
             libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill if self.first(tgid) => {
-                self.signal(n.nr as i64, a)
+                super::notif::signal(self.world.vpid, self.pid, n.nr as i64, a)
             }
             libc::SYS_getrandom => self.getrandom(tid, tgid, a[0], a[1] as usize, a[2] as u32),
             libc::SYS_uname => self.uname(tid, a[0]),
@@ -405,40 +467,6 @@ impl Supervisor {
         });
         if let Some(slot) = slot {
             slot.count(fid, detail, n.ip);
-        }
-    }
-
-    /// A signal the exec'd process sends naming its own virtual pid (a Go runtime's
-    /// `tgkill(getpid(), tid, SIGURG)` preemption, `raise`): sent by the supervisor to the
-    /// real ids. Any other target runs as it is.
-    fn signal(&self, nr: i64, a: [u64; 6]) -> Answer {
-        let real = |v: u64| {
-            if v as i32 == self.world.vpid {
-                self.pid as i64
-            } else {
-                v as i32 as i64
-            }
-        };
-        let (x, y) = (
-            a[0] as i32 == self.world.vpid,
-            a[1] as i32 == self.world.vpid,
-        );
-        // SAFETY: kill, tkill and tgkill with integer arguments.
-        let r = unsafe {
-            match nr {
-                libc::SYS_tgkill if x || y => libc::syscall(nr, real(a[0]), real(a[1]), a[2]),
-                libc::SYS_kill | libc::SYS_tkill if x => libc::syscall(nr, real(a[0]), a[1]),
-                _ => return Answer::Continue,
-            }
-        };
-        if r == 0 {
-            Answer::Value(0)
-        } else {
-            Answer::Error(
-                std::io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(libc::EPERM),
-            )
         }
     }
 
@@ -509,10 +537,16 @@ impl Supervisor {
         self.procs.get_mut(&tgid).expect("ensure() ran")
     }
 
-    /// `CLOCK_REALTIME`: `epoch + L`, then `L` moves one tick.
+    /// `CLOCK_REALTIME`: `epoch + L`, then `L` moves one tick (in a Go image, only when the
+    /// reading thread spins on the clock).
     fn realtime(&mut self, tgid: i32) -> i64 {
         self.merge_finished(tgid);
-        let (epoch, tick) = (self.world.epoch_ns, self.world.tick_ns);
+        let epoch = self.world.epoch_ns;
+        let tick = if self.is_go(tgid) {
+            0
+        } else {
+            self.world.tick_ns
+        };
         let p = self.proc(tgid);
         let v = epoch.saturating_add(p.l);
         p.l = p.l.saturating_add(tick);
@@ -521,8 +555,31 @@ impl Supervisor {
 
     /// The sealed value of clock `clk` (`None`: a clock of another process or thread, or an
     /// unknown id: it runs as it is).
-    fn clock(&mut self, tgid: i32, clk: i32) -> Option<i64> {
+    fn clock(&mut self, tid: i32, tgid: i32, clk: i32) -> Option<i64> {
         self.merge_finished(tgid);
+        if self.is_go(tgid) {
+            // One clock for all the image's threads, still under reads unless this thread
+            // spins on it. Where the vDSO reads it from a page, the page is where it is (its
+            // reads may have ticked it).
+            if let Some(c) = self.pages.get(&tgid).map(|p| p.c(MONO_BASE_NS)) {
+                self.proc(tgid).l = c;
+            }
+            if self.waits.spinning(tid) {
+                let tick = self.world.tick_ns;
+                let p = self.proc(tgid);
+                p.l = p.l.saturating_add(tick);
+            }
+            let l = self.proc(tgid).l;
+            return match clk {
+                libc::CLOCK_REALTIME | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_REALTIME_ALARM => {
+                    Some(self.world.epoch_ns.saturating_add(l))
+                }
+                libc::CLOCK_TAI => Some(self.world.epoch_ns.saturating_add(l + TAI_OFFSET_NS)),
+                libc::CLOCK_PROCESS_CPUTIME_ID | libc::CLOCK_THREAD_CPUTIME_ID => Some(l),
+                c if (0..=libc::CLOCK_BOOTTIME_ALARM).contains(&c) => Some(MONO_BASE_NS + l),
+                _ => None,
+            };
+        }
         let tick = self.world.tick_ns;
         match clk {
             libc::CLOCK_REALTIME | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_REALTIME_ALARM => {
@@ -603,52 +660,20 @@ impl Supervisor {
     }
 
     fn uname(&mut self, tid: i32, buf: u64) -> Answer {
-        // SAFETY: utsname is plain data; uname fills it.
-        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-        // SAFETY: a utsname we own.
-        if unsafe { libc::uname(&mut u) } != 0 {
-            return Answer::Continue;
-        }
-        let set = |field: &mut [libc::c_char; 65], v: &[u8]| {
-            field.fill(0);
-            for (d, s) in field.iter_mut().zip(v.iter().take(64)) {
-                *d = *s as libc::c_char;
-            }
-        };
-        set(&mut u.nodename, &self.world.hostname);
-        set(&mut u.domainname, b"(none)");
-        if self.world.sealed(flags::MACHINE) {
-            set(&mut u.release, RELEASE);
-            set(&mut u.version, VERSION);
-        }
-        // SAFETY: utsname is plain data, read as bytes.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(
-                (&u as *const libc::utsname).cast::<u8>(),
-                std::mem::size_of::<libc::utsname>(),
-            )
-        };
-        if write(tid, buf, bytes) {
-            Answer::Value(0)
-        } else {
-            Answer::Error(libc::EFAULT)
+        match self.world.uname() {
+            Some(u) if write(tid, buf, &u) => Answer::Value(0),
+            Some(_) => Answer::Error(libc::EFAULT),
+            None => Answer::Continue,
         }
     }
 
     /// The sealed affinity mask: CPUs `0..cpus`.
     fn affinity(&mut self, tid: i32, len: usize, mask: u64) -> Answer {
-        let words = (self.world.cpus as usize).div_ceil(64);
-        if len < words * 8 || !len.is_multiple_of(8) {
-            return Answer::Error(libc::EINVAL);
-        }
-        let mut m = vec![0u64; words];
-        for cpu in 0..self.world.cpus as usize {
-            m[cpu / 64] |= 1 << (cpu % 64);
-        }
-        // SAFETY: u64s read as bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(m.as_ptr().cast::<u8>(), words * 8) };
-        if write(tid, mask, bytes) {
-            Answer::Value((words * 8) as i64)
+        let m = self.world.affinity();
+        if len < m.len() || !len.is_multiple_of(8) {
+            Answer::Error(libc::EINVAL)
+        } else if write(tid, mask, &m) {
+            Answer::Value(m.len() as i64)
         } else {
             Answer::Error(libc::EFAULT)
         }

@@ -1,0 +1,124 @@
+//! An image's own exec of a static binary. A Go program starts its children with a raw
+//! `execve` (os/exec), which no hook of libseal sees: a static child would keep its vDSO and
+//! run with the parent's filter, unsealed. The filter sends `execve` here; for a static target
+//! the supervisor follows the calling process to its exec stop (ptrace, exec events only) and
+//! sets the new image up as it set up the first one (`AT_RANDOM`, the vDSO removed), then
+//! detaches and serves the new image's calls through the same listener. A dynamic target runs
+//! as it is (libseal loads into it).
+
+use super::remote::{detach_running, read};
+
+/// The file thread `tid` asks to exec (its `execve` path argument at `addr`), if it is a
+/// static ELF executable: no `PT_INTERP`, not a script.
+pub fn static_target(tid: i32, addr: u64) -> bool {
+    let mut name = [0u8; 4096];
+    // The path, read in pages (a read across an unmapped page fails as a whole).
+    let mut len = 0;
+    while len < name.len() {
+        let mut chunk = [0u8; 256];
+        if !read(tid, addr + len as u64, &mut chunk) {
+            break;
+        }
+        name[len..len + 256].copy_from_slice(&chunk);
+        match chunk.iter().position(|&b| b == 0) {
+            Some(end) => {
+                len += end;
+                break;
+            }
+            None => len += 256,
+        }
+    }
+    let name = &name[..len.min(name.len())];
+    if name.is_empty() {
+        return false;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let rel = std::ffi::OsStr::from_bytes(name);
+    let path = if name[0] == b'/' {
+        std::path::PathBuf::from(rel)
+    } else {
+        std::path::Path::new(&format!("/proc/{tid}/cwd")).join(rel)
+    };
+    let mut head = [0u8; 4096];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .unwrap_or(0);
+    is_static_elf(&head[..n])
+}
+
+/// Is `head` (a file's first bytes) a 64-bit ELF executable without `PT_INTERP`?
+fn is_static_elf(head: &[u8]) -> bool {
+    if head.len() < 64 || &head[..4] != b"\x7fELF" || head[4] != 2 {
+        return false;
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([head[o], head[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(head[32..40].try_into().unwrap_or([0; 8])) as usize;
+    let (size, count) = (u16_at(54), u16_at(56));
+    const PT_INTERP: u32 = 3;
+    (0..count).all(|i| {
+        let at = phoff + i * size;
+        head.get(at..at + 4)
+            .is_some_and(|t| u32::from_le_bytes([t[0], t[1], t[2], t[3]]) != PT_INTERP)
+    })
+}
+
+/// Attaches to thread `tid` for its exec event; false when it cannot be traced.
+pub fn seize(tid: i32) -> bool {
+    // Stops are reported only while SIGCHLD is not ignored.
+    // SAFETY: resetting one signal's disposition in this one-threaded process.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
+    // SAFETY: PTRACE_SEIZE with an options word.
+    unsafe {
+        libc::ptrace(
+            libc::PTRACE_SEIZE,
+            tid,
+            0,
+            libc::PTRACE_O_TRACEEXEC as libc::c_long,
+        ) == 0
+    }
+}
+
+/// Waits (at most 2 s) for the exec stop of the process `tid` belongs to, lets `at_stop` set
+/// the new image up (given its pid), and detaches. False when the exec failed and it went on
+/// (detached then) or ended.
+pub fn follow(tid: i32, at_stop: impl FnOnce(i32)) -> bool {
+    for _ in 0..2000 {
+        let mut st = 0;
+        // SAFETY: waitpid on our tracees (an exec from another thread reports the leader).
+        let r = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG | libc::__WALL) };
+        if r < 0 {
+            return false;
+        }
+        if r == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            continue;
+        }
+        if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
+            return false;
+        }
+        if st >> 8 == (libc::SIGTRAP | (libc::PTRACE_EVENT_EXEC << 8)) {
+            at_stop(r);
+            // SAFETY: the tracee is in its exec stop.
+            unsafe { libc::ptrace(libc::PTRACE_DETACH, r, 0, 0) };
+            return true;
+        }
+        let sig = if st >> 16 == 0 { libc::WSTOPSIG(st) } else { 0 };
+        // SAFETY: the tracee is stopped.
+        unsafe { libc::ptrace(libc::PTRACE_CONT, r, 0, sig as libc::c_long) };
+    }
+    detach_running(tid);
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn static_and_dynamic_executables_are_told_apart() {
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert!(
+            !super::is_static_elf(&exe[..4096]),
+            "the test binary is dynamic"
+        );
+        assert!(!super::is_static_elf(b"#!/bin/sh\n"));
+    }
+}

@@ -1,0 +1,210 @@
+//! Go programs under seal, static (`CGO_ENABLED=0`) and dynamically linked (cgo): their
+//! runtime reads its clocks and waits for its timers past libc, so the supervisor serves them
+//! (`launcher/src/run/static_image/go_clock.rs`): one clock per process, still under reads,
+//! moved when the runtime's timed netpoller wait expires with the image idle. Each test runs
+//! `fixtures/go/world` (clocks, math/rand, crypto/rand, map order, pid, host name, a temp
+//! name, a pool of goroutines on timers, a pipe read with netpoller deadlines, a dynamic and a
+//! static child) five times.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::util::{assert_runs_agree_by, build_dir, fixture, have, run_timeout, seal, Output};
+
+/// `fixtures/go/world` built with `CGO_ENABLED=cgo` (once per test binary and linkage), its
+/// Go caches under the build directory.
+fn build_world(cgo: bool) -> PathBuf {
+    static BUILT: [std::sync::OnceLock<PathBuf>; 2] =
+        [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    BUILT[cgo as usize]
+        .get_or_init(|| {
+            let out = build_dir().join(if cgo {
+                "go_world_cgo"
+            } else {
+                "go_world_static"
+            });
+            let st = Command::new("go")
+                .args(["build", "-o"])
+                .arg(&out)
+                .arg(".")
+                .current_dir(fixture("go/world"))
+                .env("CGO_ENABLED", if cgo { "1" } else { "0" })
+                .env("GOFLAGS", "-mod=mod")
+                .env("GOCACHE", build_dir().join("go-cache"))
+                .env("GOPATH", build_dir().join("go-path"))
+                .status()
+                .expect("go build");
+            assert!(st.success(), "go build of fixtures/go/world failed");
+            out
+        })
+        .clone()
+}
+
+/// The children `world` runs: a dynamic `date` and, when there is one, the static busybox.
+fn children() -> Vec<String> {
+    let mut c = vec!["date +%s.%N".to_string()];
+    let busybox = std::path::Path::new("/usr/bin/busybox");
+    let head = std::fs::read(busybox).unwrap_or_default();
+    if head.len() > 64 && !head.windows(16).any(|w| w == b"/lib64/ld-linux-") {
+        c.push(format!("{} date +%s", busybox.display()));
+    } else {
+        skip_part!("no static busybox (Debian: busybox-static): the static child");
+    }
+    c
+}
+
+/// One sealed run of `world` (`sleep`: its base duration; `extra`: seal's flags).
+fn run_world(bin: &PathBuf, sleep: &str, extra: &[&str], limit: Duration) -> Output {
+    let mut c = seal(extra.iter().chain(&["--"]));
+    c.arg(bin).args(children()).env("WORLD_SLEEP", sleep);
+    run_timeout(c, limit)
+}
+
+/// The lines that stay real in a Go image (map order and `os.MkdirTemp` names come from the
+/// runtime's `fastrand`, seeded by `rdtsc`; docs/limits.md), left out of the comparison.
+fn sealed_lines(stdout: &str) -> String {
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with("map ") && !l.starts_with("tempdir "))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// What every run prints on the sealed clock, static or cgo.
+fn assert_sealed_world(o: &Output, cgo: bool) {
+    let want = [
+        "now 2026-01-01T00:00:00Z 1767225600000000000\n",
+        "since 20ms true\n",
+        "pid 1000 ppid 999 host seal\n",
+        "pool g0 20ms, g1 40ms, g2 20ms, g3 200ms, g4 100ms, g5 120ms, g6 20ms, g7 200ms \
+         context deadline exceeded\n",
+        "end 220ms\npipe 1 <nil> 40ms\npipe 0 read |0: i/o timeout 60ms\n",
+        "child date <nil>: 1767225600.000000000\n",
+    ];
+    for w in want {
+        assert!(o.stdout.contains(w), "missing {w:?}\n{}", o.show());
+    }
+    if o.stdout.contains("child /usr/bin/busybox") {
+        assert!(
+            o.stdout
+                .contains("child /usr/bin/busybox <nil>: 1767225600\n"),
+            "the static child's clock\n{}",
+            o.show()
+        );
+    }
+    if cgo {
+        assert!(o.stdout.contains("libc time 1767225600\n"), "{}", o.show());
+    }
+}
+
+fn five_sealed_runs_agree(cgo: bool) {
+    if !have("go") || (cgo && !have("cc")) {
+        skip!("go (or cc for cgo) not on PATH (Debian: golang-go)");
+    }
+    let bin = build_world(cgo);
+    let first = assert_runs_agree_by("go world", 5, sealed_lines, || {
+        run_world(&bin, "20ms", &[], crate::util::TIMEOUT)
+    });
+    assert_sealed_world(&first, cgo);
+}
+
+/// A static Go program's `time.Now()`, `time.Since` over `time.Sleep(20ms)`, timers, tickers
+/// and context deadlines print the same sealed values in five runs, and its dynamic and static
+/// children see the sealed clock too (the old build printed the real time).
+#[test]
+fn a_static_go_program_prints_the_same_clocks_every_run() {
+    five_sealed_runs_agree(false);
+}
+
+/// The same program linked with cgo: libseal hides the vDSO from its Go runtime, whose clock
+/// reads and timer waits then go to the supervisor.
+#[test]
+fn a_cgo_go_program_prints_the_same_clocks_every_run() {
+    five_sealed_runs_agree(true);
+}
+
+/// Under `--warp` a Go program's 22 s of sleeps, timers and deadlines take no real time: the
+/// run ends well inside the harness limit (the old build slept them in real time), with the
+/// same sealed values as without it.
+#[test]
+fn warp_skips_a_go_programs_sleeps() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    for cgo in [false, true] {
+        if cgo && !have("cc") {
+            skip_part!("cc not on PATH: the cgo build");
+            continue;
+        }
+        let bin = build_world(cgo);
+        let first = assert_runs_agree_by("go world --warp", 3, sealed_lines, || {
+            run_world(&bin, "2s", &["--warp"], Duration::from_secs(15))
+        });
+        for w in [
+            "since 2s true\n",
+            "pool g0 2s, g1 4s, g2 2s, g3 20s, g4 10s, g5 12s, g6 2s, g7 20s context deadline \
+             exceeded\n",
+            "end 22s\npipe 1 <nil> 4s\npipe 0 read |0: i/o timeout 6s\n",
+        ] {
+            assert!(first.stdout.contains(w), "missing {w:?}\n{}", first.show());
+        }
+    }
+}
+
+/// The census counts the calls the supervisor serves for a Go runtime per process, static or
+/// cgo (beside libseal's counts of its C library's): `crypto/rand`'s one `getrandom`, and in
+/// the cgo program `time.now`'s 23 wall-clock reads (one per `time.Now()` the program makes;
+/// a static one reads them from its clock page, uncounted). The old build counted nothing for
+/// cgo (no slot), and no clock reads (they went to the vDSO).
+#[test]
+fn the_census_counts_a_go_runtimes_served_calls() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    for cgo in [false, true] {
+        if cgo && !have("cc") {
+            skip_part!("cc not on PATH: the cgo build");
+            continue;
+        }
+        let bin = build_world(cgo);
+        let exe = bin.to_str().unwrap();
+        let (o, v) = crate::util::census_json(&["--", exe], crate::util::TIMEOUT);
+        o.ok();
+        let p = v["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["vpid"] == 1000)
+            .unwrap_or_else(|| panic!("no process 1000\n{v:#}"));
+        let from = |symbol: &str, detail: &str, site: &str| -> u64 {
+            p["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["symbol"] == symbol && c["detail"].as_str().unwrap_or("") == detail)
+                .flat_map(|c| c["callers"].as_array().unwrap().iter())
+                .filter(|c| c["object"] == exe && c["symbol"] == site)
+                .map(|c| c["count"].as_u64().unwrap())
+                .sum()
+        };
+        // A static image's runtime reads its clock from the page its vDSO was given: no
+        // system call, nothing counted; a cgo one's reads are system calls.
+        let reads = if cgo { 23 } else { 0 };
+        assert_eq!(
+            from("clock_gettime", "CLOCK_REALTIME", "time.now"),
+            reads,
+            "{exe}\n{p:#}"
+        );
+        assert_eq!(
+            from("clock_gettime", "CLOCK_MONOTONIC", "time.now"),
+            reads,
+            "{exe}\n{p:#}"
+        );
+        assert_eq!(
+            from("getrandom", "", "runtime/internal/syscall.Syscall6"),
+            1,
+            "{exe}\n{p:#}"
+        );
+    }
+}
