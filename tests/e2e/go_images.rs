@@ -41,6 +41,21 @@ fn build_world(cgo: bool) -> PathBuf {
         .clone()
 }
 
+/// Runs `body` on `world` built static and, when `cc` is on PATH, with cgo (skipping the test
+/// without `go`, and the cgo part without `cc`, visibly).
+fn each_world(mut body: impl FnMut(bool, &PathBuf)) {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    for cgo in [false, true] {
+        if cgo && !have("cc") {
+            skip_part!("cc not on PATH: the cgo build");
+            continue;
+        }
+        body(cgo, &build_world(cgo));
+    }
+}
+
 /// The children `world` runs: a dynamic `date` and, when there is one, the static busybox.
 fn children() -> Vec<String> {
     let mut c = vec!["date +%s.%N".to_string()];
@@ -129,17 +144,9 @@ fn a_cgo_go_program_prints_the_same_clocks_every_run() {
 /// same sealed values as without it.
 #[test]
 fn warp_skips_a_go_programs_sleeps() {
-    if !have("go") {
-        skip!("go not on PATH (Debian: golang-go)");
-    }
-    for cgo in [false, true] {
-        if cgo && !have("cc") {
-            skip_part!("cc not on PATH: the cgo build");
-            continue;
-        }
-        let bin = build_world(cgo);
+    each_world(|_, bin| {
         let first = assert_runs_agree_by("go world --warp", 3, sealed_lines, || {
-            run_world(&bin, "2s", &["--warp"], Duration::from_secs(15))
+            run_world(bin, "2s", &["--warp"], Duration::from_secs(15))
         });
         for w in [
             "since 2s true\n",
@@ -149,7 +156,7 @@ fn warp_skips_a_go_programs_sleeps() {
         ] {
             assert!(first.stdout.contains(w), "missing {w:?}\n{}", first.show());
         }
-    }
+    });
 }
 
 /// The census counts the calls the supervisor serves for a Go runtime per process, static or
@@ -159,15 +166,7 @@ fn warp_skips_a_go_programs_sleeps() {
 /// cgo (no slot), and no clock reads (they went to the vDSO).
 #[test]
 fn the_census_counts_a_go_runtimes_served_calls() {
-    if !have("go") {
-        skip!("go not on PATH (Debian: golang-go)");
-    }
-    for cgo in [false, true] {
-        if cgo && !have("cc") {
-            skip_part!("cc not on PATH: the cgo build");
-            continue;
-        }
-        let bin = build_world(cgo);
+    each_world(|cgo, bin| {
         let exe = bin.to_str().unwrap();
         let (o, v) = crate::util::census_json(&["--", exe], crate::util::TIMEOUT);
         o.ok();
@@ -206,5 +205,5 @@ fn the_census_counts_a_go_runtimes_served_calls() {
             1,
             "{exe}\n{p:#}"
         );
-    }
+    });
 }
