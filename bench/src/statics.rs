@@ -72,30 +72,10 @@ fn plan(root: &Path, dir: &Path) -> Vec<(String, PathBuf, Vec<OsString>, bool, u
         ));
     }
     if crate::which("go").is_some() {
-        let bin = dir.join("go_loop");
-        let ok = build(
-            Command::new("go")
-                .args(["build", "-o"])
-                .arg(&bin)
-                .arg(root.join("fixtures/bench/go_loop.go"))
-                .env("CGO_ENABLED", "0")
-                .env("GOCACHE", dir.join("go-cache"))
-                .env("GOPATH", dir.join("go-path"))
-                .env("GO111MODULE", "off"),
-            "go build",
-        );
-        if ok.is_ok() {
-            plan.push((
-                format!("Go loop, static, {GO_ROUNDS} × (`time.Now()` + 8 bytes of `crypto/rand`)"),
-                bin,
-                vec![GO_ROUNDS.to_string().into()],
-                true,
-                GO_ROUNDS,
-            ));
-        }
-        for (cgo, label, src) in [("0", "static", "hello.go"), ("1", "cgo", "hello_cgo.go")] {
-            let bin = dir.join(format!("hello_{label}"));
-            let ok = build(
+        // `go build` of one file of fixtures/bench, static or with cgo, its caches in `dir`.
+        let go = |out: &str, src: &str, cgo: &str| {
+            let bin = dir.join(out);
+            build(
                 Command::new("go")
                     .args(["build", "-o"])
                     .arg(&bin)
@@ -105,8 +85,21 @@ fn plan(root: &Path, dir: &Path) -> Vec<(String, PathBuf, Vec<OsString>, bool, u
                     .env("GOPATH", dir.join("go-path"))
                     .env("GO111MODULE", "off"),
                 "go build",
-            );
-            if ok.is_ok() {
+            )
+            .ok()
+            .map(|()| bin)
+        };
+        if let Some(bin) = go("go_loop", "go_loop.go", "0") {
+            plan.push((
+                format!("Go loop, static, {GO_ROUNDS} × (`time.Now()` + 8 bytes of `crypto/rand`)"),
+                bin,
+                vec![GO_ROUNDS.to_string().into()],
+                true,
+                GO_ROUNDS,
+            ));
+        }
+        for (cgo, label, src) in [("0", "static", "hello.go"), ("1", "cgo", "hello_cgo.go")] {
+            if let Some(bin) = go(&format!("hello_{label}"), src, cgo) {
                 plan.push((
                     format!("Go hello world, {label} (start-up)"),
                     bin,
