@@ -320,9 +320,16 @@ fn measure_all(
     if launch.faketime.is_some() {
         modes.push(Mode::Faketime);
     }
+    let at = |rounds| process::Section {
+        launch: &launch,
+        root,
+        dir: workdir,
+        modes: &modes,
+        rounds,
+    };
     if o.static_only {
         let load = machine::load_average();
-        let section = statics::section(&launch, root, workdir, &modes, o.static_rounds)?;
+        let section = statics::section(&at(o.static_rounds))?;
         let after = machine::load_average();
         return Ok(format!(
             "{}(load average {load} before, {after} after; {})\n",
@@ -401,13 +408,13 @@ fn measure_all(
     };
 
     let runtimes_section = if o.runtimes {
-        runtimes::section(&launch, root, workdir, &modes, o.runtime_rounds)?
+        runtimes::section(&at(o.runtime_rounds))?
     } else {
         None
     };
 
     let statics_section = if o.statics {
-        statics::section(&launch, root, workdir, &modes, o.static_rounds)?
+        statics::section(&at(o.static_rounds))?
     } else {
         None
     };

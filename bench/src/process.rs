@@ -49,6 +49,39 @@ impl Runs {
     }
 }
 
+/// A section of programs measured side by side (the JVM and Node, static images): where
+/// they run, their modes, and the rounds of a long case.
+pub struct Section<'a> {
+    pub launch: &'a Launch,
+    /// The repository (the fixtures).
+    pub root: &'a Path,
+    /// Where the section builds its programs.
+    pub dir: &'a Path,
+    pub modes: &'a [Mode],
+    pub rounds: usize,
+}
+
+impl Section<'_> {
+    /// Runs one program of the section in `modes` after a warm-up round, `rounds` times, or
+    /// four times as many for a start-up case (its runs are short), showing progress.
+    pub fn measure(
+        &self,
+        label: &str,
+        prog: &Path,
+        args: &[OsString],
+        modes: &[Mode],
+        startup: bool,
+    ) -> Result<Runs, String> {
+        let n = if startup {
+            self.rounds * 4
+        } else {
+            self.rounds
+        };
+        eprint!("seal-bench: {label}, {n} rounds × {} modes ", modes.len());
+        measure(self.launch, prog, args, modes, 1, n, 1)
+    }
+}
+
 /// Runs `prog args` `rounds` times in every mode (after `warmup` unrecorded rounds).
 pub fn measure(
     launch: &Launch,

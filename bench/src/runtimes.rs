@@ -4,10 +4,10 @@
 
 use std::ffi::OsString;
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-use crate::measure::{Launch, Mode};
+use crate::measure::Mode;
 use crate::process::{self, Runs};
 
 /// A program on `PATH`.
@@ -24,13 +24,8 @@ struct Case {
 }
 
 /// Measures what is installed; `None` when neither `java`+`javac` nor `node` is.
-pub fn section(
-    launch: &Launch,
-    root: &Path,
-    dir: &Path,
-    modes: &[Mode],
-    rounds: usize,
-) -> Result<Option<String>, String> {
+pub fn section(at: &process::Section) -> Result<Option<String>, String> {
+    let (root, dir) = (at.root, at.dir);
     let mut plan: Vec<(&'static str, bool, PathBuf, Vec<OsString>)> = Vec::new();
     if let (Some(java), Some(javac)) = (which("java"), which("javac")) {
         let classes = dir.join("java-workload");
@@ -68,10 +63,7 @@ pub fn section(
     }
     let mut cases = Vec::new();
     for (label, workload, prog, args) in plan {
-        // Start-up runs are short: more of them.
-        let n = if workload { rounds } else { rounds * 4 };
-        eprint!("seal-bench: {label}, {n} rounds × {} modes ", modes.len());
-        let runs = process::measure(launch, &prog, &args, modes, 1, n, 1)?;
+        let runs = at.measure(label, &prog, &args, at.modes, !workload)?;
         cases.push(Case {
             label,
             workload,

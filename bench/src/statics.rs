@@ -12,7 +12,7 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::measure::{Launch, Mode};
+use crate::measure::Mode;
 use crate::process::{self, Runs};
 
 /// `clock_gettime` calls of one run of the loop.
@@ -138,24 +138,16 @@ fn plan(root: &Path, dir: &Path) -> Vec<(String, PathBuf, Vec<OsString>, bool, u
 const LOOP_IMAGES: u64 = 50;
 
 /// Measures what can be built here; `None` when nothing could.
-pub fn section(
-    launch: &Launch,
-    root: &Path,
-    dir: &Path,
-    modes: &[Mode],
-    rounds: usize,
-) -> Result<Option<String>, String> {
+pub fn section(at: &process::Section) -> Result<Option<String>, String> {
     let mut cases = Vec::new();
-    for (label, prog, args, with_faketime, calls) in plan(root, dir) {
-        let modes: Vec<Mode> = modes
+    for (label, prog, args, with_faketime, calls) in plan(at.root, at.dir) {
+        let modes: Vec<Mode> = at
+            .modes
             .iter()
             .copied()
             .filter(|m| with_faketime || *m != Mode::Faketime)
             .collect();
-        // Start-up runs are short: more of them.
-        let n = if calls > 0 { rounds } else { rounds * 4 };
-        eprint!("seal-bench: {label}, {n} rounds × {} modes ", modes.len());
-        let runs = process::measure(launch, &prog, &args, &modes, 1, n, 1)?;
+        let runs = at.measure(&label, &prog, &args, &modes, calls == 0)?;
         cases.push(Case { label, runs, calls });
     }
     Ok((!cases.is_empty()).then(|| render(&cases)))
