@@ -28,23 +28,47 @@ fn have_static_glibc() -> bool {
     .any(|p| Path::new(p).exists())
 }
 
+/// `static_world` built static with glibc; without a static libc the test is skipped
+/// (visibly).
+macro_rules! glibc_world_or_skip {
+    () => {{
+        if !have_static_glibc() {
+            skip!("no static libc (libc.a)");
+        }
+        build_c("static_world", &["-static"])
+    }};
+}
+
+/// `static_world` built with musl ([`build_musl`]); without `musl-gcc` the test is skipped
+/// (visibly).
+macro_rules! musl_world_or_skip {
+    () => {{
+        if !have("musl-gcc") {
+            skip!("musl-gcc not on PATH (Debian: musl-tools)");
+        }
+        build_musl()
+    }};
+}
+
 /// `static_world` built with `musl-gcc -static`, once per test process (tests run on threads
 /// of one process: a temp name made from the pid is the same in each).
 fn build_musl() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT.get_or_init(build_musl_now).clone()
+    BUILT.get_or_init(|| build_musl_c("static_world")).clone()
 }
 
-fn build_musl_now() -> PathBuf {
-    let out = build_dir().join("static_world_musl");
+/// `fixtures/c/NAME.c` built with `musl-gcc -static` to `NAME_musl` in the build directory
+/// (under a temp name first: a concurrent test never runs a half-written file).
+fn build_musl_c(name: &str) -> PathBuf {
+    let out = build_dir().join(format!("{name}_musl"));
     let tmp = out.with_extension(format!("tmp{}", std::process::id()));
     let st = Command::new("musl-gcc")
         .args(["-static", "-O1", "-o"])
         .arg(&tmp)
-        .arg(fixture("c/static_world.c"))
+        .arg(fixture(&format!("c/{name}.c")))
         .status()
         .expect("musl-gcc");
-    assert!(st.success(), "musl-gcc failed");
+    assert!(st.success(), "musl-gcc failed on {name}.c");
     std::fs::rename(&tmp, &out).unwrap();
     out
 }
@@ -77,25 +101,23 @@ fn assert_world(o: &Output, bin: &Path) {
     for line in SEALED {
         assert!(o.stdout.contains(line), "want {line:?}\n{}", o.show());
     }
-    let want = format!(
-        "partly sealed (static-binary-supervised): {}: clocks, entropy, pid and host name are \
-         served by seal's supervisor",
-        bin.display()
+    says_partly_sealed(
+        o,
+        "static-binary-supervised",
+        bin,
+        ": clocks, entropy, pid and host name are served by seal's supervisor",
     );
-    assert_eq!(
-        o.stderr.lines().filter(|l| l.contains(&want)).count(),
-        1,
-        "want one line {want:?}\n{}",
-        o.show()
-    );
+}
+
+/// Asserts that seal reported `bin` once as partly sealed in `kind`'s way, the report going on
+/// with `what`.
+fn says_partly_sealed(o: &Output, kind: &str, bin: &Path, what: &str) {
+    o.stderr_has_once(&format!("partly sealed ({kind}): {}{what}", bin.display()));
 }
 
 #[test]
 fn a_static_glibc_program_sees_the_sealed_world() {
-    if !have_static_glibc() {
-        skip!("no static libc (libc.a)");
-    }
-    let bin = build_c("static_world", &["-static"]);
+    let bin = glibc_world_or_skip!();
     let o = stable(&bin, &[], 5);
     assert_world(&o, &bin);
     // Unsealed, the same binary sees the machine.
@@ -110,10 +132,7 @@ fn a_static_glibc_program_sees_the_sealed_world() {
 
 #[test]
 fn a_static_musl_program_sees_the_sealed_world() {
-    if !have("musl-gcc") {
-        skip!("musl-gcc not on PATH (Debian: musl-tools)");
-    }
-    let bin = build_musl();
+    let bin = musl_world_or_skip!();
     let o = stable(&bin, &[], 5);
     assert_world(&o, &bin);
 }
@@ -122,10 +141,7 @@ fn a_static_musl_program_sees_the_sealed_world() {
 /// supervisor and libseal hand the run over to each other.
 #[test]
 fn static_and_dynamic_images_nest() {
-    if !have_static_glibc() {
-        skip!("no static libc (libc.a)");
-    }
-    let bin = build_c("static_world", &["-static"]);
+    let bin = glibc_world_or_skip!();
     let dir = tempfile::tempdir().unwrap();
     let script = format!(
         "echo shell $$; {} {} /bin/date +%s.%N; echo done",
@@ -284,17 +300,13 @@ fn a_cgo_go_program_sees_one_pid_and_one_host_name() {
             assert_eq!(f, &o.stdout, "{}", o.show());
         }
         first = Some(o.stdout.clone());
-        let want = format!(
-            "partly sealed (go-runtime-supervised): {}: libseal seals its C library's calls; the \
-             Go runtime's clocks (one per process, moved by its timer waits) and raw getpid, \
-             getrandom, uname and signal calls are served by seal's supervisor; real: map order",
-            bin.display()
-        );
-        assert_eq!(
-            o.stderr.lines().filter(|l| l.contains(&want)).count(),
-            1,
-            "{}",
-            o.show()
+        says_partly_sealed(
+            &o,
+            "go-runtime-supervised",
+            &bin,
+            ": libseal seals its C library's calls; the Go runtime's clocks (one per process, \
+             moved by its timer waits) and raw getpid, getrandom, uname and signal calls are \
+             served by seal's supervisor; real: map order",
         );
     }
 }
@@ -304,10 +316,7 @@ fn a_cgo_go_program_sees_one_pid_and_one_host_name() {
 /// __exec-static` trampoline.
 #[test]
 fn a_static_binary_started_by_posix_spawn_is_supervised() {
-    if !have_static_glibc() {
-        skip!("no static libc (libc.a)");
-    }
-    let child = build_c("static_world", &["-static"]);
+    let child = glibc_world_or_skip!();
     let spawner = build_c("spawn_static", &[]);
     let mut first: Option<String> = None;
     for _ in 0..3 {
@@ -338,17 +347,7 @@ fn a_static_binary_started_by_posix_spawn_is_supervised() {
             "{}",
             o.show()
         );
-        assert_eq!(
-            o.stderr
-                .matches(&format!(
-                    "partly sealed (static-binary-supervised): {}",
-                    child.display()
-                ))
-                .count(),
-            1,
-            "{}",
-            o.show()
-        );
+        says_partly_sealed(&o, "static-binary-supervised", &child, "");
         if let Some(f) = &first {
             assert_eq!(f, &o.stdout, "{}", o.show());
         }
@@ -366,15 +365,7 @@ fn the_census_counts_a_static_images_calls_exactly() {
         bins.push(build_c("static_counts", &["-static"]));
     }
     if have("musl-gcc") {
-        let out = build_dir().join("static_counts_musl");
-        let st = Command::new("musl-gcc")
-            .args(["-static", "-O1", "-o"])
-            .arg(&out)
-            .arg(fixture("c/static_counts.c"))
-            .status()
-            .expect("musl-gcc");
-        assert!(st.success(), "musl-gcc failed");
-        bins.push(out);
+        bins.push(build_musl_c("static_counts"));
     }
     if bins.is_empty() {
         skip!("no static libc (libc.a) and no musl-gcc");
@@ -483,10 +474,7 @@ fn run_dir_of(o: &Output) -> String {
 /// spare that took no connection), and after each run nothing is left of its supervision.
 #[test]
 fn many_static_images_at_once_are_all_sealed_and_the_runs_leave_no_supervisor() {
-    if !have("musl-gcc") {
-        skip!("musl-gcc not on PATH (Debian: musl-tools)");
-    }
-    let bin = build_musl();
+    let bin = musl_world_or_skip!();
     let script = format!(
         "{PRINT_RUN_DIR}; rd=$(cat /proc/$$/environ | tr '\\0' '\\n' | sed -n \
          's/^LIBSEAL_RUN_DIR=//p'); for i in $(seq 20); do mkdir d$i; {bin} d$i > o$i & done; \
@@ -528,10 +516,7 @@ fn many_static_images_at_once_are_all_sealed_and_the_runs_leave_no_supervisor() 
 /// server and its spare with the run's other processes, and nothing is left.
 #[test]
 fn a_killed_seal_leaves_no_supervisor() {
-    if !have("musl-gcc") {
-        skip!("musl-gcc not on PATH (Debian: musl-tools)");
-    }
-    let bin = build_musl();
+    let bin = musl_world_or_skip!();
     let dir = tempfile::tempdir().unwrap();
     let mark = dir.path().join("mark");
     let script = format!(
@@ -569,10 +554,7 @@ fn a_killed_seal_leaves_no_supervisor() {
 /// sealed all the same.
 #[test]
 fn without_a_server_each_static_image_gets_its_own_supervisor() {
-    if !have("musl-gcc") {
-        skip!("musl-gcc not on PATH (Debian: musl-tools)");
-    }
-    let bin = build_musl();
+    let bin = musl_world_or_skip!();
     let dir = tempfile::tempdir().unwrap();
     let script = format!(
         "rd=$(cat /proc/$$/environ | tr '\\0' '\\n' | sed -n 's/^LIBSEAL_RUN_DIR=//p'); \

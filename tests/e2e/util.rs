@@ -84,6 +84,13 @@ impl Output {
     pub fn stderr_has(&self, needle: &str) -> &Self {
         self.assert_contains("stderr", &self.stderr, needle, true)
     }
+    /// Asserts that exactly one line of stderr contains `needle` (a report said once, not per
+    /// process or twice).
+    pub fn stderr_has_once(&self, needle: &str) -> &Self {
+        let n = self.stderr.lines().filter(|l| l.contains(needle)).count();
+        assert_eq!(n, 1, "want one line {needle:?}\n{}", self.show());
+        self
+    }
     /// Asserts that stderr does not contain `needle` (the whole run is shown if it does).
     pub fn stderr_lacks(&self, needle: &str) -> &Self {
         self.assert_contains("stderr", &self.stderr, needle, false)
