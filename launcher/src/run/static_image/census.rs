@@ -178,25 +178,14 @@ impl Slot {
 /// Claims the next census slot number (`RunTable::census_next`, shared with every libseal of
 /// the run), or `None` when the table is full.
 fn take_slot(file: &File) -> Option<usize> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a shared mapping of the run table's first page (which the launcher wrote), to
-    // take a number with the same atomic add libseal uses; unmapped before returning.
+    let p = super::page::map_shared(file, true)?;
+    // SAFETY: `p` maps the run table's first page (which the launcher wrote), to take a number
+    // with the same atomic add libseal uses; unmapped before returning.
     unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        );
-        if p == libc::MAP_FAILED {
-            return None;
-        }
         let next = &*(p.cast::<u8>().add(offset_of!(RunTable, census_next)) as *const AtomicU32);
         let cap = *(p.cast::<u8>().add(offset_of!(RunTable, census_cap)) as *const u32);
         let k = next.fetch_add(1, Ordering::AcqRel);
-        libc::munmap(p, 4096);
+        libc::munmap(p, super::page::PAGE);
         (k < cap).then_some(k as usize)
     }
 }

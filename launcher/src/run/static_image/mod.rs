@@ -20,6 +20,7 @@ mod census;
 mod exec_child;
 mod go_clock;
 mod notif;
+mod page;
 mod remote;
 mod serve;
 mod server;

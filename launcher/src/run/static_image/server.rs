@@ -283,24 +283,8 @@ fn map_table(run_dir: &std::path::Path) -> usize {
     let Ok(f) = std::fs::File::open(run_dir.join(seal_abi::RUN_TABLE_NAME)) else {
         return 0;
     };
-    use std::os::fd::AsRawFd;
-    // SAFETY: a read-only shared mapping of an open file (which may close: the mapping stays),
-    // never read.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        0
-    } else {
-        p as usize
-    }
+    // Read-only, never read.
+    super::page::map_shared(&f, false).map_or(0, |p| p as usize)
 }
 
 /// An inotify descriptor on `run_dir` for [`run_ended`]; `None` when it is gone already (or

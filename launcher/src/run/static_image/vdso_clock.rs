@@ -194,21 +194,8 @@ pub fn install(
         .ok()?;
     let done = (|| {
         file.set_len(4096).ok()?;
-        use std::os::fd::AsRawFd;
-        // SAFETY: a shared mapping of one page of our file; kept for the supervisor's life.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return None;
-        }
+        // Kept for the supervisor's life.
+        let map = super::page::map_shared(&file, true)?;
         let page = Page {
             words: map.cast::<AtomicU64>(),
         };
