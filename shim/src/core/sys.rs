@@ -140,6 +140,41 @@ pub fn getsockopt_int(fd: i32, level: i32, name: i32) -> Option<i32> {
     (r == 0).then_some(v)
 }
 
+/// Waits until `fd` is readable (or hung up, or in error): `ppoll` of that one descriptor
+/// for at most `timeout_ms` (`None`: no limit), the signal mask unchanged. Its `revents` (0:
+/// the time ran out), or the errno (`EINTR` too: whether to wait again is the caller's).
+pub fn wait_readable(fd: i32, timeout_ms: Option<i64>) -> Result<i16, i32> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let limit = timeout_ms.map(|ms| libc::timespec {
+        tv_sec: ms / 1000,
+        tv_nsec: ms % 1000 * 1_000_000,
+    });
+    let limit = limit
+        .as_ref()
+        .map_or(0, |t| t as *const libc::timespec as i64);
+    // SAFETY: one pollfd we own and a timespec (or none) alive across the call, no signal mask.
+    let r = unsafe {
+        syscall6(
+            libc::SYS_ppoll,
+            &mut pfd as *mut _ as i64,
+            1,
+            limit,
+            0,
+            8,
+            0,
+        )
+    };
+    if r < 0 {
+        Err(-r as i32)
+    } else {
+        Ok(pfd.revents)
+    }
+}
+
 pub fn close(fd: i32) {
     // SAFETY: closing an fd the shim owns.
     unsafe { syscall3(libc::SYS_close, fd as i64, 0, 0) };

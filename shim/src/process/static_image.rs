@@ -270,21 +270,7 @@ fn send(sock: i32, tag: u8, value: u32, fd: i32) {
 
 /// Waits (at most [`ANSWER_MS`]) for one message: its tag and `u32`.
 fn receive(sock: i32) -> Option<(u8, u32)> {
-    let mut pfd = libc::pollfd {
-        fd: sock,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd we own.
-    let r = unsafe {
-        sys::syscall3(
-            libc::SYS_poll,
-            &mut pfd as *mut _ as i64,
-            1,
-            ANSWER_MS as i64,
-        )
-    };
-    if r != 1 {
+    if !matches!(sys::wait_readable(sock, Some(ANSWER_MS as i64)), Ok(r) if r != 0) {
         return None;
     }
     let mut m = [0u8; 5];

@@ -164,13 +164,7 @@ pub unsafe fn read_full(fd: i32, buf: *mut u8, len: usize) -> isize {
             Err(libc::EAGAIN) => {
                 // Non-blocking: the real device never says "try again", and the feeder is
                 // about to write. Wait for it.
-                let mut pfd = libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd, no timeout, no signal mask.
-                unsafe { sys::syscall6(libc::SYS_ppoll, &mut pfd as *mut _ as i64, 1, 0, 0, 8, 0) };
+                let _ = sys::wait_readable(fd, None);
             }
             Err(_) if done > 0 => break,
             Err(e) => {

@@ -210,31 +210,9 @@ fn send(sock: i32, nonce: u64, wfd: i32, msg: &Msg) -> Result<(), i32> {
 
 /// Waits until `rfd` has bytes (the feeder took the pipe) or ends (the feeder dropped it).
 fn first_bytes_arrive(rfd: i32) -> bool {
-    let limit = libc::timespec {
-        tv_sec: ACK_TIMEOUT_S,
-        tv_nsec: 0,
-    };
     for _ in 0..1000 {
-        let mut pfd = libc::pollfd {
-            fd: rfd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd and timespec, no signal mask.
-        let r = unsafe {
-            sys::syscall6(
-                libc::SYS_ppoll,
-                &mut pfd as *mut _ as i64,
-                1,
-                &limit as *const _ as i64,
-                0,
-                8,
-                0,
-            )
-        };
-        match check(r) {
-            Ok(0) => return false,
-            Ok(_) => return pfd.revents & libc::POLLIN != 0,
+        match sys::wait_readable(rfd, Some(ACK_TIMEOUT_S * 1000)) {
+            Ok(revents) => return revents & libc::POLLIN != 0,
             Err(libc::EINTR) => {}
             Err(_) => return false,
         }
