@@ -396,18 +396,7 @@ pub fn map() -> bool {
         return false;
     }
     let mut head = [0u8; 16];
-    // SAFETY: head is a valid 16-byte buffer.
-    let n = unsafe {
-        sys::syscall6(
-            libc::SYS_pread64,
-            fd as i64,
-            head.as_mut_ptr() as i64,
-            16,
-            0,
-            0,
-            0,
-        )
-    };
+    let n = sys::fill(libc::SYS_pread64, fd, &mut head, [0; 3]);
     let magic = u64::from_le_bytes(head[..8].try_into().unwrap_or([0; 8]));
     let pid_max = u32::from_le_bytes(head[12..16].try_into().unwrap_or([0; 4])) as usize;
     if n != 16 || magic != seal_abi::RUN_MAGIC || pid_max == 0 {

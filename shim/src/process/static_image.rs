@@ -274,18 +274,8 @@ fn receive(sock: i32) -> Option<(u8, u32)> {
         return None;
     }
     let mut m = [0u8; 5];
-    // SAFETY: recvfrom into a buffer we own.
-    let n = unsafe {
-        sys::syscall6(
-            libc::SYS_recvfrom,
-            sock as i64,
-            m.as_mut_ptr() as i64,
-            5,
-            0,
-            0,
-            0,
-        )
-    };
+    // No flags, no sender's address.
+    let n = sys::fill(libc::SYS_recvfrom, sock, &mut m, [0; 3]);
     (n == 5).then(|| (m[0], u32::from_le_bytes([m[1], m[2], m[3], m[4]])))
 }
 
