@@ -85,10 +85,15 @@ pub fn text_ranges(pid: i32) -> Vec<(u64, u64)> {
 /// MB, cost each static Go image ~3 ms of CPU at its exec stop); the whole file only when a
 /// note lies further.
 pub fn is_go(pid: i32) -> bool {
+    file_is_go(format!("/proc/{pid}/exe"))
+}
+
+/// [`is_go`] for the executable at `path`.
+pub fn file_is_go(path: impl AsRef<std::path::Path>) -> bool {
     use std::io::Read;
-    let path = format!("/proc/{pid}/exe");
+    let path = path.as_ref();
     let mut head = Vec::with_capacity(64 << 10);
-    let Ok(f) = std::fs::File::open(&path) else {
+    let Ok(f) = std::fs::File::open(path) else {
         return false;
     };
     if f.take(64 << 10).read_to_end(&mut head).is_err() {
@@ -96,7 +101,7 @@ pub fn is_go(pid: i32) -> bool {
     }
     match notes_say_go(&head) {
         Some(go) => go,
-        None => std::fs::read(&path).is_ok_and(|b| go_note(&b)),
+        None => std::fs::read(path).is_ok_and(|b| go_note(&b)),
     }
 }
 

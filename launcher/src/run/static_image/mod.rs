@@ -48,7 +48,7 @@ pub fn entry(args: &[OsString]) -> Option<i32> {
 
 /// The census line for a static binary that ran supervised: what stayed real in it.
 pub fn partly_sealed_line(program: &str) -> String {
-    let go = std::fs::read(program).is_ok_and(|b| auxv::go_note(&b));
+    let go = auxv::file_is_go(program);
     let (served, real) = if go {
         (
             "clocks (one per process, moved by its timer waits), entropy, pid and host name",
