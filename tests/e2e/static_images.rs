@@ -549,6 +549,95 @@ fn a_killed_seal_leaves_no_supervisor() {
     assert_run_gone(&run_dir);
 }
 
+/// A static image still running when seal is killed (SIGKILL) is ended with the run: it maps
+/// no file of the run, so the run's watch finds it by the environment the exec gave it
+/// (before, it went on running, unsupervised once its supervisor was gone).
+#[test]
+fn a_killed_seal_leaves_no_static_image_running() {
+    if !have("musl-gcc") {
+        skip!("musl-gcc not on PATH (Debian: musl-tools)");
+    }
+    let bin = build_musl_c("static_sleep");
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("mark");
+    let script = format!(
+        "{bin} & {PRINT_RUN_DIR} > {mark}.tmp; mv {mark}.tmp {mark}; wait",
+        mark = mark.display(),
+        bin = bin.display(),
+    );
+    let mut c = crate::util::seal(["-q", "--", "sh", "-c", &script]);
+    c.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let deadline = std::time::Instant::now() + crate::util::TIMEOUT;
+    let text = loop {
+        if let Ok(t) = std::fs::read_to_string(&mark) {
+            break t;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the sealed shell never wrote its mark");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let run_dir = text.trim().strip_prefix("run_dir=").unwrap().to_owned();
+    // The image is running, under its supervisor (it may still be at its exec stop).
+    let image = bin.to_string_lossy().into_owned();
+    let mut running = images_of(&run_dir, &image);
+    while running.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        running = images_of(&run_dir, &image);
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!running.is_empty(), "the static image never ran");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left = images_of(&run_dir, &image);
+        if left.is_empty() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            for pid in &left {
+                // SAFETY: kill(2) of a process this test's run started.
+                unsafe { libc::kill(*pid, libc::SIGKILL) };
+            }
+            panic!("the static image went on running after seal was killed: pids {left:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_run_gone(&run_dir);
+}
+
+/// Real pids of the processes running `exe` whose environment names run `run_dir`.
+fn images_of(run_dir: &str, exe: &str) -> Vec<i32> {
+    let needle = format!("LIBSEAL_RUN_DIR={run_dir}\0");
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let same = std::fs::read_link(e.path().join("exe")).is_ok_and(|p| p.to_str() == Some(exe));
+        let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        let state = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // A zombie has run its course.
+        let zombie = state
+            .rsplit(')')
+            .next()
+            .is_some_and(|t| t.trim_start().starts_with('Z'));
+        if same
+            && !zombie
+            && environ
+                .windows(needle.len())
+                .any(|w| w == needle.as_bytes())
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
 /// A run whose server cannot be reached (here its socket's name is taken by a directory):
 /// each static image gets a supervisor of its own, as before there were servers, and is
 /// sealed all the same.

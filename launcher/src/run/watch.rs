@@ -10,8 +10,8 @@
 //! only seal holds (`O_CLOEXEC`). When the run ends normally, seal writes one byte and the
 //! watch exits. When seal dies any other way, the pipe reads end-of-file: the watch then kills
 //! (`SIGKILL`, through a pidfd, so a pid reused meanwhile is never hit) every process whose
-//! memory maps a file of this run directory (every sealed process maps the run table), round
-//! after round until none is left (a fork storm keeps making new ones for a moment), and
+//! memory maps a file of this run directory (every process libseal loads into maps the run
+//! table) or whose environment names it (a static image and its supervisor), round after round until none is left (a fork storm keeps making new ones for a moment), and
 //! removes the run directory. It makes system calls only, with stack buffers, until the
 //! processes are gone; then `remove_dir_all` (glibc's `fork` leaves `malloc` usable in the
 //! child).
@@ -150,7 +150,8 @@ unsafe fn watch(r: i32, dir: &[u8]) -> ! {
     }
 }
 
-/// One listing of `/proc`: kills every other process that maps a file under `dir`; how many.
+/// One listing of `/proc`: kills every other process of the run in `dir` ([`of_run`]); how
+/// many.
 fn kill_round(dir: &[u8]) -> usize {
     // SAFETY (all): system calls on our own descriptors and stack buffers.
     unsafe {
@@ -183,7 +184,7 @@ fn kill_round(dir: &[u8]) -> usize {
                 if pidfd < 0 {
                     continue;
                 }
-                if maps_under(name, dir) {
+                if of_run(name, dir) {
                     let r = libc::syscall(
                         libc::SYS_pidfd_send_signal,
                         pidfd,
@@ -210,18 +211,38 @@ fn parse_pid(name: &[u8]) -> Option<libc::pid_t> {
     Some(name.iter().fold(0i32, |a, &c| a * 10 + (c - b'0') as i32))
 }
 
-/// Does `/proc/<pid>/maps` name a file under `dir` (`dir/`)?
-fn maps_under(pid: &[u8], dir: &[u8]) -> bool {
+/// Is this a process of the run in `dir`? Its `/proc/<pid>/maps` names a file under `dir/`
+/// (every process libseal loads into maps the run table), or its environment holds
+/// `LIBSEAL_RUN_DIR=dir` (a static image, which maps nothing of the run, and its supervisor:
+/// their environment is the sealed one that the exec hooks and the launcher give).
+fn of_run(pid: &[u8], dir: &[u8]) -> bool {
+    let mut needle = [0u8; 4200];
+    let env = b"LIBSEAL_RUN_DIR=";
+    if env.len() + dir.len() + 1 > needle.len() {
+        return false;
+    }
+    needle[..dir.len()].copy_from_slice(dir);
+    needle[dir.len()] = b'/';
+    if proc_file_holds(pid, b"/maps\0", &needle[..dir.len() + 1]) {
+        return true;
+    }
+    needle[..env.len()].copy_from_slice(env);
+    needle[env.len()..env.len() + dir.len()].copy_from_slice(dir);
+    needle[env.len() + dir.len()] = 0;
+    proc_file_holds(pid, b"/environ\0", &needle[..env.len() + dir.len() + 1])
+}
+
+/// Does `/proc/<pid><file>` (`file` NUL-terminated) hold `needle` (at most 4,200 bytes)?
+fn proc_file_holds(pid: &[u8], file: &[u8], needle: &[u8]) -> bool {
     let mut path = [0u8; 64];
     let prefix = b"/proc/";
-    let suffix = b"/maps\0";
-    let len = prefix.len() + pid.len() + suffix.len();
-    if len > path.len() || dir.len() + 1 > 4096 {
+    let len = prefix.len() + pid.len() + file.len();
+    if len > path.len() || needle.is_empty() || needle.len() > 4200 {
         return false;
     }
     path[..prefix.len()].copy_from_slice(prefix);
     path[prefix.len()..prefix.len() + pid.len()].copy_from_slice(pid);
-    path[prefix.len() + pid.len()..len].copy_from_slice(suffix);
+    path[prefix.len() + pid.len()..len].copy_from_slice(file);
     // SAFETY (all): system calls on our own descriptor and stack buffers.
     unsafe {
         let fd = libc::open(
@@ -231,8 +252,8 @@ fn maps_under(pid: &[u8], dir: &[u8]) -> bool {
         if fd < 0 {
             return false;
         }
-        // The needle is `dir/`; a window keeps the tail of the last chunk, so a match split
-        // between two reads is found.
+        // A window keeps the tail of the last chunk, so a match split between two reads is
+        // found.
         let mut buf = [0u8; 16384 + 4200];
         let mut have = 0usize;
         let mut found = false;
@@ -246,11 +267,11 @@ fn maps_under(pid: &[u8], dir: &[u8]) -> bool {
                 break;
             }
             have += n as usize;
-            if contains_dir(&buf[..have], dir) {
+            if holds(&buf[..have], needle) {
                 found = true;
                 break;
             }
-            let keep = dir.len().min(have);
+            let keep = (needle.len() - 1).min(have);
             buf.copy_within(have - keep..have, 0);
             have = keep;
         }
@@ -259,10 +280,8 @@ fn maps_under(pid: &[u8], dir: &[u8]) -> bool {
     }
 }
 
-/// Does `hay` hold `dir` followed by `/`?
-fn contains_dir(hay: &[u8], dir: &[u8]) -> bool {
-    hay.windows(dir.len() + 1)
-        .any(|w| &w[..dir.len()] == dir && w[dir.len()] == b'/')
+fn holds(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 #[cfg(test)]
@@ -271,13 +290,13 @@ mod tests {
 
     #[test]
     fn a_directory_is_found_only_as_a_directory() {
-        assert!(contains_dir(
+        assert!(holds(
             b"7f00 rw-s /dev/shm/seal-run-ab/run.table\n",
-            b"/dev/shm/seal-run-ab"
+            b"/dev/shm/seal-run-ab/"
         ));
-        assert!(!contains_dir(
+        assert!(!holds(
             b"7f00 rw-s /dev/shm/seal-run-abc/run.table\n",
-            b"/dev/shm/seal-run-ab"
+            b"/dev/shm/seal-run-ab/"
         ));
         assert_eq!(parse_pid(b"1234"), Some(1234));
         assert_eq!(parse_pid(b"self"), None);
