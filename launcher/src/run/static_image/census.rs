@@ -142,12 +142,33 @@ impl Slot {
         }
         let (i, n) = self.counts.entry(key).or_insert((next, 0));
         *n += 1;
+        let (i, n) = (*i, *n);
+        const _: () = assert!(std::mem::size_of::<CensusSlot>() == 16);
+        self.write_pair(i, key, n);
+    }
+
+    /// Sets the count of `fid` (with `detail`) at `ip` to `n` (counts made elsewhere: a Go
+    /// image's reads of its clock page).
+    pub fn set(&mut self, fid: Fid, detail: u8, ip: u64, n: u64) {
+        let key = census_key(ip, fid, detail);
+        let next = self.counts.len();
+        if next >= CensusFile::ALL_SLOTS && !self.counts.contains_key(&key) {
+            return;
+        }
+        let (i, count) = self.counts.entry(key).or_insert((next, 0));
+        if *count == n {
+            return;
+        }
+        *count = n;
+        let i = *i;
+        self.write_pair(i, key, n);
+    }
+
+    fn write_pair(&self, i: usize, key: u64, n: u64) {
         let mut pair = [0u8; 16];
         pair[..8].copy_from_slice(&key.to_le_bytes());
         pair[8..].copy_from_slice(&n.to_le_bytes());
-        let off = CensusFile::slot_offset(*i) as u64;
-        const _: () = assert!(std::mem::size_of::<CensusSlot>() == 16);
-        self.put(off, &pair);
+        self.put(CensusFile::slot_offset(i) as u64, &pair);
     }
 
     /// Takes back one count of system call `nr` (with `args`) at `ip` (a call that will be
@@ -162,10 +183,7 @@ impl Slot {
         };
         *n = n.saturating_sub(1);
         let (i, n) = (*i, *n);
-        let mut pair = [0u8; 16];
-        pair[..8].copy_from_slice(&key.to_le_bytes());
-        pair[8..].copy_from_slice(&n.to_le_bytes());
-        self.put(CensusFile::slot_offset(i) as u64, &pair);
+        self.write_pair(i, key, n);
     }
 
     fn put(&self, off: u64, data: &[u8]) {

@@ -18,10 +18,12 @@ use super::go_clock::{self, Held, Waits};
 use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{alive, child_signals, drain, proc_status_field, read, write};
 use super::world::{Stream, World};
+
+mod answers;
 use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
-const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
+pub const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
 /// `CLOCK_TAI` runs this far ahead of `CLOCK_REALTIME`.
 const TAI_OFFSET_NS: i64 = 37 * 1_000_000_000;
 /// One process of the image, as the supervisor knows it.
@@ -65,8 +67,16 @@ struct Supervisor {
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
-/// `traced`: the process is to be followed to its exec stop; else it runs its image already.
-pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i32 {
+/// `traced`: the process is to be followed to its exec stop; else it runs its image already
+/// (a cgo program, whose runtime reads its clock from `page` when libseal made one).
+pub fn run(
+    listener: i32,
+    sock: i32,
+    pid: i32,
+    world: World,
+    traced: bool,
+    page: Option<super::vdso_clock::Page>,
+) -> i32 {
     let mut sv = Supervisor {
         world,
         pid,
@@ -87,6 +97,9 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         exec: None,
         pages: HashMap::new(),
     };
+    if let Some(p) = page {
+        sv.pages.insert(pid, p);
+    }
     let mut attached = traced;
     let mut sock_open = true;
     // The tracee's stops arrive as SIGCHLD, read from a signalfd: the exec stop is seen as
@@ -158,6 +171,7 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         if fds[0].revents & libc::POLLIN != 0 {
             sv.one(listener);
         } else if fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            sv.count_page_reads();
             return 0;
         }
         if !sv.waits.held.is_empty() {
@@ -308,6 +322,21 @@ impl Supervisor {
         if let Some(page) = self.pages.get(&tgid) {
             page.advance(d);
         }
+        self.count_page_reads();
+    }
+
+    /// Writes the reads the clock pages counted themselves into their processes' census.
+    fn count_page_reads(&mut self) {
+        let counted: Vec<(i32, u64, [u64; 2])> = (self.pages.iter())
+            .filter_map(|(&tgid, p)| Some((tgid, p.site?, p.reads())))
+            .collect();
+        for (tgid, site, reads) in counted {
+            if let Some(slot) = self.slot(tgid) {
+                for (id, n) in reads.into_iter().enumerate() {
+                    slot.set(seal_abi::Fid::ClockGettime, id as u8, site, n);
+                }
+            }
+        }
     }
 
     /// Follows thread `tid`'s exec of a static binary (its call now runs, if `ran`) to its
@@ -437,14 +466,20 @@ impl Supervisor {
         }
     }
 
-    /// Counts call `n` of process `tgid` in its census slot (taken at its first call).
+    /// Counts call `n` of process `tgid` in its census slot.
     fn count(&mut self, tgid: i32, n: &Notif) {
-        let Some((fid, detail)) = census::fid_of(n.nr as i64, &n.args) else {
-            return;
-        };
+        if let Some((fid, detail)) = census::fid_of(n.nr as i64, &n.args) {
+            if let Some(slot) = self.slot(tgid) {
+                slot.count(fid, detail, n.ip);
+            }
+        }
+    }
+
+    /// Process `tgid`'s census slot (taken at its first use).
+    fn slot(&mut self, tgid: i32) -> Option<&mut census::Slot> {
         let (Some(slots), Some(run_dir)) = (self.census.as_mut(), self.world.run_dir.as_ref())
         else {
-            return;
+            return None;
         };
         let first = tgid == self.pid;
         let parent = self.procs.get(&tgid).map_or(0, |p| p.parent);
@@ -465,9 +500,7 @@ impl Supervisor {
             };
             census::Slot::open(run_dir, &who)
         });
-        if let Some(slot) = slot {
-            slot.count(fid, detail, n.ip);
-        }
+        slot.as_mut()
     }
 
     fn first(&self, tgid: i32) -> bool {
@@ -657,39 +690,6 @@ impl Supervisor {
             done += n;
         }
         Answer::Value(len as i64)
-    }
-
-    fn uname(&mut self, tid: i32, buf: u64) -> Answer {
-        match self.world.uname() {
-            Some(u) if write(tid, buf, &u) => Answer::Value(0),
-            Some(_) => Answer::Error(libc::EFAULT),
-            None => Answer::Continue,
-        }
-    }
-
-    /// The sealed affinity mask: CPUs `0..cpus`.
-    fn affinity(&mut self, tid: i32, len: usize, mask: u64) -> Answer {
-        let m = self.world.affinity();
-        if len < m.len() || !len.is_multiple_of(8) {
-            Answer::Error(libc::EINVAL)
-        } else if write(tid, mask, &m) {
-            Answer::Value(m.len() as i64)
-        } else {
-            Answer::Error(libc::EFAULT)
-        }
-    }
-
-    /// Writes `v` at `addr` in thread `tid`: the call's value, or `EFAULT`.
-    fn put<T: Copy>(&self, tid: i32, addr: u64, v: &T) -> Answer {
-        // SAFETY: a Copy value read as its bytes.
-        let bytes = unsafe {
-            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
-        };
-        if addr != 0 && write(tid, addr, bytes) {
-            Answer::Value(0)
-        } else {
-            Answer::Error(libc::EFAULT)
-        }
     }
 }
 
