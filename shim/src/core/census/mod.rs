@@ -133,6 +133,16 @@ fn count_at(fid: Fid, detail: u8, caller: u64) -> Option<&'static AtomicU64> {
     }
 }
 
+/// The counter of calls of `fid` (with `detail`) from `caller` in this image's census, for
+/// calls counted by code of libseal's making (a cgo Go runtime's clock page reads, counted by
+/// the code itself); `None` when there is none.
+pub fn counter(fid: Fid, detail: u8, caller: u64) -> Option<&'static AtomicU64> {
+    let c = count_at(fid, detail, caller)?;
+    // Taking it counted one call.
+    c.fetch_sub(1, Relaxed);
+    Some(c)
+}
+
 /// Counts a call of a hot entry point whose call site this thread remembers
 /// ([`crate::core::thread::Hot::entry`] matched the caller): one increment of the counter the entry
 /// names, with no key to hash and no table to probe.
