@@ -164,6 +164,20 @@ impl Slot {
         self.write_pair(i, key, n);
     }
 
+    /// Takes a counter of `fid` (with `detail`) at `ip` for counts made by the image itself
+    /// (its clock page's code, through a mapping of the run table): the counter's offset in
+    /// the run table file. `None` when the table is full.
+    pub fn reserve(&mut self, fid: Fid, detail: u8, ip: u64) -> Option<u64> {
+        let key = census_key(ip, fid, detail);
+        let next = self.counts.len();
+        if next >= CensusFile::ALL_SLOTS || self.counts.contains_key(&key) {
+            return None;
+        }
+        self.counts.insert(key, (next, 0));
+        self.write_pair(next, key, 0);
+        Some(self.at + CensusFile::slot_offset(next) as u64 + 8)
+    }
+
     fn write_pair(&self, i: usize, key: u64, n: u64) {
         let mut pair = [0u8; 16];
         pair[..8].copy_from_slice(&key.to_le_bytes());

@@ -195,12 +195,12 @@ impl Supervisor {
         if st >> 8 == (libc::SIGTRAP | (libc::PTRACE_EVENT_EXEC << 8)) {
             self.go = super::auxv::is_go(self.pid);
             let seal = self.world.seal_clocks();
+            self.text = super::auxv::text_ranges(self.pid);
+            self.bias = super::auxv::load_bias(self.pid, &self.text);
             // A Go runtime keeps its vDSO, whose clock reads the image's clock page; anything
             // else (or a Go image whose page could not be set up) loses it.
             let fast = seal && self.go && self.fast_clock();
             super::auxv::fix(self.pid, self.world.at_random(), seal && !fast);
-            self.text = super::auxv::text_ranges(self.pid);
-            self.bias = super::auxv::load_bias(self.pid, &self.text);
             if self.go && self.world.sealed(flags::RANDOM) {
                 let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x0074_7363);
                 super::vdso_clock::seal_cputicks(self.pid, self.bias, ticks >> 1);
@@ -217,9 +217,16 @@ impl Supervisor {
     }
 
     /// Sets up the clock page of the Go image just exec'd (stopped): whether it is in place.
+    /// Its reads are counted in its census slot, which the image maps (its first page).
     fn fast_clock(&mut self) -> bool {
-        let page = super::vdso_clock::set_up(self.pid, &self.world, MONO_BASE_NS);
-        page.map(|p| self.pages.insert(self.pid, p)).is_some()
+        let pid = self.pid;
+        let vdso = super::auxv::vdso_base(pid).unwrap_or(0);
+        let counters = self.slot(pid).and_then(|slot| {
+            let fid = seal_abi::Fid::ClockGettime;
+            Some([slot.reserve(fid, 0, vdso)?, slot.reserve(fid, 1, vdso)?])
+        });
+        let page = super::vdso_clock::set_up(pid, &self.world, MONO_BASE_NS, counters);
+        page.map(|p| self.pages.insert(pid, p)).is_some()
     }
 
     /// Receives one notification and answers it.

@@ -172,7 +172,15 @@ fn poke(pid: i32, addr: u64, data: &[u8]) -> bool {
 
 /// [`install`] for Go image `pid`, stopped at its exec, with the run's settings (`mono_base`:
 /// what `CLOCK_MONOTONIC` reads at `C = 0`).
-pub fn set_up(pid: i32, world: &super::world::World, mono_base: i64) -> Option<Page> {
+/// `counters`: the offsets in the run table of the census counters of its `CLOCK_REALTIME` and
+/// `CLOCK_MONOTONIC` page reads (`None`: counted in the page, and written to the census by the
+/// supervisor).
+pub fn set_up(
+    pid: i32,
+    world: &super::world::World,
+    mono_base: i64,
+    counters: Option<[u64; 2]>,
+) -> Option<Page> {
     let base = super::auxv::vdso_base(pid)?;
     let dir = world.run_dir.as_ref()?;
     let first = first_values(world, mono_base);
@@ -182,11 +190,13 @@ pub fn set_up(pid: i32, world: &super::world::World, mono_base: i64) -> Option<P
         base,
         first,
         world.tick_ns.clamp(0, i32::MAX as i64),
+        counters,
     )
 }
 
 /// Sets the fast clock up in Go image `pid`, stopped at its exec, whose vDSO is at `vdso`:
-/// `[realtime, monotonic]` are the page's first values, `tick` what a spinning read adds.
+/// `[realtime, monotonic]` are the page's first values, `tick` what a spinning read adds,
+/// `counters` where in the run table its reads are counted (mapped into the image too).
 /// `None` (nothing changed in the image, or only what the next exec throws away) when any
 /// step fails: the caller then removes the vDSO, and reads go by system call.
 pub fn install(
@@ -195,6 +205,7 @@ pub fn install(
     vdso: u64,
     first: [i64; 2],
     tick: i64,
+    counters: Option<[u64; 2]>,
 ) -> Option<Page> {
     let elf = vdso_bytes(pid, vdso);
     let (func, size) = clock_gettime_in(&elf, vdso)?;
@@ -217,11 +228,15 @@ pub fn install(
         }
         // The path, on the new stack well below the stack pointer (inside the stack's mapping,
         // which exec sets up with room to grow).
-        let mut name = path.as_os_str().as_encoded_bytes().to_vec();
-        name.push(0);
-        let at = (saved.rsp - 4096) & !15;
-        if name.len() > 2048 || !super::remote::write(pid, at, &name) {
-            return None;
+        let at = (saved.rsp - 8192) & !15;
+        let table_at = at + 4096;
+        let table = run_dir.join(seal_abi::RUN_TABLE_NAME);
+        for (p, to) in [(&path, at), (&table, table_at)] {
+            let mut name = p.as_os_str().as_encoded_bytes().to_vec();
+            name.push(0);
+            if name.len() > 2048 || !super::remote::write(pid, to, &name) {
+                return None;
+            }
         }
         // The code is written first: its `syscall` instruction is where calls are injected.
         let placeholder = code(0, tick as u32);
@@ -238,16 +253,43 @@ pub fn install(
             let shared = libc::MAP_SHARED as u64;
             let addr = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, 0]);
             inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
-            addr
+            // The page of the run table that holds the census counters, mapped the same way
+            // (the image's reads count there, so they are in the census however it ends).
+            let census = counters.and_then(|c| {
+                let off = c[0] & !4095;
+                if c[1] & !4095 != off {
+                    return None;
+                }
+                let fd = inject(
+                    pid,
+                    &saved,
+                    sys,
+                    2,
+                    [table_at, libc::O_RDWR as u64, 0, 0, 0, 0],
+                )?;
+                if fd < 0 {
+                    return None;
+                }
+                let m = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, off]);
+                inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
+                let m = m.filter(|&m| m > 0)? as u64;
+                Some(c.map(|o| m + (o & 4095)))
+            });
+            Some((addr?, census))
         })();
         // SAFETY: restores the registers of our stopped tracee.
         unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &saved) };
         // mmap's errors are -4095..-1.
-        let addr = result.filter(|&a| a > 0)? as u64;
-        // The image's reads are counted in the page's own words (the census gets them from
-        // there, `serve.rs`).
-        for id in 0..2 {
-            let counter = addr + 8 * (cp::READS + id) as u64;
+        let (addr, census) = result?;
+        let addr = (addr > 0).then_some(addr as u64)?;
+        // The image's reads are counted in its census slot, or else in the page's own words
+        // (which the supervisor writes to the census, `serve.rs`).
+        let own = [0, 1].map(|id| addr + 8 * (cp::READS + id) as u64);
+        let mut page = page;
+        if census.is_some() {
+            page.site = None;
+        }
+        for (id, counter) in census.unwrap_or(own).into_iter().enumerate() {
             page.word(cp::COUNTER + id)
                 .store(counter, Ordering::Release);
         }
