@@ -141,8 +141,8 @@ fn a_static_go_program_prints_the_same_clocks_every_run() {
     five_sealed_runs_agree(false);
 }
 
-/// The same program linked with cgo: libseal hides the vDSO from its Go runtime, whose clock
-/// reads and timer waits then go to the supervisor.
+/// The same program linked with cgo: libseal gives its Go runtime a vDSO of its own, whose
+/// clock reads come from a page the supervisor moves; its timer waits go to the supervisor.
 #[test]
 fn a_cgo_go_program_prints_the_same_clocks_every_run() {
     five_sealed_runs_agree(true);

@@ -8,7 +8,7 @@
 //! the seed and the process's lineage. A call made from outside the static image's own code
 //! (a dynamic descendant's libseal or libc, which seal already or which must see real values)
 //! runs as it is. A Go image's clock is one per process and moves only by its held timer
-//! waits (`go_clock.rs`; read from a page in a static one, `vdso_clock.rs`).
+//! waits (`go_clock.rs`; read from a page, static or cgo, `vdso_clock.rs`).
 
 use seal_abi::flags;
 use std::collections::HashMap;
