@@ -20,6 +20,7 @@ use super::remote::{alive, child_signals, drain, proc_status_field, read, write}
 use super::world::{Stream, World};
 
 mod answers;
+mod counting;
 use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
@@ -332,20 +333,6 @@ impl Supervisor {
         self.count_page_reads();
     }
 
-    /// Writes the reads the clock pages counted themselves into their processes' census.
-    fn count_page_reads(&mut self) {
-        let counted: Vec<(i32, u64, [u64; 2])> = (self.pages.iter())
-            .filter_map(|(&tgid, p)| Some((tgid, p.site?, p.reads())))
-            .collect();
-        for (tgid, site, reads) in counted {
-            if let Some(slot) = self.slot(tgid) {
-                for (id, n) in reads.into_iter().enumerate() {
-                    slot.set(seal_abi::Fid::ClockGettime, id as u8, site, n);
-                }
-            }
-        }
-    }
-
     /// Follows thread `tid`'s exec of a static binary (its call now runs, if `ran`) to its
     /// exec stop, and sets the new image up there.
     fn follow_exec(&mut self, tid: i32, ran: bool) {
@@ -471,43 +458,6 @@ impl Supervisor {
             }
             _ => Answer::Continue,
         }
-    }
-
-    /// Counts call `n` of process `tgid` in its census slot.
-    fn count(&mut self, tgid: i32, n: &Notif) {
-        if let Some((fid, detail)) = census::fid_of(n.nr as i64, &n.args) {
-            if let Some(slot) = self.slot(tgid) {
-                slot.count(fid, detail, n.ip);
-            }
-        }
-    }
-
-    /// Process `tgid`'s census slot (taken at its first use).
-    fn slot(&mut self, tgid: i32) -> Option<&mut census::Slot> {
-        let (Some(slots), Some(run_dir)) = (self.census.as_mut(), self.world.run_dir.as_ref())
-        else {
-            return None;
-        };
-        let first = tgid == self.pid;
-        let parent = self.procs.get(&tgid).map_or(0, |p| p.parent);
-        let slot = slots.entry(tgid).or_insert_with(|| {
-            let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).unwrap_or_default();
-            let who = census::Identity {
-                vpid: if first { self.world.vpid } else { tgid },
-                parent_vpid: match (first, parent == self.pid) {
-                    (true, _) => self.world.ppid,
-                    (false, true) => self.world.vpid,
-                    (false, false) => parent,
-                },
-                gen: if first { self.world.gen } else { 0 },
-                pid: tgid,
-                exe: &exe,
-                text: &self.text,
-                bias: self.bias,
-            };
-            census::Slot::open(run_dir, &who)
-        });
-        slot.as_mut()
     }
 
     fn first(&self, tgid: i32) -> bool {
