@@ -299,12 +299,13 @@ pub unsafe fn supervise_go(envp: Argv) {
     } else {
         core::ptr::null_mut()
     };
+    let mut given = false;
     // SAFETY: per the contract.
     let kind = if unsafe { supervise_self(envp, vpid, ppid) } {
         // SAFETY: per the contract.
         match unsafe { vdso_entry(envp) } {
             // SAFETY: per the contract; the entry is the stack's.
-            Some(e) if !page.is_null() && unsafe { go_vdso::give(e, page) } => {}
+            Some(e) if !page.is_null() && unsafe { go_vdso::give(e, page) } => given = true,
             // SAFETY: as above.
             Some(e) if time => unsafe { *e = AT_IGNORE },
             _ => {}
@@ -316,6 +317,10 @@ pub unsafe fn supervise_go(envp: Argv) {
     if !page.is_null() {
         // The supervisor has mapped it, or never will.
         go_vdso::unlink_page();
+        if !given {
+            // SAFETY: our mapping of one page, which nothing of ours reads.
+            unsafe { sys::munmap(page.cast(), 4096) };
+        }
     }
     let mut exe = [0u8; 4096];
     let n = sys::readlink(b"/proc/self/exe\0", &mut exe);
