@@ -29,6 +29,9 @@ pub const TICK: usize = 8;
 /// What [`TAKEN`] holds once the supervisor has the page.
 pub const TAKEN_MAGIC: u64 = 0x5345_414c_434c_4b31; // "SEALCLK1"
 
+/// The module the census names the page's reads after (the code is in no object of the image).
+pub const MODULE_NAME: &str = "[seal clock page]";
+
 /// Reads of the page with `C` still after which each read ticks it.
 pub const SPIN_READS: u32 = 100_000;
 

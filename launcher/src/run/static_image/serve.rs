@@ -223,8 +223,14 @@ impl Supervisor {
         let pid = self.pid;
         let vdso = super::auxv::vdso_base(pid).unwrap_or(0);
         let counters = self.slot(pid).and_then(|slot| {
+            // Counted from the vDSO's first byte, named after the page in the census.
+            use seal_abi::supervised::clock_page::MODULE_NAME;
+            slot.add_module(MODULE_NAME, vdso, vdso + 4096);
             let fid = seal_abi::Fid::ClockGettime;
-            Some([slot.reserve(fid, 0, vdso)?, slot.reserve(fid, 1, vdso)?])
+            Some([
+                slot.reserve(fid, 0, vdso + 1)?,
+                slot.reserve(fid, 1, vdso + 1)?,
+            ])
         });
         let page = super::vdso_clock::set_up(pid, &self.world, MONO_BASE_NS, counters);
         page.map(|p| self.pages.insert(pid, p)).is_some()
