@@ -194,9 +194,9 @@ fn census_calls(
         .sum()
 }
 
-/// The object the census names for a Go runtime's reads of its clock page (code of seal's
+/// The object the census names a Go runtime's reads of its clock page after (code of seal's
 /// making, in no object of the image).
-const PAGE_READS: &str = "[unknown]";
+const PAGE_READS: &str = seal_abi::supervised::clock_page::MODULE_NAME;
 
 /// The census counts the calls the supervisor serves for a Go runtime per process, static or
 /// cgo (beside libseal's counts of its C library's): `crypto/rand`'s one `getrandom`; and the

@@ -27,8 +27,8 @@ mod modules;
 mod runtimes;
 use argv::read_argv;
 pub use argv::{set_args, start_args};
-pub use modules::refresh_modules;
 use modules::reset_refresh_lock;
+pub use modules::{add_module, refresh_modules};
 pub use runtimes::{in_python_import, Capture, Object};
 
 #[link_section = ".data.seal_hot"]
