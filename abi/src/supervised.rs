@@ -150,6 +150,8 @@ pub const REQUEST_HEADER: usize = 14;
 /// The largest request the server reads (the header and the variables).
 pub const REQUEST_MAX: usize = 64 << 10;
 
+pub mod clock_page;
+
 /// Messages on the socket between the shim and the supervisor (one byte, then a `u32`).
 pub mod msg {
     /// Supervisor → shim: attached to the process (the `u32` is the supervisor's pid).

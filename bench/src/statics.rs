@@ -72,14 +72,15 @@ fn plan(root: &Path, dir: &Path) -> Vec<(String, PathBuf, Vec<OsString>, bool, u
         ));
     }
     if crate::which("go").is_some() {
-        // `go build` of one file of fixtures/bench, static or with cgo, its caches in `dir`.
+        // `go build` of files of fixtures/bench (`src`: names separated by spaces), static or
+        // with cgo, its caches in `dir`.
         let go = |out: &str, src: &str, cgo: &str| {
             let bin = dir.join(out);
             build(
                 Command::new("go")
                     .args(["build", "-o"])
                     .arg(&bin)
-                    .arg(root.join("fixtures/bench").join(src))
+                    .args(src.split(' ').map(|f| root.join("fixtures/bench").join(f)))
                     .env("CGO_ENABLED", cgo)
                     .env("GOCACHE", dir.join("go-cache"))
                     .env("GOPATH", dir.join("go-path"))
@@ -92,6 +93,17 @@ fn plan(root: &Path, dir: &Path) -> Vec<(String, PathBuf, Vec<OsString>, bool, u
         if let Some(bin) = go("go_loop", "go_loop.go", "0") {
             plan.push((
                 format!("Go loop, static, {GO_ROUNDS} × (`time.Now()` + 8 bytes of `crypto/rand`)"),
+                bin,
+                vec![GO_ROUNDS.to_string().into()],
+                true,
+                GO_ROUNDS,
+            ));
+        }
+        // The same loop linked with cgo (`cgo_link.go` only imports "C"): libseal loads into it,
+        // and its runtime reads the clock from the page of libseal's vDSO.
+        if let Some(bin) = go("go_loop_cgo", "go_loop.go cgo_link.go", "1") {
+            plan.push((
+                format!("Go loop, cgo, {GO_ROUNDS} × (`time.Now()` + 8 bytes of `crypto/rand`)"),
                 bin,
                 vec![GO_ROUNDS.to_string().into()],
                 true,

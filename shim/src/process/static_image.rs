@@ -13,8 +13,8 @@ use libc::c_char;
 use seal_abi::supervised::{self, msg};
 
 use crate::core::{config, sys};
-use crate::process::static_server;
 use crate::process::target::Path;
+use crate::process::{go_vdso, static_server};
 
 type Argv = *const *const c_char;
 
@@ -292,32 +292,55 @@ pub unsafe fn supervise_go(envp: Argv) {
     }
     let vpid = crate::process::vpid::getpid_value();
     let ppid = crate::process::vpid::getppid_value();
+    let time = config::sealed(seal_abi::flags::TIME);
+    // The clock page the runtime's vDSO will read, made before the supervisor, which takes it.
+    let page = if time {
+        go_vdso::make_page()
+    } else {
+        core::ptr::null_mut()
+    };
+    let mut given = false;
     // SAFETY: per the contract.
     let kind = if unsafe { supervise_self(envp, vpid, ppid) } {
-        if config::sealed(seal_abi::flags::TIME) {
-            // SAFETY: per the contract.
-            unsafe { hide_vdso(envp) };
+        // SAFETY: per the contract.
+        match unsafe { vdso_entry(envp) } {
+            // SAFETY: per the contract; the entry is the stack's.
+            Some(e) if !page.is_null() && unsafe { go_vdso::give(e, page) } => given = true,
+            // SAFETY: as above.
+            Some(e) if time => unsafe { *e = AT_IGNORE },
+            _ => {}
         }
         GO_SUPERVISED
     } else {
         GO_RUNTIME
     };
+    if !page.is_null() {
+        // The supervisor has mapped it, or never will.
+        go_vdso::unlink_page();
+        if !given {
+            // SAFETY: our mapping of one page, which nothing of ours reads.
+            unsafe { sys::munmap(page.cast(), 4096) };
+        }
+    }
     let mut exe = [0u8; 4096];
     let n = sys::readlink(b"/proc/self/exe\0", &mut exe);
     crate::core::census::record_unsealed(kind, &exe[..n]);
 }
 
-/// Hides the vDSO from the Go runtime: its `AT_SYSINFO_EHDR` entry in the auxiliary vector on
-/// the stack (after the environment vector's NULL), which the runtime reads when it starts,
-/// becomes `AT_IGNORE`, so the runtime reads its clocks by system call, which the supervisor
-/// serves (C library and loader read theirs long before; libseal seals libc's). Done only
-/// when the vector found there is the kernel's (its `AT_PHDR` and `AT_SYSINFO_EHDR` are
-/// `getauxval`'s): an environment vector copied elsewhere leaves it as it is.
+/// `AT_IGNORE`: an auxiliary vector entry no one reads.
+const AT_IGNORE: u64 = 1;
+
+/// The Go runtime's view of the vDSO: the `AT_SYSINFO_EHDR` entry of the auxiliary vector on
+/// the stack (after the environment vector's NULL), which the runtime reads when it starts
+/// (C library and loader read theirs long before; libseal seals libc's). Its type word is
+/// made `AT_IGNORE` (the runtime reads its clocks by system call, which the supervisor
+/// serves), or its value points at a vDSO of libseal's making (`go_vdso`). Found only when
+/// the vector there is the kernel's (its `AT_PHDR` and `AT_SYSINFO_EHDR` are `getauxval`'s):
+/// an environment vector copied elsewhere is left as it is.
 ///
 /// # Safety
 /// `envp` is the image's initial environment vector; only one thread runs.
-unsafe fn hide_vdso(envp: Argv) {
-    const AT_IGNORE: u64 = 1;
+unsafe fn vdso_entry(envp: Argv) -> Option<*mut u64> {
     // SAFETY: getauxval has no preconditions.
     let (phdr, vdso) = unsafe {
         (
@@ -326,7 +349,7 @@ unsafe fn hide_vdso(envp: Argv) {
         )
     };
     if envp.is_null() || vdso == 0 {
-        return;
+        return None;
     }
     // SAFETY: a NULL-terminated vector; on the initial stack the auxiliary vector's (type,
     // value) words follow its NULL, ended by AT_NULL; at most 64 pairs are looked at, and the
@@ -348,8 +371,6 @@ unsafe fn hide_vdso(envp: Argv) {
                 _ => {}
             }
         }
-        if let (Some(entry), true) = (at, phdr_seen) {
-            *entry = AT_IGNORE;
-        }
+        at.filter(|_| phdr_seen)
     }
 }

@@ -5,7 +5,7 @@
 
 use seal_abi::supervised::{msg, SUPERVISOR_ARG};
 
-use super::{auxv, remote, serve, world};
+use super::{auxv, remote, serve, vdso_clock, world};
 use std::ffi::OsString;
 
 /// `seal __static-supervisor FD PID`.
@@ -26,8 +26,14 @@ pub fn supervise(args: &[OsString]) -> i32 {
         };
         let at_random = world.at_random();
         auxv::seal_at_random(pid, at_random);
+        // The clock page libseal made for the runtime's vDSO, taken before READY (libseal
+        // looks for the mark then).
+        let page = world
+            .seal_clocks()
+            .then(|| vdso_clock::take(pid, &world, serve::MONO_BASE_NS))
+            .flatten();
         send(fd, msg::READY, 0);
-        return serve::run(listener, fd, pid, world, false);
+        return serve::run(listener, fd, pid, world, false, page);
     }
     // SAFETY: PTRACE_SEIZE of the process that started us, with an options word.
     let seized = unsafe {
@@ -54,7 +60,7 @@ pub fn supervise(args: &[OsString]) -> i32 {
         return 1;
     };
     send(fd, msg::READY, 0);
-    serve::run(listener, fd, pid, world, true)
+    serve::run(listener, fd, pid, world, true, None)
 }
 
 /// Waits (at most 10 s) until socket `fd` is readable, resuming traced process `pid` from any

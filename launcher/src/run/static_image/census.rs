@@ -62,6 +62,8 @@ pub struct Slot {
     file: File,
     at: u64,
     counts: HashMap<u64, (usize, u64)>,
+    /// Modules listed (the image's code, then at most the clock page's reader).
+    n_modules: u32,
 }
 
 impl Slot {
@@ -82,6 +84,7 @@ impl Slot {
             file,
             at,
             counts: HashMap::new(),
+            n_modules: 1,
         };
         let exe = who.exe.as_os_str().as_encoded_bytes();
         let exe = &exe[..exe.len().min(seal_abi::EXE_BYTES)];
@@ -142,12 +145,86 @@ impl Slot {
         }
         let (i, n) = self.counts.entry(key).or_insert((next, 0));
         *n += 1;
+        let (i, n) = (*i, *n);
+        const _: () = assert!(std::mem::size_of::<CensusSlot>() == 16);
+        self.write_pair(i, key, n);
+    }
+
+    /// Sets the count of `fid` (with `detail`) at `ip` to `n` (counts made elsewhere: a Go
+    /// image's reads of its clock page).
+    pub fn set(&mut self, fid: Fid, detail: u8, ip: u64, n: u64) {
+        let key = census_key(ip, fid, detail);
+        let next = self.counts.len();
+        if next >= CensusFile::ALL_SLOTS && !self.counts.contains_key(&key) {
+            return;
+        }
+        let (i, count) = self.counts.entry(key).or_insert((next, 0));
+        if *count == n {
+            return;
+        }
+        *count = n;
+        let i = *i;
+        self.write_pair(i, key, n);
+    }
+
+    /// Takes a counter of `fid` (with `detail`) at `ip` for counts made by the image itself
+    /// (its clock page's code, through a mapping of the run table): the counter's offset in
+    /// the run table file. `None` when the table is full.
+    pub fn reserve(&mut self, fid: Fid, detail: u8, ip: u64) -> Option<u64> {
+        let key = census_key(ip, fid, detail);
+        let next = self.counts.len();
+        if next >= CensusFile::ALL_SLOTS || self.counts.contains_key(&key) {
+            return None;
+        }
+        self.counts.insert(key, (next, 0));
+        self.write_pair(next, key, 0);
+        Some(self.at + CensusFile::slot_offset(next) as u64 + 8)
+    }
+
+    /// Lists `lo..hi` as module `name` (after the image's code, module 0): code of seal's
+    /// making in the image, its clock page's reader, that the census names counts after.
+    pub fn add_module(&mut self, name: &str, lo: u64, hi: u64) {
+        let mut used = [0u8; 4];
+        if self.n_modules != 1
+            || (self.file)
+                .read_exact_at(
+                    &mut used,
+                    self.at + offset_of!(CensusFile, text_used) as u64,
+                )
+                .is_err()
+        {
+            return;
+        }
+        let used = u32::from_le_bytes(used);
+        let m = CensusFile::module_offset(1) as u64;
+        self.put(
+            offset_of!(CensusFile, text) as u64 + used as u64,
+            name.as_bytes(),
+        );
+        for (off, v) in [
+            (offset_of!(ModuleRecord, start), lo),
+            (offset_of!(ModuleRecord, end), hi),
+            (offset_of!(ModuleRecord, bias), lo),
+        ] {
+            self.put(m + off as u64, &v.to_le_bytes());
+        }
+        let name_len = name.len() as u32;
+        for (off, v) in [
+            (m as usize + offset_of!(ModuleRecord, name_off), used),
+            (m as usize + offset_of!(ModuleRecord, name_len), name_len),
+            (offset_of!(CensusFile, text_used), used + name_len),
+            (offset_of!(CensusFile, n_modules), 2),
+        ] {
+            self.put(off as u64, &v.to_le_bytes());
+        }
+        self.n_modules = 2;
+    }
+
+    fn write_pair(&self, i: usize, key: u64, n: u64) {
         let mut pair = [0u8; 16];
         pair[..8].copy_from_slice(&key.to_le_bytes());
         pair[8..].copy_from_slice(&n.to_le_bytes());
-        let off = CensusFile::slot_offset(*i) as u64;
-        const _: () = assert!(std::mem::size_of::<CensusSlot>() == 16);
-        self.put(off, &pair);
+        self.put(CensusFile::slot_offset(i) as u64, &pair);
     }
 
     /// Takes back one count of system call `nr` (with `args`) at `ip` (a call that will be
@@ -162,10 +239,7 @@ impl Slot {
         };
         *n = n.saturating_sub(1);
         let (i, n) = (*i, *n);
-        let mut pair = [0u8; 16];
-        pair[..8].copy_from_slice(&key.to_le_bytes());
-        pair[8..].copy_from_slice(&n.to_le_bytes());
-        self.put(CensusFile::slot_offset(i) as u64, &pair);
+        self.write_pair(i, key, n);
     }
 
     fn put(&self, off: u64, data: &[u8]) {

@@ -8,7 +8,7 @@
 //! the seed and the process's lineage. A call made from outside the static image's own code
 //! (a dynamic descendant's libseal or libc, which seal already or which must see real values)
 //! runs as it is. A Go image's clock is one per process and moves only by its held timer
-//! waits (`go_clock.rs`; read from a page in a static one, `vdso_clock.rs`).
+//! waits (`go_clock.rs`; read from a page, static or cgo, `vdso_clock.rs`).
 
 use seal_abi::flags;
 use std::collections::HashMap;
@@ -18,10 +18,13 @@ use super::go_clock::{self, Held, Waits};
 use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{alive, child_signals, drain, proc_status_field, read, write};
 use super::world::{Stream, World};
+
+mod answers;
+mod counting;
 use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
-const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
+pub const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
 /// `CLOCK_TAI` runs this far ahead of `CLOCK_REALTIME`.
 const TAI_OFFSET_NS: i64 = 37 * 1_000_000_000;
 /// One process of the image, as the supervisor knows it.
@@ -65,8 +68,16 @@ struct Supervisor {
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
-/// `traced`: the process is to be followed to its exec stop; else it runs its image already.
-pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i32 {
+/// `traced`: the process is to be followed to its exec stop; else it runs its image already
+/// (a cgo program, whose runtime reads its clock from `page` when libseal made one).
+pub fn run(
+    listener: i32,
+    sock: i32,
+    pid: i32,
+    world: World,
+    traced: bool,
+    page: Option<super::vdso_clock::Page>,
+) -> i32 {
     let mut sv = Supervisor {
         world,
         pid,
@@ -87,6 +98,9 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         exec: None,
         pages: HashMap::new(),
     };
+    if let Some(p) = page {
+        sv.pages.insert(pid, p);
+    }
     let mut attached = traced;
     let mut sock_open = true;
     // The tracee's stops arrive as SIGCHLD, read from a signalfd: the exec stop is seen as
@@ -158,6 +172,7 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         if fds[0].revents & libc::POLLIN != 0 {
             sv.one(listener);
         } else if fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            sv.count_page_reads();
             return 0;
         }
         if !sv.waits.held.is_empty() {
@@ -181,12 +196,12 @@ impl Supervisor {
         if st >> 8 == (libc::SIGTRAP | (libc::PTRACE_EVENT_EXEC << 8)) {
             self.go = super::auxv::is_go(self.pid);
             let seal = self.world.seal_clocks();
+            self.text = super::auxv::text_ranges(self.pid);
+            self.bias = super::auxv::load_bias(self.pid, &self.text);
             // A Go runtime keeps its vDSO, whose clock reads the image's clock page; anything
             // else (or a Go image whose page could not be set up) loses it.
             let fast = seal && self.go && self.fast_clock();
             super::auxv::fix(self.pid, self.world.at_random(), seal && !fast);
-            self.text = super::auxv::text_ranges(self.pid);
-            self.bias = super::auxv::load_bias(self.pid, &self.text);
             if self.go && self.world.sealed(flags::RANDOM) {
                 let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x0074_7363);
                 super::vdso_clock::seal_cputicks(self.pid, self.bias, ticks >> 1);
@@ -203,9 +218,22 @@ impl Supervisor {
     }
 
     /// Sets up the clock page of the Go image just exec'd (stopped): whether it is in place.
+    /// Its reads are counted in its census slot, which the image maps (its first page).
     fn fast_clock(&mut self) -> bool {
-        let page = super::vdso_clock::set_up(self.pid, &self.world, MONO_BASE_NS);
-        page.map(|p| self.pages.insert(self.pid, p)).is_some()
+        let pid = self.pid;
+        let vdso = super::auxv::vdso_base(pid).unwrap_or(0);
+        let counters = self.slot(pid).and_then(|slot| {
+            // Counted from the vDSO's first byte, named after the page in the census.
+            use seal_abi::supervised::clock_page::MODULE_NAME;
+            slot.add_module(MODULE_NAME, vdso, vdso + 4096);
+            let fid = seal_abi::Fid::ClockGettime;
+            Some([
+                slot.reserve(fid, 0, vdso + 1)?,
+                slot.reserve(fid, 1, vdso + 1)?,
+            ])
+        });
+        let page = super::vdso_clock::set_up(pid, &self.world, MONO_BASE_NS, counters);
+        page.map(|p| self.pages.insert(pid, p)).is_some()
     }
 
     /// Receives one notification and answers it.
@@ -308,6 +336,7 @@ impl Supervisor {
         if let Some(page) = self.pages.get(&tgid) {
             page.advance(d);
         }
+        self.count_page_reads();
     }
 
     /// Follows thread `tid`'s exec of a static binary (its call now runs, if `ran`) to its
@@ -434,39 +463,6 @@ impl Supervisor {
                 self.affinity(tid, a[1] as usize, a[2])
             }
             _ => Answer::Continue,
-        }
-    }
-
-    /// Counts call `n` of process `tgid` in its census slot (taken at its first call).
-    fn count(&mut self, tgid: i32, n: &Notif) {
-        let Some((fid, detail)) = census::fid_of(n.nr as i64, &n.args) else {
-            return;
-        };
-        let (Some(slots), Some(run_dir)) = (self.census.as_mut(), self.world.run_dir.as_ref())
-        else {
-            return;
-        };
-        let first = tgid == self.pid;
-        let parent = self.procs.get(&tgid).map_or(0, |p| p.parent);
-        let slot = slots.entry(tgid).or_insert_with(|| {
-            let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).unwrap_or_default();
-            let who = census::Identity {
-                vpid: if first { self.world.vpid } else { tgid },
-                parent_vpid: match (first, parent == self.pid) {
-                    (true, _) => self.world.ppid,
-                    (false, true) => self.world.vpid,
-                    (false, false) => parent,
-                },
-                gen: if first { self.world.gen } else { 0 },
-                pid: tgid,
-                exe: &exe,
-                text: &self.text,
-                bias: self.bias,
-            };
-            census::Slot::open(run_dir, &who)
-        });
-        if let Some(slot) = slot {
-            slot.count(fid, detail, n.ip);
         }
     }
 
@@ -657,39 +653,6 @@ impl Supervisor {
             done += n;
         }
         Answer::Value(len as i64)
-    }
-
-    fn uname(&mut self, tid: i32, buf: u64) -> Answer {
-        match self.world.uname() {
-            Some(u) if write(tid, buf, &u) => Answer::Value(0),
-            Some(_) => Answer::Error(libc::EFAULT),
-            None => Answer::Continue,
-        }
-    }
-
-    /// The sealed affinity mask: CPUs `0..cpus`.
-    fn affinity(&mut self, tid: i32, len: usize, mask: u64) -> Answer {
-        let m = self.world.affinity();
-        if len < m.len() || !len.is_multiple_of(8) {
-            Answer::Error(libc::EINVAL)
-        } else if write(tid, mask, &m) {
-            Answer::Value(m.len() as i64)
-        } else {
-            Answer::Error(libc::EFAULT)
-        }
-    }
-
-    /// Writes `v` at `addr` in thread `tid`: the call's value, or `EFAULT`.
-    fn put<T: Copy>(&self, tid: i32, addr: u64, v: &T) -> Answer {
-        // SAFETY: a Copy value read as its bytes.
-        let bytes = unsafe {
-            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
-        };
-        if addr != 0 && write(tid, addr, bytes) {
-            Answer::Value(0)
-        } else {
-            Answer::Error(libc::EFAULT)
-        }
     }
 }
 

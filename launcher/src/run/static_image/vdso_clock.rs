@@ -1,81 +1,96 @@
-//! A static Go image's clock reads at native speed. At the exec stop the supervisor maps a
-//! page shared with it into the image (system calls injected while the image is stopped:
-//! `open` of a file in the run directory, `mmap`, `close`) and replaces the vDSO's
-//! `__vdso_clock_gettime` with a few instructions that read the image's clock `C` from that
-//! page: `[0]` is `epoch + C` (`CLOCK_REALTIME`), `[1]` is `MONO_BASE + C`
-//! (`CLOCK_MONOTONIC`), `[2]` counts the reads since the supervisor last moved `C`. Past
-//! [`SPIN_READS`] reads with `C` still, each read ticks both (a goroutine spinning on
-//! `time.Now()` ends). Other clock ids go to the kernel (the filter sends them here). The
-//! supervisor moves `C` with atomic adds on its own mapping of the page.
+//! A Go image's clock reads at native speed, from a page shared with the supervisor
+//! (`seal_abi::supervised::clock_page`: the layout and the code that reads it). In a static Go
+//! image, at the exec stop the supervisor maps the page into the image (system calls injected
+//! while the image is stopped: `open` of a file in the run directory, `mmap`, `close`) and
+//! writes the code over the vDSO's `__vdso_clock_gettime`. In a dynamically linked one (cgo),
+//! libseal maps the page and gives the runtime a vDSO of its own making; the supervisor takes
+//! its side of the page from the run directory ([`take`]). The supervisor moves `C` with
+//! atomic adds on its own mapping of the page, and counts the page's reads in the census.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::remote::read;
+use seal_abi::supervised::clock_page::{self as cp, CODE_LEN, SYSCALL_AT};
 
-/// Reads of the page with `C` still after which each read ticks it.
-pub const SPIN_READS: u32 = 100_000;
+use super::remote::read;
 
 /// The supervisor's mapping of one image's clock page.
 pub struct Page {
     words: *const AtomicU64,
+    /// Where the image's reads are counted in the census: the clock code's address, when the
+    /// supervisor counts them (static), else `None` (libseal counts them in its own slot).
+    pub site: Option<u64>,
 }
 
 impl Page {
     fn word(&self, i: usize) -> &AtomicU64 {
-        // SAFETY: a live shared mapping of one page (three u64 words used), never unmapped.
+        // SAFETY: a live shared mapping of one page (eight u64 words used), never unmapped.
         unsafe { &*self.words.add(i) }
     }
 
-    /// `C`, as the image last saw it (`[1] - MONO_BASE`).
+    /// `C`, as the image last saw it (`[MONOTONIC] - MONO_BASE`).
     pub fn c(&self, mono_base: i64) -> i64 {
-        self.word(1).load(Ordering::Acquire) as i64 - mono_base
+        self.word(cp::MONOTONIC).load(Ordering::Acquire) as i64 - mono_base
     }
 
     /// Moves `C` by `d` ns and starts the read count again.
     pub fn advance(&self, d: i64) {
-        self.word(0).fetch_add(d as u64, Ordering::AcqRel);
-        self.word(1).fetch_add(d as u64, Ordering::AcqRel);
-        self.word(2).store(0, Ordering::Release);
+        self.word(cp::REALTIME)
+            .fetch_add(d as u64, Ordering::AcqRel);
+        self.word(cp::MONOTONIC)
+            .fetch_add(d as u64, Ordering::AcqRel);
+        self.word(cp::SINCE_MOVE).store(0, Ordering::Release);
+    }
+
+    /// The reads of `CLOCK_REALTIME` and `CLOCK_MONOTONIC` counted in the page itself.
+    pub fn reads(&self) -> [u64; 2] {
+        [0, 1].map(|id| self.word(cp::READS + id).load(Ordering::Acquire))
+    }
+
+    /// Maps the first page of `file` and sets its clock words to `first`.
+    fn map(file: &std::fs::File, first: [i64; 2], site: Option<u64>) -> Option<Page> {
+        // Kept for the supervisor's life.
+        let map = super::page::map_shared(file, true)?;
+        let page = Page {
+            words: map.cast::<AtomicU64>(),
+            site,
+        };
+        page.word(cp::REALTIME)
+            .store(first[0] as u64, Ordering::Release);
+        page.word(cp::MONOTONIC)
+            .store(first[1] as u64, Ordering::Release);
+        Some(page)
     }
 }
 
-/// The replacement of `__vdso_clock_gettime` reading the page at `page` (see the module).
-fn code(page: u64, tick: u32) -> Vec<u8> {
-    let mut c = Vec::new();
-    c.extend([0x83, 0xff, 0x01]); // cmp edi, 1
-    c.extend([0x77, 0x00]); // ja fallback (patched below)
-    let ja = c.len() - 1;
-    c.extend([0x49, 0xb8]); // movabs r8, page
-    c.extend(page.to_le_bytes());
-    c.extend([0xb9, 0x01, 0x00, 0x00, 0x00]); // mov ecx, 1
-    c.extend([0xf0, 0x49, 0x0f, 0xc1, 0x48, 0x10]); // lock xadd [r8+16], rcx
-    c.extend([0x48, 0x81, 0xf9]); // cmp rcx, SPIN_READS
-    c.extend(SPIN_READS.to_le_bytes());
-    c.extend([0x72, 0x00]); // jb read (patched below)
-    let jb = c.len() - 1;
-    c.extend([0x48, 0xc7, 0xc1]); // mov rcx, tick
-    c.extend(tick.to_le_bytes());
-    c.extend([0xf0, 0x49, 0x01, 0x08]); // lock add [r8], rcx
-    c.extend([0xf0, 0x49, 0x01, 0x48, 0x08]); // lock add [r8+8], rcx
-    c[jb] = (c.len() - jb - 1) as u8;
-    c.extend([0x49, 0x8b, 0x04, 0xf8]); // mov rax, [r8+rdi*8]
-    c.extend([0xb9, 0x00, 0xca, 0x9a, 0x3b]); // mov ecx, 1000000000
-    c.extend([0x31, 0xd2]); // xor edx, edx
-    c.extend([0x48, 0xf7, 0xf1]); // div rcx
-    c.extend([0x48, 0x89, 0x06]); // mov [rsi], rax
-    c.extend([0x48, 0x89, 0x56, 0x08]); // mov [rsi+8], rdx
-    c.extend([0x31, 0xc0]); // xor eax, eax
-    c.push(0xc3); // ret
-    c[ja] = (c.len() - ja - 1) as u8;
-    c.extend([0xb8, 0xe4, 0x00, 0x00, 0x00]); // fallback: mov eax, 228 (clock_gettime)
-    c.extend([0x0f, 0x05]); // syscall
-    c.push(0xc3); // ret
-    c
+/// The clock words a Go image starts with: `[epoch + C, mono_base + C]`.
+fn first_values(world: &super::world::World, mono_base: i64) -> [i64; 2] {
+    [world.epoch_ns + world.clock, mono_base + world.clock]
 }
 
-/// The offset of the `syscall` instruction in [`code`].
-fn syscall_at(code: &[u8]) -> usize {
-    code.len() - 3
+/// The page of cgo program `pid` that libseal made (`go-clock-PID` in the run directory):
+/// its clock words set, [`cp::TAKEN`] marked (libseal then gives the runtime its vDSO), the
+/// file removed. `None` when there is none (libseal then hides the vDSO).
+pub fn take(pid: i32, world: &super::world::World, mono_base: i64) -> Option<Page> {
+    let path = world.run_dir.as_ref()?.join(format!("go-clock-{pid}"));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .ok()?;
+    let page = Page::map(&file, first_values(world, mono_base), None);
+    if let Some(p) = &page {
+        let tick = world.tick_ns.clamp(0, i32::MAX as i64) as u64;
+        p.word(cp::TICK).store(tick, Ordering::Release);
+        p.word(cp::TAKEN).store(cp::TAKEN_MAGIC, Ordering::Release);
+    }
+    page
+}
+
+/// The replacement of `__vdso_clock_gettime` reading the page at `page` (see the module).
+fn code(page: u64, tick: u32) -> [u8; CODE_LEN] {
+    let mut c = [0u8; CODE_LEN];
+    cp::code(&mut c, page, tick);
+    c
 }
 
 /// Reads `pid`'s vDSO (at `base`), page by page.
@@ -157,22 +172,31 @@ fn poke(pid: i32, addr: u64, data: &[u8]) -> bool {
 
 /// [`install`] for Go image `pid`, stopped at its exec, with the run's settings (`mono_base`:
 /// what `CLOCK_MONOTONIC` reads at `C = 0`).
-pub fn set_up(pid: i32, world: &super::world::World, mono_base: i64) -> Option<Page> {
+/// `counters`: the offsets in the run table of the census counters of its `CLOCK_REALTIME` and
+/// `CLOCK_MONOTONIC` page reads (`None`: counted in the page, and written to the census by the
+/// supervisor).
+pub fn set_up(
+    pid: i32,
+    world: &super::world::World,
+    mono_base: i64,
+    counters: Option<[u64; 2]>,
+) -> Option<Page> {
     let base = super::auxv::vdso_base(pid)?;
     let dir = world.run_dir.as_ref()?;
-    let c = world.clock;
-    let first = [world.epoch_ns + c, mono_base + c];
+    let first = first_values(world, mono_base);
     install(
         pid,
         dir,
         base,
         first,
         world.tick_ns.clamp(0, i32::MAX as i64),
+        counters,
     )
 }
 
 /// Sets the fast clock up in Go image `pid`, stopped at its exec, whose vDSO is at `vdso`:
-/// `[realtime, monotonic]` are the page's first values, `tick` what a spinning read adds.
+/// `[realtime, monotonic]` are the page's first values, `tick` what a spinning read adds,
+/// `counters` where in the run table its reads are counted (mapped into the image too).
 /// `None` (nothing changed in the image, or only what the next exec throws away) when any
 /// step fails: the caller then removes the vDSO, and reads go by system call.
 pub fn install(
@@ -181,6 +205,7 @@ pub fn install(
     vdso: u64,
     first: [i64; 2],
     tick: i64,
+    counters: Option<[u64; 2]>,
 ) -> Option<Page> {
     let elf = vdso_bytes(pid, vdso);
     let (func, size) = clock_gettime_in(&elf, vdso)?;
@@ -194,13 +219,7 @@ pub fn install(
         .ok()?;
     let done = (|| {
         file.set_len(4096).ok()?;
-        // Kept for the supervisor's life.
-        let map = super::page::map_shared(&file, true)?;
-        let page = Page {
-            words: map.cast::<AtomicU64>(),
-        };
-        page.word(0).store(first[0] as u64, Ordering::Release);
-        page.word(1).store(first[1] as u64, Ordering::Release);
+        let page = Page::map(&file, first, Some(func))?;
         // SAFETY: user_regs_struct is plain data; GETREGS fills it for our stopped tracee.
         let mut saved: libc::user_regs_struct = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
@@ -209,18 +228,22 @@ pub fn install(
         }
         // The path, on the new stack well below the stack pointer (inside the stack's mapping,
         // which exec sets up with room to grow).
-        let mut name = path.as_os_str().as_encoded_bytes().to_vec();
-        name.push(0);
-        let at = (saved.rsp - 4096) & !15;
-        if name.len() > 2048 || !super::remote::write(pid, at, &name) {
-            return None;
+        let at = (saved.rsp - 8192) & !15;
+        let table_at = at + 4096;
+        let table = run_dir.join(seal_abi::RUN_TABLE_NAME);
+        for (p, to) in [(&path, at), (&table, table_at)] {
+            let mut name = p.as_os_str().as_encoded_bytes().to_vec();
+            name.push(0);
+            if name.len() > 2048 || !super::remote::write(pid, to, &name) {
+                return None;
+            }
         }
         // The code is written first: its `syscall` instruction is where calls are injected.
         let placeholder = code(0, tick as u32);
         if (size as usize) < placeholder.len() || !poke(pid, func, &placeholder) {
             return None;
         }
-        let sys = func + syscall_at(&placeholder) as u64;
+        let sys = func + SYSCALL_AT as u64;
         let result = (|| {
             let fd = inject(pid, &saved, sys, 2, [at, libc::O_RDWR as u64, 0, 0, 0, 0])?;
             if fd < 0 {
@@ -230,12 +253,46 @@ pub fn install(
             let shared = libc::MAP_SHARED as u64;
             let addr = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, 0]);
             inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
-            addr
+            // The page of the run table that holds the census counters, mapped the same way
+            // (the image's reads count there, so they are in the census however it ends).
+            let census = counters.and_then(|c| {
+                let off = c[0] & !4095;
+                if c[1] & !4095 != off {
+                    return None;
+                }
+                let fd = inject(
+                    pid,
+                    &saved,
+                    sys,
+                    2,
+                    [table_at, libc::O_RDWR as u64, 0, 0, 0, 0],
+                )?;
+                if fd < 0 {
+                    return None;
+                }
+                let m = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, off]);
+                inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
+                let m = m.filter(|&m| m > 0)? as u64;
+                Some(c.map(|o| m + (o & 4095)))
+            });
+            Some((addr?, census))
         })();
         // SAFETY: restores the registers of our stopped tracee.
         unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &saved) };
         // mmap's errors are -4095..-1.
-        let addr = result.filter(|&a| a > 0)? as u64;
+        let (addr, census) = result?;
+        let addr = (addr > 0).then_some(addr as u64)?;
+        // The image's reads are counted in its census slot, or else in the page's own words
+        // (which the supervisor writes to the census, `serve.rs`).
+        let own = [0, 1].map(|id| addr + 8 * (cp::READS + id) as u64);
+        let mut page = page;
+        if census.is_some() {
+            page.site = None;
+        }
+        for (id, counter) in census.unwrap_or(own).into_iter().enumerate() {
+            page.word(cp::COUNTER + id)
+                .store(counter, Ordering::Release);
+        }
         poke(pid, func, &code(addr, tick as u32)).then_some(page)
     })();
     let _ = std::fs::remove_file(&path);
@@ -243,7 +300,7 @@ pub fn install(
         // The kernel's code back (the caller also removes the vDSO from the auxiliary vector,
         // so the runtime never calls it).
         let at = (func - vdso) as usize;
-        if let Some(orig) = elf.get(at..at + code(0, 0).len()) {
+        if let Some(orig) = elf.get(at..at + CODE_LEN) {
             poke(pid, func, orig);
         }
     }

@@ -27,8 +27,8 @@ mod modules;
 mod runtimes;
 use argv::read_argv;
 pub use argv::{set_args, start_args};
-pub use modules::refresh_modules;
 use modules::reset_refresh_lock;
+pub use modules::{add_module, refresh_modules};
 pub use runtimes::{in_python_import, Capture, Object};
 
 #[link_section = ".data.seal_hot"]
@@ -131,6 +131,16 @@ fn count_at(fid: Fid, detail: u8, caller: u64) -> Option<&'static AtomicU64> {
         }
         Counted::Overflow => None,
     }
+}
+
+/// The counter of calls of `fid` (with `detail`) from `caller` in this image's census, for
+/// calls counted by code of libseal's making (a cgo Go runtime's clock page reads, counted by
+/// the code itself); `None` when there is none.
+pub fn counter(fid: Fid, detail: u8, caller: u64) -> Option<&'static AtomicU64> {
+    let c = count_at(fid, detail, caller)?;
+    // Taking it counted one call.
+    c.fetch_sub(1, Relaxed);
+    Some(c)
 }
 
 /// Counts a call of a hot entry point whose call site this thread remembers

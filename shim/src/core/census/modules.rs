@@ -102,6 +102,31 @@ unsafe extern "C" fn module_cb(
     for seen in crate::CENSUS_OBJECT_SEEN {
         seen(&object);
     }
+    append(file, name, lo, hi, info.dlpi_addr)
+}
+
+/// Lists code of libseal's making at `lo..hi`, in no loaded object, as module `name` (a cgo Go
+/// runtime's vDSO, `process::go_vdso`): the census names the calls counted from it after it.
+/// False when the list is being walked or is full.
+pub fn add_module(name: &[u8], lo: u64, hi: u64) -> bool {
+    let file = file_ptr();
+    if file.is_null()
+        || REFRESHING
+            .compare_exchange(false, true, Acquire, Relaxed)
+            .is_err()
+    {
+        return false;
+    }
+    // SAFETY: a published census slot; REFRESHING makes us its only module writer.
+    let ok = append(unsafe { &*file }, name, lo, hi, lo) == 0;
+    REFRESHING.store(false, Release);
+    ok
+}
+
+/// Appends module `name` at `lo..hi` (load bias `bias`) to `file`'s list unless it is there:
+/// 0, or 1 when the list or the text is full. The caller holds [`REFRESHING`].
+fn append(file: &CensusFile, name: &[u8], lo: u64, hi: u64, bias: u64) -> libc::c_int {
+    let exe_len = (file.exe_len as usize).min(seal_abi::EXE_BYTES);
     let n = (file.n_modules.load(Relaxed) as usize).min(MAX_MODULES);
     let used = (file.text_used.load(Relaxed) as usize).min(TEXT_BYTES);
     let listed = (0..n).any(|i| {
@@ -143,7 +168,7 @@ unsafe extern "C" fn module_cb(
         let m = record as *const ModuleRecord as *mut ModuleRecord;
         (*m).start = lo;
         (*m).end = hi;
-        (*m).bias = info.dlpi_addr;
+        (*m).bias = bias;
         (*m).name_off = off as u32;
         (*m).name_len = len as u32;
     }

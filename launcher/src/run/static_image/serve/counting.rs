@@ -1,0 +1,58 @@
+//! The census of the supervised processes: a slot per process, taken at its first counted
+//! call, and the reads a clock page counted itself.
+
+use super::super::census;
+use super::{Notif, Supervisor};
+
+impl Supervisor {
+    /// Counts call `n` of process `tgid` in its census slot.
+    pub(super) fn count(&mut self, tgid: i32, n: &Notif) {
+        if let Some((fid, detail)) = census::fid_of(n.nr as i64, &n.args) {
+            if let Some(slot) = self.slot(tgid) {
+                slot.count(fid, detail, n.ip);
+            }
+        }
+    }
+
+    /// Process `tgid`'s census slot (taken at its first use).
+    pub(super) fn slot(&mut self, tgid: i32) -> Option<&mut census::Slot> {
+        let (Some(slots), Some(run_dir)) = (self.census.as_mut(), self.world.run_dir.as_ref())
+        else {
+            return None;
+        };
+        let first = tgid == self.pid;
+        let parent = self.procs.get(&tgid).map_or(0, |p| p.parent);
+        let slot = slots.entry(tgid).or_insert_with(|| {
+            let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).unwrap_or_default();
+            let who = census::Identity {
+                vpid: if first { self.world.vpid } else { tgid },
+                parent_vpid: match (first, parent == self.pid) {
+                    (true, _) => self.world.ppid,
+                    (false, true) => self.world.vpid,
+                    (false, false) => parent,
+                },
+                gen: if first { self.world.gen } else { 0 },
+                pid: tgid,
+                exe: &exe,
+                text: &self.text,
+                bias: self.bias,
+            };
+            census::Slot::open(run_dir, &who)
+        });
+        slot.as_mut()
+    }
+
+    /// Writes the reads the clock pages counted themselves into their processes' census.
+    pub(super) fn count_page_reads(&mut self) {
+        let counted: Vec<(i32, u64, [u64; 2])> = (self.pages.iter())
+            .filter_map(|(&tgid, p)| Some((tgid, p.site?, p.reads())))
+            .collect();
+        for (tgid, site, reads) in counted {
+            if let Some(slot) = self.slot(tgid) {
+                for (id, n) in reads.into_iter().enumerate() {
+                    slot.set(seal_abi::Fid::ClockGettime, id as u8, site, n);
+                }
+            }
+        }
+    }
+}
