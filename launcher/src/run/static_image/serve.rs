@@ -21,6 +21,7 @@ use super::world::{Stream, World};
 
 mod answers;
 mod counting;
+mod ticking;
 use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
@@ -36,6 +37,8 @@ struct Proc {
     first: bool,
     /// Its parent process (0: not one of the image's).
     parent: i32,
+    /// Its clock page (a static C image's first process), where `l` and `mono` are then kept.
+    page: Option<ticking::Ticking>,
 }
 
 /// The loop's state.
@@ -65,6 +68,9 @@ struct Supervisor {
     exec: Option<i32>,
     /// The clock pages of Go processes whose vDSO reads them.
     pages: HashMap<i32, super::vdso_clock::Page>,
+    /// The first image's code outside its executable whose system calls are its own: its
+    /// vDSO, once its entries read a clock page (their fallbacks).
+    own: Vec<(u64, u64)>,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -97,6 +103,7 @@ pub fn run(
         images: HashMap::new(),
         exec: None,
         pages: HashMap::new(),
+        own: Vec::new(),
     };
     if let Some(p) = page {
         sv.pages.insert(pid, p);
@@ -201,6 +208,8 @@ impl Supervisor {
             // A Go runtime keeps its vDSO, whose clock reads the image's clock page; anything
             // else (or a Go image whose page could not be set up) loses it.
             let fast = seal && self.go && self.fast_clock();
+            // A static C image keeps it too, its clock entries reading its ticking page.
+            let fast = fast || (seal && !self.go && self.ticking_clock());
             super::auxv::fix(self.pid, self.world.at_random(), seal && !fast);
             if self.go && self.world.sealed(flags::RANDOM) {
                 let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x0074_7363);
@@ -246,15 +255,16 @@ impl Supervisor {
         // A call a signal interrupts while it waits for the answer is made again: what the
         // answer drew (a tick, entropy) is put back, or the next run draws differently.
         let tgid = self.tgid(n.pid as i32);
-        let before = self.procs.get(&tgid).map(|p| (p.l, p.mono, p.stream.n));
+        let before = self.procs.get(&tgid).map(|p| (p.clock_state(), p.stream.n));
         let answer = self.answer(&n);
         let ok = respond(listener, n.id, answer);
         if let Some(tid) = self.exec.take() {
             self.follow_exec(tid, ok);
         }
         if !ok {
-            if let (Some((l, mono, drawn)), Some(p)) = (before, self.procs.get_mut(&tgid)) {
-                (p.l, p.mono, p.stream.n) = (l, mono, drawn);
+            if let (Some((clock, drawn)), Some(p)) = (before, self.procs.get_mut(&tgid)) {
+                p.restore(clock);
+                p.stream.n = drawn;
             }
             // Counted again when it is made again.
             let slots = self.census.as_mut();
@@ -331,8 +341,7 @@ impl Supervisor {
             return;
         }
         self.ensure(tgid);
-        let p = self.proc(tgid);
-        p.l = p.l.saturating_add(d);
+        self.proc(tgid).add_l(d);
         if let Some(page) = self.pages.get(&tgid) {
             page.advance(d);
         }
@@ -381,11 +390,14 @@ impl Supervisor {
 
     fn answer(&mut self, n: &Notif) -> Answer {
         let tgid = self.tgid(n.pid as i32);
-        let in_image = self
-            .image(tgid)
-            .0
-            .iter()
-            .any(|&(a, b)| (a..b).contains(&n.ip));
+        let first_image = !self.images.contains_key(&tgid);
+        let own = first_image && self.own.iter().any(|&(a, b)| (a..b).contains(&n.ip));
+        let in_image = own
+            || self
+                .image(tgid)
+                .0
+                .iter()
+                .any(|&(a, b)| (a..b).contains(&n.ip));
         if n.nr as u32 == EXEC {
             // Only an image's own exec of a static binary is followed (a dynamic process's
             // goes through libseal's hook).
@@ -493,7 +505,8 @@ impl Supervisor {
             self.children += 1;
             let parent = proc_status_field(tgid, "PPid:").unwrap_or(0);
             self.merge_finished(parent);
-            let l = self.procs.get(&parent).map_or(self.world.clock, |p| p.l);
+            self.page_off(parent);
+            let l = self.procs.get(&parent).map_or(self.world.clock, |p| p.l());
             (
                 l,
                 seal_abi::mix64(self.world.lineage ^ self.children),
@@ -508,6 +521,7 @@ impl Supervisor {
                 stream: Stream::new(self.world.seed, id),
                 first,
                 parent,
+                page: None,
             },
         );
     }
@@ -519,12 +533,12 @@ impl Supervisor {
             .procs
             .iter()
             .filter(|(&pid, p)| p.parent == parent && parent != 0 && !alive(pid))
-            .map(|(&pid, p)| (pid, p.l))
+            .map(|(&pid, p)| (pid, p.l()))
             .collect();
         for (pid, l) in done {
             self.procs.remove(&pid);
             if let Some(p) = self.procs.get_mut(&parent) {
-                p.l = p.l.max(l);
+                p.add_l((l - p.l()).max(0));
             }
         }
     }
@@ -543,10 +557,7 @@ impl Supervisor {
         } else {
             self.world.tick_ns
         };
-        let p = self.proc(tgid);
-        let v = epoch.saturating_add(p.l);
-        p.l = p.l.saturating_add(tick);
-        v
+        self.proc(tgid).tick_realtime(epoch, tick)
     }
 
     /// The sealed value of clock `clk` (`None`: a clock of another process or thread, or an
@@ -586,17 +597,9 @@ impl Supervisor {
             | libc::CLOCK_MONOTONIC_RAW
             | libc::CLOCK_MONOTONIC_COARSE
             | libc::CLOCK_BOOTTIME
-            | libc::CLOCK_BOOTTIME_ALARM => {
-                let p = self.proc(tgid);
-                let v = MONO_BASE_NS
-                    .saturating_add(p.l)
-                    .saturating_add(p.mono)
-                    .saturating_add(tick);
-                p.mono = p.mono.saturating_add(tick);
-                Some(v)
-            }
+            | libc::CLOCK_BOOTTIME_ALARM => Some(self.proc(tgid).tick_monotonic(tick)),
             libc::CLOCK_PROCESS_CPUTIME_ID | libc::CLOCK_THREAD_CPUTIME_ID => {
-                Some(self.proc(tgid).l)
+                Some(self.proc(tgid).l())
             }
             _ => None,
         }
@@ -616,19 +619,16 @@ impl Supervisor {
         let d = ts[0].saturating_mul(1_000_000_000).saturating_add(ts[1]);
         if flags & libc::TIMER_ABSTIME != 0 {
             let now = {
-                let p = self.proc(tgid);
-                let (l, mono) = (p.l, p.mono);
+                let (l, mono) = self.proc(tgid).clock_state();
                 match clk {
                     libc::CLOCK_REALTIME | libc::CLOCK_TAI => self.world.epoch_ns.saturating_add(l),
                     _ => MONO_BASE_NS.saturating_add(l).saturating_add(mono),
                 }
             };
-            let p = self.proc(tgid);
-            p.l = p.l.saturating_add(d.saturating_sub(now).max(0));
+            self.proc(tgid).add_l(d.saturating_sub(now).max(0));
             return Answer::Value(0);
         }
-        let p = self.proc(tgid);
-        p.l = p.l.saturating_add(d);
+        self.proc(tgid).add_l(d);
         Answer::Continue
     }
 

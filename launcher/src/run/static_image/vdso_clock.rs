@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use seal_abi::supervised::clock_page::{self as cp, CODE_LEN, SYSCALL_AT};
+use seal_abi::supervised::clock_page::{self as cp, Kind, MAX_LEN};
 
 use super::remote::read;
 
@@ -22,7 +22,7 @@ pub struct Page {
 }
 
 impl Page {
-    fn word(&self, i: usize) -> &AtomicU64 {
+    pub(super) fn word(&self, i: usize) -> &AtomicU64 {
         // SAFETY: a live shared mapping of one page (eight u64 words used), never unmapped.
         unsafe { &*self.words.add(i) }
     }
@@ -86,11 +86,11 @@ pub fn take(pid: i32, world: &super::world::World, mono_base: i64) -> Option<Pag
     page
 }
 
-/// The replacement of `__vdso_clock_gettime` reading the page at `page` (see the module).
-fn code(page: u64, tick: u32) -> [u8; CODE_LEN] {
-    let mut c = [0u8; CODE_LEN];
-    cp::code(&mut c, page, tick);
-    c
+/// The code of `kind` reading the page at `page` (see the module) and where its entries are.
+fn code(page: u64, tick: u32, kind: Kind) -> (Vec<u8>, cp::Entries) {
+    let mut c = [0u8; MAX_LEN];
+    let e = cp::generate(&mut c, page, tick, kind);
+    (c[..e.len].to_vec(), e)
 }
 
 /// Reads `pid`'s vDSO (at `base`), page by page.
@@ -106,12 +106,12 @@ fn vdso_bytes(pid: i32, base: u64) -> Vec<u8> {
     out
 }
 
-/// The address and size of `__vdso_clock_gettime` in the vDSO image `elf` (loaded at `base`).
-fn clock_gettime_in(elf: &[u8], base: u64) -> Option<(u64, u64)> {
+/// The address and size of `name` in the vDSO image `elf` (loaded at `base`).
+fn entry_in(elf: &[u8], base: u64, name: &str) -> Option<(u64, u64)> {
     use object::{Object, ObjectSymbol};
     let file = object::File::parse(elf).ok()?;
     file.dynamic_symbols()
-        .find(|s| s.name() == Ok("__vdso_clock_gettime"))
+        .find(|s| s.name() == Ok(name))
         .filter(|s| s.address() < elf.len() as u64)
         .map(|s| (base + s.address(), s.size()))
 }
@@ -190,13 +190,19 @@ pub fn set_up(
         base,
         first,
         world.tick_ns.clamp(0, i32::MAX as i64),
-        counters,
+        counters.as_ref().map(|c| &c[..]),
+        Kind::Still,
     )
+    .map(|(page, _)| page)
 }
 
-/// Sets the fast clock up in Go image `pid`, stopped at its exec, whose vDSO is at `vdso`:
-/// `[realtime, monotonic]` are the page's first values, `tick` what a spinning read adds,
-/// `counters` where in the run table its reads are counted (mapped into the image too).
+/// Sets the fast clock up in image `pid`, stopped at its exec, whose vDSO is at `vdso`:
+/// `[realtime, monotonic]` are the page's first values, `tick` a tick, `counters` where in the
+/// run table its reads are counted (mapped into the image too): `clock_gettime`'s of
+/// `CLOCK_REALTIME` and `CLOCK_MONOTONIC`, then ([`Kind::Ticking`]) `gettimeofday`'s and
+/// `time`'s. A [`Kind::Ticking`] image also gets a private page (`MADV_WIPEONFORK`) whose first
+/// word holds the page's address, and its `__vdso_gettimeofday` and `__vdso_time` jump to
+/// code of their own. The page, and ([`Kind::Ticking`]) that word's address in the image.
 /// `None` (nothing changed in the image, or only what the next exec throws away) when any
 /// step fails: the caller then removes the vDSO, and reads go by system call.
 pub fn install(
@@ -205,10 +211,26 @@ pub fn install(
     vdso: u64,
     first: [i64; 2],
     tick: i64,
-    counters: Option<[u64; 2]>,
-) -> Option<Page> {
+    counters: Option<&[u64]>,
+    kind: Kind,
+) -> Option<(Page, u64)> {
     let elf = vdso_bytes(pid, vdso);
-    let (func, size) = clock_gettime_in(&elf, vdso)?;
+    let (func, size) = entry_in(&elf, vdso, "__vdso_clock_gettime")?;
+    let ticking = kind == Kind::Ticking;
+    // The entries that jump to code of their own after `__vdso_clock_gettime`'s.
+    let others: Vec<(u64, bool)> = if ticking {
+        ["__vdso_gettimeofday", "__vdso_time"]
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| entry_in(&elf, vdso, n).map(|(a, _)| (a, i == 0)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // Counted in the census, or (a Go image only) in the page.
+    if ticking && counters.is_none_or(|c| c.len() < 4) {
+        return None;
+    }
     // The supervisor's side of the page: a file in the run directory, removed once mapped.
     let path = run_dir.join(format!("go-clock-{pid}"));
     let file = std::fs::OpenOptions::new()
@@ -217,6 +239,7 @@ pub fn install(
         .create_new(true)
         .open(&path)
         .ok()?;
+    let (placeholder, entries) = code(0, tick as u32, kind);
     let done = (|| {
         file.set_len(4096).ok()?;
         let page = Page::map(&file, first, Some(func))?;
@@ -239,11 +262,10 @@ pub fn install(
             }
         }
         // The code is written first: its `syscall` instruction is where calls are injected.
-        let placeholder = code(0, tick as u32);
         if (size as usize) < placeholder.len() || !poke(pid, func, &placeholder) {
             return None;
         }
-        let sys = func + SYSCALL_AT as u64;
+        let sys = func + entries.syscall_at as u64;
         let result = (|| {
             let fd = inject(pid, &saved, sys, 2, [at, libc::O_RDWR as u64, 0, 0, 0, 0])?;
             if fd < 0 {
@@ -257,7 +279,7 @@ pub fn install(
             // (the image's reads count there, so they are in the census however it ends).
             let census = counters.and_then(|c| {
                 let off = c[0] & !4095;
-                if c[1] & !4095 != off {
+                if c.iter().any(|&o| o & !4095 != off) {
                     return None;
                 }
                 let fd = inject(
@@ -273,35 +295,75 @@ pub fn install(
                 let m = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, off]);
                 inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
                 let m = m.filter(|&m| m > 0)? as u64;
-                Some(c.map(|o| m + (o & 4095)))
+                Some(c.iter().map(|o| m + (o & 4095)).collect::<Vec<u64>>())
             });
-            Some((addr?, census))
+            // A ticking image's word naming the page: private, and zeroed in a forked child
+            // (whose clock is its own: its reads go to the supervisor).
+            let pointer = if ticking {
+                let private = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
+                let p = inject(pid, &saved, sys, 9, [0, 4096, prot, private, u64::MAX, 0]);
+                let p = p.filter(|&p| p > 0)? as u64;
+                let wipe = libc::MADV_WIPEONFORK as u64;
+                (inject(pid, &saved, sys, 28, [p, 4096, wipe, 0, 0, 0])? == 0).then_some(p)?
+            } else {
+                0
+            };
+            Some((addr?, census, pointer))
         })();
         // SAFETY: restores the registers of our stopped tracee.
         unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &saved) };
         // mmap's errors are -4095..-1.
-        let (addr, census) = result?;
+        let (addr, census, pointer) = result?;
         let addr = (addr > 0).then_some(addr as u64)?;
+        if ticking && census.is_none() {
+            return None;
+        }
         // The image's reads are counted in its census slot, or else in the page's own words
         // (which the supervisor writes to the census, `serve.rs`).
-        let own = [0, 1].map(|id| addr + 8 * (cp::READS + id) as u64);
+        let own = [0, 1].map(|id| addr + 8 * (cp::READS + id) as u64).to_vec();
         let mut page = page;
         if census.is_some() {
             page.site = None;
         }
-        for (id, counter) in census.unwrap_or(own).into_iter().enumerate() {
-            page.word(cp::COUNTER + id)
-                .store(counter, Ordering::Release);
+        let words = [
+            cp::COUNTER,
+            cp::COUNTER + 1,
+            cp::COUNTER_GETTIMEOFDAY,
+            cp::COUNTER_TIME,
+        ];
+        for (&w, counter) in words.iter().zip(census.unwrap_or(own)) {
+            page.word(w).store(counter, Ordering::Release);
         }
-        poke(pid, func, &code(addr, tick as u32)).then_some(page)
+        if ticking && !super::remote::write(pid, pointer, &addr.to_le_bytes()) {
+            return None;
+        }
+        let (real, _) = code(if ticking { pointer } else { addr }, tick as u32, kind);
+        if !poke(pid, func, &real) {
+            return None;
+        }
+        for &(entry, gtod) in &others {
+            let to = func + if gtod { entries.gettimeofday } else { entries.time }? as u64;
+            let rel = (to as i64 - (entry as i64 + 5)) as i32;
+            let mut jmp = vec![0xe9]; // jmp rel32
+            jmp.extend(rel.to_le_bytes());
+            if !poke(pid, entry, &jmp) {
+                return None;
+            }
+        }
+        Some((page, pointer))
     })();
     let _ = std::fs::remove_file(&path);
     if done.is_none() {
         // The kernel's code back (the caller also removes the vDSO from the auxiliary vector,
         // so the runtime never calls it).
-        let at = (func - vdso) as usize;
-        if let Some(orig) = elf.get(at..at + CODE_LEN) {
-            poke(pid, func, orig);
+        for (at, len) in [(func, entries.len)]
+            .into_iter()
+            .chain(others.iter().map(|&(a, _)| (a, 5)))
+        {
+            let off = (at - vdso) as usize;
+            if let Some(orig) = elf.get(off..off + len) {
+                poke(pid, at, orig);
+            }
         }
     }
     done
