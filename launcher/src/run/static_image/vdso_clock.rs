@@ -342,7 +342,12 @@ pub fn install(
             return None;
         }
         for &(entry, gtod) in &others {
-            let to = func + if gtod { entries.gettimeofday } else { entries.time }? as u64;
+            let to = func
+                + if gtod {
+                    entries.gettimeofday
+                } else {
+                    entries.time
+                }? as u64;
             let rel = (to as i64 - (entry as i64 + 5)) as i32;
             let mut jmp = vec![0xe9]; // jmp rel32
             jmp.extend(rel.to_le_bytes());

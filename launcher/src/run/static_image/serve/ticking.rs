@@ -213,7 +213,12 @@ mod tests {
         unsafe {
             page.add(cp::REALTIME).write(epoch as u64);
             page.add(cp::MONOTONIC).write(base as u64);
-            let words = [cp::COUNTER, cp::COUNTER + 1, cp::COUNTER_GETTIMEOFDAY, cp::COUNTER_TIME];
+            let words = [
+                cp::COUNTER,
+                cp::COUNTER + 1,
+                cp::COUNTER_GETTIMEOFDAY,
+                cp::COUNTER_TIME,
+            ];
             for (i, w) in words.into_iter().enumerate() {
                 page.add(w).write(counts.add(i) as u64);
             }
@@ -228,7 +233,10 @@ mod tests {
             );
             assert_ne!(m, libc::MAP_FAILED);
             std::ptr::copy_nonoverlapping(code.as_ptr(), m.cast::<u8>(), e.len);
-            assert_eq!(libc::mprotect(m, 4096, libc::PROT_READ | libc::PROT_EXEC), 0);
+            assert_eq!(
+                libc::mprotect(m, 4096, libc::PROT_READ | libc::PROT_EXEC),
+                0
+            );
             let at = |off: usize| m.cast::<u8>().add(off);
             let cg: ClockGettime = std::mem::transmute(at(e.clock_gettime));
             let gtod: Gettimeofday = std::mem::transmute(at(e.gettimeofday.unwrap()));
@@ -246,13 +254,19 @@ mod tests {
             let mut tv: libc::timeval = std::mem::zeroed();
             let mut tz = u64::MAX;
             assert_eq!(gtod(&mut tv, &mut tz), 0);
-            assert_eq!((tv.tv_sec as i64, tv.tv_usec as i64, tz), (1_767_225_600, 2, 0));
+            assert_eq!(
+                (tv.tv_sec as i64, tv.tv_usec as i64, tz),
+                (1_767_225_600, 2, 0)
+            );
             assert_eq!(gtod(std::ptr::null_mut(), std::ptr::null_mut()), 0);
             let mut t = 0i64;
             assert_eq!(time(&mut t), 1_767_225_600);
             assert_eq!(t, 1_767_225_600);
             assert_eq!(time(std::ptr::null_mut()), 1_767_225_600);
-            assert_eq!(page.add(cp::REALTIME).read_volatile() as i64, epoch + 6 * tick);
+            assert_eq!(
+                page.add(cp::REALTIME).read_volatile() as i64,
+                epoch + 6 * tick
+            );
             assert_eq!(counted(), [2, 2, 2, 2]);
             // No page named (a forked child): the system call, here the kernel's.
             pointer.write_volatile(0);
