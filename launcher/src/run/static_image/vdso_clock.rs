@@ -94,7 +94,7 @@ fn code(page: u64, tick: u32, kind: Kind) -> (Vec<u8>, cp::Entries) {
 }
 
 /// Reads `pid`'s vDSO (at `base`), page by page.
-fn vdso_bytes(pid: i32, base: u64) -> Vec<u8> {
+pub(super) fn vdso_bytes(pid: i32, base: u64) -> Vec<u8> {
     let mut out = Vec::new();
     for i in 0..8u64 {
         let mut page = [0u8; 4096];
@@ -154,7 +154,7 @@ fn inject(pid: i32, saved: &libc::user_regs_struct, at: u64, nr: u64, a: [u64; 6
 
 /// Writes `data` at `addr` in stopped tracee `pid` with `PTRACE_POKEDATA` (which writes
 /// read-only text, as a debugger's breakpoints do).
-fn poke(pid: i32, addr: u64, data: &[u8]) -> bool {
+pub(super) fn poke(pid: i32, addr: u64, data: &[u8]) -> bool {
     for (i, chunk) in data.chunks(8).enumerate() {
         let at = addr + 8 * i as u64;
         let mut word = [0u8; 8];

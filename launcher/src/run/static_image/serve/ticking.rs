@@ -135,7 +135,11 @@ impl Supervisor {
                 slot.reserve(Fid::TimeFn, 0, at)?,
             ])
         });
-        let Some(counters) = counters else {
+        // The vDSO's other entries give no real values (`vdso_rest.rs`; `gettimeofday` and
+        // `time` are then pointed at the page's code).
+        let elf = super::super::vdso_clock::vdso_bytes(pid, vdso);
+        let (Some(counters), true) = (counters, super::super::vdso_rest::seal(pid, &elf, vdso))
+        else {
             return false;
         };
         let w = &self.world;
@@ -159,7 +163,7 @@ impl Supervisor {
             pointer,
             epoch,
         });
-        self.own.extend(vdso_range(pid));
+        self.own.extend(super::super::vdso_rest::range(pid));
         true
     }
 
@@ -173,19 +177,6 @@ impl Supervisor {
             }
         }
     }
-}
-
-/// The vDSO's mapping in `pid` (`[vdso]` in `/proc/PID/maps`): system calls made from there
-/// (its entries' fallbacks) are the image's own.
-fn vdso_range(pid: i32) -> Option<(u64, u64)> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    let l = maps.lines().find(|l| l.ends_with("[vdso]"))?;
-    let (a, rest) = l.split_once('-')?;
-    let b = rest.split_whitespace().next()?;
-    Some((
-        u64::from_str_radix(a, 16).ok()?,
-        u64::from_str_radix(b, 16).ok()?,
-    ))
 }
 
 #[cfg(test)]
