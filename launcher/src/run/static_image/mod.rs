@@ -16,6 +16,7 @@
 
 mod attach;
 mod auxv;
+mod batch;
 mod census;
 mod exec_child;
 mod go_clock;

@@ -257,13 +257,15 @@ impl Supervisor {
         let tgid = self.tgid(n.pid as i32);
         let before = self.procs.get(&tgid).map(|p| (p.clock_state(), p.stream.n));
         let answer = self.answer(&n);
+        let after = self.procs.get(&tgid).map(|p| p.clock_state());
         let ok = respond(listener, n.id, answer);
         if let Some(tid) = self.exec.take() {
             self.follow_exec(tid, ok);
         }
         if !ok {
-            if let (Some((clock, drawn)), Some(p)) = (before, self.procs.get_mut(&tgid)) {
-                p.restore(clock);
+            let p = self.procs.get_mut(&tgid);
+            if let (Some((clock, drawn)), Some(after), Some(p)) = (before, after, p) {
+                p.unwind(clock, after);
                 p.stream.n = drawn;
             }
             // Counted again when it is made again.

@@ -240,6 +240,9 @@ pub fn install(
         .open(&path)
         .ok()?;
     let (placeholder, entries) = code(0, tick as u32, kind);
+    if (size as usize) < entries.len {
+        return None;
+    }
     let done = (|| {
         file.set_len(4096).ok()?;
         let page = Page::map(&file, first, Some(func))?;
@@ -261,57 +264,51 @@ pub fn install(
                 return None;
             }
         }
-        // The code is written first: its `syscall` instruction is where calls are injected.
-        if (size as usize) < placeholder.len() || !poke(pid, func, &placeholder) {
-            return None;
-        }
-        let sys = func + entries.syscall_at as u64;
-        let result = (|| {
-            let fd = inject(pid, &saved, sys, 2, [at, libc::O_RDWR as u64, 0, 0, 0, 0])?;
-            if fd < 0 {
+        let result = if ticking {
+            ticking_maps(pid, &saved, at, table_at, counters?)
+        } else {
+            // The code is written first: its `syscall` instruction is where calls are injected.
+            if (size as usize) < placeholder.len() || !poke(pid, func, &placeholder) {
                 return None;
             }
-            let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
-            let shared = libc::MAP_SHARED as u64;
-            let addr = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, 0]);
-            inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
-            // The page of the run table that holds the census counters, mapped the same way
-            // (the image's reads count there, so they are in the census however it ends).
-            let census = counters.and_then(|c| {
-                let off = c[0] & !4095;
-                if c.iter().any(|&o| o & !4095 != off) {
-                    return None;
-                }
-                let fd = inject(
-                    pid,
-                    &saved,
-                    sys,
-                    2,
-                    [table_at, libc::O_RDWR as u64, 0, 0, 0, 0],
-                )?;
+            let sys = func + entries.syscall_at as u64;
+            let result = (|| {
+                let fd = inject(pid, &saved, sys, 2, [at, libc::O_RDWR as u64, 0, 0, 0, 0])?;
                 if fd < 0 {
                     return None;
                 }
-                let m = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, off]);
+                let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+                let shared = libc::MAP_SHARED as u64;
+                let addr = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, 0]);
                 inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
-                let m = m.filter(|&m| m > 0)? as u64;
-                Some(c.iter().map(|o| m + (o & 4095)).collect::<Vec<u64>>())
-            });
-            // A ticking image's word naming the page: private, and zeroed in a forked child
-            // (whose clock is its own: its reads go to the supervisor).
-            let pointer = if ticking {
-                let private = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
-                let p = inject(pid, &saved, sys, 9, [0, 4096, prot, private, u64::MAX, 0]);
-                let p = p.filter(|&p| p > 0)? as u64;
-                let wipe = libc::MADV_WIPEONFORK as u64;
-                (inject(pid, &saved, sys, 28, [p, 4096, wipe, 0, 0, 0])? == 0).then_some(p)?
-            } else {
-                0
-            };
-            Some((addr?, census, pointer))
-        })();
-        // SAFETY: restores the registers of our stopped tracee.
-        unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &saved) };
+                // The page of the run table that holds the census counters, mapped the same way
+                // (the image's reads count there, so they are in the census however it ends).
+                let census = counters.and_then(|c| {
+                    let off = c[0] & !4095;
+                    if c.iter().any(|&o| o & !4095 != off) {
+                        return None;
+                    }
+                    let fd = inject(
+                        pid,
+                        &saved,
+                        sys,
+                        2,
+                        [table_at, libc::O_RDWR as u64, 0, 0, 0, 0],
+                    )?;
+                    if fd < 0 {
+                        return None;
+                    }
+                    let m = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, off]);
+                    inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
+                    let m = m.filter(|&m| m > 0)? as u64;
+                    Some(c.iter().map(|o| m + (o & 4095)).collect::<Vec<u64>>())
+                });
+                Some((addr?, census, 0))
+            })();
+            // SAFETY: restores the registers of our stopped tracee.
+            unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &saved) };
+            result
+        };
         // mmap's errors are -4095..-1.
         let (addr, census, pointer) = result?;
         let addr = (addr > 0).then_some(addr as u64)?;
@@ -372,6 +369,93 @@ pub fn install(
         }
     }
     done
+}
+
+/// The mappings a [`Kind::Ticking`] image's code reads, made in stopped image `pid` (registers
+/// `saved`) in one batch (`batch.rs`: one stop, where a system call injected one by one costs
+/// a scheduling round trip each): its clock page (the file whose path is at `path`), the page
+/// of the run table (path at `table`) holding `counters`, and the private page of the word
+/// naming the clock page, at an address of our choosing (`MAP_FIXED_NOREPLACE`, so the batch
+/// needs no result of its own) with `MADV_WIPEONFORK`. The clock page's address, the counters'
+/// addresses in the image, and the word's.
+fn ticking_maps(
+    pid: i32,
+    saved: &libc::user_regs_struct,
+    path: u64,
+    table: u64,
+    counters: &[u64],
+) -> Option<(i64, Option<Vec<u64>>, u64)> {
+    use super::batch::{Arg::Fd, Arg::Imm, Batch};
+    let off = counters[0] & !4095;
+    if counters.iter().any(|&o| o & !4095 != off) {
+        return None;
+    }
+    let word = free_page(pid)?;
+    let (rw, shared) = (
+        (libc::PROT_READ | libc::PROT_WRITE) as u64,
+        libc::MAP_SHARED as u64,
+    );
+    let private = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE) as u64;
+    let open = |at| {
+        [
+            Imm(at),
+            Imm(libc::O_RDWR as u64),
+            Imm(0),
+            Imm(0),
+            Imm(0),
+            Imm(0),
+        ]
+    };
+    let map = |off| [Imm(0), Imm(4096), Imm(rw), Imm(shared), Fd, Imm(off)];
+    let close = [Fd, Imm(0), Imm(0), Imm(0), Imm(0), Imm(0)];
+    let mut b = Batch::new(path + 3072);
+    b.call(libc::SYS_open, open(path)).or_stop();
+    b.call(libc::SYS_mmap, map(0)).or_stop();
+    b.call(libc::SYS_close, close);
+    b.call(libc::SYS_open, open(table)).or_stop();
+    b.call(libc::SYS_mmap, map(off)).or_stop();
+    b.call(libc::SYS_close, close);
+    let own = [
+        Imm(word),
+        Imm(4096),
+        Imm(rw),
+        Imm(private),
+        Imm(u64::MAX),
+        Imm(0),
+    ];
+    b.call(libc::SYS_mmap, own).or_stop_unless(word);
+    let wipe = libc::MADV_WIPEONFORK as u64;
+    let advise = [Imm(word), Imm(4096), Imm(wipe), Imm(0), Imm(0), Imm(0)];
+    b.call(libc::SYS_madvise, advise).or_stop_unless(0);
+    let r = b.run(pid, saved)?;
+    let (page, table_page) = (r.get(1).copied()??, r.get(4).copied()??);
+    let word_ok = r.get(6).copied()?? == word as i64 && r.get(7).copied()?? == 0;
+    if page <= 0 || table_page <= 0 || !word_ok {
+        return None;
+    }
+    let census = counters.iter().map(|o| table_page as u64 + (o & 4095));
+    Some((page, Some(census.collect()), word))
+}
+
+/// A page-aligned address at which stopped image `pid` has nothing mapped: 4 GiB up (above a
+/// non-PIE image's heap, below where the kernel places a PIE image and its mappings), or the
+/// next free one of a few further up.
+fn free_page(pid: i32) -> Option<u64> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let ranges: Vec<(u64, u64)> = maps
+        .lines()
+        .filter_map(|l| {
+            let (a, rest) = l.split_once('-')?;
+            let b = rest.split_whitespace().next()?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect();
+    (0..16u64)
+        .map(|k| (1 << 32) + k * (1 << 28))
+        .find(|&at| ranges.iter().all(|&(a, b)| b <= at || a >= at + 4096))
 }
 
 /// Makes `runtime.cputicks` of Go image `pid` (stopped at its exec; its program mapped at

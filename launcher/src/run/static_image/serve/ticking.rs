@@ -93,21 +93,24 @@ impl Proc {
         }
     }
 
-    /// `(L, mono)`, to be put back with [`Proc::restore`].
+    /// `(L, mono)`, for [`Proc::unwind`].
     pub(super) fn clock_state(&self) -> (i64, i64) {
         (self.l(), self.mono())
     }
 
-    /// Puts `L` and `mono` back where [`Proc::clock_state`] saw them (on a page, by adding the
-    /// difference: reads made meanwhile by other threads stay counted).
-    pub(super) fn restore(&mut self, (l, mono): (i64, i64)) {
+    /// Takes back what an answer moved the clock by, from `before` to `after` (by adding the
+    /// difference: on a page, reads made meanwhile by other threads stay counted).
+    pub(super) fn unwind(&mut self, before: (i64, i64), after: (i64, i64)) {
+        let (dl, dm) = (before.0 - after.0, before.1 - after.1);
         match &self.page {
             Some(t) => {
-                let (dl, dm) = (l - t.l(), mono - t.mono());
                 t.add(cp::REALTIME, dl);
                 t.add(cp::MONOTONIC, dl + dm);
             }
-            None => (self.l, self.mono) = (l, mono),
+            None => {
+                self.l = self.l.saturating_add(dl);
+                self.mono = self.mono.saturating_add(dm);
+            }
         }
     }
 }
