@@ -79,7 +79,7 @@ fn syscall_at(code: &[u8]) -> usize {
 }
 
 /// Reads `pid`'s vDSO (at `base`), page by page.
-fn vdso_bytes(pid: i32, base: u64) -> Vec<u8> {
+pub(super) fn vdso_bytes(pid: i32, base: u64) -> Vec<u8> {
     let mut out = Vec::new();
     for i in 0..8u64 {
         let mut page = [0u8; 4096];
@@ -103,7 +103,13 @@ fn clock_gettime_in(elf: &[u8], base: u64) -> Option<(u64, u64)> {
 
 /// One system call run in stopped tracee `pid`, from the `syscall` instruction at `at`, with
 /// registers `saved` otherwise; its result, or `None` when the tracee did not stop after it.
-fn inject(pid: i32, saved: &libc::user_regs_struct, at: u64, nr: u64, a: [u64; 6]) -> Option<i64> {
+pub(super) fn inject(
+    pid: i32,
+    saved: &libc::user_regs_struct,
+    at: u64,
+    nr: u64,
+    a: [u64; 6],
+) -> Option<i64> {
     let mut want = *saved;
     (want.rax, want.orig_rax, want.rip) = (nr, u64::MAX, at);
     (want.rdi, want.rsi, want.rdx) = (a[0], a[1], a[2]);
@@ -139,7 +145,7 @@ fn inject(pid: i32, saved: &libc::user_regs_struct, at: u64, nr: u64, a: [u64; 6
 
 /// Writes `data` at `addr` in stopped tracee `pid` with `PTRACE_POKEDATA` (which writes
 /// read-only text, as a debugger's breakpoints do).
-fn poke(pid: i32, addr: u64, data: &[u8]) -> bool {
+pub(super) fn poke(pid: i32, addr: u64, data: &[u8]) -> bool {
     for (i, chunk) in data.chunks(8).enumerate() {
         let at = addr + 8 * i as u64;
         let mut word = [0u8; 8];
