@@ -207,3 +207,41 @@ fn the_census_counts_a_go_runtimes_served_calls() {
         );
     });
 }
+
+/// A static image seal takes for Go (a C program carrying a Go build id note,
+/// `fixtures/c/go_vdso.c`) keeps its vDSO, whose clock entry reads the image's clock page.
+/// The vDSO's other entries, called directly through `AT_SYSINFO_EHDR`, give the sealed
+/// values (`__vdso_time`, `__vdso_gettimeofday`: the system call, answered by the supervisor)
+/// or say they are unsupported (`__vdso_getrandom`'s probe: `-ENOSYS`, so callers draw by
+/// system call), the same in five runs. The old build gave the real time and a working
+/// `__vdso_getrandom`.
+#[test]
+fn a_go_images_kept_vdso_gives_no_real_values() {
+    let static_libc = ["/usr/lib/x86_64-linux-gnu/libc.a", "/usr/lib64/libc.a"];
+    if !static_libc.iter().any(|p| std::path::Path::new(p).exists()) {
+        skip!("no static libc (libc.a)");
+    }
+    let bin = crate::util::build_c("go_vdso", &["-static"]);
+    let first = crate::util::assert_runs_agree_by(
+        "go_vdso",
+        5,
+        |s| s.to_string(),
+        || run_timeout(seal(&["--", bin.to_str().unwrap()]), crate::util::TIMEOUT),
+    );
+    for w in ["time 1767225600\n", "gettimeofday 0 1767225600.000000\n"] {
+        assert!(first.stdout.contains(w), "missing {w:?}\n{}", first.show());
+    }
+    // A kernel before 6.11 has no `__vdso_getrandom`; with one, its probe says unsupported.
+    assert!(
+        !first.stdout.contains("getrandom supported"),
+        "{}",
+        first.show()
+    );
+    if first.stdout.contains("getrandom probe") {
+        assert!(
+            first.stdout.contains("getrandom probe -38\n"),
+            "{}",
+            first.show()
+        );
+    }
+}

@@ -25,6 +25,7 @@ mod remote;
 mod serve;
 mod server;
 mod vdso_clock;
+mod vdso_rest;
 mod world;
 
 use std::ffi::{CString, OsStr, OsString};

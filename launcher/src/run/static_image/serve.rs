@@ -62,6 +62,9 @@ struct Supervisor {
     exec: Option<i32>,
     /// The clock pages of Go processes whose vDSO reads them.
     pages: HashMap<i32, super::vdso_clock::Page>,
+    /// The first image's code outside its executable whose system calls are its own: its
+    /// sealed vDSO.
+    own: Vec<(u64, u64)>,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -86,6 +89,7 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         images: HashMap::new(),
         exec: None,
         pages: HashMap::new(),
+        own: Vec::new(),
     };
     let mut attached = traced;
     let mut sock_open = true;
@@ -203,9 +207,22 @@ impl Supervisor {
     }
 
     /// Sets up the clock page of the Go image just exec'd (stopped): whether it is in place.
+    /// Its other vDSO entries take the sealed path or make their system call
+    /// (`vdso_rest.rs`); when they cannot, it loses its vDSO too.
     fn fast_clock(&mut self) -> bool {
-        let page = super::vdso_clock::set_up(self.pid, &self.world, MONO_BASE_NS);
-        page.map(|p| self.pages.insert(self.pid, p)).is_some()
+        let Some(page) = super::vdso_clock::set_up(self.pid, &self.world, MONO_BASE_NS) else {
+            return false;
+        };
+        let Some(base) = super::auxv::vdso_base(self.pid) else {
+            return false;
+        };
+        let elf = super::vdso_clock::vdso_bytes(self.pid, base);
+        if !super::vdso_rest::seal(self.pid, &elf, base) {
+            return false;
+        }
+        self.own.extend(super::vdso_rest::range(self.pid));
+        self.pages.insert(self.pid, page);
+        true
     }
 
     /// Receives one notification and answers it.
@@ -352,11 +369,14 @@ impl Supervisor {
 
     fn answer(&mut self, n: &Notif) -> Answer {
         let tgid = self.tgid(n.pid as i32);
-        let in_image = self
-            .image(tgid)
-            .0
-            .iter()
-            .any(|&(a, b)| (a..b).contains(&n.ip));
+        let first_image = !self.images.contains_key(&tgid);
+        let own = first_image && self.own.iter().any(|&(a, b)| (a..b).contains(&n.ip));
+        let in_image = own
+            || self
+                .image(tgid)
+                .0
+                .iter()
+                .any(|&(a, b)| (a..b).contains(&n.ip));
         if n.nr as u32 == EXEC {
             // Only an image's own exec of a static binary is followed (a dynamic process's
             // goes through libseal's hook).
