@@ -150,6 +150,23 @@ impl Slot {
         self.put(off, &pair);
     }
 
+    /// Takes a pair for `fid` (with `detail`) at `ip` with a count of 0, for someone else to
+    /// count in (the image's own entropy code, with atomic adds on a mapping of it): the file
+    /// offset of its u64 count, or `None` when the slot is full.
+    pub fn reserve(&mut self, fid: Fid, detail: u8, ip: u64) -> Option<u64> {
+        let key = census_key(ip, fid, detail);
+        let next = self.counts.len();
+        if next >= CensusFile::ALL_SLOTS || self.counts.contains_key(&key) {
+            return None;
+        }
+        self.counts.insert(key, (next, 0));
+        let mut pair = [0u8; 16];
+        pair[..8].copy_from_slice(&key.to_le_bytes());
+        let off = CensusFile::slot_offset(next) as u64;
+        self.put(off, &pair);
+        Some(self.at + off + 8)
+    }
+
     /// Takes back one count of system call `nr` (with `args`) at `ip` (a call that will be
     /// made again).
     pub fn uncount(&mut self, nr: i64, args: &[u64; 6], ip: u64) {

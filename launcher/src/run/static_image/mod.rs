@@ -19,6 +19,7 @@ mod auxv;
 mod census;
 mod exec_child;
 mod go_clock;
+mod go_entropy;
 mod notif;
 mod page;
 mod remote;

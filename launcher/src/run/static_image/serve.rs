@@ -18,7 +18,11 @@ use super::go_clock::{self, Held, Waits};
 use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{alive, child_signals, drain, proc_status_field, read, write};
 use super::world::{Stream, World};
+use seal_abi::supervised::entropy::MAGIC;
 use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
+
+mod counting;
+mod go_image;
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
 const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
@@ -63,8 +67,10 @@ struct Supervisor {
     /// The clock pages of Go processes whose vDSO reads them.
     pages: HashMap<i32, super::vdso_clock::Page>,
     /// The first image's code outside its executable whose system calls are its own: its
-    /// sealed vDSO.
+    /// sealed vDSO, its entropy mapping.
     own: Vec<(u64, u64)>,
+    /// The first image's in-image entropy (`go_entropy.rs`).
+    entropy: Option<super::go_entropy::Entropy>,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -90,6 +96,7 @@ pub fn run(listener: i32, sock: i32, pid: i32, world: World, traced: bool) -> i3
         exec: None,
         pages: HashMap::new(),
         own: Vec::new(),
+        entropy: None,
     };
     let mut attached = traced;
     let mut sock_open = true;
@@ -194,6 +201,7 @@ impl Supervisor {
             if self.go && self.world.sealed(flags::RANDOM) {
                 let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x0074_7363);
                 super::vdso_clock::seal_cputicks(self.pid, self.bias, ticks >> 1);
+                self.fast_entropy();
             }
             // SAFETY: the tracee is in its exec stop.
             unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) };
@@ -203,25 +211,6 @@ impl Supervisor {
         let sig = if st >> 16 == 0 { libc::WSTOPSIG(st) } else { 0 };
         // SAFETY: the tracee is stopped.
         unsafe { libc::ptrace(libc::PTRACE_CONT, self.pid, 0, sig as libc::c_long) };
-        true
-    }
-
-    /// Sets up the clock page of the Go image just exec'd (stopped): whether it is in place.
-    /// Its other vDSO entries take the sealed path or make their system call
-    /// (`vdso_rest.rs`); when they cannot, it loses its vDSO too.
-    fn fast_clock(&mut self) -> bool {
-        let Some(page) = super::vdso_clock::set_up(self.pid, &self.world, MONO_BASE_NS) else {
-            return false;
-        };
-        let Some(base) = super::auxv::vdso_base(self.pid) else {
-            return false;
-        };
-        let elf = super::vdso_clock::vdso_bytes(self.pid, base);
-        if !super::vdso_rest::seal(self.pid, &elf, base) {
-            return false;
-        }
-        self.own.extend(super::vdso_rest::range(self.pid));
-        self.pages.insert(self.pid, page);
         true
     }
 
@@ -246,9 +235,10 @@ impl Supervisor {
                 (p.l, p.mono, p.stream.n) = (l, mono, drawn);
             }
             // Counted again when it is made again.
+            let ip = self.census_ip(tgid, n.ip);
             let slots = self.census.as_mut();
             if let Some(Some(slot)) = slots.and_then(|s| s.get_mut(&tgid)) {
-                slot.uncount(n.nr as i64, &n.args, n.ip);
+                slot.uncount(n.nr as i64, &n.args, ip);
             }
         }
     }
@@ -448,45 +438,13 @@ impl Supervisor {
             libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill if self.first(tgid) => {
                 super::notif::signal(self.world.vpid, self.pid, n.nr as i64, a)
             }
+            libc::SYS_getrandom if own && a[4] == MAGIC => self.positioned(tid, n),
             libc::SYS_getrandom => self.getrandom(tid, tgid, a[0], a[1] as usize, a[2] as u32),
             libc::SYS_uname => self.uname(tid, a[0]),
             libc::SYS_sched_getaffinity if a[0] == 0 || a[0] as i32 == self.world.vpid => {
                 self.affinity(tid, a[1] as usize, a[2])
             }
             _ => Answer::Continue,
-        }
-    }
-
-    /// Counts call `n` of process `tgid` in its census slot (taken at its first call).
-    fn count(&mut self, tgid: i32, n: &Notif) {
-        let Some((fid, detail)) = census::fid_of(n.nr as i64, &n.args) else {
-            return;
-        };
-        let (Some(slots), Some(run_dir)) = (self.census.as_mut(), self.world.run_dir.as_ref())
-        else {
-            return;
-        };
-        let first = tgid == self.pid;
-        let parent = self.procs.get(&tgid).map_or(0, |p| p.parent);
-        let slot = slots.entry(tgid).or_insert_with(|| {
-            let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).unwrap_or_default();
-            let who = census::Identity {
-                vpid: if first { self.world.vpid } else { tgid },
-                parent_vpid: match (first, parent == self.pid) {
-                    (true, _) => self.world.ppid,
-                    (false, true) => self.world.vpid,
-                    (false, false) => parent,
-                },
-                gen: if first { self.world.gen } else { 0 },
-                pid: tgid,
-                exe: &exe,
-                text: &self.text,
-                bias: self.bias,
-            };
-            census::Slot::open(run_dir, &who)
-        });
-        if let Some(slot) = slot {
-            slot.count(fid, detail, n.ip);
         }
     }
 

@@ -1,0 +1,57 @@
+//! The census of the image's processes: each one's slot, taken at its first counted call.
+
+use super::census;
+use super::Notif;
+use super::Supervisor;
+
+impl Supervisor {
+    /// Counts call `n` of process `tgid` in its census slot (taken at its first call).
+    pub(super) fn count(&mut self, tgid: i32, n: &Notif) {
+        let Some((fid, detail)) = census::fid_of(n.nr as i64, &n.args) else {
+            return;
+        };
+        let ip = self.census_ip(tgid, n.ip);
+        if let Some(slot) = self.slot(tgid) {
+            slot.count(fid, detail, ip);
+        }
+    }
+
+    /// Process `tgid`'s census slot, taken at its first use (`None`: not counted).
+    pub(super) fn slot(&mut self, tgid: i32) -> Option<&mut census::Slot> {
+        let (Some(slots), Some(run_dir)) = (self.census.as_mut(), self.world.run_dir.as_ref())
+        else {
+            return None;
+        };
+        let first = tgid == self.pid;
+        let parent = self.procs.get(&tgid).map_or(0, |p| p.parent);
+        let slot = slots.entry(tgid).or_insert_with(|| {
+            let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).unwrap_or_default();
+            let who = census::Identity {
+                vpid: if first { self.world.vpid } else { tgid },
+                parent_vpid: match (first, parent == self.pid) {
+                    (true, _) => self.world.ppid,
+                    (false, true) => self.world.vpid,
+                    (false, false) => parent,
+                },
+                gen: if first { self.world.gen } else { 0 },
+                pid: tgid,
+                exe: &exe,
+                text: &self.text,
+                bias: self.bias,
+            };
+            census::Slot::open(run_dir, &who)
+        });
+        slot.as_mut()
+    }
+
+    /// The address a call made at `ip` by process `tgid` is counted at: the rewritten call in
+    /// `GetRandom` for the code of its entropy mapping, else `ip`.
+    pub(super) fn census_ip(&self, tgid: i32, ip: u64) -> u64 {
+        match &self.entropy {
+            Some(e) if !self.images.contains_key(&tgid) && (e.range.0..e.range.1).contains(&ip) => {
+                e.site
+            }
+            _ => ip,
+        }
+    }
+}
