@@ -31,9 +31,16 @@ fn build_world(cgo: bool) -> PathBuf {
 
 /// `fixtures/go/DIR` built with `CGO_ENABLED=cgo` to `NAME` in the build directory.
 fn build_go(dir: &str, name: &str, cgo: bool) -> PathBuf {
+    build_go_with(dir, name, cgo, &[])
+}
+
+/// [`build_go`] with more `go build` flags.
+fn build_go_with(dir: &str, name: &str, cgo: bool, flags: &[&str]) -> PathBuf {
     let out = build_dir().join(name);
     let st = Command::new("go")
-        .args(["build", "-o"])
+        .arg("build")
+        .args(flags)
+        .arg("-o")
         .arg(&out)
         .arg(".")
         .current_dir(fixture(&format!("go/{dir}")))
@@ -304,4 +311,31 @@ fn a_static_go_programs_crypto_rand_is_served_in_the_image_and_counted() {
     };
     assert_eq!(count("internal/syscall/unix.GetRandom"), 12_001, "{p:#}");
     assert_eq!(count("runtime/internal/syscall.Syscall6"), 0, "{p:#}");
+}
+
+/// The same program stripped (`-ldflags=-s`): seal cannot find `GetRandom`, so every read is a
+/// system call the supervisor answers (the same values in each run), and stderr says what that
+/// costs. The old build said nothing about it.
+#[test]
+fn a_stripped_static_go_program_says_its_reads_are_system_calls() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    let bin = build_go_with("entropy", "go_entropy_stripped", false, &["-ldflags=-s"]);
+    let exe = bin.to_str().unwrap();
+    let first = assert_runs_agree_by(
+        "stripped go entropy",
+        2,
+        |s| s.to_string(),
+        || run_timeout(seal(["--", exe]), crate::util::TIMEOUT),
+    );
+    assert!(first.stdout.contains("reads 12001\n"), "{}", first.show());
+    assert!(
+        first.stderr.contains(
+            "its crypto/rand reads are each a system call to the supervisor (~40 µs a read, \
+             where an unstripped binary's are served in the image: it is stripped)"
+        ),
+        "{}",
+        first.show()
+    );
 }
