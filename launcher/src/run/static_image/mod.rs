@@ -17,6 +17,7 @@
 mod attach;
 mod auxv;
 mod census;
+mod exe_map;
 mod exec_child;
 mod go_clock;
 mod go_entropy;

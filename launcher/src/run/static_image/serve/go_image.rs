@@ -31,7 +31,7 @@ impl Supervisor {
     /// Points the Go image just exec'd (stopped) at its in-image entropy, when its
     /// `GetRandom` can be found; its reads are counted in its census slot, taken now.
     pub(super) fn fast_entropy(&mut self) {
-        let Ok(exe) = std::fs::read(format!("/proc/{}/exe", self.pid)) else {
+        let Some(exe) = super::super::exe_map::ExeMap::of(self.pid) else {
             return;
         };
         let Some(site) = super::super::go_entropy::find(&exe, self.bias) else {
