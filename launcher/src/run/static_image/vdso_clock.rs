@@ -263,7 +263,7 @@ pub fn install(
 /// False when the symbol is not there (a stripped binary) or cannot be written.
 pub fn seal_cputicks(pid: i32, bias: u64, ticks: u64) -> bool {
     use object::{Object, ObjectSymbol};
-    let Ok(exe) = std::fs::read(format!("/proc/{pid}/exe")) else {
+    let Some(exe) = super::exe_map::ExeMap::of(pid) else {
         return false;
     };
     let Ok(file) = object::File::parse(&*exe) else {
