@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use seal_abi::supervised::entropy as e;
 
-use super::vdso_clock::{inject, poke};
+use super::batch::{Arg, Batch};
+use super::vdso_clock::poke;
 
 /// What distinguishes this stream from the image's others.
 const LABEL: u64 = 0x676f_2d65_6e74_7270;
@@ -36,17 +37,15 @@ pub struct Entropy {
     pub site: u64,
 }
 
-/// Where the call to patch is, and what the image needs for the injected calls: the call
-/// site in `GetRandom`, and a `syscall` instruction of the image's text.
+/// Where the call to patch is, and where the image's mappings start.
 pub struct Site {
     pub call: u64,
-    syscall: u64,
     /// The lowest address of the image's mappings, and the highest.
     low: u64,
 }
 
 /// Finds `GetRandom`'s one call to `syscall.Syscall` in the executable `exe` (mapped with
-/// load bias `bias`), and a `syscall` instruction in its text. `None` in a stripped binary
+/// load bias `bias`). `None` in a stripped binary
 /// or one built otherwise.
 pub fn find(exe: &[u8], bias: u64) -> Option<Site> {
     use object::{Object, ObjectSegment, ObjectSymbol};
@@ -72,12 +71,9 @@ pub fn find(exe: &[u8], bias: u64) -> Option<Site> {
         })
         .collect();
     let [call] = calls[..] else { return None };
-    let data = text.data().ok()?;
-    let sc = data.windows(2).position(|w| w == [0x0f, 0x05])?;
     let low = file.segments().map(|s| s.address()).min()?;
     Some(Site {
         call: bias + call,
-        syscall: bias + text.address() + sc as u64,
         low: bias + low,
     })
 }
@@ -134,37 +130,51 @@ pub fn install(
                 b.push(0);
                 (b.len() <= 2048 && super::remote::write(pid, at, &b)).then_some(at)
             };
-            // Path names on the new stack well below the stack pointer (inside its mapping).
+            // Path names and results on the new stack well below the stack pointer (inside
+            // its mapping, which exec sets up with room to grow).
             let at = name(&path, (saved.rsp - 8192) & !15)?;
-            let sys = |nr: u64, a: [u64; 6]| inject(pid, &saved, site.syscall, nr, a);
-            let fd = sys(2, [at, libc::O_RDWR as u64, 0, 0, 0, 0]).filter(|&fd| fd >= 0)?;
+            let results = (saved.rsp - 16384) & !15;
             // Below the program (a static Go program starts at 4 MiB; nothing is mapped
             // under it), page-aligned, never over another mapping.
             let hint = site.low.checked_sub(e::MAP_BYTES as u64 + (64 << 10))? & !0xfff;
             let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
-            let flags = (libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE) as u64;
-            let addr = sys(9, [hint, e::MAP_BYTES as u64, rw, flags, fd as u64, 0]);
-            sys(3, [fd as u64, 0, 0, 0, 0, 0]);
-            let addr = addr.filter(|&a| a as u64 == hint)? as u64;
+            let fixed = (libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE) as u64;
             let rx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
-            sys(10, [addr, e::CODE_BYTES as u64, rx, 0, 0, 0]).filter(|&r| r == 0)?;
+            let (i, z) = (Arg::Imm, Arg::Imm(0));
+            let o_rdwr = i(libc::O_RDWR as u64);
+            let mut b = Batch::new(results);
+            b.call(libc::SYS_open, [i(at), o_rdwr, z, z, z, z])
+                .or_stop();
+            let len = i(e::MAP_BYTES as u64);
+            b.call(libc::SYS_mmap, [i(hint), len, i(rw), i(fixed), Arg::Fd, z]);
+            b.call(libc::SYS_close, [Arg::Fd, z, z, z, z, z]);
+            b.or_stop_unless(0);
+            let code = i(e::CODE_BYTES as u64);
+            b.call(libc::SYS_mprotect, [i(hint), code, i(rx), z, z, z]);
+            b.or_stop_unless(0);
             // The census pair's page, mapped too: the code counts there.
+            if let Some((table, off)) = census {
+                let at = name(table, (saved.rsp - 12288) & !15)?;
+                let page = i(off & !0xfff);
+                let shared = i(libc::MAP_SHARED as u64);
+                b.call(libc::SYS_open, [i(at), o_rdwr, z, z, z, z])
+                    .or_stop();
+                b.call(libc::SYS_mmap, [z, i(4096), i(rw), shared, Arg::Fd, page]);
+                b.call(libc::SYS_close, [Arg::Fd, z, z, z, z, z]);
+            }
+            let r = b.run(pid, &saved)?;
+            if r.get(1).copied().flatten() != Some(hint as i64) || r.get(3) != Some(&Some(0)) {
+                return None;
+            }
             let count_at = match census {
-                Some((table, off)) => {
-                    let at = name(table, (saved.rsp - 12288) & !15)?;
-                    let fd = sys(2, [at, libc::O_RDWR as u64, 0, 0, 0, 0]).filter(|&fd| fd >= 0)?;
-                    let page = off & !0xfff;
-                    let shared = libc::MAP_SHARED as u64;
-                    let c = sys(9, [0, 4096, rw, shared, fd as u64, page]);
-                    sys(3, [fd as u64, 0, 0, 0, 0, 0]);
-                    c.filter(|&c| c > 0)? as u64 + (off - page)
+                Some((_, off)) => {
+                    let c = r.get(5).copied().flatten().filter(|&c| c > 0)?;
+                    c as u64 + (off & 0xfff)
                 }
-                None => addr + (e::HEAD_AT + e::SERVED) as u64,
+                None => hint + (e::HEAD_AT + e::SERVED) as u64,
             };
-            Some((addr, count_at))
+            Some((hint, count_at))
         })();
-        // SAFETY: restores the registers of our stopped tracee.
-        unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &saved) };
         let (addr, count_at) = placed?;
         let call = seal_abi::supervised::entropy::call_rel32(site.call, addr)?;
         // SAFETY: the first CODE_BYTES of our mapping of MAP_BYTES bytes.

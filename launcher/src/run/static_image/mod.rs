@@ -16,6 +16,7 @@
 
 mod attach;
 mod auxv;
+mod batch;
 mod census;
 mod exe_map;
 mod exec_child;
