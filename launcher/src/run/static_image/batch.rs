@@ -107,8 +107,8 @@ impl Batch {
         if !super::remote::read(pid, saved.rip, &mut orig) {
             return None;
         }
-        if !super::vdso_clock::poke(pid, saved.rip, &self.code) {
-            super::vdso_clock::poke(pid, saved.rip, &orig[..self.code.len()]);
+        if !write_text(pid, saved.rip, &self.code) {
+            write_text(pid, saved.rip, &orig[..self.code.len()]);
             return None;
         }
         let mut regs = *saved;
@@ -125,7 +125,7 @@ impl Batch {
                 && libc::WSTOPSIG(st) == libc::SIGTRAP
                 && libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut after) == 0
         };
-        let back = super::vdso_clock::poke(pid, saved.rip, &orig[..self.code.len()]);
+        let back = write_text(pid, saved.rip, &orig[..self.code.len()]);
         // SAFETY: restores the registers of our stopped tracee.
         unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, saved) };
         if !ok || !back || after.rip != saved.rip + self.code.len() as u64 {
@@ -147,4 +147,15 @@ impl Batch {
                 .collect(),
         )
     }
+}
+
+/// Writes `data` over read-only text at `addr` of stopped tracee `pid`: one write to
+/// `/proc/PID/mem` (which a tracer may write through read-only pages, as `PTRACE_POKEDATA`
+/// does eight bytes at a time), else word by word.
+fn write_text(pid: i32, addr: u64, data: &[u8]) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mem = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{pid}/mem"));
+    mem.and_then(|f| f.write_all_at(data, addr)).is_ok() || super::vdso_clock::poke(pid, addr, data)
 }

@@ -205,12 +205,19 @@ impl Entropy {
         self.head(e::LO).store(lo, Ordering::SeqCst);
         // SAFETY: the window of our mapping; the image only reads it.
         let win = unsafe { std::slice::from_raw_parts_mut(self.map.add(e::WINDOW_AT), e::WINDOW) };
-        let mut block = [0u8; 8];
-        for q in lo..lo + e::WINDOW as u64 {
-            if q % 8 == 0 || q == lo {
-                block = e::block(self.key, q / 8);
+        let end = lo + e::WINDOW as u64;
+        let mut q = lo;
+        // Byte by byte to the first whole block, then whole blocks (the window's size is a
+        // multiple of 8, so a block never wraps), then the last bytes.
+        while q < end {
+            let at = (q % e::WINDOW as u64) as usize;
+            if q % 8 == 0 && q + 8 <= end {
+                win[at..at + 8].copy_from_slice(&e::block(self.key, q / 8));
+                q += 8;
+            } else {
+                win[at] = e::block(self.key, q / 8)[(q % 8) as usize];
+                q += 1;
             }
-            win[(q % e::WINDOW as u64) as usize] = block[(q % 8) as usize];
         }
         std::sync::atomic::fence(Ordering::SeqCst);
         self.head(e::HI)
