@@ -242,7 +242,7 @@ fn a_go_images_kept_vdso_gives_no_real_values() {
         "go_vdso",
         5,
         |s| s.to_string(),
-        || run_timeout(seal(&["--", bin.to_str().unwrap()]), crate::util::TIMEOUT),
+        || run_timeout(seal(["--", bin.to_str().unwrap()]), crate::util::TIMEOUT),
     );
     for w in ["time 1767225600\n", "gettimeofday 0 1767225600.000000\n"] {
         assert!(first.stdout.contains(w), "missing {w:?}\n{}", first.show());

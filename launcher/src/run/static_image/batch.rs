@@ -40,7 +40,7 @@ impl Batch {
     }
 
     /// `mov reg, r12` (r12 holds the last `open`'s descriptor).
-    fn from_fd(&mut self, reg: u8) {
+    fn mov_fd(&mut self, reg: u8) {
         let rex = 0x4c | u8::from(reg >= 8);
         self.code.extend([rex, 0x89, 0xe0 | (reg & 7)]);
     }
@@ -51,7 +51,7 @@ impl Batch {
         for (reg, a) in ARGS.into_iter().zip(args) {
             match a {
                 Arg::Imm(v) => self.movabs(reg, v),
-                Arg::Fd => self.from_fd(reg),
+                Arg::Fd => self.mov_fd(reg),
             }
         }
         self.code.push(0xb8); // mov eax, nr

@@ -211,7 +211,7 @@ impl Entropy {
         // multiple of 8, so a block never wraps), then the last bytes.
         while q < end {
             let at = (q % e::WINDOW as u64) as usize;
-            if q % 8 == 0 && q + 8 <= end {
+            if q.is_multiple_of(8) && q + 8 <= end {
                 win[at..at + 8].copy_from_slice(&e::block(self.key, q / 8));
                 q += 8;
             } else {
