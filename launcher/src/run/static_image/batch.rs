@@ -113,21 +113,38 @@ impl Batch {
         }
         let mut regs = *saved;
         regs.orig_rax = u64::MAX; // no system call to restart
-        let mut st = 0;
         let mut after = *saved;
+        // A signal sent meanwhile stops the tracee on its way: held back, and sent again once
+        // the batch is done (it is then pending when the image runs).
+        let mut held = Vec::new();
         // SAFETY: ptrace requests on our stopped tracee with regs structs we own; waitpid
         // on it.
-        let ok = unsafe {
-            libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &regs) == 0
-                && libc::ptrace(libc::PTRACE_CONT, pid, 0, 0) == 0
-                && libc::waitpid(pid, &mut st, libc::__WALL) == pid
-                && libc::WIFSTOPPED(st)
-                && libc::WSTOPSIG(st) == libc::SIGTRAP
-                && libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut after) == 0
-        };
+        let mut ok = unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &regs) == 0 };
+        for _ in 0..8 {
+            let mut st = 0;
+            // SAFETY: as above.
+            let stopped = ok
+                && unsafe {
+                    libc::ptrace(libc::PTRACE_CONT, pid, 0, 0) == 0
+                        && libc::waitpid(pid, &mut st, libc::__WALL) == pid
+                        && libc::WIFSTOPPED(st)
+                };
+            if stopped && libc::WSTOPSIG(st) != libc::SIGTRAP {
+                held.push(libc::WSTOPSIG(st));
+                continue;
+            }
+            // SAFETY: as above.
+            ok = stopped && unsafe { libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut after) } == 0;
+            break;
+        }
         let back = write_text(pid, saved.rip, &orig[..self.code.len()]);
-        // SAFETY: restores the registers of our stopped tracee.
-        unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, saved) };
+        // SAFETY: restores the registers of our stopped tracee; sends back what was held.
+        unsafe {
+            libc::ptrace(libc::PTRACE_SETREGS, pid, 0, saved);
+            for sig in held {
+                libc::syscall(libc::SYS_tgkill, pid, pid, sig);
+            }
+        }
         if !ok || !back || after.rip != saved.rip + self.code.len() as u64 {
             return None;
         }
