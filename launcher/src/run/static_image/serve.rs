@@ -18,10 +18,12 @@ use super::go_clock::{self, Held, Waits};
 use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{alive, child_signals, drain, proc_status_field, read, write};
 use super::world::{Stream, World};
+use seal_abi::supervised::entropy::MAGIC;
+use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
 
 mod answers;
 mod counting;
-use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
+mod go_image;
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
 pub const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
@@ -65,6 +67,11 @@ struct Supervisor {
     exec: Option<i32>,
     /// The clock pages of Go processes whose vDSO reads them.
     pages: HashMap<i32, super::vdso_clock::Page>,
+    /// The first image's code outside its executable whose system calls are its own: its
+    /// sealed vDSO, its entropy mapping.
+    own: Vec<(u64, u64)>,
+    /// The first image's in-image entropy (`go_entropy.rs`).
+    entropy: Option<super::go_entropy::Entropy>,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -97,6 +104,8 @@ pub fn run(
         images: HashMap::new(),
         exec: None,
         pages: HashMap::new(),
+        own: Vec::new(),
+        entropy: None,
     };
     if let Some(p) = page {
         sv.pages.insert(pid, p);
@@ -205,6 +214,7 @@ impl Supervisor {
             if self.go && self.world.sealed(flags::RANDOM) {
                 let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x0074_7363);
                 super::vdso_clock::seal_cputicks(self.pid, self.bias, ticks >> 1);
+                self.fast_entropy();
             }
             // SAFETY: the tracee is in its exec stop.
             unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) };
@@ -215,25 +225,6 @@ impl Supervisor {
         // SAFETY: the tracee is stopped.
         unsafe { libc::ptrace(libc::PTRACE_CONT, self.pid, 0, sig as libc::c_long) };
         true
-    }
-
-    /// Sets up the clock page of the Go image just exec'd (stopped): whether it is in place.
-    /// Its reads are counted in its census slot, which the image maps (its first page).
-    fn fast_clock(&mut self) -> bool {
-        let pid = self.pid;
-        let vdso = super::auxv::vdso_base(pid).unwrap_or(0);
-        let counters = self.slot(pid).and_then(|slot| {
-            // Counted from the vDSO's first byte, named after the page in the census.
-            use seal_abi::supervised::clock_page::MODULE_NAME;
-            slot.add_module(MODULE_NAME, vdso, vdso + 4096);
-            let fid = seal_abi::Fid::ClockGettime;
-            Some([
-                slot.reserve(fid, 0, vdso + 1)?,
-                slot.reserve(fid, 1, vdso + 1)?,
-            ])
-        });
-        let page = super::vdso_clock::set_up(pid, &self.world, MONO_BASE_NS, counters);
-        page.map(|p| self.pages.insert(pid, p)).is_some()
     }
 
     /// Receives one notification and answers it.
@@ -257,9 +248,10 @@ impl Supervisor {
                 (p.l, p.mono, p.stream.n) = (l, mono, drawn);
             }
             // Counted again when it is made again.
+            let ip = self.census_ip(tgid, n.ip);
             let slots = self.census.as_mut();
             if let Some(Some(slot)) = slots.and_then(|s| s.get_mut(&tgid)) {
-                slot.uncount(n.nr as i64, &n.args, n.ip);
+                slot.uncount(n.nr as i64, &n.args, ip);
             }
         }
     }
@@ -381,11 +373,14 @@ impl Supervisor {
 
     fn answer(&mut self, n: &Notif) -> Answer {
         let tgid = self.tgid(n.pid as i32);
-        let in_image = self
-            .image(tgid)
-            .0
-            .iter()
-            .any(|&(a, b)| (a..b).contains(&n.ip));
+        let first_image = !self.images.contains_key(&tgid);
+        let own = first_image && self.own.iter().any(|&(a, b)| (a..b).contains(&n.ip));
+        let in_image = own
+            || self
+                .image(tgid)
+                .0
+                .iter()
+                .any(|&(a, b)| (a..b).contains(&n.ip));
         if n.nr as u32 == EXEC {
             // Only an image's own exec of a static binary is followed (a dynamic process's
             // goes through libseal's hook).
@@ -457,6 +452,7 @@ impl Supervisor {
             libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill if self.first(tgid) => {
                 super::notif::signal(self.world.vpid, self.pid, n.nr as i64, a)
             }
+            libc::SYS_getrandom if own && a[4] == MAGIC => self.positioned(tid, n),
             libc::SYS_getrandom => self.getrandom(tid, tgid, a[0], a[1] as usize, a[2] as u32),
             libc::SYS_uname => self.uname(tid, a[0]),
             libc::SYS_sched_getaffinity if a[0] == 0 || a[0] as i32 == self.world.vpid => {

@@ -94,7 +94,7 @@ fn code(page: u64, tick: u32) -> [u8; CODE_LEN] {
 }
 
 /// Reads `pid`'s vDSO (at `base`), page by page.
-fn vdso_bytes(pid: i32, base: u64) -> Vec<u8> {
+pub(super) fn vdso_bytes(pid: i32, base: u64) -> Vec<u8> {
     let mut out = Vec::new();
     for i in 0..8u64 {
         let mut page = [0u8; 4096];
@@ -118,7 +118,13 @@ fn clock_gettime_in(elf: &[u8], base: u64) -> Option<(u64, u64)> {
 
 /// One system call run in stopped tracee `pid`, from the `syscall` instruction at `at`, with
 /// registers `saved` otherwise; its result, or `None` when the tracee did not stop after it.
-fn inject(pid: i32, saved: &libc::user_regs_struct, at: u64, nr: u64, a: [u64; 6]) -> Option<i64> {
+pub(super) fn inject(
+    pid: i32,
+    saved: &libc::user_regs_struct,
+    at: u64,
+    nr: u64,
+    a: [u64; 6],
+) -> Option<i64> {
     let mut want = *saved;
     (want.rax, want.orig_rax, want.rip) = (nr, u64::MAX, at);
     (want.rdi, want.rsi, want.rdx) = (a[0], a[1], a[2]);
@@ -154,7 +160,7 @@ fn inject(pid: i32, saved: &libc::user_regs_struct, at: u64, nr: u64, a: [u64; 6
 
 /// Writes `data` at `addr` in stopped tracee `pid` with `PTRACE_POKEDATA` (which writes
 /// read-only text, as a debugger's breakpoints do).
-fn poke(pid: i32, addr: u64, data: &[u8]) -> bool {
+pub(super) fn poke(pid: i32, addr: u64, data: &[u8]) -> bool {
     for (i, chunk) in data.chunks(8).enumerate() {
         let at = addr + 8 * i as u64;
         let mut word = [0u8; 8];
@@ -314,7 +320,7 @@ pub fn install(
 /// False when the symbol is not there (a stripped binary) or cannot be written.
 pub fn seal_cputicks(pid: i32, bias: u64, ticks: u64) -> bool {
     use object::{Object, ObjectSymbol};
-    let Ok(exe) = std::fs::read(format!("/proc/{pid}/exe")) else {
+    let Some(exe) = super::exe_map::ExeMap::of(pid) else {
         return false;
     };
     let Ok(file) = object::File::parse(&*exe) else {

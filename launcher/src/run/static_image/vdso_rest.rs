@@ -1,0 +1,75 @@
+//! The rest of a kept vDSO. A static Go image keeps its vDSO (its `__vdso_clock_gettime`
+//! reads the image's clock page, `vdso_clock.rs`), but the kernel exports more entry points
+//! that would give real values unseen: `__vdso_gettimeofday`, `__vdso_time`, `__vdso_getcpu`,
+//! `__vdso_clock_getres` and, since Linux 6.11, `__vdso_getrandom` (used by Go ≥ 1.24's
+//! runtime and `crypto/rand`, and by glibc ≥ 2.41). At the same exec stop each is overwritten:
+//! - `__vdso_getrandom` returns `-ENOSYS`. Its callers first probe it (`NULL, 0, 0, params,
+//!   ~0`, Go's `vgetrandomInit`, glibc's `__getrandom_vdso_init`); a non-zero answer leaves
+//!   their state size 0, and every later draw is the `getrandom` system call, which the filter
+//!   sends to the supervisor.
+//! - the others make their system call (the filter sends the time ones to the supervisor;
+//!   `getcpu` and `clock_getres` go to the kernel, as they would without a vDSO).
+//!
+//! An exported function this module does not know, or an entry too small for its code, makes
+//! the whole step fail: the caller then removes the vDSO from the auxiliary vector, as it
+//! does for any image whose clock page could not be set up.
+
+/// What replaces each known entry (other than `__vdso_clock_gettime`).
+fn code_for(name: &str) -> Option<Vec<u8>> {
+    let syscall = |nr: u32| {
+        let mut c = vec![0xb8]; // mov eax, nr
+        c.extend(nr.to_le_bytes());
+        c.extend([0x0f, 0x05, 0xc3]); // syscall; ret
+        c
+    };
+    Some(match name {
+        // mov rax, -ENOSYS; ret
+        "__vdso_getrandom" | "getrandom" => vec![0x48, 0xc7, 0xc0, 0xda, 0xff, 0xff, 0xff, 0xc3],
+        "__vdso_gettimeofday" | "gettimeofday" => syscall(libc::SYS_gettimeofday as u32),
+        "__vdso_time" | "time" => syscall(libc::SYS_time as u32),
+        "__vdso_getcpu" | "getcpu" => syscall(libc::SYS_getcpu as u32),
+        "__vdso_clock_getres" | "clock_getres" => syscall(libc::SYS_clock_getres as u32),
+        _ => return None,
+    })
+}
+
+/// Overwrites every exported function of the vDSO image `elf` (loaded at `base` in stopped
+/// image `pid`) other than the clock entry; false when one is unknown or cannot be written.
+pub fn seal(pid: i32, elf: &[u8], base: u64) -> bool {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let Ok(file) = object::File::parse(elf) else {
+        return false;
+    };
+    let mut done = Vec::new();
+    for s in file.dynamic_symbols() {
+        let Ok(name) = s.name() else { return false };
+        if s.kind() != SymbolKind::Text || s.is_undefined() {
+            continue;
+        }
+        if matches!(name, "__vdso_clock_gettime" | "clock_gettime") || done.contains(&s.address()) {
+            continue;
+        }
+        let Some(code) = code_for(name) else {
+            return false;
+        };
+        if s.size() < code.len() as u64 || !super::vdso_clock::poke(pid, base + s.address(), &code)
+        {
+            return false;
+        }
+        done.push(s.address());
+    }
+    true
+}
+
+/// The vDSO's mapping in `pid` (`[vdso]` in `/proc/PID/maps`): its system calls are the
+/// image's own once [`seal`] has run.
+pub fn range(pid: i32) -> Option<(u64, u64)> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let l = maps.lines().find(|l| l.ends_with("[vdso]"))?;
+    let (a, rest) = l.split_once('-')?;
+    let b = rest.split_whitespace().next()?;
+    Some((
+        u64::from_str_radix(a, 16).ok()?,
+        u64::from_str_radix(b, 16).ok()?,
+    ))
+}
