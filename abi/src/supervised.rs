@@ -10,6 +10,8 @@
 //! static image's own code are answered with sealed values; the same calls from anything else
 //! (a dynamic descendant with libseal loaded, the vDSO) run as they are.
 
+pub mod entropy;
+
 /// `struct sock_filter` (<linux/filter.h>).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

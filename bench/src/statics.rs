@@ -3,8 +3,9 @@
 //! cannot load into a static binary: its figures are the bare ones, with the real time);
 //! start-up of a static `true` and of a Go hello world (static, and with cgo), bare and sealed,
 //! each on its own and 50 times from one shell (what one more image costs a running run); a Go
-//! loop of `time.Now()` and `crypto/rand` (its runtime's `getrandom` served by the supervisor;
-//! per-call figures are per round).
+//! loop of `time.Now()` and `crypto/rand` (its `crypto/rand` served in the image), at two
+//! lengths in the same rotation, so that the difference per round (what a round costs, the
+//! process's start-up left out) is shown beside the whole-process figures.
 //! Side by side in one run, modes rotating every round.
 
 use std::ffi::OsString;
@@ -17,8 +18,10 @@ use crate::process::{self, Runs};
 
 /// `clock_gettime` calls of one run of the loop.
 pub const LOOP_CALLS: u64 = 20_000;
-/// Rounds of the Go loop (each: `time.Now()`, two clock reads, and one `getrandom`).
+/// Rounds of the Go loop (each: `time.Now()`, two clock reads, and one `getrandom`), short and
+/// long: the per-round cost is the difference over the difference in rounds.
 pub const GO_ROUNDS: u64 = 2_000;
+pub const GO_ROUNDS_LONG: u64 = 20_000;
 
 struct Case {
     label: String,
@@ -32,9 +35,13 @@ fn build(cmd: &mut Command, what: &str) -> Result<(), String> {
     st.success().then_some(()).ok_or(format!("{what} failed"))
 }
 
-/// The programs, built in `dir`: `(label, program, args, modes, calls)`.
-fn plan(root: &Path, dir: &Path) -> Vec<(String, PathBuf, Vec<OsString>, bool, u64)> {
+/// A program to measure: `(label, program, args, with libfaketime, calls)`.
+type Planned = (String, PathBuf, Vec<OsString>, bool, u64);
+
+/// The programs, built in `dir`, and the Go loop (measured at two lengths).
+fn plan(root: &Path, dir: &Path) -> (Vec<Planned>, Option<PathBuf>) {
     let mut plan = Vec::new();
+    let mut go_loop = None;
     let cc = |out: &str, src: &Path| {
         let bin = dir.join(out);
         build(
@@ -90,15 +97,7 @@ fn plan(root: &Path, dir: &Path) -> Vec<(String, PathBuf, Vec<OsString>, bool, u
             .ok()
             .map(|()| bin)
         };
-        if let Some(bin) = go("go_loop", "go_loop.go", "0") {
-            plan.push((
-                format!("Go loop, static, {GO_ROUNDS} × (`time.Now()` + 8 bytes of `crypto/rand`)"),
-                bin,
-                vec![GO_ROUNDS.to_string().into()],
-                true,
-                GO_ROUNDS,
-            ));
-        }
+        go_loop = go("go_loop", "go_loop.go", "0");
         // The same loop linked with cgo (`cgo_link.go` only imports "C"): libseal loads into it,
         // and its runtime reads the clock from the page of libseal's vDSO.
         if let Some(bin) = go("go_loop_cgo", "go_loop.go cgo_link.go", "1") {
@@ -143,7 +142,7 @@ fn plan(root: &Path, dir: &Path) -> Vec<(String, PathBuf, Vec<OsString>, bool, u
         })
         .collect();
     plan.extend(looped);
-    plan
+    (plan, go_loop)
 }
 
 /// Images one shell starts in a start-up loop row.
@@ -152,7 +151,20 @@ const LOOP_IMAGES: u64 = 50;
 /// Measures what can be built here; `None` when nothing could.
 pub fn section(at: &process::Section) -> Result<Option<String>, String> {
     let mut cases = Vec::new();
-    for (label, prog, args, with_faketime, calls) in plan(at.root, at.dir) {
+    let (plan, go_loop) = plan(at.root, at.dir);
+    let mut per_round = None;
+    if let Some(bin) = go_loop {
+        let (short, long) = lengths(at, &bin)?;
+        per_round = Some(PerRound::of(&short, &long));
+        for (runs, n) in [(short, GO_ROUNDS), (long, GO_ROUNDS_LONG)] {
+            cases.push(Case {
+                label: format!("Go loop, static, {n} × (`time.Now()` + 8 bytes of `crypto/rand`)"),
+                runs,
+                calls: n,
+            });
+        }
+    }
+    for (label, prog, args, with_faketime, calls) in plan {
         let modes: Vec<Mode> = at
             .modes
             .iter()
@@ -162,10 +174,63 @@ pub fn section(at: &process::Section) -> Result<Option<String>, String> {
         let runs = at.measure(&label, &prog, &args, &modes, calls == 0)?;
         cases.push(Case { label, runs, calls });
     }
-    Ok((!cases.is_empty()).then(|| render(&cases)))
+    Ok((!cases.is_empty()).then(|| render(&cases, per_round.as_ref())))
 }
 
-fn render(cases: &[Case]) -> String {
+/// The Go loop at [`GO_ROUNDS`] and [`GO_ROUNDS_LONG`] rounds, one after the other in each
+/// mode of each round (modes rotating as elsewhere), after a warm-up round.
+fn lengths(at: &process::Section, bin: &Path) -> Result<(Runs, Runs), String> {
+    let (mut short, mut long) = (Runs::default(), Runs::default());
+    eprint!(
+        "seal-bench: Go loop at {GO_ROUNDS} and {GO_ROUNDS_LONG} rounds, {} rounds × {} modes ",
+        at.rounds,
+        at.modes.len()
+    );
+    for round in 0..=at.rounds {
+        for mode in crate::measure::rotation(at.modes, round) {
+            for (runs, n) in [(&mut short, GO_ROUNDS), (&mut long, GO_ROUNDS_LONG)] {
+                let args = [OsString::from(n.to_string())];
+                let s = crate::measure::run(at.launch.command(mode, bin, &args), false)?;
+                if round > 0 {
+                    runs.wall.entry(mode.name()).or_default().push(s.wall_ms);
+                    runs.cpu.entry(mode.name()).or_default().push(s.cpu_ms);
+                }
+            }
+        }
+        eprint!(".");
+    }
+    eprintln!();
+    Ok((short, long))
+}
+
+/// What one round of the Go loop costs in each mode: the median over rounds of (long − short)
+/// wall time, over the difference in rounds (µs); and the median of sealed over bare.
+struct PerRound {
+    us: Vec<(Mode, f64)>,
+    ratio: Option<f64>,
+}
+
+impl PerRound {
+    fn of(short: &Runs, long: &Runs) -> PerRound {
+        let per = |m: Mode| -> Option<Vec<f64>> {
+            let (a, b) = (long.wall.get(m.name())?, short.wall.get(m.name())?);
+            let d = (GO_ROUNDS_LONG - GO_ROUNDS) as f64;
+            Some(a.iter().zip(b).map(|(l, s)| (l - s) * 1e3 / d).collect())
+        };
+        let modes = [Mode::Bare, Mode::Seal, Mode::Faketime];
+        let us = modes
+            .iter()
+            .filter_map(|&m| Some((m, crate::measure::median(&per(m)?))))
+            .collect();
+        let ratio = per(Mode::Seal).zip(per(Mode::Bare)).map(|(s, b)| {
+            let r: Vec<f64> = s.iter().zip(&b).map(|(x, y)| x / y).collect();
+            crate::measure::median(&r)
+        });
+        PerRound { us, ratio }
+    }
+}
+
+fn render(cases: &[Case], per_round: Option<&PerRound>) -> String {
     let mut s = String::from("## Static images and Go\n\n");
     s.push_str(
         "Static binaries run under seal's system-call supervisor (docs/design.md, \"Static \
@@ -201,5 +266,26 @@ fn render(cases: &[Case]) -> String {
         );
     }
     s.push('\n');
+    if let Some(p) = per_round {
+        let cell = |m: Mode| {
+            p.us.iter()
+                .find(|x| x.0 == m)
+                .map_or("–".into(), |x| format!("{:.2}", x.1))
+        };
+        let _ = write!(
+            s,
+            "The Go loop per round, its process's start-up left out: (wall time at \
+             {GO_ROUNDS_LONG} rounds − at {GO_ROUNDS}) / {} rounds, median over rounds (both \
+             lengths in the same rotation). Target (issue 30): sealed ≤ 1.2× bare.\n\n\
+             | Go loop, per round | bare µs | seal µs | libfaketime µs | seal / bare |\n\
+             |---|---:|---:|---:|---:|\n\
+             | `time.Now()` + 8 bytes of `crypto/rand` | {} | {} | {} | {} |\n\n",
+            GO_ROUNDS_LONG - GO_ROUNDS,
+            cell(Mode::Bare),
+            cell(Mode::Seal),
+            cell(Mode::Faketime),
+            p.ratio.map_or("–".into(), |r| format!("{r:.2}×")),
+        );
+    }
     s
 }

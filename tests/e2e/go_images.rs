@@ -28,20 +28,29 @@ fn build_go(name: &str, cgo: bool) -> PathBuf {
         return out.clone();
     }
     let linkage = if cgo { "cgo" } else { "static" };
-    let out = build_dir().join(format!("go_{name}_{linkage}"));
+    let out = build_go_with(name, &format!("go_{name}_{linkage}"), cgo, &[]);
+    built.push((name.to_string(), cgo, out.clone()));
+    out
+}
+
+/// `fixtures/go/DIR` built with `CGO_ENABLED=cgo` and more `go build` flags to `NAME` in the
+/// build directory.
+fn build_go_with(dir: &str, name: &str, cgo: bool, flags: &[&str]) -> PathBuf {
+    let out = build_dir().join(name);
     let st = Command::new("go")
-        .args(["build", "-o"])
+        .arg("build")
+        .args(flags)
+        .arg("-o")
         .arg(&out)
         .arg(".")
-        .current_dir(fixture(&format!("go/{name}")))
+        .current_dir(fixture(&format!("go/{dir}")))
         .env("CGO_ENABLED", if cgo { "1" } else { "0" })
         .env("GOFLAGS", "-mod=mod")
         .env("GOCACHE", build_dir().join("go-cache"))
         .env("GOPATH", build_dir().join("go-path"))
         .status()
         .expect("go build");
-    assert!(st.success(), "go build of fixtures/go/{name} failed");
-    built.push((name.to_string(), cgo, out.clone()));
+    assert!(st.success(), "go build of fixtures/go/{dir} failed");
     out
 }
 
@@ -199,13 +208,15 @@ fn census_calls(
 const PAGE_READS: &str = seal_abi::supervised::clock_page::MODULE_NAME;
 
 /// The census counts the calls the supervisor serves for a Go runtime per process, static or
-/// cgo (beside libseal's counts of its C library's): `crypto/rand`'s one `getrandom`; and the
-/// runtime's reads of its clock page, which are no system calls: `time.now`'s 23 wall-clock
-/// reads (one per `time.Now()` the program makes), none served. The old build counted nothing
-/// for cgo (no slot), served the cgo runtime's clock reads, and did not count a static one's.
+/// cgo (beside libseal's counts of its C library's): `crypto/rand`'s one `getrandom` (made by
+/// the runtime's `Syscall6` in the cgo program; served in the static image by its entropy
+/// code, counted at `GetRandom`'s call); and the runtime's reads of its clock page, which are
+/// no system calls: `time.now`'s 23 wall-clock reads (one per `time.Now()` the program makes),
+/// none served. The old build counted nothing for cgo (no slot), served the cgo runtime's
+/// clock reads, did not count a static one's, and counted a static `getrandom` at `Syscall6`.
 #[test]
 fn the_census_counts_a_go_runtimes_served_calls() {
-    each_world(|_, bin| {
+    each_world(|cgo, bin| {
         let exe = bin.to_str().unwrap();
         let (o, v) = crate::util::census_json(&["--", exe], crate::util::TIMEOUT);
         o.ok();
@@ -222,13 +233,12 @@ fn the_census_counts_a_go_runtimes_served_calls() {
             calls("CLOCK_MONOTONIC", PAGE_READS, None) >= 23,
             "{exe}\n{v:#}"
         );
-        let random = census_calls(
-            &v,
-            "getrandom",
-            "",
-            exe,
-            Some("runtime/internal/syscall.Syscall6"),
-        );
+        let site = if cgo {
+            "runtime/internal/syscall.Syscall6"
+        } else {
+            "internal/syscall/unix.GetRandom"
+        };
+        let random = census_calls(&v, "getrandom", "", exe, Some(site));
         assert_eq!(random, 1, "{exe}\n{v:#}");
     });
 }
@@ -269,4 +279,120 @@ fn the_census_counts_every_clock_page_read() {
         assert_eq!(calls(PAGE_READS, None), 1001, "{exe}\n{v:#}");
         assert_eq!(calls(exe, None), 0, "{exe}\n{v:#}");
     });
+}
+
+/// A static image seal takes for Go (a C program carrying a Go build id note,
+/// `fixtures/c/go_vdso.c`) keeps its vDSO, whose clock entry reads the image's clock page.
+/// The vDSO's other entries, called directly through `AT_SYSINFO_EHDR`, give the sealed
+/// values (`__vdso_time`, `__vdso_gettimeofday`: the system call, answered by the supervisor)
+/// or say they are unsupported (`__vdso_getrandom`'s probe: `-ENOSYS`, so callers draw by
+/// system call), the same in five runs. The old build gave the real time and a working
+/// `__vdso_getrandom`.
+#[test]
+fn a_go_images_kept_vdso_gives_no_real_values() {
+    let static_libc = ["/usr/lib/x86_64-linux-gnu/libc.a", "/usr/lib64/libc.a"];
+    if !static_libc.iter().any(|p| std::path::Path::new(p).exists()) {
+        skip!("no static libc (libc.a)");
+    }
+    let bin = crate::util::build_c("go_vdso", &["-static"]);
+    let first = crate::util::assert_runs_agree_by(
+        "go_vdso",
+        5,
+        |s| s.to_string(),
+        || run_timeout(seal(["--", bin.to_str().unwrap()]), crate::util::TIMEOUT),
+    );
+    for w in ["time 1767225600\n", "gettimeofday 0 1767225600.000000\n"] {
+        assert!(first.stdout.contains(w), "missing {w:?}\n{}", first.show());
+    }
+    // A kernel before 6.11 has no `__vdso_getrandom`; with one, its probe says unsupported.
+    assert!(
+        !first.stdout.contains("getrandom supported"),
+        "{}",
+        first.show()
+    );
+    if first.stdout.contains("getrandom probe") {
+        assert!(
+            first.stdout.contains("getrandom probe -38\n"),
+            "{}",
+            first.show()
+        );
+    }
+}
+
+/// `fixtures/go/entropy`, static: four goroutines one after another draw 3,000 `crypto/rand`
+/// reads each (8 to 100 bytes; more than the in-image window holds, so it is refilled several
+/// times), then one read larger than the window. Five sealed runs print the same values, and
+/// so do four runs made at once; the census counts every read (12,001), served in the image
+/// or not, at `GetRandom`. The old build counted them at the runtime's `Syscall6` (each was a
+/// system call the supervisor answered), so the census half fails there; the values agreed
+/// there too (the supervisor served them all).
+#[test]
+fn a_static_go_programs_crypto_rand_is_served_in_the_image_and_counted() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    let bin = build_go("entropy", false);
+    let exe = bin.to_str().unwrap().to_string();
+    let run = move || run_timeout(seal(["--", &exe]), crate::util::TIMEOUT);
+    let first = assert_runs_agree_by("go entropy", 5, |s| s.to_string(), run.clone());
+    assert!(first.stdout.contains("reads 12001\n"), "{}", first.show());
+    let at_once: Vec<_> = (0..4).map(|_| std::thread::spawn(run.clone())).collect();
+    for t in at_once {
+        let o = t.join().unwrap();
+        assert_eq!(
+            o.stdout,
+            first.stdout,
+            "a run made beside others\n{}",
+            o.show()
+        );
+    }
+    let exe = bin.to_str().unwrap();
+    let (o, v) = crate::util::census_json(&["--", exe], crate::util::TIMEOUT);
+    o.ok();
+    let p = v["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["vpid"] == 1000)
+        .unwrap_or_else(|| panic!("no process 1000\n{v:#}"));
+    let count = |site: &str| -> u64 {
+        p["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["symbol"] == "getrandom")
+            .flat_map(|c| c["callers"].as_array().unwrap().iter())
+            .filter(|c| c["object"] == exe && c["symbol"] == site)
+            .map(|c| c["count"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(count("internal/syscall/unix.GetRandom"), 12_001, "{p:#}");
+    assert_eq!(count("runtime/internal/syscall.Syscall6"), 0, "{p:#}");
+}
+
+/// The same program stripped (`-ldflags=-s`): seal cannot find `GetRandom`, so every read is a
+/// system call the supervisor answers (the same values in each run), and stderr says what that
+/// costs. The old build said nothing about it.
+#[test]
+fn a_stripped_static_go_program_says_its_reads_are_system_calls() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    let bin = build_go_with("entropy", "go_entropy_stripped", false, &["-ldflags=-s"]);
+    let exe = bin.to_str().unwrap();
+    let first = assert_runs_agree_by(
+        "stripped go entropy",
+        2,
+        |s| s.to_string(),
+        || run_timeout(seal(["--", exe]), crate::util::TIMEOUT),
+    );
+    assert!(first.stdout.contains("reads 12001\n"), "{}", first.show());
+    assert!(
+        first.stderr.contains(
+            "its crypto/rand reads are each a system call to the supervisor (~40 µs a read, \
+             where an unstripped binary's are served in the image: it is stripped)"
+        ),
+        "{}",
+        first.show()
+    );
 }

@@ -168,6 +168,32 @@ pub fn go_note(elf: &[u8]) -> bool {
     })
 }
 
+/// Does the ELF file at `path` have a symbol table (`SHT_SYMTAB`; a stripped one has not)?
+/// Reads the header and the section headers only.
+pub fn has_symtab(path: impl AsRef<std::path::Path>) -> bool {
+    use std::os::unix::fs::FileExt;
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut h = [0u8; 64];
+    if f.read_exact_at(&mut h, 0).is_err() || &h[..6] != b"\x7fELF\x02\x01" {
+        return false;
+    }
+    let shoff = u64::from_le_bytes(h[40..48].try_into().unwrap_or_default());
+    let entsize = u16::from_le_bytes([h[58], h[59]]) as usize;
+    let num = u16::from_le_bytes([h[60], h[61]]) as usize;
+    if entsize < 8 || num > 4096 {
+        return false;
+    }
+    let mut sh = vec![0u8; entsize * num];
+    if f.read_exact_at(&mut sh, shoff).is_err() {
+        return false;
+    }
+    const SHT_SYMTAB: u32 = 2;
+    sh.chunks_exact(entsize)
+        .any(|s| u32::from_le_bytes([s[4], s[5], s[6], s[7]]) == SHT_SYMTAB)
+}
+
 /// Writes the 16 `AT_RANDOM` bytes of running process `pid` (its address from
 /// `/proc/PID/auxv`), before its runtime reads them.
 pub fn seal_at_random(pid: i32, at_random: [u8; 16]) -> bool {
@@ -225,5 +251,23 @@ mod tests {
             assert_eq!(notes_say_go(head), Some(go_note(&b)), "{p}");
         }
         assert_eq!(notes_say_go(b"#!/bin/sh\n"), None);
+    }
+
+    /// A stripped file has no symbol table; the test binary (built with symbols) has one.
+    #[test]
+    fn a_stripped_file_is_told_apart() {
+        let me = std::env::current_exe().unwrap();
+        assert!(has_symtab(&me));
+        let dir = tempfile::tempdir().unwrap();
+        let stripped = dir.path().join("s");
+        let st = std::process::Command::new("strip")
+            .arg("-o")
+            .arg(&stripped)
+            .arg(&me)
+            .status();
+        if st.is_ok_and(|s| s.success()) {
+            assert!(!has_symtab(&stripped));
+        }
+        assert!(!has_symtab("/nonexistent"));
     }
 }

@@ -168,8 +168,8 @@ impl Slot {
     }
 
     /// Takes a counter of `fid` (with `detail`) at `ip` for counts made by the image itself
-    /// (its clock page's code, through a mapping of the run table): the counter's offset in
-    /// the run table file. `None` when the table is full.
+    /// (its clock page's code and its entropy code, with atomic adds on a mapping of the run
+    /// table): the counter's offset in the run table file. `None` when the slot is full.
     pub fn reserve(&mut self, fid: Fid, detail: u8, ip: u64) -> Option<u64> {
         let key = census_key(ip, fid, detail);
         let next = self.counts.len();

@@ -18,11 +18,13 @@ use super::go_clock::{self, Held, Waits};
 use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{alive, child_signals, drain, proc_status_field, read, write};
 use super::world::{Stream, World};
+use seal_abi::supervised::entropy::MAGIC;
+use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
 
 mod answers;
 mod counting;
+mod go_image;
 mod ticking;
-use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
 pub const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
@@ -69,8 +71,10 @@ struct Supervisor {
     /// The clock pages of Go processes whose vDSO reads them.
     pages: HashMap<i32, super::vdso_clock::Page>,
     /// The first image's code outside its executable whose system calls are its own: its
-    /// vDSO, once its entries read a clock page (their fallbacks).
+    /// sealed vDSO (its entries' fallbacks), its entropy mapping.
     own: Vec<(u64, u64)>,
+    /// The first image's in-image entropy (`go_entropy.rs`).
+    entropy: Option<super::go_entropy::Entropy>,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -104,6 +108,7 @@ pub fn run(
         exec: None,
         pages: HashMap::new(),
         own: Vec::new(),
+        entropy: None,
     };
     if let Some(p) = page {
         sv.pages.insert(pid, p);
@@ -214,6 +219,7 @@ impl Supervisor {
             if self.go && self.world.sealed(flags::RANDOM) {
                 let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x0074_7363);
                 super::vdso_clock::seal_cputicks(self.pid, self.bias, ticks >> 1);
+                self.fast_entropy();
             }
             // SAFETY: the tracee is in its exec stop.
             unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) };
@@ -224,25 +230,6 @@ impl Supervisor {
         // SAFETY: the tracee is stopped.
         unsafe { libc::ptrace(libc::PTRACE_CONT, self.pid, 0, sig as libc::c_long) };
         true
-    }
-
-    /// Sets up the clock page of the Go image just exec'd (stopped): whether it is in place.
-    /// Its reads are counted in its census slot, which the image maps (its first page).
-    fn fast_clock(&mut self) -> bool {
-        let pid = self.pid;
-        let vdso = super::auxv::vdso_base(pid).unwrap_or(0);
-        let counters = self.slot(pid).and_then(|slot| {
-            // Counted from the vDSO's first byte, named after the page in the census.
-            use seal_abi::supervised::clock_page::MODULE_NAME;
-            slot.add_module(MODULE_NAME, vdso, vdso + 4096);
-            let fid = seal_abi::Fid::ClockGettime;
-            Some([
-                slot.reserve(fid, 0, vdso + 1)?,
-                slot.reserve(fid, 1, vdso + 1)?,
-            ])
-        });
-        let page = super::vdso_clock::set_up(pid, &self.world, MONO_BASE_NS, counters);
-        page.map(|p| self.pages.insert(pid, p)).is_some()
     }
 
     /// Receives one notification and answers it.
@@ -269,9 +256,10 @@ impl Supervisor {
                 p.stream.n = drawn;
             }
             // Counted again when it is made again.
+            let ip = self.census_ip(tgid, n.ip);
             let slots = self.census.as_mut();
             if let Some(Some(slot)) = slots.and_then(|s| s.get_mut(&tgid)) {
-                slot.uncount(n.nr as i64, &n.args, n.ip);
+                slot.uncount(n.nr as i64, &n.args, ip);
             }
         }
     }
@@ -471,6 +459,7 @@ impl Supervisor {
             libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill if self.first(tgid) => {
                 super::notif::signal(self.world.vpid, self.pid, n.nr as i64, a)
             }
+            libc::SYS_getrandom if own && a[4] == MAGIC => self.positioned(tid, n),
             libc::SYS_getrandom => self.getrandom(tid, tgid, a[0], a[1] as usize, a[2] as u32),
             libc::SYS_uname => self.uname(tid, a[0]),
             libc::SYS_sched_getaffinity if a[0] == 0 || a[0] as i32 == self.world.vpid => {

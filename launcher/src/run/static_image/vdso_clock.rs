@@ -118,7 +118,13 @@ fn entry_in(elf: &[u8], base: u64, name: &str) -> Option<(u64, u64)> {
 
 /// One system call run in stopped tracee `pid`, from the `syscall` instruction at `at`, with
 /// registers `saved` otherwise; its result, or `None` when the tracee did not stop after it.
-fn inject(pid: i32, saved: &libc::user_regs_struct, at: u64, nr: u64, a: [u64; 6]) -> Option<i64> {
+pub(super) fn inject(
+    pid: i32,
+    saved: &libc::user_regs_struct,
+    at: u64,
+    nr: u64,
+    a: [u64; 6],
+) -> Option<i64> {
     let mut want = *saved;
     (want.rax, want.orig_rax, want.rip) = (nr, u64::MAX, at);
     (want.rdi, want.rsi, want.rdx) = (a[0], a[1], a[2]);
@@ -465,7 +471,7 @@ fn free_page(pid: i32) -> Option<u64> {
 /// False when the symbol is not there (a stripped binary) or cannot be written.
 pub fn seal_cputicks(pid: i32, bias: u64, ticks: u64) -> bool {
     use object::{Object, ObjectSymbol};
-    let Ok(exe) = std::fs::read(format!("/proc/{pid}/exe")) else {
+    let Some(exe) = super::exe_map::ExeMap::of(pid) else {
         return false;
     };
     let Ok(file) = object::File::parse(&*exe) else {

@@ -1,20 +1,23 @@
-//! The census of the supervised processes: a slot per process, taken at its first counted
-//! call, and the reads a clock page counted itself.
+//! The census of the image's processes: each one's slot, taken at its first counted call,
+//! and the reads a clock page counted itself.
 
-use super::super::census;
-use super::{Notif, Supervisor};
+use super::census;
+use super::Notif;
+use super::Supervisor;
 
 impl Supervisor {
-    /// Counts call `n` of process `tgid` in its census slot.
+    /// Counts call `n` of process `tgid` in its census slot (taken at its first call).
     pub(super) fn count(&mut self, tgid: i32, n: &Notif) {
-        if let Some((fid, detail)) = census::fid_of(n.nr as i64, &n.args) {
-            if let Some(slot) = self.slot(tgid) {
-                slot.count(fid, detail, n.ip);
-            }
+        let Some((fid, detail)) = census::fid_of(n.nr as i64, &n.args) else {
+            return;
+        };
+        let ip = self.census_ip(tgid, n.ip);
+        if let Some(slot) = self.slot(tgid) {
+            slot.count(fid, detail, ip);
         }
     }
 
-    /// Process `tgid`'s census slot (taken at its first use).
+    /// Process `tgid`'s census slot, taken at its first use (`None`: not counted).
     pub(super) fn slot(&mut self, tgid: i32) -> Option<&mut census::Slot> {
         let (Some(slots), Some(run_dir)) = (self.census.as_mut(), self.world.run_dir.as_ref())
         else {
@@ -63,6 +66,17 @@ impl Supervisor {
                     slot.set(seal_abi::Fid::ClockGettime, id as u8, site, n);
                 }
             }
+        }
+    }
+
+    /// The address a call made at `ip` by process `tgid` is counted at: the rewritten call in
+    /// `GetRandom` for the code of its entropy mapping, else `ip`.
+    pub(super) fn census_ip(&self, tgid: i32, ip: u64) -> u64 {
+        match &self.entropy {
+            Some(e) if !self.images.contains_key(&tgid) && (e.range.0..e.range.1).contains(&ip) => {
+                e.site
+            }
+            _ => ip,
         }
     }
 }

@@ -1,0 +1,84 @@
+//! A static Go image's set-up at its exec stop: its clock page and kept vDSO
+//! (`vdso_clock.rs`, `vdso_rest.rs`) and its in-image entropy (`go_entropy.rs`), and the
+//! reads its entropy code sends here.
+
+use seal_abi::Fid;
+
+use super::{Answer, Notif};
+use super::{Supervisor, MONO_BASE_NS};
+
+impl Supervisor {
+    /// Sets up the clock page of the Go image just exec'd (stopped): whether it is in place.
+    /// Its other vDSO entries take the sealed path or make their system call
+    /// (`vdso_rest.rs`); when they cannot, it loses its vDSO too.
+    pub(super) fn fast_clock(&mut self) -> bool {
+        let pid = self.pid;
+        let Some(vdso) = super::super::auxv::vdso_base(pid) else {
+            return false;
+        };
+        // Its reads are counted in its census slot, which the image maps (its first page),
+        // from the vDSO's first byte, named after the page in the census.
+        let counters = self.slot(pid).and_then(|slot| {
+            use seal_abi::supervised::clock_page::MODULE_NAME;
+            slot.add_module(MODULE_NAME, vdso, vdso + 4096);
+            let fid = Fid::ClockGettime;
+            Some([
+                slot.reserve(fid, 0, vdso + 1)?,
+                slot.reserve(fid, 1, vdso + 1)?,
+            ])
+        });
+        let Some(page) = super::super::vdso_clock::set_up(pid, &self.world, MONO_BASE_NS, counters)
+        else {
+            return false;
+        };
+        let elf = super::super::vdso_clock::vdso_bytes(pid, vdso);
+        if !super::super::vdso_rest::seal(pid, &elf, vdso) {
+            return false;
+        }
+        self.own.extend(super::super::vdso_rest::range(pid));
+        self.pages.insert(pid, page);
+        true
+    }
+
+    /// Points the Go image just exec'd (stopped) at its in-image entropy, when its
+    /// `GetRandom` can be found; its reads are counted in its census slot, taken now.
+    pub(super) fn fast_entropy(&mut self) {
+        let Some(exe) = super::super::exe_map::ExeMap::of(self.pid) else {
+            return;
+        };
+        let Some(site) = super::super::go_entropy::find(&exe, self.bias) else {
+            return;
+        };
+        let Some(run_dir) = self.world.run_dir.clone() else {
+            return;
+        };
+        self.ensure(self.pid);
+        // The in-image reads' count: a census pair of their own (the call's address + 1,
+        // inside `GetRandom`), which only the image's code moves from here on.
+        let count = self
+            .slot(self.pid)
+            .and_then(|s| s.reserve(Fid::Getrandom, 0, site.call + 1));
+        let table = run_dir.join(seal_abi::RUN_TABLE_NAME);
+        let census = count.map(|off| (table.as_path(), off));
+        let (seed, lineage) = (self.world.seed, self.world.lineage);
+        let e = super::super::go_entropy::install(self.pid, &run_dir, &site, seed, lineage, census);
+        if let Some(e) = e {
+            self.own.push(e.range);
+            self.entropy = Some(e);
+        }
+    }
+
+    /// A read the image's entropy code could not serve from its window: stream bytes at its
+    /// claim's position (`r10`).
+    pub(super) fn positioned(&mut self, tid: i32, n: &Notif) -> Answer {
+        let Some(e) = &self.entropy else {
+            return Answer::Error(libc::ENOSYS);
+        };
+        let a = n.args;
+        let write = |at: u64, b: &[u8]| super::write(tid, at, b);
+        match e.draw(a[3], a[1] as usize, write, a[0]) {
+            Ok(v) => Answer::Value(v),
+            Err(err) => Answer::Error(err),
+        }
+    }
+}
