@@ -138,3 +138,38 @@ fn the_census_counts_a_static_c_images_page_reads_exactly() {
         );
     }
 }
+
+/// A static C image's kept vDSO gives no real values through any entry, called directly
+/// through `AT_SYSINFO_EHDR` (`fixtures/c/go_vdso.c` without its Go note): `__vdso_time` and
+/// `__vdso_gettimeofday` read the page (one tick apart), `__vdso_getrandom`'s probe says it is
+/// unsupported (`-ENOSYS`: callers then draw by system call, which the supervisor serves), the
+/// same in five runs. The old build removed the vDSO (`vdso absent`).
+#[test]
+fn a_static_c_images_kept_vdso_gives_no_real_values() {
+    if !have_static_glibc() {
+        skip!("no static libc (libc.a)");
+    }
+    let bin = build_c("go_vdso", &["-static", "-DNO_GO_NOTE"]);
+    let first = assert_runs_agree_by(
+        "go_vdso without its Go note",
+        5,
+        |s| s.to_string(),
+        || run_timeout(seal(["--", bin.to_str().unwrap()]), crate::util::TIMEOUT),
+    );
+    for w in ["time 1767225600\n", "gettimeofday 0 1767225600.000001\n"] {
+        assert!(first.stdout.contains(w), "missing {w:?}\n{}", first.show());
+    }
+    // A kernel before 6.11 has no `__vdso_getrandom`; with one, its probe says unsupported.
+    assert!(
+        !first.stdout.contains("getrandom supported"),
+        "{}",
+        first.show()
+    );
+    if first.stdout.contains("getrandom probe") {
+        assert!(
+            first.stdout.contains("getrandom probe -38\n"),
+            "{}",
+            first.show()
+        );
+    }
+}
