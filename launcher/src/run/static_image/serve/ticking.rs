@@ -236,7 +236,7 @@ mod tests {
             let gtod: Gettimeofday = std::mem::transmute(at(e.gettimeofday.unwrap()));
             let time: Time = std::mem::transmute(at(e.time.unwrap()));
             let mut ts: libc::timespec = std::mem::zeroed();
-            let ns = |ts: &libc::timespec| ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64;
+            let ns = |ts: &libc::timespec| ts.tv_sec * 1_000_000_000 + ts.tv_nsec;
             assert_eq!(cg(0, &mut ts), 0);
             assert_eq!(ns(&ts), epoch);
             assert_eq!(cg(1, &mut ts), 0);
