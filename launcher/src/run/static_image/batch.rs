@@ -174,5 +174,5 @@ pub(super) fn write_text(pid: i32, addr: u64, data: &[u8]) -> bool {
     let mem = std::fs::OpenOptions::new()
         .write(true)
         .open(format!("/proc/{pid}/mem"));
-    mem.and_then(|f| f.write_all_at(data, addr)).is_ok() || super::vdso_clock::poke(pid, addr, data)
+    mem.and_then(|f| f.write_all_at(data, addr)).is_ok() || super::text::poke(pid, addr, data)
 }

@@ -40,7 +40,7 @@ struct Proc {
     /// Its parent process (0: not one of the image's).
     parent: i32,
     /// Its clock page (a static C image's first process), where `l` and `mono` are then kept.
-    page: Option<ticking::Ticking>,
+    page: Option<super::clock_state::Ticking>,
 }
 
 /// The loop's state.

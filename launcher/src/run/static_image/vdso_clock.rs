@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use seal_abi::supervised::clock_page::{self as cp, Kind, MAX_LEN};
 
 use super::remote::read;
+pub(super) use super::text::poke;
 
 /// The supervisor's mapping of one image's clock page.
 pub struct Page {
@@ -156,24 +157,6 @@ pub(super) fn inject(
         }
     }
     None
-}
-
-/// Writes `data` at `addr` in stopped tracee `pid` with `PTRACE_POKEDATA` (which writes
-/// read-only text, as a debugger's breakpoints do).
-pub(super) fn poke(pid: i32, addr: u64, data: &[u8]) -> bool {
-    for (i, chunk) in data.chunks(8).enumerate() {
-        let at = addr + 8 * i as u64;
-        let mut word = [0u8; 8];
-        if chunk.len() < 8 && !read(pid, at, &mut word) {
-            return false;
-        }
-        word[..chunk.len()].copy_from_slice(chunk);
-        // SAFETY: POKEDATA on our stopped tracee.
-        if unsafe { libc::ptrace(libc::PTRACE_POKEDATA, pid, at, u64::from_le_bytes(word)) } != 0 {
-            return false;
-        }
-    }
-    true
 }
 
 /// [`install`] for Go image `pid`, stopped at its exec, with the run's settings (`mono_base`:

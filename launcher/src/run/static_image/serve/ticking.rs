@@ -11,35 +11,10 @@
 //! image has a child the supervisor knows, the supervisor sets the word to 0 itself, so the
 //! parent's reads are served again and take in its reaped children's time as before.
 
-use std::sync::atomic::Ordering;
-
 use seal_abi::supervised::clock_page::{self as cp, Kind};
 
-use super::super::vdso_clock::Page;
+use super::super::clock_state::Ticking;
 use super::{Proc, Supervisor, MONO_BASE_NS};
-
-/// One process's clock page, as the supervisor holds it.
-pub(super) struct Ticking {
-    page: Page,
-    /// The private word in the image that names the page (0: it has been switched off).
-    pointer: u64,
-    epoch: i64,
-}
-
-impl Ticking {
-    fn add(&self, word: usize, d: i64) -> i64 {
-        self.page.word(word).fetch_add(d as u64, Ordering::AcqRel) as i64
-    }
-    fn get(&self, word: usize) -> i64 {
-        self.page.word(word).load(Ordering::Acquire) as i64
-    }
-    fn l(&self) -> i64 {
-        self.get(cp::REALTIME) - self.epoch
-    }
-    fn mono(&self) -> i64 {
-        self.get(cp::MONOTONIC) - MONO_BASE_NS - self.l()
-    }
-}
 
 impl Proc {
     /// `L`, wherever it is kept.
@@ -165,6 +140,7 @@ impl Supervisor {
             page,
             pointer,
             epoch,
+            mono_base: MONO_BASE_NS,
         });
         self.own.extend(super::super::vdso_rest::range(pid));
         true
