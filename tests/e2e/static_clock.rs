@@ -173,3 +173,27 @@ fn a_static_c_images_kept_vdso_gives_no_real_values() {
         );
     }
 }
+
+/// Four threads of a static C program read the clock 50,000 rounds each (400,000 reads, each a
+/// `lock xadd` on the process's one clock): once they are joined, the clock has moved exactly
+/// one tick per read, the same in 5 runs, each inside 8 s. The old build served the reads
+/// (≈30 µs each: ≈12 s) and ran past the limit.
+#[test]
+fn a_static_c_programs_threads_move_one_clock_by_a_tick_a_read() {
+    if !have_static_glibc() {
+        skip!("no static libc (libc.a)");
+    }
+    let bin = build_c("static_threads", &["-static", "-pthread"]);
+    let first = assert_runs_agree_by(
+        "static_threads",
+        5,
+        |s| s.to_string(),
+        || run_timeout(seal(["--", bin.to_str().unwrap()]), Duration::from_secs(8)),
+    );
+    assert_eq!(
+        first.stdout,
+        "after the threads: realtime 1767225600.200000000 monotonic 86400.400002000\n",
+        "{}",
+        first.show()
+    );
+}
