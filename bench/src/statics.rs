@@ -1,5 +1,5 @@
-//! Static images and Go (issue 30): a static C loop of `clock_gettime` (each sealed call a
-//! user notification answered by seal's supervisor), bare, sealed and under libfaketime (which
+//! Static images and Go (issue 30): a static C loop of `clock_gettime` (each read from the
+//! image's clock page through its kept vDSO, at native speed), bare, sealed and under libfaketime (which
 //! cannot load into a static binary: its figures are the bare ones, with the real time);
 //! start-up of a static `true` and of a Go hello world (static, and with cgo), bare and sealed,
 //! each on its own and 50 times from one shell (what one more image costs a running run); a Go
@@ -235,7 +235,8 @@ fn render(cases: &[Case], per_round: Option<&PerRound>) -> String {
     s.push_str(
         "Static binaries run under seal's system-call supervisor (docs/design.md, \"Static \
          binaries: system-call supervision\"): each sealed call from the image is a seccomp \
-         user notification, answered by another process. libfaketime cannot load into a static \
+         user notification, answered by another process, except clock reads through the \
+         vDSO, which read a page the supervisor shares with the image. libfaketime cannot load into a static \
          binary: its column is the bare program, with the real time. Milliseconds of wall time \
          per run, medians; ratios are medians of per-round ratios; per call: (sealed − bare) \
          wall time / calls (in a loop row, per image: what one more image costs a run). \

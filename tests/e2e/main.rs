@@ -40,6 +40,7 @@ mod safety;
 mod setters;
 mod shim_hardening;
 mod shim_layout;
+mod static_clock;
 mod static_images;
 mod stress;
 mod time_control;

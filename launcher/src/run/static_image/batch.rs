@@ -169,10 +169,10 @@ impl Batch {
 /// Writes `data` over read-only text at `addr` of stopped tracee `pid`: one write to
 /// `/proc/PID/mem` (which a tracer may write through read-only pages, as `PTRACE_POKEDATA`
 /// does eight bytes at a time), else word by word.
-fn write_text(pid: i32, addr: u64, data: &[u8]) -> bool {
+pub(super) fn write_text(pid: i32, addr: u64, data: &[u8]) -> bool {
     use std::os::unix::fs::FileExt;
     let mem = std::fs::OpenOptions::new()
         .write(true)
         .open(format!("/proc/{pid}/mem"));
-    mem.and_then(|f| f.write_all_at(data, addr)).is_ok() || super::vdso_clock::poke(pid, addr, data)
+    mem.and_then(|f| f.write_all_at(data, addr)).is_ok() || super::text::poke(pid, addr, data)
 }

@@ -24,6 +24,7 @@ use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
 mod answers;
 mod counting;
 mod go_image;
+mod ticking;
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
 pub const MONO_BASE_NS: i64 = 86_400 * 1_000_000_000;
@@ -38,6 +39,8 @@ struct Proc {
     first: bool,
     /// Its parent process (0: not one of the image's).
     parent: i32,
+    /// Its clock page (a static C image's first process), where `l` and `mono` are then kept.
+    page: Option<super::clock_state::Ticking>,
 }
 
 /// The loop's state.
@@ -68,7 +71,7 @@ struct Supervisor {
     /// The clock pages of Go processes whose vDSO reads them.
     pages: HashMap<i32, super::vdso_clock::Page>,
     /// The first image's code outside its executable whose system calls are its own: its
-    /// sealed vDSO, its entropy mapping.
+    /// sealed vDSO (its entries' fallbacks), its entropy mapping.
     own: Vec<(u64, u64)>,
     /// The first image's in-image entropy (`go_entropy.rs`).
     entropy: Option<super::go_entropy::Entropy>,
@@ -210,6 +213,8 @@ impl Supervisor {
             // A Go runtime keeps its vDSO, whose clock reads the image's clock page; anything
             // else (or a Go image whose page could not be set up) loses it.
             let fast = seal && self.go && self.fast_clock();
+            // A static C image keeps it too, its clock entries reading its ticking page.
+            let fast = fast || (seal && !self.go && self.ticking_clock());
             super::auxv::fix(self.pid, self.world.at_random(), seal && !fast);
             if self.go && self.world.sealed(flags::RANDOM) {
                 let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x0074_7363);
@@ -237,15 +242,18 @@ impl Supervisor {
         // A call a signal interrupts while it waits for the answer is made again: what the
         // answer drew (a tick, entropy) is put back, or the next run draws differently.
         let tgid = self.tgid(n.pid as i32);
-        let before = self.procs.get(&tgid).map(|p| (p.l, p.mono, p.stream.n));
+        let before = self.procs.get(&tgid).map(|p| (p.clock_state(), p.stream.n));
         let answer = self.answer(&n);
+        let after = self.procs.get(&tgid).map(|p| p.clock_state());
         let ok = respond(listener, n.id, answer);
         if let Some(tid) = self.exec.take() {
             self.follow_exec(tid, ok);
         }
         if !ok {
-            if let (Some((l, mono, drawn)), Some(p)) = (before, self.procs.get_mut(&tgid)) {
-                (p.l, p.mono, p.stream.n) = (l, mono, drawn);
+            let p = self.procs.get_mut(&tgid);
+            if let (Some((clock, drawn)), Some(after), Some(p)) = (before, after, p) {
+                p.unwind(clock, after);
+                p.stream.n = drawn;
             }
             // Counted again when it is made again.
             let ip = self.census_ip(tgid, n.ip);
@@ -323,8 +331,7 @@ impl Supervisor {
             return;
         }
         self.ensure(tgid);
-        let p = self.proc(tgid);
-        p.l = p.l.saturating_add(d);
+        self.proc(tgid).add_l(d);
         if let Some(page) = self.pages.get(&tgid) {
             page.advance(d);
         }
@@ -489,7 +496,8 @@ impl Supervisor {
             self.children += 1;
             let parent = proc_status_field(tgid, "PPid:").unwrap_or(0);
             self.merge_finished(parent);
-            let l = self.procs.get(&parent).map_or(self.world.clock, |p| p.l);
+            self.page_off(parent);
+            let l = self.procs.get(&parent).map_or(self.world.clock, |p| p.l());
             (
                 l,
                 seal_abi::mix64(self.world.lineage ^ self.children),
@@ -504,6 +512,7 @@ impl Supervisor {
                 stream: Stream::new(self.world.seed, id),
                 first,
                 parent,
+                page: None,
             },
         );
     }
@@ -515,12 +524,12 @@ impl Supervisor {
             .procs
             .iter()
             .filter(|(&pid, p)| p.parent == parent && parent != 0 && !alive(pid))
-            .map(|(&pid, p)| (pid, p.l))
+            .map(|(&pid, p)| (pid, p.l()))
             .collect();
         for (pid, l) in done {
             self.procs.remove(&pid);
             if let Some(p) = self.procs.get_mut(&parent) {
-                p.l = p.l.max(l);
+                p.add_l((l - p.l()).max(0));
             }
         }
     }
@@ -539,10 +548,7 @@ impl Supervisor {
         } else {
             self.world.tick_ns
         };
-        let p = self.proc(tgid);
-        let v = epoch.saturating_add(p.l);
-        p.l = p.l.saturating_add(tick);
-        v
+        self.proc(tgid).tick_realtime(epoch, tick)
     }
 
     /// The sealed value of clock `clk` (`None`: a clock of another process or thread, or an
@@ -582,17 +588,9 @@ impl Supervisor {
             | libc::CLOCK_MONOTONIC_RAW
             | libc::CLOCK_MONOTONIC_COARSE
             | libc::CLOCK_BOOTTIME
-            | libc::CLOCK_BOOTTIME_ALARM => {
-                let p = self.proc(tgid);
-                let v = MONO_BASE_NS
-                    .saturating_add(p.l)
-                    .saturating_add(p.mono)
-                    .saturating_add(tick);
-                p.mono = p.mono.saturating_add(tick);
-                Some(v)
-            }
+            | libc::CLOCK_BOOTTIME_ALARM => Some(self.proc(tgid).tick_monotonic(tick)),
             libc::CLOCK_PROCESS_CPUTIME_ID | libc::CLOCK_THREAD_CPUTIME_ID => {
-                Some(self.proc(tgid).l)
+                Some(self.proc(tgid).l())
             }
             _ => None,
         }
@@ -612,19 +610,16 @@ impl Supervisor {
         let d = ts[0].saturating_mul(1_000_000_000).saturating_add(ts[1]);
         if flags & libc::TIMER_ABSTIME != 0 {
             let now = {
-                let p = self.proc(tgid);
-                let (l, mono) = (p.l, p.mono);
+                let (l, mono) = self.proc(tgid).clock_state();
                 match clk {
                     libc::CLOCK_REALTIME | libc::CLOCK_TAI => self.world.epoch_ns.saturating_add(l),
                     _ => MONO_BASE_NS.saturating_add(l).saturating_add(mono),
                 }
             };
-            let p = self.proc(tgid);
-            p.l = p.l.saturating_add(d.saturating_sub(now).max(0));
+            self.proc(tgid).add_l(d.saturating_sub(now).max(0));
             return Answer::Value(0);
         }
-        let p = self.proc(tgid);
-        p.l = p.l.saturating_add(d);
+        self.proc(tgid).add_l(d);
         Answer::Continue
     }
 

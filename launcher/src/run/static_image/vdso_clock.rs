@@ -9,9 +9,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use seal_abi::supervised::clock_page::{self as cp, CODE_LEN, SYSCALL_AT};
+use seal_abi::supervised::clock_page::{self as cp, Kind, MAX_LEN};
 
 use super::remote::read;
+pub(super) use super::text::poke;
 
 /// The supervisor's mapping of one image's clock page.
 pub struct Page {
@@ -22,7 +23,7 @@ pub struct Page {
 }
 
 impl Page {
-    fn word(&self, i: usize) -> &AtomicU64 {
+    pub(super) fn word(&self, i: usize) -> &AtomicU64 {
         // SAFETY: a live shared mapping of one page (eight u64 words used), never unmapped.
         unsafe { &*self.words.add(i) }
     }
@@ -86,11 +87,11 @@ pub fn take(pid: i32, world: &super::world::World, mono_base: i64) -> Option<Pag
     page
 }
 
-/// The replacement of `__vdso_clock_gettime` reading the page at `page` (see the module).
-fn code(page: u64, tick: u32) -> [u8; CODE_LEN] {
-    let mut c = [0u8; CODE_LEN];
-    cp::code(&mut c, page, tick);
-    c
+/// The code of `kind` reading the page at `page` (see the module) and where its entries are.
+fn code(page: u64, tick: u32, kind: Kind) -> (Vec<u8>, cp::Entries) {
+    let mut c = [0u8; MAX_LEN];
+    let e = cp::generate(&mut c, page, tick, kind);
+    (c[..e.len].to_vec(), e)
 }
 
 /// Reads `pid`'s vDSO (at `base`), page by page.
@@ -106,12 +107,12 @@ pub(super) fn vdso_bytes(pid: i32, base: u64) -> Vec<u8> {
     out
 }
 
-/// The address and size of `__vdso_clock_gettime` in the vDSO image `elf` (loaded at `base`).
-fn clock_gettime_in(elf: &[u8], base: u64) -> Option<(u64, u64)> {
+/// The address and size of `name` in the vDSO image `elf` (loaded at `base`).
+fn entry_in(elf: &[u8], base: u64, name: &str) -> Option<(u64, u64)> {
     use object::{Object, ObjectSymbol};
     let file = object::File::parse(elf).ok()?;
     file.dynamic_symbols()
-        .find(|s| s.name() == Ok("__vdso_clock_gettime"))
+        .find(|s| s.name() == Ok(name))
         .filter(|s| s.address() < elf.len() as u64)
         .map(|s| (base + s.address(), s.size()))
 }
@@ -158,24 +159,6 @@ pub(super) fn inject(
     None
 }
 
-/// Writes `data` at `addr` in stopped tracee `pid` with `PTRACE_POKEDATA` (which writes
-/// read-only text, as a debugger's breakpoints do).
-pub(super) fn poke(pid: i32, addr: u64, data: &[u8]) -> bool {
-    for (i, chunk) in data.chunks(8).enumerate() {
-        let at = addr + 8 * i as u64;
-        let mut word = [0u8; 8];
-        if chunk.len() < 8 && !read(pid, at, &mut word) {
-            return false;
-        }
-        word[..chunk.len()].copy_from_slice(chunk);
-        // SAFETY: POKEDATA on our stopped tracee.
-        if unsafe { libc::ptrace(libc::PTRACE_POKEDATA, pid, at, u64::from_le_bytes(word)) } != 0 {
-            return false;
-        }
-    }
-    true
-}
-
 /// [`install`] for Go image `pid`, stopped at its exec, with the run's settings (`mono_base`:
 /// what `CLOCK_MONOTONIC` reads at `C = 0`).
 /// `counters`: the offsets in the run table of the census counters of its `CLOCK_REALTIME` and
@@ -196,13 +179,19 @@ pub fn set_up(
         base,
         first,
         world.tick_ns.clamp(0, i32::MAX as i64),
-        counters,
+        counters.as_ref().map(|c| &c[..]),
+        Kind::Still,
     )
+    .map(|(page, _)| page)
 }
 
-/// Sets the fast clock up in Go image `pid`, stopped at its exec, whose vDSO is at `vdso`:
-/// `[realtime, monotonic]` are the page's first values, `tick` what a spinning read adds,
-/// `counters` where in the run table its reads are counted (mapped into the image too).
+/// Sets the fast clock up in image `pid`, stopped at its exec, whose vDSO is at `vdso`:
+/// `[realtime, monotonic]` are the page's first values, `tick` a tick, `counters` where in the
+/// run table its reads are counted (mapped into the image too): `clock_gettime`'s of
+/// `CLOCK_REALTIME` and `CLOCK_MONOTONIC`, then ([`Kind::Ticking`]) `gettimeofday`'s and
+/// `time`'s. A [`Kind::Ticking`] image also gets a private page (`MADV_WIPEONFORK`) whose first
+/// word holds the page's address, and its `__vdso_gettimeofday` and `__vdso_time` jump to
+/// code of their own. The page, and ([`Kind::Ticking`]) that word's address in the image.
 /// `None` (nothing changed in the image, or only what the next exec throws away) when any
 /// step fails: the caller then removes the vDSO, and reads go by system call.
 pub fn install(
@@ -211,10 +200,26 @@ pub fn install(
     vdso: u64,
     first: [i64; 2],
     tick: i64,
-    counters: Option<[u64; 2]>,
-) -> Option<Page> {
+    counters: Option<&[u64]>,
+    kind: Kind,
+) -> Option<(Page, u64)> {
     let elf = vdso_bytes(pid, vdso);
-    let (func, size) = clock_gettime_in(&elf, vdso)?;
+    let (func, size) = entry_in(&elf, vdso, "__vdso_clock_gettime")?;
+    let ticking = kind == Kind::Ticking;
+    // The entries that jump to code of their own after `__vdso_clock_gettime`'s.
+    let others: Vec<(u64, bool)> = if ticking {
+        ["__vdso_gettimeofday", "__vdso_time"]
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| entry_in(&elf, vdso, n).map(|(a, _)| (a, i == 0)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // Counted in the census, or (a Go image only) in the page.
+    if ticking && counters.is_none_or(|c| c.len() < 4) {
+        return None;
+    }
     // The supervisor's side of the page: a file in the run directory, removed once mapped.
     let path = run_dir.join(format!("go-clock-{pid}"));
     let file = std::fs::OpenOptions::new()
@@ -223,6 +228,10 @@ pub fn install(
         .create_new(true)
         .open(&path)
         .ok()?;
+    let (placeholder, entries) = code(0, tick as u32, kind);
+    if (size as usize) < entries.len {
+        return None;
+    }
     let done = (|| {
         file.set_len(4096).ok()?;
         let page = Page::map(&file, first, Some(func))?;
@@ -244,73 +253,199 @@ pub fn install(
                 return None;
             }
         }
-        // The code is written first: its `syscall` instruction is where calls are injected.
-        let placeholder = code(0, tick as u32);
-        if (size as usize) < placeholder.len() || !poke(pid, func, &placeholder) {
-            return None;
-        }
-        let sys = func + SYSCALL_AT as u64;
-        let result = (|| {
-            let fd = inject(pid, &saved, sys, 2, [at, libc::O_RDWR as u64, 0, 0, 0, 0])?;
-            if fd < 0 {
+        let result = if ticking {
+            ticking_maps(pid, &saved, at, table_at, counters?)
+        } else {
+            // The code is written first: its `syscall` instruction is where calls are injected.
+            if (size as usize) < placeholder.len() || !poke(pid, func, &placeholder) {
                 return None;
             }
-            let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
-            let shared = libc::MAP_SHARED as u64;
-            let addr = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, 0]);
-            inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
-            // The page of the run table that holds the census counters, mapped the same way
-            // (the image's reads count there, so they are in the census however it ends).
-            let census = counters.and_then(|c| {
-                let off = c[0] & !4095;
-                if c[1] & !4095 != off {
-                    return None;
-                }
-                let fd = inject(
-                    pid,
-                    &saved,
-                    sys,
-                    2,
-                    [table_at, libc::O_RDWR as u64, 0, 0, 0, 0],
-                )?;
+            let sys = func + entries.syscall_at as u64;
+            let result = (|| {
+                let fd = inject(pid, &saved, sys, 2, [at, libc::O_RDWR as u64, 0, 0, 0, 0])?;
                 if fd < 0 {
                     return None;
                 }
-                let m = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, off]);
+                let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+                let shared = libc::MAP_SHARED as u64;
+                let addr = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, 0]);
                 inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
-                let m = m.filter(|&m| m > 0)? as u64;
-                Some(c.map(|o| m + (o & 4095)))
-            });
-            Some((addr?, census))
-        })();
-        // SAFETY: restores the registers of our stopped tracee.
-        unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &saved) };
+                // The page of the run table that holds the census counters, mapped the same way
+                // (the image's reads count there, so they are in the census however it ends).
+                let census = counters.and_then(|c| {
+                    let off = c[0] & !4095;
+                    if c.iter().any(|&o| o & !4095 != off) {
+                        return None;
+                    }
+                    let fd = inject(
+                        pid,
+                        &saved,
+                        sys,
+                        2,
+                        [table_at, libc::O_RDWR as u64, 0, 0, 0, 0],
+                    )?;
+                    if fd < 0 {
+                        return None;
+                    }
+                    let m = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, off]);
+                    inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
+                    let m = m.filter(|&m| m > 0)? as u64;
+                    Some(c.iter().map(|o| m + (o & 4095)).collect::<Vec<u64>>())
+                });
+                Some((addr?, census, 0))
+            })();
+            // SAFETY: restores the registers of our stopped tracee.
+            unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &saved) };
+            result
+        };
         // mmap's errors are -4095..-1.
-        let (addr, census) = result?;
+        let (addr, census, pointer) = result?;
         let addr = (addr > 0).then_some(addr as u64)?;
+        if ticking && census.is_none() {
+            return None;
+        }
         // The image's reads are counted in its census slot, or else in the page's own words
         // (which the supervisor writes to the census, `serve.rs`).
-        let own = [0, 1].map(|id| addr + 8 * (cp::READS + id) as u64);
+        let own = [0, 1].map(|id| addr + 8 * (cp::READS + id) as u64).to_vec();
         let mut page = page;
         if census.is_some() {
             page.site = None;
         }
-        for (id, counter) in census.unwrap_or(own).into_iter().enumerate() {
-            page.word(cp::COUNTER + id)
-                .store(counter, Ordering::Release);
+        let words = [
+            cp::COUNTER,
+            cp::COUNTER + 1,
+            cp::COUNTER_GETTIMEOFDAY,
+            cp::COUNTER_TIME,
+        ];
+        for (&w, counter) in words.iter().zip(census.unwrap_or(own)) {
+            page.word(w).store(counter, Ordering::Release);
         }
-        poke(pid, func, &code(addr, tick as u32)).then_some(page)
+        if ticking && !super::remote::write(pid, pointer, &addr.to_le_bytes()) {
+            return None;
+        }
+        let (real, _) = code(if ticking { pointer } else { addr }, tick as u32, kind);
+        // One write through /proc/PID/mem (a ticking image's code is ~280 bytes: 35 pokes).
+        if !super::batch::write_text(pid, func, &real) {
+            return None;
+        }
+        for &(entry, gtod) in &others {
+            let to = func
+                + if gtod {
+                    entries.gettimeofday
+                } else {
+                    entries.time
+                }? as u64;
+            let rel = (to as i64 - (entry as i64 + 5)) as i32;
+            let mut jmp = vec![0xe9]; // jmp rel32
+            jmp.extend(rel.to_le_bytes());
+            if !poke(pid, entry, &jmp) {
+                return None;
+            }
+        }
+        Some((page, pointer))
     })();
     let _ = std::fs::remove_file(&path);
     if done.is_none() {
         // The kernel's code back (the caller also removes the vDSO from the auxiliary vector,
         // so the runtime never calls it).
-        let at = (func - vdso) as usize;
-        if let Some(orig) = elf.get(at..at + CODE_LEN) {
-            poke(pid, func, orig);
+        for (at, len) in [(func, entries.len)]
+            .into_iter()
+            .chain(others.iter().map(|&(a, _)| (a, 5)))
+        {
+            let off = (at - vdso) as usize;
+            if let Some(orig) = elf.get(off..off + len) {
+                poke(pid, at, orig);
+            }
         }
     }
     done
+}
+
+/// The mappings a [`Kind::Ticking`] image's code reads, made in stopped image `pid` (registers
+/// `saved`) in one batch (`batch.rs`: one stop, where a system call injected one by one costs
+/// a scheduling round trip each): its clock page (the file whose path is at `path`), the page
+/// of the run table (path at `table`) holding `counters`, and the private page of the word
+/// naming the clock page, at an address of our choosing (`MAP_FIXED_NOREPLACE`, so the batch
+/// needs no result of its own) with `MADV_WIPEONFORK`. The clock page's address, the counters'
+/// addresses in the image, and the word's.
+fn ticking_maps(
+    pid: i32,
+    saved: &libc::user_regs_struct,
+    path: u64,
+    table: u64,
+    counters: &[u64],
+) -> Option<(i64, Option<Vec<u64>>, u64)> {
+    use super::batch::{Arg::Fd, Arg::Imm, Batch};
+    let off = counters[0] & !4095;
+    if counters.iter().any(|&o| o & !4095 != off) {
+        return None;
+    }
+    let word = free_page(pid)?;
+    let (rw, shared) = (
+        (libc::PROT_READ | libc::PROT_WRITE) as u64,
+        libc::MAP_SHARED as u64,
+    );
+    let private = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE) as u64;
+    let open = |at| {
+        [
+            Imm(at),
+            Imm(libc::O_RDWR as u64),
+            Imm(0),
+            Imm(0),
+            Imm(0),
+            Imm(0),
+        ]
+    };
+    let map = |off| [Imm(0), Imm(4096), Imm(rw), Imm(shared), Fd, Imm(off)];
+    let close = [Fd, Imm(0), Imm(0), Imm(0), Imm(0), Imm(0)];
+    let mut b = Batch::new(path + 3072);
+    b.call(libc::SYS_open, open(path)).or_stop();
+    b.call(libc::SYS_mmap, map(0)).or_stop();
+    b.call(libc::SYS_close, close);
+    b.call(libc::SYS_open, open(table)).or_stop();
+    b.call(libc::SYS_mmap, map(off)).or_stop();
+    b.call(libc::SYS_close, close);
+    let own = [
+        Imm(word),
+        Imm(4096),
+        Imm(rw),
+        Imm(private),
+        Imm(u64::MAX),
+        Imm(0),
+    ];
+    b.call(libc::SYS_mmap, own).or_stop_unless(word);
+    let wipe = libc::MADV_WIPEONFORK as u64;
+    let advise = [Imm(word), Imm(4096), Imm(wipe), Imm(0), Imm(0), Imm(0)];
+    b.call(libc::SYS_madvise, advise).or_stop_unless(0);
+    let r = b.run(pid, saved)?;
+    let (page, table_page) = (r.get(1).copied()??, r.get(4).copied()??);
+    let word_ok = r.get(6).copied()?? == word as i64 && r.get(7).copied()?? == 0;
+    if page <= 0 || table_page <= 0 || !word_ok {
+        return None;
+    }
+    let census = counters.iter().map(|o| table_page as u64 + (o & 4095));
+    Some((page, Some(census.collect()), word))
+}
+
+/// A page-aligned address at which stopped image `pid` has nothing mapped: 4 GiB up (above a
+/// non-PIE image's heap, below where the kernel places a PIE image and its mappings), or the
+/// next free one of a few further up.
+fn free_page(pid: i32) -> Option<u64> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let ranges: Vec<(u64, u64)> = maps
+        .lines()
+        .filter_map(|l| {
+            let (a, rest) = l.split_once('-')?;
+            let b = rest.split_whitespace().next()?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect();
+    (0..16u64)
+        .map(|k| (1 << 32) + k * (1 << 28))
+        .find(|&at| ranges.iter().all(|&(a, b)| b <= at || a >= at + 4096))
 }
 
 /// Makes `runtime.cputicks` of Go image `pid` (stopped at its exec; its program mapped at

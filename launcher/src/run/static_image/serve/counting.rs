@@ -25,6 +25,11 @@ impl Supervisor {
         };
         let first = tgid == self.pid;
         let parent = self.procs.get(&tgid).map_or(0, |p| p.parent);
+        // A process of the first image whose vDSO reads a clock page (a fork of it too, whose
+        // entries make their system call from there): the page's code is a module of its own.
+        let page_code = (!self.images.contains_key(&tgid))
+            .then(|| self.own.first().copied())
+            .flatten();
         let slot = slots.entry(tgid).or_insert_with(|| {
             let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).unwrap_or_default();
             let who = census::Identity {
@@ -40,7 +45,12 @@ impl Supervisor {
                 text: &self.text,
                 bias: self.bias,
             };
-            census::Slot::open(run_dir, &who)
+            let mut slot = census::Slot::open(run_dir, &who);
+            if let (Some(s), Some((lo, _))) = (slot.as_mut(), page_code) {
+                use seal_abi::supervised::clock_page::MODULE_NAME;
+                s.add_module(MODULE_NAME, lo, lo + 4096);
+            }
+            slot
         });
         slot.as_mut()
     }
