@@ -76,7 +76,8 @@ struct Supervisor {
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
 /// `traced`: the process is to be followed to its exec stop; else it runs its image already
-/// (a cgo program, whose runtime reads its clock from `page` when libseal made one).
+/// (a cgo program, whose runtime reads its clock from `page` when libseal made one, and its
+/// `crypto/rand` from `entropy`).
 pub fn run(
     listener: i32,
     sock: i32,
@@ -84,6 +85,7 @@ pub fn run(
     world: World,
     traced: bool,
     page: Option<super::vdso_clock::Page>,
+    entropy: Option<super::go_entropy::Entropy>,
 ) -> i32 {
     let mut sv = Supervisor {
         world,
@@ -109,6 +111,11 @@ pub fn run(
     };
     if let Some(p) = page {
         sv.pages.insert(pid, p);
+    }
+    // A cgo program's in-process entropy (libseal maps it; its code's fallback reads are its own).
+    if let Some(e) = entropy {
+        sv.own.push(e.range);
+        sv.entropy = Some(e);
     }
     let mut attached = traced;
     let mut sock_open = true;
