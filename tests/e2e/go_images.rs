@@ -375,29 +375,37 @@ fn entropy_served_in_process(cgo: bool) {
     assert_eq!(count("runtime/internal/syscall.Syscall6"), 0, "{p:#}");
 }
 
-/// The same program stripped (`-ldflags=-s`): seal cannot find `GetRandom`, so every read is a
-/// system call the supervisor answers (the same values in each run), and stderr says what that
-/// costs. The old build said nothing about it.
+/// The same program stripped (`-ldflags=-s`), static and with cgo: seal cannot find
+/// `GetRandom`, so every read is a system call the supervisor answers (the same values in each
+/// run), and stderr says what that costs. The old build said nothing about it (and, for the
+/// cgo program, served every read that way whether stripped or not).
 #[test]
-fn a_stripped_static_go_program_says_its_reads_are_system_calls() {
+fn a_stripped_go_program_says_its_reads_are_system_calls() {
     if !have("go") {
         skip!("go not on PATH (Debian: golang-go)");
     }
-    let bin = build_go_with("entropy", "go_entropy_stripped", false, &["-ldflags=-s"]);
-    let exe = bin.to_str().unwrap();
-    let first = assert_runs_agree_by(
-        "stripped go entropy",
-        2,
-        |s| s.to_string(),
-        || run_timeout(seal(["--", exe]), crate::util::TIMEOUT),
-    );
-    assert!(first.stdout.contains("reads 12001\n"), "{}", first.show());
-    assert!(
-        first.stderr.contains(
-            "its crypto/rand reads are each a system call to the supervisor (~40 µs a read, \
-             where an unstripped binary's are served in the image: it is stripped)"
-        ),
-        "{}",
-        first.show()
-    );
+    for cgo in [false, true] {
+        if cgo && !have("cc") {
+            skip_part!("cc not on PATH: the cgo build");
+            continue;
+        }
+        let name = format!("go_entropy_stripped_{cgo}");
+        let bin = build_go_with("entropy", &name, cgo, &["-ldflags=-s"]);
+        let exe = bin.to_str().unwrap();
+        let first = assert_runs_agree_by(
+            "stripped go entropy",
+            2,
+            |s| s.to_string(),
+            || run_timeout(seal(["--", exe]), crate::util::TIMEOUT),
+        );
+        assert!(first.stdout.contains("reads 12001\n"), "{}", first.show());
+        assert!(
+            first.stderr.contains(
+                "its crypto/rand reads are each a system call to the supervisor (~40 µs a read, \
+                 where an unstripped binary's are served in the image: it is stripped)"
+            ),
+            "{}",
+            first.show()
+        );
+    }
 }
