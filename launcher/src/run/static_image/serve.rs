@@ -87,19 +87,27 @@ pub fn run(
     page: Option<super::vdso_clock::Page>,
     entropy: Option<super::go_entropy::Entropy>,
 ) -> i32 {
+    let text = if traced {
+        Vec::new()
+    } else {
+        super::auxv::text_ranges(pid)
+    };
+    // A cgo program runs its image already: its census names callers with its load bias (a
+    // position-independent one's served calls were named after the wrong symbols).
+    let bias = if traced {
+        0
+    } else {
+        super::auxv::load_bias(pid, &text)
+    };
     let mut sv = Supervisor {
         world,
         pid,
-        text: if traced {
-            Vec::new()
-        } else {
-            super::auxv::text_ranges(pid)
-        },
+        text,
         procs: HashMap::new(),
         tgids: HashMap::new(),
         children: 0,
         census: Some(HashMap::new()),
-        bias: 0,
+        bias,
         // A process that supervises itself is a dynamically linked Go program.
         go: !traced,
         waits: Waits::default(),
