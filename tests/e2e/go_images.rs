@@ -346,6 +346,33 @@ fn a_cgo_go_programs_crypto_rand_is_served_in_the_process_and_counted() {
     entropy_served_in_process(true);
 }
 
+/// The cgo program built position-independent (`-buildmode=pie`): libseal finds the call with
+/// the load bias, and the census names every read after `GetRandom`, the in-process ones and
+/// those the supervisor served (named with the program's load bias). The old build served them
+/// all and named them after the wrong symbol (`_fini`: the address without the bias).
+#[test]
+fn a_position_independent_cgo_go_programs_reads_are_counted_at_get_random() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    if !have("cc") {
+        skip!("cc not on PATH: the cgo build");
+    }
+    let bin = build_go_with("entropy", "go_entropy_pie", true, &["-buildmode=pie"]);
+    let exe = bin.to_str().unwrap();
+    let (o, v) = crate::util::census_json(&["--", exe], crate::util::TIMEOUT);
+    assert!(o.stdout.ends_with("reads 12001\ncgo\n"), "{}", o.show());
+    let p = &v["processes"];
+    let count = census_calls(
+        &v,
+        "getrandom",
+        "",
+        exe,
+        Some("internal/syscall/unix.GetRandom"),
+    );
+    assert_eq!(count, 12_001, "{p:#}");
+}
+
 /// `fixtures/go/entropy` built static or with cgo: five runs one after another and four at once
 /// agree; the census counts the 12,001 reads at `GetRandom`.
 fn entropy_served_in_process(cgo: bool) {
