@@ -152,6 +152,73 @@ pub fn find(f: &[u8]) -> Option<Site> {
 mod tests {
     use super::*;
 
+    /// A minimal ELF file: one `PT_LOAD` (file offset 0 at `0x400000`) holding a `GetRandom`
+    /// of 32 bytes at offset 0x200 whose calls (`call rel32` at the offsets given) go to
+    /// `syscall.Syscall` at offset 0x300, and a symbol table naming both (`pie`: `ET_DYN`).
+    fn elf(calls: &[usize], pie: bool) -> [u8; 0x600] {
+        let mut f = [0u8; 0x600];
+        let mut put = |at: usize, b: &[u8]| f[at..at + b.len()].copy_from_slice(b);
+        put(0, b"\x7fELF\x02\x01\x01");
+        put(16, &(if pie { 3u16 } else { 2 }).to_le_bytes());
+        put(18, &62u16.to_le_bytes());
+        put(32, &64u64.to_le_bytes()); // e_phoff
+        put(40, &0x500u64.to_le_bytes()); // e_shoff
+        put(54, &56u16.to_le_bytes());
+        put(56, &1u16.to_le_bytes());
+        put(58, &64u16.to_le_bytes());
+        put(60, &3u16.to_le_bytes());
+        // PT_LOAD R+X of the whole file at 0x400000.
+        put(64, &1u32.to_le_bytes());
+        put(68, &5u32.to_le_bytes());
+        put(64 + 16, &0x400000u64.to_le_bytes());
+        put(64 + 32, &0x600u64.to_le_bytes());
+        // Section 1: the symbol table (three entries) at 0x380, its strings (section 2) at 0x400.
+        let sh = 0x500 + 64;
+        put(sh + 4, &2u32.to_le_bytes());
+        put(sh + 24, &0x380u64.to_le_bytes());
+        put(sh + 32, &72u64.to_le_bytes());
+        put(sh + 40, &2u32.to_le_bytes());
+        put(sh + 56, &24u64.to_le_bytes());
+        let strs = b"\0internal/syscall/unix.GetRandom\0syscall.Syscall\0";
+        put(0x500 + 128 + 4, &3u32.to_le_bytes());
+        put(0x500 + 128 + 24, &0x400u64.to_le_bytes());
+        put(0x500 + 128 + 32, &(strs.len() as u64).to_le_bytes());
+        put(0x400, strs);
+        for (i, (name, at, size)) in [(1u32, 0x200u64, 32u64), (33, 0x300, 8)].iter().enumerate() {
+            let s = 0x380 + 24 * (i + 1);
+            put(s, &name.to_le_bytes());
+            put(s + 8, &(0x400000 + at).to_le_bytes());
+            put(s + 16, &size.to_le_bytes());
+        }
+        for &c in calls {
+            let d = 0x300i32 - (0x200 + c as i32 + 5);
+            put(0x200 + c, &[0xe8]);
+            put(0x200 + c + 1, &d.to_le_bytes());
+        }
+        f
+    }
+
+    #[test]
+    fn the_one_call_to_syscall_is_found_and_two_are_refused() {
+        let want = Site {
+            call: 0x400000 + 0x200 + 7,
+            low: 0x400000,
+            target: 0x400300,
+        };
+        assert_eq!(find(&elf(&[7], false)), Some(want));
+        assert_eq!(find(&elf(&[7], true)), Some(want));
+        assert!(is_pie(&elf(&[7], true)) && !is_pie(&elf(&[7], false)));
+        assert_eq!(find(&elf(&[7, 19], false)), None);
+        assert_eq!(find(&elf(&[], false)), None);
+        // The program headers sit at offset 64 of the segment mapped at 0x400000.
+        assert_eq!(phdr_vaddr(&elf(&[7], false)), Some(0x400040));
+        // Cut short anywhere, the file is refused, never read out of bounds.
+        let f = elf(&[7], false);
+        for n in (0..f.len()).step_by(37) {
+            assert!(find(&f[..n]).is_none_or(|s| s == want));
+        }
+    }
+
     #[test]
     fn a_file_that_is_not_elf_has_no_site() {
         assert_eq!(
