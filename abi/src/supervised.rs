@@ -11,6 +11,7 @@
 //! (a dynamic descendant with libseal loaded, the vDSO) run as they are.
 
 pub mod entropy;
+pub mod go_site;
 
 /// `struct sock_filter` (<linux/filter.h>).
 #[repr(C)]

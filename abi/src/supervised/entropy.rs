@@ -35,6 +35,17 @@ pub const NEXT: usize = 0;
 pub const LO: usize = 8;
 pub const HI: usize = 16;
 pub const SERVED: usize = 24;
+/// Header words of a cgo program's mapping, which libseal makes and maps before its
+/// supervisor starts: where the program maps it ([`BASE`]) and the call it will rewrite
+/// ([`SITE`]), written by libseal; [`TAKEN_MAGIC`] in [`TAKEN`] once the supervisor holds it
+/// and has filled the window (libseal rewrites the call only then).
+pub const BASE: usize = 32;
+pub const SITE: usize = 40;
+pub const TAKEN: usize = 48;
+/// What [`TAKEN`] holds once the supervisor has the mapping.
+pub const TAKEN_MAGIC: u64 = 0x5345_414c_454e_5431; // "SEALENT1"
+/// The mapping's file in the run directory, for a cgo program: `go-entropy-PID`.
+pub const FILE_PREFIX: &str = "go-entropy-";
 /// Where the window starts in the mapping, and its size (a power of two).
 pub const WINDOW_AT: usize = 8192;
 pub const WINDOW: usize = 1 << 16;

@@ -14,7 +14,7 @@ use seal_abi::supervised::{self, msg};
 
 use crate::core::{config, sys};
 use crate::process::target::Path;
-use crate::process::{go_vdso, static_server};
+use crate::process::{go_entropy, go_vdso, static_server};
 
 type Argv = *const *const c_char;
 
@@ -299,9 +299,20 @@ pub unsafe fn supervise_go(envp: Argv) {
     } else {
         core::ptr::null_mut()
     };
+    // Likewise the mapping its `crypto/rand` will read.
+    let entropy = if config::sealed(RANDOM) {
+        go_entropy::prepare()
+    } else {
+        None
+    };
+    let entropy_made = entropy.is_some();
     let mut given = false;
     // SAFETY: per the contract.
     let kind = if unsafe { supervise_self(envp, vpid, ppid) } {
+        if let Some(p) = entropy {
+            // SAFETY: per the contract (one thread, the runtime not started).
+            unsafe { go_entropy::give(p) };
+        }
         // SAFETY: per the contract.
         match unsafe { vdso_entry(envp) } {
             // SAFETY: per the contract; the entry is the stack's.
@@ -312,8 +323,15 @@ pub unsafe fn supervise_go(envp: Argv) {
         }
         GO_SUPERVISED
     } else {
+        if let Some(p) = entropy {
+            p.forget();
+        }
         GO_RUNTIME
     };
+    if entropy_made {
+        // The supervisor has mapped it, or never will.
+        go_entropy::unlink_file();
+    }
     if !page.is_null() {
         // The supervisor has mapped it, or never will.
         go_vdso::unlink_page();

@@ -5,7 +5,7 @@
 
 use seal_abi::supervised::{msg, SUPERVISOR_ARG};
 
-use super::{auxv, remote, serve, vdso_clock, world};
+use super::{auxv, go_entropy, remote, serve, vdso_clock, world};
 use std::ffi::OsString;
 
 /// `seal __static-supervisor FD PID`.
@@ -32,8 +32,14 @@ pub fn supervise(args: &[OsString]) -> i32 {
             .seal_clocks()
             .then(|| vdso_clock::take(pid, &world, serve::MONO_BASE_NS))
             .flatten();
+        // Its entropy mapping, likewise (libseal rewrites `GetRandom`'s call once it sees
+        // the mark).
+        let entropy = world
+            .sealed(seal_abi::flags::RANDOM)
+            .then(|| go_entropy::take(pid, &world))
+            .flatten();
         send(fd, msg::READY, 0);
-        return serve::run(listener, fd, pid, world, false, page);
+        return serve::run(listener, fd, pid, world, false, page, entropy);
     }
     // SAFETY: PTRACE_SEIZE of the process that started us, with an options word.
     let seized = unsafe {
@@ -60,7 +66,7 @@ pub fn supervise(args: &[OsString]) -> i32 {
         return 1;
     };
     send(fd, msg::READY, 0);
-    serve::run(listener, fd, pid, world, true, None)
+    serve::run(listener, fd, pid, world, true, None, None)
 }
 
 /// Waits (at most 10 s) until socket `fd` is readable, resuming traced process `pid` from any

@@ -45,36 +45,13 @@ pub struct Site {
 }
 
 /// Finds `GetRandom`'s one call to `syscall.Syscall` in the executable `exe` (mapped with
-/// load bias `bias`). `None` in a stripped binary
-/// or one built otherwise.
+/// load bias `bias`; `seal_abi::supervised::go_site`, which libseal uses too). `None` in a
+/// stripped binary or one built otherwise.
 pub fn find(exe: &[u8], bias: u64) -> Option<Site> {
-    use object::{Object, ObjectSegment, ObjectSymbol};
-    let file = object::File::parse(exe).ok()?;
-    let sym = |name: &str| {
-        file.symbols()
-            .find(|s| s.name() == Ok(name))
-            .map(|s| (s.address(), s.size()))
-    };
-    let (f, size) = sym("internal/syscall/unix.GetRandom")?;
-    let (target, _) = sym("syscall.Syscall")?;
-    let text = file
-        .segments()
-        .find(|s| (s.address()..s.address() + s.size()).contains(&f))?;
-    let body = text.data_range(f, size).ok()??;
-    let calls: Vec<u64> = (0..body.len().saturating_sub(4))
-        .filter(|&i| body[i] == 0xe8)
-        .map(|i| f + i as u64)
-        .filter(|&at| {
-            let i = (at - f) as usize;
-            let d = i32::from_le_bytes(body[i + 1..i + 5].try_into().unwrap_or_default());
-            (at as i64 + 5 + d as i64) as u64 == target
-        })
-        .collect();
-    let [call] = calls[..] else { return None };
-    let low = file.segments().map(|s| s.address()).min()?;
+    let s = seal_abi::supervised::go_site::find(exe)?;
     Some(Site {
-        call: bias + call,
-        low: bias + low,
+        call: bias + s.call,
+        low: bias + s.low,
     })
 }
 
@@ -182,7 +159,7 @@ pub fn install(
         e::getrandom_code(code, addr, count_at)?;
         let ent = Entropy {
             map,
-            key: seal_abi::mix64(seed ^ seal_abi::mix64(lineage ^ LABEL)),
+            key: key(seed, lineage),
             range: (addr, addr + e::MAP_BYTES as u64),
             site: site.call,
         };
@@ -191,6 +168,46 @@ pub fn install(
     })();
     let _ = std::fs::remove_file(&path);
     done
+}
+
+/// The entropy mapping libseal made for cgo program `pid` (`go-entropy-PID` in the run
+/// directory, mapped in the program at the header's `BASE`, for the call at `SITE`): the
+/// window filled and `TAKEN` marked (libseal then rewrites the call). `None` when there is
+/// none (libseal leaves `GetRandom` alone). libseal removes the file.
+pub fn take(pid: i32, world: &super::world::World) -> Option<Entropy> {
+    let name = format!("{}{pid}", e::FILE_PREFIX);
+    let path = world.run_dir.as_ref()?.join(name);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .ok()?;
+    if file.metadata().ok()?.len() != e::MAP_BYTES as u64 {
+        return None;
+    }
+    let map = map_file(&file, e::MAP_BYTES)?;
+    let mut ent = Entropy {
+        map,
+        key: key(world.seed, world.lineage),
+        range: (0, 0),
+        site: 0,
+    };
+    let (base, site) = (
+        ent.head(e::BASE).load(Ordering::SeqCst),
+        ent.head(e::SITE).load(Ordering::SeqCst),
+    );
+    if base == 0 || site == 0 {
+        return None;
+    }
+    (ent.range, ent.site) = ((base, base + e::MAP_BYTES as u64), site);
+    ent.refill(0);
+    ent.head(e::TAKEN).store(e::TAKEN_MAGIC, Ordering::SeqCst);
+    Some(ent)
+}
+
+/// The key of an image's in-image stream: its seed and lineage, with this stream's label.
+fn key(seed: u64, lineage: u64) -> u64 {
+    seal_abi::mix64(seed ^ seal_abi::mix64(lineage ^ LABEL))
 }
 
 impl Entropy {

@@ -52,13 +52,16 @@ pub fn entry(args: &[OsString]) -> Option<i32> {
     }
 }
 
+/// What a stripped Go binary's `crypto/rand` costs: its `GetRandom` cannot be found, so its
+/// reads stay system calls (said for a static image and a cgo program alike).
+const STRIPPED_COST: &str = "; its crypto/rand reads are each a system call to the supervisor \
+     (~40 µs a read, where an unstripped binary's are served in the image: it is stripped)";
+
 /// The census line for a static binary that ran supervised: what stayed real in it.
 pub fn partly_sealed_line(program: &str) -> String {
     let go = auxv::file_is_go(program);
-    // A stripped Go binary's `GetRandom` cannot be found: its reads stay system calls.
     let cost = if go && !auxv::has_symtab(program) {
-        "; its crypto/rand reads are each a system call to the supervisor (~40 µs a read, \
-         where an unstripped binary's are served in the image: it is stripped)"
+        STRIPPED_COST
     } else {
         ""
     };
@@ -80,10 +83,12 @@ pub fn partly_sealed_line(program: &str) -> String {
 
 /// The census line for a dynamically linked Go program under the supervisor.
 pub fn go_line(program: &str) -> String {
+    let stripped = Path::new(program).is_file() && !auxv::has_symtab(program);
+    let cost = if stripped { STRIPPED_COST } else { "" };
     format!(
         "partly sealed (go-runtime-supervised): {program}: libseal seals its C library's calls; \
          the Go runtime's clocks (one per process, moved by its timer waits) and raw getpid, \
-         getrandom, uname and signal calls are served by seal's supervisor; real: map order and \
+         getrandom, uname and signal calls are served by seal's supervisor{cost}; real: map order and \
          the runtime's fastrand (os.MkdirTemp names; seeded by rdtsc), tids of its other \
          threads, pids of children it starts"
     )

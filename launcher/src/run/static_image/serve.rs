@@ -79,7 +79,8 @@ struct Supervisor {
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
 /// `traced`: the process is to be followed to its exec stop; else it runs its image already
-/// (a cgo program, whose runtime reads its clock from `page` when libseal made one).
+/// (a cgo program, whose runtime reads its clock from `page` when libseal made one, and its
+/// `crypto/rand` from `entropy`).
 pub fn run(
     listener: i32,
     sock: i32,
@@ -87,20 +88,29 @@ pub fn run(
     world: World,
     traced: bool,
     page: Option<super::vdso_clock::Page>,
+    entropy: Option<super::go_entropy::Entropy>,
 ) -> i32 {
+    let text = if traced {
+        Vec::new()
+    } else {
+        super::auxv::text_ranges(pid)
+    };
+    // A cgo program runs its image already: its census names callers with its load bias (a
+    // position-independent one's served calls were named after the wrong symbols).
+    let bias = if traced {
+        0
+    } else {
+        super::auxv::load_bias(pid, &text)
+    };
     let mut sv = Supervisor {
         world,
         pid,
-        text: if traced {
-            Vec::new()
-        } else {
-            super::auxv::text_ranges(pid)
-        },
+        text,
         procs: HashMap::new(),
         tgids: HashMap::new(),
         children: 0,
         census: Some(HashMap::new()),
-        bias: 0,
+        bias,
         // A process that supervises itself is a dynamically linked Go program.
         go: !traced,
         waits: Waits::default(),
@@ -112,6 +122,11 @@ pub fn run(
     };
     if let Some(p) = page {
         sv.pages.insert(pid, p);
+    }
+    // A cgo program's in-process entropy (libseal maps it; its code's fallback reads are its own).
+    if let Some(e) = entropy {
+        sv.own.push(e.range);
+        sv.entropy = Some(e);
     }
     let mut attached = traced;
     let mut sock_open = true;

@@ -1,0 +1,231 @@
+//! Where a Go executable's `crypto/rand` makes its system call: the one `call rel32` in
+//! `internal/syscall/unix.GetRandom` whose target is `syscall.Syscall`, found in the ELF
+//! file's symbol table (`SHT_SYMTAB`; a stripped binary has none). Shared by the supervisor
+//! (a static image, at its exec stop) and libseal (a cgo program, in its constructor), which
+//! both point that call at `entropy`'s code. No allocation: the file is a byte slice (a
+//! mapping of the executable), every read bounds-checked.
+
+/// The call to rewrite, and where the executable's lowest `PT_LOAD` starts, both as linked
+/// (add the load bias of a position-independent executable).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Site {
+    pub call: u64,
+    pub low: u64,
+    /// `syscall.Syscall`, the call's target.
+    pub target: u64,
+}
+
+const GET_RANDOM: &[u8] = b"internal/syscall/unix.GetRandom";
+const SYSCALL: &[u8] = b"syscall.Syscall";
+
+fn u16_at(f: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(
+        f.get(at..at.checked_add(2)?)?.try_into().ok()?,
+    ))
+}
+fn u32_at(f: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(
+        f.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+fn u64_at(f: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        f.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+
+/// A 64-bit little-endian x86-64 ELF file's program headers: `(offset, count, size)`.
+fn phdrs(f: &[u8]) -> Option<(usize, usize, usize)> {
+    if f.get(..6)? != b"\x7fELF\x02\x01" || u16_at(f, 18)? != 62 {
+        return None;
+    }
+    Some((
+        u64_at(f, 32)? as usize,
+        u16_at(f, 56)? as usize,
+        u16_at(f, 54)? as usize,
+    ))
+}
+
+/// Each `PT_LOAD`'s `(p_offset, p_vaddr, p_filesz)`.
+fn loads(f: &[u8]) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+    let (off, n, size) = phdrs(f).unwrap_or((0, 0, 0));
+    (0..n).filter_map(move |i| {
+        let h = off.checked_add(i.checked_mul(size)?)?;
+        (u32_at(f, h)? == 1).then_some(())?;
+        Some((u64_at(f, h + 8)?, u64_at(f, h + 16)?, u64_at(f, h + 32)?))
+    })
+}
+
+/// The link-time address at which the program headers are mapped (`PT_PHDR`, else the
+/// `PT_LOAD` that holds them): `AT_PHDR` minus this is the load bias.
+pub fn phdr_vaddr(f: &[u8]) -> Option<u64> {
+    let (off, n, size) = phdrs(f)?;
+    for i in 0..n {
+        let h = off.checked_add(i.checked_mul(size)?)?;
+        if u32_at(f, h)? == 6 {
+            return u64_at(f, h + 16);
+        }
+    }
+    let off = off as u64;
+    loads(f)
+        .find(|&(o, _, len)| o <= off && off < o + len)
+        .map(|(o, v, _)| v + (off - o))
+}
+
+/// Is the file position-independent (`ET_DYN`)?
+pub fn is_pie(f: &[u8]) -> bool {
+    u16_at(f, 16) == Some(3)
+}
+
+/// The `(value, size)` of each of `names`' symbols in the file's `SHT_SYMTAB`.
+fn symbols<const N: usize>(f: &[u8], names: [&[u8]; N]) -> Option<[(u64, u64); N]> {
+    let shoff = u64_at(f, 40)? as usize;
+    let (shsize, shnum) = (u16_at(f, 58)? as usize, u16_at(f, 60)? as usize);
+    let sh = |i: usize| shoff.checked_add(i.checked_mul(shsize)?);
+    let mut found = [(0u64, 0u64); N];
+    let mut left = N;
+    for i in 0..shnum {
+        let h = sh(i)?;
+        if u32_at(f, h + 4)? != 2 {
+            continue;
+        }
+        let (off, len) = (u64_at(f, h + 24)? as usize, u64_at(f, h + 32)? as usize);
+        let ent = (u64_at(f, h + 56)? as usize).max(1);
+        let strs = sh(u32_at(f, h + 40)? as usize)?;
+        let (str_off, str_len) = (u64_at(f, strs + 24)? as usize, u64_at(f, strs + 32)?);
+        let strtab = f.get(str_off..str_off.checked_add(str_len as usize)?)?;
+        let syms = f.get(off..off.checked_add(len)?)?;
+        for s in syms.chunks_exact(ent) {
+            let name = u32_at(s, 0)? as usize;
+            let Some(tail) = strtab.get(name..) else {
+                continue;
+            };
+            for (j, want) in names.iter().enumerate() {
+                if found[j].0 == 0
+                    && tail.len() > want.len()
+                    && tail.starts_with(want)
+                    && tail[want.len()] == 0
+                {
+                    found[j] = (u64_at(s, 8)?, u64_at(s, 16)?);
+                    left -= 1;
+                }
+            }
+            if left == 0 {
+                return Some(found);
+            }
+        }
+    }
+    None
+}
+
+/// Finds `GetRandom`'s one call to `syscall.Syscall` in the executable file `f`. `None` in a
+/// stripped binary, or when there is not exactly one such call.
+pub fn find(f: &[u8]) -> Option<Site> {
+    phdrs(f)?;
+    let [(func, size), (target, _)] = symbols(f, [GET_RANDOM, SYSCALL])?;
+    let (o, v, _) = loads(f).find(|&(_, v, len)| v <= func && func + size <= v + len)?;
+    let start = (o + (func - v)) as usize;
+    let body = f.get(start..start.checked_add(size as usize)?)?;
+    let mut call = None;
+    for i in 0..body.len().saturating_sub(4) {
+        if body[i] != 0xe8 {
+            continue;
+        }
+        let d = u32_at(body, i + 1)? as i32;
+        let at = func + i as u64;
+        if (at as i64).wrapping_add(5 + d as i64) as u64 == target {
+            if call.is_some() {
+                return None;
+            }
+            call = Some(at);
+        }
+    }
+    let low = loads(f).map(|(_, v, _)| v).min()?;
+    Some(Site {
+        call: call?,
+        low,
+        target,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minimal ELF file: one `PT_LOAD` (file offset 0 at `0x400000`) holding a `GetRandom`
+    /// of 32 bytes at offset 0x200 whose calls (`call rel32` at the offsets given) go to
+    /// `syscall.Syscall` at offset 0x300, and a symbol table naming both (`pie`: `ET_DYN`).
+    fn elf(calls: &[usize], pie: bool) -> [u8; 0x600] {
+        let mut f = [0u8; 0x600];
+        let mut put = |at: usize, b: &[u8]| f[at..at + b.len()].copy_from_slice(b);
+        put(0, b"\x7fELF\x02\x01\x01");
+        put(16, &(if pie { 3u16 } else { 2 }).to_le_bytes());
+        put(18, &62u16.to_le_bytes());
+        put(32, &64u64.to_le_bytes()); // e_phoff
+        put(40, &0x500u64.to_le_bytes()); // e_shoff
+        put(54, &56u16.to_le_bytes());
+        put(56, &1u16.to_le_bytes());
+        put(58, &64u16.to_le_bytes());
+        put(60, &3u16.to_le_bytes());
+        // PT_LOAD R+X of the whole file at 0x400000.
+        put(64, &1u32.to_le_bytes());
+        put(68, &5u32.to_le_bytes());
+        put(64 + 16, &0x400000u64.to_le_bytes());
+        put(64 + 32, &0x600u64.to_le_bytes());
+        // Section 1: the symbol table (three entries) at 0x380, its strings (section 2) at 0x400.
+        let sh = 0x500 + 64;
+        put(sh + 4, &2u32.to_le_bytes());
+        put(sh + 24, &0x380u64.to_le_bytes());
+        put(sh + 32, &72u64.to_le_bytes());
+        put(sh + 40, &2u32.to_le_bytes());
+        put(sh + 56, &24u64.to_le_bytes());
+        let strs = b"\0internal/syscall/unix.GetRandom\0syscall.Syscall\0";
+        put(0x500 + 128 + 4, &3u32.to_le_bytes());
+        put(0x500 + 128 + 24, &0x400u64.to_le_bytes());
+        put(0x500 + 128 + 32, &(strs.len() as u64).to_le_bytes());
+        put(0x400, strs);
+        for (i, (name, at, size)) in [(1u32, 0x200u64, 32u64), (33, 0x300, 8)].iter().enumerate() {
+            let s = 0x380 + 24 * (i + 1);
+            put(s, &name.to_le_bytes());
+            put(s + 8, &(0x400000 + at).to_le_bytes());
+            put(s + 16, &size.to_le_bytes());
+        }
+        for &c in calls {
+            let d = 0x300i32 - (0x200 + c as i32 + 5);
+            put(0x200 + c, &[0xe8]);
+            put(0x200 + c + 1, &d.to_le_bytes());
+        }
+        f
+    }
+
+    #[test]
+    fn the_one_call_to_syscall_is_found_and_two_are_refused() {
+        let want = Site {
+            call: 0x400000 + 0x200 + 7,
+            low: 0x400000,
+            target: 0x400300,
+        };
+        assert_eq!(find(&elf(&[7], false)), Some(want));
+        assert_eq!(find(&elf(&[7], true)), Some(want));
+        assert!(is_pie(&elf(&[7], true)) && !is_pie(&elf(&[7], false)));
+        assert_eq!(find(&elf(&[7, 19], false)), None);
+        assert_eq!(find(&elf(&[], false)), None);
+        // The program headers sit at offset 64 of the segment mapped at 0x400000.
+        assert_eq!(phdr_vaddr(&elf(&[7], false)), Some(0x400040));
+        // Cut short anywhere, the file is refused, never read out of bounds.
+        let f = elf(&[7], false);
+        for n in (0..f.len()).step_by(37) {
+            assert!(find(&f[..n]).is_none_or(|s| s == want));
+        }
+    }
+
+    #[test]
+    fn a_file_that_is_not_elf_has_no_site() {
+        assert_eq!(
+            find(b"not an ELF file at all, not even close to one......"),
+            None
+        );
+        assert_eq!(find(&[]), None);
+        assert_eq!(phdr_vaddr(&[0x7f, b'E']), None);
+    }
+}

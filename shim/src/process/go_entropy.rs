@@ -1,0 +1,245 @@
+//! A dynamically linked Go program's `crypto/rand` served in the process, as a static Go
+//! image's is at its exec stop (`seal_abi::supervised::entropy`: the code, the mapping's
+//! layout; `seal_abi::supervised::go_site`: the call to rewrite). The one call
+//! `internal/syscall/unix.GetRandom` makes to `syscall.Syscall` is pointed at code in a
+//! mapping shared with the supervisor, which copies the read from a window of the process's
+//! stream and makes the `getrandom` system call (answered by the supervisor at the read's
+//! position) only when the window does not hold it.
+//!
+//! Order, in libseal's constructor (one thread, before the Go runtime starts), as for the
+//! clock page (`go_vdso`): [`prepare`] finds the call in the executable's symbol table (a
+//! mapping of `/proc/self/exe`, unmapped at once), creates `go-entropy-PID` in the run
+//! directory and maps it just below the program (within a 32-bit displacement of the call),
+//! and writes where into its header; the supervisor, started next, maps it too, fills the
+//! window and marks it taken before it says READY; [`give`] then checks the mark, writes the
+//! code and rewrites the call. Any step that fails leaves `GetRandom` alone: its reads stay
+//! system calls served by the supervisor, as before.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use seal_abi::supervised::entropy as e;
+use seal_abi::supervised::go_site;
+use seal_abi::Fid;
+
+use crate::core::{config, sys};
+use crate::process::target::Path;
+
+/// This process's mapping, prepared and not yet given to the runtime.
+pub struct Prepared {
+    /// The mapping's address (in this process; the supervisor has its own).
+    at: u64,
+    /// The call to rewrite, and its target (`syscall.Syscall`), as loaded.
+    call: u64,
+    target: u64,
+}
+
+/// The mapping's file name in the run directory: `RUN_DIR/go-entropy-PID`.
+fn file_path() -> Option<Path> {
+    let run_dir = config::RUN_DIR.get();
+    if run_dir.is_empty() {
+        return None;
+    }
+    let mut p = Path::new();
+    p.push(run_dir)
+        .push(b"/")
+        .push(e::FILE_PREFIX.as_bytes())
+        .push_i64(sys::getpid() as i64);
+    Some(p)
+}
+
+/// Removes the mapping's file (each side keeps its mapping).
+pub fn unlink_file() {
+    if let Some(mut path) = file_path() {
+        // SAFETY: a NUL-terminated path.
+        unsafe { sys::syscall3(libc::SYS_unlink, path.as_cstr().as_ptr() as i64, 0, 0) };
+    }
+}
+
+fn failed(r: i64) -> bool {
+    (-4095..0).contains(&r)
+}
+
+/// The call's site in this process's executable (load bias added); `None` when the executable
+/// cannot be mapped or has no such call (stripped, or built otherwise).
+fn find_site() -> Option<go_site::Site> {
+    let fd = sys::open(b"/proc/self/exe\0", libc::O_RDONLY | libc::O_CLOEXEC, 0);
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: lseek on our own descriptor.
+    let len = unsafe { sys::syscall3(libc::SYS_lseek, fd as i64, 0, libc::SEEK_END as i64) };
+    let map = if len > 0 {
+        // SAFETY: a new read-only private mapping of an open file, placed by the kernel;
+        // unmapped below.
+        unsafe {
+            sys::syscall6(
+                libc::SYS_mmap,
+                0,
+                len,
+                libc::PROT_READ as i64,
+                libc::MAP_PRIVATE as i64,
+                fd as i64,
+                0,
+            )
+        }
+    } else {
+        -1
+    };
+    sys::close(fd);
+    if failed(map) {
+        return None;
+    }
+    let found = {
+        // SAFETY: `len` readable bytes of our mapping, unmapped only after this block. An
+        // executable is not written while it runs (ETXTBSY).
+        let f = unsafe { core::slice::from_raw_parts(map as *const u8, len as usize) };
+        go_site::find(f)
+            .zip(if go_site::is_pie(f) {
+                go_site::phdr_vaddr(f)
+            } else {
+                Some(0)
+            })
+            .map(|(s, phdr)| (s, go_site::is_pie(f), phdr))
+    };
+    // SAFETY: our mapping, no longer read.
+    unsafe { sys::munmap(map as *mut u8, len as usize) };
+    let (s, pie, phdr) = found?;
+    let bias = if pie {
+        // SAFETY: getauxval has no preconditions.
+        let at_phdr = unsafe { libc::getauxval(libc::AT_PHDR) };
+        at_phdr.checked_sub(phdr)?
+    } else {
+        0
+    };
+    Some(go_site::Site {
+        call: s.call + bias,
+        low: s.low + bias,
+        target: s.target + bias,
+    })
+}
+
+/// Finds the call and maps the process's entropy file below the program (before its
+/// supervisor starts, which takes it). `None` when any step fails (nothing is left behind).
+pub fn prepare() -> Option<Prepared> {
+    let site = find_site()?;
+    let hint = site.low.checked_sub(e::MAP_BYTES as u64 + (64 << 10))? & !0xfff;
+    e::call_rel32(site.call, hint)?;
+    let mut path = file_path()?;
+    let fd = sys::create_private(path.as_cstr(), libc::O_RDWR, true);
+    if fd < 0 {
+        return None;
+    }
+    let r = if sys::ftruncate(fd, e::MAP_BYTES) == 0 {
+        // SAFETY: a new shared mapping of our file at an address nothing holds
+        // (MAP_FIXED_NOREPLACE: the kernel refuses rather than replace a mapping).
+        unsafe {
+            sys::syscall6(
+                libc::SYS_mmap,
+                hint as i64,
+                e::MAP_BYTES as i64,
+                (libc::PROT_READ | libc::PROT_WRITE) as i64,
+                (libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE) as i64,
+                fd as i64,
+                0,
+            )
+        }
+    } else {
+        -1
+    };
+    sys::close(fd);
+    if failed(r) || r as u64 != hint {
+        if !failed(r) {
+            // A kernel without MAP_FIXED_NOREPLACE placed it elsewhere.
+            // SAFETY: our mapping, unused.
+            unsafe { sys::munmap(r as *mut u8, e::MAP_BYTES) };
+        }
+        unlink_file();
+        return None;
+    }
+    let p = Prepared {
+        at: hint,
+        call: site.call,
+        target: site.target,
+    };
+    p.head(e::BASE).store(hint, Ordering::SeqCst);
+    p.head(e::SITE).store(site.call, Ordering::SeqCst);
+    Some(p)
+}
+
+impl Prepared {
+    fn head(&self, word: usize) -> &AtomicU64 {
+        // SAFETY: a header word of our live mapping, 8-aligned.
+        unsafe { &*((self.at as usize + e::HEAD_AT + word) as *const AtomicU64) }
+    }
+
+    /// Unmaps it: no supervisor started.
+    pub fn forget(self) {
+        self.drop_map();
+    }
+
+    /// Unmaps it (the supervisor did not take it, or the call could not be rewritten).
+    fn drop_map(self) {
+        // SAFETY: our mapping, which nothing runs or reads.
+        unsafe { sys::munmap(self.at as *mut u8, e::MAP_BYTES) };
+    }
+}
+
+/// Points `GetRandom`'s call at the code, if the supervisor took the mapping; its in-process
+/// reads are counted in this image's census at the call's address + 1 (inside `GetRandom`).
+/// False when it did not (the call is left alone).
+///
+/// # Safety
+/// Only one thread runs, and the Go runtime has not started.
+pub unsafe fn give(p: Prepared) -> bool {
+    if p.head(e::TAKEN).load(Ordering::SeqCst) != e::TAKEN_MAGIC {
+        p.drop_map();
+        return false;
+    }
+    // The call must still be the one the file holds.
+    // SAFETY: five bytes of the executable's mapped text.
+    let now = unsafe { core::ptr::read_unaligned(p.call as *const [u8; 5]) };
+    let d = i32::from_le_bytes([now[1], now[2], now[3], now[4]]);
+    let (Some(call), true) = (
+        e::call_rel32(p.call, p.at),
+        now[0] == 0xe8 && (p.call as i64 + 5 + d as i64) as u64 == p.target,
+    ) else {
+        p.drop_map();
+        return false;
+    };
+    let own = p.at + (e::HEAD_AT + e::SERVED) as u64;
+    let count_at = crate::core::census::counter(Fid::Getrandom, 0, p.call + 1)
+        .map_or(own, |c| c as *const AtomicU64 as u64);
+    // SAFETY: the first page of our mapping, writable until the mprotect below.
+    let code = unsafe { core::slice::from_raw_parts_mut(p.at as *mut u8, e::CODE_BYTES) };
+    let rx = (libc::PROT_READ | libc::PROT_EXEC) as i64;
+    // SAFETY: our own mapping's first page, made read-only and executable.
+    let made = e::getrandom_code(code, p.at, count_at).is_some()
+        && unsafe { sys::syscall3(libc::SYS_mprotect, p.at as i64, e::CODE_BYTES as i64, rx) } == 0;
+    // SAFETY: per the contract: no thread runs the call while it is rewritten.
+    if !made || !unsafe { rewrite(p.call, &call) } {
+        p.drop_map();
+        return false;
+    }
+    true
+}
+
+/// Writes `bytes` over the executable's text at `at`, making its pages writable for the write
+/// and executable, not writable, again after. False if the kernel refused the first change.
+///
+/// # Safety
+/// No thread runs the bytes at `at` meanwhile.
+unsafe fn rewrite(at: u64, bytes: &[u8; 5]) -> bool {
+    let page = at & !4095;
+    let len = ((at + 5 + 4095) & !4095) - page;
+    let prot = |p: i32| {
+        // SAFETY: the pages are mapped text of the executable.
+        unsafe { sys::syscall3(libc::SYS_mprotect, page as i64, len as i64, p as i64) }
+    };
+    if prot(libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) != 0 {
+        return false;
+    }
+    // SAFETY: the pages are writable now; five bytes of the function.
+    unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, 5) };
+    prot(libc::PROT_READ | libc::PROT_EXEC);
+    true
+}
