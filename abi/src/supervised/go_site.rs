@@ -17,6 +17,17 @@ pub struct Site {
 
 const GET_RANDOM: &[u8] = b"internal/syscall/unix.GetRandom";
 const SYSCALL: &[u8] = b"syscall.Syscall";
+/// `runtime.cputicks` (`rdtsc`), under its Go name and its assembly (ABI0) name.
+const CPUTICKS: [&[u8]; 2] = [b"runtime.cputicks", b"runtime.cputicks.abi0"];
+
+/// What libseal rewrites in a cgo program, found in one pass over the symbol table: the
+/// entropy call ([`find`]), and `runtime.cputicks` (`(address, size)`, as linked), which
+/// seeds each thread's `fastrand` (map order) from `rdtsc`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sites {
+    pub random: Option<Site>,
+    pub cputicks: Option<(u64, u64)>,
+}
 
 fn u16_at(f: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(
@@ -77,7 +88,8 @@ pub fn is_pie(f: &[u8]) -> bool {
     u16_at(f, 16) == Some(3)
 }
 
-/// The `(value, size)` of each of `names`' symbols in the file's `SHT_SYMTAB`.
+/// The `(value, size)` of each of `names`' symbols in the file's `SHT_SYMTAB` (`(0, 0)` for a
+/// name not there); `None` when the file has no symbol table (stripped) or is cut short.
 fn symbols<const N: usize>(f: &[u8], names: [&[u8]; N]) -> Option<[(u64, u64); N]> {
     let shoff = u64_at(f, 40)? as usize;
     let (shsize, shnum) = (u16_at(f, 58)? as usize, u16_at(f, 60)? as usize);
@@ -114,6 +126,7 @@ fn symbols<const N: usize>(f: &[u8], names: [&[u8]; N]) -> Option<[(u64, u64); N
                 return Some(found);
             }
         }
+        return Some(found);
     }
     None
 }
@@ -122,7 +135,31 @@ fn symbols<const N: usize>(f: &[u8], names: [&[u8]; N]) -> Option<[(u64, u64); N
 /// stripped binary, or when there is not exactly one such call.
 pub fn find(f: &[u8]) -> Option<Site> {
     phdrs(f)?;
-    let [(func, size), (target, _)] = symbols(f, [GET_RANDOM, SYSCALL])?;
+    let [random, syscall] = symbols(f, [GET_RANDOM, SYSCALL])?;
+    call_in(f, random, syscall)
+}
+
+/// [`Sites`] of the executable file `f` (both `None` in a stripped binary).
+pub fn find_all(f: &[u8]) -> Sites {
+    let Some(_) = phdrs(f) else {
+        return Sites::default();
+    };
+    let Some([random, syscall, ticks, ticks0]) =
+        symbols(f, [GET_RANDOM, SYSCALL, CPUTICKS[0], CPUTICKS[1]])
+    else {
+        return Sites::default();
+    };
+    Sites {
+        random: call_in(f, random, syscall),
+        cputicks: [ticks, ticks0].into_iter().find(|t| t.0 != 0),
+    }
+}
+
+/// The one call in function `(func, size)` to `target` (`syscall.Syscall`).
+fn call_in(f: &[u8], (func, size): (u64, u64), (target, _): (u64, u64)) -> Option<Site> {
+    if func == 0 || target == 0 {
+        return None;
+    }
     let (o, v, _) = loads(f).find(|&(_, v, len)| v <= func && func + size <= v + len)?;
     let start = (o + (func - v)) as usize;
     let body = f.get(start..start.checked_add(size as usize)?)?;
@@ -207,6 +244,9 @@ mod tests {
         };
         assert_eq!(find(&elf(&[7], false)), Some(want));
         assert_eq!(find(&elf(&[7], true)), Some(want));
+        // No `runtime.cputicks` in this file: found in the same pass, or not.
+        let all = find_all(&elf(&[7], false));
+        assert_eq!((all.random, all.cputicks), (Some(want), None));
         assert!(is_pie(&elf(&[7], true)) && !is_pie(&elf(&[7], false)));
         assert_eq!(find(&elf(&[7, 19], false)), None);
         assert_eq!(find(&elf(&[], false)), None);

@@ -59,9 +59,9 @@ fn failed(r: i64) -> bool {
     (-4095..0).contains(&r)
 }
 
-/// The call's site in this process's executable (load bias added); `None` when the executable
-/// cannot be mapped or has no such call (stripped, or built otherwise).
-fn find_site() -> Option<go_site::Site> {
+/// What this process's executable holds to rewrite (load bias added): the entropy call and
+/// `runtime.cputicks`; `None` when the executable cannot be mapped or has no symbol table.
+pub fn find_sites() -> Option<go_site::Sites> {
     let fd = sys::open(b"/proc/self/exe\0", libc::O_RDONLY | libc::O_CLOEXEC, 0);
     if fd < 0 {
         return None;
@@ -93,13 +93,13 @@ fn find_site() -> Option<go_site::Site> {
         // SAFETY: `len` readable bytes of our mapping, unmapped only after this block. An
         // executable is not written while it runs (ETXTBSY).
         let f = unsafe { core::slice::from_raw_parts(map as *const u8, len as usize) };
-        go_site::find(f)
-            .zip(if go_site::is_pie(f) {
-                go_site::phdr_vaddr(f)
-            } else {
-                Some(0)
-            })
-            .map(|(s, phdr)| (s, go_site::is_pie(f), phdr))
+        let sites = go_site::find_all(f);
+        let phdr = if go_site::is_pie(f) {
+            go_site::phdr_vaddr(f)
+        } else {
+            Some(0)
+        };
+        phdr.map(|phdr| (sites, go_site::is_pie(f), phdr))
     };
     // SAFETY: our mapping, no longer read.
     unsafe { sys::munmap(map as *mut u8, len as usize) };
@@ -111,17 +111,37 @@ fn find_site() -> Option<go_site::Site> {
     } else {
         0
     };
-    Some(go_site::Site {
-        call: s.call + bias,
-        low: s.low + bias,
-        target: s.target + bias,
+    Some(go_site::Sites {
+        random: s.random.map(|s| go_site::Site {
+            call: s.call + bias,
+            low: s.low + bias,
+            target: s.target + bias,
+        }),
+        cputicks: s.cputicks.map(|(at, size)| (at + bias, size)),
     })
+}
+
+/// Makes `runtime.cputicks` (at `(address, size)`) return `ticks`, as the supervisor does in a
+/// static Go image at its exec stop: the runtime seeds each thread's `fastrand` (map seeds
+/// and iteration starts, `select` order, `os.MkdirTemp` names) from it, through `rdtsc`. Go
+/// allows it to be anything ("not guaranteed to be monotonic"); its other users are the block
+/// profiler and tracing. False when it is too small or cannot be written.
+///
+/// # Safety
+/// Only one thread runs, and the Go runtime has not started.
+pub unsafe fn seal_cputicks((at, size): (u64, u64), ticks: u64) -> bool {
+    let mut code = [0u8; 11];
+    code[..2].copy_from_slice(&[0x48, 0xb8]); // movabs rax, ticks
+    code[2..10].copy_from_slice(&ticks.to_le_bytes());
+    code[10] = 0xc3; // ret
+                     // SAFETY: per the contract; `size` bytes of the executable's text at `at`.
+    size >= code.len() as u64 && unsafe { rewrite(at, &code) }
 }
 
 /// Finds the call and maps the process's entropy file below the program (before its
 /// supervisor starts, which takes it). `None` when any step fails (nothing is left behind).
-pub fn prepare() -> Option<Prepared> {
-    let site = find_site()?;
+pub fn prepare(site: Option<go_site::Site>) -> Option<Prepared> {
+    let site = site?;
     let hint = site.low.checked_sub(e::MAP_BYTES as u64 + (64 << 10))? & !0xfff;
     e::call_rel32(site.call, hint)?;
     let mut path = file_path()?;
@@ -228,9 +248,9 @@ pub unsafe fn give(p: Prepared) -> bool {
 ///
 /// # Safety
 /// No thread runs the bytes at `at` meanwhile.
-unsafe fn rewrite(at: u64, bytes: &[u8; 5]) -> bool {
+unsafe fn rewrite(at: u64, bytes: &[u8]) -> bool {
     let page = at & !4095;
-    let len = ((at + 5 + 4095) & !4095) - page;
+    let len = ((at + bytes.len() as u64 + 4095) & !4095) - page;
     let prot = |p: i32| {
         // SAFETY: the pages are mapped text of the executable.
         unsafe { sys::syscall3(libc::SYS_mprotect, page as i64, len as i64, p as i64) }
@@ -238,8 +258,8 @@ unsafe fn rewrite(at: u64, bytes: &[u8; 5]) -> bool {
     if prot(libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) != 0 {
         return false;
     }
-    // SAFETY: the pages are writable now; five bytes of the function.
-    unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, 5) };
+    // SAFETY: the pages are writable now; bytes of the function.
+    unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len()) };
     prot(libc::PROT_READ | libc::PROT_EXEC);
     true
 }

@@ -299,12 +299,14 @@ pub unsafe fn supervise_go(envp: Argv) {
     } else {
         core::ptr::null_mut()
     };
-    // Likewise the mapping its `crypto/rand` will read.
-    let entropy = if config::sealed(RANDOM) {
-        go_entropy::prepare()
+    // Likewise the mapping its `crypto/rand` will read (the executable's symbols read once,
+    // for it and for `runtime.cputicks`).
+    let sites = if config::sealed(RANDOM) {
+        go_entropy::find_sites()
     } else {
         None
     };
+    let entropy = go_entropy::prepare(sites.and_then(|s| s.random));
     let entropy_made = entropy.is_some();
     let mut given = false;
     // SAFETY: per the contract.
@@ -312,6 +314,14 @@ pub unsafe fn supervise_go(envp: Argv) {
         if let Some(p) = entropy {
             // SAFETY: per the contract (one thread, the runtime not started).
             unsafe { go_entropy::give(p) };
+        }
+        // Map order: each thread's `fastrand` seeded from the sealed `AT_RANDOM` and a
+        // constant, as in a static Go image.
+        if let Some(at) = sites.and_then(|s| s.cputicks) {
+            use core::sync::atomic::Ordering::Relaxed;
+            let key = config::SEED.load(Relaxed) ^ config::LINEAGE.load(Relaxed);
+            // SAFETY: per the contract (one thread, the runtime not started).
+            unsafe { go_entropy::seal_cputicks(at, seal_abi::mix64(key ^ 0x0074_7363) >> 1) };
         }
         // SAFETY: per the contract.
         match unsafe { vdso_entry(envp) } {

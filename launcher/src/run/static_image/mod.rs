@@ -89,7 +89,8 @@ pub fn go_line(program: &str) -> String {
         "partly sealed (go-runtime-supervised): {program}: libseal seals its C library's calls; \
          the Go runtime's clocks (one per process, moved by its timer waits) and raw getpid, \
          getrandom, uname and signal calls are served by seal's supervisor{cost}; real: map order and \
-         the runtime's fastrand (os.MkdirTemp names; seeded by rdtsc), tids of its other \
+         the runtime's fastrand (os.MkdirTemp names; seeded by seal, but drawn per thread as \
+         the scheduler runs goroutines), tids of its other \
          threads, pids of children it starts"
     )
 }
