@@ -527,23 +527,11 @@ fn a_killed_seal_leaves_no_supervisor() {
         bin = bin.display(),
         d = dir.path().display(),
     );
-    let mut c = crate::util::seal(["-q", "--", "sh", "-c", &script]);
-    c.stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let mut child = c.spawn().unwrap();
-    let deadline = std::time::Instant::now() + crate::util::TIMEOUT;
-    let text = loop {
-        if let Ok(t) = std::fs::read_to_string(&mark) {
-            break t;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the sealed shell never got past its static image");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
-    let run_dir = text.trim().strip_prefix("run_dir=").unwrap().to_owned();
+    let (mut child, run_dir, _) = sealed_shell_marking(
+        &script,
+        &mark,
+        "the sealed shell never got past its static image",
+    );
     let during = supervision_of(&run_dir);
     child.kill().unwrap();
     child.wait().unwrap();
@@ -567,23 +555,8 @@ fn a_killed_seal_leaves_no_static_image_running() {
         mark = mark.display(),
         bin = bin.display(),
     );
-    let mut c = crate::util::seal(["-q", "--", "sh", "-c", &script]);
-    c.stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let mut child = c.spawn().unwrap();
-    let deadline = std::time::Instant::now() + crate::util::TIMEOUT;
-    let text = loop {
-        if let Ok(t) = std::fs::read_to_string(&mark) {
-            break t;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the sealed shell never wrote its mark");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
-    let run_dir = text.trim().strip_prefix("run_dir=").unwrap().to_owned();
+    let (mut child, run_dir, deadline) =
+        sealed_shell_marking(&script, &mark, "the sealed shell never wrote its mark");
     // The image is running, under its supervisor (it may still be at its exec stop).
     let image = bin.to_string_lossy().into_owned();
     let mut running = images_of(&run_dir, &image);
@@ -610,6 +583,35 @@ fn a_killed_seal_leaves_no_static_image_running() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert_run_gone(&run_dir);
+}
+
+/// Starts `sh -c script` under seal (quiet, its output thrown away) and waits, within the
+/// harness's time limit, for the script to write file `mark` (a [`PRINT_RUN_DIR`] line): the
+/// running seal, the run's directory, and the wait's deadline. Kills seal and panics with
+/// `never` when no mark comes in time.
+fn sealed_shell_marking(
+    script: &str,
+    mark: &Path,
+    never: &str,
+) -> (std::process::Child, String, std::time::Instant) {
+    let mut c = crate::util::seal(["-q", "--", "sh", "-c", script]);
+    c.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let deadline = std::time::Instant::now() + crate::util::TIMEOUT;
+    let text = loop {
+        if let Ok(t) = std::fs::read_to_string(mark) {
+            break t;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{never}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let run_dir = text.trim().strip_prefix("run_dir=").unwrap().to_owned();
+    (child, run_dir, deadline)
 }
 
 /// Real pids of the processes running `exe` whose environment names run `run_dir`.
