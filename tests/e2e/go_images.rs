@@ -286,33 +286,11 @@ fn the_census_counts_every_clock_page_read() {
 /// `__vdso_getrandom`.
 #[test]
 fn a_go_images_kept_vdso_gives_no_real_values() {
-    let static_libc = ["/usr/lib/x86_64-linux-gnu/libc.a", "/usr/lib64/libc.a"];
-    if !static_libc.iter().any(|p| std::path::Path::new(p).exists()) {
-        skip!("no static libc (libc.a)");
-    }
-    let bin = crate::util::build_c("go_vdso", &["-static"]);
-    let first = crate::util::assert_runs_agree_by(
+    crate::static_clock::assert_kept_vdso_gives_no_real_values(
         "go_vdso",
-        5,
-        |s| s.to_string(),
-        || run_timeout(seal(["--", bin.to_str().unwrap()]), crate::util::TIMEOUT),
+        &["-static"],
+        "gettimeofday 0 1767225600.000000\n",
     );
-    for w in ["time 1767225600\n", "gettimeofday 0 1767225600.000000\n"] {
-        assert!(first.stdout.contains(w), "missing {w:?}\n{}", first.show());
-    }
-    // A kernel before 6.11 has no `__vdso_getrandom`; with one, its probe says unsupported.
-    assert!(
-        !first.stdout.contains("getrandom supported"),
-        "{}",
-        first.show()
-    );
-    if first.stdout.contains("getrandom probe") {
-        assert!(
-            first.stdout.contains("getrandom probe -38\n"),
-            "{}",
-            first.show()
-        );
-    }
 }
 
 /// `fixtures/go/entropy`, static: four goroutines one after another draw 3,000 `crypto/rand`
