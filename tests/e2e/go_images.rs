@@ -192,15 +192,7 @@ fn census_calls(
         .iter()
         .find(|p| p["vpid"] == 1000)
         .unwrap_or_else(|| panic!("no process 1000\n{v:#}"));
-    p["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["symbol"] == symbol && c["detail"].as_str().unwrap_or("") == detail)
-        .flat_map(|c| c["callers"].as_array().unwrap().iter())
-        .filter(|c| c["object"] == object && site.is_none_or(|s| c["symbol"] == s))
-        .map(|c| c["count"].as_u64().unwrap())
-        .sum()
+    crate::census::calls_at(p, symbol, detail, object, site)
 }
 
 /// The object the census names a Go runtime's reads of its clock page after (code of seal's

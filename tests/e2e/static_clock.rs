@@ -80,15 +80,7 @@ fn calls(v: &serde_json::Value, child: bool, symbol: &str, detail: &str, object:
         .filter(|p| p["exe"].as_str().unwrap_or("").contains("static_clockloop"))
         .find(|p| (p["vpid"] == 1000) != child)
         .unwrap_or_else(|| panic!("no process (child: {child})\n{v:#}"));
-    p["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["symbol"] == symbol && c["detail"].as_str().unwrap_or("") == detail)
-        .flat_map(|c| c["callers"].as_array().unwrap().iter())
-        .filter(|c| c["object"] == object)
-        .map(|c| c["count"].as_u64().unwrap())
-        .sum()
+    crate::census::calls_at(p, symbol, detail, object, None)
 }
 
 /// Every read through the page is in the census, exactly, named after `[seal clock page]`:
