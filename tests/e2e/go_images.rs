@@ -12,6 +12,19 @@ use std::time::Duration;
 
 use crate::util::{assert_runs_agree_by, build_dir, fixture, have, run_timeout, seal, Output};
 
+/// Skips the test, visibly, without `go` and, for `go_or_skip!(true)` (a cgo build), without
+/// `cc`.
+macro_rules! go_or_skip {
+    ($cgo:expr) => {{
+        if !have("go") {
+            skip!("go not on PATH (Debian: golang-go)");
+        }
+        if $cgo && !have("cc") {
+            skip!("cc not on PATH: the cgo build");
+        }
+    }};
+}
+
 /// `fixtures/go/world` built with `CGO_ENABLED=cgo` (once per test binary and linkage), its
 /// Go caches under the build directory.
 fn build_world(cgo: bool) -> PathBuf {
@@ -62,15 +75,19 @@ fn each_world(body: impl FnMut(bool, &PathBuf)) {
 
 /// [`each_world`] for `fixtures/go/NAME`.
 fn each_build(name: &str, mut body: impl FnMut(bool, &PathBuf)) {
-    if !have("go") {
-        skip!("go not on PATH (Debian: golang-go)");
-    }
+    each_linkage(|cgo| body(cgo, &build_go(name, cgo)))
+}
+
+/// Runs `body` with `cgo` false and, when `cc` is on PATH, true (skipping the test without
+/// `go`, and the cgo part without `cc`, visibly).
+fn each_linkage(mut body: impl FnMut(bool)) {
+    go_or_skip!(false);
     for cgo in [false, true] {
         if cgo && !have("cc") {
             skip_part!("cc not on PATH: the cgo build");
             continue;
         }
-        body(cgo, &build_go(name, cgo));
+        body(cgo);
     }
 }
 
@@ -294,9 +311,7 @@ fn a_go_images_kept_vdso_gives_no_real_values() {
 /// there too (the supervisor served them all).
 #[test]
 fn a_static_go_programs_crypto_rand_is_served_in_the_image_and_counted() {
-    if !have("go") {
-        skip!("go not on PATH (Debian: golang-go)");
-    }
+    go_or_skip!(false);
     entropy_served_in_process(false);
 }
 
@@ -307,12 +322,7 @@ fn a_static_go_programs_crypto_rand_is_served_in_the_image_and_counted() {
 /// `Syscall6`, so the census half fails there.
 #[test]
 fn a_cgo_go_programs_crypto_rand_is_served_in_the_process_and_counted() {
-    if !have("go") {
-        skip!("go not on PATH (Debian: golang-go)");
-    }
-    if !have("cc") {
-        skip!("cc not on PATH: the cgo build");
-    }
+    go_or_skip!(true);
     entropy_served_in_process(true);
 }
 
@@ -322,12 +332,7 @@ fn a_cgo_go_programs_crypto_rand_is_served_in_the_process_and_counted() {
 /// all and named them after the wrong symbol (`_fini`: the address without the bias).
 #[test]
 fn a_position_independent_cgo_go_programs_reads_are_counted_at_get_random() {
-    if !have("go") {
-        skip!("go not on PATH (Debian: golang-go)");
-    }
-    if !have("cc") {
-        skip!("cc not on PATH: the cgo build");
-    }
+    go_or_skip!(true);
     let bin = build_go_with("entropy", "go_entropy_pie", true, &["-buildmode=pie"]);
     let exe = bin.to_str().unwrap();
     let (o, v) = crate::util::census_json(&["--", exe], crate::util::TIMEOUT);
@@ -378,14 +383,7 @@ fn entropy_served_in_process(cgo: bool) {
 /// cgo program, served every read that way whether stripped or not).
 #[test]
 fn a_stripped_go_program_says_its_reads_are_system_calls() {
-    if !have("go") {
-        skip!("go not on PATH (Debian: golang-go)");
-    }
-    for cgo in [false, true] {
-        if cgo && !have("cc") {
-            skip_part!("cc not on PATH: the cgo build");
-            continue;
-        }
+    each_linkage(|cgo| {
         let name = format!("go_entropy_stripped_{cgo}");
         let bin = build_go_with("entropy", &name, cgo, &["-ldflags=-s"]);
         let exe = bin.to_str().unwrap();
@@ -404,7 +402,7 @@ fn a_stripped_go_program_says_its_reads_are_system_calls() {
             "{}",
             first.show()
         );
-    }
+    });
 }
 
 /// Map order is seeded by seal: a goroutine that fills a map and prints its keys starts the
