@@ -19,6 +19,27 @@ fn built(name: &'static str, extra: &'static [&'static str]) -> PathBuf {
         .clone()
 }
 
+/// Calls of `symbol` with `detail` (`""` for none) in census process `p` (one element of a
+/// census JSON's `processes`), summed over its callers at `object` (and, `site: Some`, that
+/// symbol of it).
+pub(crate) fn calls_at(
+    p: &Value,
+    symbol: &str,
+    detail: &str,
+    object: &str,
+    site: Option<&str>,
+) -> u64 {
+    p["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["symbol"] == symbol && c["detail"].as_str().unwrap_or("") == detail)
+        .flat_map(|c| c["callers"].as_array().unwrap().iter())
+        .filter(|c| c["object"] == object && site.is_none_or(|s| c["symbol"] == s))
+        .map(|c| c["count"].as_u64().unwrap())
+        .sum()
+}
+
 /// Runs `seal census --json FILE -- cmd`; returns the output and the parsed census.
 /// Seal options may precede the command when `cmd` contains its own `--`.
 fn census_of(cmd: &[&str]) -> (Output, Value, String) {

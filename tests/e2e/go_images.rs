@@ -12,6 +12,19 @@ use std::time::Duration;
 
 use crate::util::{assert_runs_agree_by, build_dir, fixture, have, run_timeout, seal, Output};
 
+/// Skips the test, visibly, without `go` and, for `go_or_skip!(true)` (a cgo build), without
+/// `cc`.
+macro_rules! go_or_skip {
+    ($cgo:expr) => {{
+        if !have("go") {
+            skip!("go not on PATH (Debian: golang-go)");
+        }
+        if $cgo && !have("cc") {
+            skip!("cc not on PATH: the cgo build");
+        }
+    }};
+}
+
 /// `fixtures/go/world` built with `CGO_ENABLED=cgo` (once per test binary and linkage), its
 /// Go caches under the build directory.
 fn build_world(cgo: bool) -> PathBuf {
@@ -62,15 +75,19 @@ fn each_world(body: impl FnMut(bool, &PathBuf)) {
 
 /// [`each_world`] for `fixtures/go/NAME`.
 fn each_build(name: &str, mut body: impl FnMut(bool, &PathBuf)) {
-    if !have("go") {
-        skip!("go not on PATH (Debian: golang-go)");
-    }
+    each_linkage(|cgo| body(cgo, &build_go(name, cgo)))
+}
+
+/// Runs `body` with `cgo` false and, when `cc` is on PATH, true (skipping the test without
+/// `go`, and the cgo part without `cc`, visibly).
+fn each_linkage(mut body: impl FnMut(bool)) {
+    go_or_skip!(false);
     for cgo in [false, true] {
         if cgo && !have("cc") {
             skip_part!("cc not on PATH: the cgo build");
             continue;
         }
-        body(cgo, &build_go(name, cgo));
+        body(cgo);
     }
 }
 
@@ -192,15 +209,7 @@ fn census_calls(
         .iter()
         .find(|p| p["vpid"] == 1000)
         .unwrap_or_else(|| panic!("no process 1000\n{v:#}"));
-    p["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["symbol"] == symbol && c["detail"].as_str().unwrap_or("") == detail)
-        .flat_map(|c| c["callers"].as_array().unwrap().iter())
-        .filter(|c| c["object"] == object && site.is_none_or(|s| c["symbol"] == s))
-        .map(|c| c["count"].as_u64().unwrap())
-        .sum()
+    crate::census::calls_at(p, symbol, detail, object, site)
 }
 
 /// The object the census names a Go runtime's reads of its clock page after (code of seal's
@@ -286,33 +295,11 @@ fn the_census_counts_every_clock_page_read() {
 /// `__vdso_getrandom`.
 #[test]
 fn a_go_images_kept_vdso_gives_no_real_values() {
-    let static_libc = ["/usr/lib/x86_64-linux-gnu/libc.a", "/usr/lib64/libc.a"];
-    if !static_libc.iter().any(|p| std::path::Path::new(p).exists()) {
-        skip!("no static libc (libc.a)");
-    }
-    let bin = crate::util::build_c("go_vdso", &["-static"]);
-    let first = crate::util::assert_runs_agree_by(
+    crate::static_clock::assert_kept_vdso_gives_no_real_values(
         "go_vdso",
-        5,
-        |s| s.to_string(),
-        || run_timeout(seal(["--", bin.to_str().unwrap()]), crate::util::TIMEOUT),
+        &["-static"],
+        "gettimeofday 0 1767225600.000000\n",
     );
-    for w in ["time 1767225600\n", "gettimeofday 0 1767225600.000000\n"] {
-        assert!(first.stdout.contains(w), "missing {w:?}\n{}", first.show());
-    }
-    // A kernel before 6.11 has no `__vdso_getrandom`; with one, its probe says unsupported.
-    assert!(
-        !first.stdout.contains("getrandom supported"),
-        "{}",
-        first.show()
-    );
-    if first.stdout.contains("getrandom probe") {
-        assert!(
-            first.stdout.contains("getrandom probe -38\n"),
-            "{}",
-            first.show()
-        );
-    }
 }
 
 /// `fixtures/go/entropy`, static: four goroutines one after another draw 3,000 `crypto/rand`
@@ -324,9 +311,7 @@ fn a_go_images_kept_vdso_gives_no_real_values() {
 /// there too (the supervisor served them all).
 #[test]
 fn a_static_go_programs_crypto_rand_is_served_in_the_image_and_counted() {
-    if !have("go") {
-        skip!("go not on PATH (Debian: golang-go)");
-    }
+    go_or_skip!(false);
     entropy_served_in_process(false);
 }
 
@@ -337,12 +322,7 @@ fn a_static_go_programs_crypto_rand_is_served_in_the_image_and_counted() {
 /// `Syscall6`, so the census half fails there.
 #[test]
 fn a_cgo_go_programs_crypto_rand_is_served_in_the_process_and_counted() {
-    if !have("go") {
-        skip!("go not on PATH (Debian: golang-go)");
-    }
-    if !have("cc") {
-        skip!("cc not on PATH: the cgo build");
-    }
+    go_or_skip!(true);
     entropy_served_in_process(true);
 }
 
@@ -352,12 +332,7 @@ fn a_cgo_go_programs_crypto_rand_is_served_in_the_process_and_counted() {
 /// all and named them after the wrong symbol (`_fini`: the address without the bias).
 #[test]
 fn a_position_independent_cgo_go_programs_reads_are_counted_at_get_random() {
-    if !have("go") {
-        skip!("go not on PATH (Debian: golang-go)");
-    }
-    if !have("cc") {
-        skip!("cc not on PATH: the cgo build");
-    }
+    go_or_skip!(true);
     let bin = build_go_with("entropy", "go_entropy_pie", true, &["-buildmode=pie"]);
     let exe = bin.to_str().unwrap();
     let (o, v) = crate::util::census_json(&["--", exe], crate::util::TIMEOUT);
@@ -408,14 +383,7 @@ fn entropy_served_in_process(cgo: bool) {
 /// cgo program, served every read that way whether stripped or not).
 #[test]
 fn a_stripped_go_program_says_its_reads_are_system_calls() {
-    if !have("go") {
-        skip!("go not on PATH (Debian: golang-go)");
-    }
-    for cgo in [false, true] {
-        if cgo && !have("cc") {
-            skip_part!("cc not on PATH: the cgo build");
-            continue;
-        }
+    each_linkage(|cgo| {
         let name = format!("go_entropy_stripped_{cgo}");
         let bin = build_go_with("entropy", &name, cgo, &["-ldflags=-s"]);
         let exe = bin.to_str().unwrap();
@@ -434,7 +402,7 @@ fn a_stripped_go_program_says_its_reads_are_system_calls() {
             "{}",
             first.show()
         );
-    }
+    });
 }
 
 /// Map order is seeded by seal: a goroutine that fills a map and prints its keys starts the

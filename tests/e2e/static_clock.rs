@@ -80,15 +80,7 @@ fn calls(v: &serde_json::Value, child: bool, symbol: &str, detail: &str, object:
         .filter(|p| p["exe"].as_str().unwrap_or("").contains("static_clockloop"))
         .find(|p| (p["vpid"] == 1000) != child)
         .unwrap_or_else(|| panic!("no process (child: {child})\n{v:#}"));
-    p["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["symbol"] == symbol && c["detail"].as_str().unwrap_or("") == detail)
-        .flat_map(|c| c["callers"].as_array().unwrap().iter())
-        .filter(|c| c["object"] == object)
-        .map(|c| c["count"].as_u64().unwrap())
-        .sum()
+    crate::census::calls_at(p, symbol, detail, object, None)
 }
 
 /// Every read through the page is in the census, exactly, named after `[seal clock page]`:
@@ -146,17 +138,30 @@ fn the_census_counts_a_static_c_images_page_reads_exactly() {
 /// same in five runs. The old build removed the vDSO (`vdso absent`).
 #[test]
 fn a_static_c_images_kept_vdso_gives_no_real_values() {
+    assert_kept_vdso_gives_no_real_values(
+        "go_vdso without its Go note",
+        &["-static", "-DNO_GO_NOTE"],
+        "gettimeofday 0 1767225600.000001\n",
+    );
+}
+
+/// `fixtures/c/go_vdso.c` built static with `flags` (the test skipped, visibly, without a
+/// static libc), run five times under seal, the runs alike: its vDSO entries, called
+/// directly, print the sealed `time` and `gettimeofday` (the line the image's clock gives),
+/// and `__vdso_getrandom`'s probe, where the kernel has one, says it is unsupported. Shared
+/// by a static C image's test and a Go image's (`go_images`).
+pub(crate) fn assert_kept_vdso_gives_no_real_values(label: &str, flags: &[&str], gtod: &str) {
     if !have_static_glibc() {
         skip!("no static libc (libc.a)");
     }
-    let bin = build_c("go_vdso", &["-static", "-DNO_GO_NOTE"]);
+    let bin = build_c("go_vdso", flags);
     let first = assert_runs_agree_by(
-        "go_vdso without its Go note",
+        label,
         5,
         |s| s.to_string(),
         || run_timeout(seal(["--", bin.to_str().unwrap()]), crate::util::TIMEOUT),
     );
-    for w in ["time 1767225600\n", "gettimeofday 0 1767225600.000001\n"] {
+    for w in ["time 1767225600\n", gtod] {
         assert!(first.stdout.contains(w), "missing {w:?}\n{}", first.show());
     }
     // A kernel before 6.11 has no `__vdso_getrandom`; with one, its probe says unsupported.

@@ -519,31 +519,23 @@ fn many_static_images_at_once_are_all_sealed_and_the_runs_leave_no_supervisor() 
 #[test]
 fn a_killed_seal_leaves_no_supervisor() {
     let bin = musl_world_or_skip!();
-    let dir = tempfile::tempdir().unwrap();
-    let mark = dir.path().join("mark");
-    let script = format!(
-        "{PRINT_RUN_DIR} > {mark}.tmp; {bin} {d} > /dev/null; mv {mark}.tmp {mark}; sleep 60",
-        mark = mark.display(),
-        bin = bin.display(),
-        d = dir.path().display(),
+    // `_dir` bound: the temporary directory stays until the test ends.
+    let Marked {
+        mut child,
+        run_dir,
+        _dir,
+        ..
+    } = sealed_shell_marking(
+        |dir, mark| {
+            format!(
+                "{PRINT_RUN_DIR} > {mark}.tmp; {bin} {d} > /dev/null; mv {mark}.tmp {mark}; \
+                 sleep 60",
+                bin = bin.display(),
+                d = dir.display(),
+            )
+        },
+        "the sealed shell never got past its static image",
     );
-    let mut c = crate::util::seal(["-q", "--", "sh", "-c", &script]);
-    c.stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let mut child = c.spawn().unwrap();
-    let deadline = std::time::Instant::now() + crate::util::TIMEOUT;
-    let text = loop {
-        if let Ok(t) = std::fs::read_to_string(&mark) {
-            break t;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the sealed shell never got past its static image");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
-    let run_dir = text.trim().strip_prefix("run_dir=").unwrap().to_owned();
     let during = supervision_of(&run_dir);
     child.kill().unwrap();
     child.wait().unwrap();
@@ -560,30 +552,20 @@ fn a_killed_seal_leaves_no_static_image_running() {
         skip!("musl-gcc not on PATH (Debian: musl-tools)");
     }
     let bin = build_musl_c("static_sleep");
-    let dir = tempfile::tempdir().unwrap();
-    let mark = dir.path().join("mark");
-    let script = format!(
-        "{bin} & {PRINT_RUN_DIR} > {mark}.tmp; mv {mark}.tmp {mark}; wait",
-        mark = mark.display(),
-        bin = bin.display(),
+    let Marked {
+        mut child,
+        run_dir,
+        deadline,
+        _dir,
+    } = sealed_shell_marking(
+        |_, mark| {
+            format!(
+                "{bin} & {PRINT_RUN_DIR} > {mark}.tmp; mv {mark}.tmp {mark}; wait",
+                bin = bin.display(),
+            )
+        },
+        "the sealed shell never wrote its mark",
     );
-    let mut c = crate::util::seal(["-q", "--", "sh", "-c", &script]);
-    c.stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let mut child = c.spawn().unwrap();
-    let deadline = std::time::Instant::now() + crate::util::TIMEOUT;
-    let text = loop {
-        if let Ok(t) = std::fs::read_to_string(&mark) {
-            break t;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the sealed shell never wrote its mark");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
-    let run_dir = text.trim().strip_prefix("run_dir=").unwrap().to_owned();
     // The image is running, under its supervisor (it may still be at its exec stop).
     let image = bin.to_string_lossy().into_owned();
     let mut running = images_of(&run_dir, &image);
@@ -610,6 +592,51 @@ fn a_killed_seal_leaves_no_static_image_running() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert_run_gone(&run_dir);
+}
+
+/// A sealed shell started by [`sealed_shell_marking`], past its mark.
+struct Marked {
+    /// seal, still running.
+    child: std::process::Child,
+    /// The run's directory, as the script printed it.
+    run_dir: String,
+    /// The end of the wait for the mark (the harness's time limit).
+    deadline: std::time::Instant,
+    /// The temporary directory the mark is in, removed when this is dropped.
+    _dir: tempfile::TempDir,
+}
+
+/// Starts `sh -c SCRIPT` under seal (quiet, its output thrown away), `SCRIPT` made by `script`
+/// from a temporary directory and the path of a mark file in it, and waits, within the
+/// harness's time limit, for the script to write the mark (a [`PRINT_RUN_DIR`] line). Kills
+/// seal and panics with `never` when no mark comes in time.
+fn sealed_shell_marking(script: impl FnOnce(&Path, &str) -> String, never: &str) -> Marked {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("mark");
+    let script = script(dir.path(), &mark.display().to_string());
+    let mut c = crate::util::seal(["-q", "--", "sh", "-c", &script]);
+    c.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let deadline = std::time::Instant::now() + crate::util::TIMEOUT;
+    let text = loop {
+        if let Ok(t) = std::fs::read_to_string(&mark) {
+            break t;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{never}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let run_dir = text.trim().strip_prefix("run_dir=").unwrap().to_owned();
+    Marked {
+        child,
+        run_dir,
+        deadline,
+        _dir: dir,
+    }
 }
 
 /// Real pids of the processes running `exe` whose environment names run `run_dir`.

@@ -21,8 +21,8 @@ use seal_abi::supervised::entropy as e;
 use seal_abi::supervised::go_site;
 use seal_abi::Fid;
 
-use crate::core::{config, sys};
-use crate::process::target::Path;
+use crate::core::sys;
+use crate::process::target::{in_run_dir, Path};
 
 /// This process's mapping, prepared and not yet given to the runtime.
 pub struct Prepared {
@@ -35,15 +35,8 @@ pub struct Prepared {
 
 /// The mapping's file name in the run directory: `RUN_DIR/go-entropy-PID`.
 fn file_path() -> Option<Path> {
-    let run_dir = config::RUN_DIR.get();
-    if run_dir.is_empty() {
-        return None;
-    }
-    let mut p = Path::new();
-    p.push(run_dir)
-        .push(b"/")
-        .push(e::FILE_PREFIX.as_bytes())
-        .push_i64(sys::getpid() as i64);
+    let mut p = in_run_dir(e::FILE_PREFIX.as_bytes())?;
+    p.push_i64(sys::getpid() as i64);
     Some(p)
 }
 

@@ -17,17 +17,13 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use seal_abi::supervised::clock_page::{self as cp, CODE_LEN};
 use seal_abi::Fid;
 
-use crate::core::{config, sys};
-use crate::process::target::Path;
+use crate::core::sys;
+use crate::process::target::{in_run_dir, Path};
 
 /// The page's file name in the run directory, for process `pid`: `RUN_DIR/go-clock-PID`.
 fn page_path(pid: i32) -> Option<Path> {
-    let run_dir = config::RUN_DIR.get();
-    if run_dir.is_empty() {
-        return None;
-    }
-    let mut p = Path::new();
-    p.push(run_dir).push(b"/go-clock-").push_i64(pid as i64);
+    let mut p = in_run_dir(b"go-clock-")?;
+    p.push_i64(pid as i64);
     Some(p)
 }
 

@@ -13,7 +13,7 @@ use libc::c_char;
 use seal_abi::supervised::{self, msg};
 
 use crate::core::{config, sys};
-use crate::process::target::Path;
+use crate::process::target::{in_run_dir, Path};
 use crate::process::{go_entropy, go_vdso, static_server};
 
 type Argv = *const *const c_char;
@@ -58,13 +58,7 @@ pub unsafe fn supervise_self(envp: Argv, vpid: i32, ppid: i32) -> bool {
 /// As [`prepare`].
 unsafe fn start(envp: Argv, own: Option<(i32, i32)>) -> Option<i32> {
     let run_dir = config::RUN_DIR.get();
-    if run_dir.is_empty() {
-        return None;
-    }
-    let mut exe = Path::new();
-    exe.push(run_dir)
-        .push(b"/")
-        .push(supervised::SUPERVISOR_LINK.as_bytes());
+    let mut exe = in_run_dir(supervised::SUPERVISOR_LINK.as_bytes())?;
     // The supervisor's environment: the new image's LIBSEAL_* variables, nothing else (no
     // LD_PRELOAD: it runs unsealed).
     let mut env: [*const c_char; 65] = [core::ptr::null(); 65];

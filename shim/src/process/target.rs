@@ -6,9 +6,21 @@
 
 use seal_abi::unsealed;
 
+use crate::core::config;
 use crate::core::sys::{self, StackBuf};
 
 pub type Path = StackBuf<4200>;
+
+/// `$LIBSEAL_RUN_DIR/NAME` (the caller may push more onto it); `None` without a run directory.
+pub fn in_run_dir(name: &[u8]) -> Option<Path> {
+    let run_dir = config::RUN_DIR.get();
+    if run_dir.is_empty() {
+        return None;
+    }
+    let mut p = Path::new();
+    p.push(run_dir).push(b"/").push(name);
+    Some(p)
+}
 
 pub use seal_abi::exec_target::{classify, secure_exec, Head, MAX_SCRIPT_DEPTH as MAX_DEPTH};
 

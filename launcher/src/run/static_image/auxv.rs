@@ -12,12 +12,9 @@ const AT_SYSINFO_EHDR: u64 = 33;
 
 /// Fixes the auxiliary vector of `pid`, stopped at its exec. Returns whether it was found.
 pub fn fix(pid: i32, at_random: [u8; 16], drop_vdso: bool) -> bool {
-    // SAFETY: user_regs_struct is plain data; PTRACE_GETREGS fills it for our stopped tracee.
-    let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut regs) } != 0 {
+    let Some(regs) = super::remote::regs(pid) else {
         return false;
-    }
+    };
     // At the exec stop the stack pointer is at argc; argv, NULL, envp, NULL, then the
     // auxiliary vector's (type, value) pairs, ended by AT_NULL.
     let mut at = regs.rsp;

@@ -86,27 +86,14 @@ pub fn install(
     census: Option<(&std::path::Path, u64)>,
 ) -> Option<Entropy> {
     let path = run_dir.join(format!("go-entropy-{pid}"));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .ok()?;
+    let file = super::page::create_shared_file(&path)?;
     let done = (|| {
         file.set_len(e::MAP_BYTES as u64).ok()?;
         let map = map_file(&file, e::MAP_BYTES)?;
-        // SAFETY: user_regs_struct is plain data; GETREGS fills it for our stopped tracee.
-        let mut saved: libc::user_regs_struct = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        if unsafe { libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut saved) } != 0 {
-            return None;
-        }
+        let saved = super::remote::regs(pid)?;
         let placed = (|| {
-            let name = |p: &std::path::Path, at: u64| {
-                let mut b = p.as_os_str().as_encoded_bytes().to_vec();
-                b.push(0);
-                (b.len() <= 2048 && super::remote::write(pid, at, &b)).then_some(at)
-            };
+            let name =
+                |p: &std::path::Path, at: u64| super::remote::write_path(pid, at, p).then_some(at);
             // Path names and results on the new stack well below the stack pointer (inside
             // its mapping, which exec sets up with room to grow).
             let at = name(&path, (saved.rsp - 8192) & !15)?;

@@ -30,3 +30,14 @@ pub fn map_shared(file: &File, writable: bool) -> Option<*mut libc::c_void> {
     };
     (p != libc::MAP_FAILED).then_some(p)
 }
+
+/// Creates file `path` (which must not exist), for reading and writing: a run directory's
+/// file the supervisor shares with an image.
+pub fn create_shared_file(path: &std::path::Path) -> Option<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .ok()
+}

@@ -17,6 +17,22 @@ pub fn write(tid: i32, addr: u64, data: &[u8]) -> bool {
     n == data.len() as isize
 }
 
+/// Copies path `p` into thread `tid`'s memory at `addr` as a C string (NUL-terminated), when
+/// it is at most 2,048 bytes so.
+pub fn write_path(tid: i32, addr: u64, p: &std::path::Path) -> bool {
+    let mut b = p.as_os_str().as_encoded_bytes().to_vec();
+    b.push(0);
+    b.len() <= 2048 && write(tid, addr, &b)
+}
+
+/// The registers of tracee `pid`, in a ptrace stop.
+pub fn regs(pid: i32) -> Option<libc::user_regs_struct> {
+    // SAFETY: user_regs_struct is plain data; PTRACE_GETREGS fills it for our stopped tracee.
+    let mut r: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    (unsafe { libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut r) } == 0).then_some(r)
+}
+
 /// Reads `out` from thread `tid`'s memory at `addr`.
 pub fn read<T: Copy>(tid: i32, addr: u64, out: &mut T) -> bool {
     let len = std::mem::size_of::<T>();

@@ -222,12 +222,7 @@ pub fn install(
     }
     // The supervisor's side of the page: a file in the run directory, removed once mapped.
     let path = run_dir.join(format!("go-clock-{pid}"));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .ok()?;
+    let file = super::page::create_shared_file(&path)?;
     let (placeholder, entries) = code(0, tick as u32, kind);
     if (size as usize) < entries.len {
         return None;
@@ -235,21 +230,14 @@ pub fn install(
     let done = (|| {
         file.set_len(4096).ok()?;
         let page = Page::map(&file, first, Some(func))?;
-        // SAFETY: user_regs_struct is plain data; GETREGS fills it for our stopped tracee.
-        let mut saved: libc::user_regs_struct = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        if unsafe { libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut saved) } != 0 {
-            return None;
-        }
+        let saved = super::remote::regs(pid)?;
         // The path, on the new stack well below the stack pointer (inside the stack's mapping,
         // which exec sets up with room to grow).
         let at = (saved.rsp - 8192) & !15;
         let table_at = at + 4096;
         let table = run_dir.join(seal_abi::RUN_TABLE_NAME);
         for (p, to) in [(&path, at), (&table, table_at)] {
-            let mut name = p.as_os_str().as_encoded_bytes().to_vec();
-            name.push(0);
-            if name.len() > 2048 || !super::remote::write(pid, to, &name) {
+            if !super::remote::write_path(pid, to, p) {
                 return None;
             }
         }
