@@ -57,16 +57,23 @@ pub fn unlink_page() {
     }
 }
 
-// The image's layout (one page): the ELF header, two program headers, the dynamic table, a
-// hash table, the symbols, their versions, the version definitions, the strings, the code.
+// The image's layout (one page), each part after the one before: the ELF header (64 bytes),
+// two program headers (56 each), the dynamic table (9 entries of 16), a hash table (5 words),
+// two symbols (24 each), their versions (2 each), two version definitions (28 each), the
+// strings, the code (16-aligned).
 const PHDRS: usize = 64;
-const DYN: usize = 176;
-const HASH: usize = 320;
-const SYMTAB: usize = 344;
-const VERSYM: usize = 392;
-const VERDEF: usize = 400;
-const STRTAB: usize = 456;
-const CODE: usize = 512;
+const DYN: usize = PHDRS + 2 * 56;
+const HASH: usize = DYN + 9 * 16;
+const SYMTAB: usize = align8(HASH + 5 * 4);
+const VERSYM: usize = SYMTAB + 2 * 24;
+const VERDEF: usize = align8(VERSYM + 2 * 2);
+const STRTAB: usize = VERDEF + 2 * 28;
+const CODE: usize = (STRTAB + STRINGS.len() + 15) & !15;
+const _: () = assert!(CODE + CODE_LEN <= 4096);
+
+const fn align8(at: usize) -> usize {
+    (at + 7) & !7
+}
 /// `\0__vdso_clock_gettime\0LINUX_2.6\0linux-vdso.so.1\0`: names at 1, 22 and 32.
 const STRINGS: &[u8] = b"\0__vdso_clock_gettime\0LINUX_2.6\0linux-vdso.so.1\0";
 const NAME_FN: u32 = 1;
@@ -197,4 +204,19 @@ pub unsafe fn give(entry: *mut u64, page: *mut AtomicU64) -> bool {
     // SAFETY: per the contract.
     unsafe { *entry.add(1) = img as u64 };
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The parts of the image where the Go runtime's parser (and the e2e cgo tests) found
+    /// them when the offsets were written out by hand.
+    #[test]
+    fn the_image_layout_is_the_one_go_was_checked_against() {
+        assert_eq!(
+            [PHDRS, DYN, HASH, SYMTAB, VERSYM, VERDEF, STRTAB, CODE],
+            [64, 176, 320, 344, 392, 400, 456, 512]
+        );
+    }
 }
