@@ -55,24 +55,6 @@ pub fn find(exe: &[u8], bias: u64) -> Option<Site> {
     })
 }
 
-/// A file of the run directory, mapped shared by the supervisor: its address.
-fn map_file(file: &std::fs::File, len: usize) -> Option<*mut u8> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a new shared mapping of an open file, placed by the kernel; kept for the
-    // supervisor's life.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    (p != libc::MAP_FAILED).then_some(p.cast())
-}
-
 /// Sets the in-image entropy up in Go image `pid`, stopped at its exec: `site` from [`find`],
 /// the stream keyed by `seed` and `lineage`, in-image reads counted at the u64 at offset
 /// `count` of file `census` (else in the mapping's header). `None` (and `GetRandom` left
@@ -89,7 +71,7 @@ pub fn install(
     let file = super::page::create_shared_file(&path)?;
     let done = (|| {
         file.set_len(e::MAP_BYTES as u64).ok()?;
-        let map = map_file(&file, e::MAP_BYTES)?;
+        let map = super::page::map_shared_len(&file, e::MAP_BYTES, true)?.cast::<u8>();
         let saved = super::remote::regs(pid)?;
         let placed = (|| {
             let name =
@@ -172,7 +154,7 @@ pub fn take(pid: i32, world: &super::world::World) -> Option<Entropy> {
     if file.metadata().ok()?.len() != e::MAP_BYTES as u64 {
         return None;
     }
-    let map = map_file(&file, e::MAP_BYTES)?;
+    let map = super::page::map_shared_len(&file, e::MAP_BYTES, true)?.cast::<u8>();
     let mut ent = Entropy {
         map,
         key: key(world.seed, world.lineage),

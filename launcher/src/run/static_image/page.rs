@@ -11,6 +11,11 @@ pub const PAGE: usize = 4096;
 /// Maps the first page of `file` shared, read-write when `writable`, else read-only (the
 /// mapping stays when `file` closes); `None` when it could not be mapped.
 pub fn map_shared(file: &File, writable: bool) -> Option<*mut libc::c_void> {
+    map_shared_len(file, PAGE, writable)
+}
+
+/// [`map_shared`] of the first `len` bytes of `file`.
+pub fn map_shared_len(file: &File, len: usize, writable: bool) -> Option<*mut libc::c_void> {
     let prot = if writable {
         libc::PROT_READ | libc::PROT_WRITE
     } else {
@@ -21,7 +26,7 @@ pub fn map_shared(file: &File, writable: bool) -> Option<*mut libc::c_void> {
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            PAGE,
+            len,
             prot,
             libc::MAP_SHARED,
             file.as_raw_fd(),
