@@ -12,6 +12,7 @@
 
 pub mod entropy;
 pub mod go_site;
+pub mod handover;
 
 /// `struct sock_filter` (<linux/filter.h>).
 #[repr(C)]
