@@ -94,7 +94,10 @@ impl ServerAddr {
         }
         let mut raw = [0u8; 110];
         raw[..2].copy_from_slice(&(AF_UNIX as u16).to_ne_bytes());
-        for (d, s) in raw[2..].iter_mut().zip(run_dir.iter().chain(b"/").chain(name)) {
+        for (d, s) in raw[2..]
+            .iter_mut()
+            .zip(run_dir.iter().chain(b"/").chain(name))
+        {
             *d = *s;
         }
         Some(ServerAddr {
@@ -186,7 +189,14 @@ fn sendmsg(sock: i32, iov: &[Iovec], control: Option<&[u64; 3]>) -> i64 {
     unsafe {
         sys(
             SYS_SENDMSG,
-            [sock as i64, &h as *const Msghdr as i64, MSG_NOSIGNAL, 0, 0, 0],
+            [
+                sock as i64,
+                &h as *const Msghdr as i64,
+                MSG_NOSIGNAL,
+                0,
+                0,
+                0,
+            ],
         )
     }
 }
@@ -224,7 +234,10 @@ pub unsafe fn request(sock: i32, pid: i32, own: Option<(i32, i32)>, env: &[*cons
             len += 1;
         }
         total += len + 1;
-        iov[n] = Iovec { base: v, len: len + 1 };
+        iov[n] = Iovec {
+            base: v,
+            len: len + 1,
+        };
         n += 1;
     }
     total <= REQUEST_MAX && sendmsg(sock, &iov[..n], None) == total as i64

@@ -45,13 +45,15 @@ pub fn inspect(program: &OsStr) -> (Vec<String>, bool) {
     }
 }
 
-/// The file to start through `seal __exec-static` when the root command is a static binary
-/// (or a script whose interpreter is one) and this kernel can supervise it.
-pub fn supervised_root(program: &OsStr) -> Option<PathBuf> {
+/// The file to start when the root command is a static binary (or a script whose interpreter
+/// is one) and this kernel can supervise it, and that static binary (what libseal reports).
+pub fn supervised_root(program: &OsStr) -> Option<(PathBuf, PathBuf)> {
     let path = resolve(program)?;
     match check(&path) {
-        Root::Unsealable(unsealed::STATIC_BINARY, _) if crate::run::static_image::available() => {
-            Some(path)
+        Root::Unsealable(unsealed::STATIC_BINARY, prog)
+            if crate::run::static_image::available() =>
+        {
+            Some((path, prog))
         }
         _ => None,
     }

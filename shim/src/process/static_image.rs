@@ -10,8 +10,8 @@
 //! call: any failure before that leaves the exec as it was, reported as unsealed.
 
 use libc::c_char;
-use seal_abi::supervised::handover::{self, Handover};
 use seal_abi::supervised;
+use seal_abi::supervised::handover::{self, Handover};
 
 use crate::core::{config, sys};
 use crate::process::target::{in_run_dir, Path};
