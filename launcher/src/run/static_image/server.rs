@@ -49,7 +49,11 @@ pub fn start_early(run_dir: &std::path::Path) -> bool {
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
         return false;
     };
-    if maps.contains("/libseal-") {
+    // The copy runs Rust code (it allocates, sets variables): in the fork of a launcher that
+    // runs other threads (`verify --jobs`, `golden --jobs`) a lock one of them held stays held
+    // (seen: the copy stuck for good in `set_var`, every image of the run waiting 5 s for it,
+    // then running unsealed). Then the first static exec starts the server (fork and exec).
+    if maps.contains("/libseal-") || !one_thread() {
         return false;
     }
     let path = run_dir.join(seal_abi::supervised::SERVER_SOCKET);
@@ -102,6 +106,14 @@ pub fn start_early(run_dir: &std::path::Path) -> bool {
         }
         c > 0
     }
+}
+
+/// Does this process run one thread (`/proc/self/stat`'s 20th field)?
+fn one_thread() -> bool {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit(')').next().unwrap_or("");
+    // Fields from the 3rd (state) on: the 20th is the 18th of these.
+    after_name.split_whitespace().nth(17) == Some("1")
 }
 
 /// Serves on listening socket `ls` (after [`isolate`]) until the run in `run_dir` ends.
