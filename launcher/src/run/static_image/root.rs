@@ -3,7 +3,7 @@
 //! and execs the static binary directly, instead of exec'ing `seal __exec-static` (a 7.7 MB
 //! image with libseal loaded) to do it.
 //!
-//! The command is built as for the trampoline ([`super::EXEC_ARG`]): when anything fails
+//! The command is built as for the trampoline (`seal __exec-static PATH ARGV0 ARGS…`): when anything fails
 //! before the supervisor holds the listener, the child returns and std execs that command,
 //! which sets the supervision up (or reports the image unsealed) as before.
 //!
@@ -23,6 +23,7 @@ use std::process::Command;
 use seal_abi::pad::{self, Pad};
 use seal_abi::settings::{self as senv, PER_PROCESS, VARS};
 use seal_abi::supervised::handover::{self, Handover, ServerAddr};
+use seal_abi::supervised::{EXEC_STATIC_ARG, SUPERVISOR_LINK};
 
 /// Everything the child needs, made before the fork: between fork and exec (the launcher may
 /// run other threads: `golden --jobs`) only system calls on these buffers.
@@ -59,7 +60,7 @@ impl RootExec {
     /// `cmd` is not one, a string holds a NUL, or there is no socket address.
     pub fn prepare(cmd: &Command, run_dir: &Path, flags: u32, program: &Path) -> Option<RootExec> {
         let args: Vec<&OsStr> = cmd.get_args().collect();
-        if args.first() != Some(&OsStr::new(super::EXEC_ARG)) || args.len() < 3 {
+        if args.first() != Some(&OsStr::new(EXEC_STATIC_ARG)) || args.len() < 3 {
             return None;
         }
         let addr = ServerAddr::of(run_dir.as_os_str().as_bytes())?;
@@ -192,7 +193,7 @@ fn trampoline_env(cmd: &Command) -> Vec<(OsString, OsString)> {
 /// The name of the run directory's `seal` link's target (the trampoline's program, whose
 /// 16-bit name libseal appends to `LIBSEAL_NAMES`).
 fn link_name(run_dir: &Path) -> OsString {
-    let link = super::link_in(run_dir);
+    let link = run_dir.join(SUPERVISOR_LINK);
     let target = std::fs::canonicalize(&link).unwrap_or(link);
     target.file_name().unwrap_or_default().to_owned()
 }
