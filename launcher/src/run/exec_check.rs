@@ -28,8 +28,8 @@ enum Root {
 pub fn inspect(program: &OsStr) -> (Vec<String>, bool) {
     match resolve(program).map_or(Root::Unknown, |p| check(&p)) {
         Root::Loads => (Vec::new(), true),
-        // Started through `seal __exec-static`, where libseal loads and sets up the
-        // supervision (which it reports).
+        // Supervised (and reported): set up by the launcher's child, or by libseal in the
+        // `seal __exec-static` trampoline where the child cannot (`static_image::RootExec`).
         Root::Unsealable(unsealed::STATIC_BINARY, _) if crate::run::static_image::available() => {
             (Vec::new(), true)
         }
