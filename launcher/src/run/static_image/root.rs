@@ -258,3 +258,66 @@ fn image_env(given: &[(OsString, OsString)], trampoline: &[u8]) -> Option<Vec<Ve
     }
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The trampoline's environment: `user` entries, then every run variable (`LIBSEAL_SHIM`
+    /// = `/s.so`), sorted by name as std hands it over.
+    fn given(user: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        let mut env: BTreeMap<OsString, OsString> =
+            user.iter().map(|(k, v)| (k.into(), v.into())).collect();
+        for name in VARS {
+            let v = if name == senv::SHIM { "/s.so" } else { "v" };
+            env.insert(name.into(), v.into());
+        }
+        env.insert(senv::PAD.into(), "xxxx".into());
+        env.into_iter().collect()
+    }
+
+    fn text(entries: &[Vec<u8>]) -> Vec<String> {
+        entries
+            .iter()
+            .map(|e| String::from_utf8_lossy(e).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_image_gets_the_environment_libseal_builds_for_the_trampolines_exec() {
+        let user = [("B", "2"), ("A", "1"), ("LD_PRELOAD", "/s.so"), ("Z", "9")];
+        let out = text(&image_env(&given(&user), b"seal").unwrap());
+        // The user's entries in order, libseal's preload appended (nothing of the user's was
+        // preloaded), the settings, the second image's per-process variables.
+        assert_eq!(&out[..4], ["A=1", "B=2", "Z=9", "LD_PRELOAD=/s.so"]);
+        for (i, name) in VARS.iter().enumerate() {
+            assert!(out[4 + i].starts_with(&format!("{name}=")), "{out:?}");
+        }
+        let names = senv::push_name(0, senv::image_name(b"seal"));
+        let tail = &out[4 + VARS.len()..];
+        assert_eq!(
+            tail,
+            [
+                "LIBSEAL_CLOCK=0".to_string(),
+                "LIBSEAL_VPID=1000".into(),
+                "LIBSEAL_PPID=999".into(),
+                format!("LIBSEAL_LINEAGE={:016x}", seal_abi::ROOT_LINEAGE),
+                "LIBSEAL_CHILDREN=0".into(),
+                "LIBSEAL_GEN=1".into(),
+                "LIBSEAL_EXE=0".into(),
+                format!("LIBSEAL_NAMES={names:016x}"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_users_preload_keeps_its_place_after_libseal() {
+        let user = [("LD_PRELOAD", "/s.so:/u.so /w.so"), ("Z", "9")];
+        let out = text(&image_env(&given(&user), b"seal").unwrap());
+        assert_eq!(&out[..2], ["LD_PRELOAD=/s.so:/u.so:/w.so", "Z=9"]);
+        assert_eq!(
+            out.iter().filter(|e| e.starts_with("LD_PRELOAD=")).count(),
+            1
+        );
+    }
+}
