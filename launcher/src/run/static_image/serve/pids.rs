@@ -49,6 +49,8 @@ struct Call {
     child: Option<(i32, u64, Option<i32>)>,
     /// `waitid`'s `siginfo_t` (0: none).
     infop: u64,
+    /// A fork whose child runs a copy of its parent (not a vfork, which execs at once).
+    copy: bool,
 }
 
 /// The supervisor's pid state.
@@ -69,8 +71,9 @@ pub(super) struct Pids {
 }
 
 const AGAIN_MAX: u32 = 3;
-/// `CLONE_THREAD`.
+/// `CLONE_THREAD`, `CLONE_VFORK`.
 const CLONE_THREAD: u64 = 0x10000;
+const CLONE_VFORK: u64 = 0x4000;
 /// `waitid`'s `P_PID`.
 const P_PID: u64 = 1;
 /// Where `si_pid` is in a `siginfo_t` (x86_64).
@@ -225,12 +228,12 @@ impl Supervisor {
             nr,
             libc::SYS_fork | libc::SYS_vfork | libc::SYS_clone | libc::SYS_clone3
         );
-        if nr == libc::SYS_clone3 {
-            let mut flags = 0u64;
-            if !read(tid, a[0], &mut flags) || flags & CLONE_THREAD != 0 {
-                return Answer::Continue;
-            }
+        let mut flags = a[0];
+        if nr == libc::SYS_clone3 && (!read(tid, a[0], &mut flags) || flags & CLONE_THREAD != 0) {
+            return Answer::Continue;
         }
+        let copy = nr == libc::SYS_fork
+            || (matches!(nr, libc::SYS_clone | libc::SYS_clone3) && flags & CLONE_VFORK == 0);
         // A fork's child number, claimed before the child exists.
         let child = if forks {
             let i = self.ident(tgid);
@@ -274,6 +277,7 @@ impl Supervisor {
                     notified: false,
                     child,
                     infop,
+                    copy,
                 };
                 self.pids.calls.insert(tid, call);
                 Answer::Held
@@ -351,6 +355,13 @@ impl Supervisor {
                         threads: 0,
                     };
                     self.pids.idents.insert(real, i);
+                }
+                // The child is in the census from its start, as libseal's children are
+                // (while it still runs its parent's image: one that exec'd is counted by its
+                // new image).
+                let exe = |p: i32| std::fs::read_link(format!("/proc/{p}/exe")).ok();
+                if call.copy && exe(real).is_some() && exe(real) == exe(call.tgid) {
+                    self.slot(real);
                 }
                 self.ident(real).vpid
             }
