@@ -78,8 +78,7 @@ pub fn partly_sealed_line(program: &str) -> String {
     };
     format!(
         "partly sealed (static-binary-supervised): {program}: {served} are served by seal's \
-         supervisor{cost}; real: {real}pids of its children and threads, /dev/urandom and /proc \
-         files, file times, rdtsc"
+         supervisor{cost}; real: {real}/dev/urandom and /proc files, file times, rdtsc"
     )
 }
 
