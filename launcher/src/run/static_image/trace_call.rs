@@ -41,7 +41,7 @@ pub enum Step {
     /// Not stopped yet.
     Running,
     /// At its call's exit, with these registers (`rax` the result): [`finish`] detaches it.
-    Exited(Regs),
+    Exited(Box<Regs>),
     /// The call was cut short by a signal (it returned a restart code, and is made again
     /// after the signal) : detached.
     Restarted,
@@ -71,7 +71,7 @@ pub fn step(tid: i32, nr: i64) -> Step {
             detach(tid, 0);
             Step::Restarted
         }
-        Some(r) => Step::Exited(r),
+        Some(r) => Step::Exited(Box::new(r)),
         None => {
             detach(tid, signal_of(st));
             Step::Lost
