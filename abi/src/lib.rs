@@ -635,21 +635,6 @@ pub const fn vpid_candidate(lineage: u64, attempt: u64) -> i32 {
     (VPID_MIN as u64 + 1 + mix64(lineage ^ mix64(attempt + 0x51)) % span) as i32
 }
 
-/// Candidates tried by hash before [`vpid_candidates`] falls back to a linear scan.
-const HASH_ATTEMPTS: u64 = 64;
-
-/// The virtual pids a process or thread with this lineage key tries, in order: 64 hashed
-/// candidates, then every number after the first one (wrapping). libseal's allocator and the
-/// static-image supervisor's claim the first free one of this sequence in the run table.
-pub fn vpid_candidates(lineage: u64) -> impl Iterator<Item = i32> {
-    let start = vpid_candidate(lineage, 0) as usize;
-    let span = VPID_LIMIT - VPID_MIN as usize - 1;
-    let hashed = (0..HASH_ATTEMPTS).map(move |a| vpid_candidate(lineage, a));
-    let scan = (0..span)
-        .map(move |i| (VPID_MIN as usize + 1 + (start - VPID_MIN as usize - 1 + i) % span) as i32);
-    hashed.chain(scan)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

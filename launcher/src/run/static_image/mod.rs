@@ -25,6 +25,7 @@ mod go_clock;
 mod go_entropy;
 mod notif;
 mod page;
+mod pid_state;
 mod remote;
 mod run_pids;
 mod serve;

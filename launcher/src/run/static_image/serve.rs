@@ -76,7 +76,7 @@ struct Supervisor {
     /// The first image's in-image entropy (`go_entropy.rs`).
     entropy: Option<super::go_entropy::Entropy>,
     /// Virtual pids and tids of its processes and threads (`serve/pids.rs`).
-    pids: pids::Pids,
+    pids: super::pid_state::Pids,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -121,7 +121,7 @@ pub fn run(
         pages: HashMap::new(),
         own: Vec::new(),
         entropy: None,
-        pids: pids::Pids::default(),
+        pids: super::pid_state::Pids::default(),
     };
     if let Some(p) = page {
         sv.pages.insert(pid, p);

@@ -16,59 +16,14 @@
 //! Where a step fails (no run table, ptrace refused), the pid stays real and the census says
 //! so (`unsupported-call`).
 
-use std::collections::HashMap;
-
 use libc::user_regs_struct as Regs;
 use seal_abi::{child_lineage, unsealed, KIND_PROCESS, KIND_THREAD};
 
+use super::super::pid_state::{Call, Ident};
 use super::super::remote::{proc_status_field, read, write};
 use super::super::run_pids::RunPids;
 use super::super::trace_call::{self, Start, Step};
 use super::{Answer, Notif, Supervisor};
-
-/// A process's identity as its image is shown it.
-#[derive(Clone, Copy)]
-pub(super) struct Ident {
-    pub(super) vpid: i32,
-    pub(super) ppid: i32,
-    /// Its real parent when the identity was set (another one now: it was reparented).
-    real_parent: i32,
-    lineage: u64,
-    /// Children it has forked, threads that asked for their tid.
-    children: u64,
-    threads: u64,
-}
-
-/// A call traced to its exit ([`trace_call`]).
-struct Call {
-    nr: i64,
-    tgid: i32,
-    /// Its notification came again and was answered `CONTINUE`.
-    notified: bool,
-    /// A fork's child: its virtual pid, its lineage, its real pid once known.
-    child: Option<(i32, u64, Option<i32>)>,
-    /// `waitid`'s `siginfo_t` (0: none).
-    infop: u64,
-    /// A fork whose child runs a copy of its parent (not a vfork, which execs at once).
-    copy: bool,
-}
-
-/// The supervisor's pid state.
-#[derive(Default)]
-pub(super) struct Pids {
-    table: Option<RunPids>,
-    opened: bool,
-    idents: HashMap<i32, Ident>,
-    /// Real tid → virtual tid, for threads other than a process's main one.
-    vtids: HashMap<i32, i32>,
-    /// Calls traced to their exit, by thread.
-    calls: HashMap<i32, Call>,
-    /// Threads whose traced call a signal cut short, how often: past [`AGAIN_MAX`] the call
-    /// runs as it is (a signal storm cannot keep a call from running).
-    again: HashMap<i32, u32>,
-    /// May calls be traced (a traced image: the supervisor's `SIGCHLD` signalfd is there)?
-    pub(super) can_trace: bool,
-}
 
 const AGAIN_MAX: u32 = 3;
 /// `CLONE_THREAD`, `CLONE_VFORK`.
@@ -78,13 +33,6 @@ const CLONE_VFORK: u64 = 0x4000;
 const P_PID: u64 = 1;
 /// Where `si_pid` is in a `siginfo_t` (x86_64).
 const SI_PID: u64 = 16;
-
-impl Pids {
-    /// Are calls being traced (their stops to be looked for)?
-    pub(super) fn tracing(&self) -> bool {
-        !self.calls.is_empty()
-    }
-}
 
 impl Supervisor {
     /// The run table's pid map, mapped at its first use.
