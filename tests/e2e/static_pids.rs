@@ -186,3 +186,29 @@ fn a_static_go_programs_child_has_a_virtual_pid() {
         o.show()
     );
 }
+
+/// Forks and waits under a storm of signals (a SIGALRM every 300 µs, SIGCHLD, with handlers,
+/// without `SA_RESTART` for glibc's build and with it for musl's): the supervisor, tracing
+/// each call to its exit, lets each signal through and takes the call again when it is made
+/// again; every `waitpid` reaps the child its `fork` returned, and the pids are the same
+/// every run. Before, the pids were real (a different sum each run).
+#[test]
+fn forks_and_waits_cut_short_by_signals_keep_their_virtual_pids() {
+    let mut cases = Vec::new();
+    if have_static_glibc() {
+        cases.push((build_c("static_fork_signals", &["-static"]), vec![]));
+    } else {
+        skip_part!("no static libc (libc.a)");
+    }
+    if have("musl-gcc") {
+        cases.push((build_musl_c("static_fork_signals"), vec!["restart"]));
+    } else {
+        skip_part!("musl-gcc not on PATH (Debian: musl-tools)");
+    }
+    for (bin, args) in cases {
+        let mut cmd = vec![bin.to_str().unwrap()];
+        cmd.extend(args);
+        let o = stable(&cmd, 3);
+        assert!(o.stdout.ends_with(" bad 0\n"), "{}", o.show());
+    }
+}

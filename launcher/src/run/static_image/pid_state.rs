@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use super::run_pids::RunPids;
+use super::trace_call::Traced;
 
 /// A process's identity as its image is shown it.
 #[derive(Clone, Copy)]
@@ -21,12 +22,12 @@ pub(super) struct Ident {
 
 /// A call traced to its exit ([`super::trace_call`]).
 pub(super) struct Call {
-    pub(super) nr: i64,
+    pub(super) traced: Traced,
     pub(super) tgid: i32,
-    /// Its notification came again and was answered `CONTINUE`.
-    pub(super) notified: bool,
     /// A fork's child: its virtual pid, its lineage, its real pid once known.
     pub(super) child: Option<(i32, u64, Option<i32>)>,
+    /// The real pid a `wait4`/`waitid` is to be given at its entry, for the virtual one.
+    pub(super) target: Option<i32>,
     /// `waitid`'s `siginfo_t` (0: none).
     pub(super) infop: u64,
     /// A fork whose child runs a copy of its parent (not a vfork, which execs at once).
@@ -43,9 +44,6 @@ pub(super) struct Pids {
     pub(super) vtids: HashMap<i32, i32>,
     /// Calls traced to their exit, by thread.
     pub(super) calls: HashMap<i32, Call>,
-    /// Threads whose traced call a signal cut short, how often: past a few times the call
-    /// runs as it is (a signal storm cannot keep a call from running).
-    pub(super) again: HashMap<i32, u32>,
     /// May calls be traced (a traced image: the supervisor's `SIGCHLD` signalfd is there)?
     pub(super) can_trace: bool,
 }

@@ -22,10 +22,9 @@ use seal_abi::{child_lineage, unsealed, KIND_PROCESS, KIND_THREAD};
 use super::super::pid_state::{Call, Ident};
 use super::super::remote::{proc_status_field, read, write};
 use super::super::run_pids::RunPids;
-use super::super::trace_call::{self, Start, Step};
-use super::{Answer, Notif, Supervisor};
+use super::super::trace_call::{self, Event, State};
+use super::{Answer, Notif, Supervisor, PROC_CALLS};
 
-const AGAIN_MAX: u32 = 3;
 /// `CLONE_THREAD`, `CLONE_VFORK`.
 const CLONE_THREAD: u64 = 0x10000;
 const CLONE_VFORK: u64 = 0x4000;
@@ -155,20 +154,30 @@ impl Supervisor {
         super::super::notif::signal(nr, a, |v| self.real(v))
     }
 
-    /// The second notification of a call being traced: it runs now (`CONTINUE`).
+    /// A notification of a thread being traced: its call's again, past its entry (it runs
+    /// now: `CONTINUE`); its call made again before the interrupt landed (a signal came
+    /// first: left unanswered, the pending interrupt cancels it, and the call is taken at its
+    /// entry); or one its signal handler makes past its entry stop (it runs as it is).
     pub(super) fn traced_call(&mut self, n: &Notif) -> Option<Answer> {
         let c = self.pids.calls.get_mut(&(n.pid as i32))?;
-        if c.notified || c.nr != n.nr as i64 {
+        let t = &mut c.traced;
+        if !PROC_CALLS.contains(&(n.nr as u32)) {
             return None;
         }
-        c.notified = true;
-        Some(Answer::Continue)
+        Some(match t.state {
+            State::ToNotif if t.nr == n.nr as i64 => {
+                t.state = State::ToExit;
+                Answer::Continue
+            }
+            State::Interrupting => Answer::Held,
+            _ => Answer::Continue,
+        })
     }
 
     /// A call that makes or reaps a process, from the image's own code: traced to its exit.
     pub(super) fn proc_call(&mut self, n: &Notif, tgid: i32) -> Answer {
         let (tid, nr) = (n.pid as i32, n.nr as i64);
-        if !self.pids.can_trace || self.pids.again.get(&tid).copied().unwrap_or(0) >= AGAIN_MAX {
+        if !self.pids.can_trace {
             return Answer::Continue;
         }
         let a = n.args;
@@ -202,43 +211,25 @@ impl Supervisor {
             libc::SYS_waitid if a[0] == P_PID => self.real(a[1] as i32),
             _ => None,
         };
-        let started = trace_call::start(tid, nr, |r: &mut Regs| match (nr, target) {
-            (libc::SYS_wait4, Some(real)) => {
-                r.rdi = real as u64;
-                true
-            }
-            (libc::SYS_waitid, Some(real)) => {
-                r.rsi = real as u64;
-                true
-            }
-            _ => false,
-        });
-        match started {
-            Start::Started => {
-                if let Some(i) = self.pids.idents.get_mut(&tgid).filter(|_| forks) {
-                    i.children += 1;
-                }
+        match trace_call::seize(tid, nr, [a[0], a[1], a[2]]) {
+            Ok(traced) => {
                 let infop = if nr == libc::SYS_waitid { a[2] } else { 0 };
                 let call = Call {
-                    nr,
+                    traced,
                     tgid,
-                    notified: false,
                     child,
+                    target,
                     infop,
                     copy,
                 };
                 self.pids.calls.insert(tid, call);
+                // The interrupt cancels the notification: nothing to answer.
                 Answer::Held
             }
-            Start::Refused(why) => {
+            Err(why) => {
                 self.give_back(child);
                 self.stays_real(tgid, why);
                 Answer::Continue
-            }
-            Start::Again => {
-                self.give_back(child);
-                *self.pids.again.entry(tid).or_insert(0) += 1;
-                Answer::Held
             }
         }
     }
@@ -252,43 +243,58 @@ impl Supervisor {
         }
     }
 
-    /// Looks at the traced calls' stops: at a call's exit, its real pid becomes the virtual
-    /// one.
+    /// Looks at the traced calls' stops: at a call's entry a virtual pid argument becomes the
+    /// real one, at its exit the real pid it returned the virtual one.
     pub(super) fn trace_events(&mut self) {
         let tids: Vec<i32> = self.pids.calls.keys().copied().collect();
         for tid in tids {
-            let Some(nr) = self.pids.calls.get(&tid).map(|c| c.nr) else {
+            let Some(call) = self.pids.calls.get_mut(&tid) else {
                 continue;
             };
-            let step = trace_call::step(tid, nr);
-            if matches!(step, Step::Running) {
-                continue;
-            }
-            let Some(call) = self.pids.calls.remove(&tid) else {
-                continue;
-            };
-            match step {
-                Step::Exited(r) => {
+            match trace_call::poll(tid, &mut call.traced) {
+                Event::Nothing => {}
+                Event::Entry(mut r) => {
+                    match (call.traced.nr, call.target) {
+                        (libc::SYS_wait4, Some(real)) => r.rdi = real as u64,
+                        (libc::SYS_waitid, Some(real)) => r.rsi = real as u64,
+                        _ => {}
+                    }
+                    if let Event::Gone = trace_call::resume_entry(tid, &mut call.traced, &r) {
+                        self.lost(tid);
+                    }
+                }
+                Event::Exit(r) => {
+                    let Some(call) = self.pids.calls.remove(&tid) else {
+                        continue;
+                    };
                     let shown = self.exited(tid, call, &r);
                     trace_call::finish(tid, shown.as_ref());
                 }
-                Step::Lost => {
-                    self.give_back(call.child);
-                    *self.pids.again.entry(tid).or_insert(0) += 1;
-                }
-                _ => self.give_back(call.child),
+                Event::Gone => self.lost(tid),
             }
+        }
+    }
+
+    /// A traced call given up (its thread gone or detached): its child number, if no child
+    /// took it, goes back.
+    fn lost(&mut self, tid: i32) {
+        if let Some(call) = self.pids.calls.remove(&tid) {
+            self.give_back(call.child);
         }
     }
 
     /// Call `call` of thread `tid` at its exit (its registers `r`): the registers with the
     /// virtual pid in place of the real one it returned, if they change.
     fn exited(&mut self, tid: i32, call: Call, r: &Regs) -> Option<Regs> {
-        self.pids.again.remove(&tid);
         let ret = r.rax as i64;
         let shown = match call.child {
             Some((v, lineage, known)) if ret > 0 => {
                 let real = ret as i32;
+                // The next child's number is keyed by one more (a fork cut short and made
+                // again takes the same number again).
+                if let Some(i) = self.pids.idents.get_mut(&call.tgid) {
+                    i.children += 1;
+                }
                 let ppid = self.ident(call.tgid).vpid;
                 if known.is_none() && !self.pids.idents.contains_key(&real) {
                     if let Some(t) = self.table() {
@@ -317,8 +323,8 @@ impl Supervisor {
                 self.give_back(Some(child));
                 return None;
             }
-            None if call.nr == libc::SYS_wait4 && ret > 0 => self.virt(ret as i32),
-            None if call.nr == libc::SYS_waitid && ret == 0 && call.infop != 0 => {
+            None if call.traced.nr == libc::SYS_wait4 && ret > 0 => self.virt(ret as i32),
+            None if call.traced.nr == libc::SYS_waitid && ret == 0 && call.infop != 0 => {
                 let mut pid = 0i32;
                 if read(tid, call.infop + SI_PID, &mut pid) && pid > 0 {
                     let v = self.virt(pid);
