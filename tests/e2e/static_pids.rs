@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+use serde_json::json;
+
 use crate::static_images::{build_musl_c, have_static_glibc};
 use crate::util::{build_c, have, run_seal, Output};
 
@@ -108,7 +110,7 @@ fn a_static_programs_children_and_threads_have_virtual_pids() {
 }
 
 /// The census lists each child of a static image under the virtual pid it printed, as a
-/// child of the image's.
+/// child of the image's, with the exit status its parent's `waitpid`/`waitid` reaped.
 #[test]
 fn the_census_names_a_static_images_children_by_their_virtual_pids() {
     for bin in static_pids_builds() {
@@ -116,12 +118,14 @@ fn the_census_names_a_static_images_children_by_their_virtual_pids() {
         o.ok();
         let [c, d, _] = check_static_pids(&o);
         let procs = v["processes"].as_array().unwrap();
-        for child in [c, d] {
+        // Each under its pid, with the end its parent's wait saw.
+        for (child, exit) in [(c, json!({"code": 3})), (d, json!({"signal": 15}))] {
             let p = procs
                 .iter()
                 .find(|p| p["vpid"] == child)
                 .unwrap_or_else(|| panic!("no process {child} in the census\n{v:#}"));
             assert_eq!(p["parent_vpid"], 1000, "{p:#}");
+            assert_eq!(p["exit"], exit, "{p:#}");
         }
     }
 }

@@ -128,6 +128,17 @@ impl RunPids {
         }
     }
 
+    /// Records the wait status of reaped virtual pid `v` (the census's exit line).
+    pub fn set_status(&mut self, v: i32, status: i32) {
+        if v < VPID_MIN - 1 || v as usize >= VPID_LIMIT {
+            return;
+        }
+        let off = std::mem::offset_of!(RunTable, status_of) + v as usize * 4;
+        if let Some(s) = self.at::<AtomicI32>(off) {
+            s.store(status.wrapping_add(1), Release);
+        }
+    }
+
     /// The real pid of virtual pid `v`, if it is a live entry of the run.
     pub fn real(&mut self, v: i32) -> Option<i32> {
         let r = self.real_of(v)?.load(Acquire);

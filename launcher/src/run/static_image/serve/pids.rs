@@ -323,12 +323,25 @@ impl Supervisor {
                 self.give_back(Some(child));
                 return None;
             }
-            None if call.traced.nr == libc::SYS_wait4 && ret > 0 => self.virt(ret as i32),
+            None if call.traced.nr == libc::SYS_wait4 && ret > 0 => {
+                let v = self.virt(ret as i32);
+                // A reaped child's status, for the census (a stopped or continued one's
+                // is not its end).
+                let mut status = 0i32;
+                let st = call.traced.args[1];
+                if st != 0 && read(tid, st, &mut status) && (status & 0x7f != 0x7f) {
+                    if let Some(t) = self.table() {
+                        t.set_status(v, status);
+                    }
+                }
+                v
+            }
             None if call.traced.nr == libc::SYS_waitid && ret == 0 && call.infop != 0 => {
                 let mut pid = 0i32;
                 if read(tid, call.infop + SI_PID, &mut pid) && pid > 0 {
                     let v = self.virt(pid);
                     write(tid, call.infop + SI_PID, &v.to_le_bytes());
+                    self.reaped_by_waitid(tid, v, call.infop);
                 }
                 return None;
             }
@@ -339,6 +352,25 @@ impl Supervisor {
             r.rax = shown as u64;
             r
         })
+    }
+
+    /// Records the status of child `v` that a `waitid` (its `siginfo_t` at `infop`) reaped,
+    /// as a wait status, for the census.
+    fn reaped_by_waitid(&mut self, tid: i32, v: i32, infop: u64) {
+        // si_code at 8, si_status at 24 (x86_64).
+        let (mut code, mut status) = (0i32, 0i32);
+        if !read(tid, infop + 8, &mut code) || !read(tid, infop + SI_PID + 8, &mut status) {
+            return;
+        }
+        let wait_status = match code {
+            libc::CLD_EXITED => (status & 0xff) << 8,
+            libc::CLD_KILLED => status & 0x7f,
+            libc::CLD_DUMPED => (status & 0x7f) | 0x80,
+            _ => return,
+        };
+        if let Some(t) = self.table() {
+            t.set_status(v, wait_status);
+        }
     }
 
     /// Says in process `tgid`'s census that a pid stays real, and why.
