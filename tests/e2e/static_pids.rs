@@ -48,14 +48,20 @@ fn is_child_vpid(p: i32) -> bool {
 
 /// `static_pids` built with glibc and with musl (each skipped, visibly, without its libc).
 fn static_pids_builds() -> Vec<PathBuf> {
+    static_pids_builds_of("static_pids")
+}
+
+/// `fixtures/c/NAME.c` built with glibc `-static` and with `musl-gcc -static` (each skipped,
+/// visibly, without its libc).
+fn static_pids_builds_of(name: &str) -> Vec<PathBuf> {
     let mut bins = Vec::new();
     if have_static_glibc() {
-        bins.push(build_c("static_pids", &["-static"]));
+        bins.push(build_c(name, &["-static"]));
     } else {
         skip_part!("no static libc (libc.a)");
     }
     if have("musl-gcc") {
-        bins.push(build_musl_c("static_pids"));
+        bins.push(build_musl_c(name));
     } else {
         skip_part!("musl-gcc not on PATH (Debian: musl-tools)");
     }
@@ -192,27 +198,51 @@ fn a_static_go_programs_child_has_a_virtual_pid() {
 }
 
 /// Forks and waits under a storm of signals (a SIGALRM every 300 µs, SIGCHLD, with handlers,
-/// without `SA_RESTART` for glibc's build and with it for musl's): the supervisor, tracing
+/// without `SA_RESTART` for the first build and with it for the second): the supervisor, tracing
 /// each call to its exit, lets each signal through and takes the call again when it is made
 /// again; every `waitpid` reaps the child its `fork` returned, and the pids are the same
 /// every run. Before, the pids were real (a different sum each run).
 #[test]
 fn forks_and_waits_cut_short_by_signals_keep_their_virtual_pids() {
-    let mut cases = Vec::new();
-    if have_static_glibc() {
-        cases.push((build_c("static_fork_signals", &["-static"]), vec![]));
-    } else {
-        skip_part!("no static libc (libc.a)");
-    }
-    if have("musl-gcc") {
-        cases.push((build_musl_c("static_fork_signals"), vec!["restart"]));
-    } else {
-        skip_part!("musl-gcc not on PATH (Debian: musl-tools)");
-    }
-    for (bin, args) in cases {
+    // Without SA_RESTART for the first build, with it for the second.
+    for (i, bin) in static_pids_builds_of("static_fork_signals")
+        .iter()
+        .enumerate()
+    {
         let mut cmd = vec![bin.to_str().unwrap()];
-        cmd.extend(args);
+        if i == 1 {
+            cmd.push("restart");
+        }
         let o = stable(&cmd, 3);
         assert!(o.stdout.ends_with(" bad 0\n"), "{}", o.show());
     }
+}
+
+/// A static program traced by its own child (`PTRACE_SEIZE`) while it forks and waits: the
+/// supervisor cannot trace those calls, so they run as they are (real pids, which agree with
+/// each other), the program runs on, and seal says why on stderr and in the census. The old
+/// build said nothing (its forks were never traced).
+#[test]
+fn a_static_program_that_cannot_be_traced_keeps_real_pids_and_says_so() {
+    let Some(bin) = static_pids_builds_of("static_traced").pop() else {
+        return;
+    };
+    let (o, v) = crate::util::census_json(&["--", bin.to_str().unwrap()], crate::util::TIMEOUT);
+    o.ok();
+    assert_eq!(
+        o.stdout,
+        "traced fork and waitpid agree 1 status 5\n",
+        "{}",
+        o.show()
+    );
+    let why = "fork and wait return real pids: ptrace refused";
+    o.stderr_has(&format!("not sealed (unsupported-call): {why}"));
+    let root = &v["processes"].as_array().unwrap()[0];
+    assert_eq!(root["vpid"], 1000, "{v:#}");
+    let said = root["unsealed"].as_array().unwrap();
+    assert!(
+        said.iter()
+            .any(|u| u["kind"] == "unsupported-call" && u["detail"] == why),
+        "{root:#}"
+    );
 }
