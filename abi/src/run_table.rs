@@ -3,7 +3,9 @@
 
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU8};
 
-use crate::{causal, ExeNames, WaiterBoard, CENSUS_FILE_SIZE, VPID_LIMIT};
+use crate::{
+    causal, vpid_candidate, ExeNames, WaiterBoard, CENSUS_FILE_SIZE, VPID_LIMIT, VPID_MIN,
+};
 
 /// Layout of the run table (`run.table` in the run dir), shared by every process of one run.
 /// `real_of[vpid]` is the real pid (0 free, -1 reserved); `status_of[vpid]` the wait status
@@ -142,3 +144,18 @@ pub const CENSUS_CAP: usize = 1 << 20;
 
 /// Name of the run table inside the run dir.
 pub const RUN_TABLE_NAME: &str = "run.table";
+
+/// Candidates tried by hash before [`vpid_candidates`] falls back to a linear scan.
+const HASH_ATTEMPTS: u64 = 64;
+
+/// The virtual pids a process or thread with this lineage key tries, in order: 64 hashed
+/// candidates, then every number after the first one (wrapping). libseal's allocator and the
+/// static-image supervisor's claim the first free one of this sequence in the run table.
+pub fn vpid_candidates(lineage: u64) -> impl Iterator<Item = i32> {
+    let start = vpid_candidate(lineage, 0) as usize;
+    let span = VPID_LIMIT - VPID_MIN as usize - 1;
+    let hashed = (0..HASH_ATTEMPTS).map(move |a| vpid_candidate(lineage, a));
+    let scan = (0..span)
+        .map(move |i| (VPID_MIN as usize + 1 + (start - VPID_MIN as usize - 1 + i) % span) as i32);
+    hashed.chain(scan)
+}

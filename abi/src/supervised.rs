@@ -58,10 +58,11 @@ const ARCH_X86_64: u32 = 0xC000_003E;
 const RET_ALLOW: u32 = 0x7fff_0000;
 const RET_USER_NOTIF: u32 = 0x7fc0_0000;
 /// Classic BPF opcodes: `BPF_LD|BPF_W|BPF_ABS`, `BPF_JMP|BPF_JEQ|BPF_K`, `BPF_JMP|BPF_JGE|BPF_K`,
-/// `BPF_RET|BPF_K`.
+/// `BPF_JMP|BPF_JSET|BPF_K`, `BPF_RET|BPF_K`.
 const LD_ABS: u16 = 0x20;
 const JEQ: u16 = 0x15;
 const JGE: u16 = 0x35;
+const JSET: u16 = 0x45;
 const RET: u16 = 0x06;
 
 /// Timed waits sent to the supervisor when their timeout is positive (`epoll_wait`,
@@ -75,18 +76,38 @@ pub const TIMED_WAITS: [u32; 2] = [232, 281];
 /// set up as the first one was.
 pub const EXEC: u32 = 59;
 
+/// Calls that make or reap a process (`clone` without `CLONE_THREAD`, `fork`, `vfork`,
+/// `clone3`, `wait4`, `waitid`): the pid they return (or take) is a real one, which the
+/// supervisor turns into the virtual one by tracing the call to its exit (`serve/pids.rs`).
+/// Sent only from code below [`IMAGE_IP_LIMIT`]: a static image's text (fixed, or a
+/// static-pie's at the kernel's `ET_DYN` base), never a dynamic descendant's libc, which
+/// carries the filter too and whose forks libseal already seals: a sealed `bash` or `make`
+/// pays nothing for them.
+pub const PROC_CALLS: [u32; 6] = [56, 57, 58, 61, 247, 435];
+/// `clone`, whose flags (its first argument) the filter reads: a thread is not sent.
+const CLONE: u32 = 56;
+/// `CLONE_THREAD`.
+const CLONE_THREAD: u32 = 0x10000;
+/// [`PROC_CALLS`] made from an address whose upper 32 bits are at least this run as they are:
+/// shared libraries, the vDSO and the stack live at `0x7f…` (the kernel's top-down mmap
+/// base), executables (static or PIE) below.
+pub const IMAGE_IP_LIMIT: u32 = 0x7f00;
+
 /// Instructions in [`filter`].
-pub const FILTER_LEN: usize = CALLS.len() + 12;
+pub const FILTER_LEN: usize = CALLS.len() + 22;
 
 /// The filter: another architecture's calls (`int 0x80`) and x32 calls are allowed; a call in
 /// [`CALLS`] is a user notification, and so is a call in [`TIMED_WAITS`] whose timeout (its
-/// fourth argument, an `int`) is positive; everything else is allowed.
+/// fourth argument, an `int`) is positive, and a call in [`PROC_CALLS`] made below
+/// [`IMAGE_IP_LIMIT`] (a `clone` only without `CLONE_THREAD`); everything else is allowed.
 pub const fn filter() -> [SockFilter; FILTER_LEN] {
     const fn op(code: u16, jt: u8, jf: u8, k: u32) -> SockFilter {
         SockFilter { code, jt, jf, k }
     }
     let n = CALLS.len();
-    let (waits, allow, notify) = (n + 5, n + 10, n + 11);
+    let (waits, procs) = (n + 5, n + 10);
+    let (clone, ip) = (procs + 6, procs + 8);
+    let (allow, notify) = (procs + 10, procs + 11);
     // A jump from instruction `at` to `to` (jumps are forward, relative to the next one).
     const fn to(at: usize, to: usize) -> u8 {
         (to - at - 1) as u8
@@ -103,7 +124,7 @@ pub const fn filter() -> [SockFilter; FILTER_LEN] {
     }
     f[n + 4] = op(JEQ, to(n + 4, notify), 0, EXEC);
     f[waits] = op(JEQ, to(waits, waits + 2), 0, TIMED_WAITS[0]);
-    f[waits + 1] = op(JEQ, 0, to(waits + 1, allow), TIMED_WAITS[1]);
+    f[waits + 1] = op(JEQ, 0, to(waits + 1, procs), TIMED_WAITS[1]);
     f[waits + 2] = op(LD_ABS, 0, 0, 16 + 3 * 8); // seccomp_data.args[3], low word
     f[waits + 3] = op(JEQ, to(waits + 3, allow), 0, 0);
     f[waits + 4] = op(
@@ -112,6 +133,18 @@ pub const fn filter() -> [SockFilter; FILTER_LEN] {
         to(waits + 4, notify),
         0x8000_0000,
     );
+    f[procs] = op(JEQ, to(procs, clone), 0, CLONE);
+    let mut i = 1;
+    while i < PROC_CALLS.len() {
+        let last = i + 1 == PROC_CALLS.len();
+        let miss = if last { to(procs + i, allow) } else { 0 };
+        f[procs + i] = op(JEQ, to(procs + i, ip), miss, PROC_CALLS[i]);
+        i += 1;
+    }
+    f[clone] = op(LD_ABS, 0, 0, 16); // seccomp_data.args[0], low word
+    f[clone + 1] = op(JSET, to(clone + 1, allow), 0, CLONE_THREAD);
+    f[ip] = op(LD_ABS, 0, 0, 8 + 4); // seccomp_data.instruction_pointer, high word
+    f[ip + 1] = op(JGE, to(ip + 1, allow), to(ip + 1, notify), IMAGE_IP_LIMIT);
     f[allow] = op(RET, 0, 0, RET_ALLOW);
     f[notify] = op(RET, 0, 0, RET_USER_NOTIF);
     f
@@ -185,6 +218,12 @@ mod tests {
 
     /// Runs the filter on one (arch, nr, fourth argument's low word).
     fn run_with(arch: u32, nr: u32, arg3: u32) -> u32 {
+        run_full(arch, nr, arg3, 0, 0)
+    }
+
+    /// Runs the filter on one (arch, nr, fourth and first arguments' low words, the
+    /// instruction pointer's high word).
+    fn run_full(arch: u32, nr: u32, arg3: u32, arg0: u32, ip_high: u32) -> u32 {
         let f = filter();
         let mut pc = 0;
         let mut acc = 0u32;
@@ -196,11 +235,14 @@ mod tests {
                         4 => arch,
                         0 => nr,
                         40 => arg3,
+                        16 => arg0,
+                        12 => ip_high,
                         _ => panic!("bad load"),
                     }
                 }
                 JEQ => pc += if acc == i.k { i.jt } else { i.jf } as usize,
                 JGE => pc += if acc >= i.k { i.jt } else { i.jf } as usize,
+                JSET => pc += if acc & i.k != 0 { i.jt } else { i.jf } as usize,
                 RET => return i.k,
                 _ => panic!("bad op"),
             }
@@ -211,12 +253,37 @@ mod tests {
     #[test]
     fn the_filter_notifies_exactly_the_listed_calls() {
         for nr in 0..500 {
-            let listed = CALLS.iter().any(|c| c.0 == nr) || nr == EXEC;
+            let listed = CALLS.iter().any(|c| c.0 == nr) || nr == EXEC || PROC_CALLS.contains(&nr);
             let want = if listed { RET_USER_NOTIF } else { RET_ALLOW };
             assert_eq!(run(ARCH_X86_64, nr), want, "{nr}");
             assert_eq!(run(0x4000_0003, nr), RET_ALLOW, "i386 {nr}");
         }
         assert_eq!(run(ARCH_X86_64, 0x4000_0000 | 228), RET_ALLOW);
+    }
+
+    #[test]
+    fn process_calls_notify_only_from_an_image_and_clone_only_for_a_process() {
+        for nr in PROC_CALLS {
+            assert_eq!(run_full(ARCH_X86_64, nr, 0, 0, 0), RET_USER_NOTIF, "{nr}");
+            assert_eq!(
+                run_full(ARCH_X86_64, nr, 0, 0, 0x5555),
+                RET_USER_NOTIF,
+                "pie {nr}"
+            );
+            assert_eq!(
+                run_full(ARCH_X86_64, nr, 0, 0, 0x7f12),
+                RET_ALLOW,
+                "lib {nr}"
+            );
+        }
+        // glibc's fork (SIGCHLD | CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID) and a thread.
+        assert_eq!(
+            run_full(ARCH_X86_64, CLONE, 0, 0x0120_0011, 0),
+            RET_USER_NOTIF
+        );
+        assert_eq!(run_full(ARCH_X86_64, CLONE, 0, 0x003d_0f00, 0), RET_ALLOW);
+        // The other calls do not look at the address.
+        assert_eq!(run_full(ARCH_X86_64, 39, 0, 0, 0x7f12), RET_USER_NOTIF);
     }
 
     #[test]

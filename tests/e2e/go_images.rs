@@ -33,7 +33,7 @@ fn build_world(cgo: bool) -> PathBuf {
 
 /// `fixtures/go/NAME` built with `CGO_ENABLED=cgo` (once per test binary, program and
 /// linkage), its Go caches under the build directory.
-fn build_go(name: &str, cgo: bool) -> PathBuf {
+pub(crate) fn build_go(name: &str, cgo: bool) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<(String, bool, PathBuf)>> =
         std::sync::Mutex::new(Vec::new());
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());

@@ -8,7 +8,7 @@
 
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicPtr, AtomicUsize, Ordering::*};
 
-use seal_abi::{vpid_candidate, RunTable, VPID_LIMIT, VPID_MIN};
+use seal_abi::{RunTable, VPID_LIMIT, VPID_MIN};
 
 use crate::core::{backing::Backing, config, sys};
 
@@ -25,29 +25,13 @@ pub struct Table<'a> {
     pub vpid_of: &'a [AtomicI32],
 }
 
-/// Candidates tried by hash before falling back to a linear scan.
-const HASH_ATTEMPTS: u64 = 64;
-
 impl<'a> Table<'a> {
     /// Claims a free virtual pid for `lineage`: the first free `vpid_candidate(lineage, i)`,
-    /// then (when the space is crowded) the next free number after the first candidate.
-    /// Returns `None` when every virtual pid of the run is taken.
+    /// then (when the space is crowded) the next free number after the first candidate
+    /// ([`seal_abi::vpid_candidates`]). Returns `None` when every virtual pid of the run is
+    /// taken.
     pub fn allocate(&self, lineage: u64) -> Option<i32> {
-        for attempt in 0..HASH_ATTEMPTS {
-            let v = vpid_candidate(lineage, attempt);
-            if self.claim(v) {
-                return Some(v);
-            }
-        }
-        let start = vpid_candidate(lineage, 0) as usize;
-        let span = VPID_LIMIT - VPID_MIN as usize - 1;
-        for i in 0..span {
-            let v = (VPID_MIN as usize + 1 + (start - VPID_MIN as usize - 1 + i) % span) as i32;
-            if self.claim(v) {
-                return Some(v);
-            }
-        }
-        None
+        seal_abi::vpid_candidates(lineage).find(|&v| self.claim(v))
     }
 
     fn claim(&self, v: i32) -> bool {

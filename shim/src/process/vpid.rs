@@ -109,9 +109,10 @@ pub fn on_start() {
         }
     } else {
         // LIBSEAL_VPID names another live process of the run: this image was started by
-        // something that passed its own (stale) environment on, e.g. an unsealed static
-        // binary. Take a fresh identity instead of impersonating it.
-        adopt_identity(me, false);
+        // something that passed its own (stale) environment on, e.g. a static image's fork
+        // child. Keep the virtual pid the static image's supervisor registered for it (the
+        // pid its parent was shown), else take a fresh identity instead of impersonating it.
+        adopt_identity(me, false, t.virt(me));
     }
 }
 
@@ -265,7 +266,7 @@ fn adopt(real: i32) -> i32 {
         become_child(p);
         return p.vpid;
     }
-    adopt_identity(real, true);
+    adopt_identity(real, true, None);
     config::VPID.load(Relaxed)
 }
 
@@ -292,8 +293,10 @@ fn shares_memory_with(other: i32) -> bool {
     r == 0
 }
 
+/// Takes a new identity for process `real`: virtual pid `known` (already registered) when
+/// given, else a fresh one.
 #[cold]
-fn adopt_identity(real: i32, reopen_census: bool) {
+fn adopt_identity(real: i32, reopen_census: bool, known: Option<i32>) {
     let ppid_real = sys::getppid();
     let t = table::get();
     let parent = t
@@ -304,7 +307,9 @@ fn adopt_identity(real: i32, reopen_census: bool) {
         KIND_STRAY_PROCESS,
         config::CHILDREN.load(Relaxed),
     );
-    let vpid = t.and_then(|t| t.allocate(lineage)).unwrap_or(real);
+    let vpid = known
+        .or_else(|| t.and_then(|t| t.allocate(lineage)))
+        .unwrap_or(real);
     set_identity(vpid, parent, lineage, real, ppid_real);
     if let Some(t) = t {
         t.register(vpid, real);

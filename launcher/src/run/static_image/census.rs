@@ -64,6 +64,8 @@ pub struct Slot {
     counts: HashMap<u64, (usize, u64)>,
     /// Modules listed (the image's code, then at most the clock page's reader).
     n_modules: u32,
+    /// The `unsealed` events written, by detail.
+    said: std::collections::HashSet<String>,
 }
 
 impl Slot {
@@ -85,6 +87,7 @@ impl Slot {
             at,
             counts: HashMap::new(),
             n_modules: 1,
+            said: Default::default(),
         };
         let exe = who.exe.as_os_str().as_encoded_bytes();
         let exe = &exe[..exe.len().min(seal_abi::EXE_BYTES)];
@@ -240,6 +243,32 @@ impl Slot {
         *n = n.saturating_sub(1);
         let (i, n) = (*i, *n);
         self.write_pair(i, key, n);
+    }
+
+    /// Records an `unsealed` event of `kind` with `detail` (once per detail).
+    pub fn unsealed(&mut self, kind: u32, detail: &str) {
+        if !self.said.insert(detail.to_owned()) {
+            return;
+        }
+        let n = self.said.len() - 1;
+        if n >= seal_abi::MAX_UNSEALED {
+            return;
+        }
+        let d = &detail.as_bytes()[..detail.len().min(248)];
+        let ev =
+            offset_of!(CensusFile, unsealed) + n * std::mem::size_of::<seal_abi::UnsealedEvent>();
+        let ev = ev as u64;
+        self.put(ev + offset_of!(seal_abi::UnsealedEvent, detail) as u64, d);
+        self.put(
+            ev + offset_of!(seal_abi::UnsealedEvent, len) as u64,
+            &(d.len() as u32).to_le_bytes(),
+        );
+        self.put(
+            ev + offset_of!(seal_abi::UnsealedEvent, kind) as u64,
+            &kind.to_le_bytes(),
+        );
+        let count = (n as u32 + 1).to_le_bytes();
+        self.put(offset_of!(CensusFile, n_unsealed) as u64, &count);
     }
 
     fn put(&self, off: u64, data: &[u8]) {

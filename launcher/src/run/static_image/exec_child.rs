@@ -82,10 +82,15 @@ pub fn seize(tid: i32) -> bool {
 /// the new image up (given its pid), and detaches. False when the exec failed and it went on
 /// (detached then) or ended.
 pub fn follow(tid: i32, at_stop: impl FnOnce(i32)) -> bool {
+    // Only this tracee's stops: other threads may be traced to a call's exit meanwhile
+    // (`trace_call.rs`). An exec from a thread that is not its process's leader is reported
+    // as the leader's, whatever its tid was: any tracee's then.
+    let leader = super::remote::proc_status_field(tid, "Tgid:") == Some(tid);
+    let who = if leader { tid } else { -1 };
     for _ in 0..2000 {
         let mut st = 0;
-        // SAFETY: waitpid on our tracees (an exec from another thread reports the leader).
-        let r = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG | libc::__WALL) };
+        // SAFETY: waitpid on our tracees.
+        let r = unsafe { libc::waitpid(who, &mut st, libc::WNOHANG | libc::__WALL) };
         if r < 0 {
             return false;
         }

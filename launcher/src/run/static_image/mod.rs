@@ -27,11 +27,14 @@ mod go_clock;
 mod go_entropy;
 mod notif;
 mod page;
+mod pid_state;
 mod remote;
 mod root;
+mod run_pids;
 mod serve;
 mod server;
 mod text;
+mod trace_call;
 mod vdso_clock;
 mod vdso_rest;
 mod world;
@@ -81,8 +84,7 @@ pub fn partly_sealed_line(program: &str) -> String {
     };
     format!(
         "partly sealed (static-binary-supervised): {program}: {served} are served by seal's \
-         supervisor{cost}; real: {real}pids of its children and threads, /dev/urandom and /proc \
-         files, file times, rdtsc"
+         supervisor{cost}; real: {real}/dev/urandom and /proc files, file times, rdtsc"
     )
 }
 

@@ -51,23 +51,22 @@ pub fn respond(listener: i32, id: u64, answer: Answer) -> bool {
     unsafe { libc::ioctl(listener, NOTIF_SEND, &mut resp) == 0 }
 }
 
-/// A signal the exec'd process sends naming its own virtual pid `vpid` (a Go runtime's
-/// `tgkill(getpid(), tid, SIGURG)` preemption, `raise`): sent by the supervisor to the real
-/// ids (`pid`). Any other target runs as it is.
-pub fn signal(vpid: i32, pid: i32, nr: i64, a: [u64; 6]) -> Answer {
-    let real = |v: u64| {
-        if v as i32 == vpid {
-            pid as i64
-        } else {
-            v as i32 as i64
-        }
-    };
-    let (x, y) = (a[0] as i32 == vpid, a[1] as i32 == vpid);
+/// A signal a process of the image sends naming virtual pids or tids of the run (a Go
+/// runtime's `tgkill(getpid(), gettid(), SIGURG)` preemption, `raise`, a shell's `kill` of
+/// its child): sent by the supervisor to the real ones (`real` of each, `None` for a number
+/// that is no virtual one). A target that names none runs as it is, and so do process groups
+/// and `-1`.
+pub fn signal(nr: i64, a: [u64; 6], mut real: impl FnMut(i32) -> Option<i32>) -> Answer {
+    let mut real = |v: u64| (v as i32 > 0).then(|| real(v as i32)).flatten();
+    let (x, y) = (real(a[0]), real(a[1]));
+    let or = |r: Option<i32>, v: u64| r.map_or(v as i32 as i64, |r| r as i64);
     // SAFETY: kill, tkill and tgkill with integer arguments.
     let r = unsafe {
         match nr {
-            libc::SYS_tgkill if x || y => libc::syscall(nr, real(a[0]), real(a[1]), a[2]),
-            libc::SYS_kill | libc::SYS_tkill if x => libc::syscall(nr, real(a[0]), a[1]),
+            libc::SYS_tgkill if x.is_some() || y.is_some() => {
+                libc::syscall(nr, or(x, a[0]), or(y, a[1]), a[2])
+            }
+            libc::SYS_kill | libc::SYS_tkill if x.is_some() => libc::syscall(nr, or(x, a[0]), a[1]),
             _ => return Answer::Continue,
         }
     };

@@ -19,12 +19,13 @@ use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{child_signals, drain, proc_status_field, write};
 use super::world::{Stream, World};
 use seal_abi::supervised::entropy::MAGIC;
-use seal_abi::supervised::{msg, CALLS, EXEC, TIMED_WAITS};
+use seal_abi::supervised::{msg, CALLS, EXEC, PROC_CALLS, TIMED_WAITS};
 
 mod answers;
 mod clocks;
 mod counting;
 mod go_image;
+mod pids;
 mod ticking;
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
@@ -36,8 +37,6 @@ struct Proc {
     l: i64,
     mono: i64,
     stream: Stream,
-    /// Is it the exec'd process itself (whose virtual identity the environment gives)?
-    first: bool,
     /// Its parent process (0: not one of the image's).
     parent: i32,
     /// Its clock page (a static C image's first process), where `l` and `mono` are then kept.
@@ -76,6 +75,8 @@ struct Supervisor {
     own: Vec<(u64, u64)>,
     /// The first image's in-image entropy (`go_entropy.rs`).
     entropy: Option<super::go_entropy::Entropy>,
+    /// Virtual pids and tids of its processes and threads (`serve/pids.rs`).
+    pids: super::pid_state::Pids,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -120,6 +121,7 @@ pub fn run(
         pages: HashMap::new(),
         own: Vec::new(),
         entropy: None,
+        pids: super::pid_state::Pids::default(),
     };
     if let Some(p) = page {
         sv.pages.insert(pid, p);
@@ -134,6 +136,8 @@ pub fn run(
     // The tracee's stops arrive as SIGCHLD, read from a signalfd: the exec stop is seen as
     // soon as it happens (polling waitpid every 10 ms cost 5 ms of every static start-up).
     let stops = if traced { child_signals() } else { -1 };
+    // Calls traced to their exit report their stops there too.
+    sv.pids.can_trace = stops >= 0;
     loop {
         let mut fds = vec![
             libc::pollfd {
@@ -147,7 +151,11 @@ pub fn run(
                 revents: 0,
             },
             libc::pollfd {
-                fd: if attached { stops } else { -1 },
+                fd: if attached || sv.pids.tracing() {
+                    stops
+                } else {
+                    -1
+                },
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -182,6 +190,9 @@ pub fn run(
         }
         if attached {
             attached = sv.tracee_event();
+        }
+        if sv.pids.tracing() {
+            sv.trace_events();
         }
         if fds[1].revents != 0 {
             let mut m = [0u8; 5];
@@ -395,6 +406,9 @@ impl Supervisor {
     }
 
     fn answer(&mut self, n: &Notif) -> Answer {
+        if let Some(a) = self.traced_call(n) {
+            return a;
+        }
         let tgid = self.tgid(n.pid as i32);
         let first_image = !self.images.contains_key(&tgid);
         let own = first_image && self.own.iter().any(|&(a, b)| (a..b).contains(&n.ip));
@@ -408,6 +422,10 @@ impl Supervisor {
             // Only an image's own exec of a static binary is followed (a dynamic process's
             // goes through libseal's hook).
             let tid = n.pid as i32;
+            if in_image {
+                // Its virtual pid is in the run table before the new image looks for it.
+                self.ident(tgid);
+            }
             if in_image
                 && super::exec_child::static_target(tid, n.args[0])
                 && super::exec_child::seize(tid)
@@ -415,6 +433,12 @@ impl Supervisor {
                 self.exec = Some(tid);
             }
             return Answer::Continue;
+        }
+        if PROC_CALLS.contains(&(n.nr as u32)) {
+            return match in_image && self.world.sealed(flags::PID) {
+                true => self.proc_call(n, tgid),
+                false => Answer::Continue,
+            };
         }
         let family = if TIMED_WAITS.contains(&(n.nr as u32)) {
             flags::TIME
@@ -469,12 +493,10 @@ impl Supervisor {
             // The run's own UTS namespace (root) or the kernel (anyone else) keeps the
             // machine's names; the image's `uname` stays the sealed one either way.
             libc::SYS_sethostname | libc::SYS_setdomainname => Answer::Continue,
-            libc::SYS_getpid if self.first(tgid) => Answer::Value(self.world.vpid as i64),
-            libc::SYS_getppid if self.first(tgid) => Answer::Value(self.world.ppid as i64),
-            libc::SYS_gettid if tid == self.pid => Answer::Value(self.world.vpid as i64),
-            libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill if self.first(tgid) => {
-                super::notif::signal(self.world.vpid, self.pid, n.nr as i64, a)
+            libc::SYS_getpid | libc::SYS_getppid | libc::SYS_gettid => {
+                self.pid_answer(n.nr as i64, tid, tgid)
             }
+            libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill => self.signal(n.nr as i64, a),
             libc::SYS_getrandom if own && a[4] == MAGIC => self.positioned(tid, n),
             libc::SYS_getrandom => self.getrandom(tid, tgid, a[0], a[1] as usize, a[2] as u32),
             libc::SYS_uname => self.uname(tid, a[0]),
@@ -483,10 +505,6 @@ impl Supervisor {
             }
             _ => Answer::Continue,
         }
-    }
-
-    fn first(&self, tgid: i32) -> bool {
-        self.procs.get(&tgid).is_some_and(|p| p.first)
     }
 
     /// The thread group of thread `tid` (from `/proc`, once per thread).
@@ -526,7 +544,6 @@ impl Supervisor {
                 l,
                 mono: 0,
                 stream: Stream::new(self.world.seed, id),
-                first,
                 parent,
                 page: None,
             },

@@ -19,12 +19,13 @@ impl Supervisor {
 
     /// Process `tgid`'s census slot, taken at its first use (`None`: not counted).
     pub(super) fn slot(&mut self, tgid: i32) -> Option<&mut census::Slot> {
+        let new = !self.census.as_ref()?.contains_key(&tgid);
+        let id = new.then(|| self.ident(tgid));
         let (Some(slots), Some(run_dir)) = (self.census.as_mut(), self.world.run_dir.as_ref())
         else {
             return None;
         };
         let first = tgid == self.pid;
-        let parent = self.procs.get(&tgid).map_or(0, |p| p.parent);
         // A process of the first image whose vDSO reads a clock page (a fork of it too, whose
         // entries make their system call from there): the page's code is a module of its own.
         let page_code = (!self.images.contains_key(&tgid))
@@ -33,12 +34,8 @@ impl Supervisor {
         let slot = slots.entry(tgid).or_insert_with(|| {
             let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).unwrap_or_default();
             let who = census::Identity {
-                vpid: if first { self.world.vpid } else { tgid },
-                parent_vpid: match (first, parent == self.pid) {
-                    (true, _) => self.world.ppid,
-                    (false, true) => self.world.vpid,
-                    (false, false) => parent,
-                },
+                vpid: id.map_or(tgid, |i| i.vpid),
+                parent_vpid: id.map_or(0, |i| i.ppid),
                 gen: if first { self.world.gen } else { 0 },
                 pid: tgid,
                 exe: &exe,

@@ -1,0 +1,56 @@
+//! The supervisor's state of the virtual pids and tids of a static image's processes and
+//! threads ([`super::serve`]'s `pids.rs` uses it): each process's identity, the calls traced
+//! to their exit, the threads' virtual tids.
+
+use std::collections::HashMap;
+
+use super::run_pids::RunPids;
+use super::trace_call::Traced;
+
+/// A process's identity as its image is shown it.
+#[derive(Clone, Copy)]
+pub(super) struct Ident {
+    pub(super) vpid: i32,
+    pub(super) ppid: i32,
+    /// Its real parent when the identity was set (another one now: it was reparented).
+    pub(super) real_parent: i32,
+    pub(super) lineage: u64,
+    /// Children it has forked, threads that asked for their tid.
+    pub(super) children: u64,
+    pub(super) threads: u64,
+}
+
+/// A call traced to its exit ([`super::trace_call`]).
+pub(super) struct Call {
+    pub(super) traced: Traced,
+    pub(super) tgid: i32,
+    /// A fork's child: its virtual pid, its lineage, its real pid once known.
+    pub(super) child: Option<(i32, u64, Option<i32>)>,
+    /// The real pid a `wait4`/`waitid` is to be given at its entry, for the virtual one.
+    pub(super) target: Option<i32>,
+    /// `waitid`'s `siginfo_t` (0: none).
+    pub(super) infop: u64,
+    /// A fork whose child runs a copy of its parent (not a vfork, which execs at once).
+    pub(super) copy: bool,
+}
+
+/// The supervisor's pid state.
+#[derive(Default)]
+pub(super) struct Pids {
+    pub(super) table: Option<RunPids>,
+    pub(super) opened: bool,
+    pub(super) idents: HashMap<i32, Ident>,
+    /// Real tid → virtual tid, for threads other than a process's main one.
+    pub(super) vtids: HashMap<i32, i32>,
+    /// Calls traced to their exit, by thread.
+    pub(super) calls: HashMap<i32, Call>,
+    /// May calls be traced (a traced image: the supervisor's `SIGCHLD` signalfd is there)?
+    pub(super) can_trace: bool,
+}
+
+impl Pids {
+    /// Are calls being traced (their stops to be looked for)?
+    pub(super) fn tracing(&self) -> bool {
+        !self.calls.is_empty()
+    }
+}

@@ -1,0 +1,160 @@
+//! The run table's pid map, as the supervisor uses it: the virtual pids of a static image's
+//! children and threads come from the same run-wide allocator as libseal's
+//! ([`seal_abi::vpid_candidates`], one compare-and-swap per candidate on `real_of`), and are
+//! registered both ways (`real_of`, `vpid_of`), so that a dynamic process of the run that
+//! `kill`s or `waitpid`s the pid it was shown reaches the real process, and an image the
+//! child execs (libseal's `on_start`) keeps the number.
+//!
+//! Mapped at the first child or thread that needs a number (most images have none). Each page
+//! is backed with `MADV_POPULATE_WRITE` before it is touched: the file is sparse, and a full
+//! file system is then a `None` (the pid stays real), never a `SIGBUS` in the supervisor.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering::*};
+
+use seal_abi::{RunTable, VPID_LIMIT, VPID_MIN};
+
+use super::page::PAGE;
+
+/// The run table, mapped shared.
+pub struct RunPids {
+    base: *mut u8,
+    len: usize,
+    pid_max: usize,
+    /// Pages backed so far.
+    backed: HashSet<usize>,
+}
+
+impl RunPids {
+    /// Maps the run table of the run in `run_dir`; `None` without one.
+    pub fn open(run_dir: &Path) -> Option<RunPids> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(run_dir.join(seal_abi::RUN_TABLE_NAME))
+            .ok()?;
+        let mut head = [0u8; 16];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut head, 8).ok()?;
+        let pid_max = u32::from_le_bytes(head[4..8].try_into().ok()?) as usize;
+        let len = RunTable::file_size(pid_max);
+        let base = super::page::map_shared_len(&file, len, true)?.cast::<u8>();
+        Some(RunPids {
+            base,
+            len,
+            pid_max,
+            backed: HashSet::new(),
+        })
+    }
+
+    /// Backs the page of the `size` bytes at `off` (false: no room, or outside the table).
+    fn back(&mut self, off: usize, size: usize) -> bool {
+        if off + size > self.len {
+            return false;
+        }
+        let page = off / PAGE;
+        if self.backed.contains(&page) {
+            return true;
+        }
+        // SAFETY: one page of our own shared mapping, populated for writing.
+        let ok = unsafe {
+            libc::madvise(
+                self.base.add(page * PAGE).cast(),
+                PAGE,
+                libc::MADV_POPULATE_WRITE,
+            )
+        } == 0;
+        if ok {
+            self.backed.insert(page);
+        }
+        ok
+    }
+
+    /// The atomic at byte offset `off`, backed first.
+    fn at<T>(&mut self, off: usize) -> Option<&T> {
+        // SAFETY: `off` is inside the mapping (checked by `back`), aligned as the layout's
+        // arrays are, and the mapping lives as long as `self`.
+        self.back(off, std::mem::size_of::<T>())
+            .then(|| unsafe { &*(self.base.add(off) as *const T) })
+    }
+
+    fn real_of(&mut self, v: i32) -> Option<&AtomicI32> {
+        if v < VPID_MIN - 1 || v as usize >= VPID_LIMIT {
+            return None;
+        }
+        self.at(std::mem::offset_of!(RunTable, real_of) + v as usize * 4)
+    }
+
+    fn vpid_of(&mut self, real: i32) -> Option<&AtomicI32> {
+        if real <= 0 || real as usize >= self.pid_max {
+            return None;
+        }
+        self.at(RunTable::REAL_MAP_OFFSET + real as usize * 4)
+    }
+
+    /// Claims the first free virtual pid of `lineage`'s candidates (as libseal's allocator
+    /// does), reserved until [`RunPids::register`]; `None` when none is left or the table has
+    /// no room.
+    pub fn allocate(&mut self, lineage: u64) -> Option<i32> {
+        seal_abi::vpid_candidates(lineage).find(|&v| {
+            let clock = std::mem::offset_of!(RunTable, wait_clock) + v as usize * 8;
+            let claimed = self
+                .real_of(v)
+                .is_some_and(|s| s.compare_exchange(0, -1, AcqRel, Relaxed).is_ok());
+            if claimed {
+                // A number's last holder's wait clock is not this process's.
+                if let Some(c) = self.at::<AtomicI64>(clock) {
+                    c.store(0, Release);
+                }
+            }
+            claimed
+        })
+    }
+
+    /// Gives back a number whose process was never created.
+    pub fn release(&mut self, v: i32) {
+        if let Some(s) = self.real_of(v) {
+            let _ = s.compare_exchange(-1, 0, AcqRel, Relaxed);
+        }
+    }
+
+    /// Records that virtual pid (or tid) `v` is real pid `real`.
+    pub fn register(&mut self, v: i32, real: i32) {
+        if let Some(s) = self.real_of(v) {
+            s.store(real, Release);
+        }
+        if let Some(s) = self.vpid_of(real) {
+            s.store(v, Release);
+        }
+    }
+
+    /// Records the wait status of reaped virtual pid `v` (the census's exit line).
+    pub fn set_status(&mut self, v: i32, status: i32) {
+        if v < VPID_MIN - 1 || v as usize >= VPID_LIMIT {
+            return;
+        }
+        let off = std::mem::offset_of!(RunTable, status_of) + v as usize * 4;
+        if let Some(s) = self.at::<AtomicI32>(off) {
+            s.store(status.wrapping_add(1), Release);
+        }
+    }
+
+    /// The real pid of virtual pid `v`, if it is a live entry of the run.
+    pub fn real(&mut self, v: i32) -> Option<i32> {
+        let r = self.real_of(v)?.load(Acquire);
+        (r > 0).then_some(r)
+    }
+
+    /// The virtual pid of real pid `real`, if a process of the run registered it.
+    pub fn virt(&mut self, real: i32) -> Option<i32> {
+        let v = self.vpid_of(real)?.load(Acquire);
+        (v > 0 && self.real(v) == Some(real)).then_some(v)
+    }
+}
+
+impl Drop for RunPids {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, unused past here.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
