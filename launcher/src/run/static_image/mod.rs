@@ -28,6 +28,7 @@ mod page;
 mod remote;
 mod serve;
 mod server;
+mod stop;
 mod text;
 mod vdso_clock;
 mod vdso_rest;

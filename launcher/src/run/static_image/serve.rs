@@ -222,16 +222,19 @@ impl Supervisor {
             return false;
         }
         if st >> 8 == (libc::SIGTRAP | (libc::PTRACE_EVENT_EXEC << 8)) {
-            self.go = super::auxv::is_go(self.pid);
+            let stop = super::stop::Stop::read(self.pid);
+            self.go = stop.go;
             let seal = self.world.seal_clocks();
-            self.text = super::auxv::text_ranges(self.pid);
-            self.bias = super::auxv::load_bias(self.pid, &self.text);
+            self.text = stop.text.clone();
+            self.bias = stop.bias;
             // A Go runtime keeps its vDSO, whose clock reads the image's clock page; anything
             // else (or a Go image whose page could not be set up) loses it.
-            let fast = seal && self.go && self.fast_clock();
+            let fast = seal && self.go && self.fast_clock(&stop);
             // A static C image keeps it too, its clock entries reading its ticking page.
-            let fast = fast || (seal && !self.go && self.ticking_clock());
-            super::auxv::fix(self.pid, self.world.at_random(), seal && !fast);
+            let fast = fast || (seal && !self.go && self.ticking_clock(&stop));
+            if let Some(aux) = &stop.aux {
+                aux.fix(self.pid, self.world.at_random(), seal && !fast);
+            }
             if self.go && self.world.sealed(flags::RANDOM) {
                 let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x0074_7363);
                 super::vdso_clock::seal_cputicks(self.pid, self.bias, ticks >> 1);

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use seal_abi::supervised::clock_page::{self as cp, Kind, MAX_LEN};
 
-use super::remote::read;
+use super::stop::Stop;
 pub(super) use super::text::poke;
 
 /// The supervisor's mapping of one image's clock page.
@@ -94,16 +94,16 @@ fn code(page: u64, tick: u32, kind: Kind) -> (Vec<u8>, cp::Entries) {
     (c[..e.len].to_vec(), e)
 }
 
-/// Reads `pid`'s vDSO (at `base`), page by page.
-pub(super) fn vdso_bytes(pid: i32, base: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    for i in 0..8u64 {
-        let mut page = [0u8; 4096];
-        if !read(pid, base + i * 4096, &mut page) {
-            break;
-        }
-        out.extend_from_slice(&page);
-    }
+/// Reads `pid`'s vDSO image (at `base`; `map`: its mapping, which bounds the read), in one
+/// read.
+pub(super) fn vdso_bytes(pid: i32, base: u64, map: Option<(u64, u64)>) -> Vec<u8> {
+    let len = match map {
+        Some((lo, hi)) if (lo..hi).contains(&base) => (hi - base) as usize,
+        _ => 8 * 4096,
+    };
+    let mut out = vec![0u8; len.min(64 * 4096)];
+    let n = super::batch::read_some(pid, base, &mut out);
+    out.truncate(n);
     out
 }
 
@@ -159,24 +159,24 @@ pub(super) fn inject(
     None
 }
 
-/// [`install`] for Go image `pid`, stopped at its exec, with the run's settings (`mono_base`:
-/// what `CLOCK_MONOTONIC` reads at `C = 0`).
+/// [`install`] for Go image `pid`, stopped at its exec (`stop`), with the run's settings
+/// (`mono_base`: what `CLOCK_MONOTONIC` reads at `C = 0`).
 /// `counters`: the offsets in the run table of the census counters of its `CLOCK_REALTIME` and
 /// `CLOCK_MONOTONIC` page reads (`None`: counted in the page, and written to the census by the
 /// supervisor).
 pub fn set_up(
     pid: i32,
+    stop: &Stop,
     world: &super::world::World,
     mono_base: i64,
     counters: Option<[u64; 2]>,
 ) -> Option<Page> {
-    let base = super::auxv::vdso_base(pid)?;
     let dir = world.run_dir.as_ref()?;
     let first = first_values(world, mono_base);
     install(
         pid,
+        stop,
         dir,
-        base,
         first,
         world.tick_ns.clamp(0, i32::MAX as i64),
         counters.as_ref().map(|c| &c[..]),
@@ -185,26 +185,30 @@ pub fn set_up(
     .map(|(page, _)| page)
 }
 
-/// Sets the fast clock up in image `pid`, stopped at its exec, whose vDSO is at `vdso`:
-/// `[realtime, monotonic]` are the page's first values, `tick` a tick, `counters` where in the
+/// Sets the fast clock up in image `pid`, stopped at its exec (`stop`: its vDSO, registers,
+/// mappings): `[realtime, monotonic]` are the page's first values, `tick` a tick, `counters` where in the
 /// run table its reads are counted (mapped into the image too): `clock_gettime`'s of
 /// `CLOCK_REALTIME` and `CLOCK_MONOTONIC`, then ([`Kind::Ticking`]) `gettimeofday`'s and
 /// `time`'s. A [`Kind::Ticking`] image also gets a private page (`MADV_WIPEONFORK`) whose first
 /// word holds the page's address, and its `__vdso_gettimeofday` and `__vdso_time` jump to
-/// code of their own. The page, and ([`Kind::Ticking`]) that word's address in the image.
+/// code of their own. The vDSO's other entries are sealed too (`vdso_rest.rs`), in the same
+/// write as the clock code: one write through `/proc/PID/mem` for every change to the vDSO,
+/// after the mappings are made (nothing in it to put back when they fail). The page, and ([`Kind::Ticking`]) that word's address in the image.
 /// `None` (nothing changed in the image, or only what the next exec throws away) when any
 /// step fails: the caller then removes the vDSO, and reads go by system call.
 pub fn install(
     pid: i32,
+    stop: &Stop,
     run_dir: &std::path::Path,
-    vdso: u64,
     first: [i64; 2],
     tick: i64,
     counters: Option<&[u64]>,
     kind: Kind,
 ) -> Option<(Page, u64)> {
-    let elf = vdso_bytes(pid, vdso);
+    let (vdso, saved) = (stop.vdso_base()?, stop.regs?);
+    let elf = vdso_bytes(pid, vdso, stop.vdso);
     let (func, size) = entry_in(&elf, vdso, "__vdso_clock_gettime")?;
+    let rest = super::vdso_rest::edits(&elf, vdso)?;
     let ticking = kind == Kind::Ticking;
     // The entries that jump to code of their own after `__vdso_clock_gettime`'s.
     let others: Vec<(u64, bool)> = if ticking {
@@ -230,7 +234,6 @@ pub fn install(
     let done = (|| {
         file.set_len(4096).ok()?;
         let page = Page::map(&file, first, Some(func))?;
-        let saved = super::remote::regs(pid)?;
         // The path, on the new stack well below the stack pointer (inside the stack's mapping,
         // which exec sets up with room to grow).
         let at = (saved.rsp - 8192) & !15;
@@ -242,7 +245,7 @@ pub fn install(
             }
         }
         let result = if ticking {
-            ticking_maps(pid, &saved, at, table_at, counters?)
+            ticking_maps(pid, &saved, [at, table_at], counters?, stop.free_page()?)
         } else {
             // The code is written first: its `syscall` instruction is where calls are injected.
             if (size as usize) < placeholder.len() || !poke(pid, func, &placeholder) {
@@ -312,10 +315,15 @@ pub fn install(
             return None;
         }
         let (real, _) = code(if ticking { pointer } else { addr }, tick as u32, kind);
-        // One write through /proc/PID/mem (a ticking image's code is ~280 bytes: 35 pokes).
-        if !super::batch::write_text(pid, func, &real) {
-            return None;
-        }
+        // Every change to the vDSO in one write (a ticking image's code is ~280 bytes: 35
+        // pokes; the other entries' were a few more).
+        let mut image = elf.clone();
+        let mut put = |at: u64, code: &[u8]| {
+            let off = (at - vdso) as usize;
+            image.get_mut(off..off + code.len())?.copy_from_slice(code);
+            Some(())
+        };
+        put(func, &real)?;
         for &(entry, gtod) in &others {
             let to = func
                 + if gtod {
@@ -326,24 +334,30 @@ pub fn install(
             let rel = (to as i64 - (entry as i64 + 5)) as i32;
             let mut jmp = vec![0xe9]; // jmp rel32
             jmp.extend(rel.to_le_bytes());
-            if !poke(pid, entry, &jmp) {
-                return None;
-            }
+            put(entry, &jmp)?;
+        }
+        for (at, code) in &rest {
+            put(*at, code)?;
+        }
+        let (lo, hi) = changed(&elf, &image)?;
+        if !super::batch::write_text(pid, vdso + lo as u64, &image[lo..hi]) {
+            return None;
         }
         Some((page, pointer))
     })();
     let _ = std::fs::remove_file(&path);
     if done.is_none() {
         // The kernel's code back (the caller also removes the vDSO from the auxiliary vector,
-        // so the runtime never calls it).
-        for (at, len) in [(func, entries.len)]
-            .into_iter()
-            .chain(others.iter().map(|&(a, _)| (a, 5)))
-        {
-            let off = (at - vdso) as usize;
-            if let Some(orig) = elf.get(off..off + len) {
-                poke(pid, at, orig);
-            }
+        // so the runtime never calls it): a Go image's placeholder, or a write that failed
+        // part-way.
+        let spans = (others.iter().map(|o| (o.0, 5)))
+            .chain(rest.iter().map(|r| (r.0, r.1.len())))
+            .chain([(func, entries.len)]);
+        let (lo, hi) = spans.fold((u64::MAX, 0), |(lo, hi), (at, len)| {
+            (lo.min(at), hi.max(at + len as u64))
+        });
+        if let Some(orig) = elf.get((lo - vdso) as usize..(hi - vdso) as usize) {
+            super::batch::write_text(pid, lo, orig);
         }
     }
     done
@@ -359,16 +373,15 @@ pub fn install(
 fn ticking_maps(
     pid: i32,
     saved: &libc::user_regs_struct,
-    path: u64,
-    table: u64,
+    [path, table]: [u64; 2],
     counters: &[u64],
+    word: u64,
 ) -> Option<(i64, Option<Vec<u64>>, u64)> {
     use super::batch::{Arg::Fd, Arg::Imm, Batch};
     let off = counters[0] & !4095;
     if counters.iter().any(|&o| o & !4095 != off) {
         return None;
     }
-    let word = free_page(pid)?;
     let (rw, shared) = (
         (libc::PROT_READ | libc::PROT_WRITE) as u64,
         libc::MAP_SHARED as u64,
@@ -415,25 +428,16 @@ fn ticking_maps(
     Some((page, Some(census.collect()), word))
 }
 
-/// A page-aligned address at which stopped image `pid` has nothing mapped: 4 GiB up (above a
-/// non-PIE image's heap, below where the kernel places a PIE image and its mappings), or the
-/// next free one of a few further up.
-fn free_page(pid: i32) -> Option<u64> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    let ranges: Vec<(u64, u64)> = maps
-        .lines()
-        .filter_map(|l| {
-            let (a, rest) = l.split_once('-')?;
-            let b = rest.split_whitespace().next()?;
-            Some((
-                u64::from_str_radix(a, 16).ok()?,
-                u64::from_str_radix(b, 16).ok()?,
-            ))
-        })
-        .collect();
-    (0..16u64)
-        .map(|k| (1 << 32) + k * (1 << 28))
-        .find(|&at| ranges.iter().all(|&(a, b)| b <= at || a >= at + 4096))
+/// The bytes in which `new` differs from `old` (of the same length): `None` when none do.
+fn changed(old: &[u8], new: &[u8]) -> Option<(usize, usize)> {
+    let lo = old.iter().zip(new).position(|(a, b)| a != b)?;
+    let hi = old.len()
+        - old
+            .iter()
+            .rev()
+            .zip(new.iter().rev())
+            .position(|(a, b)| a != b)?;
+    Some((lo, hi))
 }
 
 /// Makes `runtime.cputicks` of Go image `pid` (stopped at its exec; its program mapped at

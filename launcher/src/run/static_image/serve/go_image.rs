@@ -4,38 +4,38 @@
 
 use seal_abi::Fid;
 
+use super::super::stop::Stop;
 use super::{Answer, Notif};
 use super::{Supervisor, MONO_BASE_NS};
 
 impl Supervisor {
-    /// Sets up the clock page of the Go image just exec'd (stopped): whether it is in place.
-    /// Its other vDSO entries take the sealed path or make their system call
+    /// Sets up the clock page of the Go image just exec'd (stopped at `stop`): whether it is
+    /// in place. Its other vDSO entries take the sealed path or make their system call
     /// (`vdso_rest.rs`); when they cannot, it loses its vDSO too.
-    pub(super) fn fast_clock(&mut self) -> bool {
+    pub(super) fn fast_clock(&mut self, stop: &Stop) -> bool {
         let pid = self.pid;
-        let Some(vdso) = super::super::auxv::vdso_base(pid) else {
+        let Some(vdso) = stop.vdso_base() else {
             return false;
         };
         // Its reads are counted in its census slot, which the image maps (its first page),
         // from the vDSO's first byte, named after the page in the census.
-        let counters = self.slot(pid).and_then(|slot| {
+        let counters = self.slot_deferred(pid).and_then(|slot| {
             use seal_abi::supervised::clock_page::MODULE_NAME;
             slot.add_module(MODULE_NAME, vdso, vdso + 4096);
             let fid = Fid::ClockGettime;
-            Some([
-                slot.reserve(fid, 0, vdso + 1)?,
-                slot.reserve(fid, 1, vdso + 1)?,
-            ])
+            let c = [
+                slot.reserve(fid, 0, vdso + 1),
+                slot.reserve(fid, 1, vdso + 1),
+            ];
+            slot.commit();
+            Some([c[0]?, c[1]?])
         });
-        let Some(page) = super::super::vdso_clock::set_up(pid, &self.world, MONO_BASE_NS, counters)
+        let world = &self.world;
+        let Some(page) = super::super::vdso_clock::set_up(pid, stop, world, MONO_BASE_NS, counters)
         else {
             return false;
         };
-        let elf = super::super::vdso_clock::vdso_bytes(pid, vdso);
-        if !super::super::vdso_rest::seal(pid, &elf, vdso) {
-            return false;
-        }
-        self.own.extend(super::super::vdso_rest::range(pid));
+        self.own.extend(stop.vdso);
         self.pages.insert(pid, page);
         true
     }

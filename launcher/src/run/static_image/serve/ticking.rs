@@ -14,6 +14,7 @@
 use seal_abi::supervised::clock_page::{self as cp, Kind};
 
 use super::super::clock_state::Ticking;
+use super::super::stop::Stop;
 use super::{Proc, Supervisor, MONO_BASE_NS};
 
 impl Proc {
@@ -91,42 +92,41 @@ impl Proc {
 }
 
 impl Supervisor {
-    /// Sets up the clock page of the static C image just exec'd (stopped): whether it is in
-    /// place. Its reads are counted in its census slot, which the image maps.
-    pub(super) fn ticking_clock(&mut self) -> bool {
+    /// Sets up the clock page of the static C image just exec'd (stopped at `stop`): whether
+    /// it is in place. Its reads are counted in its census slot, which the image maps.
+    pub(super) fn ticking_clock(&mut self, stop: &Stop) -> bool {
         let pid = self.pid;
-        let Some(vdso) = super::super::auxv::vdso_base(pid) else {
+        let (Some(vdso), Some(dir)) = (stop.vdso_base(), self.world.run_dir.clone()) else {
             return false;
         };
-        let Some(dir) = self.world.run_dir.clone() else {
-            return false;
-        };
-        let counters = self.slot(pid).and_then(|slot| {
+        // The slot's header, its module of the page's code and the counters are written at
+        // once (`Slot::commit`).
+        let counters = self.slot_deferred(pid).and_then(|slot| {
             // Counted from the vDSO's first byte, named after the page in the census.
             slot.add_module(cp::MODULE_NAME, vdso, vdso + 4096);
             use seal_abi::Fid;
             let at = vdso + 1;
-            Some([
-                slot.reserve(Fid::ClockGettime, 0, at)?,
-                slot.reserve(Fid::ClockGettime, 1, at)?,
-                slot.reserve(Fid::Gettimeofday, 0, at)?,
-                slot.reserve(Fid::TimeFn, 0, at)?,
-            ])
+            let c = [
+                slot.reserve(Fid::ClockGettime, 0, at),
+                slot.reserve(Fid::ClockGettime, 1, at),
+                slot.reserve(Fid::Gettimeofday, 0, at),
+                slot.reserve(Fid::TimeFn, 0, at),
+            ];
+            slot.commit();
+            Some([c[0]?, c[1]?, c[2]?, c[3]?])
         });
-        // The vDSO's other entries give no real values (`vdso_rest.rs`; `gettimeofday` and
-        // `time` are then pointed at the page's code).
-        let elf = super::super::vdso_clock::vdso_bytes(pid, vdso);
-        let (Some(counters), true) = (counters, super::super::vdso_rest::seal(pid, &elf, vdso))
-        else {
+        let Some(counters) = counters else {
             return false;
         };
         let w = &self.world;
         let first = [w.epoch_ns + w.clock, MONO_BASE_NS + w.clock];
         let tick = w.tick_ns.clamp(0, i32::MAX as i64);
+        // The vDSO's other entries give no real values (`vdso_rest.rs`; `gettimeofday` and
+        // `time` are pointed at the page's code).
         let Some((page, pointer)) = super::super::vdso_clock::install(
             pid,
+            stop,
             &dir,
-            vdso,
             first,
             tick,
             Some(&counters),
@@ -142,7 +142,7 @@ impl Supervisor {
             epoch,
             mono_base: MONO_BASE_NS,
         });
-        self.own.extend(super::super::vdso_rest::range(pid));
+        self.own.extend(stop.vdso);
         true
     }
 
