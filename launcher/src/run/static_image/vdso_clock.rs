@@ -323,6 +323,11 @@ pub fn install(
             image.get_mut(off..off + code.len())?.copy_from_slice(code);
             Some(())
         };
+        // The other entries first: `__vdso_gettimeofday` and `__vdso_time` then jump to the
+        // page's code.
+        for (at, code) in &rest {
+            put(*at, code)?;
+        }
         put(func, &real)?;
         for &(entry, gtod) in &others {
             let to = func
@@ -335,9 +340,6 @@ pub fn install(
             let mut jmp = vec![0xe9]; // jmp rel32
             jmp.extend(rel.to_le_bytes());
             put(entry, &jmp)?;
-        }
-        for (at, code) in &rest {
-            put(*at, code)?;
         }
         let (lo, hi) = changed(&elf, &image)?;
         if !super::batch::write_text(pid, vdso + lo as u64, &image[lo..hi]) {
