@@ -76,6 +76,8 @@ struct Supervisor {
     own: Vec<(u64, u64)>,
     /// The first image's in-image entropy (`go_entropy.rs`).
     entropy: Option<super::go_entropy::Entropy>,
+    /// The first image's clock page, made while it execs (removed after the detach).
+    prepared: Option<super::vdso_clock::Prepared>,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -120,6 +122,7 @@ pub fn run(
         pages: HashMap::new(),
         own: Vec::new(),
         entropy: None,
+        prepared: None,
     };
     if let Some(p) = page {
         sv.pages.insert(pid, p);
@@ -130,6 +133,9 @@ pub fn run(
         sv.entropy = Some(e);
     }
     let mut attached = traced;
+    if traced && sv.world.seal_clocks() {
+        sv.prepared = super::vdso_clock::Prepared::new(pid, &sv.world, MONO_BASE_NS);
+    }
     let mut sock_open = true;
     // The tracee's stops arrive as SIGCHLD, read from a signalfd: the exec stop is seen as
     // soon as it happens (polling waitpid every 10 ms cost 5 ms of every static start-up).
@@ -182,6 +188,9 @@ pub fn run(
         }
         if attached {
             attached = sv.tracee_event();
+        }
+        if !attached {
+            sv.prepared = None;
         }
         if fds[1].revents != 0 {
             let mut m = [0u8; 5];

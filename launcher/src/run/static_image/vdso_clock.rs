@@ -13,6 +13,7 @@ use seal_abi::supervised::clock_page::{self as cp, Kind, MAX_LEN};
 
 use super::stop::Stop;
 pub(super) use super::text::poke;
+use super::vdso_rest::Sym;
 
 /// The supervisor's mapping of one image's clock page.
 pub struct Page {
@@ -68,6 +69,61 @@ fn first_values(world: &super::world::World, mono_base: i64) -> [i64; 2] {
     [world.epoch_ns + world.clock, mono_base + world.clock]
 }
 
+/// A clock page made while the image execs, before its exec stop (the supervisor waits then,
+/// with nothing else to do): its file in the run directory (`go-clock-PID`), mapped here with
+/// its first values. The file is removed when this is dropped, after the detach: the image
+/// has mapped it by then, or never will.
+pub struct Prepared {
+    path: std::path::PathBuf,
+    /// The run table, whose census page the image maps too.
+    table: std::path::PathBuf,
+    words: *const AtomicU64,
+    taken: std::cell::Cell<bool>,
+}
+
+impl Prepared {
+    /// The page of image `pid` (about to exec), starting at the world's clock.
+    pub fn new(pid: i32, world: &super::world::World, mono_base: i64) -> Option<Prepared> {
+        let dir = world.run_dir.as_ref()?;
+        let path = dir.join(format!("go-clock-{pid}"));
+        let file = super::page::create_shared_file(&path)?;
+        let first = first_values(world, mono_base);
+        let page = file
+            .set_len(4096)
+            .ok()
+            .and_then(|()| Page::map(&file, first, None));
+        let Some(page) = page else {
+            let _ = std::fs::remove_file(&path);
+            return None;
+        };
+        Some(Prepared {
+            path,
+            table: dir.join(seal_abi::RUN_TABLE_NAME),
+            words: page.words,
+            taken: std::cell::Cell::new(false),
+        })
+    }
+
+    /// The page, for the image's clock code at `site`.
+    fn take(&self, site: Option<u64>) -> Page {
+        self.taken.set(true);
+        Page {
+            words: self.words,
+            site,
+        }
+    }
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        if !self.taken.get() {
+            // SAFETY: our own mapping of one page, which no `Page` refers to.
+            unsafe { libc::munmap(self.words as *mut libc::c_void, 4096) };
+        }
+    }
+}
+
 /// The page of cgo program `pid` that libseal made (`go-clock-PID` in the run directory):
 /// its clock words set, [`cp::TAKEN`] marked (libseal then gives the runtime its vDSO), the
 /// file removed. `None` when there is none (libseal then hides the vDSO).
@@ -107,14 +163,14 @@ pub(super) fn vdso_bytes(pid: i32, base: u64, map: Option<(u64, u64)>) -> Vec<u8
     out
 }
 
-/// The address and size of `name` in the vDSO image `elf` (loaded at `base`).
-fn entry_in(elf: &[u8], base: u64, name: &str) -> Option<(u64, u64)> {
-    use object::{Object, ObjectSymbol};
-    let file = object::File::parse(elf).ok()?;
-    file.dynamic_symbols()
-        .find(|s| s.name() == Ok(name))
-        .filter(|s| s.address() < elf.len() as u64)
-        .map(|s| (base + s.address(), s.size()))
+/// The address and size of `name` among the `symbols` of a vDSO image of `len` bytes (loaded
+/// at `base`).
+fn entry_in(symbols: &[Sym], len: usize, base: u64, name: &str) -> Option<(u64, u64)> {
+    symbols
+        .iter()
+        .find(|s| s.name == name)
+        .filter(|s| s.at < len as u64)
+        .map(|s| (base + s.at, s.size))
 }
 
 /// One system call run in stopped tracee `pid`, from the `syscall` instruction at `at`, with
@@ -159,35 +215,9 @@ pub(super) fn inject(
     None
 }
 
-/// [`install`] for Go image `pid`, stopped at its exec (`stop`), with the run's settings
-/// (`mono_base`: what `CLOCK_MONOTONIC` reads at `C = 0`).
-/// `counters`: the offsets in the run table of the census counters of its `CLOCK_REALTIME` and
-/// `CLOCK_MONOTONIC` page reads (`None`: counted in the page, and written to the census by the
-/// supervisor).
-pub fn set_up(
-    pid: i32,
-    stop: &Stop,
-    world: &super::world::World,
-    mono_base: i64,
-    counters: Option<[u64; 2]>,
-) -> Option<Page> {
-    let dir = world.run_dir.as_ref()?;
-    let first = first_values(world, mono_base);
-    install(
-        pid,
-        stop,
-        dir,
-        first,
-        world.tick_ns.clamp(0, i32::MAX as i64),
-        counters.as_ref().map(|c| &c[..]),
-        Kind::Still,
-    )
-    .map(|(page, _)| page)
-}
-
 /// Sets the fast clock up in image `pid`, stopped at its exec (`stop`: its vDSO, registers,
-/// mappings): `[realtime, monotonic]` are the page's first values, `tick` a tick, `counters` where in the
-/// run table its reads are counted (mapped into the image too): `clock_gettime`'s of
+/// mappings), reading `prepared` (made while it exec'd), `tick` a tick, `counters` where in
+/// the run table its reads are counted (mapped into the image too): `clock_gettime`'s of
 /// `CLOCK_REALTIME` and `CLOCK_MONOTONIC`, then ([`Kind::Ticking`]) `gettimeofday`'s and
 /// `time`'s. A [`Kind::Ticking`] image also gets a private page (`MADV_WIPEONFORK`) whose first
 /// word holds the page's address, and its `__vdso_gettimeofday` and `__vdso_time` jump to
@@ -199,23 +229,23 @@ pub fn set_up(
 pub fn install(
     pid: i32,
     stop: &Stop,
-    run_dir: &std::path::Path,
-    first: [i64; 2],
+    prepared: &Prepared,
     tick: i64,
     counters: Option<&[u64]>,
     kind: Kind,
 ) -> Option<(Page, u64)> {
     let (vdso, saved) = (stop.vdso_base()?, stop.regs?);
     let elf = vdso_bytes(pid, vdso, stop.vdso);
-    let (func, size) = entry_in(&elf, vdso, "__vdso_clock_gettime")?;
-    let rest = super::vdso_rest::edits(&elf, vdso)?;
+    let symbols = super::vdso_rest::symbols(&elf)?;
+    let (func, size) = entry_in(&symbols, elf.len(), vdso, "__vdso_clock_gettime")?;
+    let rest = super::vdso_rest::edits(&symbols, vdso)?;
     let ticking = kind == Kind::Ticking;
     // The entries that jump to code of their own after `__vdso_clock_gettime`'s.
     let others: Vec<(u64, bool)> = if ticking {
         ["__vdso_gettimeofday", "__vdso_time"]
             .iter()
             .enumerate()
-            .filter_map(|(i, n)| entry_in(&elf, vdso, n).map(|(a, _)| (a, i == 0)))
+            .filter_map(|(i, n)| entry_in(&symbols, elf.len(), vdso, n).map(|(a, _)| (a, i == 0)))
             .collect()
     } else {
         Vec::new()
@@ -224,22 +254,20 @@ pub fn install(
     if ticking && counters.is_none_or(|c| c.len() < 4) {
         return None;
     }
-    // The supervisor's side of the page: a file in the run directory, removed once mapped.
-    let path = run_dir.join(format!("go-clock-{pid}"));
-    let file = super::page::create_shared_file(&path)?;
+    // The supervisor's side of the page: a file in the run directory, removed after the
+    // detach.
+    let (path, table) = (&prepared.path, &prepared.table);
     let (placeholder, entries) = code(0, tick as u32, kind);
     if (size as usize) < entries.len {
         return None;
     }
     let done = (|| {
-        file.set_len(4096).ok()?;
-        let page = Page::map(&file, first, Some(func))?;
+        let page = prepared.take(Some(func));
         // The path, on the new stack well below the stack pointer (inside the stack's mapping,
         // which exec sets up with room to grow).
         let at = (saved.rsp - 8192) & !15;
         let table_at = at + 4096;
-        let table = run_dir.join(seal_abi::RUN_TABLE_NAME);
-        for (p, to) in [(&path, at), (&table, table_at)] {
+        for (p, to) in [(path, at), (table, table_at)] {
             if !super::remote::write_path(pid, to, p) {
                 return None;
             }
@@ -347,7 +375,6 @@ pub fn install(
         }
         Some((page, pointer))
     })();
-    let _ = std::fs::remove_file(&path);
     if done.is_none() {
         // The kernel's code back (the caller also removes the vDSO from the auxiliary vector,
         // so the runtime never calls it): a Go image's placeholder, or a write that failed

@@ -34,25 +34,45 @@ fn code_for(name: &str) -> Option<Vec<u8>> {
     })
 }
 
-/// What overwrites every exported function of the vDSO image `elf` (loaded at `base`) other
-/// than the clock entry: (address, code) pairs; `None` when one is unknown or too small.
-pub fn edits(elf: &[u8], base: u64) -> Option<Vec<(u64, Vec<u8>)>> {
+/// An exported symbol of a vDSO image.
+pub struct Sym {
+    pub name: String,
+    /// Its address in the image (from the image's start) and size.
+    pub at: u64,
+    pub size: u64,
+    /// A function defined in the image.
+    pub func: bool,
+}
+
+/// The exported symbols of the vDSO image `elf` (parsed once for every look-up of the exec
+/// stop); `None` when it is not an ELF image or a name is not text.
+pub fn symbols(elf: &[u8]) -> Option<Vec<Sym>> {
     use object::{Object, ObjectSymbol, SymbolKind};
     let file = object::File::parse(elf).ok()?;
+    file.dynamic_symbols()
+        .map(|s| {
+            Some(Sym {
+                name: s.name().ok()?.to_owned(),
+                at: s.address(),
+                size: s.size(),
+                func: s.kind() == SymbolKind::Text && !s.is_undefined(),
+            })
+        })
+        .collect()
+}
+
+/// What overwrites every exported function of a vDSO image (its `symbols`, loaded at `base`)
+/// other than the clock entry: (address, code) pairs; `None` when one is unknown or too small.
+pub fn edits(symbols: &[Sym], base: u64) -> Option<Vec<(u64, Vec<u8>)>> {
     let mut done: Vec<(u64, Vec<u8>)> = Vec::new();
-    for s in file.dynamic_symbols() {
-        let name = s.name().ok()?;
-        if s.kind() != SymbolKind::Text || s.is_undefined() {
+    for s in symbols.iter().filter(|s| s.func) {
+        let at = base + s.at;
+        let clock = matches!(s.name.as_str(), "__vdso_clock_gettime" | "clock_gettime");
+        if clock || done.iter().any(|d| d.0 == at) {
             continue;
         }
-        let at = base + s.address();
-        if matches!(name, "__vdso_clock_gettime" | "clock_gettime")
-            || done.iter().any(|d| d.0 == at)
-        {
-            continue;
-        }
-        let code = code_for(name)?;
-        if s.size() < code.len() as u64 {
+        let code = code_for(&s.name)?;
+        if s.size < code.len() as u64 {
             return None;
         }
         done.push((at, code));

@@ -2,11 +2,12 @@
 //! (`vdso_clock.rs`, `vdso_rest.rs`) and its in-image entropy (`go_entropy.rs`), and the
 //! reads its entropy code sends here.
 
+use seal_abi::supervised::clock_page::Kind;
 use seal_abi::Fid;
 
 use super::super::stop::Stop;
+use super::Supervisor;
 use super::{Answer, Notif};
-use super::{Supervisor, MONO_BASE_NS};
 
 impl Supervisor {
     /// Sets up the clock page of the Go image just exec'd (stopped at `stop`): whether it is
@@ -30,9 +31,12 @@ impl Supervisor {
             slot.commit();
             Some([c[0]?, c[1]?])
         });
-        let world = &self.world;
-        let Some(page) = super::super::vdso_clock::set_up(pid, stop, world, MONO_BASE_NS, counters)
-        else {
+        let tick = self.world.tick_ns.clamp(0, i32::MAX as i64);
+        let counters = counters.as_ref().map(|c| &c[..]);
+        let page = (self.prepared.as_ref()).and_then(|prepared| {
+            super::super::vdso_clock::install(pid, stop, prepared, tick, counters, Kind::Still)
+        });
+        let Some((page, _)) = page else {
             return false;
         };
         self.own.extend(stop.vdso);

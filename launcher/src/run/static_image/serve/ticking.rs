@@ -96,7 +96,7 @@ impl Supervisor {
     /// it is in place. Its reads are counted in its census slot, which the image maps.
     pub(super) fn ticking_clock(&mut self, stop: &Stop) -> bool {
         let pid = self.pid;
-        let (Some(vdso), Some(dir)) = (stop.vdso_base(), self.world.run_dir.clone()) else {
+        let Some(vdso) = stop.vdso_base() else {
             return false;
         };
         // The slot's header, its module of the page's code and the counters are written at
@@ -118,16 +118,16 @@ impl Supervisor {
         let Some(counters) = counters else {
             return false;
         };
-        let w = &self.world;
-        let first = [w.epoch_ns + w.clock, MONO_BASE_NS + w.clock];
-        let tick = w.tick_ns.clamp(0, i32::MAX as i64);
+        let tick = self.world.tick_ns.clamp(0, i32::MAX as i64);
+        let Some(prepared) = &self.prepared else {
+            return false;
+        };
         // The vDSO's other entries give no real values (`vdso_rest.rs`; `gettimeofday` and
         // `time` are pointed at the page's code).
         let Some((page, pointer)) = super::super::vdso_clock::install(
             pid,
             stop,
-            &dir,
-            first,
+            prepared,
             tick,
             Some(&counters),
             Kind::Ticking,
