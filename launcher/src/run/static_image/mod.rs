@@ -73,7 +73,13 @@ pub fn partly_sealed_line(program: &str) -> String {
              drawn per thread as the scheduler runs goroutines), ",
         )
     } else {
-        ("clocks, entropy, pid and host name", "")
+        // Its clock entries read a page of its own (`serve/ticking.rs`); only other clock ids,
+        // sleeps and a forked child's clock reach the supervisor.
+        (
+            "clocks are read from a page seal's supervisor shares with it; entropy, pid and \
+             host name",
+            "",
+        )
     };
     format!(
         "partly sealed (static-binary-supervised): {program}: {served} are served by seal's \
