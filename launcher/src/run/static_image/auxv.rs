@@ -27,7 +27,14 @@ impl Vector {
     /// `AT_NULL`. Read in one piece (a word per system call cost each image ~0.3 ms), a
     /// larger one when the environment is long.
     pub fn read(pid: i32, rsp: u64) -> Option<Vector> {
-        let mut len = 16 << 10;
+        // A page holds them for an environment of up to ~400 variables.
+        let mut page = [0u8; 4096];
+        let n = super::batch::read_some(pid, rsp, &mut page);
+        match Vector::parse(&page[..n], rsp) {
+            Err(true) if n == page.len() => {}
+            v => return v.ok(),
+        }
+        let mut len = 64 << 10;
         loop {
             let mut buf = vec![0u8; len];
             let n = super::batch::read_some(pid, rsp, &mut buf);
