@@ -21,6 +21,10 @@ pub struct Page {
     /// Where the image's reads are counted in the census: the clock code's address, when the
     /// supervisor counts them (static), else `None` (libseal counts them in its own slot).
     pub site: Option<u64>,
+    /// The page of the run table the image's counters are on, as mapped in the image: its
+    /// offset in the table and its address there (a static Go image's entropy counts there
+    /// too, `go_entropy.rs`).
+    pub census: Option<(u64, u64)>,
 }
 
 impl Page {
@@ -55,6 +59,7 @@ impl Page {
         let page = Page {
             words: map.cast::<AtomicU64>(),
             site,
+            census: None,
         };
         page.word(cp::REALTIME)
             .store(first[0] as u64, Ordering::Release);
@@ -110,6 +115,7 @@ impl Prepared {
         Page {
             words: self.words,
             site,
+            census: None,
         }
     }
 }
@@ -173,48 +179,6 @@ fn entry_in(symbols: &[Sym], len: usize, base: u64, name: &str) -> Option<(u64, 
         .map(|s| (base + s.at, s.size))
 }
 
-/// One system call run in stopped tracee `pid`, from the `syscall` instruction at `at`, with
-/// registers `saved` otherwise; its result, or `None` when the tracee did not stop after it.
-pub(super) fn inject(
-    pid: i32,
-    saved: &libc::user_regs_struct,
-    at: u64,
-    nr: u64,
-    a: [u64; 6],
-) -> Option<i64> {
-    let mut want = *saved;
-    (want.rax, want.orig_rax, want.rip) = (nr, u64::MAX, at);
-    (want.rdi, want.rsi, want.rdx) = (a[0], a[1], a[2]);
-    (want.r10, want.r8, want.r9) = (a[3], a[4], a[5]);
-    // The first step out of the exec's system call stops before any instruction runs, and
-    // the exec's return value (0) has then overwritten `rax`: the registers are set again
-    // until the `syscall` instruction has run.
-    for _ in 0..3 {
-        let mut r = want;
-        let mut st = 0;
-        // SAFETY: ptrace requests on our stopped tracee, with a regs struct we own; waitpid
-        // on it.
-        let ok = unsafe {
-            libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &want) == 0
-                && libc::ptrace(libc::PTRACE_SINGLESTEP, pid, 0, 0) == 0
-                && libc::waitpid(pid, &mut st, libc::__WALL) == pid
-                && libc::WIFSTOPPED(st)
-                && libc::WSTOPSIG(st) == libc::SIGTRAP
-                && libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut r) == 0
-        };
-        if !ok {
-            return None;
-        }
-        if r.rip == at + 2 {
-            return Some(r.rax as i64);
-        }
-        if r.rip != at {
-            return None;
-        }
-    }
-    None
-}
-
 /// Sets the fast clock up in image `pid`, stopped at its exec (`stop`: its vDSO, registers,
 /// mappings), reading `prepared` (made while it exec'd), `tick` a tick, `counters` where in
 /// the run table its reads are counted (mapped into the image too): `clock_gettime`'s of
@@ -257,7 +221,7 @@ pub fn install(
     // The supervisor's side of the page: a file in the run directory, removed after the
     // detach.
     let (path, table) = (&prepared.path, &prepared.table);
-    let (placeholder, entries) = code(0, tick as u32, kind);
+    let (_, entries) = code(0, tick as u32, kind);
     if (size as usize) < entries.len {
         return None;
     }
@@ -272,51 +236,12 @@ pub fn install(
                 return None;
             }
         }
-        let result = if ticking {
-            ticking_maps(pid, &saved, [at, table_at], counters?, stop.free_page()?)
+        let word = if ticking {
+            Some(stop.free_page()?)
         } else {
-            // The code is written first: its `syscall` instruction is where calls are injected.
-            if (size as usize) < placeholder.len() || !poke(pid, func, &placeholder) {
-                return None;
-            }
-            let sys = func + entries.syscall_at as u64;
-            let result = (|| {
-                let fd = inject(pid, &saved, sys, 2, [at, libc::O_RDWR as u64, 0, 0, 0, 0])?;
-                if fd < 0 {
-                    return None;
-                }
-                let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
-                let shared = libc::MAP_SHARED as u64;
-                let addr = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, 0]);
-                inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
-                // The page of the run table that holds the census counters, mapped the same way
-                // (the image's reads count there, so they are in the census however it ends).
-                let census = counters.and_then(|c| {
-                    let off = c[0] & !4095;
-                    if c.iter().any(|&o| o & !4095 != off) {
-                        return None;
-                    }
-                    let fd = inject(
-                        pid,
-                        &saved,
-                        sys,
-                        2,
-                        [table_at, libc::O_RDWR as u64, 0, 0, 0, 0],
-                    )?;
-                    if fd < 0 {
-                        return None;
-                    }
-                    let m = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, off]);
-                    inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
-                    let m = m.filter(|&m| m > 0)? as u64;
-                    Some(c.iter().map(|o| m + (o & 4095)).collect::<Vec<u64>>())
-                });
-                Some((addr?, census, 0))
-            })();
-            // SAFETY: restores the registers of our stopped tracee.
-            unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &saved) };
-            result
+            None
         };
+        let result = maps(pid, &saved, [at, table_at], counters, word);
         // mmap's errors are -4095..-1.
         let (addr, census, pointer) = result?;
         let addr = (addr > 0).then_some(addr as u64)?;
@@ -327,8 +252,9 @@ pub fn install(
         // (which the supervisor writes to the census, `serve.rs`).
         let own = [0, 1].map(|id| addr + 8 * (cp::READS + id) as u64).to_vec();
         let mut page = page;
-        if census.is_some() {
+        if let (Some(c), Some(&off)) = (&census, counters.and_then(|c| c.first())) {
             page.site = None;
+            page.census = Some((off & !4095, c[0] & !4095));
         }
         let words = [
             cp::COUNTER,
@@ -377,8 +303,7 @@ pub fn install(
     })();
     if done.is_none() {
         // The kernel's code back (the caller also removes the vDSO from the auxiliary vector,
-        // so the runtime never calls it): a Go image's placeholder, or a write that failed
-        // part-way.
+        // so the runtime never calls it), where a write failed part-way.
         let spans = (others.iter().map(|o| (o.0, 5)))
             .chain(rest.iter().map(|r| (r.0, r.1.len())))
             .chain([(func, entries.len)]);
@@ -392,23 +317,28 @@ pub fn install(
     done
 }
 
-/// The mappings a [`Kind::Ticking`] image's code reads, made in stopped image `pid` (registers
-/// `saved`) in one batch (`batch.rs`: one stop, where a system call injected one by one costs
-/// a scheduling round trip each): its clock page (the file whose path is at `path`), the page
-/// of the run table (path at `table`) holding `counters`, and the private page of the word
-/// naming the clock page, at an address of our choosing (`MAP_FIXED_NOREPLACE`, so the batch
-/// needs no result of its own) with `MADV_WIPEONFORK`. The clock page's address, the counters'
-/// addresses in the image, and the word's.
-fn ticking_maps(
+/// The mappings an image's clock code reads, made in stopped image `pid` (registers `saved`;
+/// `path` and `table` where the two paths are written in it) in one batch (`batch.rs`: one
+/// stop, where a system call injected one by one, by a single step, cost a scheduling round
+/// trip each): its clock page (the file whose path is at `path`), the page of the run table
+/// (path at `table`) holding `counters` (a Go image's page works without it), and
+/// ([`Kind::Ticking`]) the private page of the word naming the clock page, at `word`
+/// (`MAP_FIXED_NOREPLACE`, so the batch needs no result of its own) with `MADV_WIPEONFORK`.
+/// The clock page's address, the counters' addresses in the image, and the word's (0: none).
+fn maps(
     pid: i32,
     saved: &libc::user_regs_struct,
     [path, table]: [u64; 2],
-    counters: &[u64],
-    word: u64,
+    counters: Option<&[u64]>,
+    word: Option<u64>,
 ) -> Option<(i64, Option<Vec<u64>>, u64)> {
     use super::batch::{Arg::Fd, Arg::Imm, Batch};
-    let off = counters[0] & !4095;
-    if counters.iter().any(|&o| o & !4095 != off) {
+    // The counters on one page of the table, or none.
+    let counters = counters.filter(|c| {
+        let off = c.first().map_or(0, |o| o & !4095);
+        c.iter().all(|&o| o & !4095 == off)
+    });
+    if word.is_some() && counters.is_none() {
         return None;
     }
     let (rw, shared) = (
@@ -432,29 +362,49 @@ fn ticking_maps(
     b.call(libc::SYS_open, open(path)).or_stop();
     b.call(libc::SYS_mmap, map(0)).or_stop();
     b.call(libc::SYS_close, close);
-    b.call(libc::SYS_open, open(table)).or_stop();
-    b.call(libc::SYS_mmap, map(off)).or_stop();
-    b.call(libc::SYS_close, close);
-    let own = [
-        Imm(word),
-        Imm(4096),
-        Imm(rw),
-        Imm(private),
-        Imm(u64::MAX),
-        Imm(0),
-    ];
-    b.call(libc::SYS_mmap, own).or_stop_unless(word);
-    let wipe = libc::MADV_WIPEONFORK as u64;
-    let advise = [Imm(word), Imm(4096), Imm(wipe), Imm(0), Imm(0), Imm(0)];
-    b.call(libc::SYS_madvise, advise).or_stop_unless(0);
+    let off = counters.map(|c| c[0] & !4095);
+    if let Some(off) = off {
+        b.call(libc::SYS_open, open(table)).or_stop();
+        // Closed even when it could not be mapped.
+        b.call(libc::SYS_mmap, map(off));
+        b.call(libc::SYS_close, close);
+    }
+    if let Some(word) = word {
+        let own = [
+            Imm(word),
+            Imm(4096),
+            Imm(rw),
+            Imm(private),
+            Imm(u64::MAX),
+            Imm(0),
+        ];
+        b.call(libc::SYS_mmap, own).or_stop_unless(word);
+        let wipe = libc::MADV_WIPEONFORK as u64;
+        let advise = [Imm(word), Imm(4096), Imm(wipe), Imm(0), Imm(0), Imm(0)];
+        b.call(libc::SYS_madvise, advise).or_stop_unless(0);
+    }
     let r = b.run(pid, saved)?;
-    let (page, table_page) = (r.get(1).copied()??, r.get(4).copied()??);
-    let word_ok = r.get(6).copied()?? == word as i64 && r.get(7).copied()?? == 0;
-    if page <= 0 || table_page <= 0 || !word_ok {
+    let page = r.first().copied()?.and(r.get(1).copied()?)?;
+    if page <= 0 {
         return None;
     }
-    let census = counters.iter().map(|o| table_page as u64 + (o & 4095));
-    Some((page, Some(census.collect()), word))
+    // mmap's errors are -4095..-1.
+    let census = counters.and_then(|c| {
+        let m = r.get(4).copied()?.filter(|&m| m > 0)? as u64;
+        Some(c.iter().map(|o| m + (o & 4095)).collect::<Vec<u64>>())
+    });
+    let at = if off.is_some() { 6 } else { 3 };
+    let word = match word {
+        Some(w) => {
+            let ok = r.get(at).copied()?? == w as i64 && r.get(at + 1).copied()?? == 0;
+            if !ok || census.is_none() {
+                return None;
+            }
+            w
+        }
+        None => 0,
+    };
+    Some((page, census, word))
 }
 
 /// The bytes in which `new` differs from `old` (of the same length): `None` when none do.

@@ -64,8 +64,10 @@ impl Supervisor {
             .and_then(|s| s.reserve(Fid::Getrandom, 0, site.call + 1));
         let table = run_dir.join(seal_abi::RUN_TABLE_NAME);
         let census = count.map(|off| (table.as_path(), off));
-        let (seed, lineage) = (self.world.seed, self.world.lineage);
-        let e = super::super::go_entropy::install(self.pid, &run_dir, &site, seed, lineage, census);
+        let key = (self.world.seed, self.world.lineage);
+        // The census page the clock page's counters are on, mapped in the image already.
+        let mapped = self.pages.get(&self.pid).and_then(|p| p.census);
+        let e = super::super::go_entropy::install(self.pid, &run_dir, &site, key, census, mapped);
         if let Some(e) = e {
             self.own.push(e.range);
             self.entropy = Some(e);
