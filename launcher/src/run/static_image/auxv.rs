@@ -102,19 +102,6 @@ impl Vector {
     }
 }
 
-/// Fixes the auxiliary vector of `pid`, stopped at its exec ([`Vector::fix`]). Returns
-/// whether it was found.
-pub fn fix(pid: i32, at_random: [u8; 16], drop_vdso: bool) -> bool {
-    let Some(regs) = super::remote::regs(pid) else {
-        return false;
-    };
-    let Some(v) = Vector::read(pid, regs.rsp) else {
-        return false;
-    };
-    v.fix(pid, at_random, drop_vdso);
-    true
-}
-
 /// The executable mappings of `pid`'s program file (its own code, where its system calls
 /// are made), from `/proc/PID/maps`.
 pub fn text_ranges(pid: i32) -> Vec<(u64, u64)> {

@@ -376,15 +376,16 @@ impl Supervisor {
         self.children += 1;
         let mut r = self.world.at_random();
         r[..8].copy_from_slice(&seal_abi::mix64(self.world.seed ^ self.children).to_le_bytes());
-        let drop_vdso = self.world.seal_clocks();
-        let mut image = None;
+        let seal = self.world.seal_clocks();
         super::exec_child::follow(tid, |pid| {
-            super::auxv::fix(pid, r, drop_vdso);
-            image = Some((pid, super::auxv::text_ranges(pid), super::auxv::is_go(pid)));
+            // A static C image gets its clock page, as the first one did.
+            let stop = super::stop::Stop::read(pid);
+            self.images.insert(pid, (stop.text.clone(), stop.go));
+            let fast = seal && self.exec_clock(pid, &stop);
+            if let Some(aux) = &stop.aux {
+                aux.fix(pid, r, seal && !fast);
+            }
         });
-        if let Some((pid, text, go)) = image {
-            self.images.insert(pid, (text, go));
-        }
     }
 
     /// The image process `tgid` runs: its executable ranges and whether it is a Go runtime.

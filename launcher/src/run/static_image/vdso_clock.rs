@@ -90,9 +90,13 @@ impl Prepared {
     /// The page of image `pid` (about to exec), starting at the world's clock.
     pub fn new(pid: i32, world: &super::world::World, mono_base: i64) -> Option<Prepared> {
         let dir = world.run_dir.as_ref()?;
+        Prepared::at(pid, dir, first_values(world, mono_base))
+    }
+
+    /// The page of image `pid` in run directory `dir`, its clock words `first`.
+    pub fn at(pid: i32, dir: &std::path::Path, first: [i64; 2]) -> Option<Prepared> {
         let path = dir.join(format!("go-clock-{pid}"));
         let file = super::page::create_shared_file(&path)?;
-        let first = first_values(world, mono_base);
         let page = file
             .set_len(4096)
             .ok()

@@ -146,6 +146,66 @@ impl Supervisor {
         true
     }
 
+    /// Sets up the clock page of the static C image that process `pid` of the image exec'd
+    /// (stopped at its exec: `stop`), as for the first image, from the process's clock: whether
+    /// it is in place. Only in a process the census has not met yet (one exec'd in a fork of
+    /// the image, as a shell runs a command), whose slot can name the page's code.
+    pub(super) fn exec_clock(&mut self, pid: i32, stop: &Stop) -> bool {
+        let known = self.census.as_ref().is_some_and(|c| c.contains_key(&pid));
+        let (Some(vdso), Some(dir)) = (stop.vdso_base(), self.world.run_dir.clone()) else {
+            return false;
+        };
+        if pid == self.pid || stop.go || known {
+            return false;
+        }
+        // Its image, whose code includes the vDSO (the entries' fallbacks are its calls).
+        let text = stop.text.iter().copied().chain(stop.vdso).collect();
+        self.images.insert(pid, (text, false));
+        // Its clock: its parent's, as at a first served call (and its parent named in the
+        // census).
+        self.ensure(pid);
+        let counters = self.slot_deferred(pid).and_then(|slot| {
+            slot.add_module(cp::MODULE_NAME, vdso, vdso + 4096);
+            use seal_abi::Fid;
+            let at = vdso + 1;
+            let c = [
+                slot.reserve(Fid::ClockGettime, 0, at),
+                slot.reserve(Fid::ClockGettime, 1, at),
+                slot.reserve(Fid::Gettimeofday, 0, at),
+                slot.reserve(Fid::TimeFn, 0, at),
+            ];
+            slot.commit();
+            Some([c[0]?, c[1]?, c[2]?, c[3]?])
+        });
+        let Some(counters) = counters else {
+            return false;
+        };
+        let (l, mono) = (self.proc(pid).l(), self.proc(pid).mono());
+        let epoch = self.world.epoch_ns;
+        let first = [epoch + l, MONO_BASE_NS + l + mono];
+        let tick = self.world.tick_ns.clamp(0, i32::MAX as i64);
+        let Some(prepared) = super::super::vdso_clock::Prepared::at(pid, &dir, first) else {
+            return false;
+        };
+        let Some((page, pointer)) = super::super::vdso_clock::install(
+            pid,
+            stop,
+            &prepared,
+            tick,
+            Some(&counters),
+            Kind::Ticking,
+        ) else {
+            return false;
+        };
+        self.proc(pid).page = Some(Ticking {
+            page,
+            pointer,
+            epoch,
+            mono_base: MONO_BASE_NS,
+        });
+        true
+    }
+
     /// Process `parent` has a child the supervisor now serves: its own reads go to the
     /// supervisor from now on (its clock then takes in its reaped children's time, which a
     /// read of the page could not).
