@@ -106,7 +106,7 @@ impl Vector {
 /// are made), from `/proc/PID/maps`.
 pub fn text_ranges(pid: i32) -> Vec<(u64, u64)> {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-    super::stop::Maps::read(pid).text(exe.as_deref())
+    super::maps::Maps::read(pid).text(exe.as_deref())
 }
 
 /// Does `pid`'s program carry a Go build id note (a Go runtime, cgo or not)? Reads the first
@@ -245,7 +245,7 @@ pub fn load_bias(pid: i32, text: &[(u64, u64)]) -> u64 {
         return 0;
     }
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-    super::stop::Maps::read(pid).bias(exe.as_deref(), text)
+    super::maps::Maps::read(pid).bias(exe.as_deref(), text)
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ mod exe_map;
 mod exec_child;
 mod go_clock;
 mod go_entropy;
+mod maps;
 mod notif;
 mod page;
 mod remote;
