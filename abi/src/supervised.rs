@@ -8,10 +8,12 @@
 //! new image's auxiliary vector (so its C library reads the clocks by system call) and seals
 //! the 16 `AT_RANDOM` bytes, then detaches. From there on, the calls in [`CALLS`] made from the
 //! static image's own code are answered with sealed values; the same calls from anything else
-//! (a dynamic descendant with libseal loaded, the vDSO) run as they are.
+//! (a dynamic descendant with libseal loaded, the vDSO) run as they are. The exec'ing side's
+//! steps are [`handover`], shared by the shim and the launcher (a static root command).
 
 pub mod entropy;
 pub mod go_site;
+pub mod handover;
 
 /// `struct sock_filter` (<linux/filter.h>).
 #[repr(C)]
@@ -124,9 +126,10 @@ pub const fn filter() -> [SockFilter; FILTER_LEN] {
 pub const SUPERVISOR_ARG: &str = "__static-supervisor";
 
 /// The trampoline's argument: `seal __exec-static PATH ARGV0 ARGS…` execs PATH (a static
-/// binary) through libseal's exec hook, which sets the supervision up. The launcher starts a
-/// static root command so, and libseal a static binary started by `posix_spawn` (whose child
-/// execs inside glibc, where no hook runs).
+/// binary) through libseal's exec hook, which sets the supervision up. libseal starts a static
+/// binary started by `posix_spawn` so (its child execs inside glibc, where no hook runs), and
+/// the launcher a static root command where its own child cannot set the supervision up
+/// ([`handover`]).
 pub const EXEC_STATIC_ARG: &str = "__exec-static";
 
 /// The link to the `seal` binary in the run directory, which libseal execs as the supervisor.

@@ -42,6 +42,7 @@ mod shim_hardening;
 mod shim_layout;
 mod static_clock;
 mod static_images;
+mod static_root;
 mod stress;
 mod time_control;
 mod travel;

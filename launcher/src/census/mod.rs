@@ -353,6 +353,21 @@ fn fid_from(n: u8) -> Fid {
 }
 
 impl Census {
+    /// Adds what a process's libseal would have recorded (the launcher's report for a root
+    /// that loads no libseal), as the census reads it from a slot.
+    pub fn add_unsealed(&mut self, vpid: i32, kind: u32, detail: &[u8]) {
+        let Some(p) = self.processes.iter_mut().find(|p| p.vpid == vpid) else {
+            return;
+        };
+        let u = Unsealed {
+            kind: unsealed::name(kind).to_string(),
+            detail: String::from_utf8_lossy(detail).into_owned(),
+        };
+        if let Err(at) = p.unsealed.binary_search(&u) {
+            p.unsealed.insert(at, u);
+        }
+    }
+
     /// One line per distinct unsealable program or event, for stderr (not the machine's
     /// limits: [`Census::machine_limits`] has those).
     pub fn unsealed_warnings(&self) -> Vec<String> {

@@ -28,8 +28,8 @@ enum Root {
 pub fn inspect(program: &OsStr) -> (Vec<String>, bool) {
     match resolve(program).map_or(Root::Unknown, |p| check(&p)) {
         Root::Loads => (Vec::new(), true),
-        // Started through `seal __exec-static`, where libseal loads and sets up the
-        // supervision (which it reports).
+        // Supervised (and reported): set up by the launcher's child, or by libseal in the
+        // `seal __exec-static` trampoline where the child cannot (`static_image::RootExec`).
         Root::Unsealable(unsealed::STATIC_BINARY, _) if crate::run::static_image::available() => {
             (Vec::new(), true)
         }
@@ -45,13 +45,15 @@ pub fn inspect(program: &OsStr) -> (Vec<String>, bool) {
     }
 }
 
-/// The file to start through `seal __exec-static` when the root command is a static binary
-/// (or a script whose interpreter is one) and this kernel can supervise it.
-pub fn supervised_root(program: &OsStr) -> Option<PathBuf> {
+/// The file to start when the root command is a static binary (or a script whose interpreter
+/// is one) and this kernel can supervise it, and that static binary (what libseal reports).
+pub fn supervised_root(program: &OsStr) -> Option<(PathBuf, PathBuf)> {
     let path = resolve(program)?;
     match check(&path) {
-        Root::Unsealable(unsealed::STATIC_BINARY, _) if crate::run::static_image::available() => {
-            Some(path)
+        Root::Unsealable(unsealed::STATIC_BINARY, prog)
+            if crate::run::static_image::available() =>
+        {
+            Some((path, prog))
         }
         _ => None,
     }

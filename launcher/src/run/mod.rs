@@ -26,6 +26,7 @@ use std::process::{Command, ExitCode, ExitStatus, Stdio};
 
 use anyhow::{Context, Result};
 use seal_abi::settings as senv;
+use seal_abi::unsealed;
 
 use crate::census::{self, Census};
 use crate::config::Settings;
@@ -43,29 +44,40 @@ fn real_monotonic_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-/// Builds the sealed command for `argv` in `run_dir` (not yet spawned).
+/// A static root command the launcher's child can exec itself under supervision (the run's
+/// server is started): the static binary libseal would report.
+pub struct StaticRoot {
+    program: std::path::PathBuf,
+}
+
+/// Builds the sealed command for `argv` in `run_dir` (not yet spawned), and for a static root
+/// whose server is started, what [`StaticRoot::prepare`] needs.
 pub fn sealed_command(
     settings: &Settings,
     shim_path: &Path,
     run_dir: &Path,
     argv: &[OsString],
-) -> Result<Command> {
+) -> Result<(Command, Option<StaticRoot>)> {
     // The kernel puts the file name it is given on the new stack: name the file found in PATH
     // here, so the pad (`pad_stack`) knows its length (argv[0] stays as typed).
     crate::run::static_image::make_link(run_dir)
         .with_context(|| format!("cannot link seal into {}", run_dir.display()))?;
     let supervised = crate::run::exec_check::supervised_root(&argv[0]);
-    let mut cmd = match crate::run::exec_check::resolve(&argv[0]) {
-        // A static root: libseal sets up its supervision in `seal __exec-static`.
-        _ if supervised.is_some() => {
-            crate::run::static_image::start_server(run_dir);
+    let mut root = None;
+    let mut cmd = match (crate::run::exec_check::resolve(&argv[0]), supervised) {
+        // A static root: the launcher's child sets up its supervision and execs it
+        // (`StaticRoot`); failing that, libseal does in `seal __exec-static`.
+        (_, Some((path, program))) => {
+            if crate::run::static_image::start_server(run_dir) {
+                root = Some(StaticRoot { program });
+            }
             let mut c = Command::new(crate::run::static_image::link_in(run_dir));
             c.arg(crate::run::static_image::EXEC_ARG)
-                .arg(supervised.as_deref().unwrap_or(Path::new("")))
+                .arg(&path)
                 .arg(&argv[0]);
             c
         }
-        Some(path) if !argv[0].as_bytes().contains(&b'/') => {
+        (Some(path), None) if !argv[0].as_bytes().contains(&b'/') => {
             use std::os::unix::process::CommandExt;
             let mut c = Command::new(path);
             c.arg0(&argv[0]);
@@ -132,7 +144,29 @@ pub fn sealed_command(
     for (k, v) in &settings.env {
         cmd.env(k, v);
     }
-    Ok(cmd)
+    Ok((cmd, root))
+}
+
+impl StaticRoot {
+    /// What the child needs to exec the root itself: `cmd` complete (environment and pad).
+    fn prepare(
+        &self,
+        cmd: &Command,
+        settings: &Settings,
+        run_dir: &Path,
+    ) -> Option<std::sync::Arc<static_image::RootExec>> {
+        let flags = settings.shim_flags();
+        static_image::RootExec::prepare(cmd, run_dir, flags, &self.program).map(std::sync::Arc::new)
+    }
+}
+
+/// After the spawn: a root the child exec'd itself was reported by no libseal; say it as
+/// libseal's exec hook would have (`static-binary-supervised`, in the root's census).
+fn root_report(root: Option<&static_image::RootExec>) -> Option<Vec<u8>> {
+    let root = root.filter(|r| r.went_direct())?;
+    let mut detail = root.program.as_bytes().to_vec();
+    detail.truncate(std::mem::size_of::<seal_abi::UnsealedEvent>() - 8);
+    Some(detail)
 }
 
 /// Gives the command a private `/tmp` when the settings (else `default`) ask for one; the
@@ -253,7 +287,7 @@ pub fn run_captured(
     let shim_path = shim::extract()?;
     let run_dir = RunDir::create()?;
     disable_aslr(settings);
-    let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv)?;
+    let (mut cmd, static_root) = sealed_command(settings, &shim_path, run_dir.path(), argv)?;
     if let Some(d) = cwd {
         cmd.current_dir(d);
     }
@@ -265,6 +299,7 @@ pub fn run_captured(
     let (name, value) = supervise::guard_var(guards);
     cmd.env(name, value);
     pad_stack(&mut cmd, settings, &argv[0]);
+    let root = static_root.and_then(|r| r.prepare(&cmd, settings, run_dir.path()));
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.stdin(match input {
         Input::Null => Stdio::null(),
@@ -282,10 +317,12 @@ pub fn run_captured(
         supervise::Stdio::Redirected,
         guards,
         settings.shim_flags(),
+        root.clone(),
     ) {
         Ok(c) => c,
         Err(e) => return Ok(Err(SpawnError::from_io(&argv[0], cwd, e))),
     };
+    let root_report = root_report(root.as_deref());
     run_dir.sweep();
     let writer = match (input, child.child.as_mut().and_then(|c| c.stdin.take())) {
         (Input::Bytes(b), Some(mut stdin)) => {
@@ -305,7 +342,10 @@ pub fn run_captured(
     if let Some(sig) = supervise::interrupted() {
         return Err(supervise::Interrupted(sig).into());
     }
-    let census = census::collect(run_dir.path(), argv, Some(out.status))?;
+    let mut census = census::collect(run_dir.path(), argv, Some(out.status))?;
+    if let Some(detail) = root_report {
+        census.add_unsealed(seal_abi::ROOT_VPID, unsealed::STATIC_SUPERVISED, &detail);
+    }
     Ok(Ok(Captured {
         timed_out,
         status: out.status,
@@ -336,7 +376,7 @@ pub fn run_interactive(
     if let Some(line) = unsealed_note(settings) {
         crate::term::note(line);
     }
-    let mut cmd = sealed_command(settings, &shim_path, run_dir.path(), argv)?;
+    let (mut cmd, static_root) = sealed_command(settings, &shim_path, run_dir.path(), argv)?;
     let namespace = private_tmp(&mut cmd, settings, false, &run_dir, argv, None)?;
     // A static or setuid root never loads libseal: it is reported after the run, and seal
     // ties it to itself before exec.
@@ -349,7 +389,16 @@ pub fn run_interactive(
     let direct = guards
         .then(|| crate::run::direct::prepare(&cmd, &argv[0], !settings.unsealed("layout")))
         .flatten();
-    let started = match direct.as_ref().map(supervise::spawn_direct) {
+    // A static root the child execs itself (std spawns it: it is set up between fork and exec).
+    let root = static_root.and_then(|r| {
+        pad_stack(&mut cmd, settings, &argv[0]);
+        r.prepare(&cmd, settings, run_dir.path())
+    });
+    let started = match direct
+        .as_ref()
+        .filter(|_| root.is_none())
+        .map(supervise::spawn_direct)
+    {
         Some(Ok(Some(child))) => Ok(child),
         Some(Err(e)) => Err(e),
         _ => {
@@ -359,9 +408,11 @@ pub fn run_interactive(
                 supervise::Stdio::Inherited,
                 guards,
                 settings.shim_flags(),
+                root.clone(),
             )
         }
     };
+    let root_report = root_report(root.as_deref());
     let mut child = match started {
         Ok(c) => c,
         Err(e) => {
@@ -377,14 +428,21 @@ pub fn run_interactive(
     let status = child.wait().context("waiting for the sealed command")?;
     drop(child);
     // The full census (symbol tables of every object) only when it was asked for.
-    let census = match want_census {
+    let mut census = match want_census {
         true => Some(census::collect(run_dir.path(), argv, Some(status))?),
         false => None,
     };
+    if let (Some(c), Some(detail)) = (census.as_mut(), &root_report) {
+        c.add_unsealed(seal_abi::ROOT_VPID, unsealed::STATIC_SUPERVISED, detail);
+    }
     if !settings.quiet {
         // The root command itself (no libseal in a static/setuid root, so no census of it),
         // then what the shim reported; one line per distinct program.
         let mut lines: std::collections::BTreeSet<String> = root_warnings.into_iter().collect();
+        if let Some(detail) = &root_report {
+            let program = String::from_utf8_lossy(detail);
+            lines.insert(static_image::partly_sealed_line(&program));
+        }
         match &census {
             Some(c) => lines.extend(c.unsealed_warnings()),
             None => lines.extend(census::unsealed_warnings_in(run_dir.path())?),

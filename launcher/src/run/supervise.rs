@@ -23,6 +23,8 @@
 
 use std::io::{self, Read};
 use std::process::{Child, Command};
+
+use crate::run::static_image::RootExec;
 use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
@@ -306,7 +308,7 @@ impl Supervised {
     pub fn output(cmd: &mut Command) -> io::Result<std::process::Output> {
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        Ok(spawn(cmd, Stdio::Redirected, false, 0)?
+        Ok(spawn(cmd, Stdio::Redirected, false, 0, None)?
             .wait_with_output(None)?
             .0)
     }
@@ -335,11 +337,15 @@ pub enum Stdio {
 /// `confine`: the run's [`seal_abi::flags`] word when the command is a sealed run (0 for an
 /// unsealed one): where the fork path runs, its child confines itself as libseal confines a
 /// root it loads into ([`crate::run::confine`]).
+///
+/// `root`: a static root command the child execs itself under supervision, last before std
+/// would exec `cmd` (the trampoline, which it execs when the supervision cannot be set up).
 pub fn spawn(
     cmd: &mut Command,
     stdio: Stdio,
     shim_guards: bool,
     confine: u32,
+    root: Option<std::sync::Arc<RootExec>>,
 ) -> io::Result<Supervised> {
     use std::os::unix::process::CommandExt;
     refuse_if_interrupted()?;
@@ -354,7 +360,8 @@ pub fn spawn(
     // The child starts with seal's mask of before (std does not reset it).
     let mask = blocked.0;
     let plain_mask = is_empty(&mask);
-    if !(shim_guards && closed == 0 && plain_mask) {
+    // A root the child execs itself never loads libseal: the child ties it to seal.
+    if !(shim_guards && closed == 0 && plain_mask && root.is_none()) {
         let (name, value) = guard_var(false);
         cmd.env(name, value);
         // SAFETY: the closure only makes async-signal-safe calls (signal, sigprocmask, prctl,
@@ -366,6 +373,10 @@ pub fn spawn(
                 Ok(())
             });
         }
+    }
+    if let Some(root) = root {
+        // SAFETY: `RootExec::exec` makes system calls only, on buffers made before the fork.
+        unsafe { cmd.pre_exec(move || root.exec()) };
     }
     let child = cmd.spawn()?;
     let pid = child.id() as i32;

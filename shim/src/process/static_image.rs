@@ -10,16 +10,14 @@
 //! call: any failure before that leaves the exec as it was, reported as unsealed.
 
 use libc::c_char;
-use seal_abi::supervised::{self, msg};
+use seal_abi::supervised;
+use seal_abi::supervised::handover::{self, Handover};
 
 use crate::core::{config, sys};
 use crate::process::target::{in_run_dir, Path};
 use crate::process::{go_entropy, go_vdso, static_server};
 
 type Argv = *const *const c_char;
-
-/// How long the shim waits for each answer of the supervisor.
-const ANSWER_MS: i32 = 5_000;
 
 /// Starts the supervision of the exec that follows; `envp` is the new image's environment.
 /// Returns the socket to the supervisor (to say the exec failed, [`exec_failed`]), or `None`
@@ -83,8 +81,10 @@ unsafe fn start(envp: Argv, own: Option<(i32, i32)>) -> Option<i32> {
     // The run's server (started now if this is the run's first static image); a supervisor
     // of this image's own when there can be none.
     let server = static_server::connect(run_dir, exe_c, &env);
+    // SAFETY: `env` holds C strings up to a NULL.
+    let asked = |s: i32| unsafe { handover::request(s, pid, own, env_bytes(&env)) };
     let sock = match server {
-        Some(s) if static_server::request(s, pid, own, &env) => s,
+        Some(s) if asked(s) => s,
         _ => {
             if let Some(s) = server {
                 sys::close(s);
@@ -98,32 +98,24 @@ unsafe fn start(envp: Argv, own: Option<(i32, i32)>) -> Option<i32> {
             }
         }
     };
-    let fail = |sock: i32| {
-        sys::close(sock);
-        prctl(libc::PR_SET_PTRACER, 0);
-        None
-    };
-    let Some((msg::ATTACHED, supervisor)) = receive(sock) else {
-        return fail(sock);
-    };
-    prctl(libc::PR_SET_PTRACER, supervisor as i64);
-    let listener = install_filter();
-    if listener < 0 {
-        send(sock, msg::EXEC_FAILED, (-listener) as u32, -1);
-        return fail(sock);
-    }
-    send(sock, msg::LISTENER, 0, listener);
-    let ready = receive(sock);
-    sys::close(listener);
-    match ready {
-        Some((msg::READY, _)) => Some(sock),
-        // The filter is in place and no one answers it: every call it covers would fail with
-        // ENOSYS. Nothing can take it back; say so loudly.
-        _ => {
+    match handover::hand_over(sock) {
+        Handover::Ready => Some(sock),
+        Handover::Refused => {
+            handover::give_up(sock);
+            None
+        }
+        // Nothing can take the filter back; say so loudly.
+        Handover::Unanswered => {
             sys::warn(b"the static binary's supervisor did not answer: its clock, entropy and pid calls fail");
             Some(sock)
         }
     }
+}
+
+/// `env` as the byte pointers [`handover::request`] takes.
+fn env_bytes(env: &[*const c_char]) -> &[*const u8] {
+    // SAFETY: `*const c_char` and `*const u8` have one layout.
+    unsafe { core::slice::from_raw_parts(env.as_ptr().cast(), env.len()) }
 }
 
 /// Starts a supervisor for this image alone (`seal __static-supervisor FD PID [VPID PPID]`,
@@ -185,92 +177,11 @@ fn alone(
 
 /// Tells the supervisor that the exec failed (it detaches), and closes the socket.
 pub fn exec_failed(sock: i32, errno: i32) {
-    send(sock, msg::EXEC_FAILED, errno as u32, -1);
-    sys::close(sock);
+    handover::exec_failed(sock, errno);
 }
 
 fn prctl(option: i32, arg: i64) {
-    // SAFETY: prctl with integer arguments.
-    unsafe { sys::syscall6(libc::SYS_prctl, option as i64, arg, 0, 0, 0, 0) };
-}
-
-/// Installs the filter with a new listener (after `PR_SET_NO_NEW_PRIVS`, which an unprivileged
-/// process needs for it); returns the listener or `-errno`.
-fn install_filter() -> i32 {
-    const SECCOMP_SET_MODE_FILTER: i64 = 1;
-    const SECCOMP_FILTER_FLAG_NEW_LISTENER: i64 = 1 << 3;
-    static FILTER: [supervised::SockFilter; supervised::FILTER_LEN] = supervised::filter();
-    #[repr(C)]
-    struct Prog {
-        len: u16,
-        filter: *const supervised::SockFilter,
-    }
-    let prog = Prog {
-        len: FILTER.len() as u16,
-        filter: FILTER.as_ptr(),
-    };
-    let install = || {
-        // SAFETY: seccomp with a sock_fprog that points at a static program.
-        unsafe {
-            sys::syscall3(
-                libc::SYS_seccomp,
-                SECCOMP_SET_MODE_FILTER,
-                SECCOMP_FILTER_FLAG_NEW_LISTENER,
-                &prog as *const Prog as i64,
-            )
-        }
-    };
-    let mut r = install();
-    if r == -(libc::EACCES as i64) {
-        prctl(libc::PR_SET_NO_NEW_PRIVS, 1);
-        r = install();
-    }
-    r as i32
-}
-
-/// Sends a tag and a `u32`, with descriptor `fd` as `SCM_RIGHTS` when `fd >= 0`.
-fn send(sock: i32, tag: u8, value: u32, fd: i32) {
-    let mut m = [0u8; 5];
-    m[0] = tag;
-    m[1..].copy_from_slice(&value.to_le_bytes());
-    let mut iov = libc::iovec {
-        iov_base: m.as_mut_ptr().cast(),
-        iov_len: m.len(),
-    };
-    // One cmsghdr (16 bytes) and one descriptor, padded to 8.
-    let mut control = [0u64; 3];
-    // SAFETY: msghdr is plain data; zero is a valid empty header.
-    let mut h: libc::msghdr = unsafe { core::mem::zeroed() };
-    h.msg_iov = &mut iov;
-    h.msg_iovlen = 1;
-    if fd >= 0 {
-        // cmsg_len (usize), cmsg_level (i32), cmsg_type (i32), then the data.
-        control[0] = 16 + 4;
-        control[1] = (libc::SOL_SOCKET as u32 as u64) | ((libc::SCM_RIGHTS as u32 as u64) << 32);
-        control[2] = fd as u32 as u64;
-        h.msg_control = control.as_mut_ptr().cast();
-        h.msg_controllen = 24;
-    }
-    // SAFETY: sendmsg over buffers we own.
-    unsafe {
-        sys::syscall3(
-            libc::SYS_sendmsg,
-            sock as i64,
-            &h as *const libc::msghdr as i64,
-            libc::MSG_NOSIGNAL as i64,
-        )
-    };
-}
-
-/// Waits (at most [`ANSWER_MS`]) for one message: its tag and `u32`.
-fn receive(sock: i32) -> Option<(u8, u32)> {
-    if !matches!(sys::wait_readable(sock, Some(ANSWER_MS as i64)), Ok(r) if r != 0) {
-        return None;
-    }
-    let mut m = [0u8; 5];
-    // No flags, no sender's address.
-    let n = sys::fill(libc::SYS_recvfrom, sock, &mut m, [0; 3]);
-    (n == 5).then(|| (m[0], u32::from_le_bytes([m[1], m[2], m[3], m[4]])))
+    handover::prctl(option, arg);
 }
 
 /// A dynamically linked Go program, at libseal's constructor: supervised

@@ -10,9 +10,11 @@
 //!   installs, fixes the new image's auxiliary vector at the exec stop, detaches, then answers
 //!   the image's clock, entropy, pid and host-name system calls until every process that
 //!   carries the filter has gone ([`serve`]).
-//! - `seal __exec-static PATH ARGV0 ARGS…`: the root command, when it is a static binary. The
-//!   launcher starts this instead (libseal loads into it, as into any dynamic root), and it
-//!   execs the binary, so that libseal's exec hook sets the supervision up as for any other.
+//! - `seal __exec-static PATH ARGV0 ARGS…`: the trampoline, a dynamic program libseal loads
+//!   into, that execs PATH so that libseal's exec hook sets the supervision up as for any
+//!   other exec: for a static binary `posix_spawn` starts, and for a static root command when
+//!   the launcher's child cannot set the supervision up itself ([`root`]: it normally does, and
+//!   execs the binary directly).
 
 mod attach;
 mod auxv;
@@ -27,6 +29,7 @@ mod maps;
 mod notif;
 mod page;
 mod remote;
+mod root;
 mod serve;
 mod server;
 mod stop;
@@ -40,6 +43,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use seal_abi::supervised::{SERVER_ARG, SUPERVISOR_ARG};
+
+pub use root::RootExec;
 
 /// The trampoline's argument (`seal __exec-static PATH ARGV0 ARGS…`).
 pub const EXEC_ARG: &str = seal_abi::supervised::EXEC_STATIC_ARG;
@@ -103,9 +108,10 @@ pub fn go_line(program: &str) -> String {
     )
 }
 
-/// Starts the run's supervision server now, for a static root command ([`server::start_early`]).
-pub fn start_server(run_dir: &Path) {
-    server::start_early(run_dir);
+/// Starts the run's supervision server now, for a static root command ([`server::start_early`]);
+/// whether it did (then the launcher's child can ask it for a supervisor: [`RootExec`]).
+pub fn start_server(run_dir: &Path) -> bool {
+    server::start_early(run_dir)
 }
 
 /// The link in the run directory that libseal execs as the supervisor.

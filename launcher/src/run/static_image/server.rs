@@ -45,19 +45,23 @@ pub fn run(args: &[OsString]) -> i32 {
 /// this launcher is itself sealed (a seal inside another's run: the copy would carry the
 /// outer run's libseal), nor when the socket's path is too long: then the first static exec
 /// starts the server as in any run.
-pub fn start_early(run_dir: &std::path::Path) {
+pub fn start_early(run_dir: &std::path::Path) -> bool {
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return;
+        return false;
     };
-    if maps.contains("/libseal-") {
-        return;
+    // The copy runs Rust code (it allocates, sets variables): in the fork of a launcher that
+    // runs other threads (`verify --jobs`, `golden --jobs`) a lock one of them held stays held
+    // (seen: the copy stuck for good in `set_var`, every image of the run waiting 5 s for it,
+    // then running unsealed). Then the first static exec starts the server (fork and exec).
+    if maps.contains("/libseal-") || !one_thread() {
+        return false;
     }
     let path = run_dir.join(seal_abi::supervised::SERVER_SOCKET);
     let bytes = path.as_os_str().as_bytes();
     // SAFETY: sockaddr_un is plain data; zero is valid.
     let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     if bytes.len() >= a.sun_path.len() {
-        return;
+        return false;
     }
     a.sun_family = libc::AF_UNIX as u16;
     for (d, s) in a.sun_path.iter_mut().zip(bytes) {
@@ -68,13 +72,13 @@ pub fn start_early(run_dir: &std::path::Path) {
     let ls = unsafe {
         let ls = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0);
         if ls < 0 {
-            return;
+            return false;
         }
         if libc::bind(ls, (&a as *const libc::sockaddr_un).cast(), len) != 0
             || libc::listen(ls, 128) != 0
         {
             libc::close(ls);
-            return;
+            return false;
         }
         ls
     };
@@ -100,7 +104,16 @@ pub fn start_early(run_dir: &std::path::Path) {
             // No server: the first static exec starts one.
             let _ = std::fs::remove_file(&path);
         }
+        c > 0
     }
+}
+
+/// Does this process run one thread (`/proc/self/stat`'s 20th field)?
+fn one_thread() -> bool {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit(')').next().unwrap_or("");
+    // Fields from the 3rd (state) on: the 20th is the 18th of these.
+    after_name.split_whitespace().nth(17) == Some("1")
 }
 
 /// Serves on listening socket `ls` (after [`isolate`]) until the run in `run_dir` ends.
