@@ -202,3 +202,51 @@ fn a_static_c_programs_threads_move_one_clock_by_a_tick_a_read() {
         first.show()
     );
 }
+
+/// A static C image that a supervised image execs itself (busybox's shell runs a command in a
+/// fork that execs it, no libseal in between) gets its clock page at that exec stop too: the
+/// loop's reads in its census slot are all from `[seal clock page]`, the counts of the first
+/// image's test, and three runs print the same values. The old build removed its vDSO and
+/// served each read (none from the page).
+#[test]
+fn a_static_c_image_execd_by_a_static_shell_reads_its_own_page() {
+    const PAGE: &str = seal_abi::supervised::clock_page::MODULE_NAME;
+    let Some(busybox) = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+    else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    let Some((_, bin)) = builds().into_iter().next() else {
+        skip!("no static C build");
+    };
+    let exe = bin.to_str().unwrap();
+    // The first command runs in a fork of the shell that execs it; the last one in the shell
+    // itself (not a fresh process: it stays served).
+    let script = format!("{exe} 1000; {exe} 3");
+    let mut first: Option<String> = None;
+    for _ in 0..3 {
+        let (o, v) =
+            crate::util::census_json(&["--", busybox, "sh", "-c", &script], crate::util::TIMEOUT);
+        o.ok();
+        let p = (v["processes"].as_array().unwrap().iter())
+            .find(|p| {
+                p["exe"].as_str().unwrap_or("").contains("static_clockloop")
+                    && p["parent_vpid"] == 1000
+            })
+            .unwrap_or_else(|| panic!("no exec'd image\n{v:#}"));
+        for (symbol, detail, n) in [
+            ("clock_gettime", "CLOCK_REALTIME", 1002),
+            ("clock_gettime", "CLOCK_MONOTONIC", 1002),
+            ("gettimeofday", "CLOCK_REALTIME", 1001),
+            ("time", "CLOCK_REALTIME", 1001),
+        ] {
+            let got = crate::census::calls_at(p, symbol, detail, PAGE, None);
+            assert_eq!(got, n, "{symbol} {detail}\n{v:#}");
+        }
+        if let Some(f) = &first {
+            assert_eq!(f, &o.stdout, "{}", o.show());
+        }
+        first = Some(o.stdout);
+    }
+}

@@ -107,7 +107,8 @@ fn assert_world(o: &Output, bin: &Path) {
         o,
         "static-binary-supervised",
         bin,
-        ": clocks, entropy, pid and host name are served by seal's supervisor",
+        ": clocks are read from a page seal's supervisor shares with it; entropy, pid and host \
+         name are served by seal's supervisor",
     );
 }
 

@@ -96,7 +96,7 @@ fn a_static_root_command_is_its_processs_only_image() {
             "{p}"
         );
         o.stderr_has_once(&format!(
-            "partly sealed (static-binary-supervised): {}: clocks, entropy",
+            "partly sealed (static-binary-supervised): {}: clocks are read from a page",
             bin.display()
         ));
         outs.push(o);

@@ -10,12 +10,16 @@ use std::ffi::OsString;
 
 /// `seal __static-supervisor FD PID`.
 pub fn supervise(args: &[OsString]) -> i32 {
+    supervise_in(args, world::World::from_env())
+}
+
+/// [`supervise`], with the run's settings and the image's identity `world`.
+pub fn supervise_in(args: &[OsString], mut world: world::World) -> i32 {
     let num = |i: usize| args.get(i)?.to_str()?.parse::<i32>().ok();
     let (Some(fd), Some(pid)) = (num(0), num(1)) else {
         eprintln!("seal: {SUPERVISOR_ARG}: FD and PID are needed");
         return 2;
     };
-    let mut world = world::World::from_env();
     if let (Some(vpid), Some(ppid)) = (num(2), num(3)) {
         // A process that supervises itself: nothing to trace.
         world.set_identity(vpid, ppid);

@@ -3,78 +3,110 @@
 //! supervisor, loses `AT_SYSINFO_EHDR` (its C library or runtime then finds no vDSO and asks
 //! the kernel, where the filter sends the call here).
 
-use super::remote::{read as read_remote, write as write_remote};
+use super::remote::write as write_remote;
 
 const AT_NULL: u64 = 0;
 const AT_IGNORE: u64 = 1;
 const AT_RANDOM: u64 = 25;
 const AT_SYSINFO_EHDR: u64 = 33;
 
-/// Fixes the auxiliary vector of `pid`, stopped at its exec. Returns whether it was found.
-pub fn fix(pid: i32, at_random: [u8; 16], drop_vdso: bool) -> bool {
-    let Some(regs) = super::remote::regs(pid) else {
-        return false;
-    };
-    // At the exec stop the stack pointer is at argc; argv, NULL, envp, NULL, then the
-    // auxiliary vector's (type, value) pairs, ended by AT_NULL.
-    let mut at = regs.rsp;
-    let word = |at: u64| {
-        let mut v = 0u64;
-        read_remote(pid, at, &mut v).then_some(v)
-    };
-    let Some(argc) = word(at) else { return false };
-    at += 8 * (argc + 2);
-    for _ in 0..1 << 16 {
-        match word(at) {
-            Some(0) => break,
-            Some(_) => at += 8,
-            None => return false,
+/// The auxiliary vector on the stack of an image stopped at its exec: where its entries
+/// that the supervisor changes are, and the vDSO it names.
+pub struct Vector {
+    /// `AT_RANDOM`'s value: the address of the 16 bytes.
+    random: Option<u64>,
+    /// Where the `AT_SYSINFO_EHDR` entry is (its type word).
+    sysinfo_at: Option<u64>,
+    /// `AT_SYSINFO_EHDR`'s value: the vDSO's ELF image.
+    pub vdso: Option<u64>,
+}
+
+impl Vector {
+    /// Reads the vector of stopped image `pid`, whose stack pointer is `rsp`: at the exec
+    /// stop it points at argc; argv, NULL, envp, NULL, then the (type, value) pairs, ended by
+    /// `AT_NULL`. Read in one piece (a word per system call cost each image ~0.3 ms), a
+    /// larger one when the environment is long.
+    pub fn read(pid: i32, rsp: u64) -> Option<Vector> {
+        // A page holds them for an environment of up to ~400 variables.
+        let mut page = [0u8; 4096];
+        let n = super::batch::read_some(pid, rsp, &mut page);
+        match Vector::parse(&page[..n], rsp) {
+            Err(true) if n == page.len() => {}
+            v => return v.ok(),
+        }
+        let mut len = 64 << 10;
+        loop {
+            let mut buf = vec![0u8; len];
+            let n = super::batch::read_some(pid, rsp, &mut buf);
+            match Vector::parse(&buf[..n], rsp) {
+                Ok(v) => return Some(v),
+                Err(true) if n == len && len < 4 << 20 => len *= 4,
+                Err(_) => return None,
+            }
         }
     }
-    at += 8;
-    for _ in 0..64 {
-        let (Some(kind), Some(value)) = (word(at), word(at + 8)) else {
-            return false;
+
+    /// The vector in `stack` (the stack's bytes from `rsp` up); `Err(true)` when it runs past
+    /// them, `Err(false)` when it is not one.
+    fn parse(stack: &[u8], rsp: u64) -> Result<Vector, bool> {
+        let word = |i: usize| {
+            stack
+                .get(8 * i..8 * i + 8)
+                .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+                .ok_or(true)
         };
-        match kind {
-            AT_NULL => return true,
-            AT_RANDOM => {
-                write_remote(pid, value, &at_random);
-            }
-            AT_SYSINFO_EHDR if drop_vdso => {
-                write_remote(pid, at, &AT_IGNORE.to_le_bytes());
-            }
-            _ => {}
+        let argc = word(0)?;
+        if argc > 1 << 24 {
+            return Err(false);
         }
-        at += 16;
+        let mut i = argc as usize + 2;
+        let mut envs = 0;
+        while word(i)? != 0 {
+            i += 1;
+            envs += 1;
+            if envs > 1 << 20 {
+                return Err(false);
+            }
+        }
+        i += 1;
+        let mut v = Vector {
+            random: None,
+            sysinfo_at: None,
+            vdso: None,
+        };
+        for _ in 0..64 {
+            let (kind, value) = (word(i)?, word(i + 1)?);
+            match kind {
+                AT_NULL => return Ok(v),
+                AT_RANDOM => v.random = Some(value),
+                AT_SYSINFO_EHDR => {
+                    v.sysinfo_at = Some(rsp + 8 * i as u64);
+                    v.vdso = Some(value).filter(|&b| b != 0);
+                }
+                _ => {}
+            }
+            i += 2;
+        }
+        Err(false)
     }
-    false
+
+    /// Gives image `pid` the sealed `AT_RANDOM` bytes and, when `drop_vdso`, hides its vDSO
+    /// (`AT_SYSINFO_EHDR` becomes `AT_IGNORE`).
+    pub fn fix(&self, pid: i32, at_random: [u8; 16], drop_vdso: bool) {
+        if let Some(at) = self.random {
+            write_remote(pid, at, &at_random);
+        }
+        if let (Some(at), true) = (self.sysinfo_at, drop_vdso) {
+            write_remote(pid, at, &AT_IGNORE.to_le_bytes());
+        }
+    }
 }
 
 /// The executable mappings of `pid`'s program file (its own code, where its system calls
 /// are made), from `/proc/PID/maps`.
 pub fn text_ranges(pid: i32) -> Vec<(u64, u64)> {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    maps.lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (range, perms) = (f.next()?, f.next()?);
-            let path = f.nth(3);
-            let ours = match (&exe, path) {
-                (Some(e), Some(p)) => e.as_os_str() == p,
-                _ => false,
-            };
-            if !ours || !perms.contains('x') {
-                return None;
-            }
-            let (a, b) = range.split_once('-')?;
-            Some((
-                u64::from_str_radix(a, 16).ok()?,
-                u64::from_str_radix(b, 16).ok()?,
-            ))
-        })
-        .collect()
+    super::maps::Maps::read(pid).text(exe.as_deref())
 }
 
 /// Does `pid`'s program carry a Go build id note (a Go runtime, cgo or not)? Reads the first
@@ -104,7 +136,7 @@ pub fn file_is_go(path: impl AsRef<std::path::Path>) -> bool {
 
 /// [`go_note`] from the program headers alone, on the start of an ELF file: `None` when a
 /// note segment lies past `head` (or `head` is not a 64-bit little-endian ELF file).
-fn notes_say_go(head: &[u8]) -> Option<bool> {
+pub(super) fn notes_say_go(head: &[u8]) -> Option<bool> {
     let u16_at = |b: &[u8], o: usize| Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?));
     let u32_at = |b: &[u8], o: usize| Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?));
     let u64_at = |b: &[u8], o: usize| Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?));
@@ -213,26 +245,7 @@ pub fn load_bias(pid: i32, text: &[(u64, u64)]) -> u64 {
         return 0;
     }
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    maps.lines()
-        .find(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() >= 6
-                && f[2] == "00000000"
-                && exe.as_ref().is_some_and(|e| e.as_os_str() == f[5])
-        })
-        .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
-        .unwrap_or_else(|| text.iter().map(|r| r.0).min().unwrap_or(0))
-}
-
-/// Where `pid`'s vDSO is mapped (its `AT_SYSINFO_EHDR`, from `/proc/PID/auxv`).
-pub fn vdso_base(pid: i32) -> Option<u64> {
-    let auxv = std::fs::read(format!("/proc/{pid}/auxv")).ok()?;
-    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
-    auxv.chunks_exact(16)
-        .find(|p| word(&p[..8]) == AT_SYSINFO_EHDR)
-        .map(|p| word(&p[8..]))
-        .filter(|&b| b != 0)
+    super::maps::Maps::read(pid).bias(exe.as_deref(), text)
 }
 
 #[cfg(test)]

@@ -104,7 +104,7 @@ impl Batch {
             return None;
         }
         let mut orig = [0u8; 1024];
-        if !super::remote::read(pid, saved.rip, &mut orig) {
+        if read_some(pid, saved.rip, &mut orig[..self.code.len()]) != self.code.len() {
             return None;
         }
         if !write_text(pid, saved.rip, &self.code) {
@@ -148,22 +148,56 @@ impl Batch {
         if !ok || !back || after.rip != saved.rip + self.code.len() as u64 {
             return None;
         }
-        let mut out = vec![0i64; self.calls];
         let mut raw = vec![0u8; 8 * self.calls];
-        for (i, chunk) in raw.chunks_mut(8).enumerate() {
-            let mut w = [0u8; 8];
-            if !super::remote::read(pid, self.results + 8 * i as u64, &mut w) {
-                return None;
-            }
-            chunk.copy_from_slice(&w);
-            out[i] = i64::from_le_bytes(w);
+        if read_some(pid, self.results, &mut raw) != raw.len() {
+            return None;
         }
-        Some(
-            out.into_iter()
-                .map(|v| (v != i64::MIN).then_some(v))
-                .collect(),
-        )
+        let out = raw
+            .chunks(8)
+            .map(|w| i64::from_le_bytes(w.try_into().unwrap_or_default()));
+        Some(out.map(|v| (v != i64::MIN).then_some(v)).collect())
     }
+}
+
+/// The tracee whose `/proc/PID/mem` is open: the exec stop reads and writes it several times
+/// (the stack, the batch's code and its undoing, the vDSO), each open a path look-up.
+static MEM: std::sync::Mutex<Option<(i32, std::fs::File)>> = std::sync::Mutex::new(None);
+
+/// Runs `f` on `/proc/PID/mem` of `pid` (opened once, again after a failure); false when it
+/// cannot be opened or `f` fails twice.
+fn with_mem(pid: i32, mut f: impl FnMut(&std::fs::File) -> bool) -> bool {
+    let mut mem = MEM.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..2 {
+        if mem.as_ref().is_none_or(|m| m.0 != pid) {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(format!("/proc/{pid}/mem"));
+            *mem = file.ok().map(|f| (pid, f));
+        }
+        match mem.as_ref() {
+            Some((_, file)) if f(file) => return true,
+            Some(_) => *mem = None,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// Reads what it can of `buf.len()` bytes at `addr` in stopped tracee `pid` (up to the first
+/// page it cannot read): the bytes read.
+pub(super) fn read_some(pid: i32, addr: u64, buf: &mut [u8]) -> usize {
+    use std::os::unix::fs::FileExt;
+    let n = std::cell::Cell::new(0);
+    // A descriptor of a process that has exec'd since reads nothing (its memory is gone).
+    with_mem(pid, |f| match f.read_at(buf, addr) {
+        Ok(k) if k > 0 || buf.is_empty() => {
+            n.set(k);
+            true
+        }
+        _ => false,
+    });
+    n.get()
 }
 
 /// Writes `data` over read-only text at `addr` of stopped tracee `pid`: one write to
@@ -171,8 +205,5 @@ impl Batch {
 /// does eight bytes at a time), else word by word.
 pub(super) fn write_text(pid: i32, addr: u64, data: &[u8]) -> bool {
     use std::os::unix::fs::FileExt;
-    let mem = std::fs::OpenOptions::new()
-        .write(true)
-        .open(format!("/proc/{pid}/mem"));
-    mem.and_then(|f| f.write_all_at(data, addr)).is_ok() || super::text::poke(pid, addr, data)
+    with_mem(pid, |f| f.write_all_at(data, addr).is_ok()) || super::text::poke(pid, addr, data)
 }

@@ -66,28 +66,32 @@ pub struct Slot {
     n_modules: u32,
     /// The `unsealed` events written, by detail.
     said: std::collections::HashSet<String>,
+    /// Bytes of the slot's text in use.
+    text_used: u32,
+    /// The slot's first page until [`Slot::commit`] writes it (its header, modules and first
+    /// counters: one write, where each field used to be one).
+    head: Option<Box<[u8; HEAD]>>,
 }
 
+/// The bytes of a slot kept until [`Slot::commit`]: its first page.
+const HEAD: usize = 4096;
+
 impl Slot {
-    /// Takes the next census slot of the run in `run_dir` and writes its header; `None` when
-    /// there is no run table or it is full (the calls go uncounted, as libseal's would).
+    /// Takes the next census slot of the run in `run_dir` and makes its header, written by
+    /// [`Slot::commit`] (the caller's next counts and modules go into the same write); `None`
+    /// when there is no run table or it is full (the calls go uncounted, as libseal's would).
     pub fn open(run_dir: &Path, who: &Identity) -> Option<Slot> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(run_dir.join(seal_abi::RUN_TABLE_NAME))
-            .ok()?;
-        let k = take_slot(&file)?;
-        let mut head = [0u8; 16];
-        file.read_exact_at(&mut head, 8).ok()?;
-        let pid_max = u32::from_le_bytes(head[4..8].try_into().ok()?) as usize;
+        let file = open_table(run_dir)?;
+        let (k, pid_max) = take_slot(&file)?;
         let at = RunTable::census_offset(pid_max, k) as u64;
-        let slot = Slot {
+        let mut slot = Slot {
             file,
             at,
             counts: HashMap::new(),
             n_modules: 1,
             said: Default::default(),
+            text_used: 0,
+            head: Some(Box::new([0; HEAD])),
         };
         let exe = who.exe.as_os_str().as_encoded_bytes();
         let exe = &exe[..exe.len().min(seal_abi::EXE_BYTES)];
@@ -131,12 +135,22 @@ impl Slot {
         for (off, v) in u32s {
             slot.put(off as u64, &v.to_le_bytes());
         }
-        // Last: a reader takes the slot for a process once the magic is there.
-        slot.put(
+        slot.text_used = (exe.len() + argv.len()) as u32;
+        Some(slot)
+    }
+
+    /// Writes what [`Slot::open`] and the calls since made of the slot's first page: all but
+    /// the magic in one write, then the magic (a reader takes the slot for a process once the
+    /// magic is there).
+    pub fn commit(&mut self) {
+        let Some(head) = self.head.take() else {
+            return;
+        };
+        self.put(0, &head[..]);
+        self.put(
             offset_of!(CensusFile, magic) as u64,
             &seal_abi::CENSUS_MAGIC.to_le_bytes(),
         );
-        Some(slot)
     }
 
     /// Counts one call of `fid` (with `detail`) made at `ip`.
@@ -187,18 +201,10 @@ impl Slot {
     /// Lists `lo..hi` as module `name` (after the image's code, module 0): code of seal's
     /// making in the image, its clock page's reader, that the census names counts after.
     pub fn add_module(&mut self, name: &str, lo: u64, hi: u64) {
-        let mut used = [0u8; 4];
-        if self.n_modules != 1
-            || (self.file)
-                .read_exact_at(
-                    &mut used,
-                    self.at + offset_of!(CensusFile, text_used) as u64,
-                )
-                .is_err()
-        {
+        if self.n_modules != 1 {
             return;
         }
-        let used = u32::from_le_bytes(used);
+        let used = self.text_used;
         let m = CensusFile::module_offset(1) as u64;
         self.put(
             offset_of!(CensusFile, text) as u64 + used as u64,
@@ -221,9 +227,10 @@ impl Slot {
             self.put(off as u64, &v.to_le_bytes());
         }
         self.n_modules = 2;
+        self.text_used = used + name_len;
     }
 
-    fn write_pair(&self, i: usize, key: u64, n: u64) {
+    fn write_pair(&mut self, i: usize, key: u64, n: u64) {
         let mut pair = [0u8; 16];
         pair[..8].copy_from_slice(&key.to_le_bytes());
         pair[8..].copy_from_slice(&n.to_le_bytes());
@@ -271,24 +278,70 @@ impl Slot {
         self.put(offset_of!(CensusFile, n_unsealed) as u64, &count);
     }
 
-    fn put(&self, off: u64, data: &[u8]) {
+    fn put(&mut self, off: u64, data: &[u8]) {
+        // Into the first page while it is kept, the rest (if any) written.
+        let (mut off, mut data) = (off, data);
+        if let Some(head) = self.head.as_mut() {
+            let o = off as usize;
+            if o < HEAD {
+                let n = data.len().min(HEAD - o);
+                head[o..o + n].copy_from_slice(&data[..n]);
+                (off, data) = (off + n as u64, &data[n..]);
+            }
+        }
+        if data.is_empty() {
+            return;
+        }
         // A failed write (a full file system) leaves the census short, as a failed page
         // reservation does in libseal; the run goes on.
         let _ = self.file.write_all_at(data, self.at + off);
     }
 }
 
+/// The run table of the server this supervisor was forked from, opened before the fork
+/// (-1: none; [`open_table`] then opens it by name).
+static TABLE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// Keeps descriptor `fd` of the run table (read-write) for [`open_table`].
+pub fn keep_table(fd: i32) {
+    TABLE.store(fd, Ordering::Relaxed);
+}
+
+/// The run table of the run in `run_dir`, read-write: a copy of the descriptor the server
+/// opened, or opened by name.
+fn open_table(run_dir: &Path) -> Option<File> {
+    use std::os::fd::FromRawFd;
+    let fd = TABLE.load(Ordering::Relaxed);
+    // SAFETY: F_DUPFD_CLOEXEC of a descriptor this process keeps open for its life.
+    let copy = if fd >= 0 {
+        unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) }
+    } else {
+        -1
+    };
+    if copy >= 0 {
+        // SAFETY: a descriptor we just made and own.
+        return Some(unsafe { File::from_raw_fd(copy) });
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(run_dir.join(seal_abi::RUN_TABLE_NAME))
+        .ok()
+}
+
 /// Claims the next census slot number (`RunTable::census_next`, shared with every libseal of
-/// the run), or `None` when the table is full.
-fn take_slot(file: &File) -> Option<usize> {
+/// the run), or `None` when the table is full; with the table's `pid_max`.
+fn take_slot(file: &File) -> Option<(usize, usize)> {
     let p = super::page::map_shared(file, true)?;
     // SAFETY: `p` maps the run table's first page (which the launcher wrote), to take a number
-    // with the same atomic add libseal uses; unmapped before returning.
+    // with the same atomic add libseal uses, and read `pid_max`; unmapped before returning.
     unsafe {
-        let next = &*(p.cast::<u8>().add(offset_of!(RunTable, census_next)) as *const AtomicU32);
-        let cap = *(p.cast::<u8>().add(offset_of!(RunTable, census_cap)) as *const u32);
+        let b = p.cast::<u8>();
+        let next = &*(b.add(offset_of!(RunTable, census_next)) as *const AtomicU32);
+        let cap = *(b.add(offset_of!(RunTable, census_cap)) as *const u32);
+        let pid_max = *(b.add(offset_of!(RunTable, pid_max)) as *const u32);
         let k = next.fetch_add(1, Ordering::AcqRel);
         libc::munmap(p, super::page::PAGE);
-        (k < cap).then_some(k as usize)
+        (k < cap).then_some((k as usize, pid_max as usize))
     }
 }

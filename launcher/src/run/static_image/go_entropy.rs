@@ -57,15 +57,17 @@ pub fn find(exe: &[u8], bias: u64) -> Option<Site> {
 
 /// Sets the in-image entropy up in Go image `pid`, stopped at its exec: `site` from [`find`],
 /// the stream keyed by `seed` and `lineage`, in-image reads counted at the u64 at offset
-/// `count` of file `census` (else in the mapping's header). `None` (and `GetRandom` left
-/// alone) when any step fails.
+/// `count` of file `census` (else in the mapping's header). `mapped`: a page of that file
+/// the image maps already (its offset and address in the image: the clock page's census
+/// counters), used instead of mapping it again when it holds the count. `None` (and
+/// `GetRandom` left alone) when any step fails.
 pub fn install(
     pid: i32,
     run_dir: &std::path::Path,
     site: &Site,
-    seed: u64,
-    lineage: u64,
+    (seed, lineage): (u64, u64),
     census: Option<(&std::path::Path, u64)>,
+    mapped: Option<(u64, u64)>,
 ) -> Option<Entropy> {
     let path = run_dir.join(format!("go-entropy-{pid}"));
     let file = super::page::create_shared_file(&path)?;
@@ -98,8 +100,13 @@ pub fn install(
             let code = i(e::CODE_BYTES as u64);
             b.call(libc::SYS_mprotect, [i(hint), code, i(rx), z, z, z]);
             b.or_stop_unless(0);
-            // The census pair's page, mapped too: the code counts there.
-            if let Some((table, off)) = census {
+            // The census pair's page, mapped too (unless the clock page's set-up mapped it):
+            // the code counts there.
+            let shared = match (census, mapped) {
+                (Some((_, off)), Some((page, at))) if off & !0xfff == page => Some(at),
+                _ => None,
+            };
+            if let (Some((table, off)), None) = (census, shared) {
                 let at = name(table, (saved.rsp - 12288) & !15)?;
                 let page = i(off & !0xfff);
                 let shared = i(libc::MAP_SHARED as u64);
@@ -113,6 +120,7 @@ pub fn install(
                 return None;
             }
             let count_at = match census {
+                Some((_, off)) if shared.is_some() => shared? + (off & 0xfff),
                 Some((_, off)) => {
                     let c = r.get(5).copied().flatten().filter(|&c| c > 0)?;
                     c as u64 + (off & 0xfff)

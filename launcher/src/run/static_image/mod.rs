@@ -25,6 +25,7 @@ mod exe_map;
 mod exec_child;
 mod go_clock;
 mod go_entropy;
+mod maps;
 mod notif;
 mod page;
 mod pid_state;
@@ -33,6 +34,7 @@ mod root;
 mod run_pids;
 mod serve;
 mod server;
+mod stop;
 mod text;
 mod trace_call;
 mod vdso_clock;
@@ -80,7 +82,13 @@ pub fn partly_sealed_line(program: &str) -> String {
              drawn per thread as the scheduler runs goroutines), ",
         )
     } else {
-        ("clocks, entropy, pid and host name", "")
+        // Its clock entries read a page of its own (`serve/ticking.rs`); only other clock ids,
+        // sleeps and a forked child's clock reach the supervisor.
+        (
+            "clocks are read from a page seal's supervisor shares with it; entropy, pid and \
+             host name",
+            "",
+        )
     };
     format!(
         "partly sealed (static-binary-supervised): {program}: {served} are served by seal's \

@@ -77,6 +77,8 @@ struct Supervisor {
     entropy: Option<super::go_entropy::Entropy>,
     /// Virtual pids and tids of its processes and threads (`serve/pids.rs`).
     pids: super::pid_state::Pids,
+    /// The first image's clock page, made while it execs (removed after the detach).
+    prepared: Option<super::vdso_clock::Prepared>,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -122,6 +124,7 @@ pub fn run(
         own: Vec::new(),
         entropy: None,
         pids: super::pid_state::Pids::default(),
+        prepared: None,
     };
     if let Some(p) = page {
         sv.pages.insert(pid, p);
@@ -132,6 +135,9 @@ pub fn run(
         sv.entropy = Some(e);
     }
     let mut attached = traced;
+    if traced && sv.world.seal_clocks() {
+        sv.prepared = super::vdso_clock::Prepared::new(pid, &sv.world, MONO_BASE_NS);
+    }
     let mut sock_open = true;
     // The tracee's stops arrive as SIGCHLD, read from a signalfd: the exec stop is seen as
     // soon as it happens (polling waitpid every 10 ms cost 5 ms of every static start-up).
@@ -191,6 +197,9 @@ pub fn run(
         if attached {
             attached = sv.tracee_event();
         }
+        if !attached {
+            sv.prepared = None;
+        }
         if sv.pids.tracing() {
             sv.trace_events();
         }
@@ -233,16 +242,19 @@ impl Supervisor {
             return false;
         }
         if st >> 8 == (libc::SIGTRAP | (libc::PTRACE_EVENT_EXEC << 8)) {
-            self.go = super::auxv::is_go(self.pid);
+            let stop = super::stop::Stop::read(self.pid);
+            self.go = stop.go;
             let seal = self.world.seal_clocks();
-            self.text = super::auxv::text_ranges(self.pid);
-            self.bias = super::auxv::load_bias(self.pid, &self.text);
+            self.text = stop.text.clone();
+            self.bias = stop.bias;
             // A Go runtime keeps its vDSO, whose clock reads the image's clock page; anything
             // else (or a Go image whose page could not be set up) loses it.
-            let fast = seal && self.go && self.fast_clock();
+            let fast = seal && self.go && self.fast_clock(&stop);
             // A static C image keeps it too, its clock entries reading its ticking page.
-            let fast = fast || (seal && !self.go && self.ticking_clock());
-            super::auxv::fix(self.pid, self.world.at_random(), seal && !fast);
+            let fast = fast || (seal && !self.go && self.ticking_clock(&stop));
+            if let Some(aux) = &stop.aux {
+                aux.fix(self.pid, self.world.at_random(), seal && !fast);
+            }
             if self.go && self.world.sealed(flags::RANDOM) {
                 let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x0074_7363);
                 super::vdso_clock::seal_cputicks(self.pid, self.bias, ticks >> 1);
@@ -375,15 +387,16 @@ impl Supervisor {
         self.children += 1;
         let mut r = self.world.at_random();
         r[..8].copy_from_slice(&seal_abi::mix64(self.world.seed ^ self.children).to_le_bytes());
-        let drop_vdso = self.world.seal_clocks();
-        let mut image = None;
+        let seal = self.world.seal_clocks();
         super::exec_child::follow(tid, |pid| {
-            super::auxv::fix(pid, r, drop_vdso);
-            image = Some((pid, super::auxv::text_ranges(pid), super::auxv::is_go(pid)));
+            // A static C image gets its clock page, as the first one did.
+            let stop = super::stop::Stop::read(pid);
+            self.images.insert(pid, (stop.text.clone(), stop.go));
+            let fast = seal && self.exec_clock(pid, &stop);
+            if let Some(aux) = &stop.aux {
+                aux.fix(pid, r, seal && !fast);
+            }
         });
-        if let Some((pid, text, go)) = image {
-            self.images.insert(pid, (text, go));
-        }
     }
 
     /// The image process `tgid` runs: its executable ranges and whether it is a Go runtime.

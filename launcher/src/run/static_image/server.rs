@@ -291,13 +291,21 @@ unsafe fn isolate(keep: i32) -> i32 {
 
 /// Maps the run table (read-only; nothing is read): the run's watch kills every process that
 /// maps a file of the run directory when seal dies, this one and its spare included. Where it
-/// is mapped (0: it could not be).
+/// is mapped (0: it could not be). Its descriptor (read-write) stays open for the census of
+/// the supervisors forked from here (`census::keep_table`): one look-up for the run.
 fn map_table(run_dir: &std::path::Path) -> usize {
-    let Ok(f) = std::fs::File::open(run_dir.join(seal_abi::RUN_TABLE_NAME)) else {
+    use std::os::fd::IntoRawFd;
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(run_dir.join(seal_abi::RUN_TABLE_NAME))
+    else {
         return 0;
     };
     // Read-only, never read.
-    super::page::map_shared(&f, false).map_or(0, |p| p as usize)
+    let at = super::page::map_shared(&f, false).map_or(0, |p| p as usize);
+    super::census::keep_table(f.into_raw_fd());
+    at
 }
 
 /// An inotify descriptor on `run_dir` for [`run_ended`]; `None` when it is gone already (or
@@ -374,24 +382,15 @@ fn supervise_one(c: i32) -> i32 {
     else {
         return 1;
     };
-    // The image's settings and identity replace whatever the image that started this server
-    // had (one-threaded: nothing reads the environment meanwhile).
-    for (k, _) in std::env::vars_os() {
-        if k.as_bytes()
-            .starts_with(seal_abi::settings::PREFIX.as_bytes())
-        {
-            std::env::remove_var(k);
-        }
-    }
-    for (k, v) in &req.env {
-        std::env::set_var(k, v);
-    }
+    // The image's settings and identity (not this process's environment: the image that
+    // started the server had its own).
+    let world = super::world::World::from_vars(&req.env);
     let mut args: Vec<OsString> = vec![c.to_string().into(), req.pid.to_string().into()];
     if let Some((vpid, ppid)) = req.own {
         args.push(vpid.to_string().into());
         args.push(ppid.to_string().into());
     }
-    super::attach::supervise(&args)
+    super::attach::supervise_in(&args, world)
 }
 
 /// A request for a supervisor (`seal_abi::supervised::REQUEST_HEADER`).

@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use seal_abi::supervised::clock_page::{self as cp, Kind, MAX_LEN};
 
-use super::remote::read;
+use super::stop::Stop;
 pub(super) use super::text::poke;
+use super::vdso_rest::Sym;
 
 /// The supervisor's mapping of one image's clock page.
 pub struct Page {
@@ -20,6 +21,10 @@ pub struct Page {
     /// Where the image's reads are counted in the census: the clock code's address, when the
     /// supervisor counts them (static), else `None` (libseal counts them in its own slot).
     pub site: Option<u64>,
+    /// The page of the run table the image's counters are on, as mapped in the image: its
+    /// offset in the table and its address there (a static Go image's entropy counts there
+    /// too, `go_entropy.rs`).
+    pub census: Option<(u64, u64)>,
 }
 
 impl Page {
@@ -54,6 +59,7 @@ impl Page {
         let page = Page {
             words: map.cast::<AtomicU64>(),
             site,
+            census: None,
         };
         page.word(cp::REALTIME)
             .store(first[0] as u64, Ordering::Release);
@@ -66,6 +72,66 @@ impl Page {
 /// The clock words a Go image starts with: `[epoch + C, mono_base + C]`.
 fn first_values(world: &super::world::World, mono_base: i64) -> [i64; 2] {
     [world.epoch_ns + world.clock, mono_base + world.clock]
+}
+
+/// A clock page made while the image execs, before its exec stop (the supervisor waits then,
+/// with nothing else to do): its file in the run directory (`go-clock-PID`), mapped here with
+/// its first values. The file is removed when this is dropped, after the detach: the image
+/// has mapped it by then, or never will.
+pub struct Prepared {
+    path: std::path::PathBuf,
+    /// The run table, whose census page the image maps too.
+    table: std::path::PathBuf,
+    words: *const AtomicU64,
+    taken: std::cell::Cell<bool>,
+}
+
+impl Prepared {
+    /// The page of image `pid` (about to exec), starting at the world's clock.
+    pub fn new(pid: i32, world: &super::world::World, mono_base: i64) -> Option<Prepared> {
+        let dir = world.run_dir.as_ref()?;
+        Prepared::at(pid, dir, first_values(world, mono_base))
+    }
+
+    /// The page of image `pid` in run directory `dir`, its clock words `first`.
+    pub fn at(pid: i32, dir: &std::path::Path, first: [i64; 2]) -> Option<Prepared> {
+        let path = dir.join(format!("go-clock-{pid}"));
+        let file = super::page::create_shared_file(&path)?;
+        let page = file
+            .set_len(4096)
+            .ok()
+            .and_then(|()| Page::map(&file, first, None));
+        let Some(page) = page else {
+            let _ = std::fs::remove_file(&path);
+            return None;
+        };
+        Some(Prepared {
+            path,
+            table: dir.join(seal_abi::RUN_TABLE_NAME),
+            words: page.words,
+            taken: std::cell::Cell::new(false),
+        })
+    }
+
+    /// The page, for the image's clock code at `site`.
+    fn take(&self, site: Option<u64>) -> Page {
+        self.taken.set(true);
+        Page {
+            words: self.words,
+            site,
+            census: None,
+        }
+    }
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        if !self.taken.get() {
+            // SAFETY: our own mapping of one page, which no `Page` refers to.
+            unsafe { libc::munmap(self.words as *mut libc::c_void, 4096) };
+        }
+    }
 }
 
 /// The page of cgo program `pid` that libseal made (`go-clock-PID` in the run directory):
@@ -94,124 +160,60 @@ fn code(page: u64, tick: u32, kind: Kind) -> (Vec<u8>, cp::Entries) {
     (c[..e.len].to_vec(), e)
 }
 
-/// Reads `pid`'s vDSO (at `base`), page by page.
-pub(super) fn vdso_bytes(pid: i32, base: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    for i in 0..8u64 {
-        let mut page = [0u8; 4096];
-        if !read(pid, base + i * 4096, &mut page) {
-            break;
-        }
-        out.extend_from_slice(&page);
-    }
+/// Reads `pid`'s vDSO image (at `base`; `map`: its mapping, which bounds the read), in one
+/// read.
+pub(super) fn vdso_bytes(pid: i32, base: u64, map: Option<(u64, u64)>) -> Vec<u8> {
+    let len = match map {
+        Some((lo, hi)) if (lo..hi).contains(&base) => (hi - base) as usize,
+        _ => 8 * 4096,
+    };
+    let mut out = vec![0u8; len.min(64 * 4096)];
+    let n = super::batch::read_some(pid, base, &mut out);
+    out.truncate(n);
     out
 }
 
-/// The address and size of `name` in the vDSO image `elf` (loaded at `base`).
-fn entry_in(elf: &[u8], base: u64, name: &str) -> Option<(u64, u64)> {
-    use object::{Object, ObjectSymbol};
-    let file = object::File::parse(elf).ok()?;
-    file.dynamic_symbols()
-        .find(|s| s.name() == Ok(name))
-        .filter(|s| s.address() < elf.len() as u64)
-        .map(|s| (base + s.address(), s.size()))
+/// The address and size of `name` among the `symbols` of a vDSO image of `len` bytes (loaded
+/// at `base`).
+fn entry_in(symbols: &[Sym], len: usize, base: u64, name: &str) -> Option<(u64, u64)> {
+    symbols
+        .iter()
+        .find(|s| s.name == name)
+        .filter(|s| s.at < len as u64)
+        .map(|s| (base + s.at, s.size))
 }
 
-/// One system call run in stopped tracee `pid`, from the `syscall` instruction at `at`, with
-/// registers `saved` otherwise; its result, or `None` when the tracee did not stop after it.
-pub(super) fn inject(
-    pid: i32,
-    saved: &libc::user_regs_struct,
-    at: u64,
-    nr: u64,
-    a: [u64; 6],
-) -> Option<i64> {
-    let mut want = *saved;
-    (want.rax, want.orig_rax, want.rip) = (nr, u64::MAX, at);
-    (want.rdi, want.rsi, want.rdx) = (a[0], a[1], a[2]);
-    (want.r10, want.r8, want.r9) = (a[3], a[4], a[5]);
-    // The first step out of the exec's system call stops before any instruction runs, and
-    // the exec's return value (0) has then overwritten `rax`: the registers are set again
-    // until the `syscall` instruction has run.
-    for _ in 0..3 {
-        let mut r = want;
-        let mut st = 0;
-        // SAFETY: ptrace requests on our stopped tracee, with a regs struct we own; waitpid
-        // on it.
-        let ok = unsafe {
-            libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &want) == 0
-                && libc::ptrace(libc::PTRACE_SINGLESTEP, pid, 0, 0) == 0
-                && libc::waitpid(pid, &mut st, libc::__WALL) == pid
-                && libc::WIFSTOPPED(st)
-                && libc::WSTOPSIG(st) == libc::SIGTRAP
-                && libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut r) == 0
-        };
-        if !ok {
-            return None;
-        }
-        if r.rip == at + 2 {
-            return Some(r.rax as i64);
-        }
-        if r.rip != at {
-            return None;
-        }
-    }
-    None
-}
-
-/// [`install`] for Go image `pid`, stopped at its exec, with the run's settings (`mono_base`:
-/// what `CLOCK_MONOTONIC` reads at `C = 0`).
-/// `counters`: the offsets in the run table of the census counters of its `CLOCK_REALTIME` and
-/// `CLOCK_MONOTONIC` page reads (`None`: counted in the page, and written to the census by the
-/// supervisor).
-pub fn set_up(
-    pid: i32,
-    world: &super::world::World,
-    mono_base: i64,
-    counters: Option<[u64; 2]>,
-) -> Option<Page> {
-    let base = super::auxv::vdso_base(pid)?;
-    let dir = world.run_dir.as_ref()?;
-    let first = first_values(world, mono_base);
-    install(
-        pid,
-        dir,
-        base,
-        first,
-        world.tick_ns.clamp(0, i32::MAX as i64),
-        counters.as_ref().map(|c| &c[..]),
-        Kind::Still,
-    )
-    .map(|(page, _)| page)
-}
-
-/// Sets the fast clock up in image `pid`, stopped at its exec, whose vDSO is at `vdso`:
-/// `[realtime, monotonic]` are the page's first values, `tick` a tick, `counters` where in the
-/// run table its reads are counted (mapped into the image too): `clock_gettime`'s of
+/// Sets the fast clock up in image `pid`, stopped at its exec (`stop`: its vDSO, registers,
+/// mappings), reading `prepared` (made while it exec'd), `tick` a tick, `counters` where in
+/// the run table its reads are counted (mapped into the image too): `clock_gettime`'s of
 /// `CLOCK_REALTIME` and `CLOCK_MONOTONIC`, then ([`Kind::Ticking`]) `gettimeofday`'s and
 /// `time`'s. A [`Kind::Ticking`] image also gets a private page (`MADV_WIPEONFORK`) whose first
 /// word holds the page's address, and its `__vdso_gettimeofday` and `__vdso_time` jump to
-/// code of their own. The page, and ([`Kind::Ticking`]) that word's address in the image.
+/// code of their own. The vDSO's other entries are sealed too (`vdso_rest.rs`), in the same
+/// write as the clock code: one write through `/proc/PID/mem` for every change to the vDSO,
+/// after the mappings are made (nothing in it to put back when they fail). The page, and ([`Kind::Ticking`]) that word's address in the image.
 /// `None` (nothing changed in the image, or only what the next exec throws away) when any
 /// step fails: the caller then removes the vDSO, and reads go by system call.
 pub fn install(
     pid: i32,
-    run_dir: &std::path::Path,
-    vdso: u64,
-    first: [i64; 2],
+    stop: &Stop,
+    prepared: &Prepared,
     tick: i64,
     counters: Option<&[u64]>,
     kind: Kind,
 ) -> Option<(Page, u64)> {
-    let elf = vdso_bytes(pid, vdso);
-    let (func, size) = entry_in(&elf, vdso, "__vdso_clock_gettime")?;
+    let (vdso, saved) = (stop.vdso_base()?, stop.regs?);
+    let elf = vdso_bytes(pid, vdso, stop.vdso);
+    let symbols = super::vdso_rest::symbols(&elf)?;
+    let (func, size) = entry_in(&symbols, elf.len(), vdso, "__vdso_clock_gettime")?;
+    let rest = super::vdso_rest::edits(&symbols, vdso)?;
     let ticking = kind == Kind::Ticking;
     // The entries that jump to code of their own after `__vdso_clock_gettime`'s.
     let others: Vec<(u64, bool)> = if ticking {
         ["__vdso_gettimeofday", "__vdso_time"]
             .iter()
             .enumerate()
-            .filter_map(|(i, n)| entry_in(&elf, vdso, n).map(|(a, _)| (a, i == 0)))
+            .filter_map(|(i, n)| entry_in(&symbols, elf.len(), vdso, n).map(|(a, _)| (a, i == 0)))
             .collect()
     } else {
         Vec::new()
@@ -220,72 +222,30 @@ pub fn install(
     if ticking && counters.is_none_or(|c| c.len() < 4) {
         return None;
     }
-    // The supervisor's side of the page: a file in the run directory, removed once mapped.
-    let path = run_dir.join(format!("go-clock-{pid}"));
-    let file = super::page::create_shared_file(&path)?;
-    let (placeholder, entries) = code(0, tick as u32, kind);
+    // The supervisor's side of the page: a file in the run directory, removed after the
+    // detach.
+    let (path, table) = (&prepared.path, &prepared.table);
+    let (_, entries) = code(0, tick as u32, kind);
     if (size as usize) < entries.len {
         return None;
     }
     let done = (|| {
-        file.set_len(4096).ok()?;
-        let page = Page::map(&file, first, Some(func))?;
-        let saved = super::remote::regs(pid)?;
+        let page = prepared.take(Some(func));
         // The path, on the new stack well below the stack pointer (inside the stack's mapping,
         // which exec sets up with room to grow).
         let at = (saved.rsp - 8192) & !15;
         let table_at = at + 4096;
-        let table = run_dir.join(seal_abi::RUN_TABLE_NAME);
-        for (p, to) in [(&path, at), (&table, table_at)] {
+        for (p, to) in [(path, at), (table, table_at)] {
             if !super::remote::write_path(pid, to, p) {
                 return None;
             }
         }
-        let result = if ticking {
-            ticking_maps(pid, &saved, at, table_at, counters?)
+        let word = if ticking {
+            Some(stop.free_page()?)
         } else {
-            // The code is written first: its `syscall` instruction is where calls are injected.
-            if (size as usize) < placeholder.len() || !poke(pid, func, &placeholder) {
-                return None;
-            }
-            let sys = func + entries.syscall_at as u64;
-            let result = (|| {
-                let fd = inject(pid, &saved, sys, 2, [at, libc::O_RDWR as u64, 0, 0, 0, 0])?;
-                if fd < 0 {
-                    return None;
-                }
-                let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
-                let shared = libc::MAP_SHARED as u64;
-                let addr = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, 0]);
-                inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
-                // The page of the run table that holds the census counters, mapped the same way
-                // (the image's reads count there, so they are in the census however it ends).
-                let census = counters.and_then(|c| {
-                    let off = c[0] & !4095;
-                    if c.iter().any(|&o| o & !4095 != off) {
-                        return None;
-                    }
-                    let fd = inject(
-                        pid,
-                        &saved,
-                        sys,
-                        2,
-                        [table_at, libc::O_RDWR as u64, 0, 0, 0, 0],
-                    )?;
-                    if fd < 0 {
-                        return None;
-                    }
-                    let m = inject(pid, &saved, sys, 9, [0, 4096, prot, shared, fd as u64, off]);
-                    inject(pid, &saved, sys, 3, [fd as u64, 0, 0, 0, 0, 0]);
-                    let m = m.filter(|&m| m > 0)? as u64;
-                    Some(c.iter().map(|o| m + (o & 4095)).collect::<Vec<u64>>())
-                });
-                Some((addr?, census, 0))
-            })();
-            // SAFETY: restores the registers of our stopped tracee.
-            unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &saved) };
-            result
+            None
         };
+        let result = maps(pid, &saved, [at, table_at], counters, word);
         // mmap's errors are -4095..-1.
         let (addr, census, pointer) = result?;
         let addr = (addr > 0).then_some(addr as u64)?;
@@ -296,8 +256,9 @@ pub fn install(
         // (which the supervisor writes to the census, `serve.rs`).
         let own = [0, 1].map(|id| addr + 8 * (cp::READS + id) as u64).to_vec();
         let mut page = page;
-        if census.is_some() {
+        if let (Some(c), Some(&off)) = (&census, counters.and_then(|c| c.first())) {
             page.site = None;
+            page.census = Some((off & !4095, c[0] & !4095));
         }
         let words = [
             cp::COUNTER,
@@ -312,10 +273,20 @@ pub fn install(
             return None;
         }
         let (real, _) = code(if ticking { pointer } else { addr }, tick as u32, kind);
-        // One write through /proc/PID/mem (a ticking image's code is ~280 bytes: 35 pokes).
-        if !super::batch::write_text(pid, func, &real) {
-            return None;
+        // Every change to the vDSO in one write (a ticking image's code is ~280 bytes: 35
+        // pokes; the other entries' were a few more).
+        let mut image = elf.clone();
+        let mut put = |at: u64, code: &[u8]| {
+            let off = (at - vdso) as usize;
+            image.get_mut(off..off + code.len())?.copy_from_slice(code);
+            Some(())
+        };
+        // The other entries first: `__vdso_gettimeofday` and `__vdso_time` then jump to the
+        // page's code.
+        for (at, code) in &rest {
+            put(*at, code)?;
         }
+        put(func, &real)?;
         for &(entry, gtod) in &others {
             let to = func
                 + if gtod {
@@ -326,49 +297,54 @@ pub fn install(
             let rel = (to as i64 - (entry as i64 + 5)) as i32;
             let mut jmp = vec![0xe9]; // jmp rel32
             jmp.extend(rel.to_le_bytes());
-            if !poke(pid, entry, &jmp) {
-                return None;
-            }
+            put(entry, &jmp)?;
+        }
+        let (lo, hi) = changed(&elf, &image)?;
+        if !super::batch::write_text(pid, vdso + lo as u64, &image[lo..hi]) {
+            return None;
         }
         Some((page, pointer))
     })();
-    let _ = std::fs::remove_file(&path);
     if done.is_none() {
         // The kernel's code back (the caller also removes the vDSO from the auxiliary vector,
-        // so the runtime never calls it).
-        for (at, len) in [(func, entries.len)]
-            .into_iter()
-            .chain(others.iter().map(|&(a, _)| (a, 5)))
-        {
-            let off = (at - vdso) as usize;
-            if let Some(orig) = elf.get(off..off + len) {
-                poke(pid, at, orig);
-            }
+        // so the runtime never calls it), where a write failed part-way.
+        let spans = (others.iter().map(|o| (o.0, 5)))
+            .chain(rest.iter().map(|r| (r.0, r.1.len())))
+            .chain([(func, entries.len)]);
+        let (lo, hi) = spans.fold((u64::MAX, 0), |(lo, hi), (at, len)| {
+            (lo.min(at), hi.max(at + len as u64))
+        });
+        if let Some(orig) = elf.get((lo - vdso) as usize..(hi - vdso) as usize) {
+            super::batch::write_text(pid, lo, orig);
         }
     }
     done
 }
 
-/// The mappings a [`Kind::Ticking`] image's code reads, made in stopped image `pid` (registers
-/// `saved`) in one batch (`batch.rs`: one stop, where a system call injected one by one costs
-/// a scheduling round trip each): its clock page (the file whose path is at `path`), the page
-/// of the run table (path at `table`) holding `counters`, and the private page of the word
-/// naming the clock page, at an address of our choosing (`MAP_FIXED_NOREPLACE`, so the batch
-/// needs no result of its own) with `MADV_WIPEONFORK`. The clock page's address, the counters'
-/// addresses in the image, and the word's.
-fn ticking_maps(
+/// The mappings an image's clock code reads, made in stopped image `pid` (registers `saved`;
+/// `path` and `table` where the two paths are written in it) in one batch (`batch.rs`: one
+/// stop, where a system call injected one by one, by a single step, cost a scheduling round
+/// trip each): its clock page (the file whose path is at `path`), the page of the run table
+/// (path at `table`) holding `counters` (a Go image's page works without it), and
+/// ([`Kind::Ticking`]) the private page of the word naming the clock page, at `word`
+/// (`MAP_FIXED_NOREPLACE`, so the batch needs no result of its own) with `MADV_WIPEONFORK`.
+/// The clock page's address, the counters' addresses in the image, and the word's (0: none).
+fn maps(
     pid: i32,
     saved: &libc::user_regs_struct,
-    path: u64,
-    table: u64,
-    counters: &[u64],
+    [path, table]: [u64; 2],
+    counters: Option<&[u64]>,
+    word: Option<u64>,
 ) -> Option<(i64, Option<Vec<u64>>, u64)> {
     use super::batch::{Arg::Fd, Arg::Imm, Batch};
-    let off = counters[0] & !4095;
-    if counters.iter().any(|&o| o & !4095 != off) {
+    // The counters on one page of the table, or none.
+    let counters = counters.filter(|c| {
+        let off = c.first().map_or(0, |o| o & !4095);
+        c.iter().all(|&o| o & !4095 == off)
+    });
+    if word.is_some() && counters.is_none() {
         return None;
     }
-    let word = free_page(pid)?;
     let (rw, shared) = (
         (libc::PROT_READ | libc::PROT_WRITE) as u64,
         libc::MAP_SHARED as u64,
@@ -390,50 +366,61 @@ fn ticking_maps(
     b.call(libc::SYS_open, open(path)).or_stop();
     b.call(libc::SYS_mmap, map(0)).or_stop();
     b.call(libc::SYS_close, close);
-    b.call(libc::SYS_open, open(table)).or_stop();
-    b.call(libc::SYS_mmap, map(off)).or_stop();
-    b.call(libc::SYS_close, close);
-    let own = [
-        Imm(word),
-        Imm(4096),
-        Imm(rw),
-        Imm(private),
-        Imm(u64::MAX),
-        Imm(0),
-    ];
-    b.call(libc::SYS_mmap, own).or_stop_unless(word);
-    let wipe = libc::MADV_WIPEONFORK as u64;
-    let advise = [Imm(word), Imm(4096), Imm(wipe), Imm(0), Imm(0), Imm(0)];
-    b.call(libc::SYS_madvise, advise).or_stop_unless(0);
+    let off = counters.map(|c| c[0] & !4095);
+    if let Some(off) = off {
+        b.call(libc::SYS_open, open(table)).or_stop();
+        // Closed even when it could not be mapped.
+        b.call(libc::SYS_mmap, map(off));
+        b.call(libc::SYS_close, close);
+    }
+    if let Some(word) = word {
+        let own = [
+            Imm(word),
+            Imm(4096),
+            Imm(rw),
+            Imm(private),
+            Imm(u64::MAX),
+            Imm(0),
+        ];
+        b.call(libc::SYS_mmap, own).or_stop_unless(word);
+        let wipe = libc::MADV_WIPEONFORK as u64;
+        let advise = [Imm(word), Imm(4096), Imm(wipe), Imm(0), Imm(0), Imm(0)];
+        b.call(libc::SYS_madvise, advise).or_stop_unless(0);
+    }
     let r = b.run(pid, saved)?;
-    let (page, table_page) = (r.get(1).copied()??, r.get(4).copied()??);
-    let word_ok = r.get(6).copied()?? == word as i64 && r.get(7).copied()?? == 0;
-    if page <= 0 || table_page <= 0 || !word_ok {
+    let page = r.first().copied()?.and(r.get(1).copied()?)?;
+    if page <= 0 {
         return None;
     }
-    let census = counters.iter().map(|o| table_page as u64 + (o & 4095));
-    Some((page, Some(census.collect()), word))
+    // mmap's errors are -4095..-1.
+    let census = counters.and_then(|c| {
+        let m = r.get(4).copied()?.filter(|&m| m > 0)? as u64;
+        Some(c.iter().map(|o| m + (o & 4095)).collect::<Vec<u64>>())
+    });
+    let at = if off.is_some() { 6 } else { 3 };
+    let word = match word {
+        Some(w) => {
+            let ok = r.get(at).copied()?? == w as i64 && r.get(at + 1).copied()?? == 0;
+            if !ok || census.is_none() {
+                return None;
+            }
+            w
+        }
+        None => 0,
+    };
+    Some((page, census, word))
 }
 
-/// A page-aligned address at which stopped image `pid` has nothing mapped: 4 GiB up (above a
-/// non-PIE image's heap, below where the kernel places a PIE image and its mappings), or the
-/// next free one of a few further up.
-fn free_page(pid: i32) -> Option<u64> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    let ranges: Vec<(u64, u64)> = maps
-        .lines()
-        .filter_map(|l| {
-            let (a, rest) = l.split_once('-')?;
-            let b = rest.split_whitespace().next()?;
-            Some((
-                u64::from_str_radix(a, 16).ok()?,
-                u64::from_str_radix(b, 16).ok()?,
-            ))
-        })
-        .collect();
-    (0..16u64)
-        .map(|k| (1 << 32) + k * (1 << 28))
-        .find(|&at| ranges.iter().all(|&(a, b)| b <= at || a >= at + 4096))
+/// The bytes in which `new` differs from `old` (of the same length): `None` when none do.
+fn changed(old: &[u8], new: &[u8]) -> Option<(usize, usize)> {
+    let lo = old.iter().zip(new).position(|(a, b)| a != b)?;
+    let hi = old.len()
+        - old
+            .iter()
+            .rev()
+            .zip(new.iter().rev())
+            .position(|(a, b)| a != b)?;
+    Some((lo, hi))
 }
 
 /// Makes `runtime.cputicks` of Go image `pid` (stopped at its exec; its program mapped at

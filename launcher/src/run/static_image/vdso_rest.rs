@@ -10,6 +10,7 @@
 //! - the others make their system call (the filter sends the time ones to the supervisor;
 //!   `getcpu` and `clock_getres` go to the kernel, as they would without a vDSO).
 //!
+//! The clock page's set-up writes these with its own code, in one write (`vdso_clock.rs`).
 //! An exported function this module does not know, or an entry too small for its code, makes
 //! the whole step fail: the caller then removes the vDSO from the auxiliary vector, as it
 //! does for any image whose clock page could not be set up.
@@ -33,43 +34,48 @@ fn code_for(name: &str) -> Option<Vec<u8>> {
     })
 }
 
-/// Overwrites every exported function of the vDSO image `elf` (loaded at `base` in stopped
-/// image `pid`) other than the clock entry; false when one is unknown or cannot be written.
-pub fn seal(pid: i32, elf: &[u8], base: u64) -> bool {
-    use object::{Object, ObjectSymbol, SymbolKind};
-    let Ok(file) = object::File::parse(elf) else {
-        return false;
-    };
-    let mut done = Vec::new();
-    for s in file.dynamic_symbols() {
-        let Ok(name) = s.name() else { return false };
-        if s.kind() != SymbolKind::Text || s.is_undefined() {
-            continue;
-        }
-        if matches!(name, "__vdso_clock_gettime" | "clock_gettime") || done.contains(&s.address()) {
-            continue;
-        }
-        let Some(code) = code_for(name) else {
-            return false;
-        };
-        if s.size() < code.len() as u64 || !super::vdso_clock::poke(pid, base + s.address(), &code)
-        {
-            return false;
-        }
-        done.push(s.address());
-    }
-    true
+/// An exported symbol of a vDSO image.
+pub struct Sym {
+    pub name: String,
+    /// Its address in the image (from the image's start) and size.
+    pub at: u64,
+    pub size: u64,
+    /// A function defined in the image.
+    pub func: bool,
 }
 
-/// The vDSO's mapping in `pid` (`[vdso]` in `/proc/PID/maps`): its system calls are the
-/// image's own once [`seal`] has run.
-pub fn range(pid: i32) -> Option<(u64, u64)> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    let l = maps.lines().find(|l| l.ends_with("[vdso]"))?;
-    let (a, rest) = l.split_once('-')?;
-    let b = rest.split_whitespace().next()?;
-    Some((
-        u64::from_str_radix(a, 16).ok()?,
-        u64::from_str_radix(b, 16).ok()?,
-    ))
+/// The exported symbols of the vDSO image `elf` (parsed once for every look-up of the exec
+/// stop); `None` when it is not an ELF image or a name is not text.
+pub fn symbols(elf: &[u8]) -> Option<Vec<Sym>> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let file = object::File::parse(elf).ok()?;
+    file.dynamic_symbols()
+        .map(|s| {
+            Some(Sym {
+                name: s.name().ok()?.to_owned(),
+                at: s.address(),
+                size: s.size(),
+                func: s.kind() == SymbolKind::Text && !s.is_undefined(),
+            })
+        })
+        .collect()
+}
+
+/// What overwrites every exported function of a vDSO image (its `symbols`, loaded at `base`)
+/// other than the clock entry: (address, code) pairs; `None` when one is unknown or too small.
+pub fn edits(symbols: &[Sym], base: u64) -> Option<Vec<(u64, Vec<u8>)>> {
+    let mut done: Vec<(u64, Vec<u8>)> = Vec::new();
+    for s in symbols.iter().filter(|s| s.func) {
+        let at = base + s.at;
+        let clock = matches!(s.name.as_str(), "__vdso_clock_gettime" | "clock_gettime");
+        if clock || done.iter().any(|d| d.0 == at) {
+            continue;
+        }
+        let code = code_for(&s.name)?;
+        if s.size < code.len() as u64 {
+            return None;
+        }
+        done.push((at, code));
+    }
+    Some(done)
 }

@@ -28,11 +28,24 @@ pub struct World {
 
 impl World {
     pub fn from_env() -> World {
+        World::from_lookup(|n| Some(std::env::var_os(n)?.as_bytes().to_vec()))
+    }
+
+    /// The world of `vars` (name, value), a request's variables.
+    pub fn from_vars(vars: &[(std::ffi::OsString, std::ffi::OsString)]) -> World {
+        World::from_lookup(|n| {
+            let v = vars.iter().rev().find(|(k, _)| k.as_os_str() == n)?;
+            Some(v.1.as_bytes().to_vec())
+        })
+    }
+
+    /// The world of the variables `get` gives.
+    fn from_lookup(get: impl Fn(&str) -> Option<Vec<u8>>) -> World {
         use seal_abi::settings as s;
         let vars: HashMap<&'static str, Vec<u8>> = s::VARS
             .iter()
             .chain(s::PER_PROCESS.iter())
-            .filter_map(|&n| Some((n, std::env::var_os(n)?.as_bytes().to_vec())))
+            .filter_map(|&n| Some((n, get(n)?)))
             .collect();
         // No run directory (cannot happen: libseal starts the supervisor in a run): the
         // defaults, with a run directory to decode them.

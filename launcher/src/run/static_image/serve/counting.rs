@@ -19,6 +19,14 @@ impl Supervisor {
 
     /// Process `tgid`'s census slot, taken at its first use (`None`: not counted).
     pub(super) fn slot(&mut self, tgid: i32) -> Option<&mut census::Slot> {
+        let slot = self.slot_deferred(tgid)?;
+        slot.commit();
+        Some(slot)
+    }
+
+    /// [`Supervisor::slot`], whose header a slot just taken has not written yet: the caller
+    /// adds to it and then calls [`census::Slot::commit`], for one write in all.
+    pub(super) fn slot_deferred(&mut self, tgid: i32) -> Option<&mut census::Slot> {
         let new = !self.census.as_ref()?.contains_key(&tgid);
         let id = new.then(|| self.ident(tgid));
         let (Some(slots), Some(run_dir)) = (self.census.as_mut(), self.world.run_dir.as_ref())

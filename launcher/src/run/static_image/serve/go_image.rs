@@ -2,40 +2,44 @@
 //! (`vdso_clock.rs`, `vdso_rest.rs`) and its in-image entropy (`go_entropy.rs`), and the
 //! reads its entropy code sends here.
 
+use seal_abi::supervised::clock_page::Kind;
 use seal_abi::Fid;
 
+use super::super::stop::Stop;
+use super::Supervisor;
 use super::{Answer, Notif};
-use super::{Supervisor, MONO_BASE_NS};
 
 impl Supervisor {
-    /// Sets up the clock page of the Go image just exec'd (stopped): whether it is in place.
-    /// Its other vDSO entries take the sealed path or make their system call
+    /// Sets up the clock page of the Go image just exec'd (stopped at `stop`): whether it is
+    /// in place. Its other vDSO entries take the sealed path or make their system call
     /// (`vdso_rest.rs`); when they cannot, it loses its vDSO too.
-    pub(super) fn fast_clock(&mut self) -> bool {
+    pub(super) fn fast_clock(&mut self, stop: &Stop) -> bool {
         let pid = self.pid;
-        let Some(vdso) = super::super::auxv::vdso_base(pid) else {
+        let Some(vdso) = stop.vdso_base() else {
             return false;
         };
         // Its reads are counted in its census slot, which the image maps (its first page),
         // from the vDSO's first byte, named after the page in the census.
-        let counters = self.slot(pid).and_then(|slot| {
+        let counters = self.slot_deferred(pid).and_then(|slot| {
             use seal_abi::supervised::clock_page::MODULE_NAME;
             slot.add_module(MODULE_NAME, vdso, vdso + 4096);
             let fid = Fid::ClockGettime;
-            Some([
-                slot.reserve(fid, 0, vdso + 1)?,
-                slot.reserve(fid, 1, vdso + 1)?,
-            ])
+            let c = [
+                slot.reserve(fid, 0, vdso + 1),
+                slot.reserve(fid, 1, vdso + 1),
+            ];
+            slot.commit();
+            Some([c[0]?, c[1]?])
         });
-        let Some(page) = super::super::vdso_clock::set_up(pid, &self.world, MONO_BASE_NS, counters)
-        else {
+        let tick = self.world.tick_ns.clamp(0, i32::MAX as i64);
+        let counters = counters.as_ref().map(|c| &c[..]);
+        let page = (self.prepared.as_ref()).and_then(|prepared| {
+            super::super::vdso_clock::install(pid, stop, prepared, tick, counters, Kind::Still)
+        });
+        let Some((page, _)) = page else {
             return false;
         };
-        let elf = super::super::vdso_clock::vdso_bytes(pid, vdso);
-        if !super::super::vdso_rest::seal(pid, &elf, vdso) {
-            return false;
-        }
-        self.own.extend(super::super::vdso_rest::range(pid));
+        self.own.extend(stop.vdso);
         self.pages.insert(pid, page);
         true
     }
@@ -60,8 +64,10 @@ impl Supervisor {
             .and_then(|s| s.reserve(Fid::Getrandom, 0, site.call + 1));
         let table = run_dir.join(seal_abi::RUN_TABLE_NAME);
         let census = count.map(|off| (table.as_path(), off));
-        let (seed, lineage) = (self.world.seed, self.world.lineage);
-        let e = super::super::go_entropy::install(self.pid, &run_dir, &site, seed, lineage, census);
+        let key = (self.world.seed, self.world.lineage);
+        // The census page the clock page's counters are on, mapped in the image already.
+        let mapped = self.pages.get(&self.pid).and_then(|p| p.census);
+        let e = super::super::go_entropy::install(self.pid, &run_dir, &site, key, census, mapped);
         if let Some(e) = e {
             self.own.push(e.range);
             self.entropy = Some(e);

@@ -14,6 +14,7 @@
 use seal_abi::supervised::clock_page::{self as cp, Kind};
 
 use super::super::clock_state::Ticking;
+use super::super::stop::Stop;
 use super::{Proc, Supervisor, MONO_BASE_NS};
 
 impl Proc {
@@ -91,43 +92,42 @@ impl Proc {
 }
 
 impl Supervisor {
-    /// Sets up the clock page of the static C image just exec'd (stopped): whether it is in
-    /// place. Its reads are counted in its census slot, which the image maps.
-    pub(super) fn ticking_clock(&mut self) -> bool {
+    /// Sets up the clock page of the static C image just exec'd (stopped at `stop`): whether
+    /// it is in place. Its reads are counted in its census slot, which the image maps.
+    pub(super) fn ticking_clock(&mut self, stop: &Stop) -> bool {
         let pid = self.pid;
-        let Some(vdso) = super::super::auxv::vdso_base(pid) else {
+        let Some(vdso) = stop.vdso_base() else {
             return false;
         };
-        let Some(dir) = self.world.run_dir.clone() else {
-            return false;
-        };
-        let counters = self.slot(pid).and_then(|slot| {
+        // The slot's header, its module of the page's code and the counters are written at
+        // once (`Slot::commit`).
+        let counters = self.slot_deferred(pid).and_then(|slot| {
             // Counted from the vDSO's first byte, named after the page in the census.
             slot.add_module(cp::MODULE_NAME, vdso, vdso + 4096);
             use seal_abi::Fid;
             let at = vdso + 1;
-            Some([
-                slot.reserve(Fid::ClockGettime, 0, at)?,
-                slot.reserve(Fid::ClockGettime, 1, at)?,
-                slot.reserve(Fid::Gettimeofday, 0, at)?,
-                slot.reserve(Fid::TimeFn, 0, at)?,
-            ])
+            let c = [
+                slot.reserve(Fid::ClockGettime, 0, at),
+                slot.reserve(Fid::ClockGettime, 1, at),
+                slot.reserve(Fid::Gettimeofday, 0, at),
+                slot.reserve(Fid::TimeFn, 0, at),
+            ];
+            slot.commit();
+            Some([c[0]?, c[1]?, c[2]?, c[3]?])
         });
-        // The vDSO's other entries give no real values (`vdso_rest.rs`; `gettimeofday` and
-        // `time` are then pointed at the page's code).
-        let elf = super::super::vdso_clock::vdso_bytes(pid, vdso);
-        let (Some(counters), true) = (counters, super::super::vdso_rest::seal(pid, &elf, vdso))
-        else {
+        let Some(counters) = counters else {
             return false;
         };
-        let w = &self.world;
-        let first = [w.epoch_ns + w.clock, MONO_BASE_NS + w.clock];
-        let tick = w.tick_ns.clamp(0, i32::MAX as i64);
+        let tick = self.world.tick_ns.clamp(0, i32::MAX as i64);
+        let Some(prepared) = &self.prepared else {
+            return false;
+        };
+        // The vDSO's other entries give no real values (`vdso_rest.rs`; `gettimeofday` and
+        // `time` are pointed at the page's code).
         let Some((page, pointer)) = super::super::vdso_clock::install(
             pid,
-            &dir,
-            vdso,
-            first,
+            stop,
+            prepared,
             tick,
             Some(&counters),
             Kind::Ticking,
@@ -142,7 +142,67 @@ impl Supervisor {
             epoch,
             mono_base: MONO_BASE_NS,
         });
-        self.own.extend(super::super::vdso_rest::range(pid));
+        self.own.extend(stop.vdso);
+        true
+    }
+
+    /// Sets up the clock page of the static C image that process `pid` of the image exec'd
+    /// (stopped at its exec: `stop`), as for the first image, from the process's clock: whether
+    /// it is in place. Only in a process the census has not met yet (one exec'd in a fork of
+    /// the image, as a shell runs a command), whose slot can name the page's code.
+    pub(super) fn exec_clock(&mut self, pid: i32, stop: &Stop) -> bool {
+        let known = self.census.as_ref().is_some_and(|c| c.contains_key(&pid));
+        let (Some(vdso), Some(dir)) = (stop.vdso_base(), self.world.run_dir.clone()) else {
+            return false;
+        };
+        if pid == self.pid || stop.go || known {
+            return false;
+        }
+        // Its image, whose code includes the vDSO (the entries' fallbacks are its calls).
+        let text = stop.text.iter().copied().chain(stop.vdso).collect();
+        self.images.insert(pid, (text, false));
+        // Its clock: its parent's, as at a first served call (and its parent named in the
+        // census).
+        self.ensure(pid);
+        let counters = self.slot_deferred(pid).and_then(|slot| {
+            slot.add_module(cp::MODULE_NAME, vdso, vdso + 4096);
+            use seal_abi::Fid;
+            let at = vdso + 1;
+            let c = [
+                slot.reserve(Fid::ClockGettime, 0, at),
+                slot.reserve(Fid::ClockGettime, 1, at),
+                slot.reserve(Fid::Gettimeofday, 0, at),
+                slot.reserve(Fid::TimeFn, 0, at),
+            ];
+            slot.commit();
+            Some([c[0]?, c[1]?, c[2]?, c[3]?])
+        });
+        let Some(counters) = counters else {
+            return false;
+        };
+        let (l, mono) = (self.proc(pid).l(), self.proc(pid).mono());
+        let epoch = self.world.epoch_ns;
+        let first = [epoch + l, MONO_BASE_NS + l + mono];
+        let tick = self.world.tick_ns.clamp(0, i32::MAX as i64);
+        let Some(prepared) = super::super::vdso_clock::Prepared::at(pid, &dir, first) else {
+            return false;
+        };
+        let Some((page, pointer)) = super::super::vdso_clock::install(
+            pid,
+            stop,
+            &prepared,
+            tick,
+            Some(&counters),
+            Kind::Ticking,
+        ) else {
+            return false;
+        };
+        self.proc(pid).page = Some(Ticking {
+            page,
+            pointer,
+            epoch,
+            mono_base: MONO_BASE_NS,
+        });
         true
     }
 
