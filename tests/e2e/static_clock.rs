@@ -233,6 +233,7 @@ fn a_static_c_image_execd_by_a_static_shell_reads_its_own_page() {
             .find(|p| {
                 p["exe"].as_str().unwrap_or("").contains("static_clockloop")
                     && p["parent_vpid"] == 1000
+                    && p["argv"][1] == "1000"
             })
             .unwrap_or_else(|| panic!("no exec'd image\n{v:#}"));
         for (symbol, detail, n) in [

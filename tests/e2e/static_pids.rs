@@ -246,3 +246,29 @@ fn a_static_program_that_cannot_be_traced_keeps_real_pids_and_says_so() {
         "{root:#}"
     );
 }
+
+/// A static-pie image (glibc `-static-pie`) is mapped where shared libraries go, where the
+/// filter cannot tell its `fork` and `wait` from a dynamic descendant's libc's: they return
+/// real pids, and seal says so on stderr and in the census (it used to say nothing). Its
+/// own pid is still the virtual one.
+#[test]
+fn a_static_pie_image_says_its_children_keep_real_pids() {
+    if !have_static_glibc() {
+        skip!("no static libc (libc.a)");
+    }
+    let bin = build_c("static_pids", &["-static-pie"]);
+    let (o, v) = crate::util::census_json(&["--", bin.to_str().unwrap()], crate::util::TIMEOUT);
+    o.ok();
+    assert!(o.stdout.starts_with("pid 1000 ppid 999"), "{}", o.show());
+    let why = "fork and wait return real pids: a static-pie image is loaded among shared \
+               libraries, where its calls cannot be told from theirs";
+    o.stderr_has(&format!("not sealed (unsupported-call): {why}"));
+    let root = &v["processes"].as_array().unwrap()[0];
+    assert_eq!(root["vpid"], 1000, "{v:#}");
+    let said = root["unsealed"].as_array().unwrap();
+    assert!(
+        said.iter()
+            .any(|u| u["kind"] == "unsupported-call" && u["detail"] == why),
+        "{root:#}"
+    );
+}

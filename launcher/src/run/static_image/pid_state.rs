@@ -44,6 +44,9 @@ pub(super) struct Pids {
     pub(super) vtids: HashMap<i32, i32>,
     /// Calls traced to their exit, by thread.
     pub(super) calls: HashMap<i32, Call>,
+    /// Images a process has exec'd since its census slot was taken (its next slot's
+    /// generation).
+    pub(super) gens: HashMap<i32, u32>,
     /// May calls be traced (a traced image: the supervisor's `SIGCHLD` signalfd is there)?
     pub(super) can_trace: bool,
 }

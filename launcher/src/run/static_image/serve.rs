@@ -247,6 +247,7 @@ impl Supervisor {
             let seal = self.world.seal_clocks();
             self.text = stop.text.clone();
             self.bias = stop.bias;
+            self.check_reach(self.pid, &stop.text);
             // A Go runtime keeps its vDSO, whose clock reads the image's clock page; anything
             // else (or a Go image whose page could not be set up) loses it.
             let fast = seal && self.go && self.fast_clock(&stop);
@@ -391,7 +392,13 @@ impl Supervisor {
         super::exec_child::follow(tid, |pid| {
             // A static C image gets its clock page, as the first one did.
             let stop = super::stop::Stop::read(pid);
+            // The census slot it had (a fork's, before the exec) keeps its first image; the
+            // new image gets a slot of its own, one generation on.
+            if self.census.as_mut().and_then(|c| c.remove(&pid)).is_some() {
+                *self.pids.gens.entry(pid).or_insert(0) += 1;
+            }
             self.images.insert(pid, (stop.text.clone(), stop.go));
+            self.check_reach(pid, &stop.text);
             let fast = seal && self.exec_clock(pid, &stop);
             if let Some(aux) = &stop.aux {
                 aux.fix(pid, r, seal && !fast);

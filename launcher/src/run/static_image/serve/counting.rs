@@ -29,6 +29,7 @@ impl Supervisor {
     pub(super) fn slot_deferred(&mut self, tgid: i32) -> Option<&mut census::Slot> {
         let new = !self.census.as_ref()?.contains_key(&tgid);
         let id = new.then(|| self.ident(tgid));
+        let gen = self.pids.gens.get(&tgid).copied().unwrap_or(0);
         let (Some(slots), Some(run_dir)) = (self.census.as_mut(), self.world.run_dir.as_ref())
         else {
             return None;
@@ -44,7 +45,7 @@ impl Supervisor {
             let who = census::Identity {
                 vpid: id.map_or(tgid, |i| i.vpid),
                 parent_vpid: id.map_or(0, |i| i.ppid),
-                gen: if first { self.world.gen } else { 0 },
+                gen: if first { self.world.gen } else { gen },
                 pid: tgid,
                 exe: &exe,
                 text: &self.text,

@@ -70,6 +70,15 @@ impl Supervisor {
         }
         let real_parent = proc_status_field(tgid, "PPid:").unwrap_or(0);
         let i = if tgid == self.pid {
+            // Its exec'ing process registered it (libseal, the trampoline's too); a static
+            // root the launcher's child exec'd directly has no libseal that did: its children
+            // find their parent's virtual pid in the table.
+            let v = self.world.vpid;
+            if let Some(t) = self.table() {
+                if t.virt(tgid).is_none() {
+                    t.register(v, tgid);
+                }
+            }
             Ident {
                 vpid: self.world.vpid,
                 ppid: self.world.ppid,
@@ -374,6 +383,20 @@ impl Supervisor {
     }
 
     /// Says in process `tgid`'s census that a pid stays real, and why.
+    /// An image loaded where the filter takes calls for libc's (a static-pie binary, mapped
+    /// top-down next to where shared libraries go): its `fork` and `wait` never reach the
+    /// supervisor, so their pids stay real, and the census says so.
+    pub(super) fn check_reach(&mut self, tgid: i32, text: &[(u64, u64)]) {
+        let limit = (seal_abi::supervised::IMAGE_IP_LIMIT as u64) << 32;
+        if self.world.sealed(seal_abi::flags::PID) && text.iter().any(|&(_, end)| end > limit) {
+            self.stays_real(
+                tgid,
+                "fork and wait return real pids: a static-pie image is loaded among shared \
+                 libraries, where its calls cannot be told from theirs",
+            );
+        }
+    }
+
     fn stays_real(&mut self, tgid: i32, why: &str) {
         if let Some(slot) = self.slot(tgid) {
             slot.unsealed(unsealed::UNSUPPORTED_CALL, why);
