@@ -78,25 +78,12 @@ pub(crate) fn build_musl_c(name: &str) -> PathBuf {
 /// Runs `seal -- BIN DIR [ARGS]` `n` times (a fresh empty DIR each time); asserts exit 0 and
 /// identical stdout; returns the last run.
 fn stable(bin: &Path, args: &[&str], n: usize) -> Output {
-    let mut first: Option<Output> = None;
-    for _ in 0..n {
+    crate::static_pids::alike(n, || {
         let dir = tempfile::tempdir().unwrap();
         let mut a = vec!["--", bin.to_str().unwrap(), dir.path().to_str().unwrap()];
         a.extend(args);
-        let o = run_seal(&a);
-        o.ok();
-        if let Some(f) = &first {
-            assert_eq!(
-                f.stdout,
-                o.stdout,
-                "runs differ\n{}\n{}",
-                f.show(),
-                o.show()
-            );
-        }
-        first = Some(o);
-    }
-    first.unwrap()
+        run_seal(&a)
+    })
 }
 
 fn assert_world(o: &Output, bin: &Path) {

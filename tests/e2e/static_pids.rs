@@ -16,9 +16,14 @@ use crate::util::{build_c, have, run_seal, Output};
 fn stable(cmd: &[&str], n: usize) -> Output {
     let mut args = vec!["-q", "--"];
     args.extend_from_slice(cmd);
+    alike(n, || run_seal(&args))
+}
+
+/// Makes `n` runs with `run`: each exits 0 and prints the same stdout; returns the last.
+pub fn alike(n: usize, mut run: impl FnMut() -> Output) -> Output {
     let mut first: Option<Output> = None;
     for _ in 0..n {
-        let o = run_seal(&args);
+        let o = run();
         o.ok();
         if let Some(f) = &first {
             assert_eq!(
@@ -236,15 +241,7 @@ fn a_static_program_that_cannot_be_traced_keeps_real_pids_and_says_so() {
         o.show()
     );
     let why = "fork and wait return real pids: ptrace refused";
-    o.stderr_has(&format!("not sealed (unsupported-call): {why}"));
-    let root = &v["processes"].as_array().unwrap()[0];
-    assert_eq!(root["vpid"], 1000, "{v:#}");
-    let said = root["unsealed"].as_array().unwrap();
-    assert!(
-        said.iter()
-            .any(|u| u["kind"] == "unsupported-call" && u["detail"] == why),
-        "{root:#}"
-    );
+    says_real_pids(&o, &v, why);
 }
 
 /// A static-pie image (glibc `-static-pie`) is mapped where shared libraries go, where the
@@ -262,6 +259,11 @@ fn a_static_pie_image_says_its_children_keep_real_pids() {
     assert!(o.stdout.starts_with("pid 1000 ppid 999"), "{}", o.show());
     let why = "fork and wait return real pids: a static-pie image is loaded among shared \
                libraries, where its calls cannot be told from theirs";
+    says_real_pids(&o, &v, why);
+}
+
+/// The run said `why` (an `unsupported-call`) on stderr and in the root's census.
+fn says_real_pids(o: &Output, v: &serde_json::Value, why: &str) {
     o.stderr_has(&format!("not sealed (unsupported-call): {why}"));
     let root = &v["processes"].as_array().unwrap()[0];
     assert_eq!(root["vpid"], 1000, "{v:#}");

@@ -101,20 +101,7 @@ impl Supervisor {
         };
         // The slot's header, its module of the page's code and the counters are written at
         // once (`Slot::commit`).
-        let counters = self.slot_deferred(pid).and_then(|slot| {
-            // Counted from the vDSO's first byte, named after the page in the census.
-            slot.add_module(cp::MODULE_NAME, vdso, vdso + 4096);
-            use seal_abi::Fid;
-            let at = vdso + 1;
-            let c = [
-                slot.reserve(Fid::ClockGettime, 0, at),
-                slot.reserve(Fid::ClockGettime, 1, at),
-                slot.reserve(Fid::Gettimeofday, 0, at),
-                slot.reserve(Fid::TimeFn, 0, at),
-            ];
-            slot.commit();
-            Some([c[0]?, c[1]?, c[2]?, c[3]?])
-        });
+        let counters = self.page_counters(pid, vdso);
         let Some(counters) = counters else {
             return false;
         };
@@ -164,19 +151,7 @@ impl Supervisor {
         // Its clock: its parent's, as at a first served call (and its parent named in the
         // census).
         self.ensure(pid);
-        let counters = self.slot_deferred(pid).and_then(|slot| {
-            slot.add_module(cp::MODULE_NAME, vdso, vdso + 4096);
-            use seal_abi::Fid;
-            let at = vdso + 1;
-            let c = [
-                slot.reserve(Fid::ClockGettime, 0, at),
-                slot.reserve(Fid::ClockGettime, 1, at),
-                slot.reserve(Fid::Gettimeofday, 0, at),
-                slot.reserve(Fid::TimeFn, 0, at),
-            ];
-            slot.commit();
-            Some([c[0]?, c[1]?, c[2]?, c[3]?])
-        });
+        let counters = self.page_counters(pid, vdso);
         let Some(counters) = counters else {
             return false;
         };
@@ -215,6 +190,27 @@ impl Supervisor {
                 t.pointer = 0;
             }
         }
+    }
+}
+
+impl Supervisor {
+    /// Process `pid`'s census counters of its page's reads (`clock_gettime` of
+    /// `CLOCK_REALTIME` and `CLOCK_MONOTONIC`, `gettimeofday`, `time`), counted from the
+    /// vDSO's first byte and named after the page: its slot's header, the page's module and
+    /// the counters in one write (`Slot::commit`). `None`: not counted.
+    fn page_counters(&mut self, pid: i32, vdso: u64) -> Option<[u64; 4]> {
+        let slot = self.slot_deferred(pid)?;
+        slot.add_module(cp::MODULE_NAME, vdso, vdso + 4096);
+        use seal_abi::Fid;
+        let at = vdso + 1;
+        let c = [
+            slot.reserve(Fid::ClockGettime, 0, at),
+            slot.reserve(Fid::ClockGettime, 1, at),
+            slot.reserve(Fid::Gettimeofday, 0, at),
+            slot.reserve(Fid::TimeFn, 0, at),
+        ];
+        slot.commit();
+        Some([c[0]?, c[1]?, c[2]?, c[3]?])
     }
 }
 
