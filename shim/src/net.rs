@@ -4,7 +4,10 @@
 //! tree, and how many port-0 binds it made before) inside the kernel's ephemeral range
 //! (`/proc/sys/net/ipv4/ip_local_port_range`), the first one that is free. A candidate in use
 //! (`EADDRINUSE`: another server of the run, or of the machine) moves on to the next, so two
-//! sealed servers started at once both start. TCP and UDP, IPv4 and IPv6.
+//! sealed servers started at once both start. TCP and UDP, IPv4 and IPv6. Two runs at once
+//! with one seed try the same candidates: a socket that may share its port (`SO_REUSEADDR`,
+//! `SO_REUSEPORT`) takes a candidate only with a machine-wide claim on it ([`Claim`]), so the
+//! second run moves on instead of sharing the first's port.
 //!
 //! What stays the kernel's: source ports of outgoing connections and of UDP sends from an
 //! unbound socket (the kernel binds those itself, not through `bind`), binds made through
@@ -87,6 +90,98 @@ fn stream_or_datagram(fd: c_int) -> bool {
     )
 }
 
+/// The socket's type when it may share its port (`SO_REUSEADDR` or `SO_REUSEPORT` set): the
+/// seeded candidates are the same in every run with the seed, and two such sockets of two
+/// runs at once, both bound before either listens, would both be given the port (the
+/// second `listen` then fails with `EADDRINUSE`, or the two share it). `None`: the kernel's
+/// own check keeps the port to one socket.
+fn shared_kind(fd: c_int) -> Option<c_int> {
+    let on = |opt| sys::getsockopt_int(fd, libc::SOL_SOCKET, opt).is_some_and(|v| v != 0);
+    if !(on(libc::SO_REUSEADDR) || on(libc::SO_REUSEPORT)) {
+        return None;
+    }
+    sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)
+}
+
+/// Claims kept for the process's life (bounded: past it, binds go unclaimed as before).
+const MAX_CLAIMS: u32 = 64;
+static CLAIMS: AtomicU32 = AtomicU32::new(0);
+/// Kept claims go to descriptors from here up, out of the program's way.
+const CLAIM_FD_FLOOR: i64 = 700;
+
+/// A machine-wide claim on a port by a sealed process: the abstract Unix socket
+/// `\0seal-port-<type>-<port>`, which one socket at a time can be bound to, kept open while
+/// the process lives (the kernel drops it when the process ends: nothing to clean up).
+struct Claim(i32);
+
+impl Claim {
+    /// `None`: another process holds it. A claim that cannot be made (no descriptor left, the
+    /// limit reached) is an empty claim: the bind goes on unclaimed, as before claims.
+    fn take(kind: c_int, port: u16) -> Option<Claim> {
+        if CLAIMS.load(Relaxed) >= MAX_CLAIMS {
+            return Some(Claim(-1));
+        }
+        // SAFETY: plain integer arguments.
+        let fd = unsafe {
+            sys::syscall3(
+                libc::SYS_socket,
+                libc::AF_UNIX as i64,
+                (libc::SOCK_DGRAM | libc::SOCK_CLOEXEC) as i64,
+                0,
+            )
+        } as i32;
+        if fd < 0 {
+            return Some(Claim(-1));
+        }
+        // SAFETY: an all-zero sockaddr_un is a valid value of this plain C struct.
+        let mut a: libc::sockaddr_un = unsafe { core::mem::zeroed() };
+        a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let mut name = sys::StackBuf::<40>::new();
+        name.push(b"seal-port-")
+            .push_u64(kind as u64)
+            .push(b"-")
+            .push_u64(port as u64);
+        for (i, b) in name.as_bytes().iter().enumerate() {
+            a.sun_path[i + 1] = *b as libc::c_char;
+        }
+        let len = core::mem::size_of::<libc::sa_family_t>() + 1 + name.as_bytes().len();
+        // SAFETY: a valid address of `len` bytes.
+        let r =
+            unsafe { sys::syscall3(libc::SYS_bind, fd as i64, &a as *const _ as i64, len as i64) };
+        if r == 0 {
+            return Some(Claim(fd));
+        }
+        sys::close(fd);
+        (r != -(libc::EADDRINUSE as i64)).then_some(Claim(-1))
+    }
+
+    /// Keeps the claim for the process's life, on a high descriptor.
+    fn keep(self) {
+        if self.0 < 0 {
+            return;
+        }
+        CLAIMS.fetch_add(1, Relaxed);
+        // SAFETY: plain integer arguments, our own descriptor.
+        let high = unsafe {
+            sys::syscall3(
+                libc::SYS_fcntl,
+                self.0 as i64,
+                libc::F_DUPFD_CLOEXEC as i64,
+                CLAIM_FD_FLOOR,
+            )
+        };
+        if high >= 0 {
+            sys::close(self.0);
+        }
+    }
+
+    fn release(self) {
+        if self.0 >= 0 {
+            sys::close(self.0);
+        }
+    }
+}
+
 hook! {
     /// # Safety
     /// As `bind(2)`.
@@ -107,11 +202,31 @@ hook! {
         let (lo, hi) = range();
         let n = BINDS.fetch_add(1, Relaxed);
         let key = mix64(config::SEED.load(Relaxed) ^ mix64(crate::core::thread::image_lineage() ^ mix64(n)));
+        let kind = shared_kind(fd);
         for i in 0..TRIES {
             let port = candidate(key, i, lo, hi);
+            // Claimed by another sealed process (a run at once with the seed): next one.
+            let claim = match kind {
+                Some(k) => match Claim::take(k, port) {
+                    Some(c) => Some(c),
+                    None => continue,
+                },
+                None => None,
+            };
             copy[off..off + 2].copy_from_slice(&port.to_be_bytes());
             let r = real(fd, copy.as_ptr() as *const sockaddr, len);
-            if r == 0 || sys::errno() != libc::EADDRINUSE {
+            if r == 0 {
+                if let Some(c) = claim {
+                    c.keep();
+                }
+                return r;
+            }
+            let e = sys::errno();
+            if let Some(c) = claim {
+                c.release();
+            }
+            sys::set_errno(e);
+            if e != libc::EADDRINUSE {
                 return r;
             }
         }

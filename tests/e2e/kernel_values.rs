@@ -251,3 +251,50 @@ fn walk_count(dir: &std::path::Path, suffix: &str) -> usize {
         })
         .sum()
 }
+
+/// Two sealed runs at once with one seed try the same seeded ports. A server that sets
+/// `SO_REUSEADDR` (Python's `socketserver`, most servers) and binds before the other listens
+/// would share the port with it, and its `listen` fail with `EADDRINUSE` (CPython's asyncio
+/// tests under `verify -j` did): the candidates are tried as exclusive binds, so each run
+/// gets a port of its own. The old build fails here: the second `listen` raises.
+#[test]
+fn two_runs_at_once_with_one_seed_get_ports_of_their_own() {
+    if !have("python3") {
+        skip!("python3 missing");
+    }
+    let d = tempfile::Builder::new()
+        .prefix("reuse-race")
+        .tempdir_in(build_dir())
+        .unwrap();
+    let script = fixture("kernel_values/reuse_race.py");
+    let run = |me: &str, other: &str| {
+        let mut c = seal(["-q"]);
+        c.arg("--").arg("python3").arg(&script).arg(d.path());
+        c.args([me, other]);
+        c
+    };
+    let runs = run_concurrently(vec![run("a", "b"), run("b", "a")], TIMEOUT);
+    for r in &runs {
+        r.ok();
+    }
+    assert_ne!(runs[0].stdout, runs[1].stdout, "one port for both runs");
+}
+
+/// A server's port left with a connection in TIME_WAIT (the server closed first) is taken
+/// again by the next run at once, as the bind the program asked for would take it: the
+/// exclusive candidate bind fails there, and only TIME_WAIT entries hold the port.
+#[test]
+fn a_port_left_in_time_wait_is_the_next_runs_port_again() {
+    if !have("python3") {
+        skip!("python3 missing");
+    }
+    let script = fixture("kernel_values/time_wait.py");
+    let runs: Vec<Output> = (0..3)
+        .map(|_| {
+            let mut c = seal(["-q"]);
+            c.arg("--").arg("python3").arg(&script);
+            run_timeout(c, TIMEOUT)
+        })
+        .collect();
+    assert_same_stdout("a server whose port is in TIME_WAIT", &runs);
+}
