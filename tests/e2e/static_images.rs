@@ -95,7 +95,7 @@ fn assert_world(o: &Output, bin: &Path) {
         "static-binary-supervised",
         bin,
         ": clocks are read from a page seal's supervisor shares with it; entropy, pid and host \
-         name are served by seal's supervisor",
+         name are sealed by seal's supervisor",
     );
 }
 
@@ -213,9 +213,10 @@ fn a_static_go_program_runs_partly_sealed_and_says_what_is_not() {
         first = Some(crand.to_string());
         assert!(
             o.stderr.contains(&format!(
-                "partly sealed (static-binary-supervised): {}: clocks (one per process, moved \
-                 by its timer waits), entropy, pid and host name are served by seal's \
-                 supervisor; real: map order",
+                "partly sealed (static-binary-supervised): {}: clocks (one per process, read \
+                 from a page seal's supervisor shares with it, moved by its timer waits), \
+                 entropy (crypto/rand from a window of its stream in the image), pid and host \
+                 name are sealed by seal's supervisor; real: map order",
                 bin.display()
             )),
             "{}",
@@ -295,8 +296,8 @@ fn a_cgo_go_program_sees_one_pid_and_one_host_name() {
             "go-runtime-supervised",
             &bin,
             ": libseal seals its C library's calls; the Go runtime's clocks (one per process, \
-             moved by its timer waits) and raw getpid, getrandom, uname and signal calls are \
-             served by seal's supervisor; real: map order",
+             read from a page, moved by its timer waits) and raw getpid, getrandom, uname and \
+             signal calls are sealed by seal's supervisor; real: map order",
         );
     }
 }

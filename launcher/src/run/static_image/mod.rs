@@ -76,8 +76,17 @@ pub fn partly_sealed_line(program: &str) -> String {
         ""
     };
     let (served, real) = if go {
+        // Its clock is read from a page (`go_clock.rs`), its `crypto/rand` from a window of its
+        // stream in the image unless it is stripped (`go_entropy.rs`).
         (
-            "clocks (one per process, moved by its timer waits), entropy, pid and host name",
+            if cost.is_empty() {
+                "clocks (one per process, read from a page seal's supervisor shares with it, \
+                 moved by its timer waits), entropy (crypto/rand from a window of its stream in \
+                 the image), pid and host name"
+            } else {
+                "clocks (one per process, read from a page seal's supervisor shares with it, \
+                 moved by its timer waits), entropy, pid and host name"
+            },
             "map order and the runtime's fastrand (os.MkdirTemp names; seeded by seal, but \
              drawn per thread as the scheduler runs goroutines), ",
         )
@@ -91,7 +100,7 @@ pub fn partly_sealed_line(program: &str) -> String {
         )
     };
     format!(
-        "partly sealed (static-binary-supervised): {program}: {served} are served by seal's \
+        "partly sealed (static-binary-supervised): {program}: {served} are sealed by seal's \
          supervisor{cost}; real: {real}/dev/urandom and /proc files, file times, rdtsc"
     )
 }
@@ -102,8 +111,9 @@ pub fn go_line(program: &str) -> String {
     let cost = if stripped { STRIPPED_COST } else { "" };
     format!(
         "partly sealed (go-runtime-supervised): {program}: libseal seals its C library's calls; \
-         the Go runtime's clocks (one per process, moved by its timer waits) and raw getpid, \
-         getrandom, uname and signal calls are served by seal's supervisor{cost}; real: map order and \
+         the Go runtime's clocks (one per process, read from a page, moved by its timer waits) \
+         and raw getpid, getrandom, uname and signal calls are sealed by seal's supervisor{cost}; \
+         real: map order and \
          the runtime's fastrand (os.MkdirTemp names; seeded by seal, but drawn per thread as \
          the scheduler runs goroutines), tids of its other \
          threads, pids of children it starts"
