@@ -101,6 +101,19 @@ pub const FILTER_LEN: usize = CALLS.len() + 22;
 /// fourth argument, an `int`) is positive, and a call in [`PROC_CALLS`] made below
 /// [`IMAGE_IP_LIMIT`] (a `clone` only without `CLONE_THREAD`); everything else is allowed.
 pub const fn filter() -> [SockFilter; FILTER_LEN] {
+    filter_below(IMAGE_IP_LIMIT)
+}
+
+/// [`PROC_CALLS`] are sent from every address below this (the upper 32 bits of the
+/// instruction pointer): every user address. For a static-pie image, which the kernel maps
+/// top-down among where shared libraries go (`0x7ffff7…` with the layout sealed): its calls
+/// cannot be told from a dynamic descendant's libc's by address, so all are sent, and the
+/// supervisor answers those from outside the image `CONTINUE` (each such fork pays one
+/// notification).
+pub const NO_IP_LIMIT: u32 = 0xffff_ffff;
+
+/// [`filter`] with `limit` in place of [`IMAGE_IP_LIMIT`].
+pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     const fn op(code: u16, jt: u8, jf: u8, k: u32) -> SockFilter {
         SockFilter { code, jt, jf, k }
     }
@@ -144,7 +157,7 @@ pub const fn filter() -> [SockFilter; FILTER_LEN] {
     f[clone] = op(LD_ABS, 0, 0, 16); // seccomp_data.args[0], low word
     f[clone + 1] = op(JSET, to(clone + 1, allow), 0, CLONE_THREAD);
     f[ip] = op(LD_ABS, 0, 0, 8 + 4); // seccomp_data.instruction_pointer, high word
-    f[ip + 1] = op(JGE, to(ip + 1, allow), to(ip + 1, notify), IMAGE_IP_LIMIT);
+    f[ip + 1] = op(JGE, to(ip + 1, allow), to(ip + 1, notify), limit);
     f[allow] = op(RET, 0, 0, RET_ALLOW);
     f[notify] = op(RET, 0, 0, RET_USER_NOTIF);
     f
@@ -224,7 +237,11 @@ mod tests {
     /// Runs the filter on one (arch, nr, fourth and first arguments' low words, the
     /// instruction pointer's high word).
     fn run_full(arch: u32, nr: u32, arg3: u32, arg0: u32, ip_high: u32) -> u32 {
-        let f = filter();
+        run_below(IMAGE_IP_LIMIT, arch, nr, arg3, arg0, ip_high)
+    }
+
+    fn run_below(limit: u32, arch: u32, nr: u32, arg3: u32, arg0: u32, ip_high: u32) -> u32 {
+        let f = filter_below(limit);
         let mut pc = 0;
         let mut acc = 0u32;
         loop {
@@ -284,6 +301,16 @@ mod tests {
         assert_eq!(run_full(ARCH_X86_64, CLONE, 0, 0x003d_0f00, 0), RET_ALLOW);
         // The other calls do not look at the address.
         assert_eq!(run_full(ARCH_X86_64, 39, 0, 0, 0x7f12), RET_USER_NOTIF);
+        // A static-pie image's filter sends them from every user address.
+        for nr in PROC_CALLS {
+            let pie = |ip| run_below(NO_IP_LIMIT, ARCH_X86_64, nr, 0, 0, ip);
+            assert_eq!(pie(0x7fff), RET_USER_NOTIF, "static-pie {nr}");
+            assert_eq!(pie(0), RET_USER_NOTIF, "static-pie {nr}");
+        }
+        assert_eq!(
+            run_below(NO_IP_LIMIT, ARCH_X86_64, CLONE, 0, 0x003d_0f00, 0x7fff),
+            RET_ALLOW
+        );
     }
 
     #[test]

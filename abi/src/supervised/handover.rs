@@ -286,18 +286,21 @@ pub fn receive(sock: i32) -> Option<(u8, u32)> {
 
 /// Installs the filter with a new listener (after `PR_SET_NO_NEW_PRIVS`, which an unprivileged
 /// process needs for it); returns the listener or `-errno`.
-pub fn install_filter() -> i32 {
+/// `pie`: the image to be exec'd is a static-pie one ([`super::NO_IP_LIMIT`]).
+pub fn install_filter(pie: bool) -> i32 {
     const SECCOMP_SET_MODE_FILTER: i64 = 1;
     const SECCOMP_FILTER_FLAG_NEW_LISTENER: i64 = 1 << 3;
     static FILTER: [SockFilter; FILTER_LEN] = super::filter();
+    static PIE_FILTER: [SockFilter; FILTER_LEN] = super::filter_below(super::NO_IP_LIMIT);
     #[repr(C)]
     struct Prog {
         len: u16,
         filter: *const SockFilter,
     }
+    let f = if pie { &PIE_FILTER } else { &FILTER };
     let prog = Prog {
-        len: FILTER.len() as u16,
-        filter: FILTER.as_ptr(),
+        len: f.len() as u16,
+        filter: f.as_ptr(),
     };
     let install = || {
         // SAFETY: seccomp with a sock_fprog that points at a static program.
@@ -337,14 +340,14 @@ pub enum Handover {
     Unanswered,
 }
 
-/// After the request: ATTACHED, the supervisor named as ptracer, the filter installed, the
-/// listener sent, READY.
-pub fn hand_over(sock: i32) -> Handover {
+/// After the request: ATTACHED, the supervisor named as ptracer, the filter installed (for a
+/// static-pie image when `pie`: [`is_static_pie`]), the listener sent, READY.
+pub fn hand_over(sock: i32, pie: bool) -> Handover {
     let Some((msg::ATTACHED, supervisor)) = receive(sock) else {
         return Handover::Refused;
     };
     prctl(PR_SET_PTRACER, supervisor as i64);
-    let listener = install_filter();
+    let listener = install_filter(pie);
     if listener < 0 {
         send(sock, msg::EXEC_FAILED, (-listener) as u32, -1);
         return Handover::Refused;
@@ -368,4 +371,24 @@ pub fn give_up(sock: i32) {
 pub fn exec_failed(sock: i32, errno: i32) {
     send(sock, msg::EXEC_FAILED, errno as u32, -1);
     close(sock);
+}
+
+/// Is the file at NUL-terminated `path` a position-independent executable (`ET_DYN`)? For a
+/// static target, a static-pie one. System calls only.
+///
+/// # Safety
+/// `path` is a NUL-terminated string.
+pub unsafe fn is_static_pie(path: *const u8) -> bool {
+    const SYS_OPEN: i64 = 2;
+    const SYS_PREAD64: i64 = 17;
+    // SAFETY: per the contract; O_RDONLY | O_CLOEXEC.
+    let fd = unsafe { sys(SYS_OPEN, [path as i64, 0o2000000, 0, 0, 0, 0]) };
+    if fd < 0 {
+        return false;
+    }
+    let mut head = [0u8; 18];
+    // SAFETY: reads into our buffer.
+    let n = unsafe { sys(SYS_PREAD64, [fd, head.as_mut_ptr() as i64, 18, 0, 0, 0]) };
+    close(fd as i32);
+    n == 18 && head.starts_with(b"\x7fELF") && u16::from_le_bytes([head[16], head[17]]) == 3
 }

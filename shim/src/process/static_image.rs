@@ -19,15 +19,16 @@ use crate::process::{go_entropy, go_vdso, static_server};
 
 type Argv = *const *const c_char;
 
-/// Starts the supervision of the exec that follows; `envp` is the new image's environment.
+/// Starts the supervision of the exec that follows; `envp` is the new image's environment,
+/// `pie` whether the image is a static-pie one ([`handover::is_static_pie`]).
 /// Returns the socket to the supervisor (to say the exec failed, [`exec_failed`]), or `None`
 /// when the image is to run unsupervised.
 ///
 /// # Safety
 /// `envp` is a valid environment vector.
-pub unsafe fn prepare(envp: Argv) -> Option<i32> {
+pub unsafe fn prepare(envp: Argv, pie: bool) -> Option<i32> {
     // SAFETY: per the contract.
-    unsafe { start(envp, None) }
+    unsafe { start(envp, None, pie) }
 }
 
 /// Supervises this process itself: a dynamically linked Go program (cgo), whose runtime makes
@@ -40,7 +41,7 @@ pub unsafe fn prepare(envp: Argv) -> Option<i32> {
 /// `envp` is the image's initial environment vector; only one thread runs.
 pub unsafe fn supervise_self(envp: Argv, vpid: i32, ppid: i32) -> bool {
     // SAFETY: per the contract.
-    match unsafe { start(envp, Some((vpid, ppid))) } {
+    match unsafe { start(envp, Some((vpid, ppid)), false) } {
         Some(sock) => {
             // The supervisor keeps its end until it ends; ours is not needed past this point.
             sys::close(sock);
@@ -54,7 +55,7 @@ pub unsafe fn supervise_self(envp: Argv, vpid: i32, ppid: i32) -> bool {
 ///
 /// # Safety
 /// As [`prepare`].
-unsafe fn start(envp: Argv, own: Option<(i32, i32)>) -> Option<i32> {
+unsafe fn start(envp: Argv, own: Option<(i32, i32)>, pie: bool) -> Option<i32> {
     let run_dir = config::RUN_DIR.get();
     let mut exe = in_run_dir(supervised::SUPERVISOR_LINK.as_bytes())?;
     // The supervisor's environment: the new image's LIBSEAL_* variables, nothing else (no
@@ -98,7 +99,7 @@ unsafe fn start(envp: Argv, own: Option<(i32, i32)>) -> Option<i32> {
             }
         }
     };
-    match handover::hand_over(sock) {
+    match handover::hand_over(sock, pie) {
         Handover::Ready => Some(sock),
         Handover::Refused => {
             handover::give_up(sock);

@@ -47,6 +47,9 @@ pub(super) struct Pids {
     /// Images a process has exec'd since its census slot was taken (its next slot's
     /// generation).
     pub(super) gens: HashMap<i32, u32>,
+    /// Does the filter send `fork`s and `wait`s from every address (the first image is a
+    /// static-pie one: `seal_abi::supervised::NO_IP_LIMIT`), not only from below `0x7f00…`?
+    pub(super) all_addresses: bool,
     /// May calls be traced (a traced image: the supervisor's `SIGCHLD` signalfd is there)?
     pub(super) can_trace: bool,
 }

@@ -147,7 +147,9 @@ impl RootExec {
             handover::give_up(sock);
             return Ok(());
         }
-        match handover::hand_over(sock) {
+        // SAFETY: `path` is a C string.
+        let pie = unsafe { handover::is_static_pie(self.path.as_ptr().cast()) };
+        match handover::hand_over(sock, pie) {
             Handover::Refused => {
                 handover::give_up(sock);
                 return Ok(());

@@ -247,6 +247,8 @@ impl Supervisor {
             let seal = self.world.seal_clocks();
             self.text = stop.text.clone();
             self.bias = stop.bias;
+            // The exec'ing side installed the filter for this image (`is_static_pie`).
+            self.pids.all_addresses = stop.pie;
             self.check_reach(self.pid, &stop.text);
             // A Go runtime keeps its vDSO, whose clock reads the image's clock page; anything
             // else (or a Go image whose page could not be set up) loses it.

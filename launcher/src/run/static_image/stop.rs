@@ -20,6 +20,8 @@ pub struct Stop {
     pub text: Vec<(u64, u64)>,
     /// Its load bias (0 for a fixed-address executable).
     pub bias: u64,
+    /// Is its executable position-independent (`ET_DYN`: a static-pie one)?
+    pub pie: bool,
     /// The `[vdso]` mapping.
     pub vdso: Option<(u64, u64)>,
     /// Every mapping.
@@ -44,7 +46,8 @@ impl Stop {
         let maps = Maps::read(pid);
         let text = maps.text(exe.as_deref());
         const ET_DYN: u16 = 3;
-        let bias = if head.get(16..18) == Some(&ET_DYN.to_le_bytes()[..]) {
+        let pie = head.get(16..18) == Some(&ET_DYN.to_le_bytes()[..]);
+        let bias = if pie {
             maps.bias(exe.as_deref(), &text)
         } else {
             0
@@ -55,6 +58,7 @@ impl Stop {
             go,
             text,
             bias,
+            pie,
             vdso: maps.vdso(),
             maps: maps.0.iter().map(|m| (m.start, m.end)).collect(),
         }

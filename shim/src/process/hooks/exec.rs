@@ -61,8 +61,13 @@ unsafe fn with_env(
     // the supervisor a static image gets).
     let _cpu = crate::cpu::ExecGuard::new();
     let supervisor = target.static_prog.as_ref().and_then(|prog| {
+        let mut path = super::super::target::Path::new();
+        path.push(prog.as_bytes());
+        // SAFETY: a NUL-terminated path.
+        let pie = unsafe { seal_abi::supervised::handover::is_static_pie(path.as_cstr().as_ptr()) };
         // SAFETY: the new image's environment is a valid vector.
-        let s = unsafe { static_image::prepare(block.as_ref().map(|b| b.envp()).unwrap_or(envp)) };
+        let s =
+            unsafe { static_image::prepare(block.as_ref().map(|b| b.envp()).unwrap_or(envp), pie) };
         use seal_abi::unsealed::{STATIC_BINARY, STATIC_SUPERVISED};
         let kind = if s.is_some() {
             STATIC_SUPERVISED

@@ -384,11 +384,14 @@ impl Supervisor {
 
     /// Says in process `tgid`'s census that a pid stays real, and why.
     /// An image loaded where the filter takes calls for libc's (a static-pie binary, mapped
-    /// top-down next to where shared libraries go): its `fork` and `wait` never reach the
-    /// supervisor, so their pids stay real, and the census says so.
+    /// top-down next to where shared libraries go) under a filter installed for another image
+    /// (a static-pie image exec'd by a non-PIE one): its `fork` and `wait` never reach the
+    /// supervisor, so their pids stay real, and the census says so. (A first image that is
+    /// static-pie had the filter that sends them from every address.)
     pub(super) fn check_reach(&mut self, tgid: i32, text: &[(u64, u64)]) {
         let limit = (seal_abi::supervised::IMAGE_IP_LIMIT as u64) << 32;
-        if self.world.sealed(seal_abi::flags::PID) && text.iter().any(|&(_, end)| end > limit) {
+        let beyond = text.iter().any(|&(_, end)| end > limit);
+        if !self.pids.all_addresses && self.world.sealed(seal_abi::flags::PID) && beyond {
             self.stays_real(
                 tgid,
                 "fork and wait return real pids: a static-pie image is loaded among shared \
