@@ -211,10 +211,7 @@ fn a_static_c_programs_threads_move_one_clock_by_a_tick_a_read() {
 #[test]
 fn a_static_c_image_execd_by_a_static_shell_reads_its_own_page() {
     const PAGE: &str = seal_abi::supervised::clock_page::MODULE_NAME;
-    let Some(busybox) = ["/bin/busybox", "/usr/bin/busybox"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-    else {
+    let Some(busybox) = crate::static_images::busybox() else {
         skip!("no busybox (Debian: busybox-static)");
     };
     let Some((_, bin)) = builds().into_iter().next() else {

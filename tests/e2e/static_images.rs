@@ -158,13 +158,16 @@ fn static_and_dynamic_images_nest() {
     }
 }
 
+/// The machine's busybox (Debian's `busybox-static`), if there is one.
+pub fn busybox() -> Option<&'static str> {
+    ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+}
+
 #[test]
 fn busybox_static_is_sealed() {
-    let Some(busybox) = ["/bin/busybox", "/usr/bin/busybox"]
-        .iter()
-        .map(Path::new)
-        .find(|p| p.exists())
-    else {
+    let Some(busybox) = busybox().map(Path::new) else {
         skip!("no busybox (Debian: busybox-static)");
     };
     let script =

@@ -146,11 +146,7 @@ fn the_census_names_a_static_images_children_by_their_virtual_pids() {
 /// child of the shell shows the pid `$!` gave.
 #[test]
 fn a_busybox_shells_background_pid_is_virtual_and_reachable() {
-    let Some(busybox) = ["/bin/busybox", "/usr/bin/busybox"]
-        .iter()
-        .map(Path::new)
-        .find(|p| p.exists())
-    else {
+    let Some(busybox) = crate::static_images::busybox().map(Path::new) else {
         skip!("no busybox (Debian: busybox-static)");
     };
     let bb = busybox.to_str().unwrap();
@@ -268,10 +264,7 @@ fn a_static_pie_images_children_have_virtual_pids_or_say_they_do_not() {
         "{}",
         o.show()
     );
-    let Some(busybox) = ["/bin/busybox", "/usr/bin/busybox"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
+    let Some(busybox) = crate::static_images::busybox() else {
         skip!("no busybox (Debian: busybox-static)");
     };
     let (o, v) = crate::util::census_json(
