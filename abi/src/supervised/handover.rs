@@ -19,7 +19,9 @@ pub const ANSWER_MS: i64 = 5_000;
 const TRIES: usize = 10;
 
 // x86_64 system call numbers and constants (<asm/unistd_64.h>, <linux/*.h>).
+const SYS_OPEN: i64 = 2;
 const SYS_CLOSE: i64 = 3;
+const SYS_PREAD64: i64 = 17;
 const SYS_NANOSLEEP: i64 = 35;
 const SYS_SOCKET: i64 = 41;
 const SYS_CONNECT: i64 = 42;
@@ -379,8 +381,6 @@ pub fn exec_failed(sock: i32, errno: i32) {
 /// # Safety
 /// `path` is a NUL-terminated string.
 pub unsafe fn is_static_pie(path: *const u8) -> bool {
-    const SYS_OPEN: i64 = 2;
-    const SYS_PREAD64: i64 = 17;
     // SAFETY: per the contract; O_RDONLY | O_CLOEXEC.
     let fd = unsafe { sys(SYS_OPEN, [path as i64, 0o2000000, 0, 0, 0, 0]) };
     if fd < 0 {

@@ -37,6 +37,8 @@ pub struct RootExec {
     addr: ServerAddr,
     /// One shared page: the child writes 1 in it when it execs the image under supervision.
     flag: *mut u8,
+    /// Is the image a static-pie one (its filter sends forks from every address)?
+    pie: bool,
     /// What libseal's exec hook records for the image (`static-binary-supervised`).
     pub program: OsString,
 }
@@ -117,7 +119,10 @@ impl RootExec {
         if flag == libc::MAP_FAILED {
             return None;
         }
+        // SAFETY: `path` is a C string.
+        let pie = unsafe { handover::is_static_pie(path.as_ptr().cast()) };
         Some(RootExec {
+            pie,
             path,
             _owned: owned,
             argv,
@@ -147,9 +152,7 @@ impl RootExec {
             handover::give_up(sock);
             return Ok(());
         }
-        // SAFETY: `path` is a C string.
-        let pie = unsafe { handover::is_static_pie(self.path.as_ptr().cast()) };
-        match handover::hand_over(sock, pie) {
+        match handover::hand_over(sock, self.pie) {
             Handover::Refused => {
                 handover::give_up(sock);
                 return Ok(());
