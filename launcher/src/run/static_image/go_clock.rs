@@ -74,6 +74,18 @@ impl Waits {
         c
     }
 
+    /// Closes the copies of process `tgid`'s descriptors (it exec'd: its numbers now name
+    /// other files, or nothing).
+    pub fn forget(&mut self, tgid: i32) {
+        self.copies.retain(|&(g, _), c| {
+            if g == tgid {
+                // SAFETY: our own copy, not used again.
+                unsafe { libc::close(*c) };
+            }
+            g != tgid
+        });
+    }
+
     /// Holds a wait; a wait the same thread left (interrupted by a signal, the kernel then
     /// cancels its notification and the call is made again) is dropped.
     pub fn hold(&mut self, h: Held) {

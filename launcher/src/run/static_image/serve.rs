@@ -26,6 +26,7 @@ mod clocks;
 mod counting;
 mod go_image;
 mod pids;
+mod reexec;
 mod ticking;
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
@@ -394,6 +395,9 @@ impl Supervisor {
         super::exec_child::follow(tid, |pid| {
             // A static C image gets its clock page, as the first one did.
             let stop = super::stop::Stop::read(pid);
+            if pid == self.pid {
+                self.first_image_left(pid);
+            }
             // The census slot it had (a fork's, before the exec) keeps its first image; the
             // new image gets a slot of its own, one generation on.
             if self.census.as_mut().and_then(|c| c.remove(&pid)).is_some() {
@@ -404,6 +408,9 @@ impl Supervisor {
             let fast = seal && self.exec_clock(pid, &stop);
             if let Some(aux) = &stop.aux {
                 aux.fix(pid, r, seal && !fast);
+            }
+            if seal && !fast && !stop.go {
+                self.served_clock(pid);
             }
         });
     }

@@ -45,7 +45,8 @@ impl Supervisor {
             let who = census::Identity {
                 vpid: id.map_or(tgid, |i| i.vpid),
                 parent_vpid: id.map_or(0, |i| i.ppid),
-                gen: if first { self.world.gen } else { gen },
+                // An image the first process exec'd is one generation on, as any other's.
+                gen: if first { self.world.gen + gen } else { gen },
                 pid: tgid,
                 exe: &exe,
                 text: &self.text,

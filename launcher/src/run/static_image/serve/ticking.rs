@@ -135,14 +135,15 @@ impl Supervisor {
 
     /// Sets up the clock page of the static C image that process `pid` of the image exec'd
     /// (stopped at its exec: `stop`), as for the first image, from the process's clock: whether
-    /// it is in place. Only in a process the census has not met yet (one exec'd in a fork of
-    /// the image, as a shell runs a command), whose slot can name the page's code.
+    /// it is in place: in a fork of the image (a shell running a command) or in the image's
+    /// own process (`exec prog`, a shell's last command). Its census slot is a new one (the
+    /// caller let the old one go), which names the page's code.
     pub(super) fn exec_clock(&mut self, pid: i32, stop: &Stop) -> bool {
         let known = self.census.as_ref().is_some_and(|c| c.contains_key(&pid));
         let (Some(vdso), Some(dir)) = (stop.vdso_base(), self.world.run_dir.clone()) else {
             return false;
         };
-        if pid == self.pid || stop.go || known {
+        if stop.go || known {
             return false;
         }
         // Its image, whose code includes the vDSO (the entries' fallbacks are its calls).
@@ -155,6 +156,8 @@ impl Supervisor {
         let Some(counters) = counters else {
             return false;
         };
+        // The time of children it reaped before its exec is its (as at its next read).
+        self.merge_finished(pid);
         let (l, mono) = (self.proc(pid).l(), self.proc(pid).mono());
         let epoch = self.world.epoch_ns;
         let first = [epoch + l, MONO_BASE_NS + l + mono];
@@ -178,6 +181,11 @@ impl Supervisor {
             epoch,
             mono_base: MONO_BASE_NS,
         });
+        // A process that still has children the supervisor serves (forked before its exec)
+        // takes in their time at its reads, as before the exec: they are served.
+        if self.procs.values().any(|p| p.parent == pid) {
+            self.page_off(pid);
+        }
         true
     }
 
