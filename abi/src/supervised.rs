@@ -84,6 +84,11 @@ pub const EXEC: u32 = 59;
 /// carries the filter too and whose forks libseal already seals: a sealed `bash` or `make`
 /// pays nothing for them.
 pub const PROC_CALLS: [u32; 6] = [56, 57, 58, 61, 247, 435];
+/// Calls that take or give a process group or session (`setpgid`, `getpgrp`, `getpgid`,
+/// `getsid`): their pids are real ones, which the supervisor turns into the run's virtual
+/// ones as libseal does for a dynamic program (`serve/groups.rs`). Sent, as [`PROC_CALLS`],
+/// only from code below [`IMAGE_IP_LIMIT`]: a dynamic descendant's libc calls are libseal's.
+pub const GROUP_CALLS: [u32; 4] = [109, 111, 121, 124];
 /// `clone`, whose flags (its first argument) the filter reads: a thread is not sent.
 const CLONE: u32 = 56;
 /// `CLONE_THREAD`.
@@ -94,12 +99,13 @@ const CLONE_THREAD: u32 = 0x10000;
 pub const IMAGE_IP_LIMIT: u32 = 0x7f00;
 
 /// Instructions in [`filter`].
-pub const FILTER_LEN: usize = CALLS.len() + 22;
+pub const FILTER_LEN: usize = CALLS.len() + 22 + GROUP_CALLS.len();
 
 /// The filter: another architecture's calls (`int 0x80`) and x32 calls are allowed; a call in
 /// [`CALLS`] is a user notification, and so is a call in [`TIMED_WAITS`] whose timeout (its
 /// fourth argument, an `int`) is positive, and a call in [`PROC_CALLS`] made below
-/// [`IMAGE_IP_LIMIT`] (a `clone` only without `CLONE_THREAD`); everything else is allowed.
+/// [`IMAGE_IP_LIMIT`] (a `clone` only without `CLONE_THREAD`), and one in [`GROUP_CALLS`]
+/// made there; everything else is allowed.
 pub const fn filter() -> [SockFilter; FILTER_LEN] {
     filter_below(IMAGE_IP_LIMIT)
 }
@@ -119,8 +125,10 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     }
     let n = CALLS.len();
     let (waits, procs) = (n + 5, n + 10);
-    let (clone, ip) = (procs + 6, procs + 8);
-    let (allow, notify) = (procs + 10, procs + 11);
+    // The calls sent only from an image: PROC_CALLS (clone first), then GROUP_CALLS.
+    let limited = PROC_CALLS.len() + GROUP_CALLS.len();
+    let (clone, ip) = (procs + limited, procs + limited + 2);
+    let (allow, notify) = (ip + 2, ip + 3);
     // A jump from instruction `at` to `to` (jumps are forward, relative to the next one).
     const fn to(at: usize, to: usize) -> u8 {
         (to - at - 1) as u8
@@ -148,10 +156,15 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     );
     f[procs] = op(JEQ, to(procs, clone), 0, CLONE);
     let mut i = 1;
-    while i < PROC_CALLS.len() {
-        let last = i + 1 == PROC_CALLS.len();
+    while i < limited {
+        let last = i + 1 == limited;
         let miss = if last { to(procs + i, allow) } else { 0 };
-        f[procs + i] = op(JEQ, to(procs + i, ip), miss, PROC_CALLS[i]);
+        let nr = if i < PROC_CALLS.len() {
+            PROC_CALLS[i]
+        } else {
+            GROUP_CALLS[i - PROC_CALLS.len()]
+        };
+        f[procs + i] = op(JEQ, to(procs + i, ip), miss, nr);
         i += 1;
     }
     f[clone] = op(LD_ABS, 0, 0, 16); // seccomp_data.args[0], low word
@@ -270,7 +283,10 @@ mod tests {
     #[test]
     fn the_filter_notifies_exactly_the_listed_calls() {
         for nr in 0..500 {
-            let listed = CALLS.iter().any(|c| c.0 == nr) || nr == EXEC || PROC_CALLS.contains(&nr);
+            let listed = CALLS.iter().any(|c| c.0 == nr)
+                || nr == EXEC
+                || PROC_CALLS.contains(&nr)
+                || GROUP_CALLS.contains(&nr);
             let want = if listed { RET_USER_NOTIF } else { RET_ALLOW };
             assert_eq!(run(ARCH_X86_64, nr), want, "{nr}");
             assert_eq!(run(0x4000_0003, nr), RET_ALLOW, "i386 {nr}");
@@ -280,7 +296,7 @@ mod tests {
 
     #[test]
     fn process_calls_notify_only_from_an_image_and_clone_only_for_a_process() {
-        for nr in PROC_CALLS {
+        for nr in PROC_CALLS.into_iter().chain(GROUP_CALLS) {
             assert_eq!(run_full(ARCH_X86_64, nr, 0, 0, 0), RET_USER_NOTIF, "{nr}");
             assert_eq!(
                 run_full(ARCH_X86_64, nr, 0, 0, 0x5555),
@@ -302,7 +318,7 @@ mod tests {
         // The other calls do not look at the address.
         assert_eq!(run_full(ARCH_X86_64, 39, 0, 0, 0x7f12), RET_USER_NOTIF);
         // A static-pie image's filter sends them from every user address.
-        for nr in PROC_CALLS {
+        for nr in PROC_CALLS.into_iter().chain(GROUP_CALLS) {
             let pie = |ip| run_below(NO_IP_LIMIT, ARCH_X86_64, nr, 0, 0, ip);
             assert_eq!(pie(0x7fff), RET_USER_NOTIF, "static-pie {nr}");
             assert_eq!(pie(0), RET_USER_NOTIF, "static-pie {nr}");

@@ -32,6 +32,9 @@ pub(super) struct Call {
     pub(super) infop: u64,
     /// A fork whose child runs a copy of its parent (not a vfork, which execs at once).
     pub(super) copy: bool,
+    /// The real process group a `setpgid` is to be given at its entry (its second argument;
+    /// its first is `target`).
+    pub(super) group: Option<i32>,
 }
 
 /// The supervisor's pid state.

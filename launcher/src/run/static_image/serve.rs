@@ -19,12 +19,13 @@ use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{child_signals, drain, proc_status_field, write};
 use super::world::{Stream, World};
 use seal_abi::supervised::entropy::MAGIC;
-use seal_abi::supervised::{msg, CALLS, EXEC, PROC_CALLS, TIMED_WAITS};
+use seal_abi::supervised::{msg, CALLS, EXEC, GROUP_CALLS, PROC_CALLS, TIMED_WAITS};
 
 mod answers;
 mod clocks;
 mod counting;
 mod go_image;
+mod groups;
 mod pids;
 mod reexec;
 mod ticking;
@@ -466,6 +467,12 @@ impl Supervisor {
         if PROC_CALLS.contains(&(n.nr as u32)) {
             return match in_image && self.world.sealed(flags::PID) {
                 true => self.proc_call(n, tgid),
+                false => Answer::Continue,
+            };
+        }
+        if GROUP_CALLS.contains(&(n.nr as u32)) {
+            return match in_image && self.world.sealed(flags::PID) {
+                true => self.group_call(n, tgid),
                 false => Answer::Continue,
             };
         }

@@ -23,7 +23,7 @@ use super::super::pid_state::{Call, Ident};
 use super::super::remote::{proc_status_field, read, write};
 use super::super::run_pids::RunPids;
 use super::super::trace_call::{self, Event, State};
-use super::{Answer, Notif, Supervisor, PROC_CALLS};
+use super::{Answer, Notif, Supervisor, GROUP_CALLS, PROC_CALLS};
 
 /// `CLONE_THREAD`, `CLONE_VFORK`.
 const CLONE_THREAD: u64 = 0x10000;
@@ -44,7 +44,7 @@ impl Supervisor {
     }
 
     /// The virtual pid the run shows for real pid `real` (itself when none).
-    fn virt(&mut self, real: i32) -> i32 {
+    pub(super) fn virt(&mut self, real: i32) -> i32 {
         if let Some((_, i)) = self.pids.idents.iter().find(|(&r, _)| r == real) {
             return i.vpid;
         }
@@ -52,7 +52,7 @@ impl Supervisor {
     }
 
     /// The real pid (or tid) behind virtual one `v`, when it is one of the run's.
-    fn real(&mut self, v: i32) -> Option<i32> {
+    pub(super) fn real(&mut self, v: i32) -> Option<i32> {
         if let Some((&r, _)) = self.pids.idents.iter().find(|(_, i)| i.vpid == v) {
             return Some(r);
         }
@@ -77,6 +77,11 @@ impl Supervisor {
             if let Some(t) = self.table() {
                 if t.virt(tgid).is_none() {
                     t.register(v, tgid);
+                }
+                // The launcher, as libseal registers it at a dynamic root's start (it leads
+                // the root's process group when started from a job-control shell).
+                if v == seal_abi::ROOT_VPID && t.virt(real_parent).is_none() && real_parent > 0 {
+                    t.register(seal_abi::LAUNCHER_VPID, real_parent);
                 }
             }
             Ident {
@@ -170,7 +175,7 @@ impl Supervisor {
     pub(super) fn traced_call(&mut self, n: &Notif) -> Option<Answer> {
         let c = self.pids.calls.get_mut(&(n.pid as i32))?;
         let t = &mut c.traced;
-        if !PROC_CALLS.contains(&(n.nr as u32)) {
+        if !PROC_CALLS.contains(&(n.nr as u32)) && !GROUP_CALLS.contains(&(n.nr as u32)) {
             return None;
         }
         Some(match t.state {
@@ -230,6 +235,7 @@ impl Supervisor {
                     target,
                     infop,
                     copy,
+                    group: None,
                 };
                 self.pids.calls.insert(tid, call);
                 // The interrupt cancels the notification: nothing to answer.
@@ -264,6 +270,10 @@ impl Supervisor {
                 Event::Nothing => {}
                 Event::Entry(mut r) => {
                     match (call.traced.nr, call.target) {
+                        (libc::SYS_setpgid, pid) => {
+                            r.rdi = pid.map_or(r.rdi, |p| p as u64);
+                            r.rsi = call.group.map_or(r.rsi, |g| g as u64);
+                        }
                         (libc::SYS_wait4, Some(real)) => r.rdi = real as u64,
                         (libc::SYS_waitid, Some(real)) => r.rsi = real as u64,
                         _ => {}
@@ -400,7 +410,7 @@ impl Supervisor {
         }
     }
 
-    fn stays_real(&mut self, tgid: i32, why: &str) {
+    pub(super) fn stays_real(&mut self, tgid: i32, why: &str) {
         if let Some(slot) = self.slot(tgid) {
             slot.unsealed(unsealed::UNSUPPORTED_CALL, why);
         }

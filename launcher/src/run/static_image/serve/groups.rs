@@ -1,0 +1,82 @@
+//! Process groups and sessions of a static image's processes: `getpgrp`, `getpgid` and
+//! `getsid` answer with the run's virtual pids (a process of the run its virtual pid, the
+//! launcher 999, anything outside the run its real pid), as libseal's hooks answer a dynamic
+//! program; `setpgid` naming virtual pids has them made real at its entry (traced as a
+//! `wait4` is, `trace_call.rs`). The supervisor asks the kernel itself for the group or
+//! session of the real process (any process may ask of any other).
+
+use super::super::pid_state::Call;
+use super::super::trace_call;
+use super::{Answer, Notif, Supervisor};
+
+impl Supervisor {
+    /// A call of [`seal_abi::supervised::GROUP_CALLS`] from process `tgid`'s image.
+    pub(super) fn group_call(&mut self, n: &Notif, tgid: i32) -> Answer {
+        let a = n.args;
+        // A pid argument: 0 the caller, a virtual pid of the run its real one.
+        let real = |s: &mut Self, v: u64| match v as i32 {
+            0 => tgid,
+            v if v < 0 => v,
+            v => s.real(v).unwrap_or(v),
+        };
+        // SAFETY (both): getpgid and getsid take an integer and touch no memory.
+        match n.nr as i64 {
+            libc::SYS_getpgrp => self.shown(unsafe { libc::getpgid(tgid) }),
+            libc::SYS_getpgid => {
+                let p = real(self, a[0]);
+                self.shown(unsafe { libc::getpgid(p) })
+            }
+            libc::SYS_getsid => {
+                let p = real(self, a[0]);
+                self.shown(unsafe { libc::getsid(p) })
+            }
+            libc::SYS_setpgid => self.setpgid(n, tgid),
+            _ => Answer::Continue,
+        }
+    }
+
+    /// A pid the kernel gave (or its error) as the image is to see it.
+    fn shown(&mut self, r: i32) -> Answer {
+        if r < 0 {
+            let e = std::io::Error::last_os_error().raw_os_error();
+            return Answer::Error(e.unwrap_or(libc::ESRCH));
+        }
+        Answer::Value(self.virt(r) as i64)
+    }
+
+    /// `setpgid(pid, pgid)`: runs as it is unless it names a virtual pid of the run, which
+    /// becomes the real one at the call's entry (the supervisor cannot make the call for it:
+    /// only the process or its parent may).
+    fn setpgid(&mut self, n: &Notif, tgid: i32) -> Answer {
+        let a = n.args;
+        let mut to_real = |v: u64| {
+            let v = v as i32;
+            (v > 0).then(|| self.real(v)).flatten().filter(|&r| r != v)
+        };
+        let (pid, pgid) = (to_real(a[0]), to_real(a[1]));
+        if (pid, pgid) == (None, None) || !self.pids.can_trace {
+            return Answer::Continue;
+        }
+        let tid = n.pid as i32;
+        match trace_call::seize(tid, n.nr as i64, [a[0], a[1], a[2]]) {
+            Ok(traced) => {
+                let call = Call {
+                    traced,
+                    tgid,
+                    child: None,
+                    target: pid,
+                    infop: 0,
+                    copy: false,
+                    group: pgid,
+                };
+                self.pids.calls.insert(tid, call);
+                // The interrupt cancels the notification: nothing to answer.
+                Answer::Held
+            }
+            Err(why) => {
+                self.stays_real(tgid, why);
+                Answer::Continue
+            }
+        }
+    }
+}
