@@ -41,6 +41,7 @@ mod setters;
 mod shim_hardening;
 mod shim_layout;
 mod static_clock;
+mod static_exec;
 mod static_images;
 mod static_pids;
 mod static_root;

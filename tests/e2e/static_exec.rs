@@ -1,0 +1,200 @@
+//! A supervised static image's own exec of another image (`exec prog`, a shell's last command
+//! run in place, Go's `syscall.Exec`): the new image is set up at that exec stop as any other
+//! static image (its clock page, its census slot one generation on, its virtual pid kept); and
+//! static images' process groups and sessions, answered with the run's virtual pids.
+
+use crate::static_images::{build_musl_c, have_static_glibc};
+use crate::static_pids::alike;
+use crate::util::{build_c, census_json, have, run_timeout, seal, seal_bin, Output, TIMEOUT};
+
+const PAGE: &str = seal_abi::supervised::clock_page::MODULE_NAME;
+
+/// `fixtures/c/NAME.c` built with glibc `-static`, and with `musl-gcc -static` (each skipped,
+/// visibly, without its libc).
+fn static_builds(name: &str) -> Vec<std::path::PathBuf> {
+    let mut bins = Vec::new();
+    if have_static_glibc() {
+        bins.push(build_c(name, &["-static"]));
+    } else {
+        skip_part!("no static libc (libc.a)");
+    }
+    if have("musl-gcc") {
+        bins.push(build_musl_c(name));
+    } else {
+        skip_part!("musl-gcc not on PATH (Debian: musl-tools)");
+    }
+    bins
+}
+
+/// The census's process 1000 (the one the command's images ran in).
+fn root(v: &serde_json::Value) -> &serde_json::Value {
+    (v["processes"].as_array().unwrap().iter())
+        .find(|p| p["vpid"] == 1000)
+        .unwrap_or_else(|| panic!("no process 1000\n{v:#}"))
+}
+
+/// Asserts that process `p`'s `static_clockloop 1000` image read its clock through its own
+/// page (glibc's counts, `static_clock.rs`), none of it served at the image's code (`exe`).
+/// `after_go`: a Go image ran in the process before, whose own monotonic page reads (as many
+/// as its scheduler made) the census lists beside them.
+fn reads_its_page(p: &serde_json::Value, exe: &str, v: &serde_json::Value, after_go: bool) {
+    for (symbol, detail, n) in [
+        ("clock_gettime", "CLOCK_MONOTONIC", 1002),
+        ("gettimeofday", "CLOCK_REALTIME", 1001),
+        ("time", "CLOCK_REALTIME", 1001),
+    ] {
+        let got = crate::census::calls_at(p, symbol, detail, PAGE, None);
+        if after_go && detail == "CLOCK_MONOTONIC" {
+            assert!(got >= n, "{symbol} {detail} from the page: {got}\n{v:#}");
+        } else {
+            assert_eq!(got, n, "{symbol} {detail} from the page\n{v:#}");
+        }
+        let served = crate::census::calls_at(p, symbol, detail, exe, None);
+        assert_eq!(served, 0, "{symbol} {detail} served\n{v:#}");
+    }
+}
+
+/// busybox's `sh -c PROG` execs its one command in place, in the supervised shell's own
+/// process: the static C image gets its clock page at that exec (its 4,000 reads counted from
+/// `[seal clock page]`, none served), keeps virtual pid 1000, is listed as
+/// `busybox > static_clockloop`, and prints what it prints as the root command; 5 runs alike.
+/// The old build removed its vDSO and served every read (the census counted them at the
+/// image's `__clock_gettime`; a loop of 100,000 reads took 2.5–7 s).
+#[test]
+fn a_static_c_image_a_static_shell_execs_in_place_reads_its_own_page() {
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    if !have_static_glibc() {
+        skip!("no static libc (libc.a)");
+    }
+    let bin = build_c("static_clockloop", &["-static"]);
+    let exe = bin.to_str().unwrap();
+    let direct = run_timeout(seal(["-q", "--", exe, "1000"]), TIMEOUT);
+    direct.ok();
+    let script = format!("{exe} 1000");
+    let o = alike(5, || {
+        let (o, v) = census_json(&["--", busybox, "sh", "-c", &script], TIMEOUT);
+        o.ok();
+        let p = root(&v);
+        let first = p["execs"][0].as_str().unwrap_or("");
+        assert!(first.ends_with("busybox"), "{v:#}");
+        assert_eq!(p["exe"].as_str(), Some(exe), "{v:#}");
+        reads_its_page(p, exe, &v, false);
+        o
+    });
+    assert_eq!(o.stdout, direct.stdout, "{}\n{}", o.show(), direct.show());
+}
+
+/// A static Go program's `syscall.Exec` of a static C program (the same process, no fork):
+/// the C image reads its clock through its own page, keeps the Go image's virtual pid, and 5
+/// runs print the same. The old build served its reads (counted at its `__clock_gettime`).
+#[test]
+fn a_static_go_programs_syscall_exec_of_a_static_child_reads_its_own_page() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    if !have_static_glibc() {
+        skip!("no static libc (libc.a)");
+    }
+    let go = crate::go_images::build_go("pids", false);
+    let bin = build_c("static_clockloop", &["-static"]);
+    let exe = bin.to_str().unwrap();
+    let o = alike(5, || {
+        let (o, v) = census_json(&["--", go.to_str().unwrap(), "exec", exe, "1000"], TIMEOUT);
+        o.ok();
+        reads_its_page(root(&v), exe, &v, true);
+        o
+    });
+    assert!(
+        o.stdout
+            .starts_with("pid 1000 ppid 999 before the exec\nrounds 1000\n"),
+        "{}",
+        o.show()
+    );
+}
+
+/// A dynamic program a static shell execs in place is sealed by libseal as ever: its pid is
+/// the shell's virtual one, its parent the launcher's, its clock the sealed one; 5 runs alike.
+/// (This held on the old build too: a guard that the new exec stop leaves it alone.)
+#[test]
+fn a_dynamic_program_a_static_shell_execs_in_place_stays_sealed() {
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    let bin = build_c("static_groups", &[]);
+    let script = format!("exec {}", bin.to_str().unwrap());
+    let o = alike(5, || {
+        run_timeout(seal(["-q", "--", busybox, "sh", "-c", &script]), TIMEOUT)
+    });
+    assert!(o.stdout.starts_with("pid 1000 pgrp "), "{}", o.show());
+    assert!(
+        o.stdout.contains("reaped the child, signal 15\n"),
+        "{}",
+        o.show()
+    );
+}
+
+/// Runs `seal -q -- CMD` twice as jobs of a job-control shell (`set -m`: each in a process
+/// group of its own, which seal's launcher leads): the two outputs, concatenated.
+fn as_jobs(cmd: &[&str]) -> Output {
+    let seal = seal_bin();
+    let line = format!("{} -q -- {}", seal.display(), cmd.join(" "));
+    let mut c = crate::util::command("bash");
+    c.arg("-c").arg(format!("set -m; {line}; {line}; true"));
+    run_timeout(c, TIMEOUT)
+}
+
+/// A static C program (glibc and musl) started as a job: its process group is the launcher's
+/// (999, as a dynamic program is shown), its session the caller's (outside the run: real, the
+/// same in every run); a child it puts in a group of its own with the pid `fork` returned
+/// leads it, and a signal to that group (`kill(-pgid)`) reaches it. 5 rounds of two jobs,
+/// alike. The old build showed the launcher's real pid (a new one each run), and its
+/// `setpgid`, `getpgid` and `kill` of the child's virtual pid failed.
+#[test]
+fn a_static_c_programs_process_group_and_session_are_the_runs() {
+    for bin in static_builds("static_groups") {
+        let exe = bin.to_str().unwrap();
+        let o = alike(5, || as_jobs(&[exe]));
+        let lines: Vec<&str> = o.stdout.lines().collect();
+        assert_eq!(lines.len(), 10, "{}", o.show());
+        assert!(
+            lines[0].starts_with("pid 1000 pgrp 999 pgid 999 sid "),
+            "{}",
+            o.show()
+        );
+        assert!(lines[0].ends_with(" parent's pgid 999"), "{}", o.show());
+        assert_eq!(
+            &lines[1..5],
+            [
+                "setpgid 0",
+                "child leads its own group, sid the same",
+                "kill group 0",
+                "reaped the child, signal 15"
+            ],
+            "{}",
+            o.show()
+        );
+        assert_eq!(lines[..5], lines[5..], "{}", o.show());
+    }
+}
+
+/// A static Go program's `syscall.Getpgrp()`, `Getpgid(0)` and raw `getsid(0)` as a job: the
+/// launcher's group (999) and the caller's session, the same in 5 rounds of two jobs. The old
+/// build printed the launcher's real pid.
+#[test]
+fn a_static_go_programs_process_group_is_the_runs() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    let go = crate::go_images::build_go("pids", false);
+    let o = alike(5, || as_jobs(&[go.to_str().unwrap(), "groups"]));
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", o.show());
+    assert!(
+        lines[0].starts_with("pid 1000 pgrp 999 pgid 999 sid "),
+        "{}",
+        o.show()
+    );
+    assert_eq!(lines[0], lines[1], "{}", o.show());
+}
