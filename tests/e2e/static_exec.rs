@@ -198,3 +198,33 @@ fn a_static_go_programs_process_group_is_the_runs() {
     );
     assert_eq!(lines[0], lines[1], "{}", o.show());
 }
+
+/// Six threads of a static C program (glibc and musl), created one after another, ask for
+/// their tid in creation order and, in other runs, in reverse: each thread's virtual tid is
+/// the same either way (tids follow creation, not the order of the first `gettid`), in 3
+/// runs of each. The old build numbered them in the order they asked (the reverse runs
+/// printed the tids reversed).
+#[test]
+fn a_static_programs_threads_are_numbered_in_creation_order() {
+    let mut bins = Vec::new();
+    if have_static_glibc() {
+        bins.push(build_c("static_tids", &["-static", "-pthread"]));
+    } else {
+        skip_part!("no static libc (libc.a)");
+    }
+    if have("musl-gcc") {
+        bins.push(build_musl_c("static_tids"));
+    } else {
+        skip_part!("musl-gcc not on PATH (Debian: musl-tools)");
+    }
+    for bin in bins {
+        let exe = bin.to_str().unwrap();
+        let mut runs = ["forward", "reverse"].into_iter().cycle().take(6);
+        let o = alike(6, || {
+            let order = runs.next().unwrap();
+            run_timeout(seal(["-q", "--", exe, order]), TIMEOUT)
+        });
+        assert_eq!(o.stdout.lines().count(), 6, "{}", o.show());
+        assert!(o.stdout.starts_with("thread 0 tid "), "{}", o.show());
+    }
+}

@@ -140,11 +140,31 @@ impl Supervisor {
         }
     }
 
-    /// The virtual tid of thread `tid` (not its process's main one), taken at its first ask.
+    /// The virtual tid of thread `tid` (not its process's main one), taken at its first ask,
+    /// after the threads of its process created before it that have not asked yet: threads
+    /// are numbered in the order they were created (the kernel's tids rise in that order),
+    /// not in the order of their first `gettid` (a Go runtime's threads ask as they start,
+    /// in whatever order they are scheduled).
     fn vtid(&mut self, tid: i32, tgid: i32) -> i32 {
         if let Some(&v) = self.pids.vtids.get(&tid) {
             return v;
         }
+        let mut earlier: Vec<i32> = std::fs::read_dir(format!("/proc/{tgid}/task"))
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                    .filter(|&t: &i32| t != tgid && t < tid && !self.pids.vtids.contains_key(&t))
+                    .collect()
+            })
+            .unwrap_or_default();
+        earlier.sort_unstable();
+        for t in earlier {
+            self.number_thread(t, tgid);
+        }
+        self.number_thread(tid, tgid)
+    }
+
+    /// Gives thread `tid` of process `tgid` the next virtual tid of its process.
+    fn number_thread(&mut self, tid: i32, tgid: i32) -> i32 {
         let i = self.ident(tgid);
         let lineage = child_lineage(i.lineage, KIND_THREAD, i.threads);
         let v = self.table().and_then(|t| t.allocate(lineage));
