@@ -5,7 +5,8 @@
 //! each on its own and 50 times from one shell (what one more image costs a running run); a Go
 //! loop of `time.Now()` and `crypto/rand` (its `crypto/rand` served in the image), at two
 //! lengths in the same rotation, so that the difference per round (what a round costs, the
-//! process's start-up left out) is shown beside the whole-process figures.
+//! process's start-up left out) is shown beside the whole-process figures; a static C loop of
+//! `fork` and `waitpid` (each traced to its exit by the supervisor, for its virtual pid).
 //! Side by side in one run, modes rotating every round.
 
 use std::ffi::OsString;
@@ -18,6 +19,9 @@ use crate::process::{self, Runs};
 
 /// `clock_gettime` calls of one run of the loop.
 pub const LOOP_CALLS: u64 = 20_000;
+/// Forks (each waited for) of one run of the fork loop: each is traced to its exit under seal
+/// (docs/design.md, "Virtual pids of its children and threads").
+pub const FORK_ROUNDS: u64 = 200;
 /// Rounds of the Go loop (each: `time.Now()`, two clock reads, and one `getrandom`), short and
 /// long: the per-round cost is the difference over the difference in rounds.
 pub const GO_ROUNDS: u64 = 2_000;
@@ -61,6 +65,15 @@ fn plan(root: &Path, dir: &Path) -> (Vec<Planned>, Option<PathBuf>) {
             vec![LOOP_CALLS.to_string().into()],
             true,
             LOOP_CALLS,
+        ));
+    }
+    if let Some(bin) = cc("static_fork", &root.join("fixtures/bench/static_fork.c")) {
+        plan.push((
+            format!("static C loop, {FORK_ROUNDS} × (`fork` + `_exit` + `waitpid`)"),
+            bin,
+            vec![FORK_ROUNDS.to_string().into()],
+            true,
+            FORK_ROUNDS,
         ));
     }
     let true_src = dir.join("static_true.c");

@@ -437,3 +437,56 @@ fn a_go_programs_map_order_is_seeded_by_seal() {
         );
     });
 }
+
+/// A static Go image that a static Go program's child execs (os/exec: `go build`'s compilers,
+/// a Go test binary) gets its clock page at that exec stop, as the first image did: the
+/// child's `time.Now()` loop reads are all from `[seal clock page]`, none served, and three
+/// runs print the same values. The old build removed the child's vDSO and served each read
+/// (~50 µs each: a sealed `go build` took 5× as long as bare).
+#[test]
+fn a_static_go_image_execd_by_a_static_go_child_reads_its_own_page() {
+    const PAGE: &str = seal_abi::supervised::clock_page::MODULE_NAME;
+    go_or_skip!(false);
+    let parent = build_go("runchild", false);
+    let child = build_go("clockloop", false);
+    let (parent, child) = (parent.to_str().unwrap(), child.to_str().unwrap());
+    let mut first: Option<String> = None;
+    for _ in 0..3 {
+        let args = ["--", parent, child, "20000"];
+        let (o, v) = crate::util::census_json(&args, crate::util::TIMEOUT);
+        o.ok();
+        let p = (v["processes"].as_array().unwrap().iter())
+            .find(|p| {
+                p["exe"]
+                    .as_str()
+                    .unwrap_or("")
+                    .ends_with("go_clockloop_static")
+            })
+            .unwrap_or_else(|| panic!("no exec'd image\n{v:#}"));
+        // Every caller of `clock_gettime` in the child, by object: the page, or the image.
+        let callers = (p["calls"].as_array().unwrap().iter())
+            .filter(|c| c["symbol"] == "clock_gettime")
+            .flat_map(|c| c["callers"].as_array().unwrap().iter());
+        let (mut paged, mut served) = (0, 0);
+        for c in callers {
+            let n = c["count"].as_u64().unwrap();
+            match c["object"] == PAGE {
+                true => paged += n,
+                false => served += n,
+            }
+        }
+        assert!(
+            paged >= 40_000 && served == 0,
+            "page {paged}, served {served}\n{v:#}"
+        );
+        assert!(
+            o.stdout.starts_with("static 20000 2026-01-01T00:00:00"),
+            "{}",
+            o.show()
+        );
+        if let Some(f) = &first {
+            assert_eq!(f, &o.stdout, "{}", o.show());
+        }
+        first = Some(o.stdout);
+    }
+}

@@ -2,9 +2,11 @@
 //! `execve` (os/exec), which no hook of libseal sees: a static child would keep its vDSO and
 //! run with the parent's filter, unsealed. The filter sends `execve` here; for a static target
 //! the supervisor follows the calling process to its exec stop (ptrace, exec events only) and
-//! sets the new image up as it set up the first one (`AT_RANDOM`; a static C image in a fresh
-//! process its clock page, `serve/ticking.rs`, any other the vDSO removed), then detaches and serves the new image's calls through the same listener. A dynamic target runs
-//! as it is (libseal loads into it).
+//! sets the new image up as it set up the first one (`AT_RANDOM`; in a fresh process its clock
+//! page: a static C image's ticking one, `serve/ticking.rs`, a Go image's still one,
+//! `serve/go_image.rs`; where that fails the vDSO removed), then detaches and serves the new
+//! image's calls through the same listener. A dynamic target runs as it is (libseal loads into
+//! it).
 
 use super::remote::{detach_running, read};
 

@@ -394,7 +394,7 @@ impl Supervisor {
         r[..8].copy_from_slice(&seal_abi::mix64(self.world.seed ^ self.children).to_le_bytes());
         let seal = self.world.seal_clocks();
         super::exec_child::follow(tid, |pid| {
-            // A static C image gets its clock page, as the first one did.
+            // A static image gets its clock page, as the first one did.
             let stop = super::stop::Stop::read(pid);
             if pid == self.pid {
                 self.first_image_left(pid);
@@ -406,7 +406,11 @@ impl Supervisor {
             }
             self.images.insert(pid, (stop.text.clone(), stop.go));
             self.check_reach(pid, &stop.text);
-            let fast = seal && self.exec_clock(pid, &stop);
+            let fast = seal
+                && match stop.go {
+                    true => self.exec_go_clock(pid, &stop),
+                    false => self.exec_clock(pid, &stop),
+                };
             if let Some(aux) = &stop.aux {
                 aux.fix(pid, r, seal && !fast);
             }

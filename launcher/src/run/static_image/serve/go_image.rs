@@ -7,7 +7,7 @@ use seal_abi::Fid;
 
 use super::super::stop::Stop;
 use super::Supervisor;
-use super::{Answer, Notif};
+use super::{Answer, Notif, MONO_BASE_NS};
 
 impl Supervisor {
     /// Sets up the clock page of the Go image just exec'd (stopped at `stop`): whether it is
@@ -18,19 +18,7 @@ impl Supervisor {
         let Some(vdso) = stop.vdso_base() else {
             return false;
         };
-        // Its reads are counted in its census slot, which the image maps (its first page),
-        // from the vDSO's first byte, named after the page in the census.
-        let counters = self.slot_deferred(pid).and_then(|slot| {
-            use seal_abi::supervised::clock_page::MODULE_NAME;
-            slot.add_module(MODULE_NAME, vdso, vdso + 4096);
-            let fid = Fid::ClockGettime;
-            let c = [
-                slot.reserve(fid, 0, vdso + 1),
-                slot.reserve(fid, 1, vdso + 1),
-            ];
-            slot.commit();
-            Some([c[0]?, c[1]?])
-        });
+        let counters = self.go_page_counters(pid, vdso);
         let tick = self.world.tick_ns.clamp(0, i32::MAX as i64);
         let counters = counters.as_ref().map(|c| &c[..]);
         let page = (self.prepared.as_ref()).and_then(|prepared| {
@@ -41,6 +29,67 @@ impl Supervisor {
         };
         self.own.extend(stop.vdso);
         self.pages.insert(pid, page);
+        true
+    }
+
+    /// Process `pid`'s census counters of its page's reads (`CLOCK_REALTIME`,
+    /// `CLOCK_MONOTONIC`), which the image maps (its slot's first page), counted from the
+    /// vDSO's first byte and named after the page in the census.
+    fn go_page_counters(&mut self, pid: i32, vdso: u64) -> Option<[u64; 2]> {
+        let slot = self.slot_deferred(pid)?;
+        use seal_abi::supervised::clock_page::MODULE_NAME;
+        slot.add_module(MODULE_NAME, vdso, vdso + 4096);
+        let fid = Fid::ClockGettime;
+        let c = [
+            slot.reserve(fid, 0, vdso + 1),
+            slot.reserve(fid, 1, vdso + 1),
+        ];
+        slot.commit();
+        Some([c[0]?, c[1]?])
+    }
+
+    /// Sets up the clock page of a Go image that a process of the run exec'd (a forked child
+    /// running `os/exec`'s command: `go build`'s compilers, a Go test binary), stopped at
+    /// `stop`, as for the first image: its clock starts at its process's (its parent's at the
+    /// fork), and its timer waits move it. Whether it is in place (else the caller removes its
+    /// vDSO, and each of its clock reads is a system call to the supervisor, ~50 µs).
+    pub(super) fn exec_go_clock(&mut self, pid: i32, stop: &Stop) -> bool {
+        let (Some(vdso), Some(dir)) = (stop.vdso_base(), self.world.run_dir.clone()) else {
+            return false;
+        };
+        if pid == self.pid {
+            return false;
+        }
+        // Its image, whose code includes the vDSO (the entry's fallback is its call).
+        let text = stop.text.iter().copied().chain(stop.vdso).collect();
+        self.images.insert(pid, (text, true));
+        // Its parent's clock as its page holds it (spinning reads may have ticked it there).
+        let parent = super::super::remote::proc_status_field(pid, "PPid:").unwrap_or(0);
+        if let Some(c) = self.pages.get(&parent).map(|p| p.c(MONO_BASE_NS)) {
+            if let Some(p) = self.procs.get_mut(&parent) {
+                p.l = c;
+            }
+        }
+        self.ensure(pid);
+        let counters = self.go_page_counters(pid, vdso);
+        let c = self.proc(pid).l;
+        let first = [self.world.epoch_ns.saturating_add(c), MONO_BASE_NS + c];
+        let Some(prepared) = super::super::vdso_clock::Prepared::at(pid, &dir, first) else {
+            return false;
+        };
+        let tick = self.world.tick_ns.clamp(0, i32::MAX as i64);
+        let counters = counters.as_ref().map(|c| &c[..]);
+        let page =
+            super::super::vdso_clock::install(pid, stop, &prepared, tick, counters, Kind::Still);
+        let Some((page, _)) = page else {
+            return false;
+        };
+        self.pages.insert(pid, page);
+        if self.world.sealed(seal_abi::flags::RANDOM) {
+            // Its threads' `fastrand` seeds, as the first image's, one per exec'd image.
+            let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ self.children);
+            super::super::vdso_clock::seal_cputicks(pid, stop.bias, ticks >> 1);
+        }
         true
     }
 
