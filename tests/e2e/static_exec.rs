@@ -114,6 +114,50 @@ fn a_static_go_programs_syscall_exec_of_a_static_child_reads_its_own_page() {
     );
 }
 
+/// A static Go program a static shell execs in place after a sleep, which then becomes a
+/// static C program (`syscall.Exec`): the Go image reads its clock through a page of its own
+/// (none of its clock reads served), and the C image starts at the process's clock, a second
+/// after the epoch; 5 runs alike. The old build removed the Go image's vDSO (every read of
+/// its runtime's clock served).
+#[test]
+fn a_go_image_a_static_shell_execs_in_place_reads_its_own_page() {
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    if !have_static_glibc() {
+        skip!("no static libc (libc.a)");
+    }
+    let go = crate::go_images::build_go("pids", false);
+    let go = go.to_str().unwrap();
+    let bin = build_c("static_clockloop", &["-static"]);
+    let script = format!("sleep 1; exec {go} exec {} 3", bin.to_str().unwrap());
+    let o = alike(5, || {
+        let (o, v) = census_json(&["--", busybox, "sh", "-c", &script], TIMEOUT);
+        o.ok();
+        let p = root(&v);
+        let images: Vec<&str> = (p["execs"].as_array().unwrap().iter())
+            .map(|e| e.as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(images.len(), 2, "{v:#}");
+        assert_eq!(images[1], go, "{v:#}");
+        for clock in ["CLOCK_MONOTONIC", "CLOCK_REALTIME"] {
+            let served = crate::census::calls_at(p, "clock_gettime", clock, go, None);
+            assert_eq!(served, 0, "{clock} served to the Go image\n{v:#}");
+        }
+        o
+    });
+    assert!(
+        o.stdout.starts_with(
+            "pid 1000 ppid 999 before the exec\nrounds 3\nrealtime 1767225601000000000 .."
+        ),
+        "{}",
+        o.show()
+    );
+}
+
 /// A dynamic program a static shell execs in place is sealed by libseal as ever: its pid is
 /// the shell's virtual one, its parent the launcher's, its clock the sealed one; 5 runs alike.
 /// (This held on the old build too: a guard that the new exec stop leaves it alone.)

@@ -414,7 +414,7 @@ impl Supervisor {
             if let Some(aux) = &stop.aux {
                 aux.fix(pid, r, seal && !fast);
             }
-            if seal && !fast && !stop.go {
+            if seal && !fast {
                 self.served_clock(pid);
             }
         });

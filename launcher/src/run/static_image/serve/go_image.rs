@@ -49,7 +49,8 @@ impl Supervisor {
     }
 
     /// Sets up the clock page of a Go image that a process of the run exec'd (a forked child
-    /// running `os/exec`'s command: `go build`'s compilers, a Go test binary), stopped at
+    /// running `os/exec`'s command: `go build`'s compilers, a Go test binary; or the first
+    /// image's own process: `exec prog`, `syscall.Exec`), stopped at
     /// `stop`, as for the first image: its clock starts at its process's (its parent's at the
     /// fork), and its timer waits move it. Whether it is in place (else the caller removes its
     /// vDSO, and each of its clock reads is a system call to the supervisor, ~50 µs).
@@ -57,9 +58,6 @@ impl Supervisor {
         let (Some(vdso), Some(dir)) = (stop.vdso_base(), self.world.run_dir.clone()) else {
             return false;
         };
-        if pid == self.pid {
-            return false;
-        }
         // Its image, whose code includes the vDSO (the entry's fallback is its call).
         let text = stop.text.iter().copied().chain(stop.vdso).collect();
         self.images.insert(pid, (text, true));
@@ -71,8 +69,13 @@ impl Supervisor {
             }
         }
         self.ensure(pid);
+        // The process's clock, wherever its last image kept it (a static C image's ticking
+        // page, whose image is gone: a Go process keeps `C` in `l` and in its own page).
+        self.merge_finished(pid);
+        let c = self.proc(pid).l();
+        let p = self.proc(pid);
+        (p.page, p.l) = (None, c);
         let counters = self.go_page_counters(pid, vdso);
-        let c = self.proc(pid).l;
         let first = [self.world.epoch_ns.saturating_add(c), MONO_BASE_NS + c];
         let Some(prepared) = super::super::vdso_clock::Prepared::at(pid, &dir, first) else {
             return false;

@@ -20,7 +20,7 @@ impl Supervisor {
         self.waits.forget(pid);
     }
 
-    /// Says in process `pid`'s census that the static C image it exec'd reads its clocks by
+    /// Says in process `pid`'s census that the static image it exec'd reads its clocks by
     /// system call: its clock page could not be set up at its exec (the values are still the
     /// sealed ones, each read a notification to the supervisor).
     pub(super) fn served_clock(&mut self, pid: i32) {
