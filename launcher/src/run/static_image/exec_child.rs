@@ -127,7 +127,7 @@ pub fn follow(tid: i32, at_stop: impl FnOnce(i32)) -> bool {
 
 /// Waiting for the next `SIGCHLD` (a stop of a tracee), where the supervisor blocks it for
 /// its signalfd: taken here with `sigtimedwait` as soon as it comes (a sleep of 1 ms between
-/// looks added ~0.5 ms to every exec followed), and raised again when done, so the loop's
+/// looks added ~0.8 ms to every exec followed), and raised again when done, so the loop's
 /// signalfd still sees the stops of calls traced meanwhile. Where it is not blocked (no
 /// signalfd), a sleep of 1 ms.
 struct ChildWake {

@@ -73,8 +73,11 @@ impl Supervisor {
                 // The interrupt cancels the notification: nothing to answer.
                 Answer::Held
             }
-            Err(why) => {
-                self.stays_real(tgid, why);
+            Err(_) => {
+                self.stays_real(
+                    tgid,
+                    "setpgid naming a virtual pid runs as it is: ptrace refused",
+                );
                 Answer::Continue
             }
         }
