@@ -89,6 +89,13 @@ pub const PROC_CALLS: [u32; 6] = [56, 57, 58, 61, 247, 435];
 /// ones as libseal does for a dynamic program (`serve/groups.rs`). Sent, as [`PROC_CALLS`],
 /// only from code below [`IMAGE_IP_LIMIT`]: a dynamic descendant's libc calls are libseal's.
 pub const GROUP_CALLS: [u32; 4] = [109, 111, 121, 124];
+/// `ioctl`, sent (from an image, as [`GROUP_CALLS`]) only for the terminal's foreground
+/// process group: [`TIOCGPGRP`] (`tcgetpgrp`) and [`TIOCSPGRP`] (`tcsetpgrp`), whose pids
+/// the supervisor translates too (a job-control shell compares `tcgetpgrp` with `getpgrp`).
+pub const IOCTL: u32 = 16;
+/// `TIOCGPGRP`, `TIOCSPGRP` (x86_64).
+pub const TIOCGPGRP: u32 = 0x540F;
+pub const TIOCSPGRP: u32 = 0x5410;
 /// `clone`, whose flags (its first argument) the filter reads: a thread is not sent.
 const CLONE: u32 = 56;
 /// `CLONE_THREAD`.
@@ -99,13 +106,13 @@ const CLONE_THREAD: u32 = 0x10000;
 pub const IMAGE_IP_LIMIT: u32 = 0x7f00;
 
 /// Instructions in [`filter`].
-pub const FILTER_LEN: usize = CALLS.len() + 22 + GROUP_CALLS.len();
+pub const FILTER_LEN: usize = CALLS.len() + 26 + GROUP_CALLS.len();
 
 /// The filter: another architecture's calls (`int 0x80`) and x32 calls are allowed; a call in
 /// [`CALLS`] is a user notification, and so is a call in [`TIMED_WAITS`] whose timeout (its
 /// fourth argument, an `int`) is positive, and a call in [`PROC_CALLS`] made below
 /// [`IMAGE_IP_LIMIT`] (a `clone` only without `CLONE_THREAD`), and one in [`GROUP_CALLS`]
-/// made there; everything else is allowed.
+/// or an [`IOCTL`] of [`TIOCGPGRP`] or [`TIOCSPGRP`] made there; everything else is allowed.
 pub const fn filter() -> [SockFilter; FILTER_LEN] {
     filter_below(IMAGE_IP_LIMIT)
 }
@@ -125,9 +132,11 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     }
     let n = CALLS.len();
     let (waits, procs) = (n + 5, n + 10);
-    // The calls sent only from an image: PROC_CALLS (clone first), then GROUP_CALLS.
+    // The calls sent only from an image: PROC_CALLS (clone first), then GROUP_CALLS, then
+    // ioctl (its request checked in a block of its own, as clone's flags are).
     let limited = PROC_CALLS.len() + GROUP_CALLS.len();
-    let (clone, ip) = (procs + limited, procs + limited + 2);
+    let ioctl = procs + limited + 1;
+    let (clone, ip) = (ioctl + 3, ioctl + 5);
     let (allow, notify) = (ip + 2, ip + 3);
     // A jump from instruction `at` to `to` (jumps are forward, relative to the next one).
     const fn to(at: usize, to: usize) -> u8 {
@@ -157,16 +166,23 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     f[procs] = op(JEQ, to(procs, clone), 0, CLONE);
     let mut i = 1;
     while i < limited {
-        let last = i + 1 == limited;
-        let miss = if last { to(procs + i, allow) } else { 0 };
         let nr = if i < PROC_CALLS.len() {
             PROC_CALLS[i]
         } else {
             GROUP_CALLS[i - PROC_CALLS.len()]
         };
-        f[procs + i] = op(JEQ, to(procs + i, ip), miss, nr);
+        f[procs + i] = op(JEQ, to(procs + i, ip), 0, nr);
         i += 1;
     }
+    f[procs + limited] = op(
+        JEQ,
+        to(procs + limited, ioctl),
+        to(procs + limited, allow),
+        IOCTL,
+    );
+    f[ioctl] = op(LD_ABS, 0, 0, 16 + 8); // seccomp_data.args[1], low word
+    f[ioctl + 1] = op(JEQ, to(ioctl + 1, ip), 0, TIOCGPGRP);
+    f[ioctl + 2] = op(JEQ, to(ioctl + 2, ip), to(ioctl + 2, allow), TIOCSPGRP);
     f[clone] = op(LD_ABS, 0, 0, 16); // seccomp_data.args[0], low word
     f[clone + 1] = op(JSET, to(clone + 1, allow), 0, CLONE_THREAD);
     f[ip] = op(LD_ABS, 0, 0, 8 + 4); // seccomp_data.instruction_pointer, high word
@@ -254,6 +270,19 @@ mod tests {
     }
 
     fn run_below(limit: u32, arch: u32, nr: u32, arg3: u32, arg0: u32, ip_high: u32) -> u32 {
+        run_arg1(limit, arch, nr, arg3, arg0, 0, ip_high)
+    }
+
+    /// [`run_below`] with the second argument's low word too.
+    fn run_arg1(
+        limit: u32,
+        arch: u32,
+        nr: u32,
+        arg3: u32,
+        arg0: u32,
+        arg1: u32,
+        ip_high: u32,
+    ) -> u32 {
         let f = filter_below(limit);
         let mut pc = 0;
         let mut acc = 0u32;
@@ -266,6 +295,7 @@ mod tests {
                         0 => nr,
                         40 => arg3,
                         16 => arg0,
+                        24 => arg1,
                         12 => ip_high,
                         _ => panic!("bad load"),
                     }
@@ -327,6 +357,18 @@ mod tests {
             run_below(NO_IP_LIMIT, ARCH_X86_64, CLONE, 0, 0x003d_0f00, 0x7fff),
             RET_ALLOW
         );
+    }
+
+    #[test]
+    fn only_the_terminals_process_group_ioctls_notify_and_only_from_an_image() {
+        let ioctl = |arg1, ip| run_arg1(IMAGE_IP_LIMIT, ARCH_X86_64, IOCTL, 0, 0, arg1, ip);
+        for req in [TIOCGPGRP, TIOCSPGRP] {
+            assert_eq!(ioctl(req, 0), RET_USER_NOTIF, "{req:#x}");
+            assert_eq!(ioctl(req, 0x7f12), RET_ALLOW, "lib {req:#x}");
+        }
+        // TCGETS (isatty), FIONREAD: never.
+        assert_eq!(ioctl(0x5401, 0), RET_ALLOW);
+        assert_eq!(ioctl(0x541B, 0), RET_ALLOW);
     }
 
     #[test]

@@ -272,3 +272,49 @@ fn a_static_programs_threads_are_numbered_in_creation_order() {
         assert!(o.stdout.starts_with("thread 0 tid "), "{}", o.show());
     }
 }
+
+/// busybox's job control on a terminal (`script` gives the run one; `set -m`): the shell
+/// finds its terminal's foreground group equal to its own (`tcgetpgrp` and `getpgrp` both
+/// virtual), puts a background job in a group of its own and signals that group by the pid it
+/// was shown (`kill -- -$!`), and its last command (a static C program exec'd in place) leads
+/// the shell's group, 1000, in the session seal's launcher leads (999); 3 runs alike. The old
+/// build said `can't set tty process group: No such process` (its `setpgid` got a virtual
+/// pid) and ran without job control; translating `getpgrp` alone made the shell wait for ever
+/// for `tcgetpgrp` to equal it.
+#[test]
+fn busybox_job_control_on_a_terminal_sees_virtual_groups() {
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    if !have("script") {
+        skip!("script not on PATH (Debian: bsdutils)");
+    }
+    if !have_static_glibc() {
+        skip!("no static libc (libc.a)");
+    }
+    let bin = build_c("static_groups", &["-static"]);
+    let inner = format!(
+        "set -m; {busybox} sleep 5 & echo bg $!; kill -- -$!; echo k=$?; wait; {}",
+        bin.display()
+    );
+    let line = format!("{} -q -- {busybox} sh -c '{inner}'", seal_bin().display());
+    let o = alike(3, || {
+        let mut c = crate::util::command("script");
+        c.args(["-qec", &line, "/dev/null"]);
+        let mut o = run_timeout(c, TIMEOUT);
+        o.stdout = o.stdout.replace('\r', "");
+        o
+    });
+    assert!(o.stdout.contains("\nk=0\n"), "{}", o.show());
+    assert!(
+        o.stdout
+            .contains("\npid 1000 pgrp 1000 pgid 1000 sid 999 parent's pgid 999\n"),
+        "{}",
+        o.show()
+    );
+    assert!(
+        o.stdout.contains("reaped the child, signal 15\n"),
+        "{}",
+        o.show()
+    );
+}

@@ -54,18 +54,9 @@ pub fn respond(listener: i32, id: u64, answer: Answer) -> bool {
 /// A signal a process of the image sends naming virtual pids or tids of the run (a Go
 /// runtime's `tgkill(getpid(), gettid(), SIGURG)` preemption, `raise`, a shell's `kill` of
 /// its child): sent by the supervisor to the real ones (`real` of each, `None` for a number
-/// that is no virtual one). A target that names none runs as it is, and so do `0` (the caller's
-/// group) and `-1`; a group named by a virtual pid goes to the real one.
+/// that is no virtual one). A target that names none runs as it is, and so do process groups
+/// and `-1`.
 pub fn signal(nr: i64, a: [u64; 6], mut real: impl FnMut(i32) -> Option<i32>) -> Answer {
-    // A process group (`kill(-pgid)`) is named by its leader's pid.
-    if nr == libc::SYS_kill && (a[0] as i32) < -1 {
-        let Some(g) = real(-(a[0] as i32)) else {
-            return Answer::Continue;
-        };
-        // SAFETY: kill with integer arguments.
-        let r = unsafe { libc::kill(-g, a[1] as i32) };
-        return sent(r);
-    }
     let mut real = |v: u64| (v as i32 > 0).then(|| real(v as i32)).flatten();
     let (x, y) = (real(a[0]), real(a[1]));
     let or = |r: Option<i32>, v: u64| r.map_or(v as i32 as i64, |r| r as i64);
@@ -79,11 +70,6 @@ pub fn signal(nr: i64, a: [u64; 6], mut real: impl FnMut(i32) -> Option<i32>) ->
             _ => return Answer::Continue,
         }
     };
-    sent(r as i32)
-}
-
-/// The answer to a signal the supervisor sent (`r` its result).
-fn sent(r: i32) -> Answer {
     if r == 0 {
         Answer::Value(0)
     } else {

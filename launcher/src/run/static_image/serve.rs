@@ -19,7 +19,7 @@ use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{child_signals, drain, proc_status_field, write};
 use super::world::{Stream, World};
 use seal_abi::supervised::entropy::MAGIC;
-use seal_abi::supervised::{msg, CALLS, EXEC, GROUP_CALLS, PROC_CALLS, TIMED_WAITS};
+use seal_abi::supervised::{msg, CALLS, EXEC, GROUP_CALLS, IOCTL, PROC_CALLS, TIMED_WAITS};
 
 mod answers;
 mod clocks;
@@ -290,6 +290,7 @@ impl Supervisor {
         let answer = self.answer(&n);
         let after = self.procs.get(&tgid).map(|p| p.clock_state());
         let ok = respond(listener, n.id, answer);
+        self.send_group_signal(ok);
         if let Some(tid) = self.exec.take() {
             self.follow_exec(tid, ok);
         }
@@ -474,10 +475,11 @@ impl Supervisor {
                 false => Answer::Continue,
             };
         }
-        if GROUP_CALLS.contains(&(n.nr as u32)) {
-            return match in_image && self.world.sealed(flags::PID) {
-                true => self.group_call(n, tgid),
-                false => Answer::Continue,
+        if GROUP_CALLS.contains(&(n.nr as u32)) || n.nr as u32 == IOCTL {
+            return match (in_image && self.world.sealed(flags::PID), n.nr as u32) {
+                (true, IOCTL) => self.tty_group(n, tgid),
+                (true, _) => self.group_call(n, tgid),
+                (false, _) => Answer::Continue,
             };
         }
         let family = if TIMED_WAITS.contains(&(n.nr as u32)) {

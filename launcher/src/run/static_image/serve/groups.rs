@@ -3,9 +3,16 @@
 //! launcher 999, anything outside the run its real pid), as libseal's hooks answer a dynamic
 //! program; `setpgid` naming virtual pids has them made real at its entry (traced as a
 //! `wait4` is, `trace_call.rs`). The supervisor asks the kernel itself for the group or
-//! session of the real process (any process may ask of any other).
+//! session of the real process (any process may ask of any other). The terminal's foreground
+//! group (`tcgetpgrp`, `tcsetpgrp`: `ioctl`s) is translated too, or a job-control shell, which
+//! waits until `tcgetpgrp` equals its `getpgrp`, would wait for ever.
+
+use std::os::unix::fs::MetadataExt;
+
+use seal_abi::supervised::{TIOCGPGRP, TIOCSPGRP};
 
 use super::super::pid_state::Call;
+use super::super::remote::{read, write};
 use super::super::trace_call;
 use super::{Answer, Notif, Supervisor};
 
@@ -82,4 +89,54 @@ impl Supervisor {
             }
         }
     }
+
+    /// `ioctl(fd, TIOCGPGRP or TIOCSPGRP, &pgrp)` from process `tgid`'s image. Setting: a
+    /// virtual pid in `pgrp` is made the real one in place (glibc's and musl's `tcsetpgrp` pass
+    /// their own copy), and the call runs. Getting: the supervisor may not ask the terminal
+    /// (it has none), so it reads the process's controlling terminal and its foreground group
+    /// from `/proc/PID/stat` and, when `fd` is that terminal, answers the virtual group;
+    /// anything else runs as it is.
+    pub(super) fn tty_group(&mut self, n: &Notif, tgid: i32) -> Answer {
+        let (tid, a) = (n.pid as i32, n.args);
+        let (fd, at) = (a[0] as i32, a[2]);
+        let mut v = 0i32;
+        match a[1] as u32 {
+            TIOCSPGRP => {
+                if read(tid, at, &mut v) {
+                    if let Some(r) = self.real(v).filter(|&r| r != v) {
+                        write(tid, at, &r.to_le_bytes());
+                    }
+                }
+                Answer::Continue
+            }
+            TIOCGPGRP => {
+                let Some((tty, fg)) = terminal(tgid) else {
+                    return Answer::Continue;
+                };
+                let dev = std::fs::metadata(format!("/proc/{tgid}/fd/{fd}")).map(|m| m.rdev());
+                // That terminal by its own name or as `/dev/tty` (5, 0), which a shell opens.
+                const DEV_TTY: u64 = 5 << 8;
+                if fg <= 0 || !matches!(dev, Ok(d) if d == tty || d == DEV_TTY) {
+                    return Answer::Continue;
+                }
+                let shown = self.virt(fg);
+                match write(tid, at, &shown.to_le_bytes()) {
+                    true => Answer::Value(0),
+                    false => Answer::Error(libc::EFAULT),
+                }
+            }
+            _ => Answer::Continue,
+        }
+    }
+}
+
+/// Process `pid`'s controlling terminal (its device number) and that terminal's foreground
+/// process group, from `/proc/PID/stat` (fields 7 and 8, after the command's parenthesis).
+fn terminal(pid: i32) -> Option<(u64, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace().skip(4);
+    let tty: u64 = f.next()?.parse().ok()?;
+    let fg: i32 = f.next()?.parse().ok()?;
+    (tty != 0).then_some((tty, fg))
 }

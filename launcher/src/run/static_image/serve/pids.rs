@@ -185,7 +185,42 @@ impl Supervisor {
     /// `kill`, `tkill`, `tgkill` naming virtual pids or tids of the run: sent to the real
     /// ones; any other target runs as it is.
     pub(super) fn signal(&mut self, nr: i64, a: [u64; 6]) -> Answer {
+        if nr == libc::SYS_kill && (a[0] as i32) < -1 {
+            return self.group_kill(-(a[0] as i32), a[1] as i32);
+        }
         super::super::notif::signal(nr, a, |v| self.real(v))
+    }
+
+    /// `kill(-pgid, sig)`: a group named by a virtual pid of the run goes to the real group,
+    /// sent once the caller has its answer (checked first with signal 0: the answer is the
+    /// kernel's for the real group); any other group runs as it is.
+    fn group_kill(&mut self, pgid: i32, sig: i32) -> Answer {
+        let Some(g) = self.real(pgid) else {
+            return Answer::Continue;
+        };
+        if !(0..=64).contains(&sig) {
+            return Answer::Error(libc::EINVAL);
+        }
+        // SAFETY: kill with integer arguments (signal 0: only the checks).
+        if unsafe { libc::kill(-g, 0) } != 0 {
+            let e = std::io::Error::last_os_error().raw_os_error();
+            return Answer::Error(e.unwrap_or(libc::ESRCH));
+        }
+        if sig != 0 {
+            self.pids.group_signal = Some((-g, sig));
+        }
+        Answer::Value(0)
+    }
+
+    /// Sends the group signal a `kill` asked for, once it was answered (`answered`: the
+    /// caller has its answer; else the call is made again, or fails, and sends nothing).
+    pub(super) fn send_group_signal(&mut self, answered: bool) {
+        if let Some((g, sig)) = self.pids.group_signal.take() {
+            if answered {
+                // SAFETY: kill with integer arguments.
+                unsafe { libc::kill(g, sig) };
+            }
+        }
     }
 
     /// A notification of a thread being traced: its call's again, past its entry (it runs
