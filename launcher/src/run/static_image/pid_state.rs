@@ -55,10 +55,10 @@ pub(super) struct Pids {
     pub(super) all_addresses: bool,
     /// May calls be traced (a traced image: the supervisor's `SIGCHLD` signalfd is there)?
     pub(super) can_trace: bool,
-    /// A signal to a process group (real pgid negated, signal) to send once the `kill` that
-    /// asked for it has its answer (sent before, the caller's own `SIGCHLD` from the group's
-    /// end could cut its `kill` short with `EINTR`).
-    pub(super) group_signal: Option<(i32, i32)>,
+    /// A signal to another process or a process group (its real pid, a group's negated;
+    /// the signal) to send once the `kill` that asked for it has its answer (sent before, the
+    /// caller's own `SIGCHLD` from the target's end could cut its `kill` short with `EINTR`).
+    pub(super) later_signal: Option<(i32, i32)>,
 }
 
 impl Pids {

@@ -290,7 +290,7 @@ impl Supervisor {
         let answer = self.answer(&n);
         let after = self.procs.get(&tgid).map(|p| p.clock_state());
         let ok = respond(listener, n.id, answer);
-        self.send_group_signal(ok);
+        self.send_later_signal(ok);
         if let Some(tid) = self.exec.take() {
             self.follow_exec(tid, ok);
         }
@@ -538,7 +538,9 @@ impl Supervisor {
             libc::SYS_getpid | libc::SYS_getppid | libc::SYS_gettid => {
                 self.pid_answer(n.nr as i64, tid, tgid)
             }
-            libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill => self.signal(n.nr as i64, a),
+            libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill => {
+                self.signal(n.nr as i64, a, tgid)
+            }
             libc::SYS_getrandom if own && a[4] == MAGIC => self.positioned(tid, n),
             libc::SYS_getrandom => self.getrandom(tid, tgid, a[0], a[1] as usize, a[2] as u32),
             libc::SYS_uname => self.uname(tid, a[0]),
