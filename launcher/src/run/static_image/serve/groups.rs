@@ -20,6 +20,8 @@ impl Supervisor {
     /// A call of [`seal_abi::supervised::GROUP_CALLS`] from process `tgid`'s image.
     pub(super) fn group_call(&mut self, n: &Notif, tgid: i32) -> Answer {
         let a = n.args;
+        // Its identity first: a static root's registers the launcher as 999.
+        self.ident(tgid);
         // A pid argument: 0 the caller, a virtual pid of the run its real one.
         let real = |s: &mut Self, v: u64| match v as i32 {
             0 => tgid,
@@ -98,6 +100,7 @@ impl Supervisor {
     /// anything else runs as it is.
     pub(super) fn tty_group(&mut self, n: &Notif, tgid: i32) -> Answer {
         let (tid, a) = (n.pid as i32, n.args);
+        self.ident(tgid);
         let (fd, at) = (a[0] as i32, a[2]);
         let mut v = 0i32;
         match a[1] as u32 {
