@@ -338,3 +338,30 @@ fn a_static_shells_kill_of_its_job_is_not_cut_short_by_the_jobs_end() {
     });
     assert_eq!(o.stdout, "done\n", "{}", o.show());
 }
+
+/// Two dynamic programs a static shell runs one after the other (each in a fork of the shell,
+/// whose environment they start from) draw different bytes from `/dev/urandom`: libseal keys
+/// each by the virtual pid the shell's supervisor gave it, the same every run (3 runs alike).
+/// The old build keyed both by the shell's lineage alone: the two lines were the same.
+#[test]
+fn dynamic_children_of_a_static_shell_draw_streams_of_their_own() {
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    // coreutils' `od` by its path (busybox's own applet is static, its device reads real).
+    let path = std::env::var("PATH").unwrap_or_default();
+    let Some(od) = (path.split(':'))
+        .map(|d| std::path::Path::new(d).join("od"))
+        .find(|p| p.is_file())
+    else {
+        skip!("no od on PATH (coreutils)");
+    };
+    let od = format!("{} -An -N8 -tx8 /dev/urandom", od.display());
+    let script = format!("{od}; {od}; true");
+    let o = alike(3, || {
+        run_timeout(seal(["-q", "--", busybox, "sh", "-c", &script]), TIMEOUT)
+    });
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", o.show());
+    assert_ne!(lines[0], lines[1], "{}", o.show());
+}

@@ -302,11 +302,11 @@ fn adopt_identity(real: i32, reopen_census: bool, known: Option<i32>) {
     let parent = t
         .and_then(|t| t.virt(ppid_real))
         .unwrap_or_else(|| config::VPID.load(Relaxed));
-    let lineage = child_lineage(
-        config::LINEAGE.load(Relaxed),
-        KIND_STRAY_PROCESS,
-        config::CHILDREN.load(Relaxed),
-    );
+    // A static image's child that the image's supervisor numbered (`known`): keyed by that
+    // number (given in its parent's fork order, the same every run), so that two children of
+    // one static image, whose environment is their parent's, draw different streams.
+    let nth = known.map_or(config::CHILDREN.load(Relaxed), |v| (1 << 32) | v as u64);
+    let lineage = child_lineage(config::LINEAGE.load(Relaxed), KIND_STRAY_PROCESS, nth);
     let vpid = known
         .or_else(|| t.and_then(|t| t.allocate(lineage)))
         .unwrap_or(real);
