@@ -286,8 +286,10 @@ fn busybox_job_control_on_a_terminal_sees_virtual_groups() {
     let Some(busybox) = crate::static_images::busybox() else {
         skip!("no busybox (Debian: busybox-static)");
     };
-    if !have("script") {
-        skip!("script not on PATH (Debian: bsdutils)");
+    let mut probe = crate::util::command("script");
+    probe.args(["-qec", "true", "/dev/null"]);
+    if !have("script") || run_timeout(probe, TIMEOUT).code != Some(0) {
+        skip!("script not on PATH (Debian: bsdutils), or no pseudo-terminal to give it");
     }
     if !have_static_glibc() {
         skip!("no static libc (libc.a)");
