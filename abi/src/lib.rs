@@ -345,6 +345,9 @@ functions! {
     RandPrivBytes = Random "RAND_priv_bytes/RAND_priv_bytes_ex (OpenSSL)",
     // machine (appended): glibc's getloadavg reads /proc/loadavg with an internal open
     Getloadavg = Machine "getloadavg",
+    // random (appended): libuuid's time-based uuids, made from the sealed clock and seed (its
+    // machine-wide state file moved them every run)
+    UuidGenerateTime = Random "uuid_generate_time/uuid_generate_time_safe (libuuid)",
 }
 
 impl Fid {
