@@ -5,7 +5,9 @@
 //! glibc's own versions fill the `XXXXXX` from an internal `getrandom` the shim cannot see,
 //! so the public functions are replaced whole, with glibc's semantics: `EINVAL` for a template
 //! without six trailing `X`s (before the suffix), files `O_RDWR|O_CREAT|O_EXCL` mode 0600,
-//! directories 0700, and up to 62³ deterministic retries on `EEXIST`. The files and
+//! directories 0700, and up to 62³ deterministic retries on `EEXIST`. Only the first name of
+//! a call is drawn from the thread's stream; its retries are drawn from that name, so a name
+//! left taken by an earlier run does not move the values the thread draws afterwards. The files and
 //! directories are made with raw system calls (never through the shim's own `open` hook).
 //!
 //! Not here: coreutils `mktemp` and Python's `tempfile` do not call these; they use gnulib's
@@ -35,7 +37,8 @@ pub enum Make {
 }
 
 /// Fills the six `X`s before `suffix` bytes of `tmpl` (a NUL-terminated template without its
-/// NUL in the slice) from the thread's stream until `make` succeeds. Returns the fd for
+/// NUL in the slice) from the thread's stream (the first name; retries from that name, see
+/// [`retry_name`]) until `make` succeeds. Returns the fd for
 /// [`Make::File`], 0 otherwise, or an errno.
 pub fn gen_tempname(tmpl: &mut [u8], suffix: usize, make: Make) -> Result<i32, i32> {
     if tmpl.len() < 6 + suffix || &tmpl[tmpl.len() - 6 - suffix..tmpl.len() - suffix] != b"XXXXXX" {
@@ -46,12 +49,18 @@ pub fn gen_tempname(tmpl: &mut [u8], suffix: usize, make: Make) -> Result<i32, i
     if tmpl.len() >= path.len() {
         return Err(libc::ENAMETOOLONG);
     }
-    for _ in 0..ATTEMPTS {
-        random::with_stream(|s| {
-            for c in &mut tmpl[start..start + 6] {
-                *c = LETTERS[random::uniform(s, 62) as usize];
-            }
-        });
+    let mut first = 0u64;
+    for attempt in 0..ATTEMPTS {
+        if attempt == 0 {
+            random::with_stream(|s| {
+                for c in &mut tmpl[start..start + 6] {
+                    *c = LETTERS[random::uniform(s, 62) as usize];
+                }
+            });
+            first = name_key(&tmpl[start..start + 6]);
+        } else {
+            retry_name(first, attempt, &mut tmpl[start..start + 6]);
+        }
         path[..tmpl.len()].copy_from_slice(tmpl);
         path[tmpl.len()] = 0;
         match try_make(&path[..=tmpl.len()], make) {
@@ -60,6 +69,24 @@ pub fn gen_tempname(tmpl: &mut [u8], suffix: usize, make: Make) -> Result<i32, i
         }
     }
     Err(libc::EEXIST)
+}
+
+/// The first name's six letters as a number: the key of its retries.
+fn name_key(x: &[u8]) -> u64 {
+    x.iter()
+        .fold(0x7465_6d70_6e61_6d65, |k, &c| seal_abi::mix64(k ^ c as u64))
+}
+
+/// The name of retry `attempt` (1..) after a first name keyed `first`: drawn from that key,
+/// not from the thread's stream. A name taken by a file an earlier run left behind then
+/// changes only this name: the thread's stream has moved by one name, as when the first one
+/// was free, and every later value (the next `rand()` seed, the next uuid) is what it was.
+fn retry_name(first: u64, attempt: u32, out: &mut [u8]) {
+    let mut x = seal_abi::mix64(first ^ seal_abi::mix64(attempt as u64));
+    for c in out {
+        *c = LETTERS[(x % 62) as usize];
+        x /= 62;
+    }
 }
 
 fn check(r: i64) -> Result<i32, i32> {
@@ -401,6 +428,23 @@ mod tests {
         assert!(t.ends_with(b".c"));
         assert!(t[27..33].iter().all(|c| LETTERS.contains(c)));
         assert_ne!(&t[27..33], b"XXXXXX");
+    }
+
+    #[test]
+    fn retries_follow_the_first_name_and_differ() {
+        let k = name_key(b"abcdef");
+        assert_ne!(k, name_key(b"abcdeg"));
+        let mut names = std::collections::HashSet::new();
+        for attempt in 1..200 {
+            let mut n = [0u8; 6];
+            retry_name(k, attempt, &mut n);
+            assert!(n.iter().all(|c| LETTERS.contains(c)));
+            let mut again = [0u8; 6];
+            retry_name(k, attempt, &mut again);
+            assert_eq!(n, again);
+            names.insert(n);
+        }
+        assert_eq!(names.len(), 199, "retries repeat a name");
     }
 
     #[test]

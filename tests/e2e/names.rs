@@ -160,3 +160,31 @@ fn java_devices_host_and_temp_names_are_sealed() {
     plain.ok();
     assert_ne!(plain.stdout, out);
 }
+
+/// A `mkstemp` file left behind by an earlier run takes that run's sealed name: the next run
+/// takes another name, but the values its thread draws afterwards stay what they were (the
+/// retries used to draw from the thread's stream, so a PHP `tempnam` left in `/tmp` moved
+/// every later `mt_rand()` of the next run).
+#[test]
+fn a_name_left_by_an_earlier_run_moves_only_that_name() {
+    let prog = build_c("tempname_leftover", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let runs: Vec<Output> = (0..3)
+        .map(|_| {
+            let out = run_sealed(&[prog.to_str().unwrap(), d]);
+            out.ok();
+            out
+        })
+        .collect();
+    let line = |o: &Output, key: &str| value(&o.stdout, key).to_string();
+    // Each run left a file: three names, one for each run.
+    let mut names: Vec<String> = runs.iter().map(|o| line(o, "name")).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 3, "{}", runs[2].show());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+    for o in &runs[1..] {
+        assert_eq!(line(o, "after"), line(&runs[0], "after"), "{}", o.show());
+    }
+}
