@@ -64,7 +64,10 @@ pub fn gen_tempname(tmpl: &mut [u8], suffix: usize, make: Make) -> Result<i32, i
         path[..tmpl.len()].copy_from_slice(tmpl);
         path[tmpl.len()] = 0;
         match try_make(&path[..=tmpl.len()], make) {
-            Err(libc::EEXIST) => continue,
+            Err(libc::EEXIST) => {
+                note_taken(&path[..tmpl.len()]);
+                continue;
+            }
             r => return r,
         }
     }
@@ -87,6 +90,63 @@ fn retry_name(first: u64, attempt: u32, out: &mut [u8]) {
         *c = LETTERS[(x % 62) as usize];
         x /= 62;
     }
+}
+
+/// Whether a taken temp name has been reported by this process.
+static SAID_TAKEN: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Is the absolute `path` in a temp directory (`/tmp`, `/var/tmp`, `$TMPDIR`)?
+fn in_temp_dir(path: &[u8]) -> bool {
+    let under = |dir: &[u8]| {
+        let dir = dir.strip_suffix(b"/").unwrap_or(dir);
+        !dir.is_empty()
+            && path.len() > dir.len() + 1
+            && path.starts_with(dir)
+            && path[dir.len()] == b'/'
+    };
+    under(P_TMPDIR) || under(b"/var/tmp") || config::getenv("TMPDIR").is_some_and(under)
+}
+
+/// After an exclusive create of `path` (`open` with `O_CREAT|O_EXCL`, `mkdir`, libseal's own
+/// temp names) failed with `EEXIST`: when `path` lies in a temp directory and what holds it
+/// changed last before the run began (`LIBSEAL_FILES_START`), the run says so once per
+/// process (a `tmp-leftover` event): a name left in a shared `/tmp` by an earlier run makes
+/// this run take another, and the program's later draws move with it. Entries made during the
+/// run (this run's own, or another run's at the same time) are not told apart from each other
+/// and not reported. Off with `tempname` unsealed or `files` unsealed (no start known).
+pub fn note_taken(path: &[u8]) {
+    use core::sync::atomic::Ordering::Relaxed;
+    if SAID_TAKEN.load(Relaxed) || !config::sealed(seal_abi::flags::TEMPNAME) {
+        return;
+    }
+    let start = config::FILES_START.load(Relaxed);
+    if start == 0 || path.first() != Some(&b'/') || path.len() >= 4095 || !in_temp_dir(path) {
+        return;
+    }
+    let mut b = sys::StackBuf::<4096>::new();
+    b.push(path);
+    // SAFETY: an all-zero stat is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a valid out-pointer.
+    let r = unsafe {
+        sys::syscall6(
+            libc::SYS_newfstatat,
+            libc::AT_FDCWD as i64,
+            b.as_cstr().as_ptr() as i64,
+            &mut st as *mut libc::stat as i64,
+            libc::AT_SYMLINK_NOFOLLOW as i64,
+            0,
+            0,
+        )
+    };
+    let ctime = st
+        .st_ctime
+        .saturating_mul(1_000_000_000)
+        .saturating_add(st.st_ctime_nsec);
+    if r != 0 || ctime >= start || SAID_TAKEN.swap(true, Relaxed) {
+        return;
+    }
+    crate::core::census::record_unsealed(seal_abi::unsealed::TMP_LEFTOVER, path);
 }
 
 fn check(r: i64) -> Result<i32, i32> {
