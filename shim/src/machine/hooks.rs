@@ -21,12 +21,15 @@ const PROBE_BYTES: usize = 128;
 /// The sealed `sched_getaffinity` for a caller's `size`-byte `mask`: the bytes written (the
 /// kernel's answer), or the errno. `probe(buf, len)` makes the real call for the same pid or
 /// thread into a scratch mask (errno-valued: 0 or the error), so a pid that does not exist
-/// still fails; it is skipped for the caller itself (`pid == 0`).
+/// still fails; it is skipped for the caller itself (`pid == 0`). `own`: the mask asked for
+/// is the calling thread's, which answers the CPUs it set itself, if it did
+/// ([`super::pinned`]).
 ///
 /// # Safety
 /// `mask` is null or valid for `size` bytes.
 pub unsafe fn affinity(
     pid: pid_t,
+    own: bool,
     size: usize,
     mask: *mut u8,
     probe: impl FnOnce(*mut u8, usize) -> c_int,
@@ -38,8 +41,21 @@ pub unsafe fn affinity(
             return Err(e);
         }
     }
+    let n = cpus();
     // SAFETY: per the contract.
-    unsafe { fill_mask(cpus(), size, mask) }
+    let len = unsafe { fill_mask(n, size, mask) }?;
+    if own && n <= 64 {
+        if let Some(bits) = super::pinned::lookup() {
+            // SAFETY: per the contract; fill_mask checked the size.
+            return Ok(unsafe { super::pinned::fill_bits(n, bits, size, mask) });
+        }
+    }
+    Ok(len)
+}
+
+/// Is `real_pid` the calling thread (0, or its real tid)?
+pub fn is_own(real_pid: pid_t) -> bool {
+    real_pid == 0 || real_pid == sys::gettid()
 }
 
 /// [`affinity`] with glibc's wrapper semantics: the rest of the mask zeroed; 0 or the errno.
@@ -48,13 +64,14 @@ pub unsafe fn affinity(
 /// `mask` is null or valid for `size` bytes.
 unsafe fn affinity_whole(
     pid: pid_t,
+    own: bool,
     size: usize,
     mask: *mut u8,
     probe: impl FnOnce(*mut u8, usize) -> c_int,
 ) -> c_int {
     // glibc hands the kernel at most INT_MAX bytes and zeroes the rest.
     // SAFETY: per the contract.
-    match unsafe { affinity(pid, size.min(i32::MAX as usize), mask, probe) } {
+    match unsafe { affinity(pid, own, size.min(i32::MAX as usize), mask, probe) } {
         Ok(len) => {
             // SAFETY: `len <= size`; the tail is the caller's.
             unsafe { core::ptr::write_bytes(mask.add(len), 0, size - len) };
@@ -107,7 +124,7 @@ unsafe fn sched_getaffinity_sealed(
         }
     };
     // SAFETY: per the contract.
-    match unsafe { affinity_whole(real_pid, size, mask as *mut u8, probe) } {
+    match unsafe { affinity_whole(real_pid, is_own(real_pid), size, mask as *mut u8, probe) } {
         0 => Some(0),
         e => {
             sys::set_errno(e);
@@ -132,8 +149,10 @@ hook! {
         if e != 0 && e != libc::EINVAL {
             return e;
         }
+        // SAFETY: pthread_self() cannot fail.
+        let own = th == unsafe { libc::pthread_self() };
         // SAFETY: forwarded contract (`mask` valid for `size` bytes).
-        unsafe { affinity_whole(0, size, mask as *mut u8, |_, _| 0) }
+        unsafe { affinity_whole(0, own, size, mask as *mut u8, |_, _| 0) }
     }
 }
 
@@ -293,7 +312,15 @@ pub unsafe fn sys_machine(n: c_long, a: [c_long; 6], ra: u64) -> Option<c_long> 
     // The kernel reads the length as an unsigned int.
     // SAFETY: the caller's mask of `a[1]` bytes.
     Some(
-        match unsafe { affinity(pid, a[1] as u32 as usize, a[2] as *mut u8, probe) } {
+        match unsafe {
+            affinity(
+                pid,
+                is_own(pid),
+                a[1] as u32 as usize,
+                a[2] as *mut u8,
+                probe,
+            )
+        } {
             Ok(len) => len as c_long,
             Err(e) => {
                 sys::set_errno(e);
