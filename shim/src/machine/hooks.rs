@@ -1,6 +1,6 @@
 //! Family `machine`'s exported entry points (`pthread_getaffinity_np`, `get_nprocs`,
-//! `get_nprocs_conf`, `sysconf`, `get_phys_pages`, `get_avphys_pages`, `sysinfo`), the sealed
-//! half of `sched_getaffinity` (whose hook, in `process`, also translates the pid), and the
+//! `get_nprocs_conf`, `sysconf`, `get_phys_pages`, `get_avphys_pages`, `sysinfo`),
+//! `sched_getaffinity` and `sched_setaffinity` (their pids translated by `process`), and the
 //! `syscall()` forms (`SYS_sched_getaffinity`, `SYS_sysinfo`, `SYS_uname`).
 //!
 //! Each counts the call (in the census, whether or not the family is sealed), and while
@@ -97,6 +97,30 @@ hook! {
         // SAFETY: forwarded contract; the sealed path answers with the sealed CPUs.
         unsafe { sched_getaffinity_sealed(pid, size, mask, ra, real) }
             .unwrap_or_else(|| real(pid, size, mask))
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `sched_setaffinity(2)`. Here for the same reason as `sched_getaffinity`: the pid is
+    /// translated by `process`; a thread that sets its own mask has it recorded
+    /// ([`super::pinned`]).
+    fn sched_setaffinity(pid: pid_t, size: libc::size_t, mask: *const libc::cpu_set_t) -> c_int;
+    fid = SchedSetaffinity;
+    |real| {
+        let target = if crate::process::vpid::sealed() {
+            crate::process::vpid::to_real(pid)
+        } else {
+            pid
+        };
+        let r = real(target, size, mask);
+        let n = cpus();
+        if r == 0 && !mask.is_null() && n <= 64 && sealed() && is_own(target) {
+            // SAFETY: the kernel just read `size` bytes of it.
+            let bits = unsafe { super::pinned::sealed_bits(n, size, mask as *const u8) };
+            super::pinned::record(bits);
+        }
+        r
     }
 }
 

@@ -157,26 +157,6 @@ hook! {
     |real| real(real_pid(pid), flags)
 }
 
-hook! {
-    /// # Safety
-    /// As `sched_setaffinity(2)`.
-    fn sched_setaffinity(pid: pid_t, size: libc::size_t, mask: *const libc::cpu_set_t) -> c_int;
-    fid = SchedSetaffinity;
-    |real| {
-        let target = real_pid(pid);
-        let r = real(target, size, mask);
-        let n = crate::machine::cpus();
-        if r == 0 && !mask.is_null() && n <= 64 && crate::machine::sealed()
-            && crate::machine::hooks::is_own(target)
-        {
-            // SAFETY: the kernel just read `size` bytes of it.
-            let bits = unsafe { crate::machine::pinned::sealed_bits(n, size, mask as *const u8) };
-            crate::machine::pinned::record(bits);
-        }
-        r
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Other calls that take a pid: `renice -p`, `prlimit --pid`, `chrt -p`, `sigqueue`.
 
