@@ -345,6 +345,9 @@ functions! {
     RandPrivBytes = Random "RAND_priv_bytes/RAND_priv_bytes_ex (OpenSSL)",
     // machine (appended): glibc's getloadavg reads /proc/loadavg with an internal open
     Getloadavg = Machine "getloadavg",
+    // random (appended): libuuid's time-based uuids, made from the sealed clock and seed (its
+    // machine-wide state file moved them every run)
+    UuidGenerateTime = Random "uuid_generate_time/uuid_generate_time_safe (libuuid)",
 }
 
 impl Fid {
@@ -366,22 +369,7 @@ pub mod device {
     }
 }
 
-/// `detail` values for [`Fid::OpenMachine`]: which machine file was opened.
-pub mod machine_file {
-    numbered! { u8 from 0, PATHS:
-        CPUINFO = "/proc/cpuinfo",
-        STAT = "/proc/stat",
-        MEMINFO = "/proc/meminfo",
-        VERSION = "/proc/version",
-        OSRELEASE = "/proc/sys/kernel/osrelease",
-        KERNEL_VERSION = "/proc/sys/kernel/version",
-        CPU_ONLINE = "/sys/devices/system/cpu/online",
-        CPU_POSSIBLE = "/sys/devices/system/cpu/possible",
-        CPU_PRESENT = "/sys/devices/system/cpu/present",
-        CPU_OFFLINE = "/sys/devices/system/cpu/offline",
-        LOADAVG = "/proc/loadavg",
-    }
-}
+pub mod machine_file;
 
 /// `detail` byte meaning "none" (a call with no clock id / device / sub-kind).
 pub const NO_DETAIL: u8 = 0xff;

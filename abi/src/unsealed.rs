@@ -25,6 +25,10 @@ numbered! { u32 from 1, NAMES:
     /// A dynamically linked Go program whose supervisor could not start: its runtime's raw
     /// system calls and vDSO reads give real values.
     GO_RUNTIME = "go-runtime",
+    /// A temp name the program (or libseal) tried to create was taken by an entry older than
+    /// the run (left in a shared `/tmp` by an earlier run): the name it takes instead, and what
+    /// the program draws after it, differ from a run without that entry.
+    TMP_LEFTOVER = "tmp-leftover",
 }
 
 /// The details of `CPU_TRAP` events, by cause; a census slot's header holds them as bits
@@ -85,6 +89,8 @@ mod tests {
         assert_eq!(STATIC_SUPERVISED, 11);
         assert_eq!((GO_SUPERVISED, GO_RUNTIME), (12, 13));
         assert_eq!(name(GO_SUPERVISED), "go-runtime-supervised");
-        assert_eq!(name(GO_RUNTIME + 1), "unknown");
+        assert_eq!(TMP_LEFTOVER, 14);
+        assert_eq!(name(TMP_LEFTOVER), "tmp-leftover");
+        assert_eq!(name(TMP_LEFTOVER + 1), "unknown");
     }
 }

@@ -4,9 +4,10 @@
 //! global scope). A program that asks a *handle* for it, `dlsym(dlopen("libc.so.6"), "time")`
 //! (Python's `ctypes.CDLL("libc.so.6").time`, plugin loaders, FFI layers), searches only that
 //! handle's scope and gets glibc's own function: the real clock, in a sealed run. So libseal
-//! interposes `dlsym` itself. When a lookup on a real handle lands in libc and libseal
-//! interposes the same name, the answer is libseal's function; every other lookup is glibc's
-//! answer unchanged. The JVM's `JNI_CreateJavaVM` is the other routed name ([`crate::jvm`]).
+//! interposes `dlsym` itself. When a lookup on a real handle lands in libc (or is one of the
+//! few names libseal interposes in another library: libuuid's) and libseal interposes the
+//! same name, the answer is libseal's function; every other lookup is glibc's answer
+//! unchanged. The JVM's `JNI_CreateJavaVM` is the other routed name ([`crate::jvm`]).
 //!
 //! `dlsym` is a trampoline that calls [`route`] and then *tail-jumps* to glibc's `dlsym`: a
 //! `dlsym(RTLD_NEXT, …)` resolves relative to its caller's return address, which therefore
@@ -82,8 +83,14 @@ extern "C" fn route(handle: *mut libc::c_void, name: *const libc::c_char) -> usi
     as_bound(handle, name, real)
 }
 
-/// The answer of a lookup on `handle` when glibc's lies in libc and libseal interposes the
-/// name: libseal's function (what a direct call binds to); otherwise 0.
+/// Names libseal interposes that live in a library other than libc, routed wherever the
+/// handle finds them: libuuid's time-based uuids (Python 3.6's `uuid1()` looks them up in a
+/// `ctypes.CDLL` of libuuid).
+const LIBRARY_NAMES: [&[u8]; 2] = [b"uuid_generate_time\0", b"uuid_generate_time_safe\0"];
+
+/// The answer of a lookup on `handle` when glibc's lies in libc (or is one of
+/// [`LIBRARY_NAMES`]) and libseal interposes the name: libseal's function (what a direct call
+/// binds to); otherwise 0.
 fn as_bound(handle: *mut libc::c_void, name: *const libc::c_char, real: Dlsym) -> usize {
     // SAFETY: glibc's dlsym with the caller's handle and name.
     let f = unsafe { real(handle, name) };
@@ -92,7 +99,8 @@ fn as_bound(handle: *mut libc::c_void, name: *const libc::c_char, real: Dlsym) -
     }
     let r = ranges();
     // glibc's `time` and `gettimeofday` are IFUNCs that resolve into the vDSO.
-    if !r.libc.contains(f) && !r.vdso.contains(f) {
+    if !r.libc.contains(f) && !r.vdso.contains(f) && !LIBRARY_NAMES.iter().any(|n| is_name(name, n))
+    {
         return 0;
     }
     // SAFETY: as above; the global scope lists the program, then libseal, then libc.

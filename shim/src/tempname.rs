@@ -5,7 +5,9 @@
 //! glibc's own versions fill the `XXXXXX` from an internal `getrandom` the shim cannot see,
 //! so the public functions are replaced whole, with glibc's semantics: `EINVAL` for a template
 //! without six trailing `X`s (before the suffix), files `O_RDWR|O_CREAT|O_EXCL` mode 0600,
-//! directories 0700, and up to 62³ deterministic retries on `EEXIST`. The files and
+//! directories 0700, and up to 62³ deterministic retries on `EEXIST`. Only the first name of
+//! a call is drawn from the thread's stream; its retries are drawn from that name, so a name
+//! left taken by an earlier run does not move the values the thread draws afterwards. The files and
 //! directories are made with raw system calls (never through the shim's own `open` hook).
 //!
 //! Not here: coreutils `mktemp` and Python's `tempfile` do not call these; they use gnulib's
@@ -35,7 +37,8 @@ pub enum Make {
 }
 
 /// Fills the six `X`s before `suffix` bytes of `tmpl` (a NUL-terminated template without its
-/// NUL in the slice) from the thread's stream until `make` succeeds. Returns the fd for
+/// NUL in the slice) from the thread's stream (the first name; retries from that name, see
+/// [`retry_name`]) until `make` succeeds. Returns the fd for
 /// [`Make::File`], 0 otherwise, or an errno.
 pub fn gen_tempname(tmpl: &mut [u8], suffix: usize, make: Make) -> Result<i32, i32> {
     if tmpl.len() < 6 + suffix || &tmpl[tmpl.len() - 6 - suffix..tmpl.len() - suffix] != b"XXXXXX" {
@@ -46,20 +49,104 @@ pub fn gen_tempname(tmpl: &mut [u8], suffix: usize, make: Make) -> Result<i32, i
     if tmpl.len() >= path.len() {
         return Err(libc::ENAMETOOLONG);
     }
-    for _ in 0..ATTEMPTS {
-        random::with_stream(|s| {
-            for c in &mut tmpl[start..start + 6] {
-                *c = LETTERS[random::uniform(s, 62) as usize];
-            }
-        });
+    let mut first = 0u64;
+    for attempt in 0..ATTEMPTS {
+        if attempt == 0 {
+            random::with_stream(|s| {
+                for c in &mut tmpl[start..start + 6] {
+                    *c = LETTERS[random::uniform(s, 62) as usize];
+                }
+            });
+            first = name_key(&tmpl[start..start + 6]);
+        } else {
+            retry_name(first, attempt, &mut tmpl[start..start + 6]);
+        }
         path[..tmpl.len()].copy_from_slice(tmpl);
         path[tmpl.len()] = 0;
         match try_make(&path[..=tmpl.len()], make) {
-            Err(libc::EEXIST) => continue,
+            Err(libc::EEXIST) => {
+                note_taken(&path[..tmpl.len()]);
+                continue;
+            }
             r => return r,
         }
     }
     Err(libc::EEXIST)
+}
+
+/// The first name's six letters as a number: the key of its retries.
+fn name_key(x: &[u8]) -> u64 {
+    x.iter()
+        .fold(0x7465_6d70_6e61_6d65, |k, &c| seal_abi::mix64(k ^ c as u64))
+}
+
+/// The name of retry `attempt` (1..) after a first name keyed `first`: drawn from that key,
+/// not from the thread's stream. A name taken by a file an earlier run left behind then
+/// changes only this name: the thread's stream has moved by one name, as when the first one
+/// was free, and every later value (the next `rand()` seed, the next uuid) is what it was.
+fn retry_name(first: u64, attempt: u32, out: &mut [u8]) {
+    let mut x = seal_abi::mix64(first ^ seal_abi::mix64(attempt as u64));
+    for c in out {
+        *c = LETTERS[(x % 62) as usize];
+        x /= 62;
+    }
+}
+
+/// Whether a taken temp name has been reported by this process.
+static SAID_TAKEN: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Is the absolute `path` in a temp directory (`/tmp`, `/var/tmp`, `$TMPDIR`)?
+fn in_temp_dir(path: &[u8]) -> bool {
+    let under = |dir: &[u8]| {
+        let dir = dir.strip_suffix(b"/").unwrap_or(dir);
+        !dir.is_empty()
+            && path.len() > dir.len() + 1
+            && path.starts_with(dir)
+            && path[dir.len()] == b'/'
+    };
+    under(P_TMPDIR) || under(b"/var/tmp") || config::getenv("TMPDIR").is_some_and(under)
+}
+
+/// After an exclusive create of `path` (`open` with `O_CREAT|O_EXCL`, `mkdir`, libseal's own
+/// temp names) failed with `EEXIST`: when `path` lies in a temp directory and what holds it
+/// changed last before the run began (`LIBSEAL_FILES_START`), the run says so once per
+/// process (a `tmp-leftover` event): a name left in a shared `/tmp` by an earlier run makes
+/// this run take another, and the program's later draws move with it. Entries made during the
+/// run (this run's own, or another run's at the same time) are not told apart from each other
+/// and not reported. Off with `tempname` unsealed or `files` unsealed (no start known).
+pub fn note_taken(path: &[u8]) {
+    use core::sync::atomic::Ordering::Relaxed;
+    if SAID_TAKEN.load(Relaxed) || !config::sealed(seal_abi::flags::TEMPNAME) {
+        return;
+    }
+    let start = config::FILES_START.load(Relaxed);
+    if start == 0 || path.first() != Some(&b'/') || path.len() >= 4095 || !in_temp_dir(path) {
+        return;
+    }
+    let mut b = sys::StackBuf::<4096>::new();
+    b.push(path);
+    // SAFETY: an all-zero stat is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a valid out-pointer.
+    let r = unsafe {
+        sys::syscall6(
+            libc::SYS_newfstatat,
+            libc::AT_FDCWD as i64,
+            b.as_cstr().as_ptr() as i64,
+            &mut st as *mut libc::stat as i64,
+            libc::AT_SYMLINK_NOFOLLOW as i64,
+            0,
+            0,
+        )
+    };
+    let ctime = st
+        .st_ctime
+        .saturating_mul(1_000_000_000)
+        .saturating_add(st.st_ctime_nsec);
+    if r != 0 || ctime >= start || SAID_TAKEN.swap(true, Relaxed) {
+        return;
+    }
+    crate::core::census::record_unsealed(seal_abi::unsealed::TMP_LEFTOVER, path);
 }
 
 fn check(r: i64) -> Result<i32, i32> {
@@ -401,6 +488,23 @@ mod tests {
         assert!(t.ends_with(b".c"));
         assert!(t[27..33].iter().all(|c| LETTERS.contains(c)));
         assert_ne!(&t[27..33], b"XXXXXX");
+    }
+
+    #[test]
+    fn retries_follow_the_first_name_and_differ() {
+        let k = name_key(b"abcdef");
+        assert_ne!(k, name_key(b"abcdeg"));
+        let mut names = std::collections::HashSet::new();
+        for attempt in 1..200 {
+            let mut n = [0u8; 6];
+            retry_name(k, attempt, &mut n);
+            assert!(n.iter().all(|c| LETTERS.contains(c)));
+            let mut again = [0u8; 6];
+            retry_name(k, attempt, &mut again);
+            assert_eq!(n, again);
+            names.insert(n);
+        }
+        assert_eq!(names.len(), 199, "retries repeat a name");
     }
 
     #[test]

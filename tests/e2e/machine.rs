@@ -309,3 +309,25 @@ fn load_average_is_the_sealed_machines() {
     assert_has(&out, "load average: 0.00, 0.00, 0.00\n");
     assert_has(&out, "(0.0, 0.0, 0.0)\n");
 }
+
+/// A thread that sets its own affinity reads back the sealed CPUs it set (CPython's
+/// `test_posix.test_sched_setaffinity` drops CPU 0 and failed sealed: it read all the sealed
+/// CPUs again); a new thread, and a mask set back to all, show all of them.
+#[test]
+fn a_thread_reads_back_the_affinity_it_set() {
+    require_tools!("python3");
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        skip!("fewer than 2 CPUs: no mask without CPU 0 can be set");
+    }
+    let code = "import os, threading\n\
+                m = os.sched_getaffinity(0); print(sorted(m))\n\
+                os.sched_setaffinity(0, m - {0}); print(sorted(os.sched_getaffinity(0)))\n\
+                t = threading.Thread(target=lambda: print('thread', sorted(os.sched_getaffinity(0))))\n\
+                t.start(); t.join()\n\
+                os.sched_setaffinity(0, m); print(sorted(os.sched_getaffinity(0)), os.cpu_count())\n";
+    let out = assert_sealed_stable(&["python3", "-c", code], 3);
+    assert_eq!(
+        out,
+        "[0, 1, 2, 3]\n[1, 2, 3]\nthread [0, 1, 2, 3]\n[0, 1, 2, 3] 4\n"
+    );
+}

@@ -160,3 +160,69 @@ fn java_devices_host_and_temp_names_are_sealed() {
     plain.ok();
     assert_ne!(plain.stdout, out);
 }
+
+/// A `mkstemp` file left behind by an earlier run takes that run's sealed name: the next run
+/// takes another name, but the values its thread draws afterwards stay what they were (the
+/// retries used to draw from the thread's stream, so a PHP `tempnam` left in `/tmp` moved
+/// every later `mt_rand()` of the next run), and the run says that a temp name was taken by an
+/// entry from before it (`tmp-leftover`), as it does for an exclusive `open` or a `mkdir`
+/// (Python's `mkstemp`/`mkdtemp`, coreutils `mktemp`, Java's `createTempFile`). Entries the run
+/// made itself are not reported.
+#[test]
+fn a_name_left_by_an_earlier_run_moves_only_that_name_and_is_reported() {
+    require_tools!("python3");
+    let prog = build_c("tempname_leftover", &[]);
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let d = dir.path().to_str().unwrap();
+    let run = |cmd: &[&str]| {
+        let mut c = seal(["--"].iter().chain(cmd));
+        c.env("TMPDIR", d);
+        let out = run_timeout(c, std::time::Duration::from_secs(60));
+        out.ok();
+        out
+    };
+    let runs: Vec<Output> = (0..3).map(|_| run(&[prog.to_str().unwrap(), d])).collect();
+    let line = |o: &Output, key: &str| value(&o.stdout, key).to_string();
+    // Each run left a file: three names, one for each run.
+    let mut names: Vec<String> = runs.iter().map(|o| line(o, "name")).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 3, "{}", runs[2].show());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+    for o in &runs[1..] {
+        assert_eq!(line(o, "after"), line(&runs[0], "after"), "{}", o.show());
+    }
+    let warned = |o: &Output, path: &str| {
+        o.stderr.contains(&format!(
+            "not sealed (tmp-leftover): {path} was there before the run"
+        ))
+    };
+    assert!(
+        !runs[0].stderr.contains("tmp-leftover"),
+        "{}",
+        runs[0].show()
+    );
+    let first = format!("{d}/{}", line(&runs[0], "name"));
+    assert!(warned(&runs[1], &first), "{}", runs[1].show());
+
+    // An exclusive open (mkstemp) and a mkdir (mkdtemp) in Python; the same mkdir twice within
+    // one run says nothing.
+    let code = "import os, tempfile\n\
+                fd, f = tempfile.mkstemp(); print(os.path.basename(f))\n\
+                d = tempfile.mkdtemp(); print(os.path.basename(d))\n\
+                os.mkdir(d + '/x')\n\
+                try: os.mkdir(d + '/x')\n\
+                except FileExistsError: print('exists')\n";
+    let py1 = run(&["python3", "-c", code]);
+    assert!(!py1.stderr.contains("tmp-leftover"), "{}", py1.show());
+    assert!(py1.stdout.ends_with("exists\n"), "{}", py1.show());
+    let py2 = run(&["python3", "-c", code]);
+    let taken = py1.stdout.lines().next().unwrap();
+    assert!(warned(&py2, &format!("{d}/{taken}")), "{}", py2.show());
+    std::fs::remove_file(dir.path().join(taken)).unwrap();
+    // Without that file, the first name is free and the mkdir of the next meets the first
+    // run's directory.
+    let py3 = run(&["python3", "-c", code]);
+    let dir1 = py1.stdout.lines().nth(1).unwrap();
+    assert!(warned(&py3, &format!("{d}/{dir1}")), "{}", py3.show());
+}

@@ -215,3 +215,58 @@ print('ok', call(b, 16, 1), b.raw.hex())\n";
     );
     assert_has(&out, "ok (16, 0)");
 }
+
+/// libuuid's time-based uuids (`uuid_generate_time`, `_safe`, a fork child's, one looked up in
+/// a `dlopen`ed libuuid) and Python's `uuid.uuid1()`/`getnode()`: the same every run. Before,
+/// libuuid's machine-wide state file (`/var/lib/libuuid/clock.txt`) found each run's epoch
+/// already used and bumped the clock sequence, so every run differed from the one before, and
+/// the node was the machine's MAC address.
+#[test]
+fn libuuid_time_uuids_are_the_same_every_run() {
+    if ![
+        "/lib/x86_64-linux-gnu/libuuid.so.1",
+        "/usr/lib/x86_64-linux-gnu/libuuid.so.1",
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).exists())
+    {
+        skip!("no libuuid.so.1");
+    }
+    let prog = build_c("uuid_time", &["-l:libuuid.so.1", "-ldl"]);
+    let p = prog.to_str().unwrap();
+    let out = assert_sealed_stable(&[p], 3);
+    let uuids: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(_, u)| u))
+        .filter(|u| u.len() == 32)
+        .collect();
+    assert_eq!(uuids.len(), 5, "{out}");
+    assert_has(&out, "safe-return 0\n");
+    let mut distinct = uuids.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 5, "two uuids alike\n{out}");
+    for u in &uuids {
+        assert_eq!(&u[12..13], "1", "not version 1: {u}\n{out}");
+        // One node for the run, with the multicast bit (no network card's address).
+        assert_eq!(&u[20..], &uuids[0][20..], "{out}");
+        assert_eq!(u8::from_str_radix(&u[20..22], 16).unwrap() & 1, 1, "{out}");
+    }
+    // The fork child's clock sequence is its own, though it reads its parent's clock.
+    let child = out.lines().find(|l| l.starts_with("child ")).unwrap();
+    assert_ne!(&child[6 + 16..6 + 20], &uuids[1][16..20], "{out}");
+    let (cen, totals) = census_totals(&[p], "random");
+    assert_totals(
+        &cen,
+        &totals,
+        &[("uuid_generate_time/uuid_generate_time_safe (libuuid)", 5)],
+    );
+
+    require_tools!("python3");
+    let code = "import uuid; print(uuid.uuid1(), uuid.uuid1(), uuid.getnode())";
+    let py = assert_sealed_stable(&["python3", "-c", code], 3);
+    assert!(
+        py.split(' ').nth(1).unwrap() != py.split(' ').next().unwrap(),
+        "{py}"
+    );
+}

@@ -135,6 +135,14 @@ pub(super) fn warning_line(kind: &str, detail: &str) -> String {
     if kind == unsealed::name(unsealed::GO_SUPERVISED) {
         return crate::run::static_image::go_line(detail);
     }
+    if kind == unsealed::name(unsealed::TMP_LEFTOVER) {
+        return format!(
+            "not sealed ({kind}): {detail} was there before the run (left by an earlier one?): \
+             a temp name taken instead of it, what the program draws after that, or what it \
+             finds there differ from a run without it (--private-tmp gives each run an empty \
+             /tmp)"
+        );
+    }
     format!("not sealed ({kind}): {detail}")
 }
 

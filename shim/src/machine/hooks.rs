@@ -1,6 +1,6 @@
 //! Family `machine`'s exported entry points (`pthread_getaffinity_np`, `get_nprocs`,
-//! `get_nprocs_conf`, `sysconf`, `get_phys_pages`, `get_avphys_pages`, `sysinfo`), the sealed
-//! half of `sched_getaffinity` (whose hook, in `process`, also translates the pid), and the
+//! `get_nprocs_conf`, `sysconf`, `get_phys_pages`, `get_avphys_pages`, `sysinfo`),
+//! `sched_getaffinity` and `sched_setaffinity` (their pids translated by `process`), and the
 //! `syscall()` forms (`SYS_sched_getaffinity`, `SYS_sysinfo`, `SYS_uname`).
 //!
 //! Each counts the call (in the census, whether or not the family is sealed), and while
@@ -21,12 +21,15 @@ const PROBE_BYTES: usize = 128;
 /// The sealed `sched_getaffinity` for a caller's `size`-byte `mask`: the bytes written (the
 /// kernel's answer), or the errno. `probe(buf, len)` makes the real call for the same pid or
 /// thread into a scratch mask (errno-valued: 0 or the error), so a pid that does not exist
-/// still fails; it is skipped for the caller itself (`pid == 0`).
+/// still fails; it is skipped for the caller itself (`pid == 0`). `own`: the mask asked for
+/// is the calling thread's, which answers the CPUs it set itself, if it did
+/// ([`super::pinned`]).
 ///
 /// # Safety
 /// `mask` is null or valid for `size` bytes.
 pub unsafe fn affinity(
     pid: pid_t,
+    own: bool,
     size: usize,
     mask: *mut u8,
     probe: impl FnOnce(*mut u8, usize) -> c_int,
@@ -38,8 +41,21 @@ pub unsafe fn affinity(
             return Err(e);
         }
     }
+    let n = cpus();
     // SAFETY: per the contract.
-    unsafe { fill_mask(cpus(), size, mask) }
+    let len = unsafe { fill_mask(n, size, mask) }?;
+    if own && n <= 64 {
+        if let Some(bits) = super::pinned::lookup() {
+            // SAFETY: per the contract; fill_mask checked the size.
+            return Ok(unsafe { super::pinned::fill_bits(n, bits, size, mask) });
+        }
+    }
+    Ok(len)
+}
+
+/// Is `real_pid` the calling thread (0, or its real tid)?
+pub fn is_own(real_pid: pid_t) -> bool {
+    real_pid == 0 || real_pid == sys::gettid()
 }
 
 /// [`affinity`] with glibc's wrapper semantics: the rest of the mask zeroed; 0 or the errno.
@@ -48,13 +64,14 @@ pub unsafe fn affinity(
 /// `mask` is null or valid for `size` bytes.
 unsafe fn affinity_whole(
     pid: pid_t,
+    own: bool,
     size: usize,
     mask: *mut u8,
     probe: impl FnOnce(*mut u8, usize) -> c_int,
 ) -> c_int {
     // glibc hands the kernel at most INT_MAX bytes and zeroes the rest.
     // SAFETY: per the contract.
-    match unsafe { affinity(pid, size.min(i32::MAX as usize), mask, probe) } {
+    match unsafe { affinity(pid, own, size.min(i32::MAX as usize), mask, probe) } {
         Ok(len) => {
             // SAFETY: `len <= size`; the tail is the caller's.
             unsafe { core::ptr::write_bytes(mask.add(len), 0, size - len) };
@@ -83,6 +100,30 @@ hook! {
     }
 }
 
+hook! {
+    /// # Safety
+    /// As `sched_setaffinity(2)`. Here for the same reason as `sched_getaffinity`: the pid is
+    /// translated by `process`; a thread that sets its own mask has it recorded
+    /// ([`super::pinned`]).
+    fn sched_setaffinity(pid: pid_t, size: libc::size_t, mask: *const libc::cpu_set_t) -> c_int;
+    fid = SchedSetaffinity;
+    |real| {
+        let target = if crate::process::vpid::sealed() {
+            crate::process::vpid::to_real(pid)
+        } else {
+            pid
+        };
+        let r = real(target, size, mask);
+        let n = cpus();
+        if r == 0 && !mask.is_null() && n <= 64 && sealed() && is_own(target) {
+            // SAFETY: the kernel just read `size` bytes of it.
+            let bits = unsafe { super::pinned::sealed_bits(n, size, mask as *const u8) };
+            super::pinned::record(bits);
+        }
+        r
+    }
+}
+
 /// The `sched_getaffinity` hook's sealed path (`real_pid` already translated): `Some` with
 /// libc's result when `machine` is sealed. Counts the call under `machine`.
 ///
@@ -107,7 +148,7 @@ unsafe fn sched_getaffinity_sealed(
         }
     };
     // SAFETY: per the contract.
-    match unsafe { affinity_whole(real_pid, size, mask as *mut u8, probe) } {
+    match unsafe { affinity_whole(real_pid, is_own(real_pid), size, mask as *mut u8, probe) } {
         0 => Some(0),
         e => {
             sys::set_errno(e);
@@ -132,8 +173,10 @@ hook! {
         if e != 0 && e != libc::EINVAL {
             return e;
         }
+        // SAFETY: pthread_self() cannot fail.
+        let own = th == unsafe { libc::pthread_self() };
         // SAFETY: forwarded contract (`mask` valid for `size` bytes).
-        unsafe { affinity_whole(0, size, mask as *mut u8, |_, _| 0) }
+        unsafe { affinity_whole(0, own, size, mask as *mut u8, |_, _| 0) }
     }
 }
 
@@ -293,7 +336,15 @@ pub unsafe fn sys_machine(n: c_long, a: [c_long; 6], ra: u64) -> Option<c_long> 
     // The kernel reads the length as an unsigned int.
     // SAFETY: the caller's mask of `a[1]` bytes.
     Some(
-        match unsafe { affinity(pid, a[1] as u32 as usize, a[2] as *mut u8, probe) } {
+        match unsafe {
+            affinity(
+                pid,
+                is_own(pid),
+                a[1] as u32 as usize,
+                a[2] as *mut u8,
+                probe,
+            )
+        } {
             Ok(len) => len as c_long,
             Err(e) => {
                 sys::set_errno(e);

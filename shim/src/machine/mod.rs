@@ -34,6 +34,7 @@ pub mod dirorder;
 pub mod files;
 #[cfg(not(test))]
 pub(crate) mod hooks;
+pub mod pinned;
 
 /// `uname -r`, `/proc/sys/kernel/osrelease`.
 pub const RELEASE: &[u8] = b"6.1.0-seal";

@@ -132,6 +132,37 @@ unsafe fn front_mode(
     (fl, unsafe { front(path, fl, ra, scratch) })
 }
 
+/// The back half of an exclusive create (`O_CREAT|O_EXCL`) that failed: a temp name taken by
+/// an entry from before the run is reported ([`crate::tempname::note_taken`]). Returns `fd`,
+/// errno kept.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+#[inline(always)]
+unsafe fn after_create(fd: c_int, path: *const c_char, oflags: c_int) -> c_int {
+    if fd < 0 && oflags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL {
+        // SAFETY: per the contract.
+        unsafe { taken(path) };
+    }
+    fd
+}
+
+/// [`after_create`]'s cold part, also `mkdir`'s: reports `path` when the call failed with
+/// `EEXIST` (errno kept).
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+#[cold]
+#[inline(never)]
+pub unsafe fn taken(path: *const c_char) {
+    let e = sys::errno();
+    if e == libc::EEXIST && !path.is_null() {
+        // SAFETY: per the contract.
+        crate::tempname::note_taken(unsafe { sys::cstr(path) });
+        set_errno(e);
+    }
+}
+
 hook! {
     /// # Safety
     /// As `open(2)`: `path` a NUL-terminated string; `mode` read only with
@@ -141,7 +172,40 @@ hook! {
     |real| {
         let mut scratch = Path { buf: [0; 4096] };
         // SAFETY: forwarded contract.
-        unsafe { front(path, oflags, ra, &mut scratch) }.unwrap_or_else(|p| real(p, oflags, mode))
+        let fd = unsafe { front(path, oflags, ra, &mut scratch) }.unwrap_or_else(|p| real(p, oflags, mode));
+        // SAFETY: forwarded contract.
+        unsafe { after_create(fd, path, oflags) }
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `mkdir(2)`. Counted nowhere: only a temp name taken by an entry from before the run
+    /// is noted ([`taken`]).
+    fn mkdir(path: *const c_char, mode: libc::mode_t) -> c_int;
+    uncounted;
+    |real| {
+        let r = real(path, mode);
+        if r < 0 {
+            // SAFETY: forwarded contract.
+            unsafe { taken(path) };
+        }
+        r
+    }
+}
+
+hook! {
+    /// # Safety
+    /// As `mkdirat(2)`; an absolute `path` is noted as `mkdir`'s.
+    fn mkdirat(dirfd: c_int, path: *const c_char, mode: libc::mode_t) -> c_int;
+    uncounted;
+    |real| {
+        let r = real(dirfd, path, mode);
+        if r < 0 {
+            // SAFETY: forwarded contract.
+            unsafe { taken(path) };
+        }
+        r
     }
 }
 
@@ -158,8 +222,10 @@ hook! {
         }
         let mut scratch = Path { buf: [0; 4096] };
         // SAFETY: forwarded contract.
-        unsafe { front(path, oflags, ra, &mut scratch) }
-            .unwrap_or_else(|p| real(dirfd, p, oflags, mode))
+        let fd = unsafe { front(path, oflags, ra, &mut scratch) }
+            .unwrap_or_else(|p| real(dirfd, p, oflags, mode));
+        // SAFETY: forwarded contract; note_taken looks only at an absolute path.
+        unsafe { after_create(fd, path, oflags) }
     }
 }
 

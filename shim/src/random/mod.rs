@@ -5,6 +5,7 @@
 //! `hooks.rs`: `getrandom`, `getentropy`, `arc4random*`. `device.rs`: reads of
 //! `/dev/urandom`, `/dev/random` and the kernel's uuid/boot_id files however they are opened.
 //! `openssl.rs`: OpenSSL's `RAND_bytes` family, shared or linked into the program.
+//! `uuid.rs`: libuuid's time-based uuids, made from the sealed clock and seed.
 
 pub mod chacha;
 pub mod device;
@@ -12,6 +13,7 @@ pub mod device;
 pub(crate) mod hooks;
 #[cfg(not(test))]
 pub(crate) mod openssl;
+pub(crate) mod uuid;
 
 use core::sync::atomic::Ordering::Relaxed;
 

@@ -157,14 +157,6 @@ hook! {
     |real| real(real_pid(pid), flags)
 }
 
-hook! {
-    /// # Safety
-    /// As `sched_setaffinity(2)`.
-    fn sched_setaffinity(pid: pid_t, size: libc::size_t, mask: *const libc::cpu_set_t) -> c_int;
-    fid = SchedSetaffinity;
-    |real| real(real_pid(pid), size, mask)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Other calls that take a pid: `renice -p`, `prlimit --pid`, `chrt -p`, `sigqueue`.
 
