@@ -80,6 +80,11 @@ fn loads(f: &[u8]) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
     })
 }
 
+/// The lowest address a `PT_LOAD` of the file is linked at.
+pub fn low(f: &[u8]) -> Option<u64> {
+    loads(f).map(|(_, v, _)| v).min()
+}
+
 /// The link-time address at which the program headers are mapped (`PT_PHDR`, else the
 /// `PT_LOAD` that holds them): `AT_PHDR` minus this is the load bias.
 pub fn phdr_vaddr(f: &[u8]) -> Option<u64> {
