@@ -5,8 +5,9 @@
 //! - Go 1.22 and later: `runtime.rand` (a per-M ChaCha8 state), called out of line by every
 //!   user of it, and by `runtime.mrandinit` when a new M (thread) is made, on the creating
 //!   thread, at times that depend on the scheduler;
-//! - Go 1.19–1.21: `runtime.fastrand` (32 bits) and `runtime.fastrand64` (1.20 on), per-M
-//!   wyrand state. These are also inlined into the map code (`mapiterinit`, `makemap`), which
+//! - Go 1.19–1.21: `runtime.fastrand` (32 bits), `runtime.fastrand64` (1.20 on) and
+//!   `os.fastrand` (the runtime's body for `os`'s temp names, wyrand inlined), per-M wyrand
+//!   state. These are also inlined into the map code (`mapiterinit`, `makemap`), which
 //!   this does not reach: there, map order stays per thread.
 //!
 //! The entry of each is overwritten with a `jmp rel32` to code in a private anonymous mapping
@@ -115,7 +116,7 @@ pub fn jmp_rel32(site: u64, target: u64) -> Option<[u8; 5]> {
 pub struct Sites {
     /// Entry points, each with the piece of code (offset in the code page) it jumps to; an
     /// address of 0 is none.
-    pub entries: [(u64, usize); 2],
+    pub entries: [(u64, usize); 3],
     /// `mrandinit`'s `call rel32`s to `rand`, to point at [`ALT_AT`] (0: none).
     pub init_calls: [u64; 4],
     /// Go 1.22 or later: map order follows the sequence too.
@@ -125,8 +126,8 @@ pub struct Sites {
 impl Sites {
     /// Every `(address, bytes)` to write for a mapping at `base`; `None` when one does not
     /// reach.
-    pub fn patches(&self, base: u64) -> Option<[(u64, [u8; 5]); 6]> {
-        let mut out = [(0u64, [0u8; 5]); 6];
+    pub fn patches(&self, base: u64) -> Option<[(u64, [u8; 5]); 7]> {
+        let mut out = [(0u64, [0u8; 5]); 7];
         for (i, &(at, piece)) in self.entries.iter().enumerate() {
             if at != 0 {
                 out[i] = (at, jmp_rel32(at, base + piece as u64)?);
@@ -134,7 +135,7 @@ impl Sites {
         }
         for (i, &at) in self.init_calls.iter().enumerate() {
             if at != 0 {
-                out[2 + i] = (at, super::entropy::call_rel32(at, base + ALT_AT as u64)?);
+                out[3 + i] = (at, super::entropy::call_rel32(at, base + ALT_AT as u64)?);
             }
         }
         Some(out)
@@ -153,11 +154,11 @@ impl Sites {
 }
 
 /// The sites in executable `f`, from its functions `found` (`runtime.rand`,
-/// `runtime.mrandinit`, `runtime.fastrand`, `runtime.fastrand64`). `None` when there is
+/// `runtime.mrandinit`, `runtime.fastrand`, `runtime.fastrand64`, `os.fastrand`). `None` when there is
 /// nothing this knows how to redirect safely: no such function, one too short for a jump,
 /// or a Go 1.22 `mrandinit` whose calls to `rand` are not one to four `call rel32`s.
-pub fn sites(f: &[u8], found: Found<4>) -> Option<Sites> {
-    let [rand, init, fast, fast64] = found;
+pub fn sites(f: &[u8], found: Found<5>) -> Option<Sites> {
+    let [rand, init, fast, fast64, os] = found;
     let long = |(at, size): (u64, u64)| at != 0 && size >= 5;
     if rand.0 != 0 {
         if !long(rand) || init.0 == 0 {
@@ -169,7 +170,7 @@ pub fn sites(f: &[u8], found: Found<4>) -> Option<Sites> {
             return None;
         }
         return Some(Sites {
-            entries: [(rand.0, MAIN_AT), (0, 0)],
+            entries: [(rand.0, MAIN_AT), (0, 0), (0, 0)],
             init_calls: calls,
             maps: true,
         });
@@ -181,7 +182,10 @@ pub fn sites(f: &[u8], found: Found<4>) -> Option<Sites> {
     if long(fast64) {
         s.entries[1] = (fast64.0, MAIN_AT);
     }
-    (s.entries[0].0 != 0 || s.entries[1].0 != 0).then_some(s)
+    if long(os) {
+        s.entries[2] = (os.0, MAIN32_AT);
+    }
+    s.entries.iter().any(|e| e.0 != 0).then_some(s)
 }
 
 #[cfg(test)]
@@ -193,14 +197,14 @@ mod tests {
         assert_eq!(jmp_rel32(0x1000, 0x1005), Some([0xe9, 0, 0, 0, 0]));
         assert!(jmp_rel32(0x400000, 0x400000 + (1 << 31) + 10).is_none());
         let s = Sites {
-            entries: [(0x401000, MAIN_AT), (0, 0)],
+            entries: [(0x401000, MAIN_AT), (0, 0), (0, 0)],
             init_calls: [0x402000, 0, 0, 0],
             maps: true,
         };
         let p = s.patches(0x300000).unwrap();
         assert_eq!(p[0].1, jmp_rel32(0x401000, 0x300000).unwrap());
-        assert_eq!(p[2].1[0], 0xe8);
-        let d = i32::from_le_bytes(p[2].1[1..].try_into().unwrap());
+        assert_eq!(p[3].1[0], 0xe8);
+        let d = i32::from_le_bytes(p[3].1[1..].try_into().unwrap());
         assert_eq!((0x402005 + d as i64) as u64, 0x300000 + ALT_AT as u64);
         assert_eq!(p[1].0, 0);
         assert_eq!(s.biased(0x1000).entries[0].0, 0x402000);

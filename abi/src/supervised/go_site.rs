@@ -21,11 +21,12 @@ const SYSCALL: &[u8] = b"syscall.Syscall";
 /// `runtime.cputicks` (`rdtsc`), under its Go name and its assembly (ABI0) name.
 const CPUTICKS: [&[u8]; 2] = [b"runtime.cputicks", b"runtime.cputicks.abi0"];
 /// The runtime's random numbers (`go_rand`): Go 1.22 on, then Go 1.19–1.21.
-const RAND: [&[u8]; 4] = [
+const RAND: [&[u8]; 5] = [
     b"runtime.rand",
     b"runtime.mrandinit",
     b"runtime.fastrand",
     b"runtime.fastrand64",
+    b"os.fastrand",
 ];
 
 /// Functions' `(address, size)` as linked, `(0, 0)` for one not there.
@@ -167,21 +168,29 @@ pub fn find_all(f: &[u8]) -> Sites {
     let Some(_) = phdrs(f) else {
         return Sites::default();
     };
-    let names = [GET_RANDOM, SYSCALL, CPUTICKS[0], CPUTICKS[1]];
+    let (n, r) = (GET_RANDOM, RAND);
     let names = [
-        names[0], names[1], names[2], names[3], RAND[0], RAND[1], RAND[2], RAND[3],
+        n,
+        SYSCALL,
+        CPUTICKS[0],
+        CPUTICKS[1],
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
     ];
     let Some(found) = functions(f, names) else {
         return Sites::default();
     };
-    let [random, syscall, ticks, ticks0, r0, r1, r2, r3] = found;
+    let [random, syscall, ticks, ticks0, r0, r1, r2, r3, r4] = found;
     Sites {
         random: call_in(f, random, syscall),
         // Checked to be `rdtsc`'s: a name read from the wrong table would be some other code.
         cputicks: [ticks, ticks0].into_iter().find(|&t| {
             body(f, t).is_some_and(|b| b.windows(2).any(|w| w == [0x0f, 0x31] || w == [0x0f, 0x01]))
         }),
-        rand: super::go_rand::sites(f, [r0, r1, r2, r3]),
+        rand: super::go_rand::sites(f, [r0, r1, r2, r3, r4]),
     }
 }
 
