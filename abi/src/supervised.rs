@@ -12,8 +12,10 @@
 //! steps are [`handover`], shared by the shim and the launcher (a static root command).
 
 pub mod entropy;
+pub mod go_rand;
 pub mod go_site;
 pub mod handover;
+pub mod pclntab;
 
 /// `struct sock_filter` (<linux/filter.h>).
 #[repr(C)]

@@ -14,6 +14,7 @@ mod cpython;
 mod devices;
 mod doctor;
 mod go_images;
+mod go_rand;
 mod golden;
 mod golden_travel;
 mod hardening;

@@ -1,6 +1,7 @@
 //! Where a Go executable's `crypto/rand` makes its system call: the one `call rel32` in
 //! `internal/syscall/unix.GetRandom` whose target is `syscall.Syscall`, found in the ELF
-//! file's symbol table (`SHT_SYMTAB`; a stripped binary has none). Shared by the supervisor
+//! file's symbol table (`SHT_SYMTAB`), or, in a stripped binary (which has none), through the
+//! runtime's own function table (`pclntab`). Shared by the supervisor
 //! (a static image, at its exec stop) and libseal (a cgo program, in its constructor), which
 //! both point that call at `entropy`'s code. No allocation: the file is a byte slice (a
 //! mapping of the executable), every read bounds-checked.
@@ -19,6 +20,17 @@ const GET_RANDOM: &[u8] = b"internal/syscall/unix.GetRandom";
 const SYSCALL: &[u8] = b"syscall.Syscall";
 /// `runtime.cputicks` (`rdtsc`), under its Go name and its assembly (ABI0) name.
 const CPUTICKS: [&[u8]; 2] = [b"runtime.cputicks", b"runtime.cputicks.abi0"];
+/// The runtime's random numbers (`go_rand`): Go 1.22 on, then Go 1.19–1.21.
+const RAND: [&[u8]; 5] = [
+    b"runtime.rand",
+    b"runtime.mrandinit",
+    b"runtime.fastrand",
+    b"runtime.fastrand64",
+    b"os.fastrand",
+];
+
+/// Functions' `(address, size)` as linked, `(0, 0)` for one not there.
+pub type Found<const N: usize> = [(u64, u64); N];
 
 /// What libseal rewrites in a cgo program, found in one pass over the symbol table: the
 /// entropy call ([`find`]), and `runtime.cputicks` (`(address, size)`, as linked), which
@@ -27,19 +39,21 @@ const CPUTICKS: [&[u8]; 2] = [b"runtime.cputicks", b"runtime.cputicks.abi0"];
 pub struct Sites {
     pub random: Option<Site>,
     pub cputicks: Option<(u64, u64)>,
+    /// The runtime's random number functions to redirect (`go_rand`).
+    pub rand: Option<super::go_rand::Sites>,
 }
 
-fn u16_at(f: &[u8], at: usize) -> Option<u16> {
+pub(super) fn u16_at(f: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(
         f.get(at..at.checked_add(2)?)?.try_into().ok()?,
     ))
 }
-fn u32_at(f: &[u8], at: usize) -> Option<u32> {
+pub(super) fn u32_at(f: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(
         f.get(at..at.checked_add(4)?)?.try_into().ok()?,
     ))
 }
-fn u64_at(f: &[u8], at: usize) -> Option<u64> {
+pub(super) fn u64_at(f: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(
         f.get(at..at.checked_add(8)?)?.try_into().ok()?,
     ))
@@ -65,6 +79,11 @@ fn loads(f: &[u8]) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
         (u32_at(f, h)? == 1).then_some(())?;
         Some((u64_at(f, h + 8)?, u64_at(f, h + 16)?, u64_at(f, h + 32)?))
     })
+}
+
+/// The lowest address a `PT_LOAD` of the file is linked at.
+pub fn low(f: &[u8]) -> Option<u64> {
+    loads(f).map(|(_, v, _)| v).min()
 }
 
 /// The link-time address at which the program headers are mapped (`PT_PHDR`, else the
@@ -131,39 +150,55 @@ fn symbols<const N: usize>(f: &[u8], names: [&[u8]; N]) -> Option<[(u64, u64); N
     None
 }
 
-/// Finds `GetRandom`'s one call to `syscall.Syscall` in the executable file `f`. `None` in a
-/// stripped binary, or when there is not exactly one such call.
+/// `names`' functions in `f`: from its symbol table, else from its `pclntab` (stripped).
+fn functions<const N: usize>(f: &[u8], names: [&[u8]; N]) -> Option<Found<N>> {
+    symbols(f, names).or_else(|| super::pclntab::lookup(f, names))
+}
+
+/// Finds `GetRandom`'s one call to `syscall.Syscall` in the executable file `f`. `None` when
+/// neither table names them, or when there is not exactly one such call.
 pub fn find(f: &[u8]) -> Option<Site> {
     phdrs(f)?;
-    let [random, syscall] = symbols(f, [GET_RANDOM, SYSCALL])?;
+    let [random, syscall] = functions(f, [GET_RANDOM, SYSCALL])?;
     call_in(f, random, syscall)
 }
 
-/// [`Sites`] of the executable file `f` (both `None` in a stripped binary).
+/// [`Sites`] of the executable file `f` (all `None` when neither table names them).
 pub fn find_all(f: &[u8]) -> Sites {
     let Some(_) = phdrs(f) else {
         return Sites::default();
     };
-    let Some([random, syscall, ticks, ticks0]) =
-        symbols(f, [GET_RANDOM, SYSCALL, CPUTICKS[0], CPUTICKS[1]])
-    else {
+    let (n, r) = (GET_RANDOM, RAND);
+    let names = [
+        n,
+        SYSCALL,
+        CPUTICKS[0],
+        CPUTICKS[1],
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+    ];
+    let Some(found) = functions(f, names) else {
         return Sites::default();
     };
+    let [random, syscall, ticks, ticks0, r0, r1, r2, r3, r4] = found;
     Sites {
         random: call_in(f, random, syscall),
-        cputicks: [ticks, ticks0].into_iter().find(|t| t.0 != 0),
+        // Checked to be `rdtsc`'s: a name read from the wrong table would be some other code.
+        cputicks: [ticks, ticks0].into_iter().find(|&t| {
+            body(f, t).is_some_and(|b| b.windows(2).any(|w| w == [0x0f, 0x31] || w == [0x0f, 0x01]))
+        }),
+        rand: super::go_rand::sites(f, [r0, r1, r2, r3, r4]),
     }
 }
 
-/// The one call in function `(func, size)` to `target` (`syscall.Syscall`).
-fn call_in(f: &[u8], (func, size): (u64, u64), (target, _): (u64, u64)) -> Option<Site> {
-    if func == 0 || target == 0 {
-        return None;
-    }
-    let (o, v, _) = loads(f).find(|&(_, v, len)| v <= func && func + size <= v + len)?;
-    let start = (o + (func - v)) as usize;
-    let body = f.get(start..start.checked_add(size as usize)?)?;
-    let mut call = None;
+/// The `call rel32`s in function `(func, size)` of `f` to `target`, into `out`: how many;
+/// `None` when there are more than `out` holds or the function is not in the file.
+pub fn calls_in(f: &[u8], (func, size): (u64, u64), target: u64, out: &mut [u64]) -> Option<usize> {
+    let body = body(f, (func, size))?;
+    let mut n = 0;
     for i in 0..body.len().saturating_sub(4) {
         if body[i] != 0xe8 {
             continue;
@@ -171,15 +206,35 @@ fn call_in(f: &[u8], (func, size): (u64, u64), (target, _): (u64, u64)) -> Optio
         let d = u32_at(body, i + 1)? as i32;
         let at = func + i as u64;
         if (at as i64).wrapping_add(5 + d as i64) as u64 == target {
-            if call.is_some() {
-                return None;
-            }
-            call = Some(at);
+            *out.get_mut(n)? = at;
+            n += 1;
         }
+    }
+    Some(n)
+}
+
+/// The bytes of function `(func, size)` in the file.
+fn body(f: &[u8], (func, size): (u64, u64)) -> Option<&[u8]> {
+    if func == 0 {
+        return None;
+    }
+    let (o, v, _) = loads(f).find(|&(_, v, len)| v <= func && func + size <= v + len)?;
+    let start = (o + (func - v)) as usize;
+    f.get(start..start.checked_add(size as usize)?)
+}
+
+/// The one call in function `(func, size)` to `target` (`syscall.Syscall`).
+fn call_in(f: &[u8], (func, size): (u64, u64), (target, _): (u64, u64)) -> Option<Site> {
+    if func == 0 || target == 0 {
+        return None;
+    }
+    let mut call = [0u64; 1];
+    if calls_in(f, (func, size), target, &mut call)? != 1 {
+        return None;
     }
     let low = loads(f).map(|(_, v, _)| v).min()?;
     Some(Site {
-        call: call?,
+        call: call[0],
         low,
         target,
     })
@@ -246,7 +301,10 @@ mod tests {
         assert_eq!(find(&elf(&[7], true)), Some(want));
         // No `runtime.cputicks` in this file: found in the same pass, or not.
         let all = find_all(&elf(&[7], false));
-        assert_eq!((all.random, all.cputicks), (Some(want), None));
+        assert_eq!(
+            (all.random, all.cputicks, all.rand),
+            (Some(want), None, None)
+        );
         assert!(is_pie(&elf(&[7], true)) && !is_pie(&elf(&[7], false)));
         assert_eq!(find(&elf(&[7, 19], false)), None);
         assert_eq!(find(&elf(&[], false)), None);

@@ -52,9 +52,11 @@ fn failed(r: i64) -> bool {
     (-4095..0).contains(&r)
 }
 
-/// What this process's executable holds to rewrite (load bias added): the entropy call and
-/// `runtime.cputicks`; `None` when the executable cannot be mapped or has no symbol table.
-pub fn find_sites() -> Option<go_site::Sites> {
+/// What this process's executable holds to rewrite (load bias added): the entropy call,
+/// `runtime.cputicks` and the runtime's random numbers (found by name in its symbol table,
+/// or in its `pclntab` when it is stripped), and the lowest address it is mapped at; `None`
+/// when the executable cannot be mapped.
+pub fn find_sites() -> Option<(go_site::Sites, u64)> {
     let fd = sys::open(b"/proc/self/exe\0", libc::O_RDONLY | libc::O_CLOEXEC, 0);
     if fd < 0 {
         return None;
@@ -92,11 +94,11 @@ pub fn find_sites() -> Option<go_site::Sites> {
         } else {
             Some(0)
         };
-        phdr.map(|phdr| (sites, go_site::is_pie(f), phdr))
+        phdr.and_then(|phdr| Some((sites, go_site::is_pie(f), phdr, go_site::low(f)?)))
     };
     // SAFETY: our mapping, no longer read.
     unsafe { sys::munmap(map as *mut u8, len as usize) };
-    let (s, pie, phdr) = found?;
+    let (s, pie, phdr, low) = found?;
     let bias = if pie {
         // SAFETY: getauxval has no preconditions.
         let at_phdr = unsafe { libc::getauxval(libc::AT_PHDR) };
@@ -104,14 +106,16 @@ pub fn find_sites() -> Option<go_site::Sites> {
     } else {
         0
     };
-    Some(go_site::Sites {
+    let sites = go_site::Sites {
         random: s.random.map(|s| go_site::Site {
             call: s.call + bias,
             low: s.low + bias,
             target: s.target + bias,
         }),
         cputicks: s.cputicks.map(|(at, size)| (at + bias, size)),
-    })
+        rand: s.rand.map(|r| r.biased(bias)),
+    };
+    Some((sites, low + bias))
 }
 
 /// Makes `runtime.cputicks` (at `(address, size)`) return `ticks`, as the supervisor does in a
@@ -241,7 +245,7 @@ pub unsafe fn give(p: Prepared) -> bool {
 ///
 /// # Safety
 /// No thread runs the bytes at `at` meanwhile.
-unsafe fn rewrite(at: u64, bytes: &[u8]) -> bool {
+pub(crate) unsafe fn rewrite(at: u64, bytes: &[u8]) -> bool {
     let page = at & !4095;
     let len = ((at + bytes.len() as u64 + 4095) & !4095) - page;
     let prot = |p: i32| {

@@ -15,7 +15,7 @@ use seal_abi::supervised::handover::{self, Handover};
 
 use crate::core::{config, sys};
 use crate::process::target::{in_run_dir, Path};
-use crate::process::{go_entropy, go_vdso, static_server};
+use crate::process::{go_entropy, go_rand, go_vdso, static_server};
 
 type Argv = *const *const c_char;
 
@@ -212,7 +212,7 @@ pub unsafe fn supervise_go(envp: Argv) {
     } else {
         None
     };
-    let entropy = go_entropy::prepare(sites.and_then(|s| s.random));
+    let entropy = go_entropy::prepare(sites.and_then(|s| s.0.random));
     let entropy_made = entropy.is_some();
     let mut given = false;
     // SAFETY: per the contract.
@@ -223,11 +223,18 @@ pub unsafe fn supervise_go(envp: Argv) {
         }
         // Map order: each thread's `fastrand` seeded from the sealed `AT_RANDOM` and a
         // constant, as in a static Go image.
-        if let Some(at) = sites.and_then(|s| s.cputicks) {
-            use core::sync::atomic::Ordering::Relaxed;
-            let key = config::SEED.load(Relaxed) ^ config::LINEAGE.load(Relaxed);
+        use core::sync::atomic::Ordering::Relaxed;
+        let (seed, lineage) = (config::SEED.load(Relaxed), config::LINEAGE.load(Relaxed));
+        if let Some(at) = sites.and_then(|s| s.0.cputicks) {
+            let key = seed ^ lineage;
             // SAFETY: per the contract (one thread, the runtime not started).
             unsafe { go_entropy::seal_cputicks(at, seal_abi::mix64(key ^ 0x0074_7363) >> 1) };
+        }
+        // Its own random numbers one sequence (`go_rand`).
+        if let Some((rand, low)) = sites.and_then(|s| Some((s.0.rand?, s.1))) {
+            let key = seal_abi::supervised::go_rand::key(seed, lineage);
+            // SAFETY: per the contract (one thread, the runtime not started).
+            unsafe { go_rand::seal(&rand, low, key) };
         }
         // SAFETY: per the contract.
         match unsafe { vdso_entry(envp) } {

@@ -25,6 +25,7 @@ mod exe_map;
 mod exec_child;
 mod go_clock;
 mod go_entropy;
+mod go_unsealed;
 mod maps;
 mod notif;
 mod page;
@@ -62,22 +63,17 @@ pub fn entry(args: &[OsString]) -> Option<i32> {
     }
 }
 
-/// What a stripped Go binary's `crypto/rand` costs: its `GetRandom` cannot be found, so its
-/// reads stay system calls (said for a static image and a cgo program alike).
-const STRIPPED_COST: &str = "; its crypto/rand reads are each a system call to the supervisor \
-     (~40 µs a read, where an unstripped binary's are served in the image: it is stripped)";
-
 /// The census line for a static binary that ran supervised: what stayed real in it.
 pub fn partly_sealed_line(program: &str) -> String {
     let go = auxv::file_is_go(program);
-    let cost = if go && !auxv::has_symtab(program) {
-        STRIPPED_COST
+    let (cost, rand) = if go {
+        go_unsealed::notes(program)
     } else {
-        ""
+        ("", "")
     };
     let (served, real) = if go {
         // Its clock is read from a page (`go_clock.rs`), its `crypto/rand` from a window of its
-        // stream in the image unless it is stripped (`go_entropy.rs`).
+        // stream in the image unless its functions cannot be found (`go_entropy.rs`).
         (
             if cost.is_empty() {
                 "clocks (one per process, read from a page seal's supervisor shares with it, \
@@ -87,8 +83,7 @@ pub fn partly_sealed_line(program: &str) -> String {
                 "clocks (one per process, read from a page seal's supervisor shares with it, \
                  moved by its timer waits), entropy, pid and host name"
             },
-            "map order and the runtime's fastrand (os.MkdirTemp names; seeded by seal, but \
-             drawn per thread as the scheduler runs goroutines), ",
+            rand,
         )
     } else {
         // Its clock entries read a page of its own (`serve/ticking.rs`); only other clock ids,
@@ -107,16 +102,12 @@ pub fn partly_sealed_line(program: &str) -> String {
 
 /// The census line for a dynamically linked Go program under the supervisor.
 pub fn go_line(program: &str) -> String {
-    let stripped = Path::new(program).is_file() && !auxv::has_symtab(program);
-    let cost = if stripped { STRIPPED_COST } else { "" };
+    let (cost, rand) = go_unsealed::notes(program);
     format!(
         "partly sealed (go-runtime-supervised): {program}: libseal seals its C library's calls; \
          the Go runtime's clocks (one per process, read from a page, moved by its timer waits) \
          and raw getpid, getrandom, uname and signal calls are sealed by seal's supervisor{cost}; \
-         real: map order and \
-         the runtime's fastrand (os.MkdirTemp names; seeded by seal, but drawn per thread as \
-         the scheduler runs goroutines), tids of its other \
-         threads, pids of children it starts"
+         real: {rand}tids of its other threads, pids of children it starts"
     )
 }
 

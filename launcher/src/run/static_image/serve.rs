@@ -25,6 +25,7 @@ mod answers;
 mod clocks;
 mod counting;
 mod go_image;
+mod go_rand;
 mod groups;
 mod pids;
 mod reexec;
@@ -261,8 +262,7 @@ impl Supervisor {
                 aux.fix(self.pid, self.world.at_random(), seal && !fast);
             }
             if self.go && self.world.sealed(flags::RANDOM) {
-                let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ 0x0074_7363);
-                super::vdso_clock::seal_cputicks(self.pid, self.bias, ticks >> 1);
+                self.fast_runtime_rand();
                 self.fast_entropy();
             }
             // SAFETY: the tracee is in its exec stop.

@@ -422,29 +422,3 @@ fn changed(old: &[u8], new: &[u8]) -> Option<(usize, usize)> {
             .position(|(a, b)| a != b)?;
     Some((lo, hi))
 }
-
-/// Makes `runtime.cputicks` of Go image `pid` (stopped at its exec; its program mapped at
-/// `bias`) return `ticks`: the runtime seeds each thread's `fastrand` (map order, `select`
-/// order, `os.MkdirTemp` names) from it, through `rdtsc`. Go allows it to be anything ("not
-/// guaranteed to be monotonic"); its only other users are the block profiler and tracing.
-/// False when the symbol is not there (a stripped binary) or cannot be written.
-pub fn seal_cputicks(pid: i32, bias: u64, ticks: u64) -> bool {
-    use object::{Object, ObjectSymbol};
-    let Some(exe) = super::exe_map::ExeMap::of(pid) else {
-        return false;
-    };
-    let Ok(file) = object::File::parse(&*exe) else {
-        return false;
-    };
-    let Some((at, size)) = file
-        .symbols()
-        .find(|s| matches!(s.name(), Ok("runtime.cputicks" | "runtime.cputicks.abi0")))
-        .map(|s| (s.address(), s.size()))
-    else {
-        return false;
-    };
-    let mut code = vec![0x48, 0xb8]; // movabs rax, ticks
-    code.extend(ticks.to_le_bytes());
-    code.push(0xc3); // ret
-    size >= code.len() as u64 && poke(pid, bias + at, &code)
-}

@@ -1,0 +1,242 @@
+//! A Go runtime's own random numbers made one deterministic sequence per process: map
+//! iteration starts and hash seeds, `math/rand`'s global source, `os.MkdirTemp` names,
+//! `hash/maphash` seeds. They come from one function, drawn per OS thread:
+//!
+//! - Go 1.22 and later: `runtime.rand` (a per-M ChaCha8 state), called out of line by every
+//!   user of it, and by `runtime.mrandinit` when a new M (thread) is made, on the creating
+//!   thread, at times that depend on the scheduler;
+//! - Go 1.19–1.21: `runtime.fastrand` (32 bits), `runtime.fastrand64` (1.20 on) and
+//!   `os.fastrand` (the runtime's body for `os`'s temp names, wyrand inlined), per-M wyrand
+//!   state. These are also inlined into the map code (`mapiterinit`, `makemap`), which
+//!   this does not reach: there, map order stays per thread.
+//!
+//! The entry of each is overwritten with a `jmp rel32` to code in a private anonymous mapping
+//! (two pages: the code, then the counters), which takes the next number of a counter with
+//! `lock xadd` and returns `mix64(n * GOLDEN + key)` ([`value`]). The mapping is private, so a
+//! forked child continues from a copy of its parent's counter rather than sharing it. The
+//! calls `mrandinit` makes to `rand` are pointed at a second sequence of their own, so that
+//! the number of threads made, and when, never moves the first.
+//!
+//! Contract (Go's ABIInternal, no arguments, result in `rax`): the code clobbers `rax`, `rcx`
+//! and the flags only, uses no stack beyond its return address, and never touches `rsp`,
+//! `rbp`, `r14` (g), `r15` or `x15`. It is not Go code: asynchronous preemption finds no
+//! function at its PC and leaves the thread be.
+
+use super::go_site::{calls_in, Found};
+
+/// Bytes of the code page.
+pub const CODE_BYTES: usize = 4096;
+/// The whole mapping: the code page, then the counters' page.
+pub const MAP_BYTES: usize = 8192;
+/// Where each piece of code starts in the code page: the 64-bit sequence, the same truncated
+/// to 32 bits (Go 1.19–1.21's `fastrand`), and the second sequence (`mrandinit`'s).
+pub const MAIN_AT: usize = 0;
+pub const MAIN32_AT: usize = 128;
+pub const ALT_AT: usize = 256;
+/// The counters, in the second page (a cache line apart).
+pub const COUNT_AT: usize = 4096;
+pub const ALT_COUNT_AT: usize = 4096 + 64;
+/// What distinguishes the second sequence's key from the first's.
+const ALT_LABEL: u64 = 0x6d72_616e_6469_6e69;
+const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The `n`-th number (from 0) of the sequence keyed `key`.
+pub const fn value(key: u64, n: u64) -> u64 {
+    crate::mix64(n.wrapping_mul(GOLDEN).wrapping_add(key))
+}
+
+/// The sequence key of a process with run seed `seed` and lineage `lineage`.
+pub const fn key(seed: u64, lineage: u64) -> u64 {
+    crate::mix64(seed ^ crate::mix64(lineage ^ 0x676f_2d72_616e_6421))
+}
+
+/// Writes one piece of code at `out[at..]`: the next number of the counter at `count` in
+/// sequence `key`, truncated to 32 bits when `narrow`.
+fn piece(out: &mut [u8], at: usize, count: u64, key: u64, narrow: bool) -> Option<usize> {
+    let mut code = [0u8; 128];
+    let mut n = 0;
+    let mut b = |bytes: &[u8]| {
+        code[n..n + bytes.len()].copy_from_slice(bytes);
+        n += bytes.len();
+    };
+    b(&[0xb8, 1, 0, 0, 0]); // mov eax, 1
+    b(&[0x48, 0xb9]); // movabs rcx, count
+    b(&count.to_le_bytes());
+    b(&[0xf0, 0x48, 0x0f, 0xc1, 0x01]); // lock xadd [rcx], rax
+    b(&[0x48, 0xb9]); // movabs rcx, GOLDEN
+    b(&GOLDEN.to_le_bytes());
+    b(&[0x48, 0x0f, 0xaf, 0xc1]); // imul rax, rcx
+    b(&[0x48, 0xb9]); // movabs rcx, key
+    b(&key.to_le_bytes());
+    b(&[0x48, 0x01, 0xc8]); // add rax, rcx
+                            // mix64: z ^= z >> 30; z *= M1; z ^= z >> 27; z *= M2; z ^= z >> 31.
+    for (shift, mul) in [
+        (30u8, Some(0xbf58_476d_1ce4_e5b9u64)),
+        (27, Some(0x94d0_49bb_1331_11eb)),
+        (31, None),
+    ] {
+        b(&[0x48, 0x89, 0xc1]); // mov rcx, rax
+        b(&[0x48, 0xc1, 0xe9, shift]); // shr rcx, shift
+        b(&[0x48, 0x31, 0xc8]); // xor rax, rcx
+        if let Some(m) = mul {
+            b(&[0x48, 0xb9]); // movabs rcx, m
+            b(&m.to_le_bytes());
+            b(&[0x48, 0x0f, 0xaf, 0xc1]); // imul rax, rcx
+        }
+    }
+    if narrow {
+        b(&[0x89, 0xc0]); // mov eax, eax
+    }
+    b(&[0xc3]); // ret
+    out.get_mut(at..at + n)?.copy_from_slice(&code[..n]);
+    Some(n)
+}
+
+/// Writes the code page into `out` (at least [`CODE_BYTES`]) for a mapping at `base` whose
+/// sequences are keyed from `key`. `None` when `out` is too short.
+pub fn code(out: &mut [u8], base: u64, key: u64) -> Option<()> {
+    let out = out.get_mut(..CODE_BYTES)?;
+    out.fill(0xcc); // int3 between the pieces
+    let (count, alt) = (base + COUNT_AT as u64, base + ALT_COUNT_AT as u64);
+    piece(out, MAIN_AT, count, key, false)?;
+    piece(out, MAIN32_AT, count, key, true)?;
+    piece(out, ALT_AT, alt, crate::mix64(key ^ ALT_LABEL), false)?;
+    Some(())
+}
+
+/// A `jmp rel32` at `site` to `target`, when it reaches (±2 GiB).
+pub fn jmp_rel32(site: u64, target: u64) -> Option<[u8; 5]> {
+    let mut j = super::entropy::call_rel32(site, target)?;
+    j[0] = 0xe9;
+    Some(j)
+}
+
+/// Which functions to redirect (addresses as linked).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sites {
+    /// Entry points, each with the piece of code (offset in the code page) it jumps to; an
+    /// address of 0 is none.
+    pub entries: [(u64, usize); 3],
+    /// `mrandinit`'s `call rel32`s to `rand`, to point at [`ALT_AT`] (0: none).
+    pub init_calls: [u64; 4],
+    /// Go 1.22 or later: map order follows the sequence too.
+    pub maps: bool,
+}
+
+impl Sites {
+    /// Every `(address, bytes)` to write for a mapping at `base`; `None` when one does not
+    /// reach.
+    pub fn patches(&self, base: u64) -> Option<[(u64, [u8; 5]); 7]> {
+        let mut out = [(0u64, [0u8; 5]); 7];
+        for (i, &(at, piece)) in self.entries.iter().enumerate() {
+            if at != 0 {
+                out[i] = (at, jmp_rel32(at, base + piece as u64)?);
+            }
+        }
+        for (i, &at) in self.init_calls.iter().enumerate() {
+            if at != 0 {
+                out[3 + i] = (at, super::entropy::call_rel32(at, base + ALT_AT as u64)?);
+            }
+        }
+        Some(out)
+    }
+
+    /// The same, load bias added.
+    pub fn biased(mut self, bias: u64) -> Sites {
+        for e in self.entries.iter_mut().filter(|e| e.0 != 0) {
+            e.0 += bias;
+        }
+        for c in self.init_calls.iter_mut().filter(|c| **c != 0) {
+            *c += bias;
+        }
+        self
+    }
+}
+
+/// The sites in executable `f`, from its functions `found` (`runtime.rand`,
+/// `runtime.mrandinit`, `runtime.fastrand`, `runtime.fastrand64`, `os.fastrand`). `None` when there is
+/// nothing this knows how to redirect safely: no such function, one too short for a jump,
+/// or a Go 1.22 `mrandinit` whose calls to `rand` are not one to four `call rel32`s.
+pub fn sites(f: &[u8], found: Found<5>) -> Option<Sites> {
+    let [rand, init, fast, fast64, os] = found;
+    let long = |(at, size): (u64, u64)| at != 0 && size >= 5;
+    if rand.0 != 0 {
+        if !long(rand) || init.0 == 0 {
+            return None;
+        }
+        let mut calls = [0u64; 4];
+        let n = calls_in(f, init, rand.0, &mut calls)?;
+        if n == 0 {
+            return None;
+        }
+        return Some(Sites {
+            entries: [(rand.0, MAIN_AT), (0, 0), (0, 0)],
+            init_calls: calls,
+            maps: true,
+        });
+    }
+    let mut s = Sites::default();
+    if long(fast) {
+        s.entries[0] = (fast.0, MAIN32_AT);
+    }
+    if long(fast64) {
+        s.entries[1] = (fast64.0, MAIN_AT);
+    }
+    if long(os) {
+        s.entries[2] = (os.0, MAIN32_AT);
+    }
+    s.entries.iter().any(|e| e.0 != 0).then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jump_reaches_two_gib_and_patches_point_at_their_pieces() {
+        assert_eq!(jmp_rel32(0x1000, 0x1005), Some([0xe9, 0, 0, 0, 0]));
+        assert!(jmp_rel32(0x400000, 0x400000 + (1 << 31) + 10).is_none());
+        let s = Sites {
+            entries: [(0x401000, MAIN_AT), (0, 0), (0, 0)],
+            init_calls: [0x402000, 0, 0, 0],
+            maps: true,
+        };
+        let p = s.patches(0x300000).unwrap();
+        assert_eq!(p[0].1, jmp_rel32(0x401000, 0x300000).unwrap());
+        assert_eq!(p[3].1[0], 0xe8);
+        let d = i32::from_le_bytes(p[3].1[1..].try_into().unwrap());
+        assert_eq!((0x402005 + d as i64) as u64, 0x300000 + ALT_AT as u64);
+        assert_eq!(p[1].0, 0);
+        assert_eq!(s.biased(0x1000).entries[0].0, 0x402000);
+    }
+
+    /// The code, run: each call returns the next number of its sequence.
+    #[test]
+    fn the_code_returns_its_sequence_when_run() {
+        extern "C" {
+            fn mmap(a: *mut u8, l: usize, p: i32, f: i32, fd: i32, o: i64) -> *mut u8;
+            fn mprotect(a: *mut u8, l: usize, p: i32) -> i32;
+        }
+        // SAFETY: a new private anonymous mapping of our own, read-write.
+        let base = unsafe { mmap(core::ptr::null_mut(), MAP_BYTES, 3, 0x22, -1, 0) };
+        assert!(!base.is_null() && base as isize != -1);
+        // SAFETY: the mapping's code page.
+        let page = unsafe { core::slice::from_raw_parts_mut(base, CODE_BYTES) };
+        let key = key(42, 7);
+        code(page, base as u64, key).unwrap();
+        // SAFETY: the code page, made read and execute.
+        assert_eq!(unsafe { mprotect(base, CODE_BYTES, 5) }, 0);
+        let f = |at: usize| {
+            // SAFETY: a piece of our code: no arguments, result in rax, clobbers rax, rcx and
+            // the flags only (all caller-saved in the C ABI).
+            unsafe { core::mem::transmute::<*mut u8, extern "C" fn() -> u64>(base.add(at))() }
+        };
+        assert_eq!(f(MAIN_AT), value(key, 0));
+        assert_eq!(f(MAIN_AT), value(key, 1));
+        assert_eq!(f(MAIN32_AT), value(key, 2) & 0xffff_ffff);
+        let alt = crate::mix64(key ^ ALT_LABEL);
+        assert_eq!(f(ALT_AT), value(alt, 0));
+        assert_eq!(f(MAIN_AT), value(key, 3));
+        assert_ne!(value(key, 0), value(key ^ 1, 0));
+    }
+}
