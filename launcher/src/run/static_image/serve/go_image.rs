@@ -89,9 +89,9 @@ impl Supervisor {
         };
         self.pages.insert(pid, page);
         if self.world.sealed(seal_abi::flags::RANDOM) {
-            // Its threads' `fastrand` seeds, as the first image's, one per exec'd image.
-            let ticks = seal_abi::mix64(self.world.seed ^ self.world.lineage ^ self.children);
-            super::super::vdso_clock::seal_cputicks(pid, stop.bias, ticks >> 1);
+            // Its `cputicks` and random numbers, as the first image's, keyed per exec'd image.
+            let lineage = seal_abi::mix64(self.world.lineage ^ self.children);
+            self.runtime_rand(pid, stop.bias, lineage);
         }
         true
     }

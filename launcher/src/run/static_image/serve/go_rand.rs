@@ -17,28 +17,35 @@ impl Supervisor {
     /// Seals the Go image just exec'd (stopped)'s `cputicks` and random numbers: whether its
     /// random numbers are one sequence now.
     pub(super) fn fast_runtime_rand(&mut self) -> bool {
-        let Some(exe) = super::super::exe_map::ExeMap::of(self.pid) else {
+        let lineage = self.world.lineage;
+        self.runtime_rand(self.pid, self.bias, lineage)
+    }
+
+    /// [`Supervisor::fast_runtime_rand`] for Go image `pid` (stopped at its exec, its program
+    /// at `bias`), its sequence keyed by `lineage`.
+    pub(super) fn runtime_rand(&mut self, pid: i32, bias: u64, lineage: u64) -> bool {
+        let Some(exe) = super::super::exe_map::ExeMap::of(pid) else {
             return false;
         };
         let sites = go_site::find_all(&exe);
-        let (bias, w) = (self.bias, &self.world);
+        let w = &self.world;
         // `cputicks` seeds each thread's `fastrand` and `cheaprand` (select order, Go 1.19's
         // map order) through `rdtsc`; Go allows it to be anything ("not guaranteed to be
         // monotonic"); its only other users are the block profiler and tracing.
         if let Some((at, size)) = sites.cputicks {
-            let ticks = seal_abi::mix64(w.seed ^ w.lineage ^ 0x0074_7363) >> 1;
+            let ticks = seal_abi::mix64(w.seed ^ lineage ^ 0x0074_7363) >> 1;
             let mut code = vec![0x48, 0xb8]; // movabs rax, ticks
             code.extend(ticks.to_le_bytes());
             code.push(0xc3); // ret
             if size >= code.len() as u64 {
-                super::super::text::poke(self.pid, bias + at, &code);
+                super::super::text::poke(pid, bias + at, &code);
             }
         }
         let (Some(rand), Some(low)) = (sites.rand, go_site::low(&exe)) else {
             return false;
         };
-        let key = go_rand::key(w.seed, w.lineage);
-        install(self.pid, &rand.biased(bias), bias + low, key).is_some()
+        let key = go_rand::key(w.seed, lineage);
+        install(pid, &rand.biased(bias), bias + low, key).is_some()
     }
 }
 
