@@ -389,6 +389,47 @@ fn proc_paths_of_virtual_pids_reach_the_real_process() {
     assert_eq!(o.stdout, want, "{}", o.show());
 }
 
+/// The session and group `seal` runs in, led by a process outside the run (here `sh`, made a
+/// session leader by `setsid`): a dynamic program's `getsid`, `getpgrp`, `getpgid` and its
+/// `/proc/self/stat` show 998 for them, not the shell's real pid, which differs every launch;
+/// 3 runs alike. Run from a process leading a group of its own in that session, the
+/// launcher's group shows as 997. The old build printed the real pids.
+#[test]
+fn the_session_and_group_seal_runs_in_show_as_fixed_numbers() {
+    if !have("setsid") {
+        skip!("setsid not on PATH (util-linux)");
+    }
+    let bin = build_c("static_groups", &[]);
+    let py = "import os; f = open('/proc/self/stat').read().rsplit(') ', 1)[1].split(); \
+              print(os.getsid(0), os.getpgrp(), f[1:4])";
+    // The second launch runs the line from a python that leads a group of its own.
+    let own_group = "import os, sys; os.setpgrp(); sys.exit(os.waitstatus_to_exitcode(os.system(sys.argv[1])))";
+    for (launch, want) in [
+        ("", "pid 1000 pgrp 998 pgid 998 sid 998 parent's pgid 998\n"),
+        ("own group", "pid 1000 pgrp 997 pgid 997 sid 998 parent's pgid 997\n"),
+    ] {
+        let line = format!(
+            "{seal} -q -- {bin}; {seal} -q -- python3 -c \"{py}\"",
+            seal = seal_bin().display(),
+            bin = bin.display()
+        );
+        let o = crate::static_pids::alike(3, || {
+            let mut c = crate::util::command("setsid");
+            c.args(["-w", "sh", "-c"]);
+            if launch.is_empty() {
+                c.arg(format!("{line}; true"));
+            } else {
+                c.args(["python3 -c \"$0\" \"$1\"; true", own_group, &line]);
+            }
+            run_timeout(c, TIMEOUT)
+        });
+        assert!(o.stdout.starts_with(want), "{launch:?}\n{}", o.show());
+        let g = &want[14..17];
+        let py_want = format!("998 {g} ['999', '{g}', '998']\n");
+        assert!(o.stdout.ends_with(&py_want), "{launch:?}: {py_want}\n{}", o.show());
+    }
+}
+
 #[test]
 fn node_process_pid_is_sealed() {
     if !have("node") {

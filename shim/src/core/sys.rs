@@ -65,6 +65,17 @@ pub fn getppid() -> i32 {
     unsafe { syscall3(libc::SYS_getppid, 0, 0, 0) as i32 }
 }
 
+/// Process `pid`'s session (`getsid`) and process group (`getpgid`); negative errnos.
+pub fn session_and_group(pid: i32) -> (i32, i32) {
+    // SAFETY: both take an integer only.
+    unsafe {
+        (
+            syscall3(libc::SYS_getsid, pid as i64, 0, 0) as i32,
+            syscall3(libc::SYS_getpgid, pid as i64, 0, 0) as i32,
+        )
+    }
+}
+
 /// The real clock, straight from the kernel (not the vDSO the shim interposes on).
 pub fn clock_gettime(clock: libc::clockid_t) -> libc::timespec {
     let mut ts = libc::timespec {

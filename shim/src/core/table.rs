@@ -8,7 +8,7 @@
 
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicPtr, AtomicUsize, Ordering::*};
 
-use seal_abi::{RunTable, VPID_LIMIT, VPID_MIN};
+use seal_abi::{RunTable, TABLE_VPID_MIN, VPID_LIMIT};
 
 use crate::core::{backing::Backing, config, sys};
 
@@ -94,7 +94,7 @@ impl<'a> Table<'a> {
 
     /// Records the wait status of a reaped virtual pid.
     pub fn set_status(&self, v: i32, status: i32) {
-        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
+        if v >= TABLE_VPID_MIN && (v as usize) < VPID_LIMIT {
             let slot = &self.status_of[v as usize];
             if backed(slot) {
                 slot.store(status.wrapping_add(1), Release);
@@ -104,7 +104,7 @@ impl<'a> Table<'a> {
 
     /// Raises the wait clock of virtual pid `v` to `clock` (never lowers it).
     pub fn raise_wait_clock(&self, v: i32, clock: i64) {
-        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT {
+        if v >= TABLE_VPID_MIN && (v as usize) < VPID_LIMIT {
             let slot = &self.wait_clock[v as usize];
             if backed(slot) {
                 slot.fetch_max(clock, AcqRel);
@@ -114,7 +114,7 @@ impl<'a> Table<'a> {
 
     /// The wait clock of virtual pid `v` (0 none).
     pub fn wait_clock(&self, v: i32) -> i64 {
-        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT && backed(&self.wait_clock[v as usize]) {
+        if v >= TABLE_VPID_MIN && (v as usize) < VPID_LIMIT && backed(&self.wait_clock[v as usize]) {
             self.wait_clock[v as usize].load(Acquire)
         } else {
             0
@@ -122,7 +122,7 @@ impl<'a> Table<'a> {
     }
 
     fn slot(&self, v: i32) -> Option<&'a AtomicI32> {
-        if v >= VPID_MIN - 1 && (v as usize) < VPID_LIMIT && backed(&self.real_of[v as usize]) {
+        if v >= TABLE_VPID_MIN && (v as usize) < VPID_LIMIT && backed(&self.real_of[v as usize]) {
             Some(&self.real_of[v as usize])
         } else {
             None
@@ -425,6 +425,7 @@ pub fn map() -> bool {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use seal_abi::VPID_MIN;
 
     /// An in-memory table for unit tests.
     pub struct Owned {

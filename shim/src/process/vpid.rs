@@ -106,6 +106,12 @@ pub fn on_start() {
             if t.virt(launcher).is_none() {
                 t.register(LAUNCHER_VPID, launcher);
             }
+            let (sid, pgid) = sys::session_and_group(launcher);
+            for (v, real) in seal_abi::outside_leaders(launcher, sid, pgid) {
+                if real > 0 && t.virt(real).is_none() {
+                    t.register(v, real);
+                }
+            }
         }
     } else {
         // LIBSEAL_VPID names another live process of the run: this image was started by

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering::*};
 
-use seal_abi::{RunTable, VPID_LIMIT, VPID_MIN};
+use seal_abi::{RunTable, TABLE_VPID_MIN, VPID_LIMIT};
 
 use super::page::PAGE;
 
@@ -79,7 +79,7 @@ impl RunPids {
     }
 
     fn real_of(&mut self, v: i32) -> Option<&AtomicI32> {
-        if v < VPID_MIN - 1 || v as usize >= VPID_LIMIT {
+        if v < TABLE_VPID_MIN || v as usize >= VPID_LIMIT {
             return None;
         }
         self.at(std::mem::offset_of!(RunTable, real_of) + v as usize * 4)
@@ -130,7 +130,7 @@ impl RunPids {
 
     /// Records the wait status of reaped virtual pid `v` (the census's exit line).
     pub fn set_status(&mut self, v: i32, status: i32) {
-        if v < VPID_MIN - 1 || v as usize >= VPID_LIMIT {
+        if v < TABLE_VPID_MIN || v as usize >= VPID_LIMIT {
             return;
         }
         let off = std::mem::offset_of!(RunTable, status_of) + v as usize * 4;

@@ -84,10 +84,11 @@ pub fn join(base: &[u8], path: &[u8], out: &mut [u8; 4096]) -> bool {
 
 /// The number a listing of `kind` shows for real pid or tid `real`: its virtual one when a
 /// process or thread of the run holds it, else `None` (hidden). The launcher (999) is the
-/// run's parent, outside it, as a pid namespace's parent is: not listed.
+/// run's parent, outside it, as a pid namespace's parent is: not listed; nor are the leaders
+/// of its session and group (998, 997) when they are outside processes.
 pub fn shown(t: &table::Table, kind: Kind, real: i32) -> Option<i32> {
     let v = t.virt(real)?;
-    (kind != Kind::Root || v != LAUNCHER_VPID).then_some(v)
+    (kind != Kind::Root || v > LAUNCHER_VPID).then_some(v)
 }
 
 // ---- which directory a descriptor lists -----------------------------------------------------

@@ -83,6 +83,16 @@ impl Supervisor {
                 if v == seal_abi::ROOT_VPID && t.virt(real_parent).is_none() && real_parent > 0 {
                     t.register(seal_abi::LAUNCHER_VPID, real_parent);
                 }
+                if v == seal_abi::ROOT_VPID && real_parent > 0 {
+                    // SAFETY: getsid and getpgid take an integer and touch no memory.
+                    let (sid, pgid) =
+                        unsafe { (libc::getsid(real_parent), libc::getpgid(real_parent)) };
+                    for (v, real) in seal_abi::outside_leaders(real_parent, sid, pgid) {
+                        if real > 0 && t.virt(real).is_none() {
+                            t.register(v, real);
+                        }
+                    }
+                }
             }
             Ident {
                 vpid: self.world.vpid,
