@@ -48,6 +48,12 @@ pub(super) fn u16_at(f: &[u8], at: usize) -> Option<u16> {
         f.get(at..at.checked_add(2)?)?.try_into().ok()?,
     ))
 }
+
+/// Does `tail` (a string table from one entry on) hold the NUL-terminated name `want`?
+pub(super) fn spells(tail: &[u8], want: &[u8]) -> bool {
+    tail.len() > want.len() && tail.starts_with(want) && tail[want.len()] == 0
+}
+
 pub(super) fn u32_at(f: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(
         f.get(at..at.checked_add(4)?)?.try_into().ok()?,
@@ -132,11 +138,7 @@ fn symbols<const N: usize>(f: &[u8], names: [&[u8]; N]) -> Option<[(u64, u64); N
                 continue;
             };
             for (j, want) in names.iter().enumerate() {
-                if found[j].0 == 0
-                    && tail.len() > want.len()
-                    && tail.starts_with(want)
-                    && tail[want.len()] == 0
-                {
+                if found[j].0 == 0 && spells(tail, want) {
                     found[j] = (u64_at(s, 8)?, u64_at(s, 16)?);
                     left -= 1;
                 }

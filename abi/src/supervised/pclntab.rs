@@ -19,7 +19,7 @@
 //! (an externally linked PIE), by its header in the file's read-only, non-executable
 //! segments. No allocation; every read bounds-checked.
 
-use super::go_site::{u16_at, u32_at, u64_at};
+use super::go_site::{spells, u16_at, u32_at, u64_at};
 
 const MAGICS: [u32; 2] = [0xffff_fff0, 0xffff_fff1];
 
@@ -48,11 +48,7 @@ pub fn lookup<const N: usize>(f: &[u8], names: [&[u8]; N]) -> Option<[(u64, u64)
             continue;
         };
         for (j, want) in names.iter().enumerate() {
-            if found[j].0 == 0
-                && tail.len() > want.len()
-                && tail.starts_with(want)
-                && tail[want.len()] == 0
-            {
+            if found[j].0 == 0 && spells(tail, want) {
                 found[j] = (text + entry as u64, next.checked_sub(entry)? as u64);
                 left -= 1;
             }
