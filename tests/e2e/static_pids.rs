@@ -206,10 +206,7 @@ fn a_static_go_programs_child_has_a_virtual_pid() {
 #[test]
 fn forks_and_waits_cut_short_by_signals_keep_their_virtual_pids() {
     // Without SA_RESTART for the first build, with it for the second.
-    for (i, bin) in static_builds("static_fork_signals")
-        .iter()
-        .enumerate()
-    {
+    for (i, bin) in static_builds("static_fork_signals").iter().enumerate() {
         let mut cmd = vec![bin.to_str().unwrap()];
         if i == 1 {
             cmd.push("restart");
