@@ -412,14 +412,11 @@ fn a_stripped_go_programs_reads_are_served_in_the_image() {
     });
 }
 
-/// Map order is seeded by seal: a goroutine that fills a map and prints its keys starts the
-/// iteration at the same key in every run, static and cgo. With a `go` of 1.22 or later
-/// (`runtime.rand` one sequence per process, `go_rand.rs`) all 6 runs must agree. With Go
-/// 1.19–1.21 each thread's inlined `fastrand` starts from the sealed `AT_RANDOM` and a
-/// constant `runtime.cputicks`, which is not a guarantee (what a thread has drawn by then
-/// follows the scheduler), so the test asks for 5 of 6 runs alike; bare, or in a cgo program
-/// on the old build (`rdtsc`), the start is one of 8 in each run and 5 of 6 alike almost never
-/// happens.
+/// Map order is sealed: a goroutine that fills a map and prints its keys starts the
+/// iteration at the same key in every run, static and cgo (Go 1.22 and later through
+/// `runtime.rand`, 1.19–1.21 through their map code's inlined generator: `go_rand.rs`), 6 runs
+/// of 6; with an older `go`, 5 of 6 (seeded by seal, drawn per thread). Bare, or in a cgo
+/// program on an old build (`rdtsc`), the start is one of 8 in each run.
 #[test]
 fn a_go_programs_map_order_is_seeded_by_seal() {
     each_build("maporder", |cgo, bin| {

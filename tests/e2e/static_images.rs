@@ -688,8 +688,9 @@ fn without_a_server_each_static_image_gets_its_own_supervisor() {
 }
 
 /// What a Go image's `partly sealed` line says stays real of its runtime's random numbers,
-/// for the `go` on PATH: select order only from Go 1.22 (`runtime.rand` one sequence), map
-/// order too before (docs/limits.md).
+/// for the `go` on PATH: select order only, from Go 1.19 (`runtime.rand` one sequence from
+/// 1.22, the map code's inlined copies before), map order too for anything older
+/// (docs/limits.md).
 fn go_rand_real() -> &'static str {
     if crate::go_rand::path_go_orders_maps() {
         "select order (the scheduler's cheaprand"

@@ -23,6 +23,7 @@
 //! function at its PC and leaves the thread be.
 
 use super::go_site::{calls_in, Found};
+use super::go_wyrand::{self, MAX_SITES};
 
 /// Bytes of the code page.
 pub const CODE_BYTES: usize = 4096;
@@ -38,6 +39,8 @@ pub const COUNT_AT: usize = 4096;
 pub const ALT_COUNT_AT: usize = 4096 + 64;
 /// What distinguishes the second sequence's key from the first's.
 const ALT_LABEL: u64 = 0x6d72_616e_6469_6e69;
+/// And the map code's (Go 1.19–1.21's inlined `fastrand`, [`go_wyrand`]).
+const WY_LABEL: u64 = 0x7779_7261_6e64_6d61;
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// The `n`-th number (from 0) of the sequence keyed `key`.
@@ -93,14 +96,30 @@ fn piece(out: &mut [u8], at: usize, count: u64, key: u64, narrow: bool) -> Optio
 }
 
 /// Writes the code page into `out` (at least [`CODE_BYTES`]) for a mapping at `base` whose
-/// sequences are keyed from `key`. `None` when `out` is too short.
-pub fn code(out: &mut [u8], base: u64, key: u64) -> Option<()> {
+/// sequences are keyed from `key`, with the trampolines of `sites`' inlined copies (as
+/// loaded). `None` when `out` is too short or a trampoline does not reach.
+pub fn code(out: &mut [u8], base: u64, key: u64, sites: &Sites) -> Option<()> {
     let out = out.get_mut(..CODE_BYTES)?;
     out.fill(0xcc); // int3 between the pieces
     let (count, alt) = (base + COUNT_AT as u64, base + ALT_COUNT_AT as u64);
     piece(out, MAIN_AT, count, key, false)?;
     piece(out, MAIN32_AT, count, key, true)?;
     piece(out, ALT_AT, alt, crate::mix64(key ^ ALT_LABEL), false)?;
+    let wy_key = crate::mix64(key ^ WY_LABEL);
+    out.get_mut(go_wyrand::KEY_AT..go_wyrand::KEY_AT + 8)?
+        .copy_from_slice(&wy_key.to_le_bytes());
+    out.get_mut(go_wyrand::KEY_AT + 8..go_wyrand::KEY_AT + 16)?
+        .copy_from_slice(&go_wyrand::increment().to_le_bytes());
+    for (i, &site) in sites.inlined.iter().enumerate().filter(|s| s.1 .0 != 0) {
+        let at = go_wyrand::TRAMPOLINES_AT + i * go_wyrand::TRAMPOLINE_BYTES;
+        go_wyrand::trampoline(
+            out.get_mut(at..)?,
+            base + at as u64,
+            site,
+            base + go_wyrand::COUNT_AT as u64,
+            base + go_wyrand::KEY_AT as u64,
+        )?;
+    }
     Some(())
 }
 
@@ -121,13 +140,19 @@ pub struct Sites {
     pub init_calls: [u64; 4],
     /// Go 1.22 or later: map order follows the sequence too.
     pub maps: bool,
+    /// Go 1.19–1.21: the map code's inlined copies of `fastrand` ([`go_wyrand`]; an address
+    /// of 0 is none). When there are some, map order follows a sequence too.
+    pub inlined: [go_wyrand::Site; MAX_SITES],
 }
+
+/// How many `(address, bytes)` [`Sites::patches`] gives.
+pub const PATCHES: usize = 7 + MAX_SITES;
 
 impl Sites {
     /// Every `(address, bytes)` to write for a mapping at `base`; `None` when one does not
     /// reach.
-    pub fn patches(&self, base: u64) -> Option<[(u64, [u8; 5]); 7]> {
-        let mut out = [(0u64, [0u8; 5]); 7];
+    pub fn patches(&self, base: u64) -> Option<[(u64, [u8; 5]); PATCHES]> {
+        let mut out = [(0u64, [0u8; 5]); PATCHES];
         for (i, &(at, piece)) in self.entries.iter().enumerate() {
             if at != 0 {
                 out[i] = (at, jmp_rel32(at, base + piece as u64)?);
@@ -136,6 +161,12 @@ impl Sites {
         for (i, &at) in self.init_calls.iter().enumerate() {
             if at != 0 {
                 out[3 + i] = (at, super::entropy::call_rel32(at, base + ALT_AT as u64)?);
+            }
+        }
+        for (i, &(at, _)) in self.inlined.iter().enumerate() {
+            if at != 0 {
+                let t = base + (go_wyrand::TRAMPOLINES_AT + i * go_wyrand::TRAMPOLINE_BYTES) as u64;
+                out[7 + i] = (at, jmp_rel32(at, t)?);
             }
         }
         Some(out)
@@ -149,15 +180,19 @@ impl Sites {
         for c in self.init_calls.iter_mut().filter(|c| **c != 0) {
             *c += bias;
         }
+        for s in self.inlined.iter_mut().filter(|s| s.0 != 0) {
+            s.0 += bias;
+        }
         self
     }
 }
 
 /// The sites in executable `f`, from its functions `found` (`runtime.rand`,
-/// `runtime.mrandinit`, `runtime.fastrand`, `runtime.fastrand64`, `os.fastrand`). `None` when there is
-/// nothing this knows how to redirect safely: no such function, one too short for a jump,
-/// or a Go 1.22 `mrandinit` whose calls to `rand` are not one to four `call rel32`s.
-pub fn sites(f: &[u8], found: Found<5>) -> Option<Sites> {
+/// `runtime.mrandinit`, `runtime.fastrand`, `runtime.fastrand64`, `os.fastrand`) and the map
+/// functions `maps` ([`go_wyrand::FUNCTIONS`]). `None` when there is nothing this knows how
+/// to redirect safely: no such function, one too short for a jump, or a Go 1.22 `mrandinit`
+/// whose calls to `rand` are not one to four `call rel32`s.
+pub fn sites(f: &[u8], found: Found<5>, maps: Found<11>) -> Option<Sites> {
     let [rand, init, fast, fast64, os] = found;
     let long = |(at, size): (u64, u64)| at != 0 && size >= 5;
     if rand.0 != 0 {
@@ -173,9 +208,13 @@ pub fn sites(f: &[u8], found: Found<5>) -> Option<Sites> {
             entries: [(rand.0, MAIN_AT), (0, 0), (0, 0)],
             init_calls: calls,
             maps: true,
+            inlined: [(0, 0); MAX_SITES],
         });
     }
     let mut s = Sites::default();
+    if long(fast) {
+        s.inlined = inlined(f, maps);
+    }
     if long(fast) {
         s.entries[0] = (fast.0, MAIN32_AT);
     }
@@ -188,6 +227,25 @@ pub fn sites(f: &[u8], found: Found<5>) -> Option<Sites> {
     s.entries.iter().any(|e| e.0 != 0).then_some(s)
 }
 
+/// The inlined copies of `fastrand` in the map functions `maps` of `f`, each function's where
+/// all its copies are in shape ([`go_wyrand::scan`]) with one `m.fastrand` offset; none
+/// unless `mapiterinit`'s are.
+fn inlined(f: &[u8], maps: Found<11>) -> [go_wyrand::Site; MAX_SITES] {
+    let mut out = [(0, 0); MAX_SITES];
+    let (mut n, mut off) = (0, 0);
+    for (i, func) in maps.into_iter().enumerate() {
+        let scanned = super::go_site::body(f, func)
+            .and_then(|body| go_wyrand::scan(body, func.0, &mut out, n, &mut off));
+        match scanned {
+            Some(m) if i > 0 || m > 0 => n = m,
+            _ if i == 0 => return [(0, 0); MAX_SITES],
+            // Partly written: what it wrote past `n` is cleared.
+            _ => out[n..].fill((0, 0)),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,11 +254,18 @@ mod tests {
     fn a_jump_reaches_two_gib_and_patches_point_at_their_pieces() {
         assert_eq!(jmp_rel32(0x1000, 0x1005), Some([0xe9, 0, 0, 0, 0]));
         assert!(jmp_rel32(0x400000, 0x400000 + (1 << 31) + 10).is_none());
-        let s = Sites {
+        let mut s = Sites {
             entries: [(0x401000, MAIN_AT), (0, 0), (0, 0)],
             init_calls: [0x402000, 0, 0, 0],
             maps: true,
+            inlined: [(0, 0); MAX_SITES],
         };
+        s.inlined[1] = (0x403000, 6);
+        let t = 0x300000 + (go_wyrand::TRAMPOLINES_AT + go_wyrand::TRAMPOLINE_BYTES) as u64;
+        assert_eq!(
+            s.patches(0x300000).unwrap()[8],
+            (0x403000, jmp_rel32(0x403000, t).unwrap())
+        );
         let p = s.patches(0x300000).unwrap();
         assert_eq!(p[0].1, jmp_rel32(0x401000, 0x300000).unwrap());
         assert_eq!(p[3].1[0], 0xe8);
@@ -223,7 +288,7 @@ mod tests {
         // SAFETY: the mapping's code page.
         let page = unsafe { core::slice::from_raw_parts_mut(base, CODE_BYTES) };
         let key = key(42, 7);
-        code(page, base as u64, key).unwrap();
+        code(page, base as u64, key, &Sites::default()).unwrap();
         // SAFETY: the code page, made read and execute.
         assert_eq!(unsafe { mprotect(base, CODE_BYTES, 5) }, 0);
         let f = |at: usize| {

@@ -171,6 +171,7 @@ pub fn find_all(f: &[u8]) -> Sites {
         return Sites::default();
     };
     let (n, r) = (GET_RANDOM, RAND);
+    let m = super::go_wyrand::FUNCTIONS;
     let names = [
         n,
         SYSCALL,
@@ -181,18 +182,29 @@ pub fn find_all(f: &[u8]) -> Sites {
         r[2],
         r[3],
         r[4],
+        m[0],
+        m[1],
+        m[2],
+        m[3],
+        m[4],
+        m[5],
+        m[6],
+        m[7],
+        m[8],
+        m[9],
+        m[10],
     ];
     let Some(found) = functions(f, names) else {
         return Sites::default();
     };
-    let [random, syscall, ticks, ticks0, r0, r1, r2, r3, r4] = found;
+    let [random, syscall, ticks, ticks0, r0, r1, r2, r3, r4, maps @ ..] = found;
     Sites {
         random: call_in(f, random, syscall),
         // Checked to be `rdtsc`'s: a name read from the wrong table would be some other code.
         cputicks: [ticks, ticks0].into_iter().find(|&t| {
             body(f, t).is_some_and(|b| b.windows(2).any(|w| w == [0x0f, 0x31] || w == [0x0f, 0x01]))
         }),
-        rand: super::go_rand::sites(f, [r0, r1, r2, r3, r4]),
+        rand: super::go_rand::sites(f, [r0, r1, r2, r3, r4], maps),
     }
 }
 
@@ -216,7 +228,7 @@ pub fn calls_in(f: &[u8], (func, size): (u64, u64), target: u64, out: &mut [u64]
 }
 
 /// The bytes of function `(func, size)` in the file.
-fn body(f: &[u8], (func, size): (u64, u64)) -> Option<&[u8]> {
+pub(super) fn body(f: &[u8], (func, size): (u64, u64)) -> Option<&[u8]> {
     if func == 0 {
         return None;
     }

@@ -48,7 +48,7 @@ pub unsafe fn seal(sites: &go_rand::Sites, low: u64, key: u64) -> bool {
     let rx = (libc::PROT_READ | libc::PROT_EXEC) as i64;
     let len = go_rand::CODE_BYTES as i64;
     // SAFETY: our own mapping's first page, made read-only and executable.
-    let made = go_rand::code(code, hint, key).is_some()
+    let made = go_rand::code(code, hint, key, sites).is_some()
         && unsafe { sys::syscall3(libc::SYS_mprotect, hint as i64, len, rx) } == 0;
     if !made {
         // SAFETY: our mapping, which nothing runs.

@@ -12,11 +12,13 @@ const UNREAD_COST: &str = "; its crypto/rand reads are each a system call to the
      could not be read)";
 
 /// Go 1.22 and later: `runtime.rand` is one sequence; only the scheduler's own generator
-/// (`cheaprand`: `select` order, work stealing) is still drawn per thread.
+/// (`cheaprand`: `select` order, work stealing) is still drawn per thread. Go 1.19–1.21 whose
+/// map code's inlined `fastrand` copies were found (`go_wyrand`): the same.
 const SELECT_ONLY: &str = "select order (the scheduler's cheaprand: seeded by seal, but drawn \
      per thread), ";
-/// Go 1.19–1.21: `fastrand`'s out-of-line bodies are one sequence (temp names, `math/rand`'s
-/// seed); the map code's inlined copies are not.
+/// Go 1.19–1.21 whose map code is not in a shape `go_wyrand` knows: `fastrand`'s out-of-line
+/// bodies are one sequence (temp names, `math/rand`'s seed); the map code's inlined copies
+/// are not.
 const MAPS: &str = "map and select order (the runtime's fastrand inlined in its map code and \
      scheduler: seeded by seal, but drawn per thread as the scheduler runs goroutines), ";
 /// Nothing found to redirect.
@@ -33,7 +35,7 @@ pub fn notes(program: &str) -> (&'static str, &'static str) {
         || pclntab::lookup(&f, [b"runtime.main"]).is_some_and(|r| r[0].0 != 0);
     let cost = if readable { "" } else { UNREAD_COST };
     let real = match go_site::find_all(&f).rand {
-        Some(s) if s.maps => SELECT_ONLY,
+        Some(s) if s.maps || s.inlined[0].0 != 0 => SELECT_ONLY,
         Some(_) => MAPS,
         None => ALL,
     };

@@ -73,7 +73,7 @@ fn install(pid: i32, sites: &go_rand::Sites, low: u64, key: u64) -> Option<u64> 
         return None;
     }
     let mut code = vec![0u8; go_rand::CODE_BYTES];
-    go_rand::code(&mut code, hint, key)?;
+    go_rand::code(&mut code, hint, key, sites)?;
     if !write_text(pid, hint, &code) {
         return None;
     }
