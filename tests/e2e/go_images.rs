@@ -449,6 +449,36 @@ fn a_go_programs_map_order_is_seeded_by_seal() {
     });
 }
 
+/// A cgo Go program (as the go command is) starts a static Go child with `os/exec`: a raw
+/// `clone` no hook sees and a raw `execve` the supervisor follows. The child's `getpid` is a
+/// virtual pid, its parent's next child number, the same in 3 runs (`go run`'s program, `go
+/// test`'s binary). The old build left it the real pid: every run printed another.
+#[test]
+fn a_cgo_go_programs_static_child_has_a_virtual_pid() {
+    go_or_skip!(true);
+    let parent = build_go("runchild", true);
+    let child = build_go("pids", false);
+    let o = crate::static_pids::alike(3, || {
+        run_timeout(
+            seal([
+                "-q",
+                "--",
+                parent.to_str().unwrap(),
+                child.to_str().unwrap(),
+                "child",
+            ]),
+            crate::util::TIMEOUT,
+        )
+    });
+    let line = o.stdout.lines().next().unwrap_or_default();
+    let pid: i32 = line
+        .strip_prefix("child pid ")
+        .and_then(|r| r.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{}", o.show()));
+    assert!((1001..32768).contains(&pid), "{}", o.show());
+    assert!(line.ends_with(" ppid 1000"), "{}", o.show());
+}
+
 /// A static Go image that a static Go program's child execs (os/exec: `go build`'s compilers,
 /// a Go test binary) gets its clock page at that exec stop, as the first image did: the
 /// child's `time.Now()` loop reads are all from `[seal clock page]`, none served, and three

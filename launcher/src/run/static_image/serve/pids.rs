@@ -112,6 +112,12 @@ impl Supervisor {
                 Some((v, lineage))
             });
             let ppid = self.virt(real_parent);
+            // A fork that was not traced (a cgo Go program's runtime forks by a raw `clone`
+            // and execs the child by a raw `execve`, which the filter sends here: `go run`'s
+            // program, `go test`'s test binary) of a process this supervisor knows: the child
+            // takes its parent's next child number, as a traced fork's would, in the order the
+            // children reach the supervisor (their exec), rather than keeping its real pid.
+            let child = child.or_else(|| self.untraced_child(real_parent));
             let (vpid, lineage) = child.unwrap_or((tgid, 0));
             if child.is_some() {
                 if let Some(t) = self.table() {
@@ -129,6 +135,22 @@ impl Supervisor {
         };
         self.pids.idents.insert(tgid, i);
         i
+    }
+
+    /// The virtual pid and lineage of a child of `parent` whose fork was not traced: the
+    /// parent's next child number, when the parent is the image this supervisor serves (or a
+    /// process it already knows) and the run table has a number to give.
+    fn untraced_child(&mut self, parent: i32) -> Option<(i32, u64)> {
+        if parent != self.pid && !self.pids.idents.contains_key(&parent) {
+            return None;
+        }
+        let p = self.ident(parent);
+        let lineage = child_lineage(p.lineage, KIND_PROCESS, p.children);
+        let v = self.table()?.allocate(lineage)?;
+        if let Some(i) = self.pids.idents.get_mut(&parent) {
+            i.children += 1;
+        }
+        Some((v, lineage))
     }
 
     /// `getpid`, `getppid`, `gettid` of thread `tid` of process `tgid`.
