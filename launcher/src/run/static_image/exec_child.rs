@@ -10,18 +10,16 @@
 
 use super::remote::{detach_running, read};
 
-/// The file thread `tid` asks to exec (its `execve` path argument at `addr`), if it is a
-/// static ELF executable: no `PT_INTERP`, not a script.
-pub fn static_target(tid: i32, addr: u64) -> bool {
-    let mut name = [0u8; 4096];
-    // The path, read in pages (a read across an unmapped page fails as a whole).
+/// The NUL-terminated string at `addr` in thread `tid` (read in pieces: a read across an
+/// unmapped page fails as a whole), into `buf`: its bytes, cut at `buf`'s length.
+fn read_str(tid: i32, addr: u64, buf: &mut [u8; 4096]) -> &[u8] {
     let mut len = 0;
-    while len < name.len() {
+    while len < buf.len() {
         let mut chunk = [0u8; 256];
         if !read(tid, addr + len as u64, &mut chunk) {
             break;
         }
-        name[len..len + 256].copy_from_slice(&chunk);
+        buf[len..len + 256].copy_from_slice(&chunk);
         match chunk.iter().position(|&b| b == 0) {
             Some(end) => {
                 len += end;
@@ -30,7 +28,14 @@ pub fn static_target(tid: i32, addr: u64) -> bool {
             None => len += 256,
         }
     }
-    let name = &name[..len.min(name.len())];
+    &buf[..len.min(buf.len())]
+}
+
+/// The file thread `tid` asks to exec (its `execve` path argument at `addr`), if it is a
+/// static ELF executable: no `PT_INTERP`, not a script.
+pub fn static_target(tid: i32, addr: u64) -> bool {
+    let mut buf = [0u8; 4096];
+    let name = read_str(tid, addr, &mut buf);
     if name.is_empty() {
         return false;
     }
@@ -46,6 +51,24 @@ pub fn static_target(tid: i32, addr: u64) -> bool {
         .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
         .unwrap_or(0);
     is_static_elf(&head[..n])
+}
+
+/// What thread `tid` execs (its `execve` path at `path`, its argument vector at `argv`), as a
+/// key: the program's file name without its directory (a build's temporary directory has a
+/// name of the run's drawing) and its arguments after the first (64 at most). Never 0.
+pub fn exec_key(tid: i32, path: u64, argv: u64) -> u64 {
+    let mut buf = [0u8; 4096];
+    let name = read_str(tid, path, &mut buf);
+    let base = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
+    let mut key = seal_abi::name_hash(base);
+    for i in 1..64u64 {
+        let mut p = 0u64;
+        if argv == 0 || !read(tid, argv + 8 * i, &mut p) || p == 0 {
+            break;
+        }
+        key = seal_abi::mix64(key ^ seal_abi::name_hash(read_str(tid, p, &mut buf)));
+    }
+    key | 1
 }
 
 /// Is `head` (a file's first bytes) a 64-bit ELF executable without `PT_INTERP`?

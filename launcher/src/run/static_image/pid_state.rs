@@ -59,6 +59,11 @@ pub(super) struct Pids {
     /// the signal) to send once the `kill` that asked for it has its answer (sent before, the
     /// caller's own `SIGCHLD` from the target's end could cut its `kill` short with `EINTR`).
     pub(super) later_signal: Option<(i32, i32)>,
+    /// The process whose `execve` is being answered and what it execs ([`super::exec_child::
+    /// exec_key`]), while its identity is taken.
+    pub(super) exec_key: Option<(i32, u64)>,
+    /// How many children of a process (by real pid) have exec'd each command so far.
+    pub(super) same_exec: HashMap<(i32, u64), u64>,
 }
 
 impl Pids {

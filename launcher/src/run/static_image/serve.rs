@@ -458,8 +458,12 @@ impl Supervisor {
             // goes through libseal's hook).
             let tid = n.pid as i32;
             if in_image {
-                // Its virtual pid is in the run table before the new image looks for it.
+                // Its virtual pid is in the run table before the new image looks for it; a
+                // child whose fork was not traced takes one keyed by what it execs.
+                let key = super::exec_child::exec_key(tid, n.args[0], n.args[1]);
+                self.pids.exec_key = Some((tgid, key));
                 self.ident(tgid);
+                self.pids.exec_key = None;
             }
             if in_image
                 && super::exec_child::static_target(tid, n.args[0])

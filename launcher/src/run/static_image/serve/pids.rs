@@ -116,8 +116,9 @@ impl Supervisor {
             // and execs the child by a raw `execve`, which the filter sends here: `go run`'s
             // program, `go test`'s test binary) of a process this supervisor knows: the child
             // takes its parent's next child number, as a traced fork's would, in the order the
-            // children reach the supervisor (their exec), rather than keeping its real pid.
-            let child = child.or_else(|| self.untraced_child(real_parent));
+            // children reach the supervisor (their exec: keyed by what it execs), rather than
+            // keeping its real pid.
+            let child = child.or_else(|| self.untraced_child(real_parent, tgid));
             let (vpid, lineage) = child.unwrap_or((tgid, 0));
             if child.is_some() {
                 if let Some(t) = self.table() {
@@ -137,15 +138,25 @@ impl Supervisor {
         i
     }
 
-    /// The virtual pid and lineage of a child of `parent` whose fork was not traced: the
-    /// parent's next child number, when the parent is the image this supervisor serves (or a
-    /// process it already knows) and the run table has a number to give.
-    fn untraced_child(&mut self, parent: i32) -> Option<(i32, u64)> {
+    /// The virtual pid and lineage of child `tgid` of `parent` whose fork was not traced: when
+    /// the parent is the image this supervisor serves (or a process it already knows) and the
+    /// run table has a number to give. Keyed by what the child execs and how many of the
+    /// parent's children exec'd the same before (`go run`'s program, `go test`'s binary), not
+    /// by its place among the parent's children: the go command starts a varying number of
+    /// tools before it (8 or 9 execs for one `go run`, bare), in parallel.
+    fn untraced_child(&mut self, parent: i32, tgid: i32) -> Option<(i32, u64)> {
         if parent != self.pid && !self.pids.idents.contains_key(&parent) {
             return None;
         }
         let p = self.ident(parent);
-        let lineage = child_lineage(p.lineage, KIND_PROCESS, p.children);
+        let lineage = match self.pids.exec_key.filter(|k| k.0 == tgid) {
+            Some((_, key)) => {
+                let same = self.pids.same_exec.entry((parent, key)).or_insert(0);
+                *same += 1;
+                child_lineage(p.lineage, KIND_PROCESS, key.wrapping_add(*same - 1))
+            }
+            None => child_lineage(p.lineage, KIND_PROCESS, p.children),
+        };
         let v = self.table()?.allocate(lineage)?;
         if let Some(i) = self.pids.idents.get_mut(&parent) {
             i.children += 1;
