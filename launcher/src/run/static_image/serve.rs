@@ -461,11 +461,11 @@ impl Supervisor {
                 // Its virtual pid is in the run table before the new image looks for it.
                 self.ident(tgid);
             }
-            if in_image
-                && super::exec_child::static_target(tid, n.args[0])
-                && super::exec_child::seize(tid)
-            {
+            let target = in_image && super::exec_child::static_target(tid, n.args[0]);
+            if target && super::exec_child::seize(tid) {
                 self.exec = Some(tid);
+            } else if in_image && !target {
+                self.leave_exec_start(tgid);
             }
             return Answer::Continue;
         }
