@@ -4,8 +4,8 @@
 //! And any process of an image exec'ing a dynamic program: where that image starts is left in
 //! the run table for its libseal ([`Supervisor::leave_exec_start`]).
 
-use super::super::vdso_clock::Page;
 use super::super::remote::proc_status_field;
+use super::super::vdso_clock::Page;
 use super::{Supervisor, MONO_BASE_NS};
 
 impl Supervisor {
