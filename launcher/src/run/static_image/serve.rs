@@ -24,6 +24,7 @@ use seal_abi::supervised::{msg, CALLS, EXEC, GROUP_CALLS, IOCTL, PROC_CALLS, TIM
 mod answers;
 mod clocks;
 mod counting;
+mod foreign;
 mod go_image;
 mod go_rand;
 mod groups;
@@ -69,8 +70,9 @@ struct Supervisor {
     /// executable ranges and whether it is a Go runtime. A process not here runs the first
     /// image.
     images: HashMap<i32, (Vec<(u64, u64)>, bool)>,
-    /// A thread whose exec of a static binary is to be followed once its call runs.
-    exec: Option<i32>,
+    /// A thread whose exec of a static binary is to be followed once its call runs, and
+    /// whether it runs a dynamic image of the run (`serve/foreign.rs`), not one of these.
+    exec: Option<(i32, bool)>,
     /// The clock pages of Go processes whose vDSO reads them.
     pages: HashMap<i32, super::vdso_clock::Page>,
     /// The first image's code outside its executable whose system calls are its own: its
@@ -291,8 +293,8 @@ impl Supervisor {
         let after = self.procs.get(&tgid).map(|p| p.clock_state());
         let ok = respond(listener, n.id, answer);
         self.send_later_signal(ok);
-        if let Some(tid) = self.exec.take() {
-            self.follow_exec(tid, ok);
+        if let Some((tid, foreign)) = self.exec.take() {
+            self.follow_exec(tid, ok, foreign);
         }
         if !ok {
             let p = self.procs.get_mut(&tgid);
@@ -385,7 +387,7 @@ impl Supervisor {
 
     /// Follows thread `tid`'s exec of a static binary (its call now runs, if `ran`) to its
     /// exec stop, and sets the new image up there.
-    fn follow_exec(&mut self, tid: i32, ran: bool) {
+    fn follow_exec(&mut self, tid: i32, ran: bool, foreign: bool) {
         if !ran {
             super::remote::detach_running(tid);
             return;
@@ -397,7 +399,9 @@ impl Supervisor {
         super::exec_child::follow(tid, |pid| {
             // A static image gets its clock page, as the first one did.
             let stop = super::stop::Stop::read(pid);
-            if pid == self.pid {
+            if foreign {
+                self.adopt_foreign(pid);
+            } else if pid == self.pid {
                 self.first_image_left(pid);
             }
             // The census slot it had (a fork's, before the exec) keeps its first image; the
@@ -444,6 +448,12 @@ impl Supervisor {
         if let Some(a) = self.traced_call(n) {
             return a;
         }
+        use seal_abi::supervised::handover::{PROBE_ANSWER, PROBE_FLAGS};
+        if n.nr as i64 == libc::SYS_getrandom && n.args[1] == 0 && n.args[2] == PROBE_FLAGS {
+            // A dynamic descendant's libseal, about to exec a static image: this supervisor
+            // follows it.
+            return Answer::Value(PROBE_ANSWER);
+        }
         let tgid = self.tgid(n.pid as i32);
         let first_image = !self.images.contains_key(&tgid);
         let own = first_image && self.own.iter().any(|&(a, b)| (a..b).contains(&n.ip));
@@ -461,9 +471,11 @@ impl Supervisor {
                 // Its virtual pid is in the run table before the new image looks for it.
                 self.ident(tgid);
             }
-            let target = in_image && super::exec_child::static_target(tid, n.args[0]);
+            // A dynamic process's exec of a static image too: its libseal could install no
+            // supervisor of its own under this one's filter (`serve/foreign.rs`).
+            let target = super::exec_child::static_target(tid, n.args[0]);
             if target && super::exec_child::seize(tid) {
-                self.exec = Some(tid);
+                self.exec = Some((tid, !in_image));
             } else if in_image && !target {
                 self.leave_exec_start(tgid);
             }
