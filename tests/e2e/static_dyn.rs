@@ -70,3 +70,51 @@ fn a_dynamic_child_of_a_go_program_starts_where_the_go_programs_clock_stands() {
         );
     }
 }
+
+/// static → dynamic → static: a busybox shell runs `/bin/sh`, which runs busybox again. The
+/// grandchild is sealed by the first image's supervisor (the shell carries its filter, so no
+/// supervisor of its own could be installed): its `date` shows the shell's clock after its
+/// `sleep 1`, its shell's `$$` and `$PPID` are virtual, 5 runs alike, and the census lists it
+/// under the dynamic shell's virtual pid, reading its clock from its page, with no `not
+/// sealed` line. The old build ran it unsealed (the real date, `not sealed (static-binary)`).
+#[test]
+fn a_static_image_a_dynamic_shell_of_a_static_shell_runs_is_sealed() {
+    const PAGE: &str = seal_abi::supervised::clock_page::MODULE_NAME;
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    let inner = format!(
+        "sleep 1; {busybox} date -u +%FT%T; {busybox} sh -c 'echo \\$\\$ \\$PPID'; echo \\$\\$; true"
+    );
+    let script = format!("/bin/sh -c \"{inner}\"; true");
+    let o = alike(5, || {
+        let args = ["--", busybox, "sh", "-c", &script];
+        let (o, v) = crate::util::census_json(&args, TIMEOUT);
+        o.ok();
+        let procs = v["processes"].as_array().unwrap();
+        let unsealed = procs.iter().flat_map(|p| p["unsealed"].as_array().unwrap());
+        for u in unsealed {
+            assert_eq!(u["kind"], "static-binary-supervised", "{v:#}");
+        }
+        // The dynamic shell's vpid: the last line.
+        let sh: i64 = o.stdout.lines().last().unwrap().parse().unwrap();
+        // Its `date`, reading the clock from its page.
+        let date = (procs.iter())
+            .find(|p| p["parent_vpid"] == sh && p["argv"][1] == "date")
+            .unwrap_or_else(|| panic!("no grandchild\n{v:#}"));
+        let paged = (date["calls"].as_array().unwrap().iter())
+            .flat_map(|c| c["callers"].as_array().unwrap().iter())
+            .any(|c| c["object"] == PAGE);
+        assert!(paged, "{v:#}");
+        o
+    });
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines[0], "2026-01-01T00:00:01", "{}", o.show());
+    let ids: Vec<i64> = lines[1].split(' ').map(|w| w.parse().unwrap()).collect();
+    assert_eq!(ids[1].to_string(), lines[2], "{}", o.show());
+    assert!(
+        ids.iter().all(|&v| (1000..32768).contains(&v)),
+        "{}",
+        o.show()
+    );
+}
