@@ -118,3 +118,45 @@ fn a_static_image_a_dynamic_shell_of_a_static_shell_runs_is_sealed() {
         o.show()
     );
 }
+
+/// A static Go image that a static Go program's child execs (os/exec) gets the in-image
+/// `crypto/rand` window the first image gets: its 12,001 reads are all counted at the call
+/// `GetRandom` makes (the window's code counts them there), none at `Syscall6` (where a read
+/// served by notification is counted), and 3 runs print the same values. The old build served
+/// every read of the child by notification (all 12,001 at `Syscall6`).
+#[test]
+fn a_go_child_of_a_static_go_program_reads_crypto_rand_in_its_image() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    let parent = build_go("runchild", false);
+    let child = build_go("entropy", false);
+    let (parent, child) = (parent.to_str().unwrap(), child.to_str().unwrap());
+    alike(3, || {
+        let (o, v) = crate::util::census_json(&["--", parent, child], TIMEOUT);
+        o.ok();
+        let p = (v["processes"].as_array().unwrap().iter())
+            .find(|p| {
+                p["exe"]
+                    .as_str()
+                    .unwrap_or("")
+                    .ends_with("go_entropy_static")
+            })
+            .unwrap_or_else(|| panic!("no exec'd image\n{v:#}"));
+        let callers: Vec<(String, u64)> = (p["calls"].as_array().unwrap().iter())
+            .filter(|c| c["symbol"] == "getrandom")
+            .flat_map(|c| c["callers"].as_array().unwrap().iter())
+            .map(|c| {
+                let at = c["symbol"].as_str().unwrap_or("?").to_string();
+                (at, c["count"].as_u64().unwrap())
+            })
+            .collect();
+        let in_image: u64 = (callers.iter())
+            .filter(|(at, _)| at.ends_with("unix.GetRandom"))
+            .map(|c| c.1)
+            .sum();
+        assert_eq!(in_image, 12_001, "{callers:?}\n{v:#}");
+        assert_eq!(callers.len(), 1, "{callers:?}");
+        o
+    });
+}

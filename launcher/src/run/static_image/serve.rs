@@ -80,6 +80,8 @@ struct Supervisor {
     own: Vec<(u64, u64)>,
     /// The first image's in-image entropy (`go_entropy.rs`).
     entropy: Option<super::go_entropy::Entropy>,
+    /// The in-image entropy of Go images the run's processes exec'd, by process.
+    entropies: HashMap<i32, super::go_entropy::Entropy>,
     /// Virtual pids and tids of its processes and threads (`serve/pids.rs`).
     pids: super::pid_state::Pids,
     /// The first image's clock page, made while it execs (removed after the detach).
@@ -128,6 +130,7 @@ pub fn run(
         pages: HashMap::new(),
         own: Vec::new(),
         entropy: None,
+        entropies: HashMap::new(),
         pids: super::pid_state::Pids::default(),
         prepared: None,
     };
@@ -399,6 +402,8 @@ impl Supervisor {
         super::exec_child::follow(tid, |pid| {
             // A static image gets its clock page, as the first one did.
             let stop = super::stop::Stop::read(pid);
+            // An entropy mapping of the image it ran is gone with it.
+            self.entropies.remove(&pid);
             if foreign {
                 self.adopt_foreign(pid);
             } else if pid == self.pid {
@@ -421,6 +426,11 @@ impl Supervisor {
             }
             if seal && !fast {
                 self.served_clock(pid);
+            }
+            if stop.go && self.world.sealed(flags::RANDOM) {
+                // Its `crypto/rand` from a window of its own, as the first image's.
+                let lineage = seal_abi::mix64(self.world.lineage ^ self.children);
+                self.exec_entropy(pid, &stop, lineage);
             }
         });
     }
@@ -553,7 +563,9 @@ impl Supervisor {
             libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill => {
                 self.signal(n.nr as i64, a, tgid)
             }
-            libc::SYS_getrandom if own && a[4] == MAGIC => self.positioned(tid, n),
+            libc::SYS_getrandom if a[4] == MAGIC && self.entropy_code(tgid, n.ip) => {
+                self.positioned(tid, tgid, n)
+            }
             libc::SYS_getrandom => self.getrandom(tid, tgid, a[0], a[1] as usize, a[2] as u32),
             libc::SYS_uname => self.uname(tid, a[0]),
             libc::SYS_sched_getaffinity if a[0] == 0 || a[0] as i32 == self.world.vpid => {
