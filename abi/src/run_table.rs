@@ -64,6 +64,9 @@ pub struct ExecStart {
     pub children: AtomicU64,
 }
 
+// Four words an entry: libseal and the supervisor index the array by virtual pid.
+const _: () = assert!(core::mem::size_of::<ExecStart>() == 32);
+
 /// Bits of [`RunTable::flags`].
 pub mod run_flags {
     /// A sealed `/dev/urandom` or `/dev/random` pipe was made in this run: an image checks

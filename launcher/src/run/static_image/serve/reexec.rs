@@ -54,10 +54,10 @@ impl Supervisor {
         if !self.procs.contains_key(&tgid) {
             // Its parent's clock as a Go parent's page holds it (its reads may have moved it).
             let parent = proc_status_field(tgid, "PPid:").unwrap_or(0);
+            // (A cgo program's process may have no state here yet: its clock is its page's.)
             if let Some(c) = self.pages.get(&parent).map(|p| p.c(MONO_BASE_NS)) {
-                if let Some(p) = self.procs.get_mut(&parent) {
-                    p.l = c;
-                }
+                self.ensure(parent);
+                self.proc(parent).l = c;
             }
         }
         self.ensure(tgid);
