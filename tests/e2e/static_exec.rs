@@ -4,27 +4,10 @@
 //! static images' process groups and sessions, answered with the run's virtual pids.
 
 use crate::static_images::{build_musl_c, have_static_glibc};
-use crate::static_pids::alike;
+use crate::static_pids::{alike, static_builds};
 use crate::util::{build_c, census_json, have, run_timeout, seal, seal_bin, Output, TIMEOUT};
 
 const PAGE: &str = seal_abi::supervised::clock_page::MODULE_NAME;
-
-/// `fixtures/c/NAME.c` built with glibc `-static`, and with `musl-gcc -static` (each skipped,
-/// visibly, without its libc).
-fn static_builds(name: &str) -> Vec<std::path::PathBuf> {
-    let mut bins = Vec::new();
-    if have_static_glibc() {
-        bins.push(build_c(name, &["-static"]));
-    } else {
-        skip_part!("no static libc (libc.a)");
-    }
-    if have("musl-gcc") {
-        bins.push(build_musl_c(name));
-    } else {
-        skip_part!("musl-gcc not on PATH (Debian: musl-tools)");
-    }
-    bins
-}
 
 /// The census's process 1000 (the one the command's images ran in).
 fn root(v: &serde_json::Value) -> &serde_json::Value {

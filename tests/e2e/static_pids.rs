@@ -53,12 +53,12 @@ fn is_child_vpid(p: i32) -> bool {
 
 /// `static_pids` built with glibc and with musl (each skipped, visibly, without its libc).
 fn static_pids_builds() -> Vec<PathBuf> {
-    static_pids_builds_of("static_pids")
+    static_builds("static_pids")
 }
 
 /// `fixtures/c/NAME.c` built with glibc `-static` and with `musl-gcc -static` (each skipped,
 /// visibly, without its libc).
-fn static_pids_builds_of(name: &str) -> Vec<PathBuf> {
+pub fn static_builds(name: &str) -> Vec<PathBuf> {
     let mut bins = Vec::new();
     if have_static_glibc() {
         bins.push(build_c(name, &["-static"]));
@@ -206,10 +206,7 @@ fn a_static_go_programs_child_has_a_virtual_pid() {
 #[test]
 fn forks_and_waits_cut_short_by_signals_keep_their_virtual_pids() {
     // Without SA_RESTART for the first build, with it for the second.
-    for (i, bin) in static_pids_builds_of("static_fork_signals")
-        .iter()
-        .enumerate()
-    {
+    for (i, bin) in static_builds("static_fork_signals").iter().enumerate() {
         let mut cmd = vec![bin.to_str().unwrap()];
         if i == 1 {
             cmd.push("restart");
@@ -225,7 +222,7 @@ fn forks_and_waits_cut_short_by_signals_keep_their_virtual_pids() {
 /// build said nothing (its forks were never traced).
 #[test]
 fn a_static_program_that_cannot_be_traced_keeps_real_pids_and_says_so() {
-    let Some(bin) = static_pids_builds_of("static_traced").pop() else {
+    let Some(bin) = static_builds("static_traced").pop() else {
         return;
     };
     let (o, v) = crate::util::census_json(&["--", bin.to_str().unwrap()], crate::util::TIMEOUT);
