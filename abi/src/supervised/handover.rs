@@ -382,13 +382,23 @@ pub const PROBE_FLAGS: u64 = 0x5ea1_0000;
 /// What a supervisor answers [`PROBE_FLAGS`] with.
 pub const PROBE_ANSWER: i64 = 0x5ea1;
 
-/// Does a seal supervisor hold the listener of a filter this process carries (it descends
-/// from a supervised static image)? Then no other listener can be installed (the kernel allows
-/// one in a filter chain), and that supervisor follows the process's exec of a static image
-/// itself. One `getrandom(NULL, 0, PROBE_FLAGS)`: the supervisor answers [`PROBE_ANSWER`].
-pub fn under_supervisor() -> bool {
-    // SAFETY: no buffer is written (length 0).
-    unsafe { sys(SYS_GETRANDOM, [0, 0, PROBE_FLAGS as i64, 0, 0, 0]) == PROBE_ANSWER }
+/// Does a supervisor of this process's run (the run directory at NUL-terminated `run_dir`)
+/// hold the listener of a filter this process carries (it descends from a supervised static
+/// image)? Then no other listener can be installed (the kernel allows one in a filter chain),
+/// and that supervisor follows the process's next exec of a static image itself. One
+/// `getrandom(run_dir, 0, PROBE_FLAGS)`: the supervisor answers [`PROBE_ANSWER`] when the run
+/// directory is its own (another run's, a nested seal's outer one, lets the kernel fail it).
+///
+/// # Safety
+/// `run_dir` is a NUL-terminated string.
+pub unsafe fn under_supervisor(run_dir: *const u8) -> bool {
+    // SAFETY: no buffer is written (length 0); the supervisor only reads the string.
+    unsafe {
+        sys(
+            SYS_GETRANDOM,
+            [run_dir as i64, 0, PROBE_FLAGS as i64, 0, 0, 0],
+        ) == PROBE_ANSWER
+    }
 }
 
 /// Is the file at NUL-terminated `path` a position-independent executable (`ET_DYN`)? For a

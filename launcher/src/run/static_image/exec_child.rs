@@ -13,24 +13,8 @@ use super::remote::{detach_running, read};
 /// The file thread `tid` asks to exec (its `execve` path argument at `addr`), if it is a
 /// static ELF executable: no `PT_INTERP`, not a script.
 pub fn static_target(tid: i32, addr: u64) -> bool {
-    let mut name = [0u8; 4096];
-    // The path, read in pages (a read across an unmapped page fails as a whole).
-    let mut len = 0;
-    while len < name.len() {
-        let mut chunk = [0u8; 256];
-        if !read(tid, addr + len as u64, &mut chunk) {
-            break;
-        }
-        name[len..len + 256].copy_from_slice(&chunk);
-        match chunk.iter().position(|&b| b == 0) {
-            Some(end) => {
-                len += end;
-                break;
-            }
-            None => len += 256,
-        }
-    }
-    let name = &name[..len.min(name.len())];
+    let name = read_cstr(tid, addr);
+    let name = &name[..];
     if name.is_empty() {
         return false;
     }
@@ -46,6 +30,29 @@ pub fn static_target(tid: i32, addr: u64) -> bool {
         .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
         .unwrap_or(0);
     is_static_elf(&head[..n])
+}
+
+/// The NUL-terminated string at `addr` of thread `tid` (at most 4 KiB), without its NUL;
+/// empty when it cannot be read.
+pub fn read_cstr(tid: i32, addr: u64) -> Vec<u8> {
+    let mut name = [0u8; 4096];
+    // Read in pieces (a read across an unmapped page fails as a whole).
+    let mut len = 0;
+    while len < name.len() {
+        let mut chunk = [0u8; 256];
+        if !read(tid, addr + len as u64, &mut chunk) {
+            break;
+        }
+        name[len..len + 256].copy_from_slice(&chunk);
+        match chunk.iter().position(|&b| b == 0) {
+            Some(end) => {
+                len += end;
+                break;
+            }
+            None => len += 256,
+        }
+    }
+    name[..len.min(name.len())].to_vec()
 }
 
 /// Is `head` (a file's first bytes) a 64-bit ELF executable without `PT_INTERP`?

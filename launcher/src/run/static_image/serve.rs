@@ -82,6 +82,9 @@ struct Supervisor {
     entropy: Option<super::go_entropy::Entropy>,
     /// The in-image entropy of Go images the run's processes exec'd, by process.
     entropies: HashMap<i32, super::go_entropy::Entropy>,
+    /// Threads of dynamic descendants whose libseal asked whether this supervisor follows
+    /// their next exec of a static image (`serve/foreign.rs`).
+    probed: std::collections::HashSet<i32>,
     /// Virtual pids and tids of its processes and threads (`serve/pids.rs`).
     pids: super::pid_state::Pids,
     /// The first image's clock page, made while it execs (removed after the detach).
@@ -131,6 +134,7 @@ pub fn run(
         own: Vec::new(),
         entropy: None,
         entropies: HashMap::new(),
+        probed: Default::default(),
         pids: super::pid_state::Pids::default(),
         prepared: None,
     };
@@ -458,11 +462,8 @@ impl Supervisor {
         if let Some(a) = self.traced_call(n) {
             return a;
         }
-        use seal_abi::supervised::handover::{PROBE_ANSWER, PROBE_FLAGS};
-        if n.nr as i64 == libc::SYS_getrandom && n.args[1] == 0 && n.args[2] == PROBE_FLAGS {
-            // A dynamic descendant's libseal, about to exec a static image: this supervisor
-            // follows it.
-            return Answer::Value(PROBE_ANSWER);
+        if let Some(a) = self.probe(n) {
+            return a;
         }
         let tgid = self.tgid(n.pid as i32);
         let first_image = !self.images.contains_key(&tgid);
@@ -483,8 +484,9 @@ impl Supervisor {
             }
             // A dynamic process's exec of a static image too: its libseal could install no
             // supervisor of its own under this one's filter (`serve/foreign.rs`).
+            let asked = self.probed.remove(&tid);
             let target = super::exec_child::static_target(tid, n.args[0]);
-            if target && super::exec_child::seize(tid) {
+            if target && (in_image || asked) && super::exec_child::seize(tid) {
                 self.exec = Some((tid, !in_image));
             } else if in_image && !target {
                 self.leave_exec_start(tgid);

@@ -69,7 +69,8 @@ unsafe fn with_env(
         use seal_abi::unsealed::{STATIC_BINARY, STATIC_SUPERVISED};
         // A descendant of a supervised static image: its supervisor follows this exec (no
         // second listener can be installed under its filter).
-        if under_supervisor() {
+        // SAFETY: the run directory's NUL-terminated bytes.
+        if unsafe { under_supervisor(config::RUN_DIR.get_cstr().as_ptr()) } {
             crate::core::census::record_unsealed(STATIC_SUPERVISED, prog.as_bytes());
             return None;
         }

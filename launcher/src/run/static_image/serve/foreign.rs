@@ -2,8 +2,8 @@
 //! static: a busybox shell running bash that runs a static program). The descendant carries
 //! this supervisor's filter, and the kernel allows one listener in a filter chain, so no
 //! supervisor of its own can be installed: its libseal asks whether one holds its filter
-//! (`handover::under_supervisor`, answered here) and execs, and this supervisor follows the
-//! exec as its own image's (`follow_exec`). The new image's identity and clock are the ones
+//! (`handover::under_supervisor`, answered here when the run is this supervisor's) and
+//! execs, and this supervisor follows that thread's exec as its own image's (`follow_exec`). The new image's identity and clock are the ones
 //! the descendant's libseal wrote into its environment (`LIBSEAL_VPID`, `LIBSEAL_CLOCK`, …),
 //! read from `/proc/PID/environ` at the exec stop.
 
@@ -13,9 +13,30 @@ use std::os::unix::ffi::OsStrExt;
 use super::super::pid_state::Ident;
 use super::super::remote::proc_status_field;
 use super::super::world::World;
-use super::{Proc, Stream, Supervisor};
+use super::{Answer, Notif, Proc, Stream, Supervisor};
 
 impl Supervisor {
+    /// A dynamic descendant's libseal, about to exec a static image, asks whether a
+    /// supervisor of its run holds its filter (`handover::under_supervisor`, its run directory
+    /// at `args[0]`): this one, if the run directory is its own; it then follows that thread's
+    /// exec. `None`: not the question.
+    pub(super) fn probe(&mut self, n: &Notif) -> Option<Answer> {
+        use seal_abi::supervised::handover::{PROBE_ANSWER, PROBE_FLAGS};
+        if n.nr as i64 != libc::SYS_getrandom || n.args[1] != 0 || n.args[2] != PROBE_FLAGS {
+            return None;
+        }
+        let tid = n.pid as i32;
+        let dir = super::super::exec_child::read_cstr(tid, n.args[0]);
+        let ours = self.world.run_dir.as_ref();
+        if ours.is_none_or(|d| d.as_os_str().as_bytes() != &dir[..]) {
+            // Another run's (a nested seal's): the kernel fails it, and that libseal reports
+            // the image it cannot supervise.
+            return Some(Answer::Continue);
+        }
+        self.probed.insert(tid);
+        Some(Answer::Value(PROBE_ANSWER))
+    }
+
     /// Process `pid`, stopped at its exec of a static image from a dynamic image of the run:
     /// its virtual pid (the run table's, which its libseal registered), parent, lineage,
     /// generation and clock from the environment its libseal gave the new image. What the
