@@ -160,3 +160,27 @@ fn a_go_child_of_a_static_go_program_reads_crypto_rand_in_its_image() {
         o
     });
 }
+
+/// A nested seal inside a busybox shell: the inner run's dynamic shell carries the outer
+/// supervisor's filter, but its libseal names its own run directory when it asks, so the outer
+/// supervisor does not take its static image (whose values would mix the two runs'): the inner
+/// libseal reports it `not sealed (static-binary)`, as before. A guard: the old build did the
+/// same (its libseal never asked).
+#[test]
+fn a_nested_seals_static_image_is_not_taken_by_the_outer_supervisor() {
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    let inner = format!(
+        "{} -- /bin/sh -c '{busybox} date -u +%Y; true'; true",
+        crate::util::seal_bin().display()
+    );
+    let o = run_timeout(seal(["--", busybox, "sh", "-c", &inner]), TIMEOUT);
+    o.ok();
+    assert!(
+        o.stderr
+            .contains(&format!("not sealed (static-binary): {busybox}")),
+        "{}",
+        o.show()
+    );
+}
