@@ -1,7 +1,7 @@
 //! The run table (`run.table` in the run directory): the state every process of one run
 //! shares through one `MAP_SHARED` file, and the census slots that follow it.
 
-use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU8};
+use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, AtomicU8};
 
 use crate::{
     causal, vpid_candidate, ExeNames, WaiterBoard, CENSUS_FILE_SIZE, VPID_LIMIT, VPID_MIN,
@@ -41,7 +41,31 @@ pub struct RunTable {
     pub channels: [causal::Channel; causal::CHANNELS],
     /// `--warp`'s waiter board (appended): who waits for which logical deadline.
     pub waiters: WaiterBoard,
+    /// `exec_start[vpid]` (appended): where a dynamic image that process `vpid` execs starts,
+    /// left by a static image's supervisor at the `execve` (the image's environment is the
+    /// one the static image was given, which the supervisor cannot rewrite). [`ExecStart`].
+    pub exec_start: [ExecStart; VPID_LIMIT],
 }
+
+/// Where the next image of one process starts, when its exec'ing image could not say so in
+/// the environment (a static image's supervisor writes it at the `execve`; libseal's start-up
+/// reads it in place of `LIBSEAL_CLOCK`, `LIBSEAL_LINEAGE` and `LIBSEAL_CHILDREN`, and clears
+/// it). `real` is written last (`Release`): the entry holds only for that real pid.
+#[repr(C)]
+pub struct ExecStart {
+    /// The exec'ing process's real pid (0: no entry).
+    pub real: AtomicI32,
+    pub _pad: u32,
+    /// Its logical clock at the exec (ns past the epoch: `LIBSEAL_CLOCK`).
+    pub clock: AtomicI64,
+    /// Its lineage (`LIBSEAL_LINEAGE`; 0: the environment's).
+    pub lineage: AtomicU64,
+    /// Children it made before the exec (`LIBSEAL_CHILDREN`).
+    pub children: AtomicU64,
+}
+
+// Four words an entry: libseal and the supervisor index the array by virtual pid.
+const _: () = assert!(core::mem::size_of::<ExecStart>() == 32);
 
 /// Bits of [`RunTable::flags`].
 pub mod run_flags {
@@ -52,6 +76,9 @@ pub mod run_flags {
     /// (so nothing of the run reaches the real clock): a process running as root may still
     /// set the sealed clock, as it could set the real one bare.
     pub const SYS_TIME_HELD: u32 = 2;
+    /// A static image's supervisor left an [`super::ExecStart`] for an exec of a dynamic
+    /// image: an image's start-up looks for one (every other image skips the look).
+    pub const EXEC_STARTS: u32 = 4;
 }
 
 // The header, the world and the program names sit in the first page: one page every image

@@ -42,6 +42,7 @@ mod setters;
 mod shim_hardening;
 mod shim_layout;
 mod static_clock;
+mod static_dyn;
 mod static_exec;
 mod static_images;
 mod static_pids;

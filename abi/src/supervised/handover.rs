@@ -32,6 +32,7 @@ const SYS_LISTEN: i64 = 50;
 const SYS_PRCTL: i64 = 157;
 const SYS_PPOLL: i64 = 271;
 const SYS_SECCOMP: i64 = 317;
+const SYS_GETRANDOM: i64 = 318;
 const AF_UNIX: i64 = 1;
 const SOCK_SEQPACKET_CLOEXEC: i64 = 5 | 0o2000000;
 const MSG_NOSIGNAL: i64 = 0x4000;
@@ -373,6 +374,31 @@ pub fn give_up(sock: i32) {
 pub fn exec_failed(sock: i32, errno: i32) {
     send(sock, msg::EXEC_FAILED, errno as u32, -1);
     close(sock);
+}
+
+/// `getrandom`'s flags of [`under_supervisor`]'s probe: no flags the kernel knows (it fails
+/// the call with `EINVAL`), so only a supervisor that holds the caller's filter answers it.
+pub const PROBE_FLAGS: u64 = 0x5ea1_0000;
+/// What a supervisor answers [`PROBE_FLAGS`] with.
+pub const PROBE_ANSWER: i64 = 0x5ea1;
+
+/// Does a supervisor of this process's run (the run directory at NUL-terminated `run_dir`)
+/// hold the listener of a filter this process carries (it descends from a supervised static
+/// image)? Then no other listener can be installed (the kernel allows one in a filter chain),
+/// and that supervisor follows the process's next exec of a static image itself. One
+/// `getrandom(run_dir, 0, PROBE_FLAGS)`: the supervisor answers [`PROBE_ANSWER`] when the run
+/// directory is its own (another run's, a nested seal's outer one, lets the kernel fail it).
+///
+/// # Safety
+/// `run_dir` is a NUL-terminated string.
+pub unsafe fn under_supervisor(run_dir: *const u8) -> bool {
+    // SAFETY: no buffer is written (length 0); the supervisor only reads the string.
+    unsafe {
+        sys(
+            SYS_GETRANDOM,
+            [run_dir as i64, 0, PROBE_FLAGS as i64, 0, 0, 0],
+        ) == PROBE_ANSWER
+    }
 }
 
 /// Is the file at NUL-terminated `path` a position-independent executable (`ET_DYN`)? For a

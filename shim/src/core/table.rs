@@ -279,6 +279,31 @@ pub fn set_run_flag(bit: u32) {
 
 /// The mapped run table, for its first page (header, world, program names), which [`map`]
 /// backed.
+/// Where this image starts, when a static image's supervisor left it for real pid `real`
+/// under virtual pid `v` at its `execve` ([`seal_abi::ExecStart`]): `(clock, lineage,
+/// children)`, taken once (the entry is cleared). Only runs where a supervisor left one
+/// ([`seal_abi::run_flags::EXEC_STARTS`]) look: one load of the header otherwise.
+pub fn take_exec_start(v: i32, real: i32) -> Option<(i64, u64, u64)> {
+    let rt = header()?;
+    if rt.flags.load(Acquire) & seal_abi::run_flags::EXEC_STARTS == 0 {
+        return None;
+    }
+    if v < TABLE_VPID_MIN || v as usize >= VPID_LIMIT || real <= 0 {
+        return None;
+    }
+    let e = &rt.exec_start[v as usize];
+    if !backed(e) || e.real.load(Acquire) != real {
+        return None;
+    }
+    let start = (
+        e.clock.load(Relaxed),
+        e.lineage.load(Relaxed),
+        e.children.load(Relaxed),
+    );
+    e.real.store(0, Release);
+    Some(start)
+}
+
 fn header() -> Option<&'static RunTable> {
     let p = BASE.load(Acquire);
     // SAFETY: as in `get`: a live mapping that starts with a RunTable.

@@ -120,6 +120,28 @@ pub fn on_start() {
         // pid its parent was shown), else take a fresh identity instead of impersonating it.
         adopt_identity(me, false, t.virt(me));
     }
+    exec_start(me);
+}
+
+/// A static image's supervisor left where this image starts ([`table::take_exec_start`]):
+/// its process's clock at the `execve`, its lineage and how many children it had made, which
+/// the environment the static image passed on (its own start's) could not say. They replace
+/// the environment's, for this image and the thread that runs it.
+fn exec_start(me: i32) {
+    let Some((clock, lineage, children)) = table::take_exec_start(config::VPID.load(Relaxed), me)
+    else {
+        return;
+    };
+    config::START_CLOCK.store(clock, Relaxed);
+    if lineage != 0 {
+        config::LINEAGE.store(lineage, Relaxed);
+        config::CHILDREN.store(children, Relaxed);
+    }
+    let lineage = thread::image_lineage();
+    thread::with(|t| {
+        (t.clock, t.causal, t.waited) = (clock, clock, clock);
+        t.lineage = lineage;
+    });
 }
 
 /// The root's tie to its launcher (`LIBSEAL_GUARD`, see [`seal_abi::settings::GUARD`]): die

@@ -10,32 +10,11 @@
 
 use super::remote::{detach_running, read};
 
-/// The NUL-terminated string at `addr` in thread `tid` (read in pieces: a read across an
-/// unmapped page fails as a whole), into `buf`: its bytes, cut at `buf`'s length.
-fn read_str(tid: i32, addr: u64, buf: &mut [u8; 4096]) -> &[u8] {
-    let mut len = 0;
-    while len < buf.len() {
-        let mut chunk = [0u8; 256];
-        if !read(tid, addr + len as u64, &mut chunk) {
-            break;
-        }
-        buf[len..len + 256].copy_from_slice(&chunk);
-        match chunk.iter().position(|&b| b == 0) {
-            Some(end) => {
-                len += end;
-                break;
-            }
-            None => len += 256,
-        }
-    }
-    &buf[..len.min(buf.len())]
-}
-
 /// The file thread `tid` asks to exec (its `execve` path argument at `addr`), if it is a
 /// static ELF executable: no `PT_INTERP`, not a script.
 pub fn static_target(tid: i32, addr: u64) -> bool {
-    let mut buf = [0u8; 4096];
-    let name = read_str(tid, addr, &mut buf);
+    let name = read_cstr(tid, addr);
+    let name = &name[..];
     if name.is_empty() {
         return false;
     }
@@ -53,20 +32,42 @@ pub fn static_target(tid: i32, addr: u64) -> bool {
     is_static_elf(&head[..n])
 }
 
+/// The NUL-terminated string at `addr` of thread `tid` (at most 4 KiB), without its NUL;
+/// empty when it cannot be read.
+pub fn read_cstr(tid: i32, addr: u64) -> Vec<u8> {
+    let mut name = [0u8; 4096];
+    // Read in pieces (a read across an unmapped page fails as a whole).
+    let mut len = 0;
+    while len < name.len() {
+        let mut chunk = [0u8; 256];
+        if !read(tid, addr + len as u64, &mut chunk) {
+            break;
+        }
+        name[len..len + 256].copy_from_slice(&chunk);
+        match chunk.iter().position(|&b| b == 0) {
+            Some(end) => {
+                len += end;
+                break;
+            }
+            None => len += 256,
+        }
+    }
+    name[..len.min(name.len())].to_vec()
+}
+
 /// What thread `tid` execs (its `execve` path at `path`, its argument vector at `argv`), as a
 /// key: the program's file name without its directory (a build's temporary directory has a
 /// name of the run's drawing) and its arguments after the first (64 at most). Never 0.
 pub fn exec_key(tid: i32, path: u64, argv: u64) -> u64 {
-    let mut buf = [0u8; 4096];
-    let name = read_str(tid, path, &mut buf);
-    let base = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
+    let name = read_cstr(tid, path);
+    let base = name.rsplit(|&b| b == b'/').next().unwrap_or(&name);
     let mut key = seal_abi::name_hash(base);
     for i in 1..64u64 {
         let mut p = 0u64;
         if argv == 0 || !read(tid, argv + 8 * i, &mut p) || p == 0 {
             break;
         }
-        key = seal_abi::mix64(key ^ seal_abi::name_hash(read_str(tid, p, &mut buf)));
+        key = seal_abi::mix64(key ^ seal_abi::name_hash(&read_cstr(tid, p)));
     }
     key | 1
 }

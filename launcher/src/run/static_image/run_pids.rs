@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering::*};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, Ordering::*};
 
 use seal_abi::{RunTable, TABLE_VPID_MIN, VPID_LIMIT};
 
@@ -109,6 +109,29 @@ impl RunPids {
             }
             claimed
         })
+    }
+
+    /// Leaves where the next image of process `real` (virtual pid `v`) starts: a dynamic
+    /// image its static image execs finds it at its start-up ([`seal_abi::ExecStart`]), in
+    /// place of the environment's values. Whether it was left.
+    pub fn leave_exec_start(&mut self, v: i32, real: i32, start: (i64, u64, u64)) -> bool {
+        if v < TABLE_VPID_MIN || v as usize >= VPID_LIMIT || real <= 0 {
+            return false;
+        }
+        let off = std::mem::offset_of!(RunTable, exec_start)
+            + v as usize * std::mem::size_of::<seal_abi::ExecStart>();
+        let Some(e) = self.at::<seal_abi::ExecStart>(off) else {
+            return false;
+        };
+        e.clock.store(start.0, Relaxed);
+        e.lineage.store(start.1, Relaxed);
+        e.children.store(start.2, Relaxed);
+        e.real.store(real, Release);
+        let flags = std::mem::offset_of!(RunTable, flags);
+        if let Some(f) = self.at::<AtomicU32>(flags) {
+            f.fetch_or(seal_abi::run_flags::EXEC_STARTS, AcqRel);
+        }
+        true
     }
 
     /// Gives back a number whose process was never created.

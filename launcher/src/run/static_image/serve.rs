@@ -24,6 +24,7 @@ use seal_abi::supervised::{msg, CALLS, EXEC, GROUP_CALLS, IOCTL, PROC_CALLS, TIM
 mod answers;
 mod clocks;
 mod counting;
+mod foreign;
 mod go_image;
 mod go_rand;
 mod groups;
@@ -69,8 +70,9 @@ struct Supervisor {
     /// executable ranges and whether it is a Go runtime. A process not here runs the first
     /// image.
     images: HashMap<i32, (Vec<(u64, u64)>, bool)>,
-    /// A thread whose exec of a static binary is to be followed once its call runs.
-    exec: Option<i32>,
+    /// A thread whose exec of a static binary is to be followed once its call runs, and
+    /// whether it runs a dynamic image of the run (`serve/foreign.rs`), not one of these.
+    exec: Option<(i32, bool)>,
     /// The clock pages of Go processes whose vDSO reads them.
     pages: HashMap<i32, super::vdso_clock::Page>,
     /// The first image's code outside its executable whose system calls are its own: its
@@ -78,6 +80,11 @@ struct Supervisor {
     own: Vec<(u64, u64)>,
     /// The first image's in-image entropy (`go_entropy.rs`).
     entropy: Option<super::go_entropy::Entropy>,
+    /// The in-image entropy of Go images the run's processes exec'd, by process.
+    entropies: HashMap<i32, super::go_entropy::Entropy>,
+    /// Threads of dynamic descendants whose libseal asked whether this supervisor follows
+    /// their next exec of a static image (`serve/foreign.rs`).
+    probed: std::collections::HashSet<i32>,
     /// Virtual pids and tids of its processes and threads (`serve/pids.rs`).
     pids: super::pid_state::Pids,
     /// The first image's clock page, made while it execs (removed after the detach).
@@ -126,6 +133,8 @@ pub fn run(
         pages: HashMap::new(),
         own: Vec::new(),
         entropy: None,
+        entropies: HashMap::new(),
+        probed: Default::default(),
         pids: super::pid_state::Pids::default(),
         prepared: None,
     };
@@ -291,8 +300,8 @@ impl Supervisor {
         let after = self.procs.get(&tgid).map(|p| p.clock_state());
         let ok = respond(listener, n.id, answer);
         self.send_later_signal(ok);
-        if let Some(tid) = self.exec.take() {
-            self.follow_exec(tid, ok);
+        if let Some((tid, foreign)) = self.exec.take() {
+            self.follow_exec(tid, ok, foreign);
         }
         if !ok {
             let p = self.procs.get_mut(&tgid);
@@ -385,7 +394,7 @@ impl Supervisor {
 
     /// Follows thread `tid`'s exec of a static binary (its call now runs, if `ran`) to its
     /// exec stop, and sets the new image up there.
-    fn follow_exec(&mut self, tid: i32, ran: bool) {
+    fn follow_exec(&mut self, tid: i32, ran: bool, foreign: bool) {
         if !ran {
             super::remote::detach_running(tid);
             return;
@@ -397,7 +406,11 @@ impl Supervisor {
         super::exec_child::follow(tid, |pid| {
             // A static image gets its clock page, as the first one did.
             let stop = super::stop::Stop::read(pid);
-            if pid == self.pid {
+            // An entropy mapping of the image it ran is gone with it.
+            self.entropies.remove(&pid);
+            if foreign {
+                self.adopt_foreign(pid);
+            } else if pid == self.pid {
                 self.first_image_left(pid);
             }
             // The census slot it had (a fork's, before the exec) keeps its first image; the
@@ -417,6 +430,11 @@ impl Supervisor {
             }
             if seal && !fast {
                 self.served_clock(pid);
+            }
+            if stop.go && self.world.sealed(flags::RANDOM) {
+                // Its `crypto/rand` from a window of its own, as the first image's.
+                let lineage = seal_abi::mix64(self.world.lineage ^ self.children);
+                self.exec_entropy(pid, &stop, lineage);
             }
         });
     }
@@ -444,6 +462,9 @@ impl Supervisor {
         if let Some(a) = self.traced_call(n) {
             return a;
         }
+        if let Some(a) = self.probe(n) {
+            return a;
+        }
         let tgid = self.tgid(n.pid as i32);
         let first_image = !self.images.contains_key(&tgid);
         let own = first_image && self.own.iter().any(|&(a, b)| (a..b).contains(&n.ip));
@@ -460,16 +481,21 @@ impl Supervisor {
             if in_image {
                 // Its virtual pid is in the run table before the new image looks for it; a
                 // child whose fork was not traced takes one keyed by what it execs.
-                let key = super::exec_child::exec_key(tid, n.args[0], n.args[1]);
-                self.pids.exec_key = Some((tgid, key));
+                if !self.pids.idents.contains_key(&tgid) {
+                    let key = super::exec_child::exec_key(tid, n.args[0], n.args[1]);
+                    self.pids.exec_key = Some((tgid, key));
+                }
                 self.ident(tgid);
                 self.pids.exec_key = None;
             }
-            if in_image
-                && super::exec_child::static_target(tid, n.args[0])
-                && super::exec_child::seize(tid)
-            {
-                self.exec = Some(tid);
+            // A dynamic process's exec of a static image too: its libseal could install no
+            // supervisor of its own under this one's filter (`serve/foreign.rs`).
+            let asked = self.probed.remove(&tid);
+            let target = super::exec_child::static_target(tid, n.args[0]);
+            if target && (in_image || asked) && super::exec_child::seize(tid) {
+                self.exec = Some((tid, !in_image));
+            } else if in_image && !target {
+                self.leave_exec_start(tgid);
             }
             return Answer::Continue;
         }
@@ -545,7 +571,9 @@ impl Supervisor {
             libc::SYS_kill | libc::SYS_tkill | libc::SYS_tgkill => {
                 self.signal(n.nr as i64, a, tgid)
             }
-            libc::SYS_getrandom if own && a[4] == MAGIC => self.positioned(tid, n),
+            libc::SYS_getrandom if a[4] == MAGIC && self.entropy_code(tgid, n.ip) => {
+                self.positioned(tid, tgid, n)
+            }
             libc::SYS_getrandom => self.getrandom(tid, tgid, a[0], a[1] as usize, a[2] as u32),
             libc::SYS_uname => self.uname(tid, a[0]),
             libc::SYS_sched_getaffinity if a[0] == 0 || a[0] as i32 == self.world.vpid => {

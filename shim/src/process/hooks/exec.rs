@@ -65,10 +65,18 @@ unsafe fn with_env(
         path.push(prog.as_bytes());
         // SAFETY: a NUL-terminated path.
         let pie = unsafe { seal_abi::supervised::handover::is_static_pie(path.as_cstr().as_ptr()) };
+        use seal_abi::supervised::handover::under_supervisor;
+        use seal_abi::unsealed::{STATIC_BINARY, STATIC_SUPERVISED};
+        // A descendant of a supervised static image: its supervisor follows this exec (no
+        // second listener can be installed under its filter).
+        // SAFETY: the run directory's NUL-terminated bytes.
+        if unsafe { under_supervisor(config::RUN_DIR.get_cstr().as_ptr()) } {
+            crate::core::census::record_unsealed(STATIC_SUPERVISED, prog.as_bytes());
+            return None;
+        }
         // SAFETY: the new image's environment is a valid vector.
         let s =
             unsafe { static_image::prepare(block.as_ref().map(|b| b.envp()).unwrap_or(envp), pie) };
-        use seal_abi::unsealed::{STATIC_BINARY, STATIC_SUPERVISED};
         let kind = if s.is_some() {
             STATIC_SUPERVISED
         } else {

@@ -79,10 +79,8 @@ impl Supervisor {
     /// The address a call made at `ip` by process `tgid` is counted at: the rewritten call in
     /// `GetRandom` for the code of its entropy mapping, else `ip`.
     pub(super) fn census_ip(&self, tgid: i32, ip: u64) -> u64 {
-        match &self.entropy {
-            Some(e) if !self.images.contains_key(&tgid) && (e.range.0..e.range.1).contains(&ip) => {
-                e.site
-            }
+        match self.entropy_of(tgid) {
+            Some(e) if (e.range.0..e.range.1).contains(&ip) => e.site,
             _ => ip,
         }
     }

@@ -99,37 +99,67 @@ impl Supervisor {
     /// Points the Go image just exec'd (stopped) at its in-image entropy, when its
     /// `GetRandom` can be found; its reads are counted in its census slot, taken now.
     pub(super) fn fast_entropy(&mut self) {
-        let Some(exe) = super::super::exe_map::ExeMap::of(self.pid) else {
-            return;
-        };
-        let Some(site) = super::super::go_entropy::find(&exe, self.bias) else {
-            return;
-        };
-        let Some(run_dir) = self.world.run_dir.clone() else {
-            return;
-        };
-        self.ensure(self.pid);
-        // The in-image reads' count: a census pair of their own (the call's address + 1,
-        // inside `GetRandom`), which only the image's code moves from here on.
-        let count = self
-            .slot(self.pid)
-            .and_then(|s| s.reserve(Fid::Getrandom, 0, site.call + 1));
-        let table = run_dir.join(seal_abi::RUN_TABLE_NAME);
-        let census = count.map(|off| (table.as_path(), off));
-        let key = (self.world.seed, self.world.lineage);
-        // The census page the clock page's counters are on, mapped in the image already.
-        let mapped = self.pages.get(&self.pid).and_then(|p| p.census);
-        let e = super::super::go_entropy::install(self.pid, &run_dir, &site, key, census, mapped);
-        if let Some(e) = e {
+        let (pid, bias, lineage) = (self.pid, self.bias, self.world.lineage);
+        if let Some(e) = self.entropy_in(pid, bias, lineage) {
             self.own.push(e.range);
             self.entropy = Some(e);
         }
     }
 
+    /// [`Supervisor::fast_entropy`] for a Go image process `pid` of the run exec'd (stopped
+    /// at `stop`: a forked child's `os/exec` command, a dynamic descendant's), its stream keyed
+    /// by `lineage`: the entropy code's calls are the image's own.
+    pub(super) fn exec_entropy(&mut self, pid: i32, stop: &Stop, lineage: u64) {
+        let Some(e) = self.entropy_in(pid, stop.bias, lineage) else {
+            return;
+        };
+        if let Some((text, _)) = self.images.get_mut(&pid) {
+            text.push(e.range);
+        }
+        self.entropies.insert(pid, e);
+    }
+
+    /// Sets the in-image entropy up in Go image `pid` (stopped at its exec, its program at
+    /// `bias`), its stream keyed by the seed and `lineage`, its reads counted in its census
+    /// slot (a pair of their own: the call's address + 1, inside `GetRandom`, which only the
+    /// image's code moves from here on).
+    fn entropy_in(
+        &mut self,
+        pid: i32,
+        bias: u64,
+        lineage: u64,
+    ) -> Option<super::super::go_entropy::Entropy> {
+        let exe = super::super::exe_map::ExeMap::of(pid)?;
+        let site = super::super::go_entropy::find(&exe, bias)?;
+        let run_dir = self.world.run_dir.clone()?;
+        self.ensure(pid);
+        let count = (self.slot(pid)).and_then(|s| s.reserve(Fid::Getrandom, 0, site.call + 1));
+        let table = run_dir.join(seal_abi::RUN_TABLE_NAME);
+        let census = count.map(|off| (table.as_path(), off));
+        let key = (self.world.seed, lineage);
+        // The census page the clock page's counters are on, mapped in the image already.
+        let mapped = self.pages.get(&pid).and_then(|p| p.census);
+        super::super::go_entropy::install(pid, &run_dir, &site, key, census, mapped)
+    }
+
+    /// Is `ip` in process `tgid`'s image's entropy code (a read its window did not hold)?
+    pub(super) fn entropy_code(&self, tgid: i32, ip: u64) -> bool {
+        self.entropy_of(tgid)
+            .is_some_and(|e| (e.range.0..e.range.1).contains(&ip))
+    }
+
+    /// The in-image entropy of process `tgid`'s image, if it has one.
+    pub(super) fn entropy_of(&self, tgid: i32) -> Option<&super::super::go_entropy::Entropy> {
+        match self.images.contains_key(&tgid) {
+            true => self.entropies.get(&tgid),
+            false => self.entropy.as_ref(),
+        }
+    }
+
     /// A read the image's entropy code could not serve from its window: stream bytes at its
     /// claim's position (`r10`).
-    pub(super) fn positioned(&mut self, tid: i32, n: &Notif) -> Answer {
-        let Some(e) = &self.entropy else {
+    pub(super) fn positioned(&mut self, tid: i32, tgid: i32, n: &Notif) -> Answer {
+        let Some(e) = self.entropy_of(tgid) else {
             return Answer::Error(libc::ENOSYS);
         };
         let a = n.args;

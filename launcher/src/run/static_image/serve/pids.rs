@@ -35,7 +35,7 @@ const SI_PID: u64 = 16;
 
 impl Supervisor {
     /// The run table's pid map, mapped at its first use.
-    fn table(&mut self) -> Option<&mut RunPids> {
+    pub(super) fn table(&mut self) -> Option<&mut RunPids> {
         if !self.pids.opened {
             self.pids.opened = true;
             self.pids.table = self.world.run_dir.as_deref().and_then(RunPids::open);

@@ -1,7 +1,10 @@
 //! The first image's own process exec'ing another image (`exec prog`, a shell's last command
 //! run in place, Go's `syscall.Exec`): the new image is set up as one a forked child execs
 //! (`follow_exec`, `exec_clock`), once what the supervisor kept for the old image is let go.
+//! And any process of an image exec'ing a dynamic program: where that image starts is left in
+//! the run table for its libseal ([`Supervisor::leave_exec_start`]).
 
+use super::super::remote::proc_status_field;
 use super::super::vdso_clock::Page;
 use super::{Supervisor, MONO_BASE_NS};
 
@@ -18,6 +21,48 @@ impl Supervisor {
             self.proc(pid).l = Page::c(&page, MONO_BASE_NS);
         }
         self.waits.forget(pid);
+    }
+
+    /// Process `tgid` of an image execs a program that is not a static one (a dynamic program,
+    /// libseal's to seal, or a script): its environment is the one the static image was
+    /// given, which names the static image's start, so where the process's clock stands now,
+    /// its lineage and its children count are left in the run table under its virtual pid
+    /// (`seal_abi::ExecStart`), for libseal's start-up to take in their place. A failed exec
+    /// leaves an entry no image takes (the next exec of the process writes it again).
+    pub(super) fn leave_exec_start(&mut self, tgid: i32) {
+        let clock = match self.world.sealed(seal_abi::flags::TIME) {
+            true => self.clock_now(tgid),
+            false => self.world.clock,
+        };
+        let i = self.ident(tgid);
+        let Some(t) = self.table() else {
+            return;
+        };
+        // Only a number the run table gives this process (libseal's start-up looks there).
+        if t.virt(tgid) == Some(i.vpid) {
+            t.leave_exec_start(i.vpid, tgid, (clock, i.lineage, i.children));
+        }
+    }
+
+    /// Process `tgid`'s logical clock `L` now, where it is kept (a Go image's page, a static C
+    /// image's ticking page; a process met for the first time starts at its parent's), with the
+    /// time of the children it reaped taken in: what an image it execs starts from.
+    fn clock_now(&mut self, tgid: i32) -> i64 {
+        if let Some(c) = self.pages.get(&tgid).map(|p| p.c(MONO_BASE_NS)) {
+            return c;
+        }
+        if !self.procs.contains_key(&tgid) {
+            // Its parent's clock as a Go parent's page holds it (its reads may have moved it).
+            let parent = proc_status_field(tgid, "PPid:").unwrap_or(0);
+            // (A cgo program's process may have no state here yet: its clock is its page's.)
+            if let Some(c) = self.pages.get(&parent).map(|p| p.c(MONO_BASE_NS)) {
+                self.ensure(parent);
+                self.proc(parent).l = c;
+            }
+        }
+        self.ensure(tgid);
+        self.merge_finished(tgid);
+        self.proc(tgid).l()
     }
 
     /// Says in process `pid`'s census that the static image it exec'd reads its clocks by
