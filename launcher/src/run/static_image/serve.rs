@@ -400,8 +400,7 @@ impl Supervisor {
             return;
         }
         self.children += 1;
-        let mut r = self.world.at_random();
-        r[..8].copy_from_slice(&seal_abi::mix64(self.world.seed ^ self.children).to_le_bytes());
+        let images = self.children;
         let seal = self.world.seal_clocks();
         super::exec_child::follow(tid, |pid| {
             // A static image gets its clock page, as the first one did.
@@ -419,10 +418,13 @@ impl Supervisor {
                 *self.pids.gens.entry(pid).or_insert(0) += 1;
             }
             self.images.insert(pid, (stop.text.clone(), stop.go));
+            let lineage = self.image_lineage(pid, images);
+            let mut r = self.world.at_random();
+            r[..8].copy_from_slice(&seal_abi::mix64(self.world.seed ^ lineage).to_le_bytes());
             self.check_reach(pid, &stop.text);
             let fast = seal
                 && match stop.go {
-                    true => self.exec_go_clock(pid, &stop),
+                    true => self.exec_go_clock(pid, &stop, lineage),
                     false => self.exec_clock(pid, &stop),
                 };
             if let Some(aux) = &stop.aux {
@@ -433,7 +435,6 @@ impl Supervisor {
             }
             if stop.go && self.world.sealed(flags::RANDOM) {
                 // Its `crypto/rand` from a window of its own, as the first image's.
-                let lineage = seal_abi::mix64(self.world.lineage ^ self.children);
                 self.exec_entropy(pid, &stop, lineage);
             }
         });

@@ -164,6 +164,26 @@ impl Supervisor {
         Some((v, lineage))
     }
 
+    /// The lineage that keys what process `pid`'s new image is given at its exec stop (its
+    /// `AT_RANDOM`, its runtime's random numbers, its `crypto/rand` window), `images` being
+    /// how many images the supervisor has set up so far: from the process's identity (its
+    /// fork's lineage, or what a child whose fork was not traced execs) and the image's
+    /// generation in it; else from that count, which follows the order processes reach the
+    /// supervisor.
+    pub(super) fn image_lineage(&mut self, pid: i32, images: u64) -> u64 {
+        let gen = self.pids.gens.get(&pid).copied().unwrap_or(0) as u64;
+        match self
+            .pids
+            .idents
+            .get(&pid)
+            .map(|i| i.lineage)
+            .filter(|&l| l != 0)
+        {
+            Some(l) => child_lineage(l, seal_abi::KIND_IMAGE, gen),
+            None => seal_abi::mix64(self.world.lineage ^ images),
+        }
+    }
+
     /// `getpid`, `getppid`, `gettid` of thread `tid` of process `tgid`.
     pub(super) fn pid_answer(&mut self, nr: i64, tid: i32, tgid: i32) -> Answer {
         let i = self.ident(tgid);
