@@ -14,9 +14,20 @@
 //!   events). Waiting for the whole image to be idle is what makes the moment the clock moves
 //!   independent of how the OS schedules the runtime's threads.
 //!
+//! Idle means the image's live descendants too: every thread of each is blocked (asleep, not
+//! in a call that ends by itself after a time: `nanosleep`, a timed `epoll_wait`, a Go
+//! child's own held wait), none ran between the two looks. A Go program that waits for a child (`os/exec`,
+//! the `go` command waiting for its compilers and the test binary) sleeps while the child
+//! works; counted idle, its timers expired in real time during the child's run, so its clock
+//! (and that of the child it started next) moved by how long the child really ran. The child's
+//! end wakes it through the kernel (its `wait4` thread, a pipe), not through a timer.
+//!
 //! An image that never goes idle (a goroutine spinning on the CPU) would keep a timer from
 //! firing: the wait is released anyway [`STUCK`] after its real deadline, and the clock moves
-//! then (the one place the real schedule shows; limits.md).
+//! then (the one place the real schedule shows; limits.md). One that is idle while a
+//! descendant computes or sleeps gets it [`TREE_STUCK`] after its real deadline (a child that
+//! spins for ever under a `context` deadline is still killed; one blocked for ever, on a pipe
+//! or in `select {}`, is killed at the deadline).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -25,6 +36,12 @@ use std::time::{Duration, Instant};
 pub const CHECK: Duration = Duration::from_micros(500);
 /// How long past its real deadline a held wait waits for the image to go idle.
 pub const STUCK: Duration = Duration::from_millis(200);
+/// How long past its real deadline a held wait waits while the image is idle but one of its
+/// descendants runs or waits for a time to pass: a child computing or sleeping for longer
+/// than this past the parent's timer moves the parent's clock at a moment its speed decides.
+pub const TREE_STUCK: Duration = Duration::from_secs(10);
+/// How often the image is looked at again while one of its descendants runs.
+pub const TREE_CHECK: Duration = Duration::from_millis(5);
 /// Clock reads by one thread, with the clock standing still, after which its reads tick (a
 /// goroutine spinning on `time.Now()` still reaches its end).
 pub const SPIN_READS: u32 = 1_000;
@@ -40,6 +57,8 @@ pub struct Held {
     pub deadline: Instant,
     /// The supervisor's copy of the image's epoll descriptor (-1: none could be taken).
     pub fd: i32,
+    /// Not looked at again before this (a descendant was running).
+    pub next: Instant,
 }
 
 /// The held waits, and the epoll descriptors taken from the images.
@@ -113,24 +132,27 @@ impl Waits {
         self.held
             .iter()
             .map(|h| {
-                if warp || now >= h.deadline {
+                let at = if warp { h.next } else { h.deadline.max(h.next) };
+                if now >= at {
                     CHECK
                 } else {
-                    (h.deadline - now).max(CHECK)
+                    (at - now).max(CHECK)
                 }
             })
             .min()
     }
 }
 
-/// One thread's state as `/proc` shows it: sleeping, and its context switches so far.
+/// One thread's state as `/proc` shows it: asleep (sleeping, stopped by a signal, or a zombie:
+/// it cannot run by itself), and its context switches so far.
 fn thread_state(tgid: i32, tid: &str) -> Option<(bool, u64)> {
     let s = std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/status")).ok()?;
-    let mut sleeping = false;
+    let mut asleep = false;
     let mut switches = 0u64;
     for l in s.lines() {
         if let Some(v) = l.strip_prefix("State:") {
-            sleeping = v.trim_start().starts_with('S');
+            // `t` (a tracing stop: the supervisor is setting an exec up), `R` and `D` run.
+            asleep = matches!(v.trim_start().as_bytes().first(), Some(b'S' | b'T' | b'Z'));
         } else if let Some(v) = l
             .strip_prefix("voluntary_ctxt_switches:")
             .or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
@@ -138,11 +160,59 @@ fn thread_state(tgid: i32, tid: &str) -> Option<(bool, u64)> {
             switches += v.trim().parse::<u64>().unwrap_or(0);
         }
     }
-    Some((sleeping, switches))
+    Some((asleep, switches))
 }
 
+/// Does the sleeping thread `tid` of process `tgid` wait for a time to pass (its wait ends by
+/// itself): a `nanosleep` or `clock_nanosleep` of more than [`NAP`], or an `epoll_wait` with a
+/// timeout (a Go image's held timer wait, sealed or in a run of its own)?
+fn timed(tgid: i32, tid: &str) -> bool {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/syscall")) else {
+        return false;
+    };
+    let mut f = s.split_whitespace();
+    let nr = f.next().and_then(|n| n.parse::<i64>().ok());
+    let args: Vec<u64> = f
+        .take(6)
+        .filter_map(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+        .collect();
+    let arg = |i: usize| args.get(i).copied().unwrap_or(0);
+    match nr {
+        Some(libc::SYS_nanosleep) => longer_than_nap(tgid, arg(0)),
+        // An absolute deadline (`TIMER_ABSTIME`) is taken as a long sleep.
+        Some(libc::SYS_clock_nanosleep) => arg(1) & 1 != 0 || longer_than_nap(tgid, arg(2)),
+        Some(libc::SYS_epoll_wait | libc::SYS_epoll_pwait) => (arg(3) as i32) > 0,
+        Some(libc::SYS_epoll_pwait2) => arg(3) != 0,
+        _ => false,
+    }
+}
+
+/// Sleeps this short do not count as waiting for a time: a Go runtime's `sysmon` naps up to
+/// 10 ms at a time for as long as a thread is in a blocking system call (its clock stands
+/// still, so it never sees the call as long enough to take the thread's processor back), and
+/// a child blocked on a pipe must not keep its parent's deadline from expiring.
+const NAP: Duration = Duration::from_millis(10);
+
+/// Is the `timespec` at `at` in process `tgid` longer than [`NAP`] (unreadable: no)?
+fn longer_than_nap(tgid: i32, at: u64) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut b = [0u8; 16];
+    let Ok(mem) = std::fs::File::open(format!("/proc/{tgid}/mem")) else {
+        return false;
+    };
+    if at == 0 || mem.read_exact_at(&mut b, at).is_err() {
+        return false;
+    }
+    let sec = i64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+    let nsec = i64::from_le_bytes(b[8..].try_into().unwrap_or_default());
+    sec > 0 || nsec > NAP.as_nanos() as i64
+}
+
+/// One look at a process's threads: each one's name, whether it is asleep, its switches.
+type Look = Vec<(String, bool, u64)>;
+
 /// The threads of process `tgid`, each with its state (`None`: one could not be read).
-fn threads(tgid: i32) -> Option<Vec<(String, bool, u64)>> {
+fn threads(tgid: i32) -> Option<Look> {
     let dir = std::fs::read_dir(format!("/proc/{tgid}/task")).ok()?;
     let mut out = Vec::new();
     for e in dir {
@@ -154,15 +224,114 @@ fn threads(tgid: i32) -> Option<Vec<(String, bool, u64)>> {
     Some(out)
 }
 
-/// Is every thread of process `tgid` asleep, and did none run between two looks?
-pub fn idle(tgid: i32) -> bool {
+/// A descendant's look: `None` when it is gone, or when one of its threads runs or waits for
+/// a time to pass (`Some(None)`).
+fn blocked(tgid: i32) -> Option<Option<Look>> {
+    let Some(look) = threads(tgid) else {
+        return Some(None);
+    };
+    if look.iter().all(|t| t.1 && !timed(tgid, &t.0)) {
+        Some(Some(look))
+    } else {
+        None
+    }
+}
+
+/// The live descendants of process `tgid` (children of each of its threads, theirs in turn),
+/// in the order found.
+fn descendants(tgid: i32) -> Vec<i32> {
+    let mut out: Vec<i32> = Vec::new();
+    let mut i = 0;
+    let mut next = Some(tgid);
+    while let Some(p) = next {
+        if let Ok(dir) = std::fs::read_dir(format!("/proc/{p}/task")) {
+            for e in dir.flatten() {
+                let path = e.path().join("children");
+                let Ok(list) = std::fs::read_to_string(path) else {
+                    continue;
+                };
+                for c in list.split_whitespace().filter_map(|c| c.parse().ok()) {
+                    if c != tgid && !out.contains(&c) {
+                        out.push(c);
+                    }
+                }
+            }
+        }
+        next = out.get(i).copied();
+        i += 1;
+    }
+    out
+}
+
+/// What keeps a held wait of process `tgid` from expiring.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Idle {
+    /// Every thread of the process sleeps, none ran in between, and every live descendant is
+    /// blocked: none runs or waits for a time to pass.
+    Yes,
+    /// A thread of the process itself runs.
+    Busy,
+    /// The process sleeps, a descendant runs (a child computing, or being set up) or waits
+    /// for a time to pass (a sleep, a timer of its own): it goes on by itself.
+    Descendant,
+}
+
+/// Is every thread of process `tgid` asleep, did none run between two looks, and is every
+/// live descendant blocked (not running nor waiting for a time, none ran meanwhile)? A
+/// descendant that has gone meanwhile does not count.
+pub fn idle(tgid: i32) -> Idle {
     let Some(a) = threads(tgid) else {
-        return false;
+        return Idle::Busy;
     };
     if !a.iter().all(|t| t.1) {
+        return Idle::Busy;
+    }
+    let kids = descendants(tgid);
+    let mut first = Vec::with_capacity(kids.len());
+    for &k in &kids {
+        let Some(look) = blocked(k) else {
+            return Idle::Descendant;
+        };
+        first.push(look);
+    }
+    if threads(tgid).is_none_or(|b| a != b) {
+        return Idle::Busy;
+    }
+    // A descendant that ran between the looks, or was born meanwhile, runs.
+    let same = kids
+        .iter()
+        .zip(&first)
+        .all(|(&k, l)| match (l, threads(k)) {
+            (Some(a), Some(b)) => *a == b,
+            _ => true,
+        });
+    if !same || descendants(tgid) != kids {
+        return Idle::Descendant;
+    }
+    Idle::Yes
+}
+
+/// Has held wait `h` expired? Under `--warp` once its process (and every live descendant) is
+/// idle, else once its real deadline has passed too, and no thread waits for an answer on
+/// `listener` (a thread waiting for its clock read sleeps too). Late anyway: [`STUCK`] past
+/// its deadline while the process runs and has no live descendant, [`TREE_STUCK`] while it
+/// has one and either runs (looked at every [`TREE_CHECK`] meanwhile).
+pub fn expired(h: &mut Held, now: Instant, warp: bool, listener: i32) -> bool {
+    if now < h.next || !(warp || now >= h.deadline) {
         return false;
     }
-    threads(tgid).is_some_and(|b| a == b)
+    match idle(h.tgid) {
+        Idle::Yes => !ready(listener) || now >= h.deadline + STUCK,
+        // A process that runs beside its children waits for them as one that sleeps does.
+        Idle::Busy if descendants(h.tgid).is_empty() => {
+            h.next = now + CHECK;
+            now >= h.deadline + STUCK
+        }
+        Idle::Busy | Idle::Descendant => {
+            h.next = now + TREE_CHECK;
+            now >= h.deadline + TREE_STUCK
+        }
+    }
 }
 
 /// The thread ids of process `tgid`.

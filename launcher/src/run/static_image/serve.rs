@@ -324,6 +324,7 @@ impl Supervisor {
             len_ns: ms * 1_000_000,
             deadline: std::time::Instant::now() + std::time::Duration::from_millis(ms as u64),
             fd,
+            next: std::time::Instant::now(),
         });
         Answer::Held
     }
@@ -335,19 +336,14 @@ impl Supervisor {
         let warp = self.world.sealed(flags::WARP);
         let mut i = 0;
         while i < self.waits.held.len() {
-            let h = &self.waits.held[i];
+            let h = &mut self.waits.held[i];
             let now = std::time::Instant::now();
             let ready = go_clock::ready(h.fd);
-            // Idle: every thread asleep, none waiting for an answer here (a thread waiting
-            // for its clock read sleeps too), and still no event (a thread that made one,
-            // a new earlier timer waking the netpoller through its eventfd, ran before the
-            // first look at the threads).
-            let expired = !ready
-                && (now >= h.deadline + go_clock::STUCK
-                    || ((warp || now >= h.deadline)
-                        && go_clock::idle(h.tgid)
-                        && !go_clock::ready(listener)))
-                && !go_clock::ready(h.fd);
+            // Expired (idle, its descendants too: `go_clock::expired`), and still no event (a
+            // thread that made one, a new earlier timer waking the netpoller through its
+            // eventfd, ran before the first look at the threads).
+            let expired =
+                !ready && go_clock::expired(h, now, warp, listener) && !go_clock::ready(h.fd);
             if !ready && !expired {
                 i += 1;
                 continue;
