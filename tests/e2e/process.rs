@@ -403,10 +403,14 @@ fn the_session_and_group_seal_runs_in_show_as_fixed_numbers() {
     let py = "import os; f = open('/proc/self/stat').read().rsplit(') ', 1)[1].split(); \
               print(os.getsid(0), os.getpgrp(), f[1:4])";
     // The second launch runs the line from a python that leads a group of its own.
-    let own_group = "import os, sys; os.setpgrp(); sys.exit(os.waitstatus_to_exitcode(os.system(sys.argv[1])))";
+    let own_group =
+        "import os, sys; os.setpgrp(); sys.exit(os.waitstatus_to_exitcode(os.system(sys.argv[1])))";
     for (launch, want) in [
         ("", "pid 1000 pgrp 998 pgid 998 sid 998 parent's pgid 998\n"),
-        ("own group", "pid 1000 pgrp 997 pgid 997 sid 998 parent's pgid 997\n"),
+        (
+            "own group",
+            "pid 1000 pgrp 997 pgid 997 sid 998 parent's pgid 997\n",
+        ),
     ] {
         let line = format!(
             "{seal} -q -- {bin}; {seal} -q -- python3 -c \"{py}\"",
@@ -426,7 +430,11 @@ fn the_session_and_group_seal_runs_in_show_as_fixed_numbers() {
         assert!(o.stdout.starts_with(want), "{launch:?}\n{}", o.show());
         let g = &want[14..17];
         let py_want = format!("998 {g} ['999', '{g}', '998']\n");
-        assert!(o.stdout.ends_with(&py_want), "{launch:?}: {py_want}\n{}", o.show());
+        assert!(
+            o.stdout.ends_with(&py_want),
+            "{launch:?}: {py_want}\n{}",
+            o.show()
+        );
     }
 }
 

@@ -302,17 +302,26 @@ fn busybox_job_control_on_a_terminal_sees_virtual_groups() {
         bin.display()
     );
     let line = format!("{} -q -- {busybox} sh -c '{inner}'", seal_bin().display());
-    for (shape, leaders) in [(format!("exec {line}"), 999), (format!("{line}; true"), 998)] {
+    for (shape, leaders) in [
+        (format!("exec {line}"), 999),
+        (format!("{line}; true"), 998),
+    ] {
         let o = alike(3, || {
             let mut c = crate::util::command("script");
-            c.env("SHELL", "/bin/sh").args(["-qec", &shape, "/dev/null"]);
+            c.env("SHELL", "/bin/sh")
+                .args(["-qec", &shape, "/dev/null"]);
             let mut o = run_timeout(c, TIMEOUT);
             o.stdout = o.stdout.replace('\r', "");
             o
         });
         assert!(o.stdout.contains("\nk=0\n"), "{}", o.show());
-        let want = format!("\npid 1000 pgrp 1000 pgid 1000 sid {leaders} parent's pgid {leaders}\n");
-        assert!(o.stdout.contains(&want), "{shape}: want {want:?}\n{}", o.show());
+        let want =
+            format!("\npid 1000 pgrp 1000 pgid 1000 sid {leaders} parent's pgid {leaders}\n");
+        assert!(
+            o.stdout.contains(&want),
+            "{shape}: want {want:?}\n{}",
+            o.show()
+        );
         assert!(
             o.stdout.contains("reaped the child, signal 15\n"),
             "{}",

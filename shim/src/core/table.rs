@@ -114,7 +114,8 @@ impl<'a> Table<'a> {
 
     /// The wait clock of virtual pid `v` (0 none).
     pub fn wait_clock(&self, v: i32) -> i64 {
-        if v >= TABLE_VPID_MIN && (v as usize) < VPID_LIMIT && backed(&self.wait_clock[v as usize]) {
+        if v >= TABLE_VPID_MIN && (v as usize) < VPID_LIMIT && backed(&self.wait_clock[v as usize])
+        {
             self.wait_clock[v as usize].load(Acquire)
         } else {
             0
