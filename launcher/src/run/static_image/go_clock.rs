@@ -59,6 +59,8 @@ pub struct Held {
     pub fd: i32,
     /// Not looked at again before this (a descendant was running).
     pub next: Instant,
+    /// The process's live descendants at the last look.
+    pub kids: Vec<i32>,
 }
 
 /// The held waits, and the epoll descriptors taken from the images.
@@ -163,9 +165,10 @@ fn thread_state(tgid: i32, tid: &str) -> Option<(bool, u64)> {
     Some((asleep, switches))
 }
 
-/// Does the sleeping thread `tid` of process `tgid` wait for a time to pass (its wait ends by
-/// itself): a `nanosleep` or `clock_nanosleep` of more than [`NAP`], or an `epoll_wait` with a
-/// timeout (a Go image's held timer wait, sealed or in a run of its own)?
+/// Does the sleeping thread `tid` of process `tgid` go on by itself: is it outside any system
+/// call, or does it wait for a time to pass: a `nanosleep` or `clock_nanosleep` of more than [`NAP`], or an `epoll_wait`,
+/// `poll`, `ppoll` or `select` with a timeout (a Go image's held timer wait, sealed or in a run
+/// of its own)?
 fn timed(tgid: i32, tid: &str) -> bool {
     let Ok(s) = std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/syscall")) else {
         return false;
@@ -178,11 +181,19 @@ fn timed(tgid: i32, tid: &str) -> bool {
         .collect();
     let arg = |i: usize| args.get(i).copied().unwrap_or(0);
     match nr {
+        // Asleep outside any system call: on its way out (a child that has finished sleeps in
+        // its exit for a moment before its parent can see it end), or in a fault.
+        Some(-1) => true,
         Some(libc::SYS_nanosleep) => longer_than_nap(tgid, arg(0)),
         // An absolute deadline (`TIMER_ABSTIME`) is taken as a long sleep.
         Some(libc::SYS_clock_nanosleep) => arg(1) & 1 != 0 || longer_than_nap(tgid, arg(2)),
         Some(libc::SYS_epoll_wait | libc::SYS_epoll_pwait) => (arg(3) as i32) > 0,
+        Some(libc::SYS_poll) => (arg(2) as i32) > 0,
         Some(libc::SYS_epoll_pwait2) => arg(3) != 0,
+        // A limit given (a dynamic child's libseal waits, with one, for its supervisor's answer
+        // as it starts: counted blocked, the parent's timer expired meanwhile).
+        Some(libc::SYS_ppoll) => arg(2) != 0,
+        Some(libc::SYS_select | libc::SYS_pselect6) => arg(4) != 0,
         _ => false,
     }
 }
@@ -279,16 +290,15 @@ pub enum Idle {
 /// Is every thread of process `tgid` asleep, did none run between two looks, and is every
 /// live descendant blocked (not running nor waiting for a time, none ran meanwhile)? A
 /// descendant that has gone meanwhile does not count.
-pub fn idle(tgid: i32) -> Idle {
+pub fn idle(tgid: i32, kids: &[i32]) -> Idle {
     let Some(a) = threads(tgid) else {
         return Idle::Busy;
     };
     if !a.iter().all(|t| t.1) {
         return Idle::Busy;
     }
-    let kids = descendants(tgid);
     let mut first = Vec::with_capacity(kids.len());
-    for &k in &kids {
+    for &k in kids {
         let Some(look) = blocked(k) else {
             return Idle::Descendant;
         };
@@ -305,7 +315,7 @@ pub fn idle(tgid: i32) -> Idle {
             (Some(a), Some(b)) => *a == b,
             _ => true,
         });
-    if !same || descendants(tgid) != kids {
+    if !same || descendants(tgid) != *kids {
         return Idle::Descendant;
     }
     Idle::Yes
@@ -320,10 +330,21 @@ pub fn expired(h: &mut Held, now: Instant, warp: bool, listener: i32) -> bool {
     if now < h.next || !(warp || now >= h.deadline) {
         return false;
     }
-    match idle(h.tgid) {
+    let kids = descendants(h.tgid);
+    // A child that has just ended (reaped, or on its way out) wakes its parent: the parent's
+    // threads may still look asleep for a moment. Idle counts once the descendants seen are
+    // the same as at the previous look, [`TREE_CHECK`] before (a cgo parent's timer expired
+    // in 1 run of 6 between its child's end and its own wake-up).
+    let settled = kids == h.kids;
+    h.kids = kids;
+    match idle(h.tgid, &h.kids) {
+        Idle::Yes if !settled => {
+            h.next = now + TREE_CHECK;
+            false
+        }
         Idle::Yes => !ready(listener) || now >= h.deadline + STUCK,
         // A process that runs beside its children waits for them as one that sleeps does.
-        Idle::Busy if descendants(h.tgid).is_empty() => {
+        Idle::Busy if h.kids.is_empty() => {
             h.next = now + CHECK;
             now >= h.deadline + STUCK
         }

@@ -325,6 +325,7 @@ impl Supervisor {
             deadline: std::time::Instant::now() + std::time::Duration::from_millis(ms as u64),
             fd,
             next: std::time::Instant::now(),
+            kids: Vec::new(),
         });
         Answer::Held
     }
@@ -336,14 +337,26 @@ impl Supervisor {
         let warp = self.world.sealed(flags::WARP);
         let mut i = 0;
         while i < self.waits.held.len() {
+            // A fork of the process traced to its exit: its thread sleeps, waiting, and the
+            // child is not there yet.
+            let tgid = self.waits.held[i].tgid;
+            let forking = self.pids.calls.values().any(|c| {
+                c.tgid == tgid
+                    && matches!(
+                        c.traced.nr,
+                        libc::SYS_clone | libc::SYS_clone3 | libc::SYS_fork | libc::SYS_vfork
+                    )
+            });
             let h = &mut self.waits.held[i];
             let now = std::time::Instant::now();
             let ready = go_clock::ready(h.fd);
             // Expired (idle, its descendants too: `go_clock::expired`), and still no event (a
             // thread that made one, a new earlier timer waking the netpoller through its
             // eventfd, ran before the first look at the threads).
-            let expired =
-                !ready && go_clock::expired(h, now, warp, listener) && !go_clock::ready(h.fd);
+            let expired = !ready
+                && !forking
+                && go_clock::expired(h, now, warp, listener)
+                && !go_clock::ready(h.fd);
             if !ready && !expired {
                 i += 1;
                 continue;
