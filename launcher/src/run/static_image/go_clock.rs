@@ -61,6 +61,9 @@ pub struct Held {
     pub next: Instant,
     /// The process's live descendants at the last look.
     pub kids: Vec<i32>,
+    /// Since when the process has been seen running with no live descendant (looks since the
+    /// deadline).
+    pub busy_since: Option<Instant>,
 }
 
 /// The held waits, and the epoll descriptors taken from the images.
@@ -323,9 +326,9 @@ pub fn idle(tgid: i32, kids: &[i32]) -> Idle {
 
 /// Has held wait `h` expired? Under `--warp` once its process (and every live descendant) is
 /// idle, else once its real deadline has passed too, and no thread waits for an answer on
-/// `listener` (a thread waiting for its clock read sleeps too). Late anyway: [`STUCK`] past
-/// its deadline while the process runs and has no live descendant, [`TREE_STUCK`] while it
-/// has one and either runs (looked at every [`TREE_CHECK`] meanwhile).
+/// `listener` (a thread waiting for its clock read sleeps too). Late anyway: once the process
+/// has run with no live descendant for [`STUCK`] past its deadline, or [`TREE_STUCK`] past it
+/// while it has one and either runs (looked at every [`TREE_CHECK`] meanwhile).
 pub fn expired(h: &mut Held, now: Instant, warp: bool, listener: i32) -> bool {
     if now < h.next || !(warp || now >= h.deadline) {
         return false;
@@ -337,16 +340,25 @@ pub fn expired(h: &mut Held, now: Instant, warp: bool, listener: i32) -> bool {
     // in 1 run of 6 between its child's end and its own wake-up).
     let settled = kids == h.kids;
     h.kids = kids;
-    match idle(h.tgid, &h.kids) {
+    let state = idle(h.tgid, &h.kids);
+    // The 200 ms a running process is given count from when it was first seen running alone:
+    // counted from the deadline, a parent that had waited that long for its child got its
+    // timer the moment the child ended, before it printed what followed (1 run in 10).
+    let busy = state == Idle::Busy && h.kids.is_empty();
+    let since = *h.busy_since.get_or_insert(now);
+    if !busy {
+        h.busy_since = None;
+    }
+    match state {
         Idle::Yes if !settled => {
             h.next = now + TREE_CHECK;
             false
         }
-        Idle::Yes => !ready(listener) || now >= h.deadline + STUCK,
+        Idle::Yes => !ready(listener) || now >= h.deadline + TREE_STUCK,
         // A process that runs beside its children waits for them as one that sleeps does.
-        Idle::Busy if h.kids.is_empty() => {
+        Idle::Busy if busy => {
             h.next = now + CHECK;
-            now >= h.deadline + STUCK
+            now >= since + STUCK
         }
         Idle::Busy | Idle::Descendant => {
             h.next = now + TREE_CHECK;

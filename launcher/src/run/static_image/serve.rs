@@ -326,6 +326,7 @@ impl Supervisor {
             fd,
             next: std::time::Instant::now(),
             kids: Vec::new(),
+            busy_since: None,
         });
         Answer::Held
     }
