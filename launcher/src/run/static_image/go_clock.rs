@@ -168,11 +168,18 @@ fn thread_state(tgid: i32, tid: &str) -> Option<(bool, u64)> {
     Some((asleep, switches))
 }
 
-/// Does the sleeping thread `tid` of process `tgid` go on by itself: is it outside any system
-/// call, or does it wait for a time to pass: a `nanosleep` or `clock_nanosleep` of more than [`NAP`], or an `epoll_wait`,
+/// Does the sleeping thread `tid` of process `tgid` go on by itself: does it wait for a
+/// supervisor's answer, is it outside any system call, or does it wait for a time to pass: a `nanosleep` or `clock_nanosleep` of more than [`NAP`], or an `epoll_wait`,
 /// `poll`, `ppoll` or `select` with a timeout (a Go image's held timer wait, sealed or in a run
 /// of its own)?
 fn timed(tgid: i32, tid: &str) -> bool {
+    // Waiting for a supervisor's answer (an `execve` being followed, any served call, a held
+    // wait): the answer comes without the parent (a static child waiting on its `execve`
+    // looked blocked, and its parent's timer expired, 1 run in 10).
+    let wchan = std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/wchan"));
+    if wchan.is_ok_and(|w| w.starts_with("seccomp_do_user_notification")) {
+        return true;
+    }
     let Ok(s) = std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/syscall")) else {
         return false;
     };
