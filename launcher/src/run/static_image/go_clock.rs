@@ -260,7 +260,7 @@ fn blocked(tgid: i32) -> Option<Option<Look>> {
 
 /// The live descendants of process `tgid` (children of each of its threads, theirs in turn),
 /// in the order found.
-fn descendants(tgid: i32) -> Vec<i32> {
+pub fn descendants(tgid: i32) -> Vec<i32> {
     let mut out: Vec<i32> = Vec::new();
     let mut i = 0;
     let mut next = Some(tgid);
