@@ -592,11 +592,7 @@ pub const TABLE_VPID_MIN: i32 = GROUP_VPID;
 pub fn outside_leaders(launcher: i32, sid: i32, pgid: i32) -> [(i32, i32); 2] {
     let outside = |p: i32| p > 1 && p != launcher;
     let sid = if outside(sid) { sid } else { 0 };
-    let pgid = if outside(pgid) && pgid != sid {
-        pgid
-    } else {
-        0
-    };
+    let pgid = Some(pgid).filter(|&p| outside(p) && p != sid).unwrap_or(0);
     [(SESSION_VPID, sid), (GROUP_VPID, pgid)]
 }
 
