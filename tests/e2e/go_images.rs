@@ -535,3 +535,29 @@ fn a_static_go_image_execd_by_a_static_go_child_reads_its_own_page() {
         first = Some(o.stdout);
     }
 }
+
+/// A Go program's clock does not move with its children's real running time. `childwait N`
+/// keeps a 100 ms timer pending (never read) while it waits for a child that computes and one
+/// that sleeps, each longer in each run (`N` = 1..5), then kills a child blocked on a pipe at
+/// a 300 ms `context` deadline, and starts a Go child last, whose clock starts at its
+/// parent's. The previous build let the pending timer expire whenever the parent slept
+/// through its real deadline while a child ran: `after spin … 100ms` in the runs whose child
+/// computed longest, `0s` in the others. The blocked child is killed at its deadline in every
+/// run. Not under `--warp`: there a parent's timer goes at the first moment it and its
+/// children all look blocked, with no real deadline to wait for, and a child's start-up still
+/// has such moments (docs/limits.md).
+#[test]
+fn a_go_programs_clock_does_not_move_with_its_childrens_running_time() {
+    let want = "spun true\nafter spin 00:00:00.000000 0s\nnapped\nafter nap 00:00:00.000000 0s\n\
+                forever: signal: killed 00:00:00.300000 300ms\nchild now 00:00:00.300000\n";
+    each_build("childwait", |_, bin| {
+        let mut work = 0;
+        let first = assert_runs_agree_by("go childwait", 5, str::to_string, || {
+            work += 1;
+            let mut c = seal(["--"]);
+            c.arg(bin).arg(work.to_string());
+            run_timeout(c, Duration::from_secs(30))
+        });
+        first.stdout_is(want);
+    });
+}

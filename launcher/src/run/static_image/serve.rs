@@ -333,6 +333,9 @@ impl Supervisor {
             len_ns: ms * 1_000_000,
             deadline: std::time::Instant::now() + std::time::Duration::from_millis(ms as u64),
             fd,
+            next: std::time::Instant::now(),
+            kids: Vec::new(),
+            busy_since: None,
         });
         Answer::Held
     }
@@ -344,18 +347,31 @@ impl Supervisor {
         let warp = self.world.sealed(flags::WARP);
         let mut i = 0;
         while i < self.waits.held.len() {
-            let h = &self.waits.held[i];
+            // A fork of the process traced to its exit: its thread sleeps, waiting, and the
+            // child is not there yet. So does a wait traced once its child is gone: it returns
+            // at once (its thread looked asleep as the supervisor let it go on, 1 run in 20
+            // under load).
+            let tgid = self.waits.held[i].tgid;
+            let mut waits = false;
+            let forking = self.pids.calls.values().any(|c| {
+                waits |=
+                    c.tgid == tgid && matches!(c.traced.nr, libc::SYS_wait4 | libc::SYS_waitid);
+                c.tgid == tgid
+                    && matches!(
+                        c.traced.nr,
+                        libc::SYS_clone | libc::SYS_clone3 | libc::SYS_fork | libc::SYS_vfork
+                    )
+            });
+            let forking = forking || (waits && go_clock::descendants(tgid).is_empty());
+            let h = &mut self.waits.held[i];
             let now = std::time::Instant::now();
             let ready = go_clock::ready(h.fd);
-            // Idle: every thread asleep, none waiting for an answer here (a thread waiting
-            // for its clock read sleeps too), and still no event (a thread that made one,
-            // a new earlier timer waking the netpoller through its eventfd, ran before the
-            // first look at the threads).
+            // Expired (idle, its descendants too: `go_clock::expired`), and still no event (a
+            // thread that made one, a new earlier timer waking the netpoller through its
+            // eventfd, ran before the first look at the threads).
             let expired = !ready
-                && (now >= h.deadline + go_clock::STUCK
-                    || ((warp || now >= h.deadline)
-                        && go_clock::idle(h.tgid)
-                        && !go_clock::ready(listener)))
+                && !forking
+                && go_clock::expired(h, now, warp, listener)
                 && !go_clock::ready(h.fd);
             if !ready && !expired {
                 i += 1;
