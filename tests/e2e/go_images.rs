@@ -483,6 +483,14 @@ fn a_cgo_go_programs_static_child_has_a_virtual_pid() {
     assert!(line.ends_with(" ppid 1000"), "{}", o.show());
 }
 
+/// The census's process whose image is the executable whose path ends with `name` (an exec'd
+/// child's).
+pub(crate) fn exec_image<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    (v["processes"].as_array().unwrap().iter())
+        .find(|p| p["exe"].as_str().unwrap_or("").ends_with(name))
+        .unwrap_or_else(|| panic!("no exec'd image {name}\n{v:#}"))
+}
+
 /// A static Go image that a static Go program's child execs (os/exec: `go build`'s compilers,
 /// a Go test binary) gets its clock page at that exec stop, as the first image did: the
 /// child's `time.Now()` loop reads are all from `[seal clock page]`, none served, and three
@@ -500,14 +508,7 @@ fn a_static_go_image_execd_by_a_static_go_child_reads_its_own_page() {
         let args = ["--", parent, child, "20000"];
         let (o, v) = crate::util::census_json(&args, crate::util::TIMEOUT);
         o.ok();
-        let p = (v["processes"].as_array().unwrap().iter())
-            .find(|p| {
-                p["exe"]
-                    .as_str()
-                    .unwrap_or("")
-                    .ends_with("go_clockloop_static")
-            })
-            .unwrap_or_else(|| panic!("no exec'd image\n{v:#}"));
+        let p = exec_image(&v, "go_clockloop_static");
         // Every caller of `clock_gettime` in the child, by object: the page, or the image.
         let callers = (p["calls"].as_array().unwrap().iter())
             .filter(|c| c["symbol"] == "clock_gettime")

@@ -135,14 +135,7 @@ fn a_go_child_of_a_static_go_program_reads_crypto_rand_in_its_image() {
     alike(3, || {
         let (o, v) = crate::util::census_json(&["--", parent, child], TIMEOUT);
         o.ok();
-        let p = (v["processes"].as_array().unwrap().iter())
-            .find(|p| {
-                p["exe"]
-                    .as_str()
-                    .unwrap_or("")
-                    .ends_with("go_entropy_static")
-            })
-            .unwrap_or_else(|| panic!("no exec'd image\n{v:#}"));
+        let p = crate::go_images::exec_image(&v, "go_entropy_static");
         let callers: Vec<(String, u64)> = (p["calls"].as_array().unwrap().iter())
             .filter(|c| c["symbol"] == "getrandom")
             .flat_map(|c| c["callers"].as_array().unwrap().iter())
