@@ -277,8 +277,6 @@ pub fn set_run_flag(bit: u32) {
     }
 }
 
-/// The mapped run table, for its first page (header, world, program names), which [`map`]
-/// backed.
 /// Where this image starts, when a static image's supervisor left it for real pid `real`
 /// under virtual pid `v` at its `execve` ([`seal_abi::ExecStart`]): `(clock, lineage,
 /// children)`, taken once (the entry is cleared). Only runs where a supervisor left one
@@ -304,6 +302,8 @@ pub fn take_exec_start(v: i32, real: i32) -> Option<(i64, u64, u64)> {
     Some(start)
 }
 
+/// The mapped run table, for its first page (header, world, program names), which [`map`]
+/// backed.
 fn header() -> Option<&'static RunTable> {
     let p = BASE.load(Acquire);
     // SAFETY: as in `get`: a live mapping that starts with a RunTable.
