@@ -177,3 +177,31 @@ fn a_nested_seals_static_image_is_not_taken_by_the_outer_supervisor() {
         o.show()
     );
 }
+
+/// A dynamic program built without PIE (its code at 0x401000, inside a static image's text
+/// range) that a busybox shell runs, forked and exec'd in place: its raw `getpid` is its real
+/// pid, not answered by the supervisor as the image's. The old build answered it with a
+/// virtual pid (`no`), which broke a nested seal in a busybox shell (its launcher, built so,
+/// gave its root a virtual pid as its own real one: exit 125).
+#[test]
+fn a_non_pie_dynamic_program_a_static_shell_runs_is_not_taken_for_the_image() {
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    let bin = crate::util::build_c("rawpid_nopie", &["-no-pie"]);
+    let bin = bin.to_str().unwrap();
+    let o = sealed(&[busybox, "sh", "-c", &format!("{bin}; exec {bin}")]);
+    assert_eq!(
+        o.stdout,
+        "raw getpid is the real pid: yes\n".repeat(2),
+        "{}",
+        o.show()
+    );
+    // And the nested seal it broke: its root runs, with its own first virtual pid.
+    let inner = format!(
+        "{} -q -- /bin/sh -c 'echo $$'",
+        crate::util::seal_bin().display()
+    );
+    let o = sealed(&[busybox, "sh", "-c", &inner]);
+    assert_eq!(o.stdout, "1000\n", "{}", o.show());
+}

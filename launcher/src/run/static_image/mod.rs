@@ -26,6 +26,7 @@ mod exec_child;
 mod go_clock;
 mod go_entropy;
 mod go_unsealed;
+mod image_exe;
 mod maps;
 mod notif;
 mod page;

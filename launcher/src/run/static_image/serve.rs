@@ -89,6 +89,8 @@ struct Supervisor {
     pids: super::pid_state::Pids,
     /// The first image's clock page, made while it execs (removed after the detach).
     prepared: Option<super::vdso_clock::Prepared>,
+    /// Which processes still run the image they were set up with (`image_exe.rs`).
+    exes: super::image_exe::ImageExes,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -137,7 +139,11 @@ pub fn run(
         probed: Default::default(),
         pids: super::pid_state::Pids::default(),
         prepared: None,
+        exes: Default::default(),
     };
+    if !traced {
+        sv.exes.first(pid);
+    }
     if let Some(p) = page {
         sv.pages.insert(pid, p);
     }
@@ -259,6 +265,7 @@ impl Supervisor {
             let seal = self.world.seal_clocks();
             self.text = stop.text.clone();
             self.bias = stop.bias;
+            self.exes.first(self.pid);
             // The exec'ing side installed the filter for this image (`is_static_pie`).
             self.pids.all_addresses = stop.pie;
             self.check_reach(self.pid, &stop.text);
@@ -434,6 +441,7 @@ impl Supervisor {
                 *self.pids.gens.entry(pid).or_insert(0) += 1;
             }
             self.images.insert(pid, (stop.text.clone(), stop.go));
+            self.exes.followed(pid);
             let lineage = self.image_lineage(pid, images);
             let mut r = self.world.at_random();
             r[..8].copy_from_slice(&seal_abi::mix64(self.world.seed ^ lineage).to_le_bytes());
@@ -463,6 +471,7 @@ impl Supervisor {
             let parent = proc_status_field(tgid, "PPid:").unwrap_or(0);
             if let Some(i) = self.images.get(&parent).cloned() {
                 self.images.insert(tgid, i);
+                self.exes.inherit(tgid, parent);
             }
         }
         match self.images.get(&tgid) {
@@ -483,14 +492,16 @@ impl Supervisor {
             return a;
         }
         let tgid = self.tgid(n.pid as i32);
+        // Its image's code (a fork's from its parent), unless the process exec'd another
+        // program since: a dynamic one's code can sit at the same addresses.
+        let text = self
+            .image(tgid)
+            .0
+            .iter()
+            .any(|&(a, b)| (a..b).contains(&n.ip));
         let first_image = !self.images.contains_key(&tgid);
         let own = first_image && self.own.iter().any(|&(a, b)| (a..b).contains(&n.ip));
-        let in_image = own
-            || self
-                .image(tgid)
-                .0
-                .iter()
-                .any(|&(a, b)| (a..b).contains(&n.ip));
+        let in_image = (own || text) && self.exes.runs_image(tgid);
         if n.nr as u32 == EXEC {
             // Only an image's own exec of a static binary is followed (a dynamic process's
             // goes through libseal's hook).
@@ -514,6 +525,7 @@ impl Supervisor {
             } else if in_image && !target {
                 self.leave_exec_start(tgid);
             }
+            self.exes.exec_called(tgid);
             return Answer::Continue;
         }
         if PROC_CALLS.contains(&(n.nr as u32)) {
