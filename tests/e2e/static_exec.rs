@@ -359,3 +359,23 @@ fn dynamic_children_of_a_static_shell_draw_streams_of_their_own() {
     assert_eq!(lines.len(), 2, "{}", o.show());
     assert_ne!(lines[0], lines[1], "{}", o.show());
 }
+
+/// busybox runs `busybox APPLET` by `execve("/proc/self/exe")`, forked and in place: the
+/// supervisor must read that path as the caller's executable, not its own. The old build read
+/// it as the supervisor's (dynamic: not followed), and the applet printed the real time.
+#[test]
+fn busybox_running_itself_through_proc_self_exe_is_followed() {
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    let script = "busybox date -u +%FT%T; busybox sleep 1; exec busybox date -u +%FT%T";
+    let o = alike(3, || {
+        run_timeout(seal(["-q", "--", busybox, "sh", "-c", script]), TIMEOUT)
+    });
+    assert_eq!(
+        o.stdout,
+        "2026-01-01T00:00:00\n2026-01-01T00:00:01\n",
+        "{}",
+        o.show()
+    );
+}

@@ -18,18 +18,36 @@ pub fn static_target(tid: i32, addr: u64) -> bool {
     if name.is_empty() {
         return false;
     }
-    use std::os::unix::ffi::OsStrExt;
-    let rel = std::ffi::OsStr::from_bytes(name);
-    let path = if name[0] == b'/' {
-        std::path::PathBuf::from(rel)
-    } else {
-        std::path::Path::new(&format!("/proc/{tid}/cwd")).join(rel)
-    };
     let mut head = [0u8; 4096];
-    let n = std::fs::File::open(path)
+    let n = std::fs::File::open(as_seen_by(tid, name))
         .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
         .unwrap_or(0);
     is_static_elf(&head[..n])
+}
+
+/// The path `name` as thread `tid` would open it, for the supervisor to open: relative to the
+/// thread's working directory, and `/proc/self` and `/proc/thread-self` its own, not the
+/// supervisor's. busybox runs its applets by `execve("/proc/self/exe")` (`sh -c 'busybox
+/// date'`): read here as the supervisor's own executable (dynamic), it was not followed, and
+/// the applet read the real time from its vDSO.
+fn as_seen_by(tid: i32, name: &[u8]) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let path = |b: &[u8]| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b));
+    for (prefix, id) in [(&b"/proc/self"[..], 0), (b"/proc/thread-self", 1)] {
+        let rest = match name.strip_prefix(prefix) {
+            Some(r) if r.is_empty() || r[0] == b'/' => r,
+            _ => continue,
+        };
+        let own = match id {
+            0 => super::remote::proc_status_field(tid, "Tgid:").unwrap_or(tid),
+            _ => tid,
+        };
+        return path(&[format!("/proc/{own}").as_bytes(), rest].concat());
+    }
+    match name.first() {
+        Some(b'/') => path(name),
+        _ => std::path::Path::new(&format!("/proc/{tid}/cwd")).join(path(name)),
+    }
 }
 
 /// The NUL-terminated string at `addr` of thread `tid` (at most 4 KiB), without its NUL;
@@ -207,6 +225,29 @@ impl Drop for ChildWake {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn proc_self_is_the_callers() {
+        let me = std::process::id() as i32;
+        let p = |n: &str| super::as_seen_by(me, n.as_bytes());
+        assert_eq!(
+            p("/proc/self/exe"),
+            std::path::PathBuf::from(format!("/proc/{me}/exe"))
+        );
+        assert_eq!(
+            p("/proc/thread-self/exe"),
+            std::path::PathBuf::from(format!("/proc/{me}/exe"))
+        );
+        assert_eq!(
+            p("/proc/selfish"),
+            std::path::PathBuf::from("/proc/selfish")
+        );
+        assert_eq!(p("/bin/sh"), std::path::PathBuf::from("/bin/sh"));
+        assert_eq!(
+            p("sh"),
+            std::path::PathBuf::from(format!("/proc/{me}/cwd/sh"))
+        );
+    }
+
     #[test]
     fn static_and_dynamic_executables_are_told_apart() {
         let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
