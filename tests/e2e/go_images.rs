@@ -539,9 +539,11 @@ fn a_static_go_image_execd_by_a_static_go_child_reads_its_own_page() {
 
 /// A Go program's clock does not move with its children's real running time. `childwait N`
 /// keeps a 100 ms timer pending (never read) while it waits for a child that computes and one
-/// that sleeps, each longer in each run (`N` = 1..5), then kills a child blocked on a pipe at
-/// a 300 ms `context` deadline, and starts a Go child last, whose clock starts at its
-/// parent's. The previous build let the pending timer expire whenever the parent slept
+/// that computes and sleeps 40 ms, each computing longer in each run (`N` = 1..5), then kills
+/// a child blocked on a pipe at a 300 ms `context` deadline, and starts a Go child last, whose
+/// clock starts at its parent's. The sleeping child's 40 ms reach the parent as it reaps the
+/// child (`after nap … 40ms`): the build before printed `0s` there, its Go parents taking in
+/// no child's waits. The previous build let the pending timer expire whenever the parent slept
 /// through its real deadline while a child ran: `after spin … 100ms` in the runs whose child
 /// computed longest, `0s` in the others. The blocked child is killed at its deadline in every
 /// run. Not under `--warp`: there a parent's timer goes at the first moment it and its
@@ -549,8 +551,8 @@ fn a_static_go_image_execd_by_a_static_go_child_reads_its_own_page() {
 /// has such moments (docs/limits.md).
 #[test]
 fn a_go_programs_clock_does_not_move_with_its_childrens_running_time() {
-    let want = "spun true\nafter spin 00:00:00.000000 0s\nnapped\nafter nap 00:00:00.000000 0s\n\
-                forever: signal: killed 00:00:00.300000 300ms\nchild now 00:00:00.300000\n";
+    let want = "spun true\nafter spin 00:00:00.000000 0s\nnapped\nafter nap 00:00:00.040000 40ms\n\
+                forever: signal: killed 00:00:00.340000 340ms\nchild now 00:00:00.340000\n";
     each_build("childwait", |_, bin| {
         let mut work = 0;
         let first = assert_runs_agree_by("go childwait", 5, str::to_string, || {

@@ -205,3 +205,21 @@ fn a_non_pie_dynamic_program_a_static_shell_runs_is_not_taken_for_the_image() {
     let o = sealed(&[busybox, "sh", "-c", &inner]);
     assert_eq!(o.stdout, "1000\n", "{}", o.show());
 }
+
+/// A child's sleeps reach the parent that reaps it across the line between static images and
+/// libseal's processes, as they do between two dynamic ones (`sleep 1; date` in bash): a
+/// busybox shell reaping a dynamic `sleep`, and bash reaping busybox's, 3 runs alike. The old
+/// build printed `00:00:00` for both: the supervisor neither took in a dynamic child's wait
+/// clock nor kept one for its images.
+#[test]
+fn a_childs_sleep_reaches_its_parent_between_static_and_dynamic_processes() {
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    let static_parent = format!("/bin/sleep 1; {busybox} date -u +%T; date -u +%T");
+    let o = alike(3, || sealed(&[busybox, "sh", "-c", &static_parent]));
+    assert_eq!(o.stdout, "00:00:01\n00:00:01\n", "{}", o.show());
+    let dynamic_parent = format!("{busybox} sleep 1; /bin/date -u +%T.%N");
+    let o = alike(3, || sealed(&["/bin/bash", "-c", &dynamic_parent]));
+    assert!(o.stdout.starts_with("00:00:01.0"), "{}", o.show());
+}

@@ -162,6 +162,26 @@ impl RunPids {
         }
     }
 
+    fn wait_clock_of(&mut self, v: i32) -> Option<&AtomicI64> {
+        if v < TABLE_VPID_MIN || v as usize >= VPID_LIMIT {
+            return None;
+        }
+        self.at(std::mem::offset_of!(RunTable, wait_clock) + v as usize * 8)
+    }
+
+    /// Virtual pid `v`'s wait clock: the highest logical clock its waits (and the children it
+    /// reaped) took it to, 0 when none did.
+    pub fn wait_clock(&mut self, v: i32) -> i64 {
+        self.wait_clock_of(v).map_or(0, |c| c.load(Acquire))
+    }
+
+    /// Raises virtual pid `v`'s wait clock to `l` (never lowers it).
+    pub fn raise_wait_clock(&mut self, v: i32, l: i64) {
+        if let Some(c) = self.wait_clock_of(v) {
+            c.fetch_max(l, AcqRel);
+        }
+    }
+
     /// The real pid of virtual pid `v`, if it is a live entry of the run.
     pub fn real(&mut self, v: i32) -> Option<i32> {
         let r = self.real_of(v)?.load(Acquire);

@@ -28,6 +28,7 @@ mod foreign;
 mod go_image;
 mod go_rand;
 mod groups;
+mod lamport;
 mod pids;
 mod reexec;
 mod ticking;
@@ -398,6 +399,7 @@ impl Supervisor {
                 self.advance(h.tgid, -d);
             } else if expired {
                 self.waits.moved(&go_clock::thread_ids(h.tgid));
+                self.note_waited(h.tgid);
             }
         }
     }
@@ -585,8 +587,17 @@ impl Supervisor {
                 }
                 Answer::Value(s)
             }
-            libc::SYS_nanosleep => self.sleep(tid, tgid, a[0], libc::CLOCK_MONOTONIC, 0),
-            libc::SYS_clock_nanosleep => self.sleep(tid, tgid, a[2], a[0] as i32, a[1] as i32),
+            libc::SYS_nanosleep | libc::SYS_clock_nanosleep => {
+                let answer = match n.nr as i64 {
+                    libc::SYS_nanosleep => self.sleep(tid, tgid, a[0], libc::CLOCK_MONOTONIC, 0),
+                    _ => self.sleep(tid, tgid, a[2], a[0] as i32, a[1] as i32),
+                };
+                // Only the main thread's waits reach a parent, as in libseal.
+                if tid == tgid {
+                    self.note_waited(tgid);
+                }
+                answer
+            }
             libc::SYS_clock_settime
             | libc::SYS_settimeofday
             | libc::SYS_adjtimex

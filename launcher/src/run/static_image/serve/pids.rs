@@ -481,6 +481,12 @@ impl Supervisor {
                         t.set_status(v, status);
                     }
                 }
+                // An end (not a stop or a continue; without a status, `WEXITED` only).
+                if st == 0 && call.traced.args[2] as i32 & (libc::WUNTRACED | libc::WCONTINUED) == 0
+                    || st != 0 && status & 0x7f != 0x7f && status != 0xffff
+                {
+                    self.adopt_reaped(call.tgid, v);
+                }
                 v
             }
             None if call.traced.nr == libc::SYS_waitid && ret == 0 && call.infop != 0 => {
@@ -518,6 +524,8 @@ impl Supervisor {
         if let Some(t) = self.table() {
             t.set_status(v, wait_status);
         }
+        let tgid = self.tgid(tid);
+        self.adopt_reaped(tgid, v);
     }
 
     /// Says in process `tgid`'s census that a pid stays real, and why.

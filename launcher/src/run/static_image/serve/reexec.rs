@@ -47,7 +47,7 @@ impl Supervisor {
     /// Process `tgid`'s logical clock `L` now, where it is kept (a Go image's page, a static C
     /// image's ticking page; a process met for the first time starts at its parent's), with the
     /// time of the children it reaped taken in: what an image it execs starts from.
-    fn clock_now(&mut self, tgid: i32) -> i64 {
+    pub(super) fn clock_now(&mut self, tgid: i32) -> i64 {
         if let Some(c) = self.pages.get(&tgid).map(|p| p.c(MONO_BASE_NS)) {
             return c;
         }
