@@ -38,6 +38,7 @@ macro_rules! bits {
 }
 
 pub mod causal;
+pub mod device_text;
 pub mod exec_target;
 pub mod files;
 pub mod keyed;
@@ -609,6 +610,9 @@ pub const ROOT_LINEAGE: u64 = 0x5ea1_0000_0000_0001;
 pub const KIND_PROCESS: u64 = 1;
 pub const KIND_THREAD: u64 = 2;
 pub const KIND_IMAGE: u64 = 3;
+/// Lineage kind of the per-open streams of the random devices (libseal's and the
+/// supervisor's alike).
+pub const KIND_DEVICE_OPEN: u64 = 0xde71_ce00;
 
 #[cfg(test)]
 mod tests {

@@ -92,6 +92,19 @@ pub const PROC_CALLS: [u32; 6] = [56, 57, 58, 61, 247, 435];
 /// ones as libseal does for a dynamic program (`serve/groups.rs`). Sent, as [`PROC_CALLS`],
 /// only from code below [`IMAGE_IP_LIMIT`]: a dynamic descendant's libc calls are libseal's.
 pub const GROUP_CALLS: [u32; 4] = [109, 111, 121, 124];
+/// Opens by path (`open`, `openat`), sent (from an image, as [`GROUP_CALLS`]): the sealed
+/// files (the random devices, the kernel's uuid and boot id, `/proc/uptime`, the host name
+/// files) get a descriptor with sealed contents from the supervisor (`serve/opens.rs`), as
+/// libseal's open hooks give a dynamic program; any other path runs as it is.
+pub const OPEN_CALLS: [u32; 2] = [2, 257];
+/// `sysinfo`, sent (from an image, as [`GROUP_CALLS`]): the sealed machine's uptime, memory
+/// and load, as libseal's hook fills them.
+pub const SYSINFO: u32 = 99;
+/// The upper half of the flags argument of the supervisor's own `open`s, which it makes in a
+/// stopped image (`batch.rs`: the clock page, the run table), and which it must not be sent
+/// (it is waiting for them to return). The kernel reads `open`'s flags as an `int`, so these
+/// bits change nothing; a program's `int` flags never carry them.
+pub const BATCH_OPEN: u32 = 0x5ea1_0b7e;
 /// `ioctl`, sent (from an image, as [`GROUP_CALLS`]) only for the terminal's foreground
 /// process group: [`TIOCGPGRP`] (`tcgetpgrp`) and [`TIOCSPGRP`] (`tcsetpgrp`), whose pids
 /// the supervisor translates too (a job-control shell compares `tcgetpgrp` with `getpgrp`).
@@ -109,12 +122,12 @@ const CLONE_THREAD: u32 = 0x10000;
 pub const IMAGE_IP_LIMIT: u32 = 0x7f00;
 
 /// Instructions in [`filter`].
-pub const FILTER_LEN: usize = CALLS.len() + 26 + GROUP_CALLS.len();
+pub const FILTER_LEN: usize = CALLS.len() + 29 + GROUP_CALLS.len() + OPEN_CALLS.len();
 
 /// The filter: another architecture's calls (`int 0x80`) and x32 calls are allowed; a call in
 /// [`CALLS`] is a user notification, and so is a call in [`TIMED_WAITS`] whose timeout (its
 /// fourth argument, an `int`) is positive, and a call in [`PROC_CALLS`] made below
-/// [`IMAGE_IP_LIMIT`] (a `clone` only without `CLONE_THREAD`), and one in [`GROUP_CALLS`]
+/// [`IMAGE_IP_LIMIT`] (a `clone` only without `CLONE_THREAD`), and one in [`GROUP_CALLS`], [`OPEN_CALLS`] or [`SYSINFO`]
 /// or an [`IOCTL`] of [`TIOCGPGRP`] or [`TIOCSPGRP`] made there; everything else is allowed.
 pub const fn filter() -> [SockFilter; FILTER_LEN] {
     filter_below(IMAGE_IP_LIMIT)
@@ -137,9 +150,9 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     let (waits, procs) = (n + 5, n + 10);
     // The calls sent only from an image: PROC_CALLS (clone first), then GROUP_CALLS, then
     // ioctl (its request checked in a block of its own, as clone's flags are).
-    let limited = PROC_CALLS.len() + GROUP_CALLS.len();
+    let limited = PROC_CALLS.len() + GROUP_CALLS.len() + OPEN_CALLS.len() + 1;
     let ioctl = procs + limited + 1;
-    let (clone, ip) = (ioctl + 3, ioctl + 5);
+    let (clone, opens, ip) = (ioctl + 3, ioctl + 5, ioctl + 7);
     let (allow, notify) = (ip + 2, ip + 3);
     // A jump from instruction `at` to `to` (jumps are forward, relative to the next one).
     const fn to(at: usize, to: usize) -> u8 {
@@ -169,12 +182,17 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     f[procs] = op(JEQ, to(procs, clone), 0, CLONE);
     let mut i = 1;
     while i < limited {
-        let nr = if i < PROC_CALLS.len() {
-            PROC_CALLS[i]
+        let groups = PROC_CALLS.len() + GROUP_CALLS.len();
+        let (nr, next) = if i < PROC_CALLS.len() {
+            (PROC_CALLS[i], ip)
+        } else if i < groups {
+            (GROUP_CALLS[i - PROC_CALLS.len()], ip)
+        } else if i < groups + OPEN_CALLS.len() {
+            (OPEN_CALLS[i - groups], opens)
         } else {
-            GROUP_CALLS[i - PROC_CALLS.len()]
+            (SYSINFO, ip)
         };
-        f[procs + i] = op(JEQ, to(procs + i, ip), 0, nr);
+        f[procs + i] = op(JEQ, to(procs + i, next), 0, nr);
         i += 1;
     }
     f[procs + limited] = op(
@@ -188,6 +206,8 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     f[ioctl + 2] = op(JEQ, to(ioctl + 2, ip), to(ioctl + 2, allow), TIOCSPGRP);
     f[clone] = op(LD_ABS, 0, 0, 16); // seccomp_data.args[0], low word
     f[clone + 1] = op(JSET, to(clone + 1, allow), 0, CLONE_THREAD);
+    f[opens] = op(LD_ABS, 0, 0, 16 + 8 + 4); // seccomp_data.args[1], high word
+    f[opens + 1] = op(JEQ, to(opens + 1, allow), 0, BATCH_OPEN);
     f[ip] = op(LD_ABS, 0, 0, 8 + 4); // seccomp_data.instruction_pointer, high word
     f[ip + 1] = op(JGE, to(ip + 1, allow), to(ip + 1, notify), limit);
     f[allow] = op(RET, 0, 0, RET_ALLOW);
@@ -286,6 +306,21 @@ mod tests {
         arg1: u32,
         ip_high: u32,
     ) -> u32 {
+        run_arg1_high(limit, arch, nr, arg3, arg0, arg1, 0, ip_high)
+    }
+
+    /// [`run_arg1`] with the second argument's high word too.
+    #[allow(clippy::too_many_arguments)]
+    fn run_arg1_high(
+        limit: u32,
+        arch: u32,
+        nr: u32,
+        arg3: u32,
+        arg0: u32,
+        arg1: u32,
+        arg1_high: u32,
+        ip_high: u32,
+    ) -> u32 {
         let f = filter_below(limit);
         let mut pc = 0;
         let mut acc = 0u32;
@@ -299,6 +334,7 @@ mod tests {
                         40 => arg3,
                         16 => arg0,
                         24 => arg1,
+                        28 => arg1_high,
                         12 => ip_high,
                         _ => panic!("bad load"),
                     }
@@ -319,7 +355,9 @@ mod tests {
             let listed = CALLS.iter().any(|c| c.0 == nr)
                 || nr == EXEC
                 || PROC_CALLS.contains(&nr)
-                || GROUP_CALLS.contains(&nr);
+                || GROUP_CALLS.contains(&nr)
+                || OPEN_CALLS.contains(&nr)
+                || nr == SYSINFO;
             let want = if listed { RET_USER_NOTIF } else { RET_ALLOW };
             assert_eq!(run(ARCH_X86_64, nr), want, "{nr}");
             assert_eq!(run(0x4000_0003, nr), RET_ALLOW, "i386 {nr}");
@@ -329,7 +367,12 @@ mod tests {
 
     #[test]
     fn process_calls_notify_only_from_an_image_and_clone_only_for_a_process() {
-        for nr in PROC_CALLS.into_iter().chain(GROUP_CALLS) {
+        for nr in PROC_CALLS
+            .into_iter()
+            .chain(GROUP_CALLS)
+            .chain(OPEN_CALLS)
+            .chain([SYSINFO])
+        {
             assert_eq!(run_full(ARCH_X86_64, nr, 0, 0, 0), RET_USER_NOTIF, "{nr}");
             assert_eq!(
                 run_full(ARCH_X86_64, nr, 0, 0, 0x5555),
@@ -351,7 +394,12 @@ mod tests {
         // The other calls do not look at the address.
         assert_eq!(run_full(ARCH_X86_64, 39, 0, 0, 0x7f12), RET_USER_NOTIF);
         // A static-pie image's filter sends them from every user address.
-        for nr in PROC_CALLS.into_iter().chain(GROUP_CALLS) {
+        for nr in PROC_CALLS
+            .into_iter()
+            .chain(GROUP_CALLS)
+            .chain(OPEN_CALLS)
+            .chain([SYSINFO])
+        {
             let pie = |ip| run_below(NO_IP_LIMIT, ARCH_X86_64, nr, 0, 0, ip);
             assert_eq!(pie(0x7fff), RET_USER_NOTIF, "static-pie {nr}");
             assert_eq!(pie(0), RET_USER_NOTIF, "static-pie {nr}");
@@ -360,6 +408,14 @@ mod tests {
             run_below(NO_IP_LIMIT, ARCH_X86_64, CLONE, 0, 0x003d_0f00, 0x7fff),
             RET_ALLOW
         );
+    }
+
+    #[test]
+    fn the_supervisors_own_opens_in_a_stopped_image_are_not_sent() {
+        let open = |high, ip| run_arg1_high(IMAGE_IP_LIMIT, ARCH_X86_64, 2, 0, 0, 2, high, ip);
+        assert_eq!(open(0, 0), RET_USER_NOTIF);
+        assert_eq!(open(BATCH_OPEN, 0), RET_ALLOW);
+        assert_eq!(open(0, 0x7f12), RET_ALLOW);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use core::arch::x86_64::*;
 /// statistical quality needs (the best attacks reach 7 rounds), and the streams are for
 /// determinism, not secrecy (anyone with the seed can replay them by design). It keeps a
 /// sealed `getrandom(16 bytes)` within docs/design.md's 10 ns target.
-pub const STREAM_ROUNDS: usize = 12;
+pub const STREAM_ROUNDS: usize = seal_abi::device_text::STREAM_ROUNDS;
 
 const SIGMA: [u32; 4] = [0x6170_7865, 0x3320_646e, 0x7962_2d32, 0x6b20_6574];
 

@@ -77,11 +77,7 @@ impl EntropyStream {
     }
 
     fn rekey(&mut self, seed: u64, id: u64) {
-        for (i, pair) in self.key.chunks_mut(2).enumerate() {
-            let w = seal_abi::mix64(seed ^ (0x6a09_e667_f3bc_c908u64.wrapping_mul(i as u64 + 1)));
-            pair[0] = w as u32;
-            pair[1] = (w >> 32) as u32;
-        }
+        self.key = seal_abi::device_text::stream_key(seed);
         self.nonce = [id as u32, (id >> 32) as u32];
         self.pos = 0;
         self.held = 0;

@@ -47,7 +47,12 @@ impl Batch {
 
     /// Appends system call `nr`; its result is number [`Batch::calls`] − 1. An `open`'s
     /// result is kept for later [`Arg::Fd`]s.
-    pub fn call(&mut self, nr: i64, args: [Arg; 6]) -> &mut Self {
+    pub fn call(&mut self, nr: i64, mut args: [Arg; 6]) -> &mut Self {
+        // An `open` here is the supervisor's own, which the filter must not send it (it waits
+        // for the batch): its flags carry the mark the filter lets through.
+        if let (libc::SYS_open, Arg::Imm(flags)) = (nr, &mut args[1]) {
+            *flags |= (seal_abi::supervised::BATCH_OPEN as u64) << 32;
+        }
         for (reg, a) in ARGS.into_iter().zip(args) {
             match a {
                 Arg::Imm(v) => self.movabs(reg, v),

@@ -23,6 +23,7 @@ mod census;
 mod clock_state;
 mod exe_map;
 mod exec_child;
+mod feeds;
 mod go_clock;
 mod go_entropy;
 mod go_unsealed;
@@ -97,7 +98,7 @@ pub fn partly_sealed_line(program: &str) -> String {
     };
     format!(
         "partly sealed (static-binary-supervised): {program}: {served} are sealed by seal's \
-         supervisor{cost}; real: {real}/dev/urandom and /proc files, file times, rdtsc"
+         supervisor{cost}; real: {real}/proc files but uptime, file times, rdtsc"
     )
 }
 

@@ -14,12 +14,14 @@ use seal_abi::flags;
 use std::collections::HashMap;
 
 use super::census;
-use super::go_clock::{self, Held, Waits};
+use super::go_clock::Waits;
 use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{child_signals, drain, proc_status_field, write};
 use super::world::{Stream, World};
 use seal_abi::supervised::entropy::MAGIC;
-use seal_abi::supervised::{msg, CALLS, EXEC, GROUP_CALLS, IOCTL, PROC_CALLS, TIMED_WAITS};
+use seal_abi::supervised::{
+    msg, CALLS, EXEC, GROUP_CALLS, IOCTL, OPEN_CALLS, PROC_CALLS, SYSINFO, TIMED_WAITS,
+};
 
 mod answers;
 mod clocks;
@@ -28,7 +30,9 @@ mod foreign;
 mod go_image;
 mod go_rand;
 mod groups;
+mod held;
 mod lamport;
+mod opens;
 mod pids;
 mod reexec;
 mod ticking;
@@ -92,6 +96,9 @@ struct Supervisor {
     prepared: Option<super::vdso_clock::Prepared>,
     /// Which processes still run the image they were set up with (`image_exe.rs`).
     exes: super::image_exe::ImageExes,
+    /// The random-device pipes the image's processes opened, and their opens so far.
+    feeds: super::feeds::Feeds,
+    device_opens: HashMap<i32, u64>,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -141,6 +148,8 @@ pub fn run(
         pids: super::pid_state::Pids::default(),
         prepared: None,
         exes: Default::default(),
+        feeds: Default::default(),
+        device_opens: HashMap::new(),
     };
     if !traced {
         sv.exes.first(pid);
@@ -191,6 +200,9 @@ pub fn run(
             events: libc::POLLIN,
             revents: 0,
         }));
+        // A device pipe is filled again when it has room.
+        let feeds_at = fds.len();
+        fds.extend(sv.feeds.pollfds());
         // While attached without a signalfd, the exec stop is looked for every 10 ms; held
         // waits are looked at when they may be released.
         let held = sv.waits.timeout(sv.world.sealed(flags::WARP));
@@ -207,6 +219,7 @@ pub fn run(
             .map_or(std::ptr::null(), |t| t as *const libc::timespec);
         // SAFETY: pollfd entries we own, an optional timespec, no signal mask.
         let r = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as _, tsp, std::ptr::null()) };
+        sv.feeds.serve(&fds[feeds_at..]);
         if fds[2].revents & libc::POLLIN != 0 {
             drain(stops);
         }
@@ -322,84 +335,6 @@ impl Supervisor {
             let slots = self.census.as_mut();
             if let Some(Some(slot)) = slots.and_then(|s| s.get_mut(&tgid)) {
                 slot.uncount(n.nr as i64, &n.args, ip);
-            }
-        }
-    }
-
-    /// A held wait of a Go image (`epoll_pwait` with a timeout): it runs at once when its
-    /// epoll instance has an event, else waits for [`Supervisor::release`].
-    fn hold(&mut self, n: &Notif, tgid: i32) -> Answer {
-        let fd = self.waits.copy_of(tgid, n.args[0] as i32);
-        if fd < 0 || go_clock::ready(fd) {
-            return Answer::Continue;
-        }
-        let ms = n.args[3] as i32 as i64;
-        self.waits.hold(Held {
-            id: n.id,
-            tid: n.pid as i32,
-            tgid,
-            len_ns: ms * 1_000_000,
-            deadline: std::time::Instant::now() + std::time::Duration::from_millis(ms as u64),
-            fd,
-            next: std::time::Instant::now(),
-            kids: Vec::new(),
-            busy_since: None,
-        });
-        Answer::Held
-    }
-
-    /// Answers the held waits that may go: one whose epoll instance has an event runs as it
-    /// is; one whose process is idle (under `--warp` at once, else past its real deadline too)
-    /// moves its process's clock by its length and returns no events.
-    fn release(&mut self, listener: i32) {
-        let warp = self.world.sealed(flags::WARP);
-        let mut i = 0;
-        while i < self.waits.held.len() {
-            // A fork of the process traced to its exit: its thread sleeps, waiting, and the
-            // child is not there yet. So does a wait traced once its child is gone: it returns
-            // at once (its thread looked asleep as the supervisor let it go on, 1 run in 20
-            // under load).
-            let tgid = self.waits.held[i].tgid;
-            let mut waits = false;
-            let forking = self.pids.calls.values().any(|c| {
-                waits |=
-                    c.tgid == tgid && matches!(c.traced.nr, libc::SYS_wait4 | libc::SYS_waitid);
-                c.tgid == tgid
-                    && matches!(
-                        c.traced.nr,
-                        libc::SYS_clone | libc::SYS_clone3 | libc::SYS_fork | libc::SYS_vfork
-                    )
-            });
-            let forking = forking || (waits && go_clock::descendants(tgid).is_empty());
-            let h = &mut self.waits.held[i];
-            let now = std::time::Instant::now();
-            let ready = go_clock::ready(h.fd);
-            // Expired (idle, its descendants too: `go_clock::expired`), and still no event (a
-            // thread that made one, a new earlier timer waking the netpoller through its
-            // eventfd, ran before the first look at the threads).
-            let expired = !ready
-                && !forking
-                && go_clock::expired(h, now, warp, listener)
-                && !go_clock::ready(h.fd);
-            if !ready && !expired {
-                i += 1;
-                continue;
-            }
-            let h = self.waits.held.remove(i);
-            let answer = if ready {
-                Answer::Continue
-            } else {
-                Answer::Value(0)
-            };
-            // The clock moves before the answer (the woken thread reads it from the page at
-            // once), and back if the call had gone meanwhile.
-            let d = if expired { h.len_ns } else { 0 };
-            self.advance(h.tgid, d);
-            if !respond(listener, h.id, answer) {
-                self.advance(h.tgid, -d);
-            } else if expired {
-                self.waits.moved(&go_clock::thread_ids(h.tgid));
-                self.note_waited(h.tgid);
             }
         }
     }
@@ -534,6 +469,13 @@ impl Supervisor {
             return match in_image && self.world.sealed(flags::PID) {
                 true => self.proc_call(n, tgid),
                 false => Answer::Continue,
+            };
+        }
+        if OPEN_CALLS.contains(&(n.nr as u32)) || n.nr as u32 == SYSINFO {
+            return match (in_image, n.nr as u32) {
+                (true, SYSINFO) => self.sysinfo(n, tgid),
+                (true, _) => self.open_call(n, tgid),
+                (false, _) => Answer::Continue,
             };
         }
         if GROUP_CALLS.contains(&(n.nr as u32)) || n.nr as u32 == IOCTL {

@@ -55,10 +55,7 @@ mod feeder;
 
 pub use fds::{answer_read, is_device_fd, on_dup, on_start, read_full};
 
-/// Lineage kind for the per-open device streams (distinct from processes/threads/images).
-const KIND_DEVICE_OPEN: u64 = 0xde71_ce00;
-/// Stream id of the run's boot id.
-const BOOT_ID_STREAM: u64 = 0xb007_1d00_5ea1_0001;
+use seal_abi::KIND_DEVICE_OPEN;
 
 crate::thread_cell! {
     /// (lineage the count belongs to, device opens made by this thread so far).
@@ -77,35 +74,11 @@ fn next_open_id() -> u64 {
     seal_abi::child_lineage(lineage, KIND_DEVICE_OPEN, idx)
 }
 
-/// Formats 16 random bytes as a version-4 uuid line (`8-4-4-4-12\n`, lowercase).
-pub fn uuid_text(mut b: [u8; 16]) -> [u8; 37] {
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let mut out = [0u8; 37];
-    let mut o = 0;
-    for (i, byte) in b.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            out[o] = b'-';
-            o += 1;
-        }
-        for nib in [byte >> 4, byte & 0xf] {
-            out[o] = if nib < 10 {
-                b'0' + nib
-            } else {
-                b'a' + nib - 10
-            };
-            o += 1;
-        }
-    }
-    out[36] = b'\n';
-    out
-}
+pub use seal_abi::device_text::uuid_text;
 
-/// The run's boot id (one per seed).
+/// The run's boot id (one per seed; the static-image supervisor computes the same).
 pub fn boot_id() -> [u8; 37] {
-    let mut b = [0u8; 16];
-    EntropyStream::new(config::SEED.load(Relaxed), BOOT_ID_STREAM).fill(&mut b);
-    uuid_text(b)
+    seal_abi::device_text::boot_id(config::SEED.load(Relaxed))
 }
 
 /// A sealed `/dev/urandom` or `/dev/random`: a pipe whose read end yields the next per-open
@@ -144,10 +117,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn uuid_text_is_v4() {
-        let t = uuid_text([0xff; 16]);
-        assert_eq!(&t, b"ffffffff-ffff-4fff-bfff-ffffffffffff\n");
-        let t = uuid_text([0; 16]);
-        assert_eq!(&t, b"00000000-0000-4000-8000-000000000000\n");
+    fn the_boot_id_is_the_first_bytes_of_its_stream() {
+        // abi's scalar block (what the static-image supervisor uses) against this process's
+        // SIMD stream, for a few seeds.
+        for seed in [0, 1, 42, u64::MAX] {
+            let mut b = [0u8; 16];
+            let id = seal_abi::device_text::BOOT_ID_STREAM;
+            EntropyStream::new(seed, id).fill(&mut b);
+            assert_eq!(
+                uuid_text(b),
+                seal_abi::device_text::boot_id(seed),
+                "seed {seed}"
+            );
+        }
     }
 }

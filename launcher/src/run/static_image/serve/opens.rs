@@ -1,0 +1,235 @@
+//! Sealed files for a static image: its `open`/`openat` of the random devices, the kernel's
+//! uuid and boot id, `/proc/uptime` and the host name files get, as libseal's open hooks
+//! give a dynamic program, a descriptor whose contents are the sealed ones, installed in the
+//! caller as the call's result (`SECCOMP_IOCTL_NOTIF_ADDFD`, `notif.rs`):
+//!
+//! * `/dev/urandom`, `/dev/random`: a pipe the supervisor keeps filled (`feeds.rs`) with the
+//!   stream keyed by the seed, the process's lineage and its count of device opens (libseal
+//!   keys by the thread's; a static image's process has one clock and one stream), so
+//!   `od -N4 /dev/urandom`, `dd if=/dev/urandom` and a shell's `< /dev/urandom` read the same
+//!   bytes every run, however much they read;
+//! * `uuid`: a memfd with a version-4 uuid from the next per-open stream;
+//! * `boot_id`: the run's, the same as libseal's (`seal_abi::device_text`);
+//! * `/proc/uptime`: a sealed `CLOCK_BOOTTIME` read, as libseal formats it;
+//! * `/proc/sys/kernel/hostname`, `/etc/hostname`: the sealed host name.
+//!
+//! Only read-only opens of absolute paths (after collapsing `//` and `/./`) are taken, as
+//! libseal's hooks take them; anything else runs as it is. Each is counted in the process's
+//! census as libseal counts it (`open(device)`, `/proc/uptime`, `gethostname`). Before, a
+//! static image read the real devices and files: busybox's `od /dev/urandom`, `cat
+//! /proc/sys/kernel/random/uuid` and `uptime` differed in every run.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+
+use seal_abi::{device, flags, Fid, NO_DETAIL};
+
+use super::super::exec_child::read_cstr;
+use super::super::world::Stream;
+use super::{Answer, Notif, Supervisor};
+
+/// A file whose contents are sealed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Sealed {
+    /// A random device: its [`seal_abi::device`] index.
+    Stream(u8),
+    Uuid,
+    BootId,
+    Uptime,
+    HostName,
+}
+
+/// What absolute path `path` names, after collapsing `//` and `/./`.
+pub(super) fn classify(path: &[u8]) -> Option<Sealed> {
+    if path.first() != Some(&b'/') || path.len() > 64 {
+        return None;
+    }
+    let mut norm = Vec::with_capacity(path.len());
+    let mut i = 0;
+    while i < path.len() {
+        if path[i] == b'/' && norm.last() == Some(&b'/') {
+            i += 1;
+            continue;
+        }
+        if path[i] == b'/' && path.get(i + 1) == Some(&b'.') && path.get(i + 2) == Some(&b'/') {
+            i += 2;
+            continue;
+        }
+        norm.push(path[i]);
+        i += 1;
+    }
+    Some(match &norm[..] {
+        b"/dev/urandom" => Sealed::Stream(device::URANDOM),
+        b"/dev/random" => Sealed::Stream(device::RANDOM),
+        b"/proc/sys/kernel/random/uuid" => Sealed::Uuid,
+        b"/proc/sys/kernel/random/boot_id" => Sealed::BootId,
+        b"/proc/uptime" => Sealed::Uptime,
+        b"/proc/sys/kernel/hostname" | b"/etc/hostname" => Sealed::HostName,
+        _ => return None,
+    })
+}
+
+/// `/proc/uptime`'s text for a `CLOCK_BOOTTIME` of `boot_ns`: seconds with two decimals,
+/// twice (the idle time shows the same number), as libseal writes it.
+fn uptime_text(boot_ns: i64) -> Vec<u8> {
+    let cs = boot_ns.max(0) / 10_000_000;
+    format!("{0}.{1:02} {0}.{1:02}\n", cs / 100, cs % 100).into_bytes()
+}
+
+/// A memfd holding `bytes`, read from the start.
+fn memfd_with(name: &std::ffi::CStr, bytes: &[u8]) -> Option<OwnedFd> {
+    // SAFETY: a NUL-terminated name; a new descriptor we own.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a descriptor just made, owned from here.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let f = std::fs::File::from(fd);
+    std::os::unix::fs::FileExt::write_all_at(&f, bytes, 0).ok()?;
+    Some(f.into())
+}
+
+impl Supervisor {
+    /// An `open` or `openat` from process `tgid`'s image: a sealed file's descriptor, or the
+    /// call as it is.
+    pub(super) fn open_call(&mut self, n: &Notif, tgid: i32) -> Answer {
+        let tid = n.pid as i32;
+        let a = n.args;
+        let (at, oflags) = match n.nr as i64 {
+            libc::SYS_open => (a[0], a[1] as i32),
+            _ => (a[1], a[2] as i32),
+        };
+        let path = read_cstr(tid, at);
+        let Some(file) = classify(&path) else {
+            return Answer::Continue;
+        };
+        let family = match file {
+            Sealed::HostName => flags::HOST,
+            Sealed::Uptime => flags::TIME,
+            _ => flags::RANDOM,
+        };
+        if !self.world.sealed(family) {
+            return Answer::Continue;
+        }
+        let (fid, detail) = match file {
+            Sealed::Stream(d) => (Fid::OpenDevice, d),
+            Sealed::Uuid => (Fid::OpenDevice, device::UUID),
+            Sealed::BootId => (Fid::OpenDevice, device::BOOT_ID),
+            Sealed::Uptime => (Fid::ProcUptime, NO_DETAIL),
+            Sealed::HostName => (Fid::Gethostname, NO_DETAIL),
+        };
+        let ip = self.census_ip(tgid, n.ip);
+        if let Some(slot) = self.slot(tgid) {
+            slot.count(fid, detail, ip);
+        }
+        // Writing to the devices feeds the kernel's pool; libseal lets those through too.
+        if oflags & libc::O_ACCMODE != libc::O_RDONLY
+            || oflags & (libc::O_PATH | libc::O_DIRECTORY) != 0
+        {
+            return Answer::Continue;
+        }
+        let fd = match file {
+            Sealed::Stream(_) => {
+                let stream = self.device_stream(tgid);
+                self.feeds.open(stream, oflags & libc::O_NONBLOCK != 0)
+            }
+            Sealed::Uuid => {
+                let mut b = [0u8; 16];
+                self.device_stream(tgid).fill(&mut b);
+                memfd_with(c"seal-uuid", &seal_abi::device_text::uuid_text(b))
+            }
+            Sealed::BootId => memfd_with(
+                c"seal-boot_id",
+                &seal_abi::device_text::boot_id(self.world.seed),
+            ),
+            Sealed::Uptime => {
+                let Some(ns) = self.clock(tid, tgid, libc::CLOCK_BOOTTIME) else {
+                    return Answer::Continue;
+                };
+                memfd_with(c"seal-uptime", &uptime_text(ns))
+            }
+            Sealed::HostName => {
+                let mut name = self.world.hostname.clone();
+                name.push(b'\n');
+                memfd_with(c"seal-hostname", &name)
+            }
+        };
+        match fd {
+            Some(fd) => Answer::Fd(fd, oflags & libc::O_CLOEXEC != 0),
+            // No descriptor to give (out of memory or descriptors): the call fails as the
+            // kernel's would, rather than read the real file.
+            None => Answer::Error(libc::ENFILE),
+        }
+    }
+
+    /// `sysinfo` from process `tgid`'s image: the sealed uptime (`CLOCK_BOOTTIME`), no load
+    /// and one process, as libseal's hook gives them (busybox's `uptime` reads it). The
+    /// memory figures stay the machine's: a static image reads `/proc/meminfo` as it is, and
+    /// `free` mixes the two (libseal seals both for a dynamic program).
+    pub(super) fn sysinfo(&mut self, n: &Notif, tgid: i32) -> Answer {
+        if !self.world.sealed(flags::MACHINE) {
+            return Answer::Continue;
+        }
+        let tid = n.pid as i32;
+        let ip = self.census_ip(tgid, n.ip);
+        if let Some(slot) = self.slot(tgid) {
+            slot.count(Fid::SysSysinfo, NO_DETAIL, ip);
+        }
+        let boot = match self.world.sealed(flags::TIME) {
+            true => self.clock(tid, tgid, libc::CLOCK_BOOTTIME).unwrap_or(0),
+            false => 0,
+        };
+        // SAFETY: sysinfo is plain integers: all zeroes is a value; the kernel fills it.
+        let mut s: libc::sysinfo = unsafe { std::mem::zeroed() };
+        // SAFETY: a struct we own.
+        unsafe { libc::sysinfo(&mut s) };
+        s.uptime = boot / 1_000_000_000;
+        s.loads = [0; 3];
+        s.procs = 1;
+        self.put(tid, n.args[0], &s)
+    }
+
+    /// The stream of process `tgid`'s next device open.
+    fn device_stream(&mut self, tgid: i32) -> Stream {
+        let lineage = self.ident(tgid).lineage;
+        let n = self.device_opens.entry(tgid).or_insert(0);
+        let id = seal_abi::child_lineage(lineage, seal_abi::KIND_DEVICE_OPEN, *n);
+        *n += 1;
+        Stream::new(self.world.seed, id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sealed_paths_are_told_as_libseal_tells_them() {
+        assert_eq!(
+            classify(b"/dev/urandom"),
+            Some(Sealed::Stream(device::URANDOM))
+        );
+        assert_eq!(
+            classify(b"//dev/./random"),
+            Some(Sealed::Stream(device::RANDOM))
+        );
+        assert_eq!(
+            classify(b"/proc/sys/kernel/random/uuid"),
+            Some(Sealed::Uuid)
+        );
+        assert_eq!(classify(b"/proc/uptime"), Some(Sealed::Uptime));
+        assert_eq!(classify(b"/etc/hostname"), Some(Sealed::HostName));
+        assert_eq!(classify(b"dev/urandom"), None);
+        assert_eq!(classify(b"/dev/urandom2"), None);
+        assert_eq!(classify(b"/etc/passwd"), None);
+    }
+
+    #[test]
+    fn uptime_has_two_decimals() {
+        assert_eq!(
+            uptime_text(86_400_000_000_000 + 50_123_456),
+            b"86400.05 86400.05\n"
+        );
+        assert_eq!(uptime_text(1_230_000_000), b"1.23 1.23\n");
+    }
+}
