@@ -29,8 +29,8 @@ impl Supervisor {
         };
         let sites = go_site::find_all(&exe);
         let w = &self.world;
-        // `cputicks` seeds each thread's `fastrand` and `cheaprand` (select order, Go 1.19's
-        // map order) through `rdtsc`; Go allows it to be anything ("not guaranteed to be
+        // `cputicks` seeds each thread's `fastrand` and `cheaprand` (work stealing; select
+        // and Go 1.19's map order where their inlined copies are not redirected) through `rdtsc`; Go allows it to be anything ("not guaranteed to be
         // monotonic"); its only other users are the block profiler and tracing.
         if let Some((at, size)) = sites.cputicks {
             let ticks = seal_abi::mix64(w.seed ^ lineage ^ 0x0074_7363) >> 1;
