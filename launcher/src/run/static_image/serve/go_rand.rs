@@ -1,7 +1,8 @@
 //! A static Go image's own random numbers (`seal_abi::supervised::go_rand`: map order and
-//! hash seeds, `math/rand`'s global source, `os.MkdirTemp` names), made one sequence per
-//! process at its exec stop, and its `runtime.cputicks` made a constant: both found by name in
-//! its symbol table, or through its `pclntab` when it is stripped (`go_site`).
+//! hash seeds, `math/rand`'s global source, `os.MkdirTemp` names, `select` order), made one
+//! sequence per process at its exec stop, and its `runtime.cputicks` made a constant: both
+//! found by name in its symbol table, or through its `pclntab` when it is stripped
+//! (`go_site`).
 //!
 //! The code and its counters are in a private anonymous mapping of two pages made below the
 //! program (a fork copies it: the child goes on from its parent's count), the code page made
