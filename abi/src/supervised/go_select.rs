@@ -8,13 +8,13 @@
 //! each a loop of one copy:
 //!
 //! ```text
-//! Go 1.19.8, 1.21.13:                     Go 1.27.3:
-//! MOVQ 0x30(R14), Rm      ; m = g.m       MOVQ 0x30(R14), Rm
-//! MOVQ 0x120(Rm), Rs      ; s = m.fastrand MOVL 0x668(Rm), Rs   ; s = m.cheaprand
-//! MOVQ $0xa0761d6478bd642f, Rk            ADDL $0x53c5ca59, Rs  ; s += K32
-//! ADDQ Rk, Rs             ; s += K        ...
-//! ...                                     MOVL Rx, 0x668(Rm)   ; m.cheaprand = s
-//! MOVQ Rs, 0x120(Rm)      ; m.fastrand = s
+//! Go 1.19.8, 1.21.13                       Go 1.27.3
+//! MOVQ 0x30(R14), Rm     ; m = g.m         MOVQ 0x30(R14), Rm
+//! MOVQ 0x120(Rm), Rs     ; s = m.fastrand  MOVL 0x668(Rm), Rs  ; s = m.cheaprand
+//! MOVQ $0xa0761d6478bd642f, Rk             ADDL $0x53c5ca59, Rs ; s += K32
+//! ADDQ Rk, Rs            ; s += K          ...
+//! ...                                      MOVL Rx, 0x668(Rm)  ; m.cheaprand = s
+//! MOVQ Rs, 0x120(Rm)     ; m.fastrand = s
 //! ```
 //!
 //! The state load (the site) becomes a jump to a trampoline of [`super::go_wyrand`] on a
@@ -62,7 +62,8 @@ pub fn scan(body: &[u8], func: u64) -> Option<[Site; MAX_SITES]> {
 
 /// `MOVQ 0x30(R14), Rm` (`g.m`, 4 bytes) at the start of `b`: `Rm`.
 fn gm_load(b: &[u8]) -> Option<u8> {
-    let (rex, modrm) = (*b.first()?, *b.get(2)?);
+    let b = b.get(..4)?;
+    let (rex, modrm) = (b[0], b[2]);
     let ok = (rex == 0x49 || rex == 0x4d) && b[1] == 0x8b && modrm & 0xc7 == 0x46 && b[3] == 0x30;
     ok.then_some(((modrm >> 3) & 7) | ((rex & 4) << 1))
 }
