@@ -4,11 +4,11 @@
 //! ready cases it takes.
 //!
 //! Go 1.19–1.21 inline `fastrandn` (wyrand on the M's 64-bit `m.fastrand`); Go 1.22 and later
-//! `cheaprandn` (Go 1.27: a 32-bit wyrand on `m.cheaprand`). Checked with `go tool objdump`,
-//! each a loop of one copy:
+//! `cheaprandn` (Go 1.23: the same wyrand on `m.cheaprand`; Go 1.27: a 32-bit wyrand). Checked
+//! with `go tool objdump` (esbuild's Go 1.23.12 with `objdump`), each a loop of one copy:
 //!
 //! ```text
-//! Go 1.19.8, 1.21.13                       Go 1.27.3
+//! Go 1.19.8, 1.21.13 (1.23.12: 0x648)      Go 1.27.3
 //! MOVQ 0x30(R14), Rm     ; m = g.m         MOVQ 0x30(R14), Rm
 //! MOVQ 0x120(Rm), Rs     ; s = m.fastrand  MOVL 0x668(Rm), Rs  ; s = m.cheaprand
 //! MOVQ $0xa0761d6478bd642f, Rk             ADDL $0x53c5ca59, Rs ; s += K32
@@ -170,6 +170,24 @@ mod tests {
         0x49, 0x89, 0xb7, 0x20, 0x01, 0x00, 0x00, // MOVQ SI, 0x120(R15)
     ];
 
+    /// Go 1.23.12's, from esbuild 0.25.12 (stripped, from npm): Go 1.21's shape, on
+    /// `m.cheaprand`.
+    const GO123: &[u8] = &[
+        0x4d, 0x8b, 0x7e, 0x30, // MOVQ 0x30(R14), R15
+        0x49, 0x8b, 0xb7, 0x48, 0x06, 0x00, 0x00, // MOVQ 0x648(R15), SI
+        0x49, 0xb9, 0x2f, 0x64, 0xbd, 0x78, 0x64, 0x1d, 0x76, 0xa0, // MOVQ $K, R9
+        0x4c, 0x01, 0xce, // ADDQ R9, SI
+        0x49, 0xb9, 0xdb, 0x28, 0xb4, 0xa0, 0xd1, 0x7e, 0x03, 0xe7, // MOVQ $K2, R9
+        0x49, 0x31, 0xf1, // XORQ SI, R9
+        0x48, 0x89, 0xf0, // MOVQ SI, AX
+        0x49, 0xf7, 0xe1, // MULQ R9
+        0x48, 0x31, 0xd0, // XORQ DX, AX
+        0x89, 0xc0, // MOVL AX, AX
+        0x49, 0x0f, 0xaf, 0xc5, // IMULQ R13, AX
+        0x48, 0xc1, 0xe8, 0x20, // SHRQ $0x20, AX
+        0x49, 0x89, 0xb7, 0x48, 0x06, 0x00, 0x00, // MOVQ SI, 0x648(R15)
+    ];
+
     /// Go 1.27.3's (`cheaprandn`: 32-bit wyrand on `m.cheaprand`).
     const GO127: &[u8] = &[
         0x4d, 0x8b, 0x7e, 0x30, // MOVQ 0x30(R14), R15
@@ -201,6 +219,7 @@ mod tests {
         let one = |r| [(0x1000 + 16 + 4, r), (0, 0)];
         assert_eq!(scan(&body(GO119), 0x1000), Some(one(13)), "R13");
         assert_eq!(scan(&body(GO121), 0x1000), Some(one(6)), "SI");
+        assert_eq!(scan(&body(GO123), 0x1000), Some(one(6)), "SI, cheaprand");
         assert_eq!(
             scan(&body(GO127), 0x1000),
             Some(one(6 | NARROW)),
