@@ -36,6 +36,23 @@ pub(crate) fn path_go_orders_maps() -> bool {
     have("go") && go_minor(Path::new("go")) >= 19
 }
 
+/// What a Go image's `partly sealed` line may say right after `real: `, for the `go` on PATH,
+/// where the line goes on with `then` (what else stays real): nothing of the runtime's random
+/// numbers where map order and select order are one sequence each (Go 1.19–1.21, 1.23 and
+/// 1.27 on, whose `selectgo` shapes were checked; the map code's inlined copies or
+/// `runtime.rand`), or `select order` too for 1.22 and 1.24–1.26 (not checked: `selectgo`'s
+/// copy may be in another shape), map order too for anything older (docs/limits.md).
+pub(crate) fn partly_sealed_real(then: &str) -> Vec<String> {
+    let select = format!(
+        "select order (the scheduler's cheaprand: seeded by seal, but drawn per thread), {then}"
+    );
+    match go_minor(Path::new("go")) {
+        19..=21 | 23 | 27.. => vec![then.to_string()],
+        22..=26 => vec![then.to_string(), select],
+        _ => vec!["map and select order (the runtime's fastrand inlined in its map code".into()],
+    }
+}
+
 /// `fixtures/go/NAME` built by `go` (version `minor`), with cgo or not, stripped or not.
 fn build(name: &str, go: &Path, minor: u32, cgo: bool, strip: bool) -> PathBuf {
     let dir = format!("go/{name}");

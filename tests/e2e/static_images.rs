@@ -223,7 +223,8 @@ fn a_static_go_program_runs_partly_sealed_and_says_what_is_not() {
                 bin.display(),
             ))
         };
-        let reals = go_rand_real("/dev/urandom and /proc files, file times, rdtsc");
+        let reals =
+            crate::go_rand::partly_sealed_real("/dev/urandom and /proc files, file times, rdtsc");
         assert!(
             reals.iter().any(says),
             "want one of {reals:?}\n{}",
@@ -306,7 +307,7 @@ fn a_cgo_go_program_sees_one_pid_and_one_host_name() {
              read from a page, moved by its timer waits) and raw getpid, getrandom, uname and \
              signal calls are sealed by seal's supervisor; real: ",
         );
-        let reals = go_rand_real("tids of its other threads");
+        let reals = crate::go_rand::partly_sealed_real("tids of its other threads");
         assert!(
             reals.iter().any(|r| o.stderr.contains(&format!(
                 "signal calls are sealed by seal's supervisor; real: {r}"
@@ -694,22 +695,5 @@ fn without_a_server_each_static_image_gets_its_own_supervisor() {
         .chain(&[" ppid 1000 host seal release 6.1.0-seal cpus 4"])
     {
         assert!(o.stdout.contains(line), "want {line:?}\n{}", o.show());
-    }
-}
-
-/// What a Go image's `partly sealed` line may say right after `real: `, for the `go` on PATH,
-/// where the line goes on with `then` (what else stays real): nothing of the runtime's random
-/// numbers where map order and select order are one sequence each (Go 1.19–1.21, 1.23 and
-/// 1.27 on, whose `selectgo` shapes were checked; the map code's inlined copies or
-/// `runtime.rand`), or `select order` too for 1.22 and 1.24–1.26 (not checked: `selectgo`'s
-/// copy may be in another shape), map order too for anything older (docs/limits.md).
-fn go_rand_real(then: &str) -> Vec<String> {
-    let select = format!(
-        "select order (the scheduler's cheaprand: seeded by seal, but drawn per thread), {then}"
-    );
-    match crate::go_rand::go_minor(Path::new("go")) {
-        19..=21 | 23 | 27.. => vec![then.to_string()],
-        22..=26 => vec![then.to_string(), select],
-        _ => vec!["map and select order (the runtime's fastrand inlined in its map code".into()],
     }
 }
