@@ -136,7 +136,7 @@ mod tests {
     use std::vec;
     use std::vec::Vec;
 
-    use super::super::go_wyrand::{trampoline, TRAMPOLINES_AT, TRAMPOLINE_BYTES};
+    use super::super::go_wyrand::{rwx_pages, trampoline, TRAMPOLINES_AT, TRAMPOLINE_BYTES};
     use super::*;
 
     /// `selectgo`'s copy as Go 1.19.8 compiled it (static, amd64), from the `g.m` load to the
@@ -276,15 +276,9 @@ mod tests {
     /// back past the load.
     #[test]
     fn a_narrow_trampoline_draws_the_shared_state_on_32_bits() {
-        extern "C" {
-            fn mmap(a: *mut u8, l: usize, p: i32, f: i32, fd: i32, o: i64) -> *mut u8;
-        }
-        // SAFETY: a new private anonymous mapping of our own, read-write-execute.
-        let base = unsafe { mmap(core::ptr::null_mut(), 8192, 7, 0x22, -1, 0) };
-        assert!(!base.is_null() && base as isize != -1);
+        let page = rwx_pages();
+        let base = page.as_mut_ptr();
         let b = base as u64;
-        // SAFETY: our mapping.
-        let page = unsafe { core::slice::from_raw_parts_mut(base, 8192) };
         // Two "functions": at 0, `mov r9, -1`, a 7-byte slot, `mov rax, r9; ret`; at 64,
         // `mov rsi, -1`, a 6-byte slot, `mov rax, rsi; ret`.
         page[..7].copy_from_slice(&[0x49, 0xc7, 0xc1, 0xff, 0xff, 0xff, 0xff]);

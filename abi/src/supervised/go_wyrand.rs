@@ -192,6 +192,19 @@ pub fn trampoline(out: &mut [u8], at: u64, (site, r): Site, count: u64, key_at: 
     Some(())
 }
 
+/// Two new pages, read-write-execute, for tests that run trampolines.
+#[cfg(test)]
+pub(super) fn rwx_pages() -> &'static mut [u8] {
+    extern "C" {
+        fn mmap(a: *mut u8, l: usize, p: i32, f: i32, fd: i32, o: i64) -> *mut u8;
+    }
+    // SAFETY: a new private anonymous mapping of our own, read-write-execute.
+    let base = unsafe { mmap(core::ptr::null_mut(), 8192, 7, 0x22, -1, 0) };
+    assert!(!base.is_null() && base as isize != -1);
+    // SAFETY: our mapping, never unmapped.
+    unsafe { core::slice::from_raw_parts_mut(base, 8192) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,15 +251,9 @@ mod tests {
     /// of one sequence, `key + n * K`, and comes back past the load.
     #[test]
     fn the_trampoline_draws_the_shared_state() {
-        extern "C" {
-            fn mmap(a: *mut u8, l: usize, p: i32, f: i32, fd: i32, o: i64) -> *mut u8;
-        }
-        // SAFETY: a new private anonymous mapping of our own, read-write-execute.
-        let base = unsafe { mmap(core::ptr::null_mut(), 8192, 7, 0x22, -1, 0) };
-        assert!(!base.is_null() && base as isize != -1);
+        let page = rwx_pages();
+        let base = page.as_mut_ptr();
         let b = base as u64;
-        // SAFETY: our mapping.
-        let page = unsafe { core::slice::from_raw_parts_mut(base, 8192) };
         // The "function": at 0, a 7-byte slot then `mov rax, rsi; ret` at 7.
         page[..7].fill(0x90);
         page[7..11].copy_from_slice(&[0x48, 0x89, 0xf0, 0xc3]);
