@@ -13,6 +13,7 @@
 
 pub mod entropy;
 pub mod go_rand;
+pub mod go_select;
 pub mod go_site;
 pub mod go_wyrand;
 pub mod handover;

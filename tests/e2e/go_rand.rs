@@ -6,6 +6,8 @@
 //! and stripped: 8 sealed runs, 4 at a time, each with a `TMPDIR` of its own, print the same
 //! bytes, map lines too: Go 1.19–1.21 draw map order from copies of their generator inlined in
 //! the map code, which seal redirects one by one (`seal_abi::supervised::go_wyrand`).
+//! `fixtures/go/selectorder` does the same for the case a `select` of several ready cases
+//! takes (`runtime.selectgo`'s inlined copy, `seal_abi::supervised::go_select`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,9 +36,27 @@ pub(crate) fn path_go_orders_maps() -> bool {
     have("go") && go_minor(Path::new("go")) >= 19
 }
 
-/// `fixtures/go/randseq` built by `go` (version `minor`), with cgo or not, stripped or not.
-fn build(go: &Path, minor: u32, cgo: bool, strip: bool) -> PathBuf {
-    let name = format!("go_randseq_1{minor}_{cgo}_{strip}");
+/// What a Go image's `partly sealed` line may say right after `real: `, for the `go` on PATH,
+/// where the line goes on with `then` (what else stays real): nothing of the runtime's random
+/// numbers where map order and select order are one sequence each (Go 1.19–1.21, 1.23 and
+/// 1.27 on, whose `selectgo` shapes were checked; the map code's inlined copies or
+/// `runtime.rand`), or `select order` too for 1.22 and 1.24–1.26 (not checked: `selectgo`'s
+/// copy may be in another shape), map order too for anything older (docs/limits.md).
+pub(crate) fn partly_sealed_real(then: &str) -> Vec<String> {
+    let select = format!(
+        "select order (the scheduler's cheaprand: seeded by seal, but drawn per thread), {then}"
+    );
+    match go_minor(Path::new("go")) {
+        19..=21 | 23 | 27.. => vec![then.to_string()],
+        22..=26 => vec![then.to_string(), select],
+        _ => vec!["map and select order (the runtime's fastrand inlined in its map code".into()],
+    }
+}
+
+/// `fixtures/go/NAME` built by `go` (version `minor`), with cgo or not, stripped or not.
+fn build(name: &str, go: &Path, minor: u32, cgo: bool, strip: bool) -> PathBuf {
+    let dir = format!("go/{name}");
+    let name = format!("go_{name}_1{minor}_{cgo}_{strip}");
     let out = build_dir().join(name);
     let mut c = Command::new(go);
     c.arg("build");
@@ -47,7 +67,7 @@ fn build(go: &Path, minor: u32, cgo: bool, strip: bool) -> PathBuf {
         .arg("-o")
         .arg(&out)
         .arg(".")
-        .current_dir(fixture("go/randseq"))
+        .current_dir(fixture(&dir))
         .env("CGO_ENABLED", if cgo { "1" } else { "0" })
         .env("GOFLAGS", "-mod=mod")
         .env("GOTOOLCHAIN", "local")
@@ -55,13 +75,13 @@ fn build(go: &Path, minor: u32, cgo: bool, strip: bool) -> PathBuf {
         .env("GOPATH", build_dir().join("go-path"))
         .status()
         .expect("go build");
-    assert!(st.success(), "go build of fixtures/go/randseq failed");
+    assert!(st.success(), "go build of fixtures/{dir} failed");
     out
 }
 
-/// 8 sealed runs of `bin`, 4 at a time, each with a `TMPDIR` of its own: their outputs (map
-/// lines left out unless `maps`), which must all be the same.
-fn eight_runs_agree(bin: &Path, maps: bool, what: &str) -> String {
+/// The standard outputs of 8 sealed runs of `bin`, 4 at a time, each with a `TMPDIR` of its
+/// own.
+fn eight_sealed_runs(bin: &Path) -> Vec<String> {
     let tmp = tempfile::tempdir().unwrap();
     let mut outs = Vec::new();
     for round in 0..2 {
@@ -77,15 +97,24 @@ fn eight_runs_agree(bin: &Path, maps: bool, what: &str) -> String {
         for r in runs {
             let o = r.join().unwrap();
             o.ok();
-            let kept: String = o
-                .stdout
-                .lines()
-                .filter(|l| maps || !l.starts_with("map "))
-                .map(|l| format!("{l}\n"))
-                .collect();
-            outs.push(kept);
+            outs.push(o.stdout.clone());
         }
     }
+    outs
+}
+
+/// [`eight_sealed_runs`] of `bin` (map lines left out unless `maps`), which must all be the
+/// same.
+fn eight_runs_agree(bin: &Path, maps: bool, what: &str) -> String {
+    let mut outs: Vec<String> = eight_sealed_runs(bin)
+        .iter()
+        .map(|out| {
+            out.lines()
+                .filter(|l| maps || !l.starts_with("map "))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        })
+        .collect();
     for (i, o) in outs.iter().enumerate() {
         assert_eq!(o, &outs[0], "{what}: run {i} differs from run 0");
     }
@@ -113,7 +142,7 @@ fn every_build(go: &Path) {
             continue;
         }
         for strip in [false, true] {
-            let bin = build(go, minor, cgo, strip);
+            let bin = build("randseq", go, minor, cgo, strip);
             let what = format!("go1.{minor} cgo {cgo} stripped {strip}");
             let out = eight_runs_agree(&bin, maps, &what);
             let linkage = if cgo { "cgo\n" } else { "static\n" };
@@ -145,4 +174,67 @@ fn a_go_programs_map_order_rand_and_temp_names_are_the_same_in_every_run() {
         skip!("go not on PATH (Debian: golang-go)");
     }
     every_build(Path::new("go"));
+}
+
+/// Every build of `selectorder` by `go` (static and cgo, with symbols and stripped): 8 sealed
+/// runs, 4 at a time, print the same cases, 200 selects of 4 ready cases on one thread and
+/// 200 across thread hops; and the `partly sealed` line no longer says `select order`.
+fn every_select_build(go: &Path) {
+    let minor = go_minor(go);
+    assert!(minor >= 19, "{} is no Go 1.19 or later", go.display());
+    for cgo in [false, true] {
+        if cgo && !have("cc") {
+            skip_part!("cc not on PATH: the cgo build");
+            continue;
+        }
+        for strip in [false, true] {
+            let bin = build("selectorder", go, minor, cgo, strip);
+            let what = format!("go1.{minor} cgo {cgo} stripped {strip}");
+            let outs = eight_sealed_runs(&bin);
+            for (i, o) in outs.iter().enumerate() {
+                assert_eq!(o, &outs[0], "{what}: run {i} differs from run 0");
+            }
+            let lines: Vec<&str> = outs[0].lines().collect();
+            assert_eq!(lines.len(), 3, "{what}: {}", outs[0]);
+            for (line, name) in lines.iter().zip(["select ", "hops "]) {
+                let cases = line.strip_prefix(name).unwrap_or_default();
+                assert_eq!(cases.len(), 200, "{what}: {line}");
+                // Each of the 4 cases taken, roughly a quarter of the time each.
+                for c in ['0', '1', '2', '3'] {
+                    let n = cases.matches(c).count();
+                    assert!((20..=80).contains(&n), "{what}: case {c} {n} times: {line}");
+                }
+            }
+            assert_eq!(lines[2], if cgo { "cgo" } else { "static" });
+            let o = run_timeout(seal(["--", bin.to_str().unwrap()]), crate::util::TIMEOUT);
+            o.ok();
+            assert!(
+                o.stderr.contains("partly sealed") && !o.stderr.contains("select order"),
+                "{what}: {}",
+                o.stderr
+            );
+        }
+    }
+}
+
+/// The `go` on PATH (Debian's 1.19: `selectgo` draws its order from an inlined `fastrandn`):
+/// which of 4 ready cases each of 400 selects takes is the same in 8 runs, 4 at a time,
+/// static and cgo, with symbols and stripped. The old build printed a different `hops` line
+/// in every run (the `select` line too when runs went 4 at a time).
+#[test]
+fn a_go_programs_select_order_is_the_same_in_every_run() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    every_select_build(Path::new("go"));
+}
+
+/// The same with a Go 1.22 or later (`selectgo`'s inlined `cheaprandn`; Go 1.27: a 32-bit
+/// wyrand). The old build printed a different `hops` line in every run.
+#[test]
+fn a_new_go_programs_select_order_is_the_same_in_every_run() {
+    let Some(go) = std::env::var_os(NEW_GO).map(PathBuf::from) else {
+        skip!("{NEW_GO} not set (the `go` of a Go 1.22 or later; .ci/run installs one)");
+    };
+    every_select_build(&go);
 }

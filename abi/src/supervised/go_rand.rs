@@ -8,7 +8,10 @@
 //! - Go 1.19–1.21: `runtime.fastrand` (32 bits), `runtime.fastrand64` (1.20 on) and
 //!   `os.fastrand` (the runtime's body for `os`'s temp names, wyrand inlined), per-M wyrand
 //!   state. These are also inlined into the map code (`mapiterinit`, `makemap`), which
-//!   this does not reach: there, map order stays per thread.
+//!   this does not reach ([`go_wyrand`] redirects those copies one by one).
+//!
+//! `select` order comes from another per-thread generator inlined into `runtime.selectgo`
+//! (`fastrand` or `cheaprand`), redirected likewise to a sequence of its own ([`go_select`]).
 //!
 //! The entry of each is overwritten with a `jmp rel32` to code in a private anonymous mapping
 //! (two pages: the code, then the counters), which takes the next number of a counter with
@@ -22,6 +25,7 @@
 //! `rbp`, `r14` (g), `r15` or `x15`. It is not Go code: asynchronous preemption finds no
 //! function at its PC and leaves the thread be.
 
+use super::go_select;
 use super::go_site::{calls_in, Found};
 use super::go_wyrand::{self, MAX_SITES};
 
@@ -41,6 +45,8 @@ pub const ALT_COUNT_AT: usize = 4096 + 64;
 const ALT_LABEL: u64 = 0x6d72_616e_6469_6e69;
 /// And the map code's (Go 1.19–1.21's inlined `fastrand`, [`go_wyrand`]).
 const WY_LABEL: u64 = 0x7779_7261_6e64_6d61;
+/// And `select`'s ([`go_select`]).
+const SELECT_LABEL: u64 = 0x7365_6c65_6374_676f;
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// The `n`-th number (from 0) of the sequence keyed `key`.
@@ -110,17 +116,36 @@ pub fn code(out: &mut [u8], base: u64, key: u64, sites: &Sites) -> Option<()> {
         .copy_from_slice(&wy_key.to_le_bytes());
     out.get_mut(go_wyrand::KEY_AT + 8..go_wyrand::KEY_AT + 16)?
         .copy_from_slice(&go_wyrand::increment().to_le_bytes());
-    for (i, &site) in sites.inlined.iter().enumerate().filter(|s| s.1 .0 != 0) {
-        let at = go_wyrand::TRAMPOLINES_AT + i * go_wyrand::TRAMPOLINE_BYTES;
+    let select_key = crate::mix64(key ^ SELECT_LABEL);
+    out.get_mut(go_select::KEY_AT..go_select::KEY_AT + 8)?
+        .copy_from_slice(&select_key.to_le_bytes());
+    let wy = (go_wyrand::COUNT_AT, go_wyrand::KEY_AT);
+    let select = (go_select::COUNT_AT, go_select::KEY_AT);
+    let all = sites.inlined.iter().map(|&s| (s, wy));
+    let all = all.chain(sites.select.iter().map(|&s| (s, select)));
+    for (i, (site, (count, key_at))) in all.enumerate().filter(|s| s.1 .0 .0 != 0) {
+        let at = trampoline_at(i);
         go_wyrand::trampoline(
             out.get_mut(at..)?,
             base + at as u64,
             site,
-            base + go_wyrand::COUNT_AT as u64,
-            base + go_wyrand::KEY_AT as u64,
+            base + count as u64,
+            base + key_at as u64,
         )?;
     }
     Some(())
+}
+
+// Every trampoline fits below the keys.
+const _: () = assert!(
+    go_wyrand::TRAMPOLINES_AT + (MAX_SITES + go_select::MAX_SITES) * go_wyrand::TRAMPOLINE_BYTES
+        <= go_wyrand::KEY_AT
+);
+
+/// Where the trampoline of inlined copy `i` is in the code page: the map code's
+/// ([`Sites::inlined`]), then `selectgo`'s ([`Sites::select`]).
+fn trampoline_at(i: usize) -> usize {
+    go_wyrand::TRAMPOLINES_AT + i * go_wyrand::TRAMPOLINE_BYTES
 }
 
 /// A `jmp rel32` at `site` to `target`, when it reaches (±2 GiB).
@@ -143,10 +168,13 @@ pub struct Sites {
     /// Go 1.19–1.21: the map code's inlined copies of `fastrand` ([`go_wyrand`]; an address
     /// of 0 is none). When there are some, map order follows a sequence too.
     pub inlined: [go_wyrand::Site; MAX_SITES],
+    /// `selectgo`'s inlined copies of the scheduler's generator ([`go_select`]; an address of
+    /// 0 is none). When there are some, `select` order follows a sequence of its own.
+    pub select: [go_wyrand::Site; go_select::MAX_SITES],
 }
 
 /// How many `(address, bytes)` [`Sites::patches`] gives.
-pub const PATCHES: usize = 7 + MAX_SITES;
+pub const PATCHES: usize = 7 + MAX_SITES + go_select::MAX_SITES;
 
 impl Sites {
     /// Every `(address, bytes)` to write for a mapping at `base`; `None` when one does not
@@ -163,10 +191,10 @@ impl Sites {
                 out[3 + i] = (at, super::entropy::call_rel32(at, base + ALT_AT as u64)?);
             }
         }
-        for (i, &(at, _)) in self.inlined.iter().enumerate() {
+        let copies = self.inlined.iter().chain(&self.select);
+        for (i, &(at, _)) in copies.enumerate() {
             if at != 0 {
-                let t = base + (go_wyrand::TRAMPOLINES_AT + i * go_wyrand::TRAMPOLINE_BYTES) as u64;
-                out[7 + i] = (at, jmp_rel32(at, t)?);
+                out[7 + i] = (at, jmp_rel32(at, base + trampoline_at(i) as u64)?);
             }
         }
         Some(out)
@@ -180,7 +208,8 @@ impl Sites {
         for c in self.init_calls.iter_mut().filter(|c| **c != 0) {
             *c += bias;
         }
-        for s in self.inlined.iter_mut().filter(|s| s.0 != 0) {
+        let copies = self.inlined.iter_mut().chain(&mut self.select);
+        for s in copies.filter(|s| s.0 != 0) {
             s.0 += bias;
         }
         self
@@ -188,13 +217,16 @@ impl Sites {
 }
 
 /// The sites in executable `f`, from its functions `found` (`runtime.rand`,
-/// `runtime.mrandinit`, `runtime.fastrand`, `runtime.fastrand64`, `os.fastrand`) and the map
-/// functions `maps` ([`go_wyrand::FUNCTIONS`]). `None` when there is nothing this knows how
+/// `runtime.mrandinit`, `runtime.fastrand`, `runtime.fastrand64`, `os.fastrand`), the map
+/// functions `maps` ([`go_wyrand::FUNCTIONS`]) and `runtime.selectgo` (`select`). `None` when there is nothing this knows how
 /// to redirect safely: no such function, one too short for a jump, or a Go 1.22 `mrandinit`
 /// whose calls to `rand` are not one to four `call rel32`s.
-pub fn sites(f: &[u8], found: Found<5>, maps: Found<11>) -> Option<Sites> {
+pub fn sites(f: &[u8], found: Found<5>, maps: Found<11>, select: (u64, u64)) -> Option<Sites> {
     let [rand, init, fast, fast64, os] = found;
     let long = |(at, size): (u64, u64)| at != 0 && size >= 5;
+    let select = super::go_site::body(f, select)
+        .and_then(|body| go_select::scan(body, select.0))
+        .unwrap_or_default();
     if rand.0 != 0 {
         if !long(rand) || init.0 == 0 {
             return None;
@@ -209,9 +241,13 @@ pub fn sites(f: &[u8], found: Found<5>, maps: Found<11>) -> Option<Sites> {
             init_calls: calls,
             maps: true,
             inlined: [(0, 0); MAX_SITES],
+            select,
         });
     }
-    let mut s = Sites::default();
+    let mut s = Sites {
+        select,
+        ..Sites::default()
+    };
     if long(fast) {
         s.inlined = inlined(f, maps);
     }
@@ -259,6 +295,7 @@ mod tests {
             init_calls: [0x402000, 0, 0, 0],
             maps: true,
             inlined: [(0, 0); MAX_SITES],
+            select: [(0x404000, 6 | go_wyrand::NARROW), (0, 0)],
         };
         s.inlined[1] = (0x403000, 6);
         let t = 0x300000 + (go_wyrand::TRAMPOLINES_AT + go_wyrand::TRAMPOLINE_BYTES) as u64;
@@ -272,7 +309,14 @@ mod tests {
         let d = i32::from_le_bytes(p[3].1[1..].try_into().unwrap());
         assert_eq!((0x402005 + d as i64) as u64, 0x300000 + ALT_AT as u64);
         assert_eq!(p[1].0, 0);
+        // selectgo's copy: its trampoline after the map code's.
+        let t = 0x300000 + trampoline_at(MAX_SITES) as u64;
+        assert_eq!(
+            p[7 + MAX_SITES],
+            (0x404000, jmp_rel32(0x404000, t).unwrap())
+        );
         assert_eq!(s.biased(0x1000).entries[0].0, 0x402000);
+        assert_eq!(s.biased(0x1000).select[0].0, 0x405000);
     }
 
     /// The code, run: each call returns the next number of its sequence.

@@ -29,6 +29,9 @@ const RAND: [&[u8]; 5] = [
     b"os.fastrand",
 ];
 
+/// Where a `select` draws its order ([`super::go_select`]).
+const SELECTGO: &[u8] = b"runtime.selectgo";
+
 /// Functions' `(address, size)` as linked, `(0, 0)` for one not there.
 pub type Found<const N: usize> = [(u64, u64); N];
 
@@ -173,6 +176,7 @@ pub fn find_all(f: &[u8]) -> Sites {
     let (n, r) = (GET_RANDOM, RAND);
     let m = super::go_wyrand::FUNCTIONS;
     let names = [
+        SELECTGO,
         n,
         SYSCALL,
         CPUTICKS[0],
@@ -197,14 +201,14 @@ pub fn find_all(f: &[u8]) -> Sites {
     let Some(found) = functions(f, names) else {
         return Sites::default();
     };
-    let [random, syscall, ticks, ticks0, r0, r1, r2, r3, r4, maps @ ..] = found;
+    let [select, random, syscall, ticks, ticks0, r0, r1, r2, r3, r4, maps @ ..] = found;
     Sites {
         random: call_in(f, random, syscall),
         // Checked to be `rdtsc`'s: a name read from the wrong table would be some other code.
         cputicks: [ticks, ticks0].into_iter().find(|&t| {
             body(f, t).is_some_and(|b| b.windows(2).any(|w| w == [0x0f, 0x31] || w == [0x0f, 0x01]))
         }),
-        rand: super::go_rand::sites(f, [r0, r1, r2, r3, r4], maps),
+        rand: super::go_rand::sites(f, [r0, r1, r2, r3, r4], maps, select),
     }
 }
 

@@ -65,6 +65,14 @@ pub type Site = (u64, u8);
 /// load folded into the add, `makemap`'s): its site is the `ADDQ`, which leaves `s + K` in
 /// `Rs`.
 pub const ADDS: u8 = 0x10;
+/// [`Site`]'s register flag for a 32-bit state (`MOVL disp32(Rm), Rs`, Go 1.22 and later's
+/// `cheaprand`, [`super::go_select`]): the trampoline gives `Rs` the low half of the
+/// sequence's state, zero-extended as the `MOVL` would, stepping by [`WY_ADD32`].
+pub const NARROW: u8 = 0x20;
+/// [`Site`]'s flag for a 6-byte load (no REX prefix): the trampoline returns 6 bytes on.
+pub const SHORT: u8 = 0x40;
+/// The 32-bit wyrand's increment (Go 1.22 and later's `cheaprand`).
+pub const WY_ADD32: u32 = 0x53c5_ca59;
 
 /// The copies in function body `body` (linked at `func`) appended to `out` from `n`, their
 /// `m.fastrand` offset checked against (or, the first, recorded in) `off`: the new count;
@@ -132,7 +140,9 @@ fn mem_op(b: &[u8], op: u8) -> Option<(u8, u32)> {
 
 /// Writes the trampoline of `site` (as loaded) at `out[..TRAMPOLINE_BYTES]`, which lies at
 /// `at`; the counter at `count`, the key at `key_at` and `K` right after it. `None` when a
-/// displacement does not fit.
+/// displacement does not fit. A [`NARROW`] site's trampoline is the same on 32 bits:
+/// `mov Rs32, K32; lock xadd [counter], Rs; add Rs32, [key]` (the counter's low half moves
+/// by `K32`; the 32-bit add drops the high half, as the `MOVL` it replaces does).
 pub fn trampoline(out: &mut [u8], at: u64, (site, r): Site, count: u64, key_at: u64) -> Option<()> {
     let out = out.get_mut(..TRAMPOLINE_BYTES)?;
     let (lo, hi) = (r & 7, (r >> 3) & 1);
@@ -144,14 +154,30 @@ pub fn trampoline(out: &mut [u8], at: u64, (site, r): Site, count: u64, key_at: 
         n += bytes.len();
         at + n as u64
     };
-    // movabs Rs, K
-    b(&[0x48 | hi, 0xb8 + lo]);
-    b(&WY_ADD.to_le_bytes());
+    let narrow = r & NARROW != 0;
+    if narrow {
+        // mov Rs32, K32 (the high half zeroed)
+        if hi != 0 {
+            b(&[0x41]);
+        }
+        b(&[0xb8 + lo]);
+        b(&WY_ADD32.to_le_bytes());
+    } else {
+        // movabs Rs, K
+        b(&[0x48 | hi, 0xb8 + lo]);
+        b(&WY_ADD.to_le_bytes());
+    }
     // lock xadd [rip+d], Rs: Rs = the counter, which moves by K
     let next = b(&[0xf0, 0x48 | (hi << 2), 0x0f, 0xc1, 0x05 | (lo << 3)]) + 4;
     b(&rel(next, count)?.to_le_bytes());
-    // add Rs, [rip+d]: + the key, the state the load would have read
-    let next = b(&[0x48 | (hi << 2), 0x03, 0x05 | (lo << 3)]) + 4;
+    // add Rs, [rip+d]: + the key, the state the load would have read (add Rs32: its low
+    // half, zero-extended)
+    let rex = if narrow { 0x40 } else { 0x48 } | (hi << 2);
+    let next = if rex == 0x40 {
+        b(&[0x03, 0x05 | (lo << 3)])
+    } else {
+        b(&[rex, 0x03, 0x05 | (lo << 3)])
+    } + 4;
     b(&rel(next, key_at)?.to_le_bytes());
     if r & ADDS != 0 {
         // add Rs, [rip+d]: + K, what the ADDQ left (and the same flags)
@@ -160,9 +186,23 @@ pub fn trampoline(out: &mut [u8], at: u64, (site, r): Site, count: u64, key_at: 
     }
     // jmp back past the replaced instruction
     let next = b(&[0xe9]) + 4;
-    b(&rel(next, site + 7)?.to_le_bytes());
+    let len = if r & SHORT != 0 { 6 } else { 7 };
+    b(&rel(next, site + len)?.to_le_bytes());
     out.copy_from_slice(&code);
     Some(())
+}
+
+/// Two new pages, read-write-execute, for tests that run trampolines.
+#[cfg(test)]
+pub(super) fn rwx_pages() -> &'static mut [u8] {
+    extern "C" {
+        fn mmap(a: *mut u8, l: usize, p: i32, f: i32, fd: i32, o: i64) -> *mut u8;
+    }
+    // SAFETY: a new private anonymous mapping of our own, read-write-execute.
+    let base = unsafe { mmap(core::ptr::null_mut(), 8192, 7, 0x22, -1, 0) };
+    assert!(!base.is_null() && base as isize != -1);
+    // SAFETY: our mapping, never unmapped.
+    unsafe { core::slice::from_raw_parts_mut(base, 8192) }
 }
 
 #[cfg(test)]
@@ -211,15 +251,9 @@ mod tests {
     /// of one sequence, `key + n * K`, and comes back past the load.
     #[test]
     fn the_trampoline_draws_the_shared_state() {
-        extern "C" {
-            fn mmap(a: *mut u8, l: usize, p: i32, f: i32, fd: i32, o: i64) -> *mut u8;
-        }
-        // SAFETY: a new private anonymous mapping of our own, read-write-execute.
-        let base = unsafe { mmap(core::ptr::null_mut(), 8192, 7, 0x22, -1, 0) };
-        assert!(!base.is_null() && base as isize != -1);
+        let page = rwx_pages();
+        let base = page.as_mut_ptr();
         let b = base as u64;
-        // SAFETY: our mapping.
-        let page = unsafe { core::slice::from_raw_parts_mut(base, 8192) };
         // The "function": at 0, a 7-byte slot then `mov rax, rsi; ret` at 7.
         page[..7].fill(0x90);
         page[7..11].copy_from_slice(&[0x48, 0x89, 0xf0, 0xc3]);

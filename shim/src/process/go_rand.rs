@@ -1,6 +1,7 @@
 //! A dynamically linked Go program's own random numbers (map order and hash seeds,
-//! `math/rand`'s global source, `os.MkdirTemp` names) made one sequence per process, as the
-//! supervisor does for a static Go image (`seal_abi::supervised::go_rand`: the code, and why).
+//! `math/rand`'s global source, `os.MkdirTemp` names, `select` order) made one sequence per
+//! process, as the supervisor does for a static Go image (`seal_abi::supervised::go_rand`: the
+//! code, and why).
 //! In libseal's constructor (one thread, the Go runtime not started): a private anonymous
 //! mapping of two pages below the program (within a 32-bit displacement of it; a fork copies
 //! it), the code written into its first page, made read-and-execute, then the runtime's

@@ -1,7 +1,8 @@
 //! A static Go image's own random numbers (`seal_abi::supervised::go_rand`: map order and
-//! hash seeds, `math/rand`'s global source, `os.MkdirTemp` names), made one sequence per
-//! process at its exec stop, and its `runtime.cputicks` made a constant: both found by name in
-//! its symbol table, or through its `pclntab` when it is stripped (`go_site`).
+//! hash seeds, `math/rand`'s global source, `os.MkdirTemp` names, `select` order), made one
+//! sequence per process at its exec stop, and its `runtime.cputicks` made a constant: both
+//! found by name in its symbol table, or through its `pclntab` when it is stripped
+//! (`go_site`).
 //!
 //! The code and its counters are in a private anonymous mapping of two pages made below the
 //! program (a fork copies it: the child goes on from its parent's count), the code page made
@@ -29,8 +30,8 @@ impl Supervisor {
         };
         let sites = go_site::find_all(&exe);
         let w = &self.world;
-        // `cputicks` seeds each thread's `fastrand` and `cheaprand` (select order, Go 1.19's
-        // map order) through `rdtsc`; Go allows it to be anything ("not guaranteed to be
+        // `cputicks` seeds each thread's `fastrand` and `cheaprand` (work stealing; select
+        // and Go 1.19's map order where their inlined copies are not redirected) through `rdtsc`; Go allows it to be anything ("not guaranteed to be
         // monotonic"); its only other users are the block profiler and tracing.
         if let Some((at, size)) = sites.cputicks {
             let ticks = seal_abi::mix64(w.seed ^ lineage ^ 0x0074_7363) >> 1;
