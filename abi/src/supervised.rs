@@ -99,6 +99,10 @@ pub const IOCTL: u32 = 16;
 /// `TIOCGPGRP`, `TIOCSPGRP` (x86_64).
 pub const TIOCGPGRP: u32 = 0x540F;
 pub const TIOCSPGRP: u32 = 0x5410;
+/// `exit_group`, sent (from an image, as [`GROUP_CALLS`]) so that the supervisor reads what
+/// a Go image's in-image random number code counted (`go_rand`: private counters, gone once
+/// the process is) into its census before the process goes; answered `CONTINUE`.
+pub const EXIT_GROUP: u32 = 231;
 /// `clone`, whose flags (its first argument) the filter reads: a thread is not sent.
 const CLONE: u32 = 56;
 /// `CLONE_THREAD`.
@@ -109,13 +113,14 @@ const CLONE_THREAD: u32 = 0x10000;
 pub const IMAGE_IP_LIMIT: u32 = 0x7f00;
 
 /// Instructions in [`filter`].
-pub const FILTER_LEN: usize = CALLS.len() + 26 + GROUP_CALLS.len();
+pub const FILTER_LEN: usize = CALLS.len() + 27 + GROUP_CALLS.len();
 
 /// The filter: another architecture's calls (`int 0x80`) and x32 calls are allowed; a call in
 /// [`CALLS`] is a user notification, and so is a call in [`TIMED_WAITS`] whose timeout (its
 /// fourth argument, an `int`) is positive, and a call in [`PROC_CALLS`] made below
 /// [`IMAGE_IP_LIMIT`] (a `clone` only without `CLONE_THREAD`), and one in [`GROUP_CALLS`]
-/// or an [`IOCTL`] of [`TIOCGPGRP`] or [`TIOCSPGRP`] made there; everything else is allowed.
+/// or [`EXIT_GROUP`] or an [`IOCTL`] of [`TIOCGPGRP`] or [`TIOCSPGRP`] made there; everything
+/// else is allowed.
 pub const fn filter() -> [SockFilter; FILTER_LEN] {
     filter_below(IMAGE_IP_LIMIT)
 }
@@ -135,9 +140,9 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     }
     let n = CALLS.len();
     let (waits, procs) = (n + 5, n + 10);
-    // The calls sent only from an image: PROC_CALLS (clone first), then GROUP_CALLS, then
-    // ioctl (its request checked in a block of its own, as clone's flags are).
-    let limited = PROC_CALLS.len() + GROUP_CALLS.len();
+    // The calls sent only from an image: PROC_CALLS (clone first), then GROUP_CALLS and
+    // EXIT_GROUP, then ioctl (its request checked in a block of its own, as clone's flags are).
+    let limited = PROC_CALLS.len() + GROUP_CALLS.len() + 1;
     let ioctl = procs + limited + 1;
     let (clone, ip) = (ioctl + 3, ioctl + 5);
     let (allow, notify) = (ip + 2, ip + 3);
@@ -171,8 +176,10 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     while i < limited {
         let nr = if i < PROC_CALLS.len() {
             PROC_CALLS[i]
-        } else {
+        } else if i < PROC_CALLS.len() + GROUP_CALLS.len() {
             GROUP_CALLS[i - PROC_CALLS.len()]
+        } else {
+            EXIT_GROUP
         };
         f[procs + i] = op(JEQ, to(procs + i, ip), 0, nr);
         i += 1;
@@ -319,7 +326,8 @@ mod tests {
             let listed = CALLS.iter().any(|c| c.0 == nr)
                 || nr == EXEC
                 || PROC_CALLS.contains(&nr)
-                || GROUP_CALLS.contains(&nr);
+                || GROUP_CALLS.contains(&nr)
+                || nr == EXIT_GROUP;
             let want = if listed { RET_USER_NOTIF } else { RET_ALLOW };
             assert_eq!(run(ARCH_X86_64, nr), want, "{nr}");
             assert_eq!(run(0x4000_0003, nr), RET_ALLOW, "i386 {nr}");
@@ -329,7 +337,7 @@ mod tests {
 
     #[test]
     fn process_calls_notify_only_from_an_image_and_clone_only_for_a_process() {
-        for nr in PROC_CALLS.into_iter().chain(GROUP_CALLS) {
+        for nr in PROC_CALLS.into_iter().chain(GROUP_CALLS).chain([EXIT_GROUP]) {
             assert_eq!(run_full(ARCH_X86_64, nr, 0, 0, 0), RET_USER_NOTIF, "{nr}");
             assert_eq!(
                 run_full(ARCH_X86_64, nr, 0, 0, 0x5555),
