@@ -337,7 +337,11 @@ mod tests {
 
     #[test]
     fn process_calls_notify_only_from_an_image_and_clone_only_for_a_process() {
-        for nr in PROC_CALLS.into_iter().chain(GROUP_CALLS).chain([EXIT_GROUP]) {
+        for nr in PROC_CALLS
+            .into_iter()
+            .chain(GROUP_CALLS)
+            .chain([EXIT_GROUP])
+        {
             assert_eq!(run_full(ARCH_X86_64, nr, 0, 0, 0), RET_USER_NOTIF, "{nr}");
             assert_eq!(
                 run_full(ARCH_X86_64, nr, 0, 0, 0x5555),

@@ -66,7 +66,9 @@ pub const fn census_fids(sites: &Sites) -> [crate::Fid; 2] {
 pub fn draws(counters: &[u8]) -> Option<[u64; 2]> {
     let word = |at: usize| {
         let at = at - COUNT_AT;
-        Some(u64::from_le_bytes(counters.get(at..at + 8)?.try_into().ok()?))
+        Some(u64::from_le_bytes(
+            counters.get(at..at + 8)?.try_into().ok()?,
+        ))
     };
     let wy = word(go_wyrand::COUNT_AT)?.wrapping_mul(inverse(go_wyrand::increment()));
     Some([word(COUNT_AT)?, wy])
@@ -111,6 +113,7 @@ pub mod outcome {
     pub const BECAUSE: &str = ": ";
     /// Reasons for [`NONE`].
     pub const NOT_FOUND: &str = "no runtime.rand or fastrand found to redirect";
+    pub const UNREAD: &str = "its executable could not be read";
     pub const NO_ROOM: &str = "no room below the program for seal's code";
     pub const MMAP: &str = "the mmap of seal's code below the program was refused (something \
          is mapped there)";

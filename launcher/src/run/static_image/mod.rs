@@ -64,13 +64,15 @@ pub fn entry(args: &[OsString]) -> Option<i32> {
     }
 }
 
-/// The census line for a static binary that ran supervised: what stayed real in it.
-pub fn partly_sealed_line(program: &str) -> String {
+/// The census line for a static binary that ran supervised: what stayed real in it; a Go
+/// image's random numbers as its process's census says (`random`: its `go-runtime-random`
+/// event, if any).
+pub fn partly_sealed_line(program: &str, random: Option<&str>) -> String {
     let go = auxv::file_is_go(program);
     let (cost, rand) = if go {
-        go_unsealed::notes(program)
+        go_unsealed::notes(program, random)
     } else {
-        ("", "")
+        ("", String::new())
     };
     let (served, real) = if go {
         // Its clock is read from a page (`go_clock.rs`), its `crypto/rand` from a window of its
@@ -84,7 +86,7 @@ pub fn partly_sealed_line(program: &str) -> String {
                 "clocks (one per process, read from a page seal's supervisor shares with it, \
                  moved by its timer waits), entropy, pid and host name"
             },
-            rand,
+            rand.as_str(),
         )
     } else {
         // Its clock entries read a page of its own (`serve/ticking.rs`); only other clock ids,
@@ -101,9 +103,10 @@ pub fn partly_sealed_line(program: &str) -> String {
     )
 }
 
-/// The census line for a dynamically linked Go program under the supervisor.
-pub fn go_line(program: &str) -> String {
-    let (cost, rand) = go_unsealed::notes(program);
+/// The census line for a dynamically linked Go program under the supervisor (`random` as for
+/// [`partly_sealed_line`]).
+pub fn go_line(program: &str, random: Option<&str>) -> String {
+    let (cost, rand) = go_unsealed::notes(program, random);
     format!(
         "partly sealed (go-runtime-supervised): {program}: libseal seals its C library's calls; \
          the Go runtime's clocks (one per process, read from a page, moved by its timer waits) \
