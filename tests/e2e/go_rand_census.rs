@@ -15,11 +15,16 @@ const IN_IMAGE: &str = seal_abi::supervised::go_rand::MODULE_NAME;
 
 /// `(symbol, count, caller objects)` of the `random` calls of process 1000 in census `v`.
 fn random_rows(v: &serde_json::Value) -> Vec<(String, u64, Vec<String>)> {
+    rows_of(v, |p| p["vpid"] == 1000)
+}
+
+/// The same of the first process `which` picks.
+fn rows_of(
+    v: &serde_json::Value,
+    which: impl Fn(&serde_json::Value) -> bool,
+) -> Vec<(String, u64, Vec<String>)> {
     let procs = v["processes"].as_array().unwrap();
-    let p = procs
-        .iter()
-        .find(|p| p["vpid"] == 1000)
-        .expect("process 1000");
+    let p = procs.iter().find(|p| which(p)).expect("the process");
     let mut rows: Vec<_> = (p["calls"].as_array().unwrap().iter())
         .filter(|c| c["family"] == "random")
         .map(|c| {
@@ -33,23 +38,20 @@ fn random_rows(v: &serde_json::Value) -> Vec<(String, u64, Vec<String>)> {
     rows
 }
 
-/// The `random` rows of 3 sealed runs of `bin R M C`, which must agree (and their output).
-fn three_runs(bin: &Path, rmc: [u32; 3], what: &str) -> (Output, Vec<(String, u64, Vec<String>)>) {
-    let args = rmc.map(|n| n.to_string());
-    let cmd = ["--", bin.to_str().unwrap(), &args[0], &args[1], &args[2]];
+/// 3 sealed runs of `bin ARGS…`, whose outputs and `random` rows of process 1000 must agree:
+/// the first's output and census.
+fn three_runs(bin: &Path, args: &[u32], what: &str) -> (Output, serde_json::Value) {
+    let args: Vec<String> = args.iter().map(|n| n.to_string()).collect();
+    let mut cmd = vec!["--", bin.to_str().unwrap()];
+    cmd.extend(args.iter().map(String::as_str));
     let runs: Vec<_> = (0..3).map(|_| census_json(&cmd, TIMEOUT)).collect();
     for (o, v) in &runs {
         o.ok();
         assert_eq!(o.stdout, runs[0].0.stdout, "{what}: outputs differ");
-        assert_eq!(
-            random_rows(v),
-            random_rows(&runs[0].1),
-            "{what}: census rows differ"
-        );
+        let rows = random_rows(v);
+        assert_eq!(rows, random_rows(&runs[0].1), "{what}: census rows differ");
     }
-    let (o, v) = runs.into_iter().next().unwrap();
-    let rows = random_rows(&v);
-    (o, rows)
+    runs.into_iter().next().unwrap()
 }
 
 /// What the census must say of `randcount R M C` built by Go 1.`minor` (`exe`: its path), when
@@ -100,18 +102,37 @@ fn counts_of(go: &Path) {
         let exe = bin.to_str().unwrap();
         for rmc in [[0, 0, 0], [7, 5, 3]] {
             let what = format!("go1.{minor} cgo {cgo} {rmc:?}");
-            let (o, rows) = three_runs(&bin, rmc, &what);
+            let (o, v) = three_runs(&bin, &rmc, &what);
             let mut want = want(minor, rmc, exe).unwrap();
             // A program that reads no crypto/rand has no getrandom row.
             want.retain(|r| r.1 > 0);
-            assert_eq!(rows, want, "{what}\n{}", o.show());
+            assert_eq!(random_rows(&v), want, "{what}\n{}", o.show());
+        }
+        // A forked child (a raw fork, no exec) counts only its own draws, from the copy of its
+        // parent's counters it starts with: 4 map iterations, and its parent's are as before.
+        if !cgo {
+            let what = format!("go1.{minor} fork");
+            let (o, v) = three_runs(&bin, &[7, 5, 3, 4], &what);
+            assert_eq!(
+                random_rows(&v),
+                want(minor, [7, 5, 3], exe).unwrap(),
+                "{what}"
+            );
+            let child = rows_of(&v, |p| p["parent_vpid"] == 1000);
+            let (name, per) = match minor {
+                27 => ("runtime.rand (Go runtime)", 2),
+                _ => ("fastrand (Go map code)", 1),
+            };
+            let want = vec![(name.to_string(), 4 * per, vec![IN_IMAGE.to_string()])];
+            assert_eq!(child, want, "{what}\n{}", o.show());
         }
     }
 }
 
 /// Go 1.19 (the `go` on PATH): the map code's draws (its inlined `fastrand` copies, which seal
 /// redirects one by one) are in the census, exactly, named after `[seal in-image rand]`,
-/// static and cgo, the same in 3 runs. The old build counted none (only `getrandom`).
+/// static and cgo, the same in 3 runs; a forked child's are its own. The old build counted
+/// none (only `getrandom`).
 #[test]
 fn the_census_counts_a_go_programs_own_draws_exactly() {
     if !have("go") {
