@@ -31,6 +31,7 @@ mod maps;
 mod notif;
 mod page;
 mod pid_state;
+mod rand_counts;
 mod remote;
 mod root;
 mod run_pids;

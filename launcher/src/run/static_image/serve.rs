@@ -93,7 +93,7 @@ struct Supervisor {
     /// Which processes still run the image they were set up with (`image_exe.rs`).
     exes: super::image_exe::ImageExes,
     /// Go processes' in-image random numbers, counted at their exit or exec (`go_rand.rs`).
-    rands: HashMap<i32, go_rand::Rands>,
+    rands: HashMap<i32, super::rand_counts::Rands>,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.

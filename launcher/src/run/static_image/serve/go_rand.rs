@@ -18,55 +18,10 @@
 
 use seal_abi::supervised::go_rand::{self, outcome};
 use seal_abi::supervised::go_site;
-use seal_abi::Fid;
 
 use super::super::batch::{write_text, Arg, Batch};
-use super::super::remote::read;
+use super::super::rand_counts::Rands;
 use super::Supervisor;
-
-/// A process's in-image random numbers: where its mapping is, what the census counts its draws
-/// as, and the counts it started from (a forked child's copy of its parent's).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Rands {
-    base: u64,
-    fids: [Fid; 2],
-    /// Whether the map code's inlined copies draw from it (Go 1.19–1.21, `go_wyrand`).
-    wy: bool,
-    start: [u64; 2],
-    /// A jump that must be in place before its counters are believed (libseal made the
-    /// mapping, in a cgo program): its address and bytes.
-    check: Option<(u64, [u8; 5])>,
-}
-
-impl Rands {
-    fn new(base: u64, sites: &go_rand::Sites, check: bool) -> Option<Rands> {
-        let first = *sites.patches(base)?.iter().find(|p| p.0 != 0)?;
-        Some(Rands {
-            base,
-            fids: go_rand::census_fids(sites),
-            wy: sites.inlined[0].0 != 0,
-            start: [0; 2],
-            check: check.then_some(first),
-        })
-    }
-
-    /// The draws process `pid` made through it so far (`None`: it cannot be read, or it is
-    /// not in place).
-    fn draws(&self, pid: i32) -> Option<[u64; 2]> {
-        if let Some((at, want)) = self.check {
-            let mut got = [0u8; 5];
-            if !read(pid, at, &mut got) || got != want {
-                return None;
-            }
-        }
-        let mut page = [0u8; go_rand::COUNTERS_BYTES];
-        if !read(pid, self.base + go_rand::COUNT_AT as u64, &mut page) {
-            return None;
-        }
-        let d = go_rand::draws(&page)?;
-        Some([0, 1].map(|i| d[i].wrapping_sub(self.start[i])))
-    }
-}
 
 impl Supervisor {
     /// Seals the Go image just exec'd (stopped)'s `cputicks` and random numbers: whether its
@@ -164,14 +119,10 @@ impl Supervisor {
         let Some(slot) = self.slot(tgid) else {
             return;
         };
-        let end = r.base + go_rand::MAP_BYTES as u64;
-        slot.add_module(go_rand::MODULE_NAME, r.base, end);
-        // Named after the piece of code each is drawn by (the caller: its first byte + 1).
-        let main = r.base + go_rand::MAIN_AT as u64 + 1;
-        slot.set(r.fids[0], 0, main, d[0]);
-        if r.wy {
-            let wy = r.base + seal_abi::supervised::go_wyrand::TRAMPOLINES_AT as u64 + 1;
-            slot.set(r.fids[1], 0, wy, d[1]);
+        let (lo, hi) = r.range();
+        slot.add_module(go_rand::MODULE_NAME, lo, hi);
+        for (fid, ip, n) in r.rows(d) {
+            slot.set(fid, 0, ip, n);
         }
     }
 
@@ -179,12 +130,10 @@ impl Supervisor {
     /// mapping, from the counts the copy holds (read now: a Go program's forked child runs no
     /// Go code before it execs).
     pub(super) fn forked_rands(&mut self, parent: i32, child: i32) {
-        let Some(mut r) = self.rands.get(&parent).copied() else {
+        let Some(r) = self.rands.get(&parent).copied() else {
             return;
         };
-        r.start = [0; 2];
-        if let Some(d) = r.draws(child) {
-            r.start = d;
+        if let Some(r) = r.forked(child) {
             self.rands.insert(child, r);
         }
     }
