@@ -156,8 +156,9 @@ fn the_census_counts_a_new_go_programs_own_draws_exactly() {
 /// `-Ttext-segment`) leaves no room below it for seal's code, so its runtime's random numbers
 /// are not redirected: its `partly sealed` line says what stays per thread and why, the census
 /// records it (`go-runtime-random`) and counts no in-image draws, static (the supervisor's
-/// set-up) and cgo (libseal's). The old build's line, made from the file, said only `select
-/// order` stayed real.
+/// set-up) and cgo (libseal's); exec'd by a static shell, the event is a line of its own. The
+/// old build's line, made from the file, said only `select order` stayed real, and nothing
+/// of the exec'd image.
 #[test]
 fn a_go_program_with_no_room_below_it_says_its_random_numbers_stay_per_thread() {
     if !have("go") {
@@ -210,5 +211,22 @@ fn a_go_program_with_no_room_below_it_says_its_random_numbers_stay_per_thread() 
             rows.iter().all(|r| !r.2.iter().any(|o| o == IN_IMAGE)),
             "cgo {cgo}: {rows:?}"
         );
+        // Exec'd by a static shell (set up by the shell's supervisor at the exec stop), it has
+        // no `partly sealed` line of its own: the event is a line.
+        if cgo {
+            continue;
+        }
+        let Some(busybox) = crate::static_images::busybox() else {
+            skip_part!("no static busybox: the image a static shell execs");
+            continue;
+        };
+        let script = format!("exec {exe} 2 2 1");
+        let o = crate::util::run_seal(["--", busybox, "sh", "-c", &script]);
+        o.ok().stderr_has_once(&format!(
+            "not sealed (go-runtime-random): {exe}: {}{}{}",
+            outcome::NONE,
+            outcome::BECAUSE,
+            outcome::NO_ROOM
+        ));
     }
 }

@@ -114,6 +114,7 @@ pub mod outcome {
     /// Reasons for [`NONE`].
     pub const NOT_FOUND: &str = "no runtime.rand or fastrand found to redirect";
     pub const UNREAD: &str = "its executable could not be read";
+    pub const UNSEALED: &str = "the random family is unsealed";
     pub const NO_ROOM: &str = "no room below the program for seal's code";
     pub const MMAP: &str = "the mmap of seal's code below the program was refused (something \
          is mapped there)";

@@ -75,10 +75,16 @@ pub fn unsealed_warnings_in(dir: &Path, root: Option<&[u8]>) -> Result<Vec<Strin
         let text = offset_of!(CensusFile, text);
         let exe_len =
             (u32_at(&b, offset_of!(CensusFile, exe_len)) as usize).min(seal_abi::EXE_BYTES);
-        let exe = String::from_utf8_lossy(&b[text..text + exe_len]).into_owned();
         let e = by_vpid.entry(vpid).or_default();
-        e.0 = exe;
-        for (kind, detail) in unsealed_events(&b) {
+        let events = unsealed_events(&b);
+        // The executable a `go-runtime-random` line names: its image's (past the header).
+        if e.0.is_empty() || events.iter().any(|(k, _)| *k == unsealed::GO_RANDOM) {
+            let mut exe = vec![0u8; exe_len];
+            if file.read_exact_at(&mut exe, off + text as u64).is_ok() {
+                e.0 = String::from_utf8_lossy(&exe).into_owned();
+            }
+        }
+        for (kind, detail) in events {
             if kind != unsealed::SCOPED_OUT && !is_machine_event(kind, &detail) {
                 e.1.push((unsealed::name(kind).to_string(), detail));
             }
@@ -96,8 +102,8 @@ pub fn unsealed_warnings_in(dir: &Path, root: Option<&[u8]>) -> Result<Vec<Strin
 
 /// The warning lines of one process (executable `exe`), from its `(kind, detail)` events
 /// (families off and machine limits are not lines): a Go image's `go-runtime-random` event
-/// goes into its `partly sealed` line (or, with none, is a line of its own), and so does the
-/// random family left unsealed.
+/// goes into its `partly sealed` line (or, with no such line of a Go program, is a line of its
+/// own), and so does the random family left unsealed.
 pub(super) fn process_lines<'a>(
     exe: &str,
     events: impl Iterator<Item = (&'a str, &'a str)> + Clone,
@@ -105,19 +111,21 @@ pub(super) fn process_lines<'a>(
     use seal_abi::supervised::go_rand::outcome;
     let go_random = unsealed::name(unsealed::GO_RANDOM);
     let family_off = unsealed::name(unsealed::FAMILY_OFF);
-    let partial = |k: &str| {
-        k == unsealed::name(unsealed::STATIC_SUPERVISED)
-            || k == unsealed::name(unsealed::GO_SUPERVISED)
+    // A line that says what stays real of a Go runtime's random numbers.
+    let go_partial = |(k, d): (&str, &str)| {
+        k == unsealed::name(unsealed::GO_SUPERVISED)
+            || (k == unsealed::name(unsealed::STATIC_SUPERVISED)
+                && crate::run::static_image::is_go_program(d))
     };
     let unsealed_random = events
         .clone()
         .any(|(k, d)| k == family_off && d == "random")
-        .then(|| format!("{}{}random is unsealed", outcome::NONE, outcome::BECAUSE));
+        .then(|| format!("{}{}{}", outcome::NONE, outcome::BECAUSE, outcome::UNSEALED));
     let random = unsealed_random.or_else(|| {
         let recorded = events.clone().find(|(k, _)| *k == go_random);
         recorded.map(|(_, d)| d.to_string())
     });
-    let any_partial = events.clone().any(|(k, _)| partial(k));
+    let any_partial = events.clone().any(go_partial);
     let mut lines = Vec::new();
     for (kind, detail) in events {
         if kind == family_off {

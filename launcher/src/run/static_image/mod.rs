@@ -65,6 +65,12 @@ pub fn entry(args: &[OsString]) -> Option<i32> {
     }
 }
 
+/// Is the executable at `path` a Go program (whose `partly sealed` line says what stays real
+/// of its runtime's random numbers)?
+pub fn is_go_program(path: &str) -> bool {
+    auxv::file_is_go(path)
+}
+
 /// The census line for a static binary that ran supervised: what stayed real in it; a Go
 /// image's random numbers as its process's census says (`random`: its `go-runtime-random`
 /// event, if any).

@@ -287,6 +287,8 @@ impl Supervisor {
             if self.go && self.world.sealed(flags::RANDOM) {
                 self.fast_runtime_rand();
                 self.fast_entropy();
+            } else if self.go {
+                self.rand_left(self.pid);
             }
             // SAFETY: the tracee is in its exec stop.
             unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) };
@@ -469,6 +471,8 @@ impl Supervisor {
                 // image; its `crypto/rand` from a window of its own.
                 self.runtime_rand(pid, stop.bias, lineage);
                 self.exec_entropy(pid, &stop, lineage);
+            } else if stop.go {
+                self.rand_left(pid);
             }
         });
     }

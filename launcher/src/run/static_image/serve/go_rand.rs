@@ -94,6 +94,12 @@ impl Supervisor {
         }
     }
 
+    /// Go image `pid` was left as it is: the random family is unsealed.
+    pub(super) fn rand_left(&mut self, pid: i32) {
+        self.rands.remove(&pid);
+        self.rand_stays(pid, outcome::UNSEALED);
+    }
+
     /// Says in process `pid`'s census that its runtime's random numbers stay per thread, and
     /// why.
     fn rand_stays(&mut self, pid: i32, why: &str) {
