@@ -348,4 +348,31 @@ mod tests {
         ];
         assert_eq!(got, want);
     }
+
+    /// A `go-runtime-random` event goes into its process's Go `partly sealed` line; with no
+    /// such line (a non-Go image's line, or none) it is a line of its own, naming the
+    /// executable; the random family left unsealed is said as such.
+    #[test]
+    fn a_go_images_random_outcome_is_said_once_where_it_belongs() {
+        use seal_abi::supervised::go_rand::outcome;
+        let failed = format!("{}{}{}", outcome::NONE, outcome::BECAUSE, outcome::MMAP);
+        let (go, random) = ("go-runtime-supervised", "go-runtime-random");
+        let lines = process_lines(
+            "/x/p",
+            [(go, "/x/p"), (random, failed.as_str())].into_iter(),
+        );
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with("partly sealed (go-runtime-supervised): /x/p"));
+        assert!(lines[0].contains(&format!("not redirected: {}", outcome::MMAP)));
+        let lines = process_lines("/x/p", [(go, "/x/p")].into_iter());
+        assert!(lines[0].contains("real: select order"), "{lines:?}");
+        let off = [(go, "/x/p"), ("family-off", "random")];
+        let lines = process_lines("/x/p", off.into_iter());
+        assert!(lines[0].contains(outcome::UNSEALED), "{lines:?}");
+        // A static shell's line (not a Go program) and the Go image it exec'd.
+        let shell = ("static-binary-supervised", "/nonexistent/sh");
+        let lines = process_lines("/x/p", [shell, (random, failed.as_str())].into_iter());
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines.contains(&format!("not sealed ({random}): /x/p: {failed}")));
+    }
 }
