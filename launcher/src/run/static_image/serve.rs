@@ -92,8 +92,10 @@ struct Supervisor {
     prepared: Option<super::vdso_clock::Prepared>,
     /// Which processes still run the image they were set up with (`image_exe.rs`).
     exes: super::image_exe::ImageExes,
-    /// Go processes' in-image random numbers, counted at their exit or exec (`go_rand.rs`).
+    /// Go processes' in-image random numbers, counted at their exit or exec (`go_rand.rs`),
+    /// and whether the first process's (a cgo program's, libseal's) is still to be found.
     rands: HashMap<i32, super::rand_counts::Rands>,
+    cgo_rands: bool,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -121,6 +123,7 @@ pub fn run(
     } else {
         super::auxv::load_bias(pid, &text)
     };
+    let world_random = world.sealed(flags::RANDOM);
     let mut sv = Supervisor {
         world,
         pid,
@@ -144,12 +147,10 @@ pub fn run(
         prepared: None,
         exes: Default::default(),
         rands: HashMap::new(),
+        cgo_rands: !traced && world_random,
     };
     if !traced {
         sv.exes.first(pid);
-        if sv.world.sealed(flags::RANDOM) {
-            sv.cgo_rands();
-        }
     }
     if let Some(p) = page {
         sv.pages.insert(pid, p);

@@ -79,8 +79,10 @@ impl Supervisor {
     }
 
     /// A cgo program's mapping, made by its libseal (`shim/src/process/go_rand.rs`) where the
-    /// supervisor finds it the same way: counted once its first jump is seen in place.
-    pub(super) fn cgo_rands(&mut self) {
+    /// supervisor finds it the same way (looked for at its first count, not while the program
+    /// starts): counted once its first jump is seen in place.
+    fn cgo_rands(&mut self) {
+        self.cgo_rands = false;
         let pid = self.pid;
         let Some(exe) = super::super::exe_map::ExeMap::of(pid) else {
             return;
@@ -116,6 +118,9 @@ impl Supervisor {
     /// Writes the draws process `tgid` made from its in-image sequence into its census slot
     /// (at its `exit_group` or `execve`: the counters are private to it, and gone after).
     pub(super) fn count_rands(&mut self, tgid: i32) {
+        if self.cgo_rands && tgid == self.pid {
+            self.cgo_rands();
+        }
         let Some(r) = self.rands.get(&tgid).copied() else {
             return;
         };
@@ -136,6 +141,9 @@ impl Supervisor {
     /// mapping, from the counts the copy holds (read now: a Go program's forked child runs no
     /// Go code before it execs).
     pub(super) fn forked_rands(&mut self, parent: i32, child: i32) {
+        if self.cgo_rands && parent == self.pid {
+            self.cgo_rands();
+        }
         let Some(r) = self.rands.get(&parent).copied() else {
             return;
         };
