@@ -349,6 +349,12 @@ functions! {
     // random (appended): libuuid's time-based uuids, made from the sealed clock and seed (its
     // machine-wide state file moved them every run)
     UuidGenerateTime = Random "uuid_generate_time/uuid_generate_time_safe (libuuid)",
+    // random (appended): a Go image's own random numbers, drawn in the image from seal's
+    // sequence (`supervised::go_rand`) and counted from its counters when the process exits or
+    // execs
+    GoRuntimeRand = Random "runtime.rand (Go runtime)",
+    GoFastrand = Random "fastrand (Go runtime)",
+    GoFastrandMaps = Random "fastrand (Go map code)",
 }
 
 impl Fid {

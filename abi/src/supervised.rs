@@ -113,6 +113,10 @@ pub const IOCTL: u32 = 16;
 /// `TIOCGPGRP`, `TIOCSPGRP` (x86_64).
 pub const TIOCGPGRP: u32 = 0x540F;
 pub const TIOCSPGRP: u32 = 0x5410;
+/// `exit_group`, sent (from an image, as [`GROUP_CALLS`]) so that the supervisor reads what
+/// a Go image's in-image random number code counted (`go_rand`: private counters, gone once
+/// the process is) into its census before the process goes; answered `CONTINUE`.
+pub const EXIT_GROUP: u32 = 231;
 /// `clone`, whose flags (its first argument) the filter reads: a thread is not sent.
 const CLONE: u32 = 56;
 /// `CLONE_THREAD`.
@@ -123,13 +127,14 @@ const CLONE_THREAD: u32 = 0x10000;
 pub const IMAGE_IP_LIMIT: u32 = 0x7f00;
 
 /// Instructions in [`filter`].
-pub const FILTER_LEN: usize = CALLS.len() + 29 + GROUP_CALLS.len() + OPEN_CALLS.len();
+pub const FILTER_LEN: usize = CALLS.len() + 30 + GROUP_CALLS.len() + OPEN_CALLS.len();
 
 /// The filter: another architecture's calls (`int 0x80`) and x32 calls are allowed; a call in
 /// [`CALLS`] is a user notification, and so is a call in [`TIMED_WAITS`] whose timeout (its
 /// fourth argument, an `int`) is positive, and a call in [`PROC_CALLS`] made below
-/// [`IMAGE_IP_LIMIT`] (a `clone` only without `CLONE_THREAD`), and one in [`GROUP_CALLS`], [`OPEN_CALLS`] or [`SYSINFO`]
-/// or an [`IOCTL`] of [`TIOCGPGRP`] or [`TIOCSPGRP`] made there; everything else is allowed.
+/// [`IMAGE_IP_LIMIT`] (a `clone` only without `CLONE_THREAD`), and one in [`GROUP_CALLS`],
+/// [`OPEN_CALLS`] (unless marked [`BATCH_OPEN`]), [`SYSINFO`] or [`EXIT_GROUP`] or an
+/// [`IOCTL`] of [`TIOCGPGRP`] or [`TIOCSPGRP`] made there; everything else is allowed.
 pub const fn filter() -> [SockFilter; FILTER_LEN] {
     filter_below(IMAGE_IP_LIMIT)
 }
@@ -149,9 +154,10 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     }
     let n = CALLS.len();
     let (waits, procs) = (n + 5, n + 10);
-    // The calls sent only from an image: PROC_CALLS (clone first), then GROUP_CALLS, then
-    // ioctl (its request checked in a block of its own, as clone's flags are).
-    let limited = PROC_CALLS.len() + GROUP_CALLS.len() + OPEN_CALLS.len() + 1;
+    // The calls sent only from an image: PROC_CALLS (clone first), then GROUP_CALLS,
+    // OPEN_CALLS, SYSINFO and EXIT_GROUP, then ioctl (its request checked in a block of its
+    // own, as clone's flags are).
+    let limited = PROC_CALLS.len() + GROUP_CALLS.len() + OPEN_CALLS.len() + 2;
     let ioctl = procs + limited + 1;
     let (clone, opens, ip) = (ioctl + 3, ioctl + 5, ioctl + 7);
     let (allow, notify) = (ip + 2, ip + 3);
@@ -190,8 +196,10 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
             (GROUP_CALLS[i - PROC_CALLS.len()], ip)
         } else if i < groups + OPEN_CALLS.len() {
             (OPEN_CALLS[i - groups], opens)
-        } else {
+        } else if i < groups + OPEN_CALLS.len() + 1 {
             (SYSINFO, ip)
+        } else {
+            (EXIT_GROUP, ip)
         };
         f[procs + i] = op(JEQ, to(procs + i, next), 0, nr);
         i += 1;
@@ -358,7 +366,8 @@ mod tests {
                 || PROC_CALLS.contains(&nr)
                 || GROUP_CALLS.contains(&nr)
                 || OPEN_CALLS.contains(&nr)
-                || nr == SYSINFO;
+                || nr == SYSINFO
+                || nr == EXIT_GROUP;
             let want = if listed { RET_USER_NOTIF } else { RET_ALLOW };
             assert_eq!(run(ARCH_X86_64, nr), want, "{nr}");
             assert_eq!(run(0x4000_0003, nr), RET_ALLOW, "i386 {nr}");
@@ -372,7 +381,7 @@ mod tests {
             .into_iter()
             .chain(GROUP_CALLS)
             .chain(OPEN_CALLS)
-            .chain([SYSINFO])
+            .chain([SYSINFO, EXIT_GROUP])
         {
             assert_eq!(run_full(ARCH_X86_64, nr, 0, 0, 0), RET_USER_NOTIF, "{nr}");
             assert_eq!(

@@ -29,6 +29,10 @@ numbered! { u32 from 1, NAMES:
     /// the run (left in a shared `/tmp` by an earlier run): the name it takes instead, and what
     /// the program draws after it, differ from a run without that entry.
     TMP_LEFTOVER = "tmp-leftover",
+    /// A Go image whose runtime's random numbers stay per thread beyond `select` order: the
+    /// detail says what and why (`supervised::go_rand::outcome`), as the image's set-up found
+    /// it; its `partly sealed` line says it.
+    GO_RANDOM = "go-runtime-random",
 }
 
 /// The details of `CPU_TRAP` events, by cause; a census slot's header holds them as bits
@@ -91,6 +95,7 @@ mod tests {
         assert_eq!(name(GO_SUPERVISED), "go-runtime-supervised");
         assert_eq!(TMP_LEFTOVER, 14);
         assert_eq!(name(TMP_LEFTOVER), "tmp-leftover");
-        assert_eq!(name(TMP_LEFTOVER + 1), "unknown");
+        assert_eq!((GO_RANDOM, name(GO_RANDOM)), (15, "go-runtime-random"));
+        assert_eq!(name(GO_RANDOM + 1), "unknown");
     }
 }

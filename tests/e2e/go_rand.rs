@@ -15,7 +15,7 @@ use std::process::Command;
 use crate::util::{build_dir, fixture, have, run_timeout, seal};
 
 /// The environment variable naming a Go 1.22 or later `go` (set by `.ci/run`).
-const NEW_GO: &str = "SEAL_TEST_GO";
+pub(crate) const NEW_GO: &str = "SEAL_TEST_GO";
 
 /// The minor version of Go tool `go` (`go env GOVERSION`: `go1.19.8` is 19); 0 when unknown.
 pub(crate) fn go_minor(go: &Path) -> u32 {
@@ -55,19 +55,28 @@ pub(crate) fn partly_sealed_real(then: &str) -> Vec<String> {
 
 /// `fixtures/go/NAME` built by `go` (version `minor`), with cgo or not, stripped or not.
 fn build(name: &str, go: &Path, minor: u32, cgo: bool, strip: bool) -> PathBuf {
-    let dir = format!("go/{name}");
-    let name = format!("go_{name}_1{minor}_{cgo}_{strip}");
-    let out = build_dir().join(name);
-    let mut c = Command::new(go);
-    c.arg("build");
-    if strip {
-        c.arg("-ldflags=-s");
-    }
-    let st = c
+    let ldflags: &[&str] = if strip { &["-ldflags=-s"] } else { &[] };
+    build_go(go, minor, name, cgo, ldflags, &format!("{cgo}_{strip}"))
+}
+
+/// `fixtures/go/NAME` built by `go` (version `minor`), with cgo or not, with `flags` for
+/// `go build`, as `go_NAME_1MINOR_TAG` in the build directory.
+pub(crate) fn build_go(
+    go: &Path,
+    minor: u32,
+    name: &str,
+    cgo: bool,
+    flags: &[&str],
+    tag: &str,
+) -> PathBuf {
+    let out = build_dir().join(format!("go_{name}_1{minor}_{tag}"));
+    let st = Command::new(go)
+        .arg("build")
+        .args(flags)
         .arg("-o")
         .arg(&out)
         .arg(".")
-        .current_dir(fixture(&dir))
+        .current_dir(fixture(&format!("go/{name}")))
         .env("CGO_ENABLED", if cgo { "1" } else { "0" })
         .env("GOFLAGS", "-mod=mod")
         .env("GOTOOLCHAIN", "local")
@@ -75,7 +84,7 @@ fn build(name: &str, go: &Path, minor: u32, cgo: bool, strip: bool) -> PathBuf {
         .env("GOPATH", build_dir().join("go-path"))
         .status()
         .expect("go build");
-    assert!(st.success(), "go build of fixtures/{dir} failed");
+    assert!(st.success(), "go build of fixtures/go/{name} failed");
     out
 }
 

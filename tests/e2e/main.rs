@@ -15,6 +15,7 @@ mod devices;
 mod doctor;
 mod go_images;
 mod go_rand;
+mod go_rand_census;
 mod golden;
 mod golden_travel;
 mod hardening;

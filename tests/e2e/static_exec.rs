@@ -409,8 +409,18 @@ fn a_static_images_random_devices_uuid_uptime_and_host_name_files_are_sealed() {
     });
     let lines: Vec<&str> = o.stdout.lines().collect();
     assert_eq!(lines.len(), 10, "{}", o.show());
-    assert_ne!(lines[0], lines[1], "two reads of uuid, two uuids\n{}", o.show());
-    assert_eq!(lines[2], lines[3], "the boot id, static and dynamic\n{}", o.show());
+    assert_ne!(
+        lines[0],
+        lines[1],
+        "two reads of uuid, two uuids\n{}",
+        o.show()
+    );
+    assert_eq!(
+        lines[2],
+        lines[3],
+        "the boot id, static and dynamic\n{}",
+        o.show()
+    );
     assert_eq!(lines[4], "86400.00 86400.00", "{}", o.show());
     assert!(lines[5].contains("up 1 day") && lines[5].contains("load average: 0.00"));
     assert_eq!(lines[9], "seal", "{}", o.show());

@@ -49,6 +49,86 @@ const WY_LABEL: u64 = 0x7779_7261_6e64_6d61;
 const SELECT_LABEL: u64 = 0x7365_6c65_6374_676f;
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
+/// The census's name of the mapping (its module): the callers of the draws it counts.
+pub const MODULE_NAME: &str = "[seal in-image rand]";
+
+/// What the census counts a draw of the main sequence as (the caller: the mapping's first
+/// piece of code, [`MODULE_NAME`]): `runtime.rand` (Go 1.22 on) or `fastrand` (1.19–1.21);
+/// and the map code's inlined copies' draws ([`go_wyrand`], at the trampolines).
+pub const fn census_fids(sites: &Sites) -> [crate::Fid; 2] {
+    let main = if sites.maps {
+        crate::Fid::GoRuntimeRand
+    } else {
+        crate::Fid::GoFastrand
+    };
+    [main, crate::Fid::GoFastrandMaps]
+}
+
+/// The draws a mapping's counters page (its words, from [`COUNT_AT`]) has counted, `[main,
+/// map code]`: the main counter moves by one a draw, the map code's by wyrand's increment
+/// (odd, so its inverse modulo 2^64 gives the number back). `mrandinit`'s counter (new
+/// threads' seeds, as many as the scheduler makes threads) is left out: it is no draw of the
+/// program's.
+pub fn draws(counters: &[u8]) -> Option<[u64; 2]> {
+    let word = |at: usize| {
+        let at = at - COUNT_AT;
+        Some(u64::from_le_bytes(
+            counters.get(at..at + 8)?.try_into().ok()?,
+        ))
+    };
+    let wy = word(go_wyrand::COUNT_AT)?.wrapping_mul(inverse(go_wyrand::increment()));
+    Some([word(COUNT_AT)?, wy])
+}
+
+/// The bytes of the counters page [`draws`] reads (from [`COUNT_AT`]).
+pub const COUNTERS_BYTES: usize = go_wyrand::COUNT_AT + 8 - COUNT_AT;
+
+/// The inverse of odd `k` modulo 2^64 (Newton's iteration: each step doubles the bits).
+const fn inverse(k: u64) -> u64 {
+    let mut x = k; // right to 3 bits for an odd k
+    let mut i = 0;
+    while i < 5 {
+        x = x.wrapping_mul(2u64.wrapping_sub(k.wrapping_mul(x)));
+        i += 1;
+    }
+    x
+}
+
+/// Where a mapping for a program whose lowest address is `low` is placed (256 KiB below it,
+/// page-aligned): `None` when there is no room below.
+pub const fn place(low: u64) -> Option<u64> {
+    match low.checked_sub(256 << 10) {
+        Some(h) => Some(h & !0xfff),
+        None => None,
+    }
+}
+
+/// What stayed per thread of a Go image's random numbers, as the census's `go-runtime-random`
+/// event says it (the `partly sealed` line says it after "real:"): recorded by whoever set the
+/// image up (the supervisor at its exec stop, libseal in a cgo program's constructor), only
+/// when more than `select` order stays real. The text names the cause after [`BECAUSE`].
+pub mod outcome {
+    /// Go 1.19–1.21 whose map code's inlined copies are not in a shape seal knows: the
+    /// out-of-line `fastrand` is one sequence, map order is not.
+    pub const MAPS: &str = "map order stays per thread: the map code's inlined fastrand \
+         copies were not found";
+    /// Nothing redirected, for the reason that follows.
+    pub const NONE: &str = "map order, math/rand's global source and temp names stay per \
+         thread";
+    /// Between what stays real and why.
+    pub const BECAUSE: &str = ": ";
+    /// Reasons for [`NONE`].
+    pub const NOT_FOUND: &str = "no runtime.rand or fastrand found to redirect";
+    pub const UNREAD: &str = "its executable could not be read";
+    pub const UNSEALED: &str = "the random family is unsealed";
+    pub const NO_ROOM: &str = "no room below the program for seal's code";
+    pub const MMAP: &str = "the mmap of seal's code below the program was refused (something \
+         is mapped there)";
+    pub const MPROTECT: &str = "seal's code page could not be made executable";
+    pub const WRITE_CODE: &str = "seal's code could not be written";
+    pub const REWRITE: &str = "the runtime's functions could not be rewritten";
+}
+
 /// The `n`-th number (from 0) of the sequence keyed `key`.
 pub const fn value(key: u64, n: u64) -> u64 {
     crate::mix64(n.wrapping_mul(GOLDEN).wrapping_add(key))
@@ -285,6 +365,20 @@ fn inlined(f: &[u8], maps: Found<11>) -> [go_wyrand::Site; MAX_SITES] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_counters_give_the_draws_back() {
+        let k = go_wyrand::increment();
+        assert_eq!(inverse(k).wrapping_mul(k), 1);
+        let mut page = [0u8; COUNTERS_BYTES];
+        page[..8].copy_from_slice(&12u64.to_le_bytes());
+        let wy = go_wyrand::COUNT_AT - COUNT_AT;
+        page[wy..wy + 8].copy_from_slice(&k.wrapping_mul(1001).to_le_bytes());
+        assert_eq!(draws(&page), Some([12, 1001]));
+        assert_eq!(draws(&page[..8]), None);
+        assert_eq!(place(0x400000), Some(0x3c0000));
+        assert_eq!(place(0x30000), None);
+    }
 
     #[test]
     fn a_jump_reaches_two_gib_and_patches_point_at_their_pieces() {

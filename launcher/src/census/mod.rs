@@ -9,7 +9,7 @@ mod slots;
 pub mod symbols;
 
 pub use slots::unsealed_warnings_in;
-use slots::{read_images, warning_line, Image, Module};
+use slots::{process_lines, read_images, Image, Module};
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -373,12 +373,10 @@ impl Census {
     pub fn unsealed_warnings(&self) -> Vec<String> {
         let mut seen = std::collections::BTreeSet::new();
         for p in &self.processes {
-            for u in &p.unsealed {
-                if u.kind == "family-off" || u.is_machine() {
-                    continue;
-                }
-                seen.insert(warning_line(&u.kind, &u.detail));
-            }
+            let events = (p.unsealed.iter())
+                .filter(|u| !u.is_machine())
+                .map(|u| (u.kind.as_str(), u.detail.as_str()));
+            seen.extend(process_lines(&p.exe, events));
         }
         seen.into_iter().collect()
     }

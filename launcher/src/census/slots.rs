@@ -42,9 +42,16 @@ pub struct Module {
 /// The `unsealed` events of every image in a run directory, as warning lines, reading only the
 /// file headers: what `seal run` needs when no census was asked for (no symbol tables, no
 /// counter tables, so the launcher adds next to nothing to a short command's run time).
-pub fn unsealed_warnings_in(dir: &Path) -> Result<Vec<String>> {
+pub fn unsealed_warnings_in(dir: &Path, root: Option<&[u8]>) -> Result<Vec<String>> {
     use std::os::unix::fs::FileExt;
-    let mut seen = std::collections::BTreeSet::new();
+    // Each process's events (its images' slots share its virtual pid), and its executable.
+    let mut by_vpid: std::collections::BTreeMap<i32, (String, Vec<(String, String)>)> =
+        Default::default();
+    if let Some(detail) = root {
+        let kind = unsealed::name(unsealed::STATIC_SUPERVISED).to_string();
+        let e = by_vpid.entry(seal_abi::ROOT_VPID).or_default();
+        e.1.push((kind, String::from_utf8_lossy(detail).into_owned()));
+    }
     let (file, slots) = census_slots(dir)?;
     for off in slots {
         // The header first (it holds the causes every image may have); the events (16 KiB
@@ -64,16 +71,75 @@ pub fn unsealed_warnings_in(dir: &Path) -> Result<Vec<String>> {
         {
             continue;
         }
-        for (kind, detail) in unsealed_events(&b) {
-            if kind != unsealed::FAMILY_OFF
-                && kind != unsealed::SCOPED_OUT
-                && !is_machine_event(kind, &detail)
-            {
-                seen.insert(warning_line(unsealed::name(kind), &detail));
+        let vpid = i32_at(&b, offset_of!(CensusFile, vpid));
+        let text = offset_of!(CensusFile, text);
+        let exe_len =
+            (u32_at(&b, offset_of!(CensusFile, exe_len)) as usize).min(seal_abi::EXE_BYTES);
+        let e = by_vpid.entry(vpid).or_default();
+        let events = unsealed_events(&b);
+        // The executable a `go-runtime-random` line names: its image's (past the header).
+        if e.0.is_empty() || events.iter().any(|(k, _)| *k == unsealed::GO_RANDOM) {
+            let mut exe = vec![0u8; exe_len];
+            if file.read_exact_at(&mut exe, off + text as u64).is_ok() {
+                e.0 = String::from_utf8_lossy(&exe).into_owned();
+            }
+        }
+        for (kind, detail) in events {
+            if kind != unsealed::SCOPED_OUT && !is_machine_event(kind, &detail) {
+                e.1.push((unsealed::name(kind).to_string(), detail));
             }
         }
     }
+    let mut seen = std::collections::BTreeSet::new();
+    for (exe, events) in by_vpid.values() {
+        seen.extend(process_lines(
+            exe,
+            events.iter().map(|(k, d)| (k.as_str(), d.as_str())),
+        ));
+    }
     Ok(seen.into_iter().collect())
+}
+
+/// The warning lines of one process (executable `exe`), from its `(kind, detail)` events
+/// (families off and machine limits are not lines): a Go image's `go-runtime-random` event
+/// goes into its `partly sealed` line (or, with no such line of a Go program, is a line of its
+/// own), and so does the random family left unsealed.
+pub(super) fn process_lines<'a>(
+    exe: &str,
+    events: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+) -> Vec<String> {
+    use seal_abi::supervised::go_rand::outcome;
+    let go_random = unsealed::name(unsealed::GO_RANDOM);
+    let family_off = unsealed::name(unsealed::FAMILY_OFF);
+    // A line that says what stays real of a Go runtime's random numbers.
+    let go_partial = |(k, d): (&str, &str)| {
+        k == unsealed::name(unsealed::GO_SUPERVISED)
+            || (k == unsealed::name(unsealed::STATIC_SUPERVISED)
+                && crate::run::static_image::is_go_program(d))
+    };
+    let unsealed_random = events
+        .clone()
+        .any(|(k, d)| k == family_off && d == "random")
+        .then(|| format!("{}{}{}", outcome::NONE, outcome::BECAUSE, outcome::UNSEALED));
+    let random = unsealed_random.or_else(|| {
+        let recorded = events.clone().find(|(k, _)| *k == go_random);
+        recorded.map(|(_, d)| d.to_string())
+    });
+    let any_partial = events.clone().any(go_partial);
+    let mut lines = Vec::new();
+    for (kind, detail) in events {
+        if kind == family_off {
+            continue;
+        }
+        if kind == go_random {
+            if !any_partial {
+                lines.push(format!("not sealed ({kind}): {exe}: {detail}"));
+            }
+            continue;
+        }
+        lines.push(warning_line(kind, detail, random.as_deref()));
+    }
+    lines
 }
 
 /// The run table file of a run directory and the offsets of the census slots its images
@@ -128,12 +194,14 @@ fn is_machine_event(kind: u32, detail: &str) -> bool {
     kind == unsealed::CPU_TRAP && unsealed::is_machine_cause(detail)
 }
 
-pub(super) fn warning_line(kind: &str, detail: &str) -> String {
+/// The line of one event; `random`: what its process's census says stayed per thread of a
+/// Go image's random numbers, for a `partly sealed` line.
+pub(super) fn warning_line(kind: &str, detail: &str, random: Option<&str>) -> String {
     if kind == unsealed::name(unsealed::STATIC_SUPERVISED) {
-        return crate::run::static_image::partly_sealed_line(detail);
+        return crate::run::static_image::partly_sealed_line(detail, random);
     }
     if kind == unsealed::name(unsealed::GO_SUPERVISED) {
-        return crate::run::static_image::go_line(detail);
+        return crate::run::static_image::go_line(detail, random);
     }
     if kind == unsealed::name(unsealed::TMP_LEFTOVER) {
         return format!(
@@ -279,5 +347,32 @@ mod tests {
             (unsealed::SETUID, "su!".to_string()),
         ];
         assert_eq!(got, want);
+    }
+
+    /// A `go-runtime-random` event goes into its process's Go `partly sealed` line; with no
+    /// such line (a non-Go image's line, or none) it is a line of its own, naming the
+    /// executable; the random family left unsealed is said as such.
+    #[test]
+    fn a_go_images_random_outcome_is_said_once_where_it_belongs() {
+        use seal_abi::supervised::go_rand::outcome;
+        let failed = format!("{}{}{}", outcome::NONE, outcome::BECAUSE, outcome::MMAP);
+        let (go, random) = ("go-runtime-supervised", "go-runtime-random");
+        let lines = process_lines(
+            "/x/p",
+            [(go, "/x/p"), (random, failed.as_str())].into_iter(),
+        );
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with("partly sealed (go-runtime-supervised): /x/p"));
+        assert!(lines[0].contains(&format!("not redirected: {}", outcome::MMAP)));
+        let lines = process_lines("/x/p", [(go, "/x/p")].into_iter());
+        assert!(lines[0].contains("real: select order"), "{lines:?}");
+        let off = [(go, "/x/p"), ("family-off", "random")];
+        let lines = process_lines("/x/p", off.into_iter());
+        assert!(lines[0].contains(outcome::UNSEALED), "{lines:?}");
+        // A static shell's line (not a Go program) and the Go image it exec'd.
+        let shell = ("static-binary-supervised", "/nonexistent/sh");
+        let lines = process_lines("/x/p", [shell, (random, failed.as_str())].into_iter());
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines.contains(&format!("not sealed ({random}): /x/p: {failed}")));
     }
 }

@@ -438,14 +438,22 @@ pub fn run_interactive(
     if !settings.quiet {
         // The root command itself (no libseal in a static/setuid root, so no census of it),
         // then what the shim reported; one line per distinct program.
+        // (The root's report goes with its process's events: what its image's set-up said.)
         let mut lines: std::collections::BTreeSet<String> = root_warnings.into_iter().collect();
-        if let Some(detail) = &root_report {
-            let program = String::from_utf8_lossy(detail);
-            lines.insert(static_image::partly_sealed_line(&program));
-        }
         match &census {
-            Some(c) => lines.extend(c.unsealed_warnings()),
-            None => lines.extend(census::unsealed_warnings_in(run_dir.path())?),
+            Some(c) => {
+                lines.extend(c.unsealed_warnings());
+                // A root with no census slot at all (nothing counted) has no process there.
+                let listed = c.processes.iter().any(|p| p.vpid == seal_abi::ROOT_VPID);
+                if let (Some(detail), false) = (&root_report, listed) {
+                    let program = String::from_utf8_lossy(detail);
+                    lines.insert(static_image::partly_sealed_line(&program, None));
+                }
+            }
+            None => lines.extend(census::unsealed_warnings_in(
+                run_dir.path(),
+                root_report.as_deref(),
+            )?),
         }
         for line in lines {
             crate::term::warn(line);

@@ -230,11 +230,25 @@ pub unsafe fn supervise_go(envp: Argv) {
             // SAFETY: per the contract (one thread, the runtime not started).
             unsafe { go_entropy::seal_cputicks(at, seal_abi::mix64(key ^ 0x0074_7363) >> 1) };
         }
-        // Its own random numbers one sequence (`go_rand`).
-        if let Some((rand, low)) = sites.and_then(|s| Some((s.0.rand?, s.1))) {
-            let key = seal_abi::supervised::go_rand::key(seed, lineage);
-            // SAFETY: per the contract (one thread, the runtime not started).
-            unsafe { go_rand::seal(&rand, low, key) };
+        // Its own random numbers one sequence (`go_rand`), or the census says why not.
+        if config::sealed(RANDOM) {
+            use seal_abi::supervised::go_rand::outcome;
+            let found = sites.map(|s| (s.0.rand, s.1));
+            match found {
+                None => go_rand::say(outcome::NONE, outcome::UNREAD),
+                Some((None, _)) => go_rand::say(outcome::NONE, outcome::NOT_FOUND),
+                Some((Some(rand), low)) => {
+                    let key = seal_abi::supervised::go_rand::key(seed, lineage);
+                    // SAFETY: per the contract (one thread, the runtime not started).
+                    match unsafe { go_rand::seal(&rand, low, key) } {
+                        Err(why) => go_rand::say(outcome::NONE, why),
+                        Ok(()) if !rand.maps && rand.inlined[0].0 == 0 => {
+                            go_rand::say(outcome::MAPS, "")
+                        }
+                        Ok(()) => {}
+                    }
+                }
+            }
         }
         // SAFETY: per the contract.
         match unsafe { vdso_entry(envp) } {

@@ -62,8 +62,10 @@ pub struct Slot {
     file: File,
     at: u64,
     counts: HashMap<u64, (usize, u64)>,
-    /// Modules listed (the image's code, then at most the clock page's reader).
+    /// Modules listed (the image's code, then code of seal's making: [`Slot::add_module`]).
     n_modules: u32,
+    /// The names of the modules [`Slot::add_module`] listed.
+    names: Vec<String>,
     /// The `unsealed` events written, by detail.
     said: std::collections::HashSet<String>,
     /// Bytes of the slot's text in use.
@@ -89,6 +91,7 @@ impl Slot {
             at,
             counts: HashMap::new(),
             n_modules: 1,
+            names: Vec::new(),
             said: Default::default(),
             text_used: 0,
             head: Some(Box::new([0; HEAD])),
@@ -198,14 +201,20 @@ impl Slot {
         Some(self.at + CensusFile::slot_offset(next) as u64 + 8)
     }
 
-    /// Lists `lo..hi` as module `name` (after the image's code, module 0): code of seal's
-    /// making in the image, its clock page's reader, that the census names counts after.
+    /// Lists `lo..hi` as module `name` (after the image's code, module 0), once: code of
+    /// seal's making in the image (its clock page's reader, its random numbers' code) that the
+    /// census names counts after.
     pub fn add_module(&mut self, name: &str, lo: u64, hi: u64) {
-        if self.n_modules != 1 {
+        let k = self.n_modules as usize;
+        if self.names.iter().any(|n| n == name) || k >= seal_abi::HEAD_MODULES {
             return;
         }
         let used = self.text_used;
-        let m = CensusFile::module_offset(1) as u64;
+        let name_len = name.len() as u32;
+        if used as usize + name.len() > seal_abi::TEXT_BYTES {
+            return;
+        }
+        let m = CensusFile::module_offset(k) as u64;
         self.put(
             offset_of!(CensusFile, text) as u64 + used as u64,
             name.as_bytes(),
@@ -217,16 +226,16 @@ impl Slot {
         ] {
             self.put(m + off as u64, &v.to_le_bytes());
         }
-        let name_len = name.len() as u32;
         for (off, v) in [
             (m as usize + offset_of!(ModuleRecord, name_off), used),
             (m as usize + offset_of!(ModuleRecord, name_len), name_len),
             (offset_of!(CensusFile, text_used), used + name_len),
-            (offset_of!(CensusFile, n_modules), 2),
+            (offset_of!(CensusFile, n_modules), k as u32 + 1),
         ] {
             self.put(off as u64, &v.to_le_bytes());
         }
-        self.n_modules = 2;
+        self.names.push(name.to_owned());
+        self.n_modules = k as u32 + 1;
         self.text_used = used + name_len;
     }
 

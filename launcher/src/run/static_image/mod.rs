@@ -32,6 +32,7 @@ mod maps;
 mod notif;
 mod page;
 mod pid_state;
+mod rand_counts;
 mod remote;
 mod root;
 mod run_pids;
@@ -65,13 +66,21 @@ pub fn entry(args: &[OsString]) -> Option<i32> {
     }
 }
 
-/// The census line for a static binary that ran supervised: what stayed real in it.
-pub fn partly_sealed_line(program: &str) -> String {
+/// Is the executable at `path` a Go program (whose `partly sealed` line says what stays real
+/// of its runtime's random numbers)?
+pub fn is_go_program(path: &str) -> bool {
+    auxv::file_is_go(path)
+}
+
+/// The census line for a static binary that ran supervised: what stayed real in it; a Go
+/// image's random numbers as its process's census says (`random`: its `go-runtime-random`
+/// event, if any).
+pub fn partly_sealed_line(program: &str, random: Option<&str>) -> String {
     let go = auxv::file_is_go(program);
     let (cost, rand) = if go {
-        go_unsealed::notes(program)
+        go_unsealed::notes(program, random)
     } else {
-        ("", "")
+        ("", String::new())
     };
     let (served, real) = if go {
         // Its clock is read from a page (`go_clock.rs`), its `crypto/rand` from a window of its
@@ -85,7 +94,7 @@ pub fn partly_sealed_line(program: &str) -> String {
                 "clocks (one per process, read from a page seal's supervisor shares with it, \
                  moved by its timer waits), entropy, pid and host name"
             },
-            rand,
+            rand.as_str(),
         )
     } else {
         // Its clock entries read a page of its own (`serve/ticking.rs`); only other clock ids,
@@ -102,9 +111,10 @@ pub fn partly_sealed_line(program: &str) -> String {
     )
 }
 
-/// The census line for a dynamically linked Go program under the supervisor.
-pub fn go_line(program: &str) -> String {
-    let (cost, rand) = go_unsealed::notes(program);
+/// The census line for a dynamically linked Go program under the supervisor (`random` as for
+/// [`partly_sealed_line`]).
+pub fn go_line(program: &str, random: Option<&str>) -> String {
+    let (cost, rand) = go_unsealed::notes(program, random);
     format!(
         "partly sealed (go-runtime-supervised): {program}: libseal seals its C library's calls; \
          the Go runtime's clocks (one per process, read from a page, moved by its timer waits) \

@@ -19,9 +19,8 @@ use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{child_signals, drain, proc_status_field, write};
 use super::world::{Stream, World};
 use seal_abi::supervised::entropy::MAGIC;
-use seal_abi::supervised::{
-    msg, CALLS, EXEC, GROUP_CALLS, IOCTL, OPEN_CALLS, PROC_CALLS, SYSINFO, TIMED_WAITS,
-};
+use seal_abi::supervised::{msg, CALLS, EXEC, EXIT_GROUP, GROUP_CALLS, IOCTL};
+use seal_abi::supervised::{OPEN_CALLS, PROC_CALLS, SYSINFO, TIMED_WAITS};
 
 mod answers;
 mod clocks;
@@ -99,6 +98,10 @@ struct Supervisor {
     /// The random-device pipes the image's processes opened, and their opens so far.
     feeds: super::feeds::Feeds,
     device_opens: HashMap<i32, u64>,
+    /// Go processes' in-image random numbers, counted at their exit or exec (`go_rand.rs`),
+    /// and whether the first process's (a cgo program's, libseal's) is still to be found.
+    rands: HashMap<i32, super::rand_counts::Rands>,
+    cgo_rands: bool,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -126,6 +129,7 @@ pub fn run(
     } else {
         super::auxv::load_bias(pid, &text)
     };
+    let world_random = world.sealed(flags::RANDOM);
     let mut sv = Supervisor {
         world,
         pid,
@@ -150,6 +154,8 @@ pub fn run(
         exes: Default::default(),
         feeds: Default::default(),
         device_opens: HashMap::new(),
+        rands: HashMap::new(),
+        cgo_rands: !traced && world_random,
     };
     if !traced {
         sv.exes.first(pid);
@@ -294,6 +300,8 @@ impl Supervisor {
             if self.go && self.world.sealed(flags::RANDOM) {
                 self.fast_runtime_rand();
                 self.fast_entropy();
+            } else if self.go {
+                self.rand_left(self.pid);
             }
             // SAFETY: the tracee is in its exec stop.
             unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) };
@@ -385,7 +393,7 @@ impl Supervisor {
             self.check_reach(pid, &stop.text);
             let fast = seal
                 && match stop.go {
-                    true => self.exec_go_clock(pid, &stop, lineage),
+                    true => self.exec_go_clock(pid, &stop),
                     false => self.exec_clock(pid, &stop),
                 };
             if let Some(aux) = &stop.aux {
@@ -395,8 +403,12 @@ impl Supervisor {
                 self.served_clock(pid);
             }
             if stop.go && self.world.sealed(flags::RANDOM) {
-                // Its `crypto/rand` from a window of its own, as the first image's.
+                // Its `cputicks` and random numbers, as the first image's, keyed per exec'd
+                // image; its `crypto/rand` from a window of its own.
+                self.runtime_rand(pid, stop.bias, lineage);
                 self.exec_entropy(pid, &stop, lineage);
+            } else if stop.go {
+                self.rand_left(pid);
             }
         });
     }
@@ -439,6 +451,13 @@ impl Supervisor {
         let first_image = !self.images.contains_key(&tgid);
         let own = first_image && self.own.iter().any(|&(a, b)| (a..b).contains(&n.ip));
         let in_image = (own || text) && self.exes.runs_image(tgid);
+        if in_image && matches!(n.nr as u32, EXEC | EXIT_GROUP) {
+            // Its in-image draws, while its memory is there.
+            self.count_rands(tgid);
+        }
+        if n.nr as u32 == EXIT_GROUP {
+            return Answer::Continue;
+        }
         if n.nr as u32 == EXEC {
             // Only an image's own exec of a static binary is followed (a dynamic process's
             // goes through libseal's hook).
@@ -610,29 +629,6 @@ impl Supervisor {
 
     fn proc(&mut self, tgid: i32) -> &mut Proc {
         self.procs.get_mut(&tgid).expect("ensure() ran")
-    }
-
-    fn getrandom(&mut self, tid: i32, tgid: i32, buf: u64, len: usize, fl: u32) -> Answer {
-        // GRND_NONBLOCK | GRND_RANDOM | GRND_INSECURE, as the kernel checks them.
-        if fl & !0x7 != 0 || fl & 0x6 == 0x6 {
-            return Answer::Error(libc::EINVAL);
-        }
-        let len = len.min(33_554_431);
-        let mut chunk = vec![0u8; len.min(1 << 16)];
-        let mut done = 0;
-        while done < len {
-            let n = (len - done).min(chunk.len());
-            self.proc(tgid).stream.fill(&mut chunk[..n]);
-            if !write(tid, buf + done as u64, &chunk[..n]) {
-                return if done == 0 {
-                    Answer::Error(libc::EFAULT)
-                } else {
-                    Answer::Value(done as i64)
-                };
-            }
-            done += n;
-        }
-        Answer::Value(len as i64)
     }
 }
 

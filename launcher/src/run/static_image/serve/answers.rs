@@ -1,5 +1,5 @@
-//! The supervisor's answers that write into the image: `uname`, the affinity mask, and a
-//! value at an address.
+//! The supervisor's answers that write into the image: `uname`, the affinity mask, a value
+//! at an address, and `getrandom`'s bytes.
 
 use super::super::remote::write;
 use super::{Answer, Supervisor};
@@ -36,5 +36,35 @@ impl Supervisor {
         } else {
             Answer::Error(libc::EFAULT)
         }
+    }
+
+    pub(super) fn getrandom(
+        &mut self,
+        tid: i32,
+        tgid: i32,
+        buf: u64,
+        len: usize,
+        fl: u32,
+    ) -> Answer {
+        // GRND_NONBLOCK | GRND_RANDOM | GRND_INSECURE, as the kernel checks them.
+        if fl & !0x7 != 0 || fl & 0x6 == 0x6 {
+            return Answer::Error(libc::EINVAL);
+        }
+        let len = len.min(33_554_431);
+        let mut chunk = vec![0u8; len.min(1 << 16)];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(chunk.len());
+            self.proc(tgid).stream.fill(&mut chunk[..n]);
+            if !write(tid, buf + done as u64, &chunk[..n]) {
+                return if done == 0 {
+                    Answer::Error(libc::EFAULT)
+                } else {
+                    Answer::Value(done as i64)
+                };
+            }
+            done += n;
+        }
+        Answer::Value(len as i64)
     }
 }

@@ -53,9 +53,8 @@ impl Supervisor {
     /// image's own process: `exec prog`, `syscall.Exec`), stopped at
     /// `stop`, as for the first image: its clock starts at its process's (its parent's at the
     /// fork), and its timer waits move it. Whether it is in place (else the caller removes its
-    /// vDSO, and each of its clock reads is a system call to the supervisor, ~50 µs). Its
-    /// runtime's random numbers are keyed by `lineage`.
-    pub(super) fn exec_go_clock(&mut self, pid: i32, stop: &Stop, lineage: u64) -> bool {
+    /// vDSO, and each of its clock reads is a system call to the supervisor, ~50 µs).
+    pub(super) fn exec_go_clock(&mut self, pid: i32, stop: &Stop) -> bool {
         let (Some(vdso), Some(dir)) = (stop.vdso_base(), self.world.run_dir.clone()) else {
             return false;
         };
@@ -89,10 +88,6 @@ impl Supervisor {
             return false;
         };
         self.pages.insert(pid, page);
-        if self.world.sealed(seal_abi::flags::RANDOM) {
-            // Its `cputicks` and random numbers, as the first image's, keyed per exec'd image.
-            self.runtime_rand(pid, stop.bias, lineage);
-        }
         true
     }
 

@@ -7,11 +7,21 @@
 //! The code and its counters are in a private anonymous mapping of two pages made below the
 //! program (a fork copies it: the child goes on from its parent's count), the code page made
 //! read-and-execute; the code is written through `/proc/PID/mem`, then the jumps and calls
-//! that lead to it. Any step that fails leaves the runtime's functions as they are.
+//! that lead to it. Any step that fails leaves the runtime's functions as they are, and says
+//! so in the process's census (`go-runtime-random`, which its `partly sealed` line shows).
+//!
+//! The census: the counters are the number of draws. They are read from the process (they are
+//! private: nothing of them outlives it) when it calls `exit_group` or `execve` (both sent
+//! here), and written into its census slot as `runtime.rand` / `fastrand` and `fastrand (Go
+//! map code)` called from `[seal in-image rand]`; nothing is added to the draw itself. A
+//! cgo program's mapping is libseal's (`shim/src/process/go_rand.rs`): the supervisor finds it
+//! where libseal places it, and counts it only when the first jump to it is there.
 
-use seal_abi::supervised::{go_rand, go_site};
+use seal_abi::supervised::go_rand::{self, outcome};
+use seal_abi::supervised::go_site;
 
 use super::super::batch::{write_text, Arg, Batch};
+use super::super::rand_counts::Rands;
 use super::Supervisor;
 
 impl Supervisor {
@@ -23,9 +33,12 @@ impl Supervisor {
     }
 
     /// [`Supervisor::fast_runtime_rand`] for Go image `pid` (stopped at its exec, its program
-    /// at `bias`), its sequence keyed by `lineage`.
+    /// at `bias`), its sequence keyed by `lineage`. What it could not do is said in the
+    /// process's census.
     pub(super) fn runtime_rand(&mut self, pid: i32, bias: u64, lineage: u64) -> bool {
+        self.rands.remove(&pid);
         let Some(exe) = super::super::exe_map::ExeMap::of(pid) else {
+            self.rand_stays(pid, outcome::UNREAD);
             return false;
         };
         let sites = go_site::find_all(&exe);
@@ -42,20 +55,111 @@ impl Supervisor {
                 super::super::text::poke(pid, bias + at, &code);
             }
         }
-        let (Some(rand), Some(low)) = (sites.rand, go_site::low(&exe)) else {
+        let Some(rand) = sites.rand.map(|r| r.biased(bias)) else {
+            self.rand_stays(pid, outcome::NOT_FOUND);
             return false;
         };
         let key = go_rand::key(w.seed, lineage);
-        install(pid, &rand.biased(bias), bias + low, key).is_some()
+        let placed = go_site::low(&exe).and_then(|low| go_rand::place(bias + low));
+        let done = placed
+            .ok_or(outcome::NO_ROOM)
+            .and_then(|base| install(pid, &rand, base, key));
+        match done.map(|base| Rands::new(base, &rand, false)) {
+            Ok(r) => {
+                self.rands.extend(r.map(|r| (pid, r)));
+                if !rand.maps && rand.inlined[0].0 == 0 {
+                    self.rand_said(pid, outcome::MAPS);
+                }
+                true
+            }
+            Err(why) => {
+                self.rand_stays(pid, why);
+                false
+            }
+        }
+    }
+
+    /// A cgo program's mapping, made by its libseal (`shim/src/process/go_rand.rs`) where the
+    /// supervisor finds it the same way (looked for at its first count, not while the program
+    /// starts): counted once its first jump is seen in place.
+    fn cgo_rands(&mut self) {
+        self.cgo_rands = false;
+        let pid = self.pid;
+        let Some(exe) = super::super::exe_map::ExeMap::of(pid) else {
+            return;
+        };
+        let Some(rand) = go_site::find_all(&exe).rand.map(|r| r.biased(self.bias)) else {
+            return;
+        };
+        let base = go_site::low(&exe).and_then(|low| go_rand::place(self.bias + low));
+        if let Some(r) = base.and_then(|base| Rands::new(base, &rand, true)) {
+            self.rands.insert(pid, r);
+        }
+    }
+
+    /// Go image `pid` was left as it is: the random family is unsealed.
+    pub(super) fn rand_left(&mut self, pid: i32) {
+        self.rands.remove(&pid);
+        self.rand_stays(pid, outcome::UNSEALED);
+    }
+
+    /// Says in process `pid`'s census that its runtime's random numbers stay per thread, and
+    /// why.
+    fn rand_stays(&mut self, pid: i32, why: &str) {
+        let detail = format!("{}{}{why}", outcome::NONE, outcome::BECAUSE);
+        self.rand_said(pid, &detail);
+    }
+
+    fn rand_said(&mut self, pid: i32, detail: &str) {
+        if let Some(slot) = self.slot(pid) {
+            slot.unsealed(seal_abi::unsealed::GO_RANDOM, detail);
+        }
+    }
+
+    /// Writes the draws process `tgid` made from its in-image sequence into its census slot
+    /// (at its `exit_group` or `execve`: the counters are private to it, and gone after).
+    pub(super) fn count_rands(&mut self, tgid: i32) {
+        if self.cgo_rands && tgid == self.pid {
+            self.cgo_rands();
+        }
+        let Some(r) = self.rands.get(&tgid).copied() else {
+            return;
+        };
+        let Some(d) = r.draws(tgid) else {
+            return;
+        };
+        let Some(slot) = self.slot(tgid) else {
+            return;
+        };
+        let (lo, hi) = r.range();
+        slot.add_module(go_rand::MODULE_NAME, lo, hi);
+        for (fid, ip, n) in r.rows(d) {
+            slot.set(fid, 0, ip, n);
+        }
+    }
+
+    /// Process `child` was forked (a copy) by `parent`: it draws from a copy of its parent's
+    /// mapping, from the counts the copy holds (read now: a Go program's forked child runs no
+    /// Go code before it execs).
+    pub(super) fn forked_rands(&mut self, parent: i32, child: i32) {
+        if self.cgo_rands && parent == self.pid {
+            self.cgo_rands();
+        }
+        let Some(r) = self.rands.get(&parent).copied() else {
+            return;
+        };
+        if let Some(r) = r.forked(child) {
+            self.rands.insert(child, r);
+        }
     }
 }
 
-/// Maps the code below `low` in `pid` (stopped at its exec), writes it and points `sites` at
-/// it: the mapping's address.
-fn install(pid: i32, sites: &go_rand::Sites, low: u64, key: u64) -> Option<u64> {
-    let hint = low.checked_sub(256 << 10)? & !0xfff;
-    let patches = sites.patches(hint)?;
-    let saved = super::super::remote::regs(pid)?;
+/// Maps the code at `hint` (below the program) in `pid` (stopped at its exec), writes it and
+/// points `sites` at it: the mapping's address, or the step that failed (the functions are
+/// then left as they are, unless it is the last: rewriting them).
+fn install(pid: i32, sites: &go_rand::Sites, hint: u64, key: u64) -> Result<u64, &'static str> {
+    let patches = sites.patches(hint).ok_or(outcome::NO_ROOM)?;
+    let saved = super::super::remote::regs(pid).ok_or(outcome::MMAP)?;
     let mut b = Batch::new((saved.rsp - 16384) & !15);
     let (i, z) = (Arg::Imm, Arg::Imm(0));
     let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
@@ -69,19 +173,22 @@ fn install(pid: i32, sites: &go_rand::Sites, low: u64, key: u64) -> Option<u64> 
     let rx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
     let code_len = i(go_rand::CODE_BYTES as u64);
     b.call(libc::SYS_mprotect, [i(hint), code_len, i(rx), z, z, z]);
-    let r = b.run(pid, &saved)?;
-    if r.first().copied().flatten() != Some(hint as i64) || r.get(1) != Some(&Some(0)) {
-        return None;
+    let r = b.run(pid, &saved).ok_or(outcome::MMAP)?;
+    if r.first().copied().flatten() != Some(hint as i64) {
+        return Err(outcome::MMAP);
+    }
+    if r.get(1) != Some(&Some(0)) {
+        return Err(outcome::MPROTECT);
     }
     let mut code = vec![0u8; go_rand::CODE_BYTES];
-    go_rand::code(&mut code, hint, key, sites)?;
+    go_rand::code(&mut code, hint, key, sites).ok_or(outcome::NO_ROOM)?;
     if !write_text(pid, hint, &code) {
-        return None;
+        return Err(outcome::WRITE_CODE);
     }
     for (at, bytes) in patches.iter().filter(|p| p.0 != 0) {
         if !write_text(pid, *at, bytes) {
-            return None;
+            return Err(outcome::REWRITE);
         }
     }
-    Some(hint)
+    Ok(hint)
 }

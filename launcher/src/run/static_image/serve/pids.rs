@@ -463,6 +463,7 @@ impl Supervisor {
                 let exe = |p: i32| std::fs::read_link(format!("/proc/{p}/exe")).ok();
                 if call.copy && exe(real).is_some() && exe(real) == exe(call.tgid) {
                     self.slot(real);
+                    self.forked_rands(call.tgid, real);
                 }
                 self.ident(real).vpid
             }
