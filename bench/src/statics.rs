@@ -6,7 +6,8 @@
 //! loop of `time.Now()` and `crypto/rand` (its `crypto/rand` served in the image), at two
 //! lengths in the same rotation, so that the difference per round (what a round costs, the
 //! process's start-up left out) is shown beside the whole-process figures; a static C loop of
-//! `fork` and `waitpid` (each traced to its exit by the supervisor, for its virtual pid).
+//! `fork` and `waitpid` (each traced to its exit by the supervisor, for its virtual pid); a
+//! static C loop of `open` (each sent to the supervisor, which looks at its path).
 //! Side by side in one run, modes rotating every round.
 
 use std::ffi::OsString;
@@ -22,6 +23,9 @@ pub const LOOP_CALLS: u64 = 20_000;
 /// Forks (each waited for) of one run of the fork loop: each is traced to its exit under seal
 /// (docs/design.md, "Virtual pids of its children and threads").
 pub const FORK_ROUNDS: u64 = 200;
+/// Opens (each read once and closed) of one run of the open loop: each open of a static image
+/// is sent to the supervisor, which looks at its path (docs/design.md, "Sealed files").
+pub const OPEN_ROUNDS: u64 = 2_000;
 /// Rounds of the Go loop (each: `time.Now()`, two clock reads, and one `getrandom`), short and
 /// long: the per-round cost is the difference over the difference in rounds.
 pub const GO_ROUNDS: u64 = 2_000;
@@ -74,6 +78,15 @@ fn plan(root: &Path, dir: &Path) -> (Vec<Planned>, Option<PathBuf>) {
             vec![FORK_ROUNDS.to_string().into()],
             true,
             FORK_ROUNDS,
+        ));
+    }
+    if let Some(bin) = cc("static_open", &root.join("fixtures/bench/static_open.c")) {
+        plan.push((
+            format!("static C loop, {OPEN_ROUNDS} × (`open` + `read` + `close`)"),
+            bin,
+            vec![OPEN_ROUNDS.to_string().into()],
+            true,
+            OPEN_ROUNDS,
         ));
     }
     let true_src = dir.join("static_true.c");
