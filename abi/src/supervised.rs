@@ -302,23 +302,10 @@ mod tests {
     }
 
     fn run_below(limit: u32, arch: u32, nr: u32, arg3: u32, arg0: u32, ip_high: u32) -> u32 {
-        run_arg1(limit, arch, nr, arg3, arg0, 0, ip_high)
+        run_arg1_high(limit, arch, nr, arg3, arg0, 0, 0, ip_high)
     }
 
-    /// [`run_below`] with the second argument's low word too.
-    fn run_arg1(
-        limit: u32,
-        arch: u32,
-        nr: u32,
-        arg3: u32,
-        arg0: u32,
-        arg1: u32,
-        ip_high: u32,
-    ) -> u32 {
-        run_arg1_high(limit, arch, nr, arg3, arg0, arg1, 0, ip_high)
-    }
-
-    /// [`run_arg1`] with the second argument's high word too.
+    /// [`run_below`] with the second argument's low and high words too.
     #[allow(clippy::too_many_arguments)]
     fn run_arg1_high(
         limit: u32,
@@ -430,7 +417,7 @@ mod tests {
 
     #[test]
     fn only_the_terminals_process_group_ioctls_notify_and_only_from_an_image() {
-        let ioctl = |arg1, ip| run_arg1(IMAGE_IP_LIMIT, ARCH_X86_64, IOCTL, 0, 0, arg1, ip);
+        let ioctl = |arg1, ip| run_arg1_high(IMAGE_IP_LIMIT, ARCH_X86_64, IOCTL, 0, 0, arg1, 0, ip);
         for req in [TIOCGPGRP, TIOCSPGRP] {
             assert_eq!(ioctl(req, 0), RET_USER_NOTIF, "{req:#x}");
             assert_eq!(ioctl(req, 0x7f12), RET_ALLOW, "lib {req:#x}");
