@@ -66,6 +66,18 @@ impl ImageExes {
         }
     }
 
+    /// `child`, a fork of `parent` just traced to its return, runs what its parent runs: its
+    /// verdict is its parent's, with no look at its executable.
+    pub fn forked(&mut self, child: i32, parent: i32) {
+        self.inherit(child, parent);
+        if let Some(&v) = self.verdict.get(&parent) {
+            if !self.exec_called.contains(&parent) {
+                self.verdict.insert(child, v);
+                self.exec_called.remove(&child);
+            }
+        }
+    }
+
     /// Process `tgid` calls `execve`: what it runs is unknown until it is seen again.
     pub fn exec_called(&mut self, tgid: i32) {
         self.verdict.remove(&tgid);

@@ -441,6 +441,11 @@ impl Supervisor {
             return a;
         }
         let tgid = self.tgid(n.pid as i32);
+        // An exit is looked at only to count a Go image's in-image draws (`go_rand.rs`): any
+        // other process's goes on at once, without the look-ups below.
+        if n.nr as u32 == EXIT_GROUP && !self.has_rands(tgid) {
+            return Answer::Continue;
+        }
         // Its image's code (a fork's from its parent), unless the process exec'd another
         // program since: a dynamic one's code can sit at the same addresses.
         let text = self

@@ -116,6 +116,11 @@ impl Supervisor {
         }
     }
 
+    /// Whether process `tgid` may have in-image draws to count.
+    pub(super) fn has_rands(&self, tgid: i32) -> bool {
+        self.rands.contains_key(&tgid) || (self.cgo_rands && tgid == self.pid)
+    }
+
     /// Writes the draws process `tgid` made from its in-image sequence into its census slot
     /// (at its `exit_group` or `execve`: the counters are private to it, and gone after).
     pub(super) fn count_rands(&mut self, tgid: i32) {

@@ -457,6 +457,7 @@ impl Supervisor {
                     };
                     self.pids.idents.insert(real, i);
                 }
+                self.exes.forked(real, call.tgid);
                 // The child is in the census from its start, as libseal's children are
                 // (while it still runs its parent's image: one that exec'd is counted by its
                 // new image).
