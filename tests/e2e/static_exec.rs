@@ -425,3 +425,23 @@ fn a_static_images_random_devices_uuid_uptime_and_host_name_files_are_sealed() {
     assert!(lines[5].contains("up 1 day") && lines[5].contains("load average: 0.00"));
     assert_eq!(lines[9], "seal", "{}", o.show());
 }
+
+/// A static program with no descriptor left opens `/dev/urandom`: the open fails with `EMFILE`
+/// as the kernel's would (the supervisor cannot install its pipe), and once a descriptor is
+/// free it reads the sealed bytes, 3 runs alike. Without the error answered, the call would
+/// have waited for an answer for ever.
+#[test]
+fn a_sealed_device_open_with_no_descriptor_left_fails_as_the_kernels() {
+    if !crate::static_images::have_static_glibc() {
+        skip!("no static libc (libc.a)");
+    }
+    let bin = build_c("static_emfile", &["-static"]);
+    let o = alike(3, || {
+        run_timeout(seal(["-q", "--", bin.to_str().unwrap()]), TIMEOUT)
+    });
+    assert!(
+        o.stdout.starts_with("full: Too many open files\nfree: "),
+        "{}",
+        o.show()
+    );
+}

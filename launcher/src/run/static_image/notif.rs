@@ -85,8 +85,12 @@ fn send_fd(listener: i32, id: u64, fd: &std::os::fd::OwnedFd, cloexec: bool) -> 
         return true;
     }
     match std::io::Error::last_os_error().raw_os_error() {
+        // The call is gone (its caller died, or a signal interrupted it).
+        Some(libc::ENOENT) => false,
         Some(libc::EINVAL | libc::ENOTTY | libc::ENOSYS) => respond(listener, id, Answer::Continue),
-        _ => false,
+        // No room in the caller (`EMFILE`): the call fails as the kernel's open would.
+        Some(e) => respond(listener, id, Answer::Error(e)),
+        None => respond(listener, id, Answer::Error(libc::EIO)),
     }
 }
 
