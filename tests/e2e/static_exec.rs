@@ -445,3 +445,32 @@ fn a_sealed_device_open_with_no_descriptor_left_fails_as_the_kernels() {
         o.show()
     );
 }
+
+/// `--spin-after` (golden mode's default for a new case) holds in a static image as in a
+/// dynamic program: clock reads a program never prints, added between its sleep and its
+/// printed read (0, 5 or 100 rounds of `time`, `gettimeofday` and both `clock_gettime`
+/// clocks), leave the printed wall and monotonic clocks alone, and a loop spinning on the
+/// clock still ends; glibc and musl static builds. The old build ticked at every read of the
+/// image's clock page: each added read moved the printed values (`…005015000` for 5 rounds).
+#[test]
+fn unprinted_clock_reads_of_a_static_image_leave_its_printed_times_under_spin_after() {
+    for bin in crate::static_pids::static_builds("static_unprinted") {
+        let bin = bin.to_str().unwrap();
+        let outs: Vec<String> = ["0", "5", "100"]
+            .iter()
+            .map(|extra| {
+                let o = run_timeout(
+                    seal(["-q", "--spin-after", "1000", "--", bin, extra]),
+                    TIMEOUT,
+                );
+                o.ok();
+                o.stdout
+            })
+            .collect();
+        assert_eq!(
+            outs[0], "wall 1767225600005000000 mono 86400005000000\nspun yes\n",
+            "{bin}"
+        );
+        assert!(outs.iter().all(|o| o == &outs[0]), "{bin}: {outs:?}");
+    }
+}

@@ -47,7 +47,7 @@ pub const COUNTER_GETTIMEOFDAY: usize = 9;
 pub const COUNTER_TIME: usize = 10;
 
 /// Most bytes [`generate`] writes.
-pub const MAX_LEN: usize = 320;
+pub const MAX_LEN: usize = 400;
 
 /// Which clock model the code reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +90,22 @@ pub fn code(out: &mut [u8; CODE_LEN], page: u64, tick: u32) {
 /// Writes the code of `kind` reading the page at (or, [`Kind::Ticking`], named by the word
 /// at) `page`, a tick being `tick` ns, into `out`: the entries and length it returns.
 pub fn generate(out: &mut [u8; MAX_LEN], page: u64, tick: u32, kind: Kind) -> Entries {
+    generate_spin(out, page, tick, kind, 0)
+}
+
+/// [`generate`], a [`Kind::Ticking`] page's wall-clock reads leaving the clock still for the
+/// first `spin` reads after each move of its clock by a wait (`--spin-after`: the supervisor
+/// zeroes [`SINCE_MOVE`] when a sleep, a reaped child or a served move moves `L`), as libseal's
+/// do; 0: every read ticks.
+pub fn generate_spin(
+    out: &mut [u8; MAX_LEN],
+    page: u64,
+    tick: u32,
+    kind: Kind,
+    spin: u32,
+) -> Entries {
+    // `cmp rcx, imm32` sign-extends: a larger count is as good as never.
+    let spin = spin.min(i32::MAX as u32);
     let mut c = Out { buf: out, at: 0 };
     match kind {
         Kind::Still => {
@@ -103,11 +119,11 @@ pub fn generate(out: &mut [u8; MAX_LEN], page: u64, tick: u32, kind: Kind) -> En
             }
         }
         Kind::Ticking => {
-            let syscall_at = ticking_clock_gettime(&mut c, page, tick);
+            let syscall_at = ticking_clock_gettime(&mut c, page, tick, spin);
             let gettimeofday = c.at;
-            ticking_gettimeofday(&mut c, page, tick);
+            ticking_gettimeofday(&mut c, page, tick, spin);
             let time = c.at;
-            ticking_time(&mut c, page, tick);
+            ticking_time(&mut c, page, tick, spin);
             Entries {
                 len: c.at,
                 clock_gettime: 0,
@@ -151,22 +167,21 @@ mod libc_nr {
 }
 
 /// [`Kind::Ticking`]'s `clock_gettime`: the offset of its `syscall`.
-fn ticking_clock_gettime(c: &mut Out, pointer: u64, tick: u32) -> usize {
+fn ticking_clock_gettime(c: &mut Out, pointer: u64, tick: u32, spin: u32) -> usize {
     c.put(&[0x83, 0xff, 0x01]); // cmp edi, 1
     let ja = c.jump(&[0x77]); // ja fallback
     let jz = c.page(pointer);
     c.put(&[0x49, 0x8b, 0x44, 0xf8, (COUNTER * 8) as u8]); // mov rax, [r8+rdi*8+24]
     c.put(&[0xf0, 0x48, 0xff, 0x00]); // lock inc qword [rax]
-    c.put(&[0xb9]); // mov ecx, tick
-    c.put(&tick.to_le_bytes());
+    c.tick_ecx(tick, spin);
     c.put(&[0x85, 0xff]); // test edi, edi
     let jnz = c.jump(&[0x75]); // jnz monotonic
     c.tick_realtime();
     let jmp = c.jump(&[0xeb]); // jmp out
     c.land(jnz);
-    c.put(&[0xf0, 0x49, 0x0f, 0xc1, 0x48, 0x08]); // monotonic: lock xadd [r8+8], rcx
-    c.put(&[0x48, 0x81, 0xc1]); // add rcx, tick
-    c.put(&tick.to_le_bytes());
+    c.put(&[0x89, 0xca]); // monotonic: mov edx, ecx
+    c.put(&[0xf0, 0x49, 0x0f, 0xc1, 0x48, 0x08]); // lock xadd [r8+8], rcx
+    c.put(&[0x48, 0x01, 0xd1]); // add rcx, rdx
     c.land(jmp);
     c.put(&[0x48, 0x89, 0xc8]); // out: mov rax, rcx
     c.timespec_from_rax();
@@ -177,14 +192,13 @@ fn ticking_clock_gettime(c: &mut Out, pointer: u64, tick: u32) -> usize {
 
 /// [`Kind::Ticking`]'s `gettimeofday(tv, tz)`: `tz` (if any) zeroed, `tv` (if any) from a
 /// wall-clock read, which ticks either way, as served.
-fn ticking_gettimeofday(c: &mut Out, pointer: u64, tick: u32) {
+fn ticking_gettimeofday(c: &mut Out, pointer: u64, tick: u32, spin: u32) {
     let jz = c.page(pointer);
     c.put(&[0x48, 0x85, 0xf6]); // test rsi, rsi
     c.put(&[0x74, 0x07]); // jz +7
     c.put(&[0x48, 0xc7, 0x06, 0, 0, 0, 0]); // mov qword [rsi], 0
     c.count_at(COUNTER_GETTIMEOFDAY);
-    c.put(&[0xb9]); // mov ecx, tick
-    c.put(&tick.to_le_bytes());
+    c.tick_ecx(tick, spin);
     c.tick_realtime();
     c.put(&[0x48, 0x85, 0xff]); // test rdi, rdi
     let none = c.jump(&[0x74]); // jz done
@@ -207,11 +221,10 @@ fn ticking_gettimeofday(c: &mut Out, pointer: u64, tick: u32) {
 
 /// [`Kind::Ticking`]'s `time(tloc)`: whole seconds of a wall-clock read, stored at `tloc` if
 /// it is not null.
-fn ticking_time(c: &mut Out, pointer: u64, tick: u32) {
+fn ticking_time(c: &mut Out, pointer: u64, tick: u32, spin: u32) {
     let jz = c.page(pointer);
     c.count_at(COUNTER_TIME);
-    c.put(&[0xb9]); // mov ecx, tick
-    c.put(&tick.to_le_bytes());
+    c.tick_ecx(tick, spin);
     c.tick_realtime();
     c.put(&[0x48, 0x89, 0xc8]); // mov rax, rcx
     c.put(&[0xb9, 0x00, 0xca, 0x9a, 0x3b]); // mov ecx, 1000000000
@@ -256,6 +269,22 @@ impl Out<'_> {
         self.put(&[0x4d, 0x8b, 0x00]); // mov r8, [r8]
         self.put(&[0x4d, 0x85, 0xc0]); // test r8, r8
         self.jump(&[0x74]) // jz fallback
+    }
+
+    /// `ecx` = what this read moves the clock by: `tick`, or, with `spin`, 0 while fewer than
+    /// `spin` reads were made since the clock last moved by a wait ([`SINCE_MOVE`], counted
+    /// here, zeroed by the supervisor). Clobbers the flags only besides `rcx`.
+    fn tick_ecx(&mut self, tick: u32, spin: u32) {
+        if spin != 0 {
+            self.put(&[0xb9, 0x01, 0x00, 0x00, 0x00]); // mov ecx, 1
+            self.put(&[0xf0, 0x49, 0x0f, 0xc1, 0x48, (SINCE_MOVE * 8) as u8]); // lock xadd [r8+16], rcx
+            self.put(&[0x48, 0x81, 0xf9]); // cmp rcx, spin
+            self.put(&spin.to_le_bytes());
+            self.put(&[0xb9, 0x00, 0x00, 0x00, 0x00]); // mov ecx, 0 (flags kept)
+            self.put(&[0x72, 0x05]); // jb +5 (past the tick)
+        }
+        self.put(&[0xb9]); // mov ecx, tick
+        self.put(&tick.to_le_bytes());
     }
 
     /// Adds one to the counter whose address is in word `word` of the page at `r8`.

@@ -24,6 +24,10 @@ impl Ticking {
     fn get(&self, word: usize) -> i64 {
         self.page.word(word).load(Ordering::Acquire) as i64
     }
+    /// The clock moved by a wait: the reads after it start again from none (`--spin-after`).
+    pub(super) fn moved(&self) {
+        self.page.word(cp::SINCE_MOVE).store(0, Ordering::Release);
+    }
     pub(super) fn l(&self) -> i64 {
         self.get(cp::REALTIME) - self.epoch
     }

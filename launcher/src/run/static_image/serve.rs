@@ -49,6 +49,8 @@ struct Proc {
     parent: i32,
     /// Its clock page (a static C image's first process), where `l` and `mono` are then kept.
     page: Option<super::clock_state::Ticking>,
+    /// Clock reads since `l` last moved by a wait (`--spin-after`), where there is no page.
+    since: u32,
 }
 
 /// The loop's state.
@@ -628,6 +630,7 @@ impl Supervisor {
                 stream: Stream::new(self.world.seed, id),
                 parent,
                 page: None,
+                since: 0,
             },
         );
     }

@@ -154,9 +154,9 @@ pub fn take(pid: i32, world: &super::world::World, mono_base: i64) -> Option<Pag
 }
 
 /// The code of `kind` reading the page at `page` (see the module) and where its entries are.
-fn code(page: u64, tick: u32, kind: Kind) -> (Vec<u8>, cp::Entries) {
+fn code(page: u64, tick: u32, kind: Kind, spin: u32) -> (Vec<u8>, cp::Entries) {
     let mut c = [0u8; MAX_LEN];
-    let e = cp::generate(&mut c, page, tick, kind);
+    let e = cp::generate_spin(&mut c, page, tick, kind, spin);
     (c[..e.len].to_vec(), e)
 }
 
@@ -192,6 +192,7 @@ fn entry_in(symbols: &[Sym], len: usize, base: u64, name: &str) -> Option<(u64, 
 /// code of their own. The vDSO's other entries are sealed too (`vdso_rest.rs`), in the same
 /// write as the clock code: one write through `/proc/PID/mem` for every change to the vDSO,
 /// after the mappings are made (nothing in it to put back when they fail). The page, and ([`Kind::Ticking`]) that word's address in the image.
+/// `spin`: `--spin-after` ([`Kind::Ticking`]: reads after a wait that leave the clock still).
 /// `None` (nothing changed in the image, or only what the next exec throws away) when any
 /// step fails: the caller then removes the vDSO, and reads go by system call.
 pub fn install(
@@ -201,6 +202,7 @@ pub fn install(
     tick: i64,
     counters: Option<&[u64]>,
     kind: Kind,
+    spin: u32,
 ) -> Option<(Page, u64)> {
     let (vdso, saved) = (stop.vdso_base()?, stop.regs?);
     let elf = vdso_bytes(pid, vdso, stop.vdso);
@@ -225,7 +227,7 @@ pub fn install(
     // The supervisor's side of the page: a file in the run directory, removed after the
     // detach.
     let (path, table) = (&prepared.path, &prepared.table);
-    let (_, entries) = code(0, tick as u32, kind);
+    let (_, entries) = code(0, tick as u32, kind, spin);
     if (size as usize) < entries.len {
         return None;
     }
@@ -272,7 +274,12 @@ pub fn install(
         if ticking && !super::remote::write(pid, pointer, &addr.to_le_bytes()) {
             return None;
         }
-        let (real, _) = code(if ticking { pointer } else { addr }, tick as u32, kind);
+        let (real, _) = code(
+            if ticking { pointer } else { addr },
+            tick as u32,
+            kind,
+            spin,
+        );
         // Every change to the vDSO in one write (a ticking image's code is ~280 bytes: 35
         // pokes; the other entries' were a few more).
         let mut image = elf.clone();

@@ -14,6 +14,8 @@ const VERSION: &[u8] = b"#1 SMP seal";
 pub struct World {
     pub(super) epoch_ns: i64,
     pub(super) tick_ns: i64,
+    /// `--spin-after`: wall-clock reads after each wait that leave the clock still.
+    pub(super) spin_after: u32,
     pub(super) seed: u64,
     pub(super) flags: u32,
     pub(super) hostname: Vec<u8>,
@@ -64,6 +66,7 @@ impl World {
         World {
             epoch_ns: settings.epoch_ns,
             tick_ns: settings.tick_ns,
+            spin_after: settings.spin_after,
             seed: settings.seed,
             flags: settings.flags,
             hostname: settings.hostname.to_vec(),

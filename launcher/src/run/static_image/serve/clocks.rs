@@ -31,7 +31,8 @@ impl Supervisor {
         let tick = if self.is_go(tgid) {
             0
         } else {
-            self.world.tick_ns
+            let (tick, spin) = (self.world.tick_ns, self.world.spin_after);
+            self.proc(tgid).read_tick(tick, spin)
         };
         self.proc(tgid).tick_realtime(epoch, tick)
     }
@@ -73,7 +74,11 @@ impl Supervisor {
             | libc::CLOCK_MONOTONIC_RAW
             | libc::CLOCK_MONOTONIC_COARSE
             | libc::CLOCK_BOOTTIME
-            | libc::CLOCK_BOOTTIME_ALARM => Some(self.proc(tgid).tick_monotonic(tick)),
+            | libc::CLOCK_BOOTTIME_ALARM => {
+                let spin = self.world.spin_after;
+                let tick = self.proc(tgid).read_tick(tick, spin);
+                Some(self.proc(tgid).tick_monotonic(tick))
+            }
             libc::CLOCK_PROCESS_CPUTIME_ID | libc::CLOCK_THREAD_CPUTIME_ID => {
                 Some(self.proc(tgid).l())
             }

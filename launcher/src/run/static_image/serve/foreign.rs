@@ -90,6 +90,7 @@ impl Supervisor {
             stream: Stream::new(self.world.seed, seal_abi::mix64(w.lineage ^ 0x666f_7265)),
             parent: 0,
             page: None,
+            since: 0,
         };
         self.procs.insert(pid, proc);
     }

@@ -22,7 +22,7 @@ impl Supervisor {
         let tick = self.world.tick_ns.clamp(0, i32::MAX as i64);
         let counters = counters.as_ref().map(|c| &c[..]);
         let page = (self.prepared.as_ref()).and_then(|prepared| {
-            super::super::vdso_clock::install(pid, stop, prepared, tick, counters, Kind::Still)
+            super::super::vdso_clock::install(pid, stop, prepared, tick, counters, Kind::Still, 0)
         });
         let Some((page, _)) = page else {
             return false;
@@ -83,7 +83,7 @@ impl Supervisor {
         let tick = self.world.tick_ns.clamp(0, i32::MAX as i64);
         let counters = counters.as_ref().map(|c| &c[..]);
         let page =
-            super::super::vdso_clock::install(pid, stop, &prepared, tick, counters, Kind::Still);
+            super::super::vdso_clock::install(pid, stop, &prepared, tick, counters, Kind::Still, 0);
         let Some((page, _)) = page else {
             return false;
         };

@@ -28,14 +28,38 @@ impl Proc {
         self.page.as_ref().map_or(self.mono, Ticking::mono)
     }
 
-    /// Moves `L` by `d` ns.
+    /// Moves `L` by `d` ns (a wait: the reads after it leave it still again, `--spin-after`).
     pub(super) fn add_l(&mut self, d: i64) {
         match &self.page {
             Some(t) => {
                 t.add(cp::REALTIME, d);
                 t.add(cp::MONOTONIC, d);
+                t.moved();
             }
-            None => self.l = self.l.saturating_add(d),
+            None => {
+                self.l = self.l.saturating_add(d);
+                self.since = 0;
+            }
+        }
+    }
+
+    /// What a served read moves the clock by: `tick`, or 0 for the first `spin` reads after
+    /// the clock last moved by a wait (`--spin-after`, as the page's code counts them).
+    pub(super) fn read_tick(&mut self, tick: i64, spin: u32) -> i64 {
+        if spin == 0 {
+            return tick;
+        }
+        let n = match &self.page {
+            Some(t) => t.add(cp::SINCE_MOVE, 1).clamp(0, u32::MAX as i64) as u32,
+            None => {
+                self.since = self.since.saturating_add(1);
+                self.since - 1
+            }
+        };
+        if n < spin {
+            0
+        } else {
+            tick
         }
     }
 
@@ -118,6 +142,7 @@ impl Supervisor {
             tick,
             Some(&counters),
             Kind::Ticking,
+            self.world.spin_after,
         ) else {
             return false;
         };
@@ -172,6 +197,7 @@ impl Supervisor {
             tick,
             Some(&counters),
             Kind::Ticking,
+            self.world.spin_after,
         ) else {
             return false;
         };
@@ -307,6 +333,76 @@ mod tests {
             assert_eq!(cg(0, &mut ts), 0);
             assert!(ts.tv_sec > 1_600_000_000);
             assert_eq!(counted(), [2, 2, 2, 2]);
+            libc::munmap(m, 4096);
+            drop(Box::from_raw(pointer));
+            drop(Box::from_raw(counts.cast::<[u64; 4]>()));
+            drop(Box::from_raw(page.cast::<[u64; 512]>()));
+        }
+    }
+
+    /// With `--spin-after 3`: the first three wall-clock reads after a move leave the clock
+    /// still, the fourth and later tick; a move by a wait (the supervisor zeroes
+    /// `SINCE_MOVE`) starts the count again; monotonic reads likewise.
+    #[test]
+    fn the_ticking_code_leaves_the_clock_still_for_the_first_reads_after_a_wait() {
+        let (epoch, base, tick) = (1_767_225_600_000_000_000i64, super::MONO_BASE_NS, 1000);
+        let page = Box::into_raw(Box::new([0u64; 512])).cast::<u64>();
+        let counts = Box::into_raw(Box::new([0u64; 4])).cast::<u64>();
+        let pointer = Box::into_raw(Box::new(page as u64));
+        let mut code = [0u8; MAX_LEN];
+        let e = cp::generate_spin(&mut code, pointer as u64, tick as u32, Kind::Ticking, 3);
+        assert!(e.len <= MAX_LEN);
+        // SAFETY: as in the test above.
+        unsafe {
+            page.add(cp::REALTIME).write(epoch as u64);
+            page.add(cp::MONOTONIC).write(base as u64);
+            for (i, w) in [
+                cp::COUNTER,
+                cp::COUNTER + 1,
+                cp::COUNTER_GETTIMEOFDAY,
+                cp::COUNTER_TIME,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                page.add(w).write(counts.add(i) as u64);
+            }
+            let m = libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(m, libc::MAP_FAILED);
+            std::ptr::copy_nonoverlapping(code.as_ptr(), m.cast::<u8>(), e.len);
+            assert_eq!(
+                libc::mprotect(m, 4096, libc::PROT_READ | libc::PROT_EXEC),
+                0
+            );
+            let at = |off: usize| m.cast::<u8>().add(off);
+            let cg: ClockGettime = std::mem::transmute(at(e.clock_gettime));
+            let time: Time = std::mem::transmute(at(e.time.unwrap()));
+            let mut ts: libc::timespec = std::mem::zeroed();
+            let mut read = |clk| {
+                assert_eq!(cg(clk, &mut ts), 0);
+                ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+            };
+            // Reads 0..3 still, the fourth ticks (its value is from before its tick).
+            assert_eq!(
+                [read(0), read(0), read(1), read(0)],
+                [epoch, epoch, base, epoch]
+            );
+            assert_eq!(read(0), epoch + tick);
+            assert_eq!(read(1), base + 2 * tick + tick);
+            assert_eq!(time(std::ptr::null_mut()), 1_767_225_600);
+            // A wait moved the clock: still again.
+            page.add(cp::SINCE_MOVE).write_volatile(0);
+            let now = page.add(cp::REALTIME).read_volatile() as i64;
+            assert_eq!([read(0), read(0), read(0)], [now, now, now]);
+            assert_eq!(read(0), now);
+            assert_eq!(read(0), now + tick);
             libc::munmap(m, 4096);
             drop(Box::from_raw(pointer));
             drop(Box::from_raw(counts.cast::<[u64; 4]>()));
