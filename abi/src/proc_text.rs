@@ -1,4 +1,4 @@
-//! `/proc/<pid>/stat` and `status` as a sealed process reads them, rewritten the same by
+//! `/proc/<pid>/stat` and `status` (and `/proc/uptime`) as a sealed process reads them, rewritten the same by
 //! libseal (`shim/src/open/procfs.rs`, from a stack buffer) and by the static-image supervisor
 //! (for a static image's opens): pids through the run's virtual ones, times sealed.
 //!
@@ -135,6 +135,21 @@ pub fn rewrite_status(src: &[u8], virt: &dyn Fn(i64) -> i64, out: &mut impl Sink
     }
 }
 
+/// `/proc/uptime` for a boot time of `boot_ns`: seconds with two decimals, truncated as the
+/// kernel does; the idle time (the kernel sums it over every CPU) is the same number.
+pub fn uptime(boot_ns: i64, out: &mut impl Sink) {
+    let cs = boot_ns.max(0) / 10_000_000;
+    for sep in [b" ", b"\n"] {
+        out.put_i64(cs / 100);
+        out.put(b".");
+        if cs % 100 < 10 {
+            out.put(b"0");
+        }
+        out.put_i64(cs % 100);
+        out.put(sep);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +182,8 @@ mod tests {
         rewrite_status(b"Name:\tx\nPid:\t4242\nNSpid:\t4242\t7\n", &virt, &mut b);
         assert_eq!(&b.0[..b.1], b"Name:\tx\nPid:\t1000\nNSpid:\t1000\t7\n");
         assert_eq!(ticks(86_400 * 1_000_000_000), 8_640_000);
+        let mut b = Buf([0; 512], 0);
+        uptime(86_400_000_000_000 + 50_123_456, &mut b);
+        assert_eq!(&b.0[..b.1], b"86400.05 86400.05\n");
     }
 }

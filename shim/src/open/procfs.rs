@@ -129,17 +129,9 @@ pub fn rewrite_status<const N: usize>(
     out.len < N - 1
 }
 
-/// `/proc/uptime` for a boot time of `boot_ns`: seconds with two decimals, truncated as the
-/// kernel does; the idle time (the kernel sums it over every CPU) is the same number.
+/// `/proc/uptime` for a boot time of `boot_ns` ([`seal_abi::proc_text::uptime`]).
 pub fn uptime_text<const N: usize>(boot_ns: i64, out: &mut sys::StackBuf<N>) {
-    let cs = boot_ns.max(0) / 10_000_000;
-    for sep in [b" ", b"\n"] {
-        out.push_i64(cs / 100).push(b".");
-        if cs % 100 < 10 {
-            out.push(b"0");
-        }
-        out.push_i64(cs % 100).push(sep);
-    }
+    seal_abi::proc_text::uptime(boot_ns, out);
 }
 
 /// An open of `path` (no NUL) with `oflags`: `Some` when it is one of our files and we

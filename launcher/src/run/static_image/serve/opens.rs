@@ -11,11 +11,16 @@
 //! * `uuid`: a memfd with a version-4 uuid from the next per-open stream;
 //! * `boot_id`: the run's, the same as libseal's (`seal_abi::device_text`);
 //! * `/proc/uptime`: a sealed `CLOCK_BOOTTIME` read, as libseal formats it;
-//! * `/proc/sys/kernel/hostname`, `/etc/hostname`: the sealed host name.
+//! * `/proc/sys/kernel/hostname`, `/etc/hostname`: the sealed host name;
+//! * the machine files of family `machine` (`/proc/cpuinfo`, `/proc/stat`, `/proc/meminfo`,
+//!   `/proc/loadavg`, `/proc/version`, …: [`seal_abi::machine_file::PATHS`]): the text libseal
+//!   writes, by the same functions, for the run's CPU count;
+//! * `/proc/<pid>/…`: `serve/procfiles.rs`.
 //!
 //! Only read-only opens of absolute paths (after collapsing `//` and `/./`) are taken, as
 //! libseal's hooks take them; anything else runs as it is. Each is counted in the process's
-//! census as libseal counts it (`open(device)`, `/proc/uptime`, `gethostname`). Before, a
+//! census as libseal counts it (`open(device)`, `/proc/uptime`, `gethostname`, `open(machine
+//! file)`). Before, a
 //! static image read the real devices and files: busybox's `od /dev/urandom`, `cat
 //! /proc/sys/kernel/random/uuid` and `uptime` differed in every run.
 
@@ -76,11 +81,12 @@ pub(super) fn classify(path: &[u8]) -> Option<Sealed> {
     })
 }
 
-/// `/proc/uptime`'s text for a `CLOCK_BOOTTIME` of `boot_ns`: seconds with two decimals,
-/// twice (the idle time shows the same number), as libseal writes it.
+/// `/proc/uptime`'s text for a `CLOCK_BOOTTIME` of `boot_ns`, as libseal writes it
+/// ([`seal_abi::proc_text::uptime`]).
 fn uptime_text(boot_ns: i64) -> Vec<u8> {
-    let cs = boot_ns.max(0) / 10_000_000;
-    format!("{0}.{1:02} {0}.{1:02}\n", cs / 100, cs % 100).into_bytes()
+    let mut t = Text::default();
+    seal_abi::proc_text::uptime(boot_ns, &mut t);
+    t.0
 }
 
 /// Reads the start of file `path` into `buf` (as much as fits): the bytes read.
