@@ -43,6 +43,7 @@ pub mod exec_target;
 pub mod files;
 pub mod keyed;
 pub mod pad;
+pub mod proc_text;
 pub mod py;
 mod setting_rows;
 pub mod settings;

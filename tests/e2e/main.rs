@@ -45,6 +45,7 @@ mod shim_layout;
 mod static_clock;
 mod static_dyn;
 mod static_exec;
+mod static_files;
 mod static_images;
 mod static_pids;
 mod static_root;

@@ -223,7 +223,7 @@ fn a_static_go_program_runs_partly_sealed_and_says_what_is_not() {
                 bin.display(),
             ))
         };
-        let reals = crate::go_rand::partly_sealed_real("/proc files but uptime, file times, rdtsc");
+        let reals = crate::go_rand::partly_sealed_real("/proc listings, file times, rdtsc");
         assert!(
             reals.iter().any(says),
             "want one of {reals:?}\n{}",

@@ -3,34 +3,20 @@
 //! `/sys/devices/system/cpu/{online,possible,present,offline}` (the paths of
 //! [`seal_abi::machine_file::PATHS`]).
 //!
-//! * `/proc/cpuinfo` is the machine's first processor block repeated `N` times: `processor`,
-//!   `core id`, `apicid` and `initial apicid` are the block's number, `physical id` 0,
-//!   `siblings` and `cpu cores` `N`, `cpu MHz` [`MHZ`] and `bogomips` [`BOGOMIPS`]. The model
-//!   name, flags and cache sizes stay the machine's, as `cpuid` does (family `cpu`): a program
-//!   must not be told of instructions its CPU lacks. A block that does not fit the shim's
-//!   buffer gives way to a minimal one (processor, speeds, topology).
-//! * `/proc/stat` is synthesized: `N` CPUs that did nothing but idle since boot (each one's
-//!   idle time is the boot-time clock, in clock ticks), no interrupts, one process, and the
-//!   boot time (`btime`) the sealed clocks imply (`CLOCK_REALTIME − CLOCK_BOOTTIME`).
-//! * `/proc/meminfo` is synthesized from [`super::TOTAL_RAM`], [`super::FREE_RAM`] and
-//!   [`super::AVAILABLE_RAM`], no swap, no huge pages.
-//! * `/proc/loadavg` says what `sysinfo` does: no load, one process (`uptime`, `top`,
-//!   `getloadavg`).
+//! What each holds is written by [`seal_abi::machine_file`] (the static-image supervisor
+//! writes a static image's with the same functions); here its inputs are read (the CPU count,
+//! the sealed boot-time clock and boot time, the machine's first processor block) and the
+//! text is written to a memfd from stack buffers.
 //!
 //! Only read-only opens are served; a write or `O_PATH` open reaches the kernel.
 
-use seal_abi::machine_file as mf;
+use seal_abi::machine_file::{self as mf, Sink};
 use seal_abi::{flags, Fid};
 
-use super::{cpus, AVAILABLE_RAM, FREE_RAM, RELEASE, TOTAL_RAM, VERSION};
+use super::cpus;
 use crate::clock::{self, Domain};
 use crate::core::{census, config, fd, sys};
 use crate::open::Outcome;
-
-/// `cpu MHz` of every sealed processor.
-pub const MHZ: &[u8] = b"2000.000";
-/// `bogomips` of every sealed processor (twice the clock, as the kernel computes it).
-pub const BOGOMIPS: &[u8] = b"4000.00";
 
 /// Which machine file `path` (no NUL) names: its [`seal_abi::machine_file`] index.
 pub fn classify(path: &[u8]) -> Option<u8> {
@@ -39,11 +25,7 @@ pub fn classify(path: &[u8]) -> Option<u8> {
     }
     let mut norm = [0u8; 48];
     let n = crate::open::normalise(path, &mut norm)?;
-    let p = &norm[..n];
-    mf::PATHS
-        .iter()
-        .position(|q| q.as_bytes() == p)
-        .map(|i| i as u8)
+    mf::index(&norm[..n])
 }
 
 /// The sealed boot-time clock now (ns), without a tick; the real one when time is unsealed.
@@ -68,186 +50,55 @@ fn boot_time_s() -> i64 {
     ns.div_euclid(1_000_000_000)
 }
 
-/// `0-3`, or `0` for one CPU, and a newline: the kernel's CPU list of `n` CPUs.
-pub fn cpu_list<const N: usize>(n: u32, out: &mut sys::StackBuf<N>) {
-    out.push(b"0");
-    if n > 1 {
-        out.push(b"-").push_u64(n as u64 - 1);
+impl<const N: usize> Sink for sys::StackBuf<N> {
+    fn put(&mut self, s: &[u8]) {
+        self.push(s);
     }
-    out.push(b"\n");
 }
 
-/// One `/proc/meminfo` line as the kernel lays it out: the key in 16 columns, the number in 8.
-fn meminfo_line<const N: usize>(key: &[u8], v: u64, kb: bool, out: &mut sys::StackBuf<N>) {
-    out.push(key).push(b":");
-    let mut digits = [0u8; 20];
-    let d = seal_abi::write_u64(v, &mut digits);
-    for _ in key.len() + 1..16 {
-        out.push(b" ");
-    }
-    for _ in d..8 {
-        out.push(b" ");
-    }
-    out.push(&digits[..d]);
-    out.push(if kb { &b" kB\n"[..] } else { b"\n" });
+/// Text written to a descriptor through a stack buffer, in pieces of at most its size.
+struct FdSink {
+    fd: i32,
+    buf: sys::StackBuf<4096>,
+    err: Result<(), i32>,
 }
 
-/// The sealed `/proc/meminfo`.
-pub fn meminfo<const N: usize>(out: &mut sys::StackBuf<N>) {
-    let kb = |b: u64| b >> 10;
-    let cached = AVAILABLE_RAM - FREE_RAM;
-    let used = TOTAL_RAM - AVAILABLE_RAM;
-    for (key, v) in [
-        (&b"MemTotal"[..], kb(TOTAL_RAM)),
-        (b"MemFree", kb(FREE_RAM)),
-        (b"MemAvailable", kb(AVAILABLE_RAM)),
-        (b"Buffers", 0),
-        (b"Cached", kb(cached)),
-        (b"SwapCached", 0),
-        (b"Active", kb(used)),
-        (b"Inactive", kb(cached)),
-        (b"SwapTotal", 0),
-        (b"SwapFree", 0),
-        (b"Dirty", 0),
-        (b"Writeback", 0),
-        (b"AnonPages", kb(used)),
-        (b"Mapped", 0),
-        (b"Shmem", 0),
-        (b"Slab", 0),
-        (b"CommitLimit", kb(TOTAL_RAM / 2)),
-        (b"Committed_AS", kb(used)),
-    ] {
-        meminfo_line(key, v, true, out);
+impl FdSink {
+    fn flush(&mut self) {
+        if self.err.is_ok() && self.buf.len > 0 {
+            self.err = fd::write_all(self.fd, self.buf.as_bytes());
+        }
+        self.buf.len = 0;
     }
-    for key in [
-        &b"HugePages_Total"[..],
-        b"HugePages_Free",
-        b"HugePages_Rsvd",
-        b"HugePages_Surp",
-    ] {
-        meminfo_line(key, 0, false, out);
-    }
-    meminfo_line(b"Hugepagesize", 2048, true, out);
 }
 
-/// One `/proc/stat` CPU line: `label` idle for `idle` clock ticks, nothing else.
-fn stat_cpu_line(fd: i32, label: &[u8], n: Option<u32>, idle: u64) -> Result<(), i32> {
-    let mut l = sys::StackBuf::<128>::new();
-    l.push(label);
-    match n {
-        Some(i) => l.push_u64(i as u64),
-        None => l.push(b" "),
-    };
-    l.push(b" 0 0 0 ").push_u64(idle).push(b" 0 0 0 0 0 0\n");
-    fd::write_all(fd, l.as_bytes())
+impl Sink for FdSink {
+    fn put(&mut self, s: &[u8]) {
+        // `push` keeps one byte free.
+        if self.buf.len + s.len() >= 4095 {
+            self.flush();
+        }
+        if s.len() >= 4095 {
+            if self.err.is_ok() {
+                self.err = fd::write_all(self.fd, s);
+            }
+            return;
+        }
+        self.buf.push(s);
+    }
 }
 
 /// Writes the sealed `/proc/stat` for `n` CPUs to `fd`.
-fn write_stat(fd: i32, n: u32) -> Result<(), i32> {
+fn write_stat(out: &mut FdSink, n: u32) {
     let idle = crate::open::procfs::ticks(boot_ns());
-    stat_cpu_line(fd, b"cpu", None, idle.saturating_mul(n as u64))?;
-    for i in 0..n {
-        stat_cpu_line(fd, b"cpu", Some(i), idle)?;
-    }
-    let mut t = sys::StackBuf::<256>::new();
-    t.push(b"intr 0\nctxt 0\nbtime ")
-        .push_i64(boot_time_s())
-        .push(b"\nprocesses 1\nprocs_running 1\nprocs_blocked 0\n")
-        .push(b"softirq 0 0 0 0 0 0 0 0 0 0 0\n");
-    fd::write_all(fd, t.as_bytes())
-}
-
-/// The first processor block of the machine's `/proc/cpuinfo` (with its blank line), or an
-/// empty slice when it cannot be read or does not fit.
-fn first_block(buf: &mut [u8]) -> &[u8] {
-    let n = sys::read_file(b"/proc/cpuinfo\0", buf);
-    let got = &buf[..n];
-    match got.windows(2).position(|w| w == b"\n\n") {
-        Some(end) => &got[..end + 2],
-        None => &[],
-    }
-}
-
-/// Processor block `i` of `n` from the machine's `block` (empty: a minimal one).
-pub fn cpuinfo_block<const N: usize>(block: &[u8], i: u32, n: u32, out: &mut sys::StackBuf<N>) {
-    if block.is_empty() {
-        out.push(b"processor\t: ").push_u64(i as u64);
-        out.push(b"\ncpu MHz\t\t: ").push(MHZ);
-        out.push(b"\nphysical id\t: 0\nsiblings\t: ")
-            .push_u64(n as u64);
-        out.push(b"\ncore id\t\t: ").push_u64(i as u64);
-        out.push(b"\ncpu cores\t: ").push_u64(n as u64);
-        out.push(b"\nbogomips\t: ").push(BOGOMIPS).push(b"\n\n");
-        return;
-    }
-    for line in block.split_inclusive(|&c| c == b'\n') {
-        let Some(colon) = line.iter().position(|&c| c == b':') else {
-            out.push(line);
-            continue;
-        };
-        let key = line[..colon].trim_ascii_end();
-        let mut num = [0u8; 20];
-        let value: &[u8] = match key {
-            b"processor" | b"core id" | b"apicid" | b"initial apicid" => {
-                let d = seal_abi::write_u64(i as u64, &mut num);
-                &num[..d]
-            }
-            b"siblings" | b"cpu cores" => {
-                let d = seal_abi::write_u64(n as u64, &mut num);
-                &num[..d]
-            }
-            b"physical id" => b"0",
-            b"cpu MHz" => MHZ,
-            b"bogomips" => BOGOMIPS,
-            _ => {
-                out.push(line);
-                continue;
-            }
-        };
-        out.push(&line[..=colon]).push(b" ").push(value).push(b"\n");
-    }
+    mf::stat(n, idle, boot_time_s(), out);
 }
 
 /// Writes the sealed `/proc/cpuinfo` for `n` CPUs to `fd`.
-fn write_cpuinfo(fd: i32, n: u32) -> Result<(), i32> {
-    let mut src = [0u8; 6144];
-    let mut block = first_block(&mut src);
-    if block.len() > 4000 {
-        block = &[];
-    }
-    for i in 0..n {
-        let mut out = sys::StackBuf::<4224>::new();
-        cpuinfo_block(block, i, n, &mut out);
-        fd::write_all(fd, out.as_bytes())?;
-    }
-    Ok(())
-}
-
-/// The contents of one of the small files (all but cpuinfo and stat) into `out`.
-pub fn small_file<const N: usize>(which: u8, n: u32, out: &mut sys::StackBuf<N>) {
-    match which {
-        mf::MEMINFO => meminfo(out),
-        mf::VERSION => {
-            out.push(b"Linux version ").push(RELEASE);
-            out.push(b" (seal@seal) (gcc, GNU ld) ")
-                .push(VERSION)
-                .push(b"\n");
-        }
-        mf::OSRELEASE => {
-            out.push(RELEASE).push(b"\n");
-        }
-        mf::KERNEL_VERSION => {
-            out.push(VERSION).push(b"\n");
-        }
-        mf::CPU_OFFLINE => {
-            out.push(b"\n");
-        }
-        mf::LOADAVG => {
-            // As `sysinfo`'s: no load, one process, the last one started the run's first.
-            out.push(b"0.00 0.00 0.00 1/1 1000\n");
-        }
-        _ => cpu_list(n, out),
-    }
+fn write_cpuinfo(out: &mut FdSink, n: u32) {
+    let mut src = [0u8; mf::CPUINFO_READ];
+    let got = sys::read_file(b"/proc/cpuinfo\0", &mut src);
+    mf::cpuinfo(mf::cpuinfo_first_block(&src[..got]), n, out);
 }
 
 /// An open of `path` (no NUL) with `oflags`: `Some` when it is a machine file and family
@@ -278,12 +129,18 @@ pub fn open(path: &[u8], oflags: i32, ra: u64) -> Option<Outcome> {
                 )
             });
             made.map(|f| f as i32).and_then(|f| {
-                let w = if which == mf::CPUINFO {
-                    write_cpuinfo(f, n)
-                } else {
-                    write_stat(f, n)
+                let mut w = FdSink {
+                    fd: f,
+                    buf: sys::StackBuf::new(),
+                    err: Ok(()),
                 };
-                if let Err(e) = w {
+                if which == mf::CPUINFO {
+                    write_cpuinfo(&mut w, n)
+                } else {
+                    write_stat(&mut w, n)
+                };
+                w.flush();
+                if let Err(e) = w.err {
                     sys::close(f);
                     return Err(e);
                 }
@@ -293,8 +150,8 @@ pub fn open(path: &[u8], oflags: i32, ra: u64) -> Option<Outcome> {
             })
         }
         _ => {
-            let mut out = sys::StackBuf::<2048>::new();
-            small_file(which, n, &mut out);
+            let mut out = sys::StackBuf::<{ mf::SMALL_MAX }>::new();
+            mf::small_file(which, n, &mut out);
             fd::memfd_with(b"seal-machine\0", out.as_bytes(), cloexec)
         }
     };
@@ -327,48 +184,63 @@ mod tests {
         }
     }
 
+    /// libseal's texts, as they were before `seal_abi::machine_file` wrote them.
     #[test]
-    fn cpu_lists_and_small_files() {
+    fn the_texts_are_what_libseal_wrote_before() {
         let mut b = sys::StackBuf::<64>::new();
-        cpu_list(4, &mut b);
+        mf::small_file(mf::CPU_ONLINE, 4, &mut b);
         assert_eq!(text(&b), "0-3\n");
         let mut b = sys::StackBuf::<64>::new();
-        cpu_list(1, &mut b);
+        mf::small_file(mf::CPU_POSSIBLE, 1, &mut b);
         assert_eq!(text(&b), "0\n");
         let mut b = sys::StackBuf::<256>::new();
-        small_file(mf::VERSION, 4, &mut b);
+        mf::small_file(mf::VERSION_FILE, 4, &mut b);
         assert_eq!(
             text(&b),
             "Linux version 6.1.0-seal (seal@seal) (gcc, GNU ld) #1 SMP seal\n"
         );
-    }
-
-    #[test]
-    fn meminfo_is_laid_out_as_the_kernel_does() {
-        let mut b = sys::StackBuf::<2048>::new();
-        meminfo(&mut b);
+        let mut b = sys::StackBuf::<{ mf::SMALL_MAX }>::new();
+        mf::small_file(mf::MEMINFO, 4, &mut b);
         let t = text(&b);
         assert!(t.starts_with("MemTotal:        8388608 kB\nMemFree:         4194304 kB\n"));
         assert!(t.contains("MemAvailable:    6291456 kB\n"), "{t}");
-        assert!(t.contains("HugePages_Total:       0\n"), "{t}");
         assert!(t.ends_with("Hugepagesize:       2048 kB\n"), "{t}");
-    }
-
-    #[test]
-    fn cpuinfo_blocks_are_renumbered() {
+        assert_eq!(t.len(), 19 * 28 + 4 * 25, "{t}");
         let real = b"processor\t: 0\nvendor_id\t: GenuineIntel\ncpu MHz\t\t: 2299.998\n\
                      physical id\t: 0\nsiblings\t: 2\ncore id\t\t: 1\ncpu cores\t: 2\n\
                      apicid\t\t: 3\nflags\t\t: fpu sse\nbogomips\t: 4599.99\n\n";
         let mut b = sys::StackBuf::<1024>::new();
-        cpuinfo_block(real, 2, 4, &mut b);
+        mf::cpuinfo_block(real, 2, 4, &mut b);
         assert_eq!(
             text(&b),
             "processor\t: 2\nvendor_id\t: GenuineIntel\ncpu MHz\t\t: 2000.000\n\
              physical id\t: 0\nsiblings\t: 4\ncore id\t\t: 2\ncpu cores\t: 4\n\
              apicid\t\t: 2\nflags\t\t: fpu sse\nbogomips\t: 4000.00\n\n"
         );
-        let mut b = sys::StackBuf::<1024>::new();
-        cpuinfo_block(b"", 0, 1, &mut b);
-        assert!(text(&b).starts_with("processor\t: 0\ncpu MHz\t\t: 2000.000\n"));
+    }
+
+    #[test]
+    fn stat_and_cpuinfo_reach_the_descriptor_whole() {
+        // SAFETY: a NUL-terminated name; a descriptor we own and close.
+        let f = unsafe { libc::memfd_create(c"t".as_ptr(), 0) };
+        let mut w = FdSink {
+            fd: f,
+            buf: sys::StackBuf::new(),
+            err: Ok(()),
+        };
+        mf::cpuinfo(&[], 300, &mut w);
+        w.flush();
+        assert_eq!(w.err, Ok(()));
+        let mut want = sys::StackBuf::<65536>::new();
+        mf::cpuinfo(&[], 300, &mut want);
+        // SAFETY: plain integers.
+        let len = unsafe { libc::lseek(f, 0, libc::SEEK_END) };
+        assert_eq!(len as usize, want.len);
+        let mut got = vec![0u8; want.len];
+        // SAFETY: a buffer of `want.len` bytes.
+        let n = unsafe { libc::pread(f, got.as_mut_ptr().cast(), got.len(), 0) };
+        assert_eq!(n as usize, want.len);
+        assert_eq!(&got[..], want.as_bytes());
+        sys::close(f);
     }
 }

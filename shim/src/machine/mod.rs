@@ -36,18 +36,9 @@ pub mod files;
 pub(crate) mod hooks;
 pub mod pinned;
 
-/// `uname -r`, `/proc/sys/kernel/osrelease`.
-pub const RELEASE: &[u8] = b"6.1.0-seal";
-/// `uname -v`, `/proc/sys/kernel/version`.
-pub const VERSION: &[u8] = b"#1 SMP seal";
-/// `uname -m` (libseal runs on x86_64 only).
-pub const MACHINE: &[u8] = b"x86_64";
-/// Total memory: 8 GiB.
-pub const TOTAL_RAM: u64 = 8 << 30;
-/// Free memory (`sysinfo`'s `freeram`, `MemFree`, `_SC_AVPHYS_PAGES`): 4 GiB.
-pub const FREE_RAM: u64 = 4 << 30;
-/// `MemAvailable` (free plus what the page cache would give back): 6 GiB.
-pub const AVAILABLE_RAM: u64 = 6 << 30;
+/// The sealed kernel names and memory figures, one definition with the static-image
+/// supervisor's (`seal_abi::machine_file`).
+pub use seal_abi::machine_file::{AVAILABLE_RAM, FREE_RAM, MACHINE, RELEASE, TOTAL_RAM, VERSION};
 /// The page size of x86_64 Linux.
 pub const PAGE: u64 = 4096;
 

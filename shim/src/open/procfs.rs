@@ -27,10 +27,6 @@ use crate::clock::{self, Domain};
 use crate::core::{census, config, sys, table};
 use crate::process::vpid;
 
-/// Clock ticks per second of `/proc` times (`USER_HZ`, 100 on every Linux ABI we run on).
-pub const USER_HZ: i64 = 100;
-const NS_PER_TICK: i64 = 1_000_000_000 / USER_HZ;
-
 /// Which file of a process directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum File {
@@ -109,143 +105,33 @@ fn number(d: &[u8]) -> Option<i32> {
     sys::parse_i64(d).map(|v| v as i32)
 }
 
-/// Sealed times of a `stat` line, in clock ticks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Times {
-    pub utime: u64,
-    pub stime: u64,
-    pub start: u64,
-}
+pub use seal_abi::proc_text::{ticks, Times};
 
-/// Nanoseconds as clock ticks (negative as 0).
-pub fn ticks(ns: i64) -> u64 {
-    (ns.max(0) / NS_PER_TICK) as u64
-}
-
-/// Rewrites one `stat` line: pids through `virt` (when given), times (when given). `false`
-/// when the line does not parse or `out` overflows.
+/// Rewrites one `stat` line ([`seal_abi::proc_text::rewrite_stat`]). `false` when the line
+/// does not parse or `out` overflows.
 pub fn rewrite_stat<const N: usize>(
     src: &[u8],
     virt: Option<&dyn Fn(i64) -> i64>,
     times: Option<Times>,
     out: &mut sys::StackBuf<N>,
 ) -> bool {
-    // "pid (comm) state ppid …": comm may hold spaces and parentheses; it ends at the last ')'.
-    let Some(open) = src.iter().position(|&c| c == b'(') else {
-        return false;
-    };
-    let Some(close) = src.iter().rposition(|&c| c == b')') else {
-        return false;
-    };
-    if open < 2 || close < open || src[open - 1] != b' ' {
-        return false;
-    }
-    let Some(pid) = sys::parse_i64(&src[..open - 1]) else {
-        return false;
-    };
-    out.push_i64(virt.map_or(pid, |f| f(pid)));
-    out.push(&src[open - 1..=close]);
-    let mut field = 2usize;
-    let mut i = close + 1;
-    while i < src.len() {
-        let c = src[i];
-        if c != b' ' {
-            // Copy a trailing newline or anything odd as is.
-            out.push(&src[i..i + 1]);
-            i += 1;
-            continue;
-        }
-        out.push(b" ");
-        i += 1;
-        field += 1;
-        let end = src[i..]
-            .iter()
-            .position(|&c| c == b' ' || c == b'\n')
-            .map_or(src.len(), |n| i + n);
-        let word = &src[i..end];
-        let new = match (field, virt, times) {
-            (4 | 5 | 6 | 8, Some(f), _) => sys::parse_i64(word).map(|v| f(v) as u64),
-            (10..=13 | 16 | 17 | 39 | 43 | 44, _, Some(_)) => Some(0),
-            (14, _, Some(t)) => Some(t.utime),
-            (15, _, Some(t)) => Some(t.stime),
-            (22, _, Some(t)) => Some(t.start),
-            _ => None,
-        };
-        match new {
-            // tpgid is -1 without a terminal: keep the sign.
-            Some(v) if field == 8 && word.first() == Some(&b'-') => {
-                out.push(word);
-                let _ = v;
-            }
-            Some(v) => {
-                out.push_i64(v as i64);
-            }
-            None => {
-                out.push(word);
-            }
-        }
-        i = end;
-    }
-    out.len < N - 1
+    seal_abi::proc_text::rewrite_stat(src, virt, times, out) && out.len < N - 1
 }
 
-/// The `status` lines that hold pids.
-const PID_KEYS: [&[u8]; 8] = [
-    b"Pid:",
-    b"PPid:",
-    b"Tgid:",
-    b"TracerPid:",
-    b"NStgid:",
-    b"NSpid:",
-    b"NSpgid:",
-    b"NSsid:",
-];
-
-/// Rewrites `status`: the numbers of the pid lines through `virt`. `false` when `out`
+/// Rewrites `status` ([`seal_abi::proc_text::rewrite_status`]). `false` when `out`
 /// overflows.
 pub fn rewrite_status<const N: usize>(
     src: &[u8],
     virt: &dyn Fn(i64) -> i64,
     out: &mut sys::StackBuf<N>,
 ) -> bool {
-    for line in src.split_inclusive(|&c| c == b'\n') {
-        let Some(key) = PID_KEYS.iter().find(|k| line.starts_with(k)) else {
-            out.push(line);
-            continue;
-        };
-        out.push(key);
-        let mut i = key.len();
-        while i < line.len() {
-            if line[i].is_ascii_digit() {
-                let end = line[i..]
-                    .iter()
-                    .position(|c| !c.is_ascii_digit())
-                    .map_or(line.len(), |n| i + n);
-                match sys::parse_i64(&line[i..end]) {
-                    Some(v) => out.push_i64(virt(v)),
-                    None => out.push(&line[i..end]),
-                };
-                i = end;
-            } else {
-                out.push(&line[i..i + 1]);
-                i += 1;
-            }
-        }
-    }
+    seal_abi::proc_text::rewrite_status(src, virt, out);
     out.len < N - 1
 }
 
-/// `/proc/uptime` for a boot time of `boot_ns`: seconds with two decimals, truncated as the
-/// kernel does; the idle time (the kernel sums it over every CPU) is the same number.
+/// `/proc/uptime` for a boot time of `boot_ns` ([`seal_abi::proc_text::uptime`]).
 pub fn uptime_text<const N: usize>(boot_ns: i64, out: &mut sys::StackBuf<N>) {
-    let cs = boot_ns.max(0) / 10_000_000;
-    for sep in [b" ", b"\n"] {
-        out.push_i64(cs / 100).push(b".");
-        if cs % 100 < 10 {
-            out.push(b"0");
-        }
-        out.push_i64(cs % 100).push(sep);
-    }
+    seal_abi::proc_text::uptime(boot_ns, out);
 }
 
 /// An open of `path` (no NUL) with `oflags`: `Some` when it is one of our files and we

@@ -107,7 +107,7 @@ pub fn partly_sealed_line(program: &str, random: Option<&str>) -> String {
     };
     format!(
         "partly sealed (static-binary-supervised): {program}: {served} are sealed by seal's \
-         supervisor{cost}; real: {real}/proc files but uptime, file times, rdtsc"
+         supervisor{cost}; real: {real}/proc listings, file times, rdtsc"
     )
 }
 

@@ -33,7 +33,9 @@ mod held;
 mod lamport;
 mod opens;
 mod pids;
+mod procfiles;
 mod reexec;
+mod sealed_text;
 mod ticking;
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
@@ -45,6 +47,8 @@ struct Proc {
     l: i64,
     mono: i64,
     stream: Stream,
+    /// Its clock when it started (its `/proc/<pid>/stat` start time).
+    start: i64,
     /// Its parent process (0: not one of the image's).
     parent: i32,
     /// Its clock page (a static C image's first process), where `l` and `mono` are then kept.
@@ -627,6 +631,7 @@ impl Supervisor {
             Proc {
                 l,
                 mono: 0,
+                start: l,
                 stream: Stream::new(self.world.seed, id),
                 parent,
                 page: None,

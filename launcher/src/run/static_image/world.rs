@@ -7,8 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use seal_abi::flags;
 
 /// What a sealed `uname` says for release and version (family `machine`), as libseal does.
-const RELEASE: &[u8] = b"6.1.0-seal";
-const VERSION: &[u8] = b"#1 SMP seal";
+use seal_abi::machine_file::{RELEASE, VERSION};
 
 /// The run's settings and the image's identity, from the `LIBSEAL_*` environment.
 pub struct World {

@@ -87,6 +87,7 @@ impl Supervisor {
         let proc = Proc {
             l: w.clock,
             mono: 0,
+            start: w.clock,
             stream: Stream::new(self.world.seed, seal_abi::mix64(w.lineage ^ 0x666f_7265)),
             parent: 0,
             page: None,

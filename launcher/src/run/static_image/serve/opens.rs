@@ -11,24 +11,30 @@
 //! * `uuid`: a memfd with a version-4 uuid from the next per-open stream;
 //! * `boot_id`: the run's, the same as libseal's (`seal_abi::device_text`);
 //! * `/proc/uptime`: a sealed `CLOCK_BOOTTIME` read, as libseal formats it;
-//! * `/proc/sys/kernel/hostname`, `/etc/hostname`: the sealed host name.
+//! * `/proc/sys/kernel/hostname`, `/etc/hostname`: the sealed host name;
+//! * the machine files of family `machine` (`/proc/cpuinfo`, `/proc/stat`, `/proc/meminfo`,
+//!   `/proc/loadavg`, `/proc/version`, …: [`seal_abi::machine_file::PATHS`]): the text libseal
+//!   writes, by the same functions, for the run's CPU count;
+//! * `/proc/<pid>/…`: `serve/procfiles.rs`.
 //!
 //! Only read-only opens of absolute paths (after collapsing `//` and `/./`) are taken, as
 //! libseal's hooks take them; anything else runs as it is. Each is counted in the process's
-//! census as libseal counts it (`open(device)`, `/proc/uptime`, `gethostname`). Before, a
+//! census as libseal counts it (`open(device)`, `/proc/uptime`, `gethostname`, `open(machine
+//! file)`). Before, a
 //! static image read the real devices and files: busybox's `od /dev/urandom`, `cat
 //! /proc/sys/kernel/random/uuid` and `uptime` differed in every run.
 
-use std::os::fd::{FromRawFd, OwnedFd};
-
+use seal_abi::machine_file as mf;
 use seal_abi::{device, flags, Fid, NO_DETAIL};
 
 use super::super::exec_child::read_cstr;
 use super::super::world::Stream;
+use super::procfiles::{self, ProcPath};
+use super::sealed_text::{memfd_with, Text};
 use super::{Answer, Notif, Supervisor};
 
 /// A file whose contents are sealed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Sealed {
     /// A random device: its [`seal_abi::device`] index.
     Stream(u8),
@@ -36,6 +42,10 @@ pub(super) enum Sealed {
     BootId,
     Uptime,
     HostName,
+    /// A machine file of family `machine`: its [`seal_abi::machine_file`] index.
+    Machine(u8),
+    /// A file of a process directory (`serve/procfiles.rs`).
+    Proc(ProcPath),
 }
 
 /// What absolute path `path` names, after collapsing `//` and `/./`.
@@ -64,29 +74,48 @@ pub(super) fn classify(path: &[u8]) -> Option<Sealed> {
         b"/proc/sys/kernel/random/boot_id" => Sealed::BootId,
         b"/proc/uptime" => Sealed::Uptime,
         b"/proc/sys/kernel/hostname" | b"/etc/hostname" => Sealed::HostName,
-        _ => return None,
+        n => match mf::index(n) {
+            Some(i) => Sealed::Machine(i),
+            None => Sealed::Proc(procfiles::classify(n)?),
+        },
     })
 }
 
-/// `/proc/uptime`'s text for a `CLOCK_BOOTTIME` of `boot_ns`: seconds with two decimals,
-/// twice (the idle time shows the same number), as libseal writes it.
+/// `/proc/uptime`'s text for a `CLOCK_BOOTTIME` of `boot_ns`, as libseal writes it
+/// ([`seal_abi::proc_text::uptime`]).
 fn uptime_text(boot_ns: i64) -> Vec<u8> {
-    let cs = boot_ns.max(0) / 10_000_000;
-    format!("{0}.{1:02} {0}.{1:02}\n", cs / 100, cs % 100).into_bytes()
+    let mut t = Text::default();
+    seal_abi::proc_text::uptime(boot_ns, &mut t);
+    t.0
 }
 
-/// A memfd holding `bytes`, read from the start.
-fn memfd_with(name: &std::ffi::CStr, bytes: &[u8]) -> Option<OwnedFd> {
-    // SAFETY: a NUL-terminated name; a new descriptor we own.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return None;
+/// Reads the start of file `path` into `buf` (as much as fits): the bytes read.
+fn read_up_to(path: &str, buf: &mut [u8]) -> usize {
+    use std::io::Read;
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return 0;
+    };
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read(&mut buf[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => got += k,
+        }
     }
-    // SAFETY: a descriptor just made, owned from here.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let f = std::fs::File::from(fd);
-    std::os::unix::fs::FileExt::write_all_at(&f, bytes, 0).ok()?;
-    Some(f.into())
+    got
+}
+
+/// The machine's boot-time clock and boot time (ns), for a run whose time is not sealed.
+fn real_boot() -> (i64, i64) {
+    let read = |c| {
+        // SAFETY: a timespec we own, filled by the kernel.
+        let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        unsafe { libc::clock_gettime(c, &mut t) };
+        t.tv_sec * 1_000_000_000 + t.tv_nsec
+    };
+    let boot = read(libc::CLOCK_BOOTTIME);
+    (boot, read(libc::CLOCK_REALTIME) - boot)
 }
 
 impl Supervisor {
@@ -103,9 +132,18 @@ impl Supervisor {
         let Some(file) = classify(&path) else {
             return Answer::Continue;
         };
+        let read_only = oflags & libc::O_ACCMODE == libc::O_RDONLY;
+        if let Sealed::Proc(p) = &file {
+            // Writes (`oom_score_adj`) and `O_PATH` reach the path as it is.
+            if !read_only || oflags & libc::O_PATH != 0 {
+                return Answer::Continue;
+            }
+            return self.proc_open(tid, tgid, p, oflags, n.ip);
+        }
         let family = match file {
             Sealed::HostName => flags::HOST,
             Sealed::Uptime => flags::TIME,
+            Sealed::Machine(_) => flags::MACHINE,
             _ => flags::RANDOM,
         };
         if !self.world.sealed(family) {
@@ -117,15 +155,17 @@ impl Supervisor {
             Sealed::BootId => (Fid::OpenDevice, device::BOOT_ID),
             Sealed::Uptime => (Fid::ProcUptime, NO_DETAIL),
             Sealed::HostName => (Fid::Gethostname, NO_DETAIL),
+            Sealed::Machine(i) => (Fid::OpenMachine, i),
+            Sealed::Proc(_) => unreachable!("answered above"),
         };
         let ip = self.census_ip(tgid, n.ip);
         if let Some(slot) = self.slot(tgid) {
             slot.count(fid, detail, ip);
         }
+        // Its clock, for the files that read it (a shell's first call can be this open).
+        self.ensure(tgid);
         // Writing to the devices feeds the kernel's pool; libseal lets those through too.
-        if oflags & libc::O_ACCMODE != libc::O_RDONLY
-            || oflags & (libc::O_PATH | libc::O_DIRECTORY) != 0
-        {
+        if !read_only || oflags & (libc::O_PATH | libc::O_DIRECTORY) != 0 {
             return Answer::Continue;
         }
         let fd = match file {
@@ -153,6 +193,11 @@ impl Supervisor {
                 name.push(b'\n');
                 memfd_with(c"seal-hostname", &name)
             }
+            Sealed::Machine(i) => {
+                let text = self.machine_text(tid, tgid, i);
+                memfd_with(c"seal-machine", &text.0)
+            }
+            Sealed::Proc(_) => unreachable!("answered above"),
         };
         match fd {
             Some(fd) => Answer::Fd(fd, oflags & libc::O_CLOEXEC != 0),
@@ -162,10 +207,9 @@ impl Supervisor {
         }
     }
 
-    /// `sysinfo` from process `tgid`'s image: the sealed uptime (`CLOCK_BOOTTIME`), no load
-    /// and one process, as libseal's hook gives them (busybox's `uptime` reads it). The
-    /// memory figures stay the machine's: a static image reads `/proc/meminfo` as it is, and
-    /// `free` mixes the two (libseal seals both for a dynamic program).
+    /// `sysinfo` from process `tgid`'s image: libseal's sealed one (`fill_sysinfo`): the
+    /// sealed uptime (`CLOCK_BOOTTIME`), the memory figures of [`seal_abi::machine_file`] (as
+    /// the sealed `/proc/meminfo` says), no swap, no load, one process.
     pub(super) fn sysinfo(&mut self, n: &Notif, tgid: i32) -> Answer {
         if !self.world.sealed(flags::MACHINE) {
             return Answer::Continue;
@@ -175,18 +219,49 @@ impl Supervisor {
         if let Some(slot) = self.slot(tgid) {
             slot.count(Fid::SysSysinfo, NO_DETAIL, ip);
         }
+        // Its clock (a shell's `free`, run in the shell, can call this before any clock read:
+        // the supervisor stopped there, and every later call of the image failed `ENOSYS`).
+        self.ensure(tgid);
         let boot = match self.world.sealed(flags::TIME) {
             true => self.clock(tid, tgid, libc::CLOCK_BOOTTIME).unwrap_or(0),
-            false => 0,
+            false => real_boot().0,
         };
-        // SAFETY: sysinfo is plain integers: all zeroes is a value; the kernel fills it.
+        // SAFETY: sysinfo is plain integers: all zeroes is a value (libseal's starts there).
         let mut s: libc::sysinfo = unsafe { std::mem::zeroed() };
-        // SAFETY: a struct we own.
-        unsafe { libc::sysinfo(&mut s) };
         s.uptime = boot / 1_000_000_000;
-        s.loads = [0; 3];
+        s.totalram = mf::TOTAL_RAM;
+        s.freeram = mf::FREE_RAM;
         s.procs = 1;
+        s.mem_unit = 1;
         self.put(tid, n.args[0], &s)
+    }
+
+    /// Machine file `which` as libseal writes it ([`seal_abi::machine_file`]), for `cpus`
+    /// CPUs: `/proc/stat`'s idle times are process `tgid`'s sealed boot-time clock, its boot
+    /// time the epoch less the clocks' boot-time base.
+    fn machine_text(&mut self, tid: i32, tgid: i32, which: u8) -> Text {
+        let n = self.world.cpus;
+        let mut out = Text::default();
+        match which {
+            mf::CPUINFO => {
+                let mut src = vec![0u8; mf::CPUINFO_READ];
+                let got = read_up_to("/proc/cpuinfo", &mut src);
+                mf::cpuinfo(mf::cpuinfo_first_block(&src[..got]), n, &mut out);
+            }
+            mf::STAT => {
+                let (boot, btime) = match self.world.sealed(flags::TIME) {
+                    true => (
+                        self.clock(tid, tgid, libc::CLOCK_BOOTTIME).unwrap_or(0),
+                        self.world.epoch_ns.saturating_sub(super::MONO_BASE_NS),
+                    ),
+                    false => real_boot(),
+                };
+                let idle = seal_abi::proc_text::ticks(boot);
+                mf::stat(n, idle, btime.div_euclid(1_000_000_000), &mut out);
+            }
+            _ => mf::small_file(which, n, &mut out),
+        }
+        out
     }
 
     /// The stream of process `tgid`'s next device open.

@@ -1,0 +1,145 @@
+//! A static image's machine files and `/proc/<pid>` files, sealed by the supervisor as libseal
+//! seals them for a dynamic program (`serve/opens.rs`, `serve/procfiles.rs`): the same
+//! contents a dynamic `cat` of the same file reads in the same run, counted in the census.
+//!
+//! The scripts hold no pipeline: a busybox shell's second `fork` of a pipeline can fail with
+//! `EINTR` under the supervisor when the first child's `SIGCHLD` arrives while it waits for
+//! its answer (busybox's handler has no `SA_RESTART`; the kernel's own `fork` restarts), an
+//! older flaw of the fork supervision these tests are not about.
+
+use crate::static_pids::alike;
+use crate::util::{census_json, TIMEOUT};
+
+/// How many of `symbol`'s calls with `detail` (any, when `None`) the census counts from
+/// busybox's own code.
+fn from_busybox(v: &serde_json::Value, symbol: &str, detail: Option<&str>) -> u64 {
+    (v["processes"].as_array().unwrap().iter())
+        .flat_map(|p| p["calls"].as_array().unwrap().iter())
+        .filter(|c| c["symbol"] == symbol && detail.is_none_or(|d| c["detail"] == d))
+        .flat_map(|c| c["callers"].as_array().unwrap().iter())
+        .filter(|c| c["object"].as_str().is_some_and(|o| o.ends_with("busybox")))
+        .map(|c| c["count"].as_u64().unwrap())
+        .sum()
+}
+
+/// busybox's `free`, `nproc` and `cat` of the machine files (`/proc/cpuinfo`, `meminfo`,
+/// `loadavg`, `stat`, `version`, the kernel's release, the CPU list), 3 runs alike, each the
+/// same text as `/bin/cat` (libseal's) gives in the run, each open counted. The old build read
+/// the machine's files: `free` showed the real memory and the runs differed.
+#[test]
+fn a_static_images_machine_files_are_the_ones_libseal_gives() {
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    let files = "/proc/meminfo /proc/loadavg /proc/version /sys/devices/system/cpu/online \
+                 /proc/sys/kernel/osrelease";
+    let script = format!(
+        "free; nproc; /usr/bin/nproc; head -n 12 /proc/cpuinfo; \
+         /usr/bin/head -n 12 /proc/cpuinfo; cat {files}; echo ---; /bin/cat {files}; \
+         echo ---; head -1 /proc/stat; grep btime /proc/stat; /bin/grep -E '^cpu |btime' /proc/stat"
+    );
+    let o = alike(3, || {
+        let (o, v) = census_json(&["--", busybox, "sh", "-c", &script], TIMEOUT);
+        for (detail, n) in [
+            ("/proc/cpuinfo", 1),
+            ("/proc/meminfo", 2),
+            ("/proc/loadavg", 1),
+            ("/proc/stat", 2),
+            ("/proc/version", 1),
+            ("/sys/devices/system/cpu/online", 1),
+            ("/proc/sys/kernel/osrelease", 1),
+        ] {
+            let got = from_busybox(&v, "open(machine file)", Some(detail));
+            assert_eq!(got, n, "{detail}\n{v:#}");
+        }
+        o
+    });
+    let out = &o.stdout;
+    assert!(
+        out.starts_with(
+            "              total        used        free      shared  buff/cache   available\n\
+             Mem:        8388608     2097152     4194304           0     2097152     6291456\n"
+        ),
+        "{}",
+        o.show()
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with("Swap:")).unwrap() + 1;
+    assert_eq!(lines[at..at + 2], ["4", "4"], "nproc\n{}", o.show());
+    let cpuinfo = &lines[at + 2..at + 26];
+    assert_eq!(cpuinfo[..12], cpuinfo[12..], "cpuinfo\n{}", o.show());
+    assert!(cpuinfo[0].starts_with("processor\t: 0"), "{}", o.show());
+    let parts: Vec<&str> = out.split("---\n").collect();
+    assert_eq!(parts.len(), 3, "{}", o.show());
+    let (fixed, dynamic) = (&parts[0][parts[0].find("MemTotal").unwrap()..], parts[1]);
+    assert_eq!(fixed, dynamic, "static and dynamic\n{}", o.show());
+    assert!(
+        fixed.contains("0.00 0.00 0.00 1/1 1000\nLinux version 6.1.0-seal ")
+            && fixed.ends_with("0-3\n6.1.0-seal\n"),
+        "{}",
+        o.show()
+    );
+    let stat: Vec<&str> = parts[2].lines().collect();
+    assert_eq!(stat.len(), 4, "{}", o.show());
+    assert_eq!(
+        stat[..2],
+        stat[2..],
+        "/proc/stat, static and dynamic\n{}",
+        o.show()
+    );
+    assert!(stat[0].starts_with("cpu  0 0 0 "), "{}", o.show());
+}
+
+/// `/proc/self/stat` and `status`, `/proc/thread-self/stat` and `/proc/$$/stat` read by the
+/// busybox shell itself (its `read` builtin) and by a busybox child show virtual pids (the
+/// shell's `$$`, its parent 999) and the sealed start time, and `/proc/$$/cmdline` reaches the
+/// shell's own file; 3 runs alike, each pid file counted. The old build read the real pids
+/// and times (and `/proc/1000/…` was not the shell's, or no file).
+#[test]
+fn a_static_images_proc_pid_files_show_virtual_pids_and_sealed_times() {
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    let script = "read a b c d e f g rest < /proc/self/stat; echo $a $d $$ $PPID; \
+                  read a b c d rest < /proc/thread-self/stat; echo $a $d; \
+                  read a b c d rest < /proc/$$/stat; echo $a $d; \
+                  while read k v rest; do case $k in Pid:|PPid:|Tgid:) echo $k $v;; esac; \
+                  done < /proc/self/status; \
+                  cut -d' ' -f1,4,22 /proc/self/stat; /bin/cut -d' ' -f22 /proc/self/stat; \
+                  tr '\\0' ' ' < /proc/$$/cmdline; echo";
+    let o = alike(3, || {
+        let (o, v) = census_json(&["--", busybox, "sh", "-c", script], TIMEOUT);
+        let got = from_busybox(&v, "open(/proc/<pid>/stat|status)", None);
+        assert_eq!(got, 5, "{v:#}");
+        o
+    });
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(
+        lines[..6],
+        [
+            "1000 999 1000 999",
+            "1000 999",
+            "1000 999",
+            "Tgid: 1000",
+            "Pid: 1000",
+            "PPid: 999"
+        ],
+        "{}",
+        o.show()
+    );
+    let cut: Vec<&str> = lines[6].split(' ').collect();
+    assert_eq!(cut.len(), 3, "{}", o.show());
+    assert_ne!(cut[0], "1000", "a child's own pid\n{}", o.show());
+    assert_eq!(cut[1], "1000", "{}", o.show());
+    assert_eq!(
+        cut[2],
+        lines[7],
+        "start time, static and dynamic\n{}",
+        o.show()
+    );
+    assert!(
+        lines[8].contains(" sh -c read a b c d e f g rest < /proc/self/stat;"),
+        "{}",
+        o.show()
+    );
+}
