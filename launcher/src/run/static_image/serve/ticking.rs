@@ -256,6 +256,31 @@ mod tests {
     type Gettimeofday = extern "C" fn(*mut libc::timeval, *mut u64) -> i32;
     type Time = extern "C" fn(*mut i64) -> i64;
 
+    /// A fresh page holding `code`, made executable (the caller unmaps it).
+    ///
+    /// # Safety
+    /// The code must be safe to run with what its callers pass it.
+    unsafe fn executable(code: &[u8]) -> *mut libc::c_void {
+        // SAFETY: a fresh anonymous mapping of our own, made executable after the copy.
+        unsafe {
+            let m = libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(m, libc::MAP_FAILED);
+            std::ptr::copy_nonoverlapping(code.as_ptr(), m.cast::<u8>(), code.len());
+            assert_eq!(
+                libc::mprotect(m, 4096, libc::PROT_READ | libc::PROT_EXEC),
+                0
+            );
+            m
+        }
+    }
+
     /// The ticking code, run here on a page of our own: it gives the values the supervisor
     /// serves (`serve.rs`: a wall-clock read `epoch + L` then `L += tick`, a monotonic read
     /// `MONO_BASE + L + mono + tick` then `mono += tick`) and counts each read.
@@ -283,20 +308,7 @@ mod tests {
                 page.add(w).write(counts.add(i) as u64);
             }
             let counted = || [0, 1, 2, 3].map(|i| counts.add(i).read_volatile());
-            let m = libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(m, libc::MAP_FAILED);
-            std::ptr::copy_nonoverlapping(code.as_ptr(), m.cast::<u8>(), e.len);
-            assert_eq!(
-                libc::mprotect(m, 4096, libc::PROT_READ | libc::PROT_EXEC),
-                0
-            );
+            let m = executable(&code[..e.len]);
             let at = |off: usize| m.cast::<u8>().add(off);
             let cg: ClockGettime = std::mem::transmute(at(e.clock_gettime));
             let gtod: Gettimeofday = std::mem::transmute(at(e.gettimeofday.unwrap()));
@@ -367,20 +379,7 @@ mod tests {
             {
                 page.add(w).write(counts.add(i) as u64);
             }
-            let m = libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(m, libc::MAP_FAILED);
-            std::ptr::copy_nonoverlapping(code.as_ptr(), m.cast::<u8>(), e.len);
-            assert_eq!(
-                libc::mprotect(m, 4096, libc::PROT_READ | libc::PROT_EXEC),
-                0
-            );
+            let m = executable(&code[..e.len]);
             let at = |off: usize| m.cast::<u8>().add(off);
             let cg: ClockGettime = std::mem::transmute(at(e.clock_gettime));
             let time: Time = std::mem::transmute(at(e.time.unwrap()));
