@@ -474,3 +474,25 @@ fn unprinted_clock_reads_of_a_static_image_leave_its_printed_times_under_spin_af
         assert!(outs.iter().all(|o| o == &outs[0]), "{bin}: {outs:?}");
     }
 }
+
+/// A busybox shell catching `SIGCHLD` (no `SA_RESTART`) forks while its previous child ends:
+/// the fork, traced to its exit for the child's virtual pid, is made again after the handler,
+/// as the kernel's own fork is, instead of failing with `EINTR` (`can't fork: Interrupted
+/// system call`). Counted over 20 runs, since the signal's timing is the machine's: the old
+/// build failed in 8 runs of 20; one whose signal lands before the supervisor has taken the
+/// call (a window of its wake-up) still can, about 1 run in 50 here (docs/limits.md), so up
+/// to 4 are allowed (the old build stays under that about 1 time in 20).
+#[test]
+fn a_static_shells_fork_is_not_cut_short_by_its_childs_sigchld() {
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    let script = "cut -c1 /etc/hostname; /usr/bin/cut -c1 /etc/hostname; echo ab | cut -c1";
+    let failed = (0..20)
+        .filter(|_| {
+            let o = run_timeout(seal(["-q", "--", busybox, "sh", "-c", script]), TIMEOUT);
+            o.stderr.contains("can't fork")
+        })
+        .count();
+    assert!(failed <= 4, "{failed} of 20 runs could not fork");
+}

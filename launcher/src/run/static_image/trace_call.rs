@@ -27,6 +27,17 @@ const SYSCALL_STOP: i32 = libc::SIGTRAP | 0x80;
 /// The kernel's restart codes (`-ERESTARTSYS` … `-ERESTART_RESTARTBLOCK`): a call that a
 /// signal cut short, to be made again.
 const RESTARTS: std::ops::RangeInclusive<i64> = -516..=-512;
+/// `-ERESTARTSYS` (made again only after a handler with `SA_RESTART`) and `-ERESTARTNOINTR`
+/// (made again after any handler).
+const ERESTARTSYS: i64 = -512;
+const ERESTARTNOINTR: i64 = -513;
+/// The calls that make a process, which the kernel never fails with `EINTR`.
+const FORKS: [i64; 4] = [
+    libc::SYS_clone,
+    libc::SYS_fork,
+    libc::SYS_vfork,
+    libc::SYS_clone3,
+];
 /// What `rax` holds at a syscall-entry-stop.
 const ENTRY_RAX: i64 = -(libc::ENOSYS as i64);
 /// Stops of other calls (a signal handler's) let go before the tracing is given up.
@@ -118,7 +129,16 @@ pub fn poll(tid: i32, t: &mut Traced) -> Event {
         return resume(tid, 0, t);
     }
     if sig != SYSCALL_STOP {
-        // A signal on its way: delivered, and the call is made again after its handler.
+        // A signal on its way: delivered, and the call is made again after its handler (a
+        // fork whatever the handler's flags, below).
+        if FORKS.contains(&t.nr) {
+            if let Some(mut r) =
+                regs(tid).filter(|r| r.orig_rax as i64 == t.nr && r.rax as i64 == ERESTARTSYS)
+            {
+                r.rax = ERESTARTNOINTR as u64;
+                set(tid, &r);
+            }
+        }
         t.state = State::ToEntry;
         return resume(tid, sig, t);
     }
@@ -135,6 +155,13 @@ pub fn poll(tid: i32, t: &mut Traced) -> Event {
             // Cut short by a signal: made again as it was made, and taken at its new entry.
             let mut r = r;
             (r.rdi, r.rsi, r.rdx) = (t.args[0], t.args[1], t.args[2]);
+            // A fork is made again even after a handler without `SA_RESTART`, as the
+            // kernel's own is (`-ERESTARTNOINTR`): the wait for the supervisor's answer
+            // ended with `-ERESTARTSYS`, which such a handler turns into `EINTR` (a busybox
+            // shell's `SIGCHLD`: `can't fork: Interrupted system call`).
+            if FORKS.contains(&t.nr) && r.rax as i64 == ERESTARTSYS {
+                r.rax = ERESTARTNOINTR as u64;
+            }
             set(tid, &r);
             t.state = State::ToEntry;
             resume(tid, 0, t)
