@@ -352,7 +352,14 @@ fn a_launcher_killed_mid_run_leaves_no_sealed_process_and_no_run_directory() {
         dir.contains("seal-run-") || dir.contains("/run-"),
         "{line:?}"
     );
-    let before = processes_mapping(&dir);
+    // The shell prints the directory as soon as it runs: a background sleep may not have
+    // mapped the run table yet (3 of 4 under CI's load once).
+    let start = std::time::Instant::now();
+    let mut before = processes_mapping(&dir);
+    while before.len() < 4 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+        before = processes_mapping(&dir);
+    }
     // SAFETY: SIGKILL to the seal this test started, by its pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
