@@ -187,3 +187,61 @@ mod tests {
         assert_eq!(&b.0[..b.1], b"86400.05 86400.05\n");
     }
 }
+
+/// Whose directory of `/proc`: the path's first component after `/proc/`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Who {
+    /// `self`
+    Process,
+    /// `thread-self`
+    Thread,
+    /// a number, as written (virtual, or a real pid from a listing of `/proc`)
+    Pid(i32),
+}
+
+/// A path under a process directory of `/proc`, parsed the same by libseal and the
+/// static-image supervisor: whose, which task, and what follows (no leading slash, may be
+/// empty).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcDir<'a> {
+    pub who: Who,
+    pub task: Option<i32>,
+    pub rest: &'a [u8],
+}
+
+/// `p`, a path after `/proc/` (collapsed: no `//` or `/./`), as a process directory's.
+pub fn proc_dir(p: &[u8]) -> Option<ProcDir<'_>> {
+    let (first, mut rest) = split(p);
+    let who = match first {
+        b"self" => Who::Process,
+        b"thread-self" => Who::Thread,
+        d => Who::Pid(number(d)?),
+    };
+    let mut task = None;
+    if who != Who::Thread {
+        if let Some(r) = rest.strip_prefix(b"task/") {
+            let (t, r) = split(r);
+            task = Some(number(t)?);
+            rest = r;
+        }
+    }
+    Some(ProcDir { who, task, rest })
+}
+
+/// `(component, after its slash)`; the rest is empty when there is no slash.
+fn split(p: &[u8]) -> (&[u8], &[u8]) {
+    match p.iter().position(|&c| c == b'/') {
+        Some(i) => (&p[..i], &p[i + 1..]),
+        None => (p, &[]),
+    }
+}
+
+/// A positive pid as `/proc` spells it (no sign, no leading zero).
+fn number(d: &[u8]) -> Option<i32> {
+    if d.is_empty() || d.len() > 9 || d[0] == b'0' || !d.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    d.iter().try_fold(0i32, |n, &c| {
+        n.checked_mul(10)?.checked_add((c - b'0') as i32)
+    })
+}

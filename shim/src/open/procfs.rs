@@ -34,16 +34,7 @@ pub enum File {
     Status,
 }
 
-/// Whose directory: the path's first component after `/proc/`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Who {
-    /// `self`
-    Process,
-    /// `thread-self`
-    Thread,
-    /// a number, as written (virtual, or a real pid from a listing of `/proc`)
-    Pid(i32),
-}
+pub use seal_abi::proc_text::Who;
 
 /// A `/proc` path we rewrite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,42 +58,13 @@ pub fn classify(path: &[u8]) -> Option<ProcFile> {
     if p == b"uptime" {
         return Some(ProcFile::Uptime);
     }
-    let (first, mut rest) = split(p);
-    let who = match first {
-        b"self" => Who::Process,
-        b"thread-self" => Who::Thread,
-        d => Who::Pid(number(d)?),
-    };
-    let mut task = None;
-    if who != Who::Thread {
-        if let Some(r) = rest.strip_prefix(b"task/") {
-            let (t, r) = split(r);
-            task = Some(number(t)?);
-            rest = r;
-        }
-    }
+    let seal_abi::proc_text::ProcDir { who, task, rest } = seal_abi::proc_text::proc_dir(p)?;
     let file = match rest {
         b"stat" => File::Stat,
         b"status" => File::Status,
         _ => return None,
     };
     Some(ProcFile::Pid { who, task, file })
-}
-
-/// `(component, after its slash)`; the rest is empty when there is no slash.
-fn split(p: &[u8]) -> (&[u8], &[u8]) {
-    match p.iter().position(|&c| c == b'/') {
-        Some(i) => (&p[..i], &p[i + 1..]),
-        None => (p, &[]),
-    }
-}
-
-/// A positive pid as `/proc` spells it (no sign, no leading zero).
-fn number(d: &[u8]) -> Option<i32> {
-    if d.is_empty() || d.len() > 9 || d[0] == b'0' || !d.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    sys::parse_i64(d).map(|v| v as i32)
 }
 
 pub use seal_abi::proc_text::{ticks, Times};

@@ -23,16 +23,7 @@ use seal_abi::{flags, Fid, NO_DETAIL};
 use super::sealed_text::{memfd_with, Text};
 use super::{Answer, Supervisor, MONO_BASE_NS};
 
-/// Whose directory: the path's first component after `/proc/`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Who {
-    /// `self`
-    Process,
-    /// `thread-self`
-    Thread,
-    /// a number, as written (virtual)
-    Pid(i32),
-}
+pub(super) use seal_abi::proc_text::Who;
 
 /// A path under `/proc/<who>/`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,20 +48,7 @@ impl ProcPath {
 /// `norm` (collapsed, absolute) as a path under a process directory of `/proc`.
 pub(super) fn classify(norm: &[u8]) -> Option<ProcPath> {
     let p = norm.strip_prefix(b"/proc/")?;
-    let (first, mut rest) = split(p);
-    let who = match first {
-        b"self" => Who::Process,
-        b"thread-self" => Who::Thread,
-        d => Who::Pid(number(d)?),
-    };
-    let mut task = None;
-    if who != Who::Thread {
-        if let Some(r) = rest.strip_prefix(b"task/") {
-            let (t, r) = split(r);
-            task = Some(number(t)?);
-            rest = r;
-        }
-    }
+    let seal_abi::proc_text::ProcDir { who, task, rest } = seal_abi::proc_text::proc_dir(p)?;
     let path = ProcPath {
         who,
         task,
@@ -81,22 +59,6 @@ pub(super) fn classify(norm: &[u8]) -> Option<ProcPath> {
         (Who::Pid(_), _) | (_, Some(_)) => Some(path),
         _ => None,
     }
-}
-
-/// `(component, after its slash)`; the rest is empty when there is no slash.
-fn split(p: &[u8]) -> (&[u8], &[u8]) {
-    match p.iter().position(|&c| c == b'/') {
-        Some(i) => (&p[..i], &p[i + 1..]),
-        None => (p, &[]),
-    }
-}
-
-/// A positive pid as `/proc` spells it (no sign, no leading zero).
-fn number(d: &[u8]) -> Option<i32> {
-    if d.is_empty() || d.len() > 9 || d[0] == b'0' || !d.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(d).ok()?.parse().ok()
 }
 
 impl Supervisor {
