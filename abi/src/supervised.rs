@@ -117,6 +117,17 @@ pub const TIOCSPGRP: u32 = 0x5410;
 /// a Go image's in-image random number code counted (`go_rand`: private counters, gone once
 /// the process is) into its census before the process goes; answered `CONTINUE`.
 pub const EXIT_GROUP: u32 = 231;
+/// `rt_sigaction`, sent (from an image, as [`GROUP_CALLS`]) only when it sets a disposition
+/// (its second argument not NULL) for [`SIGCHLD`]: the supervisor adds `SA_RESTART` to a
+/// handler's flags (`serve/restart.rs`). A call of an image waits in its notification until
+/// the supervisor answers it, and a signal that lands before the supervisor has taken it
+/// cuts it short with `-ERESTARTSYS`, which a handler without `SA_RESTART` turns into
+/// `EINTR`: a `fork` or `getpid` the kernel never fails so (a busybox shell's `can't fork:
+/// Interrupted system call`, `$$` of -1). A child's end is the signal that comes at such a
+/// moment, while its parent forks the next one.
+pub const SIGACTION: u32 = 13;
+/// `SIGCHLD`.
+pub const SIGCHLD: u32 = 17;
 /// `clone`, whose flags (its first argument) the filter reads: a thread is not sent.
 const CLONE: u32 = 56;
 /// `CLONE_THREAD`.
@@ -127,14 +138,15 @@ const CLONE_THREAD: u32 = 0x10000;
 pub const IMAGE_IP_LIMIT: u32 = 0x7f00;
 
 /// Instructions in [`filter`].
-pub const FILTER_LEN: usize = CALLS.len() + 30 + GROUP_CALLS.len() + OPEN_CALLS.len();
+pub const FILTER_LEN: usize = CALLS.len() + 37 + GROUP_CALLS.len() + OPEN_CALLS.len();
 
 /// The filter: another architecture's calls (`int 0x80`) and x32 calls are allowed; a call in
 /// [`CALLS`] is a user notification, and so is a call in [`TIMED_WAITS`] whose timeout (its
 /// fourth argument, an `int`) is positive, and a call in [`PROC_CALLS`] made below
 /// [`IMAGE_IP_LIMIT`] (a `clone` only without `CLONE_THREAD`), and one in [`GROUP_CALLS`],
-/// [`OPEN_CALLS`] (unless marked [`BATCH_OPEN`]), [`SYSINFO`] or [`EXIT_GROUP`] or an
-/// [`IOCTL`] of [`TIOCGPGRP`] or [`TIOCSPGRP`] made there; everything else is allowed.
+/// [`OPEN_CALLS`] (unless marked [`BATCH_OPEN`]), [`SYSINFO`] or [`EXIT_GROUP`], an
+/// [`IOCTL`] of [`TIOCGPGRP`] or [`TIOCSPGRP`] or a [`SIGACTION`] that sets [`SIGCHLD`]'s
+/// disposition made there; everything else is allowed.
 pub const fn filter() -> [SockFilter; FILTER_LEN] {
     filter_below(IMAGE_IP_LIMIT)
 }
@@ -155,11 +167,12 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     let n = CALLS.len();
     let (waits, procs) = (n + 5, n + 10);
     // The calls sent only from an image: PROC_CALLS (clone first), then GROUP_CALLS,
-    // OPEN_CALLS, SYSINFO and EXIT_GROUP, then ioctl (its request checked in a block of its
-    // own, as clone's flags are).
+    // OPEN_CALLS, SYSINFO and EXIT_GROUP, then ioctl and rt_sigaction (their arguments
+    // checked in blocks of their own, as clone's flags are).
     let limited = PROC_CALLS.len() + GROUP_CALLS.len() + OPEN_CALLS.len() + 2;
-    let ioctl = procs + limited + 1;
-    let (clone, opens, ip) = (ioctl + 3, ioctl + 5, ioctl + 7);
+    let ioctl = procs + limited + 2;
+    let (clone, opens, sigaction) = (ioctl + 3, ioctl + 5, ioctl + 7);
+    let ip = sigaction + 6;
     let (allow, notify) = (ip + 2, ip + 3);
     // A jump from instruction `at` to `to` (jumps are forward, relative to the next one).
     const fn to(at: usize, to: usize) -> u8 {
@@ -204,19 +217,22 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
         f[procs + i] = op(JEQ, to(procs + i, next), 0, nr);
         i += 1;
     }
-    f[procs + limited] = op(
-        JEQ,
-        to(procs + limited, ioctl),
-        to(procs + limited, allow),
-        IOCTL,
-    );
+    f[procs + limited] = op(JEQ, to(procs + limited, ioctl), 0, IOCTL);
+    let at = procs + limited + 1;
+    f[at] = op(JEQ, to(at, sigaction), to(at, allow), SIGACTION);
     f[ioctl] = op(LD_ABS, 0, 0, 16 + 8); // seccomp_data.args[1], low word
     f[ioctl + 1] = op(JEQ, to(ioctl + 1, ip), 0, TIOCGPGRP);
     f[ioctl + 2] = op(JEQ, to(ioctl + 2, ip), to(ioctl + 2, allow), TIOCSPGRP);
     f[clone] = op(LD_ABS, 0, 0, 16); // seccomp_data.args[0], low word
-    f[clone + 1] = op(JSET, to(clone + 1, allow), 0, CLONE_THREAD);
+    f[clone + 1] = op(JSET, to(clone + 1, allow), to(clone + 1, ip), CLONE_THREAD);
     f[opens] = op(LD_ABS, 0, 0, 16 + 8 + 4); // seccomp_data.args[1], high word
-    f[opens + 1] = op(JEQ, to(opens + 1, allow), 0, BATCH_OPEN);
+    f[opens + 1] = op(JEQ, to(opens + 1, allow), to(opens + 1, ip), BATCH_OPEN);
+    f[sigaction] = op(LD_ABS, 0, 0, 16); // seccomp_data.args[0], low word: the signal
+    f[sigaction + 1] = op(JEQ, 0, to(sigaction + 1, allow), SIGCHLD);
+    f[sigaction + 2] = op(LD_ABS, 0, 0, 16 + 8); // args[1], low word: the new disposition
+    f[sigaction + 3] = op(JEQ, 0, to(sigaction + 3, ip), 0);
+    f[sigaction + 4] = op(LD_ABS, 0, 0, 16 + 8 + 4); // its high word
+    f[sigaction + 5] = op(JEQ, to(sigaction + 5, allow), to(sigaction + 5, ip), 0);
     f[ip] = op(LD_ABS, 0, 0, 8 + 4); // seccomp_data.instruction_pointer, high word
     f[ip + 1] = op(JGE, to(ip + 1, allow), to(ip + 1, notify), limit);
     f[allow] = op(RET, 0, 0, RET_ALLOW);
@@ -413,6 +429,32 @@ mod tests {
         assert_eq!(open(0, 0), RET_USER_NOTIF);
         assert_eq!(open(BATCH_OPEN, 0), RET_ALLOW);
         assert_eq!(open(0, 0x7f12), RET_ALLOW);
+    }
+
+    #[test]
+    fn only_an_images_setting_of_sigchld_notifies() {
+        let set = |sig, low, high, ip| {
+            run_arg1_high(
+                IMAGE_IP_LIMIT,
+                ARCH_X86_64,
+                SIGACTION,
+                0,
+                sig,
+                low,
+                high,
+                ip,
+            )
+        };
+        // A stack address (its low word 0 too) and a static image's data.
+        assert_eq!(set(SIGCHLD, 0, 0x7ffd, 0), RET_USER_NOTIF);
+        assert_eq!(set(SIGCHLD, 0x4c_d0e0, 0, 0), RET_USER_NOTIF);
+        assert_eq!(set(SIGCHLD, 0x4c_d0e0, 0, 0x5555), RET_USER_NOTIF);
+        // Only a look (no new disposition), another signal, a library's call: never.
+        assert_eq!(set(SIGCHLD, 0, 0, 0), RET_ALLOW);
+        assert_eq!(set(14, 0x4c_d0e0, 0, 0), RET_ALLOW);
+        assert_eq!(set(SIGCHLD, 0x4c_d0e0, 0, 0x7f12), RET_ALLOW);
+        let pie = run_below(NO_IP_LIMIT, ARCH_X86_64, SIGACTION, 0, SIGCHLD, 0x7fff);
+        assert_eq!(pie, RET_ALLOW, "a NULL disposition from anywhere");
     }
 
     #[test]

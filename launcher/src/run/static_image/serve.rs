@@ -20,7 +20,7 @@ use super::remote::{child_signals, drain, proc_status_field, write};
 use super::world::{Stream, World};
 use seal_abi::supervised::entropy::MAGIC;
 use seal_abi::supervised::{msg, CALLS, EXEC, EXIT_GROUP, GROUP_CALLS, IOCTL};
-use seal_abi::supervised::{OPEN_CALLS, PROC_CALLS, SYSINFO, TIMED_WAITS};
+use seal_abi::supervised::{OPEN_CALLS, PROC_CALLS, SIGACTION, SYSINFO, TIMED_WAITS};
 
 mod answers;
 mod clocks;
@@ -35,6 +35,7 @@ mod opens;
 mod pids;
 mod procfiles;
 mod reexec;
+mod restart;
 mod sealed_text;
 mod ticking;
 
@@ -467,6 +468,12 @@ impl Supervisor {
             self.count_rands(tgid);
         }
         if n.nr as u32 == EXIT_GROUP {
+            return Answer::Continue;
+        }
+        if n.nr as u32 == SIGACTION {
+            if in_image {
+                self.restart_sigchld(n);
+            }
             return Answer::Continue;
         }
         if n.nr as u32 == EXEC {
