@@ -356,6 +356,9 @@ functions! {
     GoRuntimeRand = Random "runtime.rand (Go runtime)",
     GoFastrand = Random "fastrand (Go runtime)",
     GoFastrandMaps = Random "fastrand (Go map code)",
+    // random (appended): a Go image's `select` order, drawn in the image from a sequence of
+    // its own (`supervised::go_select`), counted as the others
+    GoSelect = Random "select order (Go runtime)",
 }
 
 impl Fid {

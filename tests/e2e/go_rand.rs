@@ -187,7 +187,8 @@ fn a_go_programs_map_order_rand_and_temp_names_are_the_same_in_every_run() {
 
 /// Every build of `selectorder` by `go` (static and cgo, with symbols and stripped): 8 sealed
 /// runs, 4 at a time, print the same cases, 200 selects of 4 ready cases on one thread and
-/// 200 across thread hops; and the `partly sealed` line no longer says `select order`.
+/// 200 across thread hops; the `partly sealed` line no longer says `select order`; and the
+/// census counts the selects' draws exactly (the old build: no row).
 fn every_select_build(go: &Path) {
     let minor = go_minor(go);
     assert!(minor >= 19, "{} is no Go 1.19 or later", go.display());
@@ -222,6 +223,19 @@ fn every_select_build(go: &Path) {
                 "{what}: {}",
                 o.stderr
             );
+            // Each select polls its 4 cases in an order of 4 draws (`selectgo`: one per case
+            // with a channel), counted from the image's counter, and nothing else selects.
+            let (o, v) =
+                crate::util::census_json(&["--", bin.to_str().unwrap()], crate::util::TIMEOUT);
+            o.ok();
+            let procs = v["processes"].as_array().unwrap();
+            let p = procs.iter().find(|p| p["vpid"] == 1000).unwrap();
+            let rows: Vec<_> = (p["calls"].as_array().unwrap().iter())
+                .filter(|c| c["symbol"] == "select order (Go runtime)")
+                .map(|c| (c["count"].as_u64(), c["callers"][0]["object"].as_str()))
+                .collect();
+            let object = Some(seal_abi::supervised::go_rand::MODULE_NAME);
+            assert_eq!(rows, [(Some(1600), object)], "{what}\n{}", o.show());
         }
     }
 }

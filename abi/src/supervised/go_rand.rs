@@ -65,23 +65,36 @@ pub const fn census_fids(sites: &Sites) -> [crate::Fid; 2] {
 }
 
 /// The draws a mapping's counters page (its words, from [`COUNT_AT`]) has counted, `[main,
-/// map code]`: the main counter moves by one a draw, the map code's by wyrand's increment
-/// (odd, so its inverse modulo 2^64 gives the number back). `mrandinit`'s counter (new
-/// threads' seeds, as many as the scheduler makes threads) is left out: it is no draw of the
-/// program's.
-pub fn draws(counters: &[u8]) -> Option<[u64; 2]> {
+/// map code, select]`: the main counter moves by one a draw, the map code's by wyrand's
+/// increment and `select`'s by the increment of its sites' width (32-bit when `narrow`: Go
+/// 1.27's `cheaprand`), each odd, so that its inverse modulo 2^64 gives the number back.
+/// `mrandinit`'s counter (new threads' seeds, as many as the scheduler makes threads) is left
+/// out: it is no draw of the program's.
+pub fn draws(counters: &[u8], narrow: bool) -> Option<[u64; 3]> {
     let word = |at: usize| {
         let at = at - COUNT_AT;
         Some(u64::from_le_bytes(
             counters.get(at..at + 8)?.try_into().ok()?,
         ))
     };
-    let wy = word(go_wyrand::COUNT_AT)?.wrapping_mul(inverse(go_wyrand::increment()));
-    Some([word(COUNT_AT)?, wy])
+    let k = go_wyrand::increment();
+    let wy = word(go_wyrand::COUNT_AT)?.wrapping_mul(inverse(k));
+    let k = if narrow {
+        go_wyrand::WY_ADD32 as u64
+    } else {
+        k
+    };
+    let select = word(go_select::COUNT_AT)?.wrapping_mul(inverse(k));
+    Some([word(COUNT_AT)?, wy, select])
 }
 
 /// The bytes of the counters page [`draws`] reads (from [`COUNT_AT`]).
-pub const COUNTERS_BYTES: usize = go_wyrand::COUNT_AT + 8 - COUNT_AT;
+pub const COUNTERS_BYTES: usize = go_select::COUNT_AT + 8 - COUNT_AT;
+
+/// Where the first of `selectgo`'s trampolines is in the code page: what the census names
+/// `select`'s draws after.
+pub const SELECT_TRAMPOLINE_AT: usize =
+    go_wyrand::TRAMPOLINES_AT + MAX_SITES * go_wyrand::TRAMPOLINE_BYTES;
 
 /// The inverse of odd `k` modulo 2^64 (Newton's iteration: each step doubles the bits).
 const fn inverse(k: u64) -> u64 {
@@ -374,8 +387,14 @@ mod tests {
         page[..8].copy_from_slice(&12u64.to_le_bytes());
         let wy = go_wyrand::COUNT_AT - COUNT_AT;
         page[wy..wy + 8].copy_from_slice(&k.wrapping_mul(1001).to_le_bytes());
-        assert_eq!(draws(&page), Some([12, 1001]));
-        assert_eq!(draws(&page[..8]), None);
+        let select = go_select::COUNT_AT - COUNT_AT;
+        page[select..select + 8].copy_from_slice(&k.wrapping_mul(1600).to_le_bytes());
+        assert_eq!(draws(&page, false), Some([12, 1001, 1600]));
+        let k32 = go_wyrand::WY_ADD32 as u64;
+        page[select..select + 8].copy_from_slice(&k32.wrapping_mul(400).to_le_bytes());
+        assert_eq!(draws(&page, true), Some([12, 1001, 400]));
+        assert_eq!(draws(&page[..8], false), None);
+        assert_eq!(trampoline_at(MAX_SITES), SELECT_TRAMPOLINE_AT);
         assert_eq!(place(0x400000), Some(0x3c0000));
         assert_eq!(place(0x30000), None);
     }
