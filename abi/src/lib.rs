@@ -45,6 +45,7 @@ pub mod keyed;
 pub mod pad;
 pub mod proc_text;
 pub mod py;
+pub mod sealed_path;
 mod setting_rows;
 pub mod settings;
 pub mod supervised;

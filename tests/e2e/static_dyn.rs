@@ -8,7 +8,7 @@ use crate::static_pids::alike;
 use crate::util::{have, run_timeout, seal, TIMEOUT};
 
 /// `seal -q -- ARGS`, its output.
-fn sealed(args: &[&str]) -> crate::util::Output {
+pub(crate) fn sealed(args: &[&str]) -> crate::util::Output {
     let mut all = vec!["-q", "--"];
     all.extend_from_slice(args);
     run_timeout(seal(all), TIMEOUT)

@@ -23,9 +23,10 @@ pub fn classify(path: &[u8]) -> Option<u8> {
     if path.len() < 10 || path[0] != b'/' || !matches!(path[1], b'p' | b's' | b'/' | b'.') {
         return None;
     }
-    let mut norm = [0u8; 48];
-    let n = crate::open::normalise(path, &mut norm)?;
-    mf::index(&norm[..n])
+    match seal_abi::sealed_path::classify(path)? {
+        seal_abi::sealed_path::File::Machine(i) => Some(i),
+        _ => None,
+    }
 }
 
 /// The sealed boot-time clock now (ns), without a tick; the real one when time is unsealed.

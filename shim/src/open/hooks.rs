@@ -11,9 +11,22 @@ use crate::core::census;
 use crate::core::sys::{self, set_errno};
 use crate::hook;
 
-/// A path buffer for the pid family's `/proc/<vpid>` rewrite.
+/// A path buffer for the pid family's `/proc/<vpid>` rewrite, and one for a relative path
+/// made absolute (`super::relative_sealed`), relative to `dirfd`.
 struct Path {
     buf: [u8; 4096],
+    rel: [u8; 256],
+    dirfd: c_int,
+}
+
+impl Path {
+    fn at(dirfd: c_int) -> Path {
+        Path {
+            buf: [0; 4096],
+            rel: [0; 256],
+            dirfd,
+        }
+    }
 }
 
 /// Shared front half of every open hook: `Ok(fd)` when the path is ours and sealed, else the
@@ -32,7 +45,17 @@ unsafe fn front(
         return Err(path);
     }
     // SAFETY: per the contract.
-    let bytes = unsafe { sys::cstr(path) };
+    let mut bytes = unsafe { sys::cstr(path) };
+    let mut path = path;
+    // A relative path naming a sealed file, made absolute (in the caller's scratch, so that
+    // what is handed back lives on).
+    if bytes.first().is_some_and(|&c| c != b'/')
+        && super::relative_sealed(scratch.dirfd, bytes, &mut scratch.rel)
+    {
+        path = scratch.rel.as_ptr() as *const c_char;
+        // SAFETY: relative_sealed NUL-terminated it.
+        bytes = unsafe { sys::cstr(path) };
+    }
     if let Some(target) = classify(bytes) {
         // The hostname files count as a host-name read, the rest as a device open.
         let fid = if matches!(target, Target::HostName { .. }) {
@@ -103,7 +126,7 @@ unsafe fn front_at(
     if !super::listing::absolute_at(dirfd, unsafe { sys::cstr(path) }, &mut abs) {
         return call(path);
     }
-    let mut scratch = Path { buf: [0; 4096] };
+    let mut scratch = Path::at(libc::AT_FDCWD);
     // SAFETY: abs is NUL-terminated.
     match unsafe { front(abs.as_ptr() as *const c_char, oflags, ra, &mut scratch) } {
         Ok(fd) => fd,
@@ -170,7 +193,7 @@ hook! {
     fn open | open64 | __open | __open64(path: *const c_char, oflags: c_int, mode: c_uint) -> c_int;
     caller = ra;
     |real| {
-        let mut scratch = Path { buf: [0; 4096] };
+        let mut scratch = Path::at(libc::AT_FDCWD);
         // SAFETY: forwarded contract.
         let fd = unsafe { front(path, oflags, ra, &mut scratch) }.unwrap_or_else(|p| real(p, oflags, mode));
         // SAFETY: forwarded contract.
@@ -220,7 +243,7 @@ hook! {
             // SAFETY: as above; the path front_at passes is absolute (dirfd unused) or path.
             return unsafe { front_at(dirfd, path, oflags, ra, |p| real(dirfd, p, oflags, mode)) };
         }
-        let mut scratch = Path { buf: [0; 4096] };
+        let mut scratch = Path::at(dirfd);
         // SAFETY: forwarded contract.
         let fd = unsafe { front(path, oflags, ra, &mut scratch) }
             .unwrap_or_else(|p| real(dirfd, p, oflags, mode));
@@ -235,7 +258,7 @@ hook! {
     fn __open_2 | __open64_2(path: *const c_char, oflags: c_int) -> c_int;
     caller = ra;
     |real| {
-        let mut scratch = Path { buf: [0; 4096] };
+        let mut scratch = Path::at(libc::AT_FDCWD);
         // SAFETY: forwarded contract.
         unsafe { front(path, oflags, ra, &mut scratch) }.unwrap_or_else(|p| real(p, oflags))
     }
@@ -252,7 +275,7 @@ hook! {
             // SAFETY: as above; the path front_at passes is absolute (dirfd unused) or path.
             return unsafe { front_at(dirfd, path, oflags, ra, |p| real(dirfd, p, oflags)) };
         }
-        let mut scratch = Path { buf: [0; 4096] };
+        let mut scratch = Path::at(dirfd);
         // SAFETY: forwarded contract.
         unsafe { front(path, oflags, ra, &mut scratch) }
             .unwrap_or_else(|p| real(dirfd, p, oflags))
@@ -265,7 +288,7 @@ hook! {
     fn fopen | fopen64(path: *const c_char, mode: *const c_char) -> *mut FILE;
     caller = ra;
     |real| {
-        let mut scratch = Path { buf: [0; 4096] };
+        let mut scratch = Path::at(libc::AT_FDCWD);
         // SAFETY: forwarded contract.
         match unsafe { front_mode(path, mode, ra, &mut scratch) }.1 {
             Ok(-1) => core::ptr::null_mut(),
@@ -290,7 +313,7 @@ hook! {
     fn freopen | freopen64(path: *const c_char, mode: *const c_char, stream: *mut FILE) -> *mut FILE;
     caller = ra;
     |real| {
-        let mut scratch = Path { buf: [0; 4096] };
+        let mut scratch = Path::at(libc::AT_FDCWD);
         // SAFETY: forwarded contract.
         let (fl, front) = unsafe { front_mode(path, mode, ra, &mut scratch) };
         match front {

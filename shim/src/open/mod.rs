@@ -26,9 +26,11 @@
 //!
 //! Only read-only opens are sealed. Write-only opens (feeding the pool) pass through; a
 //! read-write open passes through too, with an `unsealed` event and a warning. Paths are
-//! recognised after collapsing `//` and `/./`; a device reached through a symlink, a relative
-//! path, a directory fd, or a raw `SYS_open` system call is not recognised (see docs/names.md).
+//! recognised after collapsing `//` and `/./`, a relative one (to the working directory or a
+//! directory fd) by its directory ([`relative_sealed`]); a device reached through a symlink or
+//! `..`, or a raw `SYS_open` system call, is not recognised (see docs/names.md).
 
+use seal_abi::sealed_path::{self, File};
 use seal_abi::{flags, unsealed};
 
 use crate::core::{census, config, sys};
@@ -72,49 +74,67 @@ impl Target {
     }
 }
 
-/// Classifies `path` (bytes, no NUL). Cheap for the common case: anything not starting with
-/// `/d`, `/p`, `/e` or a doubled slash is rejected after two byte compares.
+/// Classifies `path` (bytes, no NUL; [`seal_abi::sealed_path`], the supervisor's table too).
+/// Cheap for the common case: anything not starting with `/d`, `/p`, `/e` or a doubled slash
+/// is rejected after two byte compares. `/proc/uptime` and the machine files are `procfs`'s and
+/// `crate::machine::files`'.
 pub fn classify(path: &[u8]) -> Option<Target> {
     if path.len() < 2 || path[0] != b'/' || !matches!(path[1], b'd' | b'p' | b'e' | b'/' | b'.') {
         return None;
     }
-    let mut norm = [0u8; 48];
-    let n = normalise(path, &mut norm)?;
-    match &norm[..n] {
-        b"/dev/urandom" => Some(Target::Stream(seal_abi::device::URANDOM)),
-        b"/dev/random" => Some(Target::Stream(seal_abi::device::RANDOM)),
-        b"/proc/sys/kernel/random/uuid" => Some(Target::Uuid),
-        b"/proc/sys/kernel/random/boot_id" => Some(Target::BootId),
-        b"/proc/sys/kernel/hostname" => Some(Target::HostName { kernel: true }),
-        b"/etc/hostname" => Some(Target::HostName { kernel: false }),
-        _ => None,
+    match sealed_path::classify(path)? {
+        File::Stream(d) => Some(Target::Stream(d)),
+        File::Uuid => Some(Target::Uuid),
+        File::BootId => Some(Target::BootId),
+        File::HostName { kernel } => Some(Target::HostName { kernel }),
+        File::Uptime | File::Machine(_) => None,
     }
 }
 
 /// Collapses repeated slashes and `/./` components into `out`; `None` if it does not fit.
-pub(crate) fn normalise(path: &[u8], out: &mut [u8; 48]) -> Option<usize> {
-    let mut n = 0;
-    let mut i = 0;
-    while i < path.len() {
-        let c = path[i];
-        if c == b'/' {
-            if n > 0 && out[n - 1] == b'/' {
-                i += 1;
-                continue;
-            }
-            if path.get(i + 1) == Some(&b'.') && path.get(i + 2) == Some(&b'/') {
-                i += 2;
-                continue;
-            }
-        }
-        if n == out.len() {
-            return None;
-        }
-        out[n] = c;
-        n += 1;
-        i += 1;
+pub(crate) use seal_abi::sealed_path::normalise;
+
+/// Relative `path` (relative to `dirfd`, or to the working directory for `AT_FDCWD`) made
+/// absolute in `out` (NUL-terminated) when its last component is a sealed file's
+/// ([`sealed_path::names_one`]: any other relative path costs that one look) and the result
+/// names a sealed file: `cd /proc && cat meminfo`, busybox `top`'s `open("stat")` after
+/// `chdir("/proc")`. The directory is the kernel's answer (`getcwd`, or `dirfd`'s link in
+/// `/proc/self/fd`); `..` and links inside `path` are not followed.
+pub fn relative_sealed(dirfd: i32, path: &[u8], out: &mut [u8; 256]) -> bool {
+    if !sealed_path::names_one(path) {
+        return false;
     }
-    Some(n)
+    let mut dir = [0u8; 160];
+    let n = if dirfd == libc::AT_FDCWD {
+        // SAFETY: getcwd into a buffer we own (its length counts the NUL).
+        let r = unsafe { libc::syscall(libc::SYS_getcwd, dir.as_mut_ptr(), dir.len()) };
+        if r <= 0 {
+            return false;
+        }
+        r as usize - 1
+    } else {
+        let mut link = sys::StackBuf::<32>::new();
+        link.push(b"/proc/self/fd/")
+            .push_i64(dirfd as i64)
+            .push(b"\0");
+        // SAFETY: a NUL-terminated path and a buffer we own.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_readlink,
+                link.as_bytes().as_ptr(),
+                dir.as_mut_ptr(),
+                dir.len(),
+            )
+        };
+        if r <= 0 || r as usize == dir.len() {
+            return false;
+        }
+        r as usize
+    };
+    match sealed_path::join(&dir[..n], path, out) {
+        Some(len) => sealed_path::classify(&out[..len]).is_some(),
+        None => false,
+    }
 }
 
 /// What to do with an open of one of our paths.

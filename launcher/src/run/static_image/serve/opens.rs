@@ -25,6 +25,7 @@
 //! /proc/sys/kernel/random/uuid` and `uptime` differed in every run.
 
 use seal_abi::machine_file as mf;
+use seal_abi::sealed_path::{self, File};
 use seal_abi::{device, flags, Fid, NO_DETAIL};
 
 use super::super::exec_child::read_cstr;
@@ -48,37 +49,45 @@ pub(super) enum Sealed {
     Proc(ProcPath),
 }
 
-/// What absolute path `path` names, after collapsing `//` and `/./`.
+/// What absolute path `path` names, after collapsing `//` and `/./`: a sealed file of
+/// [`seal_abi::sealed_path`]'s table (libseal's too), or a file of a process directory.
 pub(super) fn classify(path: &[u8]) -> Option<Sealed> {
-    if path.first() != Some(&b'/') || path.len() > 64 {
+    if let Some(f) = sealed_path::classify(path) {
+        return Some(match f {
+            File::Stream(d) => Sealed::Stream(d),
+            File::Uuid => Sealed::Uuid,
+            File::BootId => Sealed::BootId,
+            File::HostName { .. } => Sealed::HostName,
+            File::Uptime => Sealed::Uptime,
+            File::Machine(i) => Sealed::Machine(i),
+        });
+    }
+    if path.first() != Some(&b'/') {
         return None;
     }
-    let mut norm = Vec::with_capacity(path.len());
-    let mut i = 0;
-    while i < path.len() {
-        if path[i] == b'/' && norm.last() == Some(&b'/') {
-            i += 1;
-            continue;
-        }
-        if path[i] == b'/' && path.get(i + 1) == Some(&b'.') && path.get(i + 2) == Some(&b'/') {
-            i += 2;
-            continue;
-        }
-        norm.push(path[i]);
-        i += 1;
+    let mut norm = [0u8; sealed_path::MAX];
+    let n = sealed_path::normalise(path, &mut norm)?;
+    Some(Sealed::Proc(procfiles::classify(&norm[..n])?))
+}
+
+/// Relative `path` of thread `tid`'s open, relative to `dirfd` (or its working directory for
+/// `AT_FDCWD`), made absolute when it names a sealed file, as libseal's hooks do
+/// (`shim/src/open`): busybox `top` opens `stat`, `meminfo` and `loadavg` after
+/// `chdir("/proc")`.
+fn relative_sealed(tid: i32, dirfd: i32, path: &[u8]) -> Option<Vec<u8>> {
+    if !sealed_path::names_one(path) {
+        return None;
     }
-    Some(match &norm[..] {
-        b"/dev/urandom" => Sealed::Stream(device::URANDOM),
-        b"/dev/random" => Sealed::Stream(device::RANDOM),
-        b"/proc/sys/kernel/random/uuid" => Sealed::Uuid,
-        b"/proc/sys/kernel/random/boot_id" => Sealed::BootId,
-        b"/proc/uptime" => Sealed::Uptime,
-        b"/proc/sys/kernel/hostname" | b"/etc/hostname" => Sealed::HostName,
-        n => match mf::index(n) {
-            Some(i) => Sealed::Machine(i),
-            None => Sealed::Proc(procfiles::classify(n)?),
-        },
-    })
+    let link = match dirfd {
+        libc::AT_FDCWD => format!("/proc/{tid}/cwd"),
+        fd => format!("/proc/{tid}/fd/{fd}"),
+    };
+    let dir = std::fs::read_link(link).ok()?;
+    let dir = dir.as_os_str().as_encoded_bytes();
+    let mut out = vec![0u8; dir.len() + path.len() + 2];
+    let n = sealed_path::join(dir, path, &mut out)?;
+    out.truncate(n);
+    sealed_path::classify(&out).map(|_| out)
 }
 
 /// `/proc/uptime`'s text for a `CLOCK_BOOTTIME` of `boot_ns`, as libseal writes it
@@ -124,11 +133,17 @@ impl Supervisor {
     pub(super) fn open_call(&mut self, n: &Notif, tgid: i32) -> Answer {
         let tid = n.pid as i32;
         let a = n.args;
-        let (at, oflags) = match n.nr as i64 {
-            libc::SYS_open => (a[0], a[1] as i32),
-            _ => (a[1], a[2] as i32),
+        let (dirfd, at, oflags) = match n.nr as i64 {
+            libc::SYS_open => (libc::AT_FDCWD, a[0], a[1] as i32),
+            _ => (a[0] as i32, a[1], a[2] as i32),
         };
-        let path = read_cstr(tid, at);
+        let mut path = read_cstr(tid, at);
+        if path.first().is_some_and(|&c| c != b'/') {
+            match relative_sealed(tid, dirfd, &path) {
+                Some(abs) => path = abs,
+                None => return Answer::Continue,
+            }
+        }
         let Some(file) = classify(&path) else {
             return Answer::Continue;
         };
