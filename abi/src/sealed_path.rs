@@ -143,28 +143,19 @@ mod tests {
 
     #[test]
     fn only_a_sealed_files_name_makes_a_relative_path_worth_a_look() {
-        for p in [
-            &b"urandom"[..],
-            b"meminfo",
-            b"stat",
-            b"loadavg",
-            b"uptime",
-            b"random/uuid",
-            b"./boot_id",
-            b"cpu/online",
-            b"hostname",
-        ] {
-            assert!(names_one(p), "{p:?}");
-        }
-        for p in [
-            &b"main.c"[..],
-            b"/dev/urandom",
-            b"",
-            b"dev/",
-            b"urandom2",
-            b"status",
-        ] {
-            assert!(!names_one(p), "{p:?}");
+        let yes = [
+            "urandom",
+            "meminfo",
+            "stat",
+            "loadavg",
+            "uptime",
+            "random/uuid",
+        ];
+        let yes = yes.iter().chain(&["./boot_id", "cpu/online", "hostname"]);
+        let no = ["main.c", "/dev/urandom", "", "dev/", "urandom2", "status"];
+        let cases = yes.map(|p| (p, true)).chain(no.iter().map(|p| (p, false)));
+        for (p, want) in cases {
+            assert_eq!(names_one(p.as_bytes()), want, "{p}");
         }
     }
 
