@@ -117,6 +117,12 @@ pub const TIOCSPGRP: u32 = 0x5410;
 /// a Go image's in-image random number code counted (`go_rand`: private counters, gone once
 /// the process is) into its census before the process goes; answered `CONTINUE`.
 pub const EXIT_GROUP: u32 = 231;
+/// `getdents64`, sent (from an image, as [`GROUP_CALLS`]): the supervisor reads the
+/// directory itself (through a copy of the image's descriptor, the same open file) and gives
+/// the image its entries as libseal gives a dynamic program's: a listing of `/proc` with the
+/// run's processes under their virtual pids, any other directory in name order
+/// (`serve/listings.rs`).
+pub const GETDENTS64: u32 = 217;
 /// `rt_sigaction`, sent (from an image, as [`GROUP_CALLS`]) only when it sets a disposition
 /// (its second argument not NULL) for [`SIGCHLD`]: the supervisor adds `SA_RESTART` to a
 /// handler's flags (`serve/restart.rs`). A call of an image waits in its notification until
@@ -138,13 +144,14 @@ const CLONE_THREAD: u32 = 0x10000;
 pub const IMAGE_IP_LIMIT: u32 = 0x7f00;
 
 /// Instructions in [`filter`].
-pub const FILTER_LEN: usize = CALLS.len() + 37 + GROUP_CALLS.len() + OPEN_CALLS.len();
+pub const FILTER_LEN: usize = CALLS.len() + 38 + GROUP_CALLS.len() + OPEN_CALLS.len();
 
 /// The filter: another architecture's calls (`int 0x80`) and x32 calls are allowed; a call in
 /// [`CALLS`] is a user notification, and so is a call in [`TIMED_WAITS`] whose timeout (its
 /// fourth argument, an `int`) is positive, and a call in [`PROC_CALLS`] made below
 /// [`IMAGE_IP_LIMIT`] (a `clone` only without `CLONE_THREAD`), and one in [`GROUP_CALLS`],
-/// [`OPEN_CALLS`] (unless marked [`BATCH_OPEN`]), [`SYSINFO`] or [`EXIT_GROUP`], an
+/// [`OPEN_CALLS`] (unless marked [`BATCH_OPEN`]), [`SYSINFO`], [`EXIT_GROUP`] or
+/// [`GETDENTS64`], an
 /// [`IOCTL`] of [`TIOCGPGRP`] or [`TIOCSPGRP`] or a [`SIGACTION`] that sets [`SIGCHLD`]'s
 /// disposition made there; everything else is allowed.
 pub const fn filter() -> [SockFilter; FILTER_LEN] {
@@ -167,9 +174,9 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     let n = CALLS.len();
     let (waits, procs) = (n + 5, n + 10);
     // The calls sent only from an image: PROC_CALLS (clone first), then GROUP_CALLS,
-    // OPEN_CALLS, SYSINFO and EXIT_GROUP, then ioctl and rt_sigaction (their arguments
+    // OPEN_CALLS, SYSINFO, EXIT_GROUP and GETDENTS64, then ioctl and rt_sigaction (their arguments
     // checked in blocks of their own, as clone's flags are).
-    let limited = PROC_CALLS.len() + GROUP_CALLS.len() + OPEN_CALLS.len() + 2;
+    let limited = PROC_CALLS.len() + GROUP_CALLS.len() + OPEN_CALLS.len() + 3;
     let ioctl = procs + limited + 2;
     let (clone, opens, sigaction) = (ioctl + 3, ioctl + 5, ioctl + 7);
     let ip = sigaction + 6;
@@ -211,8 +218,10 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
             (OPEN_CALLS[i - groups], opens)
         } else if i < groups + OPEN_CALLS.len() + 1 {
             (SYSINFO, ip)
-        } else {
+        } else if i < groups + OPEN_CALLS.len() + 2 {
             (EXIT_GROUP, ip)
+        } else {
+            (GETDENTS64, ip)
         };
         f[procs + i] = op(JEQ, to(procs + i, next), 0, nr);
         i += 1;
@@ -370,7 +379,8 @@ mod tests {
                 || GROUP_CALLS.contains(&nr)
                 || OPEN_CALLS.contains(&nr)
                 || nr == SYSINFO
-                || nr == EXIT_GROUP;
+                || nr == EXIT_GROUP
+                || nr == GETDENTS64;
             let want = if listed { RET_USER_NOTIF } else { RET_ALLOW };
             assert_eq!(run(ARCH_X86_64, nr), want, "{nr}");
             assert_eq!(run(0x4000_0003, nr), RET_ALLOW, "i386 {nr}");
@@ -384,7 +394,7 @@ mod tests {
             .into_iter()
             .chain(GROUP_CALLS)
             .chain(OPEN_CALLS)
-            .chain([SYSINFO, EXIT_GROUP])
+            .chain([SYSINFO, EXIT_GROUP, GETDENTS64])
         {
             assert_eq!(run_full(ARCH_X86_64, nr, 0, 0, 0), RET_USER_NOTIF, "{nr}");
             assert_eq!(

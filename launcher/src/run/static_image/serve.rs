@@ -20,7 +20,7 @@ use super::remote::{child_signals, drain, proc_status_field, write};
 use super::world::{Stream, World};
 use seal_abi::supervised::entropy::MAGIC;
 use seal_abi::supervised::{msg, CALLS, EXEC, EXIT_GROUP, GROUP_CALLS, IOCTL};
-use seal_abi::supervised::{OPEN_CALLS, PROC_CALLS, SIGACTION, SYSINFO, TIMED_WAITS};
+use seal_abi::supervised::{GETDENTS64, OPEN_CALLS, PROC_CALLS, SIGACTION, SYSINFO, TIMED_WAITS};
 
 mod answers;
 mod clocks;
@@ -31,6 +31,7 @@ mod go_rand;
 mod groups;
 mod held;
 mod lamport;
+mod listings;
 mod opens;
 mod pids;
 mod procfiles;
@@ -108,6 +109,8 @@ struct Supervisor {
     /// Go processes' in-image random numbers, counted at their exit or exec (`go_rand.rs`),
     /// and whether the first process's (a cgo program's, libseal's) is still to be found.
     rands: HashMap<i32, super::rand_counts::Rands>,
+    /// Directory listings being read (`listings.rs`).
+    listings: listings::Listings,
     cgo_rands: bool,
 }
 
@@ -162,6 +165,7 @@ pub fn run(
         feeds: Default::default(),
         device_opens: HashMap::new(),
         rands: HashMap::new(),
+        listings: Default::default(),
         cgo_rands: !traced && world_random,
     };
     if !traced {
@@ -469,6 +473,12 @@ impl Supervisor {
         }
         if n.nr as u32 == EXIT_GROUP {
             return Answer::Continue;
+        }
+        if n.nr as u32 == GETDENTS64 {
+            return match in_image {
+                true => self.listing(n, tgid),
+                false => Answer::Continue,
+            };
         }
         if n.nr as u32 == SIGACTION {
             if in_image {
