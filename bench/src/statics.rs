@@ -26,6 +26,8 @@ pub const FORK_ROUNDS: u64 = 200;
 /// Opens (each read once and closed) of one run of the open loop: each open of a static image
 /// is sent to the supervisor, which looks at its path (docs/design.md, "Sealed files").
 pub const OPEN_ROUNDS: u64 = 2_000;
+/// Rounds of the static C listing loop (`fixtures/bench/static_listdir.c`).
+pub const LIST_ROUNDS: u64 = 500;
 /// Rounds of the Go loop (each: `time.Now()`, two clock reads, and one `getrandom`), short and
 /// long: the per-round cost is the difference over the difference in rounds.
 pub const GO_ROUNDS: u64 = 2_000;
@@ -87,6 +89,20 @@ fn plan(root: &Path, dir: &Path) -> (Vec<Planned>, Option<PathBuf>) {
             vec![OPEN_ROUNDS.to_string().into()],
             true,
             OPEN_ROUNDS,
+        ));
+    }
+    if let Some(bin) = cc(
+        "static_listdir",
+        &root.join("fixtures/bench/static_listdir.c"),
+    ) {
+        plan.push((
+            format!(
+                "static C loop, {LIST_ROUNDS} × (`opendir` + `readdir` to the end + `closedir`)"
+            ),
+            bin,
+            vec![LIST_ROUNDS.to_string().into()],
+            true,
+            LIST_ROUNDS,
         ));
     }
     let true_src = dir.join("static_true.c");

@@ -224,7 +224,15 @@ fn a_static_image_lists_directories_in_name_order() {
     let d = dir.path().to_str().unwrap();
     let (o, v) = census_json(&["--", busybox, "find", d], TIMEOUT);
     o.ok();
-    let names: Vec<&str> = o.stdout.lines().map(|l| l.rsplit('/').next().unwrap()).collect();
+    let names: Vec<&str> = o
+        .stdout
+        .lines()
+        .map(|l| l.rsplit('/').next().unwrap())
+        .collect();
     assert_eq!(names[1..], ["a", "c", "m", "x"], "{}", o.show());
-    assert_eq!(from_busybox(&v, "getdents64 (listing sorted)", None), 1, "{v:#}");
+    assert_eq!(
+        from_busybox(&v, "getdents64 (listing sorted)", None),
+        1,
+        "{v:#}"
+    );
 }
