@@ -500,6 +500,21 @@ fn a_nested_seal_reads_its_own_configuration_not_the_outer_runs() {
     assert_ne!(default.stdout, direct.stdout, "seed = 7 was not read");
 }
 
+/// A nested seal starts its root with a call the outer run's libseal hooks: the outer run
+/// says nothing of it, and the inner root runs sealed by the inner seal. The inner launcher
+/// made its child with a raw `clone` (its direct spawn), which the outer run reported as
+/// `not sealed (unsupported-call): clone() creating a process`.
+#[test]
+fn a_nested_seal_is_no_unsupported_call_of_the_outer_run() {
+    let inner = "\"$SEAL\" -q -- date +%s; \"$SEAL\" -q --epoch @86400 -- date +%s";
+    let mut nested = seal(["--", "sh", "-c", inner]);
+    nested.env("SEAL", seal_bin());
+    let o = run_timeout(nested, TIMEOUT);
+    o.ok();
+    assert_eq!(o.stdout, "1767225600\n86400\n", "{}", o.show());
+    assert!(!o.stderr.contains("unsupported-call"), "{}", o.show());
+}
+
 /// Counts are bounded when parsed: a huge `-n` or `--passes` is one line and exit 2, never a
 /// panic or an abort.
 #[test]

@@ -386,7 +386,8 @@ pub fn run_interactive(
     cmd.env(name, value);
     // Signals go to the command (the terminal's ^C reaches it directly); seal waits and
     // reports its status. Started directly when libseal ties it to seal, else by std.
-    let direct = guards
+    // Not in another seal's run: its libseal sees the raw `clone` of a direct spawn.
+    let direct = (guards && !crate::run::shim::inside_a_run())
         .then(|| crate::run::direct::prepare(&cmd, &argv[0], !settings.unsealed("layout")))
         .flatten();
     // A static root the child execs itself (std spawns it: it is set up between fork and exec).

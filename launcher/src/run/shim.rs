@@ -444,6 +444,18 @@ fn verify(path: &Path) -> Result<bool> {
     Ok(true)
 }
 
+
+/// Is this launcher itself sealed (a seal inside another's run: libseal mapped here)? Then
+/// its children are made by calls libseal hooks (`fork`, `posix_spawn`), not by a raw `clone`
+/// the outer run would report as unsupported, and no server is forked from it (the copy
+/// would carry the outer run's libseal). Read once.
+pub fn inside_a_run() -> bool {
+    static INSIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *INSIDE.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/maps").is_ok_and(|m| m.contains("/libseal-"))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

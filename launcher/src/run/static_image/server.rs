@@ -46,14 +46,11 @@ pub fn run(args: &[OsString]) -> i32 {
 /// outer run's libseal), nor when the socket's path is too long: then the first static exec
 /// starts the server as in any run.
 pub fn start_early(run_dir: &std::path::Path) -> bool {
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return false;
-    };
     // The copy runs Rust code (it allocates, sets variables): in the fork of a launcher that
     // runs other threads (`verify --jobs`, `golden --jobs`) a lock one of them held stays held
     // (seen: the copy stuck for good in `set_var`, every image of the run waiting 5 s for it,
     // then running unsealed). Then the first static exec starts the server (fork and exec).
-    if maps.contains("/libseal-") || !one_thread() {
+    if crate::run::shim::inside_a_run() || !one_thread() {
         return false;
     }
     let path = run_dir.join(seal_abi::supervised::SERVER_SOCKET);
