@@ -204,7 +204,7 @@ fn a_static_image_lists_directories_in_name_order() {
     let mut bins = vec![crate::util::build_c("static_dirorder", &[])];
     bins.extend(crate::static_pids::static_builds("static_dirorder"));
     let line = "a b c f m q x z ";
-    let want = format!("{line}\n{line}\na b c f | c f m q x z \n");
+    let want = format!("{line}\nend\n{line}\na b c f | c f m q x z \n");
     for bin in &bins {
         let bin = bin.to_str().unwrap();
         let o = alike(3, || {

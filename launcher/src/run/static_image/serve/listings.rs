@@ -15,7 +15,7 @@
 //! `d_off` their place (1, 2, …), `d_ino` and `d_type` the kernel's. A stream is known again by
 //! `kcmp` (the same open file) and by its position, which the reads left at the directory's
 //! end: a `rewinddir` (position 0) reads the directory again, a `seekdir` to a place given
-//! goes there. A stream is forgotten at its end, and at most [`STREAMS`] are kept.
+//! goes there. At most [`STREAMS`] are kept (the oldest goes).
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -92,7 +92,8 @@ impl Supervisor {
             if s.next < s.entries.len() {
                 return Answer::Error(libc::EINVAL); // the buffer holds no entry
             }
-            self.listings.streams.remove(&key);
+            // Kept: a read past the end is the end again (the copy's position, the
+            // directory's end, no place of the listing, would read it afresh).
             return Answer::Value(0);
         }
         if !write(n.pid as i32, buf, &bytes) {
