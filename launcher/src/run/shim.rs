@@ -444,7 +444,6 @@ fn verify(path: &Path) -> Result<bool> {
     Ok(true)
 }
 
-
 /// Is this launcher itself sealed (a seal inside another's run: libseal mapped here)? Then
 /// its children are made by calls libseal hooks (`fork`, `posix_spawn`), not by a raw `clone`
 /// the outer run would report as unsupported, and no server is forked from it (the copy
