@@ -151,7 +151,10 @@ impl Stream {
                 fd,
             )
         };
-        if same != 0 {
+        // 1 or 2: another file. -1: no `kcmp` here (a kernel without it), and the position
+        // alone tells (taken for a new stream, a listing in progress would start over at
+        // every call).
+        if same > 0 {
             return false;
         }
         let at = lseek(&self.file, 0, libc::SEEK_CUR);
