@@ -325,6 +325,31 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_is_known_by_its_position_where_kcmp_cannot_tell() {
+        let d = tempfile::tempdir().unwrap();
+        let file: OwnedFd = std::fs::File::open(d.path()).unwrap().into();
+        let entries = sorted(read_all(&file).unwrap());
+        let pos = lseek(&file, 0, libc::SEEK_CUR);
+        let mut s = Stream {
+            file,
+            entries,
+            next: 1,
+            pos,
+            made: 0,
+        };
+        // No such process: kcmp fails, and the position (unmoved) keeps the stream.
+        assert!(s.follow(i32::MAX, 3));
+        assert_eq!(s.next, 1);
+        // A seekdir to place 2 (the last: `.`, `..`).
+        lseek(&s.file, 2, libc::SEEK_SET);
+        assert!(s.follow(i32::MAX, 3));
+        assert_eq!(s.next, 2);
+        // A rewinddir: a new stream.
+        lseek(&s.file, 0, libc::SEEK_SET);
+        assert!(!s.follow(i32::MAX, 3));
+    }
+
+    #[test]
     fn a_directory_is_read_to_its_end_through_a_descriptor() {
         let d = tempfile::tempdir().unwrap();
         for n in ["x", "y", "z"] {
