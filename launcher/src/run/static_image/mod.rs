@@ -21,6 +21,7 @@ mod auxv;
 mod batch;
 mod census;
 mod clock_state;
+mod dir_streams;
 mod exe_map;
 mod exec_child;
 mod feeds;

@@ -110,7 +110,7 @@ struct Supervisor {
     /// and whether the first process's (a cgo program's, libseal's) is still to be found.
     rands: HashMap<i32, super::rand_counts::Rands>,
     /// Directory listings being read (`listings.rs`).
-    listings: listings::Listings,
+    listings: super::dir_streams::Listings,
     cgo_rands: bool,
 }
 
