@@ -12,10 +12,11 @@
 //! At a stream's first call the supervisor takes a copy of the image's descriptor
 //! (`pidfd_getfd`: the same open file, so the same position), reads the directory to its end
 //! through it, and keeps the entries; each call is then given the next of them that fit, with
-//! `d_off` their place (1, 2, …), `d_ino` and `d_type` the kernel's. A stream is known again by
-//! `kcmp` (the same open file) and by its position, which the reads left at the directory's
-//! end: a `rewinddir` (position 0) reads the directory again, a `seekdir` to a place given
-//! goes there. At most [`STREAMS`] are kept (the oldest goes).
+//! `d_off` their place (1, 2, …), `d_ino` and `d_type` the kernel's. The file's position is
+//! kept at the place of the next entry. A stream is known again by `kcmp` (the same open file)
+//! and by that position: a `rewinddir` (position 0) reads the directory again, a `seekdir` to
+//! a place given goes there. At most [`STREAMS`] are kept (the oldest goes), each without its entries once
+//! read to its end.
 
 use seal_abi::{flags, Fid, NO_DETAIL};
 
@@ -57,14 +58,17 @@ impl Supervisor {
             if s.next < s.entries.len() {
                 return Answer::Error(libc::EINVAL); // the buffer holds no entry
             }
-            // Kept: a read past the end is the end again (the copy's position, the
-            // directory's end, no place of the listing, would read it afresh).
+            // Kept, without its entries, at its end's place: a read past the end is the end
+            // again, and a `seekdir` back (another place) reads the directory again.
+            s.entries = Vec::new();
+            s.next = 0;
             return Answer::Value(0);
         }
         if !write(n.pid as i32, buf, &bytes) {
             return Answer::Error(libc::EFAULT);
         }
         s.next += taken;
+        s.pos = set_place(&s.file, s.next);
         Answer::Value(bytes.len() as i64)
     }
 
@@ -90,7 +94,7 @@ impl Supervisor {
         } else {
             0
         };
-        let pos = lseek(&file, 0, libc::SEEK_CUR);
+        let pos = set_place(&file, next);
         Ok(Stream {
             file,
             entries,
@@ -98,5 +102,15 @@ impl Supervisor {
             pos,
             made: 0,
         })
+    }
+}
+
+/// Moves `file`'s position to place `next` (the `d_off` of the entry given last), so that a
+/// `telldir` and `seekdir` of the image, which move the same position, are seen as places;
+/// the position it is at (where a file system refuses it, the one it had).
+fn set_place(file: &std::os::fd::OwnedFd, next: usize) -> i64 {
+    match lseek(file, next as i64, libc::SEEK_SET) {
+        p if p >= 0 => p,
+        _ => lseek(file, 0, libc::SEEK_CUR),
     }
 }
