@@ -350,6 +350,26 @@ pub unsafe fn munmap(p: *mut u8, len: usize) {
     unsafe { syscall3(libc::SYS_munmap, p as i64, len as i64, 0) };
 }
 
+/// The working directory into `buf`: its length (without the NUL), or 0 when it does not fit
+/// or cannot be had.
+pub fn getcwd(buf: &mut [u8]) -> usize {
+    // SAFETY: buf is a valid buffer of its length.
+    let n = unsafe {
+        syscall3(
+            libc::SYS_getcwd,
+            buf.as_mut_ptr() as i64,
+            buf.len() as i64,
+            0,
+        )
+    };
+    // The kernel's length counts the NUL.
+    if n > 1 {
+        n as usize - 1
+    } else {
+        0
+    }
+}
+
 /// Reads a symlink into `buf`; returns the length or 0.
 pub fn readlink(path: &[u8], buf: &mut [u8]) -> usize {
     // SAFETY: path is NUL-terminated, buf valid.

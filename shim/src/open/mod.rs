@@ -106,31 +106,15 @@ pub fn relative_sealed(dirfd: i32, path: &[u8], out: &mut [u8; 256]) -> bool {
     }
     let mut dir = [0u8; 160];
     let n = if dirfd == libc::AT_FDCWD {
-        // SAFETY: getcwd into a buffer we own (its length counts the NUL).
-        let r = unsafe { libc::syscall(libc::SYS_getcwd, dir.as_mut_ptr(), dir.len()) };
-        if r <= 0 {
-            return false;
-        }
-        r as usize - 1
+        sys::getcwd(&mut dir)
     } else {
         let mut link = sys::StackBuf::<32>::new();
-        link.push(b"/proc/self/fd/")
-            .push_i64(dirfd as i64)
-            .push(b"\0");
-        // SAFETY: a NUL-terminated path and a buffer we own.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_readlink,
-                link.as_bytes().as_ptr(),
-                dir.as_mut_ptr(),
-                dir.len(),
-            )
-        };
-        if r <= 0 || r as usize == dir.len() {
-            return false;
-        }
-        r as usize
+        link.push(b"/proc/self/fd/").push_i64(dirfd as i64);
+        sys::readlink(link.as_cstr(), &mut dir)
     };
+    if n == 0 || n == dir.len() {
+        return false;
+    }
     match sealed_path::join(&dir[..n], path, out) {
         Some(len) => sealed_path::classify(&out[..len]).is_some(),
         None => false,

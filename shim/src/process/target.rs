@@ -43,18 +43,9 @@ pub fn check(path: &[u8]) -> Result<ExeId, (u32, Path)> {
         // Name the program by its absolute path, so the launcher's one-line-per-program
         // dedup sees `./x` and `/dir/x` as the same program.
         let mut cwd = [0u8; 4096];
-        // SAFETY: cwd is a valid buffer of its length.
-        let n = unsafe {
-            sys::syscall3(
-                libc::SYS_getcwd,
-                cwd.as_mut_ptr() as i64,
-                cwd.len() as i64,
-                0,
-            )
-        };
-        if n > 1 {
-            let len = cwd.iter().position(|&c| c == 0).unwrap_or(0);
-            cur.push(&cwd[..len]).push(b"/");
+        let n = sys::getcwd(&mut cwd);
+        if n > 0 {
+            cur.push(&cwd[..n]).push(b"/");
         }
     }
     let rel = path.strip_prefix(b"./").unwrap_or(path);

@@ -3,7 +3,7 @@
 //! sorted entries and where it is, and the reading, sorting and record writing.
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::notif::Answer;
 
@@ -75,27 +75,13 @@ impl Stream {
     }
 }
 
-/// A copy of process `tgid`'s descriptor `fd` (`pidfd_getfd`): `Err` the answer when there is
-/// none (`EBADF` as the kernel's, or the call as it is when it cannot be had).
+/// A copy of process `tgid`'s descriptor `fd`: `Err` the answer when there is none (`EBADF`
+/// as the kernel's, or the call as it is when it cannot be had).
 pub(super) fn copy_of(tgid: i32, fd: i32) -> Result<OwnedFd, Answer> {
-    // SAFETY: pidfd_open of a process; the descriptor is ours.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0) } as i32;
-    if pidfd < 0 {
-        return Err(Answer::Continue);
-    }
-    // SAFETY: ours, closed here.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    // SAFETY: pidfd_getfd of the image's descriptor (the supervisor may ptrace it).
-    let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) } as i32;
-    if got < 0 {
-        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        return Err(match e {
-            libc::EBADF => Answer::Error(libc::EBADF),
-            _ => Answer::Continue,
-        });
-    }
-    // SAFETY: a new descriptor of ours.
-    Ok(unsafe { OwnedFd::from_raw_fd(got) })
+    super::remote::copy_fd(tgid, fd).map_err(|e| match e {
+        libc::EBADF => Answer::Error(libc::EBADF),
+        _ => Answer::Continue,
+    })
 }
 
 /// Is `file` the root of procfs?

@@ -82,16 +82,8 @@ impl Waits {
         if let Some(&c) = self.copies.get(&(tgid, fd)) {
             return c;
         }
-        // SAFETY: pidfd_open and pidfd_getfd with integer arguments; close of our pidfd.
-        let c = unsafe {
-            let pidfd = libc::syscall(libc::SYS_pidfd_open, tgid, 0) as i32;
-            if pidfd < 0 {
-                return -1;
-            }
-            let c = libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) as i32;
-            libc::close(pidfd);
-            c
-        };
+        use std::os::fd::IntoRawFd;
+        let c = super::remote::copy_fd(tgid, fd).map_or(-1, IntoRawFd::into_raw_fd);
         if c >= 0 {
             self.copies.insert((tgid, fd), c);
         }

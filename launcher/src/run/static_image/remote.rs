@@ -25,6 +25,31 @@ pub fn write_path(tid: i32, addr: u64, p: &std::path::Path) -> bool {
     b.len() <= 2048 && write(tid, addr, &b)
 }
 
+/// A copy of process `tgid`'s descriptor `fd` (`pidfd_open`, `pidfd_getfd`: the same open
+/// file), or the errno that refused it.
+pub fn copy_fd(tgid: i32, fd: i32) -> Result<std::os::fd::OwnedFd, i32> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let errno = || {
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    };
+    // SAFETY: pidfd_open of a process; the descriptor is ours.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0) } as i32;
+    if pidfd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: ours, closed when dropped.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    // SAFETY: pidfd_getfd of the process's descriptor (the supervisor may ptrace it).
+    let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) } as i32;
+    if got < 0 {
+        return Err(errno());
+    }
+    // SAFETY: a new descriptor of ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(got) })
+}
+
 /// The registers of tracee `pid`, in a ptrace stop.
 pub fn regs(pid: i32) -> Option<libc::user_regs_struct> {
     // SAFETY: user_regs_struct is plain data; PTRACE_GETREGS fills it for our stopped tracee.
