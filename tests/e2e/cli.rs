@@ -371,9 +371,13 @@ fn run_dirs_of_killed_launchers_are_removed() {
             })
             .collect()
     };
+    // A directory already gone is left so: the killed launcher's watch
+    // (launcher/src/run/watch.rs) can remove its own before it is aged (seen once in 400 runs).
     let age = |dir: &std::path::Path| {
         let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
-        std::fs::File::open(dir).unwrap().set_modified(old).unwrap();
+        if let Ok(f) = std::fs::File::open(dir) {
+            f.set_modified(old).unwrap();
+        }
     };
     let start = |secs: &str| {
         let mut cmd = seal(["--", "sleep", secs]);
