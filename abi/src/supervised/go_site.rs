@@ -46,6 +46,69 @@ pub struct Sites {
     pub rand: Option<super::go_rand::Sites>,
 }
 
+/// How many words [`Sites::to_words`] writes: flags, `random`, `cputicks`, `rand`'s entries,
+/// its `mrandinit` calls, its inlined copies (map code, then `select`), `low`.
+pub const WORDS: usize = 16 + 2 * (super::go_wyrand::MAX_SITES + super::go_select::MAX_SITES) + 1;
+
+impl Sites {
+    /// The sites as words, the lowest `PT_LOAD` address (`low`) last: what the supervisor
+    /// keeps of an executable for the rest of its run (read back by [`Sites::from_words`]).
+    pub fn to_words(&self, low: Option<u64>) -> [u64; WORDS] {
+        let mut w = [0u64; WORDS];
+        let flag = |on: bool, bit: u32| (on as u64) << bit;
+        let rand = self.rand.unwrap_or_default();
+        w[0] = flag(self.random.is_some(), 0)
+            | flag(self.cputicks.is_some(), 1)
+            | flag(self.rand.is_some(), 2)
+            | flag(rand.maps, 3)
+            | flag(low.is_some(), 4);
+        if let Some(r) = self.random {
+            w[1..4].copy_from_slice(&[r.call, r.low, r.target]);
+        }
+        if let Some((at, size)) = self.cputicks {
+            w[4..6].copy_from_slice(&[at, size]);
+        }
+        for (i, &(at, piece)) in rand.entries.iter().enumerate() {
+            w[6 + 2 * i..8 + 2 * i].copy_from_slice(&[at, piece as u64]);
+        }
+        w[12..16].copy_from_slice(&rand.init_calls);
+        for (i, &(at, b)) in rand.inlined.iter().chain(&rand.select).enumerate() {
+            w[16 + 2 * i..18 + 2 * i].copy_from_slice(&[at, b as u64]);
+        }
+        w[WORDS - 1] = low.unwrap_or(0);
+        w
+    }
+
+    /// What [`Sites::to_words`] wrote: the sites and `low`; `None` for words no sites give.
+    pub fn from_words(w: &[u64; WORDS]) -> Option<(Sites, Option<u64>)> {
+        if w[0] >> 5 != 0 {
+            return None;
+        }
+        let on = |bit: u32| w[0] >> bit & 1 == 1;
+        let mut rand = super::go_rand::Sites {
+            maps: on(3),
+            ..Default::default()
+        };
+        for (i, e) in rand.entries.iter_mut().enumerate() {
+            *e = (w[6 + 2 * i], usize::try_from(w[7 + 2 * i]).ok()?);
+        }
+        rand.init_calls.copy_from_slice(&w[12..16]);
+        for (i, s) in rand.inlined.iter_mut().chain(&mut rand.select).enumerate() {
+            *s = (w[16 + 2 * i], u8::try_from(w[17 + 2 * i]).ok()?);
+        }
+        let sites = Sites {
+            random: on(0).then_some(Site {
+                call: w[1],
+                low: w[2],
+                target: w[3],
+            }),
+            cputicks: on(1).then_some((w[4], w[5])),
+            rand: on(2).then_some(rand),
+        };
+        Some((sites, on(4).then_some(w[WORDS - 1])))
+    }
+}
+
 pub(super) fn u16_at(f: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(
         f.get(at..at.checked_add(2)?)?.try_into().ok()?,
@@ -333,6 +396,42 @@ mod tests {
         for n in (0..f.len()).step_by(37) {
             assert!(find(&f[..n]).is_none_or(|s| s == want));
         }
+    }
+
+    #[test]
+    fn sites_read_back_from_their_words_are_the_same() {
+        let mut rand = super::super::go_rand::Sites {
+            entries: [(0x401000, 0), (0x402000, 64), (0, 0)],
+            init_calls: [0x403000, 0x403010, 0, 0],
+            maps: true,
+            ..Default::default()
+        };
+        rand.inlined[0] = (0x404000, 3);
+        rand.inlined[super::super::go_wyrand::MAX_SITES - 1] = (0x405000, 255);
+        rand.select[1] = (0x406000, 7);
+        let all = Sites {
+            random: Some(Site {
+                call: 0x407000,
+                low: 0x400000,
+                target: 0x408000,
+            }),
+            cputicks: Some((0x409000, 20)),
+            rand: Some(rand),
+        };
+        for (sites, low) in [
+            (all, Some(0x400000)),
+            (Sites::default(), None),
+            (find_all(&elf(&[7], false)), Some(0x400000)),
+        ] {
+            assert_eq!(Sites::from_words(&sites.to_words(low)), Some((sites, low)));
+        }
+        // Words no sites give are refused.
+        let mut w = all.to_words(None);
+        w[0] |= 1 << 5;
+        assert_eq!(Sites::from_words(&w), None);
+        let mut w = all.to_words(None);
+        w[17] = 256;
+        assert_eq!(Sites::from_words(&w), None);
     }
 
     #[test]

@@ -43,6 +43,7 @@ pub fn supervise_in(args: &[OsString], mut world: world::World) -> i32 {
             .then(|| go_entropy::take(pid, &world))
             .flatten();
         send(fd, msg::READY, 0);
+        super::spare::taken();
         return serve::run(listener, fd, pid, world, false, page, entropy);
     }
     // SAFETY: PTRACE_SEIZE of the process that started us, with an options word.

@@ -9,11 +9,9 @@ pub struct ExeMap {
 }
 
 impl ExeMap {
-    /// Maps process `pid`'s executable (`/proc/PID/exe`); `None` when it cannot.
-    pub fn of(pid: i32) -> Option<ExeMap> {
+    /// Maps the first `len` bytes of open file `f` (its size); `None` when it cannot.
+    pub fn of_file(f: &std::fs::File, len: usize) -> Option<ExeMap> {
         use std::os::fd::AsRawFd;
-        let f = std::fs::File::open(format!("/proc/{pid}/exe")).ok()?;
-        let len = f.metadata().ok()?.len() as usize;
         if len == 0 {
             return None;
         }

@@ -44,18 +44,19 @@ pub struct Site {
     low: u64,
 }
 
-/// Finds `GetRandom`'s one call to `syscall.Syscall` in the executable `exe` (mapped with
-/// load bias `bias`; `seal_abi::supervised::go_site`, which libseal uses too). `None` in a
-/// stripped binary or one built otherwise.
-pub fn find(exe: &[u8], bias: u64) -> Option<Site> {
-    let s = seal_abi::supervised::go_site::find(exe)?;
-    Some(Site {
-        call: bias + s.call,
-        low: bias + s.low,
-    })
+impl Site {
+    /// `GetRandom`'s one call to `syscall.Syscall` as `seal_abi::supervised::go_site` found
+    /// it (which libseal uses too), in an image whose executable is mapped with load bias
+    /// `bias`.
+    pub fn biased(s: seal_abi::supervised::go_site::Site, bias: u64) -> Site {
+        Site {
+            call: bias + s.call,
+            low: bias + s.low,
+        }
+    }
 }
 
-/// Sets the in-image entropy up in Go image `pid`, stopped at its exec: `site` from [`find`],
+/// Sets the in-image entropy up in Go image `pid`, stopped at its exec: `site` from [`Site::biased`],
 /// the stream keyed by `seed` and `lineage`, in-image reads counted at the u64 at offset
 /// `count` of file `census` (else in the mapping's header). `mapped`: a page of that file
 /// the image maps already (its offset and address in the image: the clock page's census

@@ -111,6 +111,8 @@ struct Supervisor {
     rands: HashMap<i32, super::rand_counts::Rands>,
     /// Directory listings being read (`listings.rs`).
     listings: super::dir_streams::Listings,
+    /// Go executables' sites (`go_exe.rs`).
+    go_exes: super::go_exe::GoExes,
     cgo_rands: bool,
 }
 
@@ -166,6 +168,7 @@ pub fn run(
         device_opens: HashMap::new(),
         rands: HashMap::new(),
         listings: Default::default(),
+        go_exes: Default::default(),
         cgo_rands: !traced && world_random,
     };
     if !traced {
@@ -248,6 +251,8 @@ pub fn run(
         }
         if !attached {
             sv.prepared = None;
+            // Its image runs (or its exec failed): the server may fork the next spare.
+            super::spare::taken();
         }
         if sv.pids.tracing() {
             sv.trace_events();

@@ -3,8 +3,9 @@
 //!
 //! Started by libseal at the first static exec of a run, with FD a socket already bound to the
 //! run directory's `SERVER_SOCKET` and listening. It keeps one supervisor forked ahead, waiting
-//! in `accept` (a spare: a connection does not wait for a fork); the spare that takes a
-//! connection says so through a pipe, and the server forks the next. The supervisor reads the
+//! in `accept` (a spare: a connection does not wait for a fork), two once one has been taken;
+//! the spare that took a connection says so through a pipe once its image runs
+//! ([`super::spare::taken`]), and the server forks the next. The supervisor reads the
 //! request (the process's pid, identity and `LIBSEAL_*` variables) and then is
 //! what `seal __static-supervisor` would be ([`super::attach`]): it attaches, takes the
 //! listener, edits the exec stop, serves ([`super::serve`]). A fork of this small process
@@ -132,46 +133,78 @@ fn serve(ls: i32, run_dir: &std::path::Path) -> i32 {
         gone,
         table,
     };
-    let mut spare = fds.spare();
+    // Spares: (pid, pidfd). One until the first is taken: a run of one static image (a
+    // static root command) does not pay a second fork while it starts.
+    let mut spares: Vec<(i32, i32)> = Vec::with_capacity(SPARES);
+    let mut want = 1;
     loop {
-        let mut p = [gone, pipe[0], spare].map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        // Without a spare supervisor (no process could be forked), try again soon.
-        let timeout = if spare < 0 { 100 } else { -1 };
-        // SAFETY: three pollfd entries we own.
-        let r = unsafe { libc::poll(p.as_mut_ptr(), 3, timeout) };
+        while spares.len() < want {
+            match fds.spare() {
+                Some(s) => spares.push(s),
+                None => break,
+            }
+        }
+        let mut p: Vec<libc::pollfd> = [gone, pipe[0]]
+            .into_iter()
+            .chain(spares.iter().map(|s| s.1))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // Short of spares (no process could be forked), try again soon.
+        let timeout = if spares.len() < want { 100 } else { -1 };
+        // SAFETY: pollfd entries we own.
+        let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout) };
         if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return 1;
         }
         if p[0].revents != 0 && run_ended(gone) {
             return 0;
         }
-        // The spare took a connection (the pipe has a byte), or died without one, or there
-        // is none: a new spare.
-        let taken = p[1].revents & libc::POLLIN != 0;
-        if taken {
+        // A spare that is taken writes its pid to the pipe; one that died without a
+        // connection shows on its pidfd. Either is replaced at the top of the loop.
+        let mut gone_spares: Vec<i32> = (spares.iter().zip(&p[2..]))
+            .filter(|(_, p)| p.revents != 0)
+            .map(|(s, _)| s.0)
+            .collect();
+        if p[1].revents & libc::POLLIN != 0 {
             let mut b = [0u8; 64];
-            // SAFETY: a non-blocking read into a buffer we own.
-            while unsafe { libc::read(pipe[0], b.as_mut_ptr().cast(), b.len()) } > 0 {}
-        }
-        if taken || p[2].revents != 0 || spare < 0 {
-            if spare >= 0 {
-                // SAFETY: our pidfd of the old spare.
-                unsafe { libc::close(spare) };
+            loop {
+                // SAFETY: a non-blocking read into a buffer we own.
+                let n = unsafe { libc::read(pipe[0], b.as_mut_ptr().cast(), b.len()) };
+                let Ok(n) = usize::try_from(n) else { break };
+                if n == 0 {
+                    break;
+                }
+                // Whole pids: each write is 4 bytes, less than a pipe writes at once.
+                for w in b[..n].chunks_exact(4) {
+                    gone_spares.push(i32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
+                    want = SPARES;
+                }
             }
-            spare = fds.spare();
         }
+        spares.retain(|&(pid, pidfd)| {
+            let keep = !gone_spares.contains(&pid);
+            if !keep && pidfd >= 0 {
+                // SAFETY: our pidfd of a spare that is one no more.
+                unsafe { libc::close(pidfd) };
+            }
+            keep
+        });
     }
 }
+
+/// Spares kept waiting: two, so that an image that starts while another's supervisor is
+/// still setting it up (a spare says it is taken only then, [`super::spare::taken`]) finds one.
+const SPARES: usize = 2;
 
 /// The server's descriptors.
 struct Fds {
     /// The listening socket.
     listen: i32,
-    /// A spare writes a byte here once it has taken a connection.
+    /// A spare writes its pid here once it is taken ([`super::spare::taken`]).
     taken: [i32; 2],
     /// The inotify descriptor of the run directory.
     gone: i32,
@@ -180,9 +213,9 @@ struct Fds {
 }
 
 impl Fds {
-    /// Forks the spare supervisor: a process waiting in `accept`, so that a connection is
-    /// served at once, without waiting for a fork. Its pidfd (-1 when there is none).
-    fn spare(&self) -> i32 {
+    /// Forks a spare supervisor: a process waiting in `accept`, so that a connection is
+    /// served at once, without waiting for a fork. Its pid and pidfd (`None`: there is none).
+    fn spare(&self) -> Option<(i32, i32)> {
         // SAFETY: getpid has no preconditions.
         let server = unsafe { libc::getpid() };
         // SAFETY: fork of this one-threaded process; the child never returns here.
@@ -192,10 +225,12 @@ impl Fds {
             unsafe { libc::_exit(self.take_one(server)) }
         }
         if pid < 0 {
-            return -1;
+            return None;
         }
-        // SAFETY: pidfd_open of our own child.
-        unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32 }
+        // SAFETY: pidfd_open of our own child. Without one (-1, which `poll` skips) its death
+        // before a connection is not seen: it stays counted until it says it is taken.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32 };
+        Some((pid, pidfd))
     }
 
     /// In the spare: waits for a connection (dying with the server meanwhile), says so, and
@@ -234,8 +269,7 @@ impl Fds {
             if self.table != 0 {
                 libc::munmap(self.table as *mut libc::c_void, 4096);
             }
-            libc::write(self.taken[1], b"x".as_ptr().cast(), 1);
-            libc::close(self.taken[1]);
+            super::spare::hold(self.taken[1]);
             libc::close(self.listen);
             if c < 0 {
                 return 1;

@@ -124,8 +124,8 @@ impl Supervisor {
         bias: u64,
         lineage: u64,
     ) -> Option<super::super::go_entropy::Entropy> {
-        let exe = super::super::exe_map::ExeMap::of(pid)?;
-        let site = super::super::go_entropy::find(&exe, bias)?;
+        let found = self.go_exe(pid)?.sites.random?;
+        let site = super::super::go_entropy::Site::biased(found, bias);
         let run_dir = self.world.run_dir.clone()?;
         self.ensure(pid);
         let count = (self.slot(pid)).and_then(|s| s.reserve(Fid::Getrandom, 0, site.call + 1));

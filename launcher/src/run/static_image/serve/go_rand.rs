@@ -18,7 +18,6 @@
 //! where libseal places it, and counts it only when the first jump to it is there.
 
 use seal_abi::supervised::go_rand::{self, outcome};
-use seal_abi::supervised::go_site;
 
 use super::super::batch::{write_text, Arg, Batch};
 use super::super::rand_counts::Rands;
@@ -37,11 +36,11 @@ impl Supervisor {
     /// process's census.
     pub(super) fn runtime_rand(&mut self, pid: i32, bias: u64, lineage: u64) -> bool {
         self.rands.remove(&pid);
-        let Some(exe) = super::super::exe_map::ExeMap::of(pid) else {
+        let Some(exe) = self.go_exe(pid) else {
             self.rand_stays(pid, outcome::UNREAD);
             return false;
         };
-        let sites = go_site::find_all(&exe);
+        let sites = exe.sites;
         let w = &self.world;
         // `cputicks` seeds each thread's `fastrand` and `cheaprand` (work stealing; select
         // and Go 1.19's map order where their inlined copies are not redirected) through `rdtsc`; Go allows it to be anything ("not guaranteed to be
@@ -60,7 +59,7 @@ impl Supervisor {
             return false;
         };
         let key = go_rand::key(w.seed, lineage);
-        let placed = go_site::low(&exe).and_then(|low| go_rand::place(bias + low));
+        let placed = exe.low.and_then(|low| go_rand::place(bias + low));
         let done = placed
             .ok_or(outcome::NO_ROOM)
             .and_then(|base| install(pid, &rand, base, key));
@@ -85,16 +84,22 @@ impl Supervisor {
     fn cgo_rands(&mut self) {
         self.cgo_rands = false;
         let pid = self.pid;
-        let Some(exe) = super::super::exe_map::ExeMap::of(pid) else {
+        let Some(exe) = self.go_exe(pid) else {
             return;
         };
-        let Some(rand) = go_site::find_all(&exe).rand.map(|r| r.biased(self.bias)) else {
+        let Some(rand) = exe.sites.rand.map(|r| r.biased(self.bias)) else {
             return;
         };
-        let base = go_site::low(&exe).and_then(|low| go_rand::place(self.bias + low));
+        let base = exe.low.and_then(|low| go_rand::place(self.bias + low));
         if let Some(r) = base.and_then(|base| Rands::new(base, &rand, true)) {
             self.rands.insert(pid, r);
         }
+    }
+
+    /// What process `pid`'s Go executable has to redirect (`go_exe.rs`: read once a run).
+    pub(super) fn go_exe(&mut self, pid: i32) -> Option<super::super::go_exe::GoExe> {
+        let dir = self.world.run_dir.as_deref();
+        self.go_exes.of(pid, dir)
     }
 
     /// Go image `pid` was left as it is: the random family is unsealed.
