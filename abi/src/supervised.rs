@@ -173,45 +173,33 @@ const ROUTES: usize = CALLS.len()
 
 /// Every routed call number with its route, in ascending order.
 const fn routes() -> [(u32, Route); ROUTES] {
+    /// Puts `nrs` (with `route`, or `Clone` for `clone`) at `r[n..]`: where the next go.
+    const fn put(r: &mut [(u32, Route); ROUTES], n: usize, nrs: &[u32], route: Route) -> usize {
+        let mut i = 0;
+        while i < nrs.len() {
+            let clone = matches!(route, Route::Image) && nrs[i] == CLONE;
+            r[n + i] = (nrs[i], if clone { Route::Clone } else { route });
+            i += 1;
+        }
+        n + nrs.len()
+    }
     let mut r = [(0u32, Route::Notify); ROUTES];
-    let mut n = 0;
+    let mut calls = [0u32; CALLS.len()];
     let mut i = 0;
     while i < CALLS.len() {
-        r[n] = (CALLS[i].0, Route::Notify);
-        (n, i) = (n + 1, i + 1);
+        calls[i] = CALLS[i].0;
+        i += 1;
     }
-    r[n] = (EXEC, Route::Notify);
-    n += 1;
-    let mut i = 0;
-    while i < TIMED_WAITS.len() {
-        r[n] = (TIMED_WAITS[i], Route::Wait);
-        (n, i) = (n + 1, i + 1);
-    }
-    let mut i = 0;
-    while i < PROC_CALLS.len() {
-        let route = if PROC_CALLS[i] == CLONE {
-            Route::Clone
-        } else {
-            Route::Image
-        };
-        r[n] = (PROC_CALLS[i], route);
-        (n, i) = (n + 1, i + 1);
-    }
-    let mut i = 0;
-    while i < GROUP_CALLS.len() {
-        r[n] = (GROUP_CALLS[i], Route::Image);
-        (n, i) = (n + 1, i + 1);
-    }
-    let mut i = 0;
-    while i < OPEN_CALLS.len() {
-        r[n] = (OPEN_CALLS[i], Route::Open);
-        (n, i) = (n + 1, i + 1);
-    }
-    r[n] = (SYSINFO, Route::Image);
-    r[n + 1] = (EXIT_GROUP, Route::Image);
-    r[n + 2] = (GETDENTS64, Route::Image);
-    r[n + 3] = (IOCTL, Route::Ioctl);
-    r[n + 4] = (SIGACTION, Route::Sigaction);
+    let n = put(&mut r, 0, &calls, Route::Notify);
+    let n = put(&mut r, n, &[EXEC], Route::Notify);
+    let n = put(&mut r, n, &TIMED_WAITS, Route::Wait);
+    let n = put(&mut r, n, &PROC_CALLS, Route::Image);
+    let n = put(&mut r, n, &GROUP_CALLS, Route::Image);
+    let n = put(&mut r, n, &[SYSINFO, EXIT_GROUP, GETDENTS64], Route::Image);
+    let n = put(&mut r, n, &OPEN_CALLS, Route::Open);
+    let n = put(&mut r, n, &[IOCTL], Route::Ioctl);
+    let n = put(&mut r, n, &[SIGACTION], Route::Sigaction);
+    assert!(n == ROUTES);
     // Insertion sort (a const fn); a number listed twice would be a mistake in the lists.
     let mut i = 1;
     while i < ROUTES {
