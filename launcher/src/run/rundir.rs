@@ -208,11 +208,13 @@ fn remove_stale_runs(parent: &Path, prefix: &str) {
             continue;
         }
         let table = entry.path().join(seal_abi::RUN_TABLE_NAME);
-        let Ok(f) = std::fs::File::open(&table) else {
-            continue;
+        let free = match std::fs::File::open(&table) {
+            // SAFETY: a non-blocking lock attempt on a descriptor we own.
+            Ok(f) => (unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }) == 0,
+            // Killed between making the directory and its lock file (a probe's copy under
+            // load): a seal makes the lock file right after the directory, never a minute on.
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
         };
-        // SAFETY: a non-blocking lock attempt on a descriptor we own.
-        let free = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
         if free {
             let _ = std::fs::remove_dir_all(entry.path());
         }
@@ -289,6 +291,33 @@ fn census_cap(pid_max: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_directories_go_locked_by_no_one_or_never_locked_and_held_ones_stay() {
+        let parent = tempfile::tempdir().unwrap();
+        let make = |name: &str, lock: bool, old: bool| {
+            let d = parent.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            let held = lock.then(|| hold(&d).unwrap());
+            if old {
+                let t = std::time::SystemTime::now() - 2 * STALE_AFTER;
+                std::fs::File::open(&d).unwrap().set_modified(t).unwrap();
+            }
+            held
+        };
+        let _held = make("seal-x-held", true, true);
+        drop(make("seal-x-released", true, true));
+        make("seal-x-unlocked", false, true);
+        make("seal-x-young", false, false);
+        make("other-unlocked", false, true);
+        remove_stale(parent.path(), "seal-x-");
+        let mut left: Vec<String> = std::fs::read_dir(parent.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["other-unlocked", "seal-x-held", "seal-x-young"]);
+    }
 
     #[test]
     fn a_file_system_with_a_small_largest_file_gets_fewer_census_slots() {
