@@ -564,3 +564,22 @@ fn a_go_programs_clock_does_not_move_with_its_childrens_running_time() {
         first.stdout_is(want);
     });
 }
+
+/// A Go program's stop-the-world is never kept waiting by its still clock. `stopworld` runs
+/// 10 garbage collections beside a goroutine in a loop with no call in it, which only a
+/// preemption signal stops; a collection waits for it in 100 µs steps (a futex wait with a
+/// timeout), signalling again after each step that ends with the goroutine still running.
+/// The clock stood still across such a step, so the runtime never saw one end and never
+/// signalled again: the build before took 28 s for this (bare 0.2 s), and `go build`'s
+/// compiler stalled ~17 s in 2 runs of 9. Each run must end within 20 s.
+#[test]
+fn a_go_programs_stop_the_world_is_not_stalled_by_its_still_clock() {
+    each_build("stopworld", |_, bin| {
+        let first = assert_runs_agree_by("go stopworld", 3, str::to_string, || {
+            let mut c = seal(["--"]);
+            c.arg(bin);
+            run_timeout(c, Duration::from_secs(20))
+        });
+        first.stdout_is("start 2026-01-01T00:00:00Z\ncollections 10 churned true\n");
+    });
+}

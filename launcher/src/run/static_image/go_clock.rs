@@ -366,6 +366,27 @@ pub fn expired(h: &mut Held, now: Instant, warp: bool, listener: i32) -> bool {
     }
 }
 
+/// A Go image's timed futex wait held by the supervisor (`serve/futexes.rs`).
+pub struct HeldFutex {
+    pub id: u64,
+    pub tid: i32,
+    pub tgid: i32,
+    /// The futex word's address, and the value the call waits while it holds.
+    pub addr: u64,
+    pub val: u32,
+    pub deadline: Instant,
+    pub len_ns: i64,
+}
+
+/// The threads of process `tgid` other than `tid` that run (or wait for a processor).
+pub fn others_running(tgid: i32, tid: i32) -> Vec<i32> {
+    thread_ids(tgid)
+        .into_iter()
+        .filter(|&t| t != tid)
+        .filter(|&t| thread_state(tgid, &t.to_string()).is_some_and(|(asleep, _)| !asleep))
+        .collect()
+}
+
 /// The thread ids of process `tgid`.
 pub fn thread_ids(tgid: i32) -> Vec<i32> {
     std::fs::read_dir(format!("/proc/{tgid}/task"))

@@ -19,13 +19,14 @@ use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{child_signals, drain, proc_status_field, write};
 use super::world::{Stream, World};
 use seal_abi::supervised::entropy::MAGIC;
-use seal_abi::supervised::{msg, CALLS, EXEC, EXIT_GROUP, GROUP_CALLS, IOCTL};
+use seal_abi::supervised::{msg, CALLS, EXEC, EXIT_GROUP, FUTEX, GROUP_CALLS, IOCTL};
 use seal_abi::supervised::{GETDENTS64, OPEN_CALLS, PROC_CALLS, SIGACTION, SYSINFO, TIMED_WAITS};
 
 mod answers;
 mod clocks;
 mod counting;
 mod foreign;
+mod futexes;
 mod go_image;
 mod go_rand;
 mod groups;
@@ -113,6 +114,10 @@ struct Supervisor {
     listings: super::dir_streams::Listings,
     /// Go executables' sites (`go_exe.rs`).
     go_exes: super::go_exe::GoExes,
+    /// Held timed futex waits of Go images (`futexes.rs`).
+    futexes: Vec<super::go_clock::HeldFutex>,
+    /// Steps that timed out, by process and futex word, since it was last woken.
+    futex_steps: HashMap<(i32, u64), u32>,
     cgo_rands: bool,
 }
 
@@ -169,6 +174,8 @@ pub fn run(
         rands: HashMap::new(),
         listings: Default::default(),
         go_exes: Default::default(),
+        futexes: Vec::new(),
+        futex_steps: HashMap::new(),
         cgo_rands: !traced && world_random,
     };
     if !traced {
@@ -226,6 +233,7 @@ pub fn run(
         // While attached without a signalfd, the exec stop is looked for every 10 ms; held
         // waits are looked at when they may be released.
         let held = sv.waits.timeout(sv.world.sealed(flags::WARP));
+        let held = [held, sv.futex_timeout()].into_iter().flatten().min();
         let timeout = match (attached && stops < 0, held) {
             (true, _) => Some(std::time::Duration::from_millis(10)),
             (false, h) => h,
@@ -279,6 +287,9 @@ pub fn run(
         }
         if !sv.waits.held.is_empty() {
             sv.release(listener);
+        }
+        if !sv.futexes.is_empty() {
+            sv.release_futexes(listener);
         }
     }
 }
@@ -490,6 +501,12 @@ impl Supervisor {
                 self.restart_sigchld(n);
             }
             return Answer::Continue;
+        }
+        if n.nr as u32 == FUTEX {
+            return match in_image && self.world.sealed(flags::TIME) && self.is_go(tgid) {
+                true => self.futex_wait(n, tgid),
+                false => Answer::Continue,
+            };
         }
         if n.nr as u32 == EXEC {
             // Only an image's own exec of a static binary is followed (a dynamic process's
