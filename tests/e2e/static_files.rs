@@ -236,3 +236,42 @@ fn a_static_image_lists_directories_in_name_order() {
         "{v:#}"
     );
 }
+
+/// A static image's temp name that an earlier run left in a shared `/tmp` is said, as libseal
+/// says a dynamic program's (`tmp-leftover`): busybox `mktemp` draws the same first name in
+/// each run, finds it taken by the first run's file and takes another. The old build said
+/// nothing, and the second run printed another name silently. With the leftover gone the
+/// name is the first run's again.
+#[test]
+fn a_static_images_temp_name_left_by_an_earlier_run_is_said() {
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    // A directory of its own under /tmp (`mktemp -p`: seal unsets `TMPDIR`), so that no
+    // leftover of another run or test is there.
+    let dir = std::path::PathBuf::from(format!("/tmp/seal-e2e-leftover-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let run = || {
+        let c = crate::util::seal(["--", busybox, "mktemp", "-p", dir.to_str().unwrap()]);
+        crate::util::run_timeout(c, TIMEOUT)
+    };
+    let first = run();
+    first.ok();
+    let name = first.stdout.trim().to_string();
+    assert!(
+        name.starts_with(&format!("{}/tmp.", dir.display())),
+        "{}",
+        first.show()
+    );
+    assert!(!first.stderr.contains("tmp-leftover"), "{}", first.show());
+    let second = run();
+    let want = format!("not sealed (tmp-leftover): {name} was there before the run");
+    assert!(second.stderr.contains(&want), "{}", second.show());
+    assert_ne!(second.stdout.trim(), name, "{}", second.show());
+    std::fs::remove_file(&name).unwrap();
+    let third = run();
+    assert_eq!(third.stdout.trim(), name, "{}", third.show());
+    assert!(!third.stderr.contains("tmp-leftover"), "{}", third.show());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -25,6 +25,8 @@ pub struct World {
     pub(super) lineage: u64,
     pub(super) gen: u32,
     pub(super) run_dir: Option<std::path::PathBuf>,
+    /// The run's start for file times (`LIBSEAL_FILES_START`; 0: unknown).
+    pub(super) files_start_ns: i64,
 }
 
 impl World {
@@ -78,6 +80,7 @@ impl World {
                 .unwrap_or(seal_abi::ROOT_LINEAGE),
             gen: dec(s::GEN).unwrap_or(0) as u32,
             run_dir: text(s::RUN_DIR).map(Into::into),
+            files_start_ns: settings.files_start_ns,
         }
     }
 

@@ -27,6 +27,7 @@
 use seal_abi::machine_file as mf;
 use seal_abi::sealed_path::{self, File};
 use seal_abi::{device, flags, Fid, NO_DETAIL};
+use std::os::unix::ffi::OsStringExt;
 
 use super::super::exec_child::read_cstr;
 use super::super::world::Stream;
@@ -90,6 +91,58 @@ fn relative_sealed(tid: i32, dirfd: i32, path: &[u8]) -> Option<Vec<u8>> {
     sealed_path::classify(&out).map(|_| out)
 }
 
+impl Supervisor {
+    /// Before an image's exclusive create (`O_CREAT|O_EXCL`: `mkstemp`, busybox `mktemp`) of
+    /// `path` (relative to `dirfd`) in a temp directory: when the name is taken already by an
+    /// entry older than the run (left in a shared `/tmp` by an earlier run), the call will fail
+    /// with `EEXIST` and the program take another name, so the process's census says
+    /// `tmp-leftover`, as libseal's `note_taken` does for a dynamic program. Looked up through
+    /// the image's own root and working directory (`/proc/TID/root`, `/proc/TID/cwd`: a
+    /// private `/tmp` is its mount namespace's).
+    fn note_leftover(&mut self, tid: i32, tgid: i32, dirfd: i32, path: &[u8]) {
+        let start = self.world.files_start_ns;
+        if start == 0 || !self.world.sealed(flags::TEMPNAME) || path.is_empty() {
+            return;
+        }
+        let shown = match path[0] {
+            b'/' => path.to_vec(),
+            _ => {
+                let link = match dirfd {
+                    libc::AT_FDCWD => format!("/proc/{tid}/cwd"),
+                    fd => format!("/proc/{tid}/fd/{fd}"),
+                };
+                let Ok(dir) = std::fs::read_link(link) else {
+                    return;
+                };
+                let mut p = dir.into_os_string().into_encoded_bytes();
+                p.push(b'/');
+                p.extend_from_slice(path);
+                p
+            }
+        };
+        let in_temp = [&b"/tmp/"[..], b"/var/tmp/"]
+            .iter()
+            .any(|d| shown.starts_with(d) && shown.len() > d.len());
+        if !in_temp {
+            return;
+        }
+        use std::os::unix::fs::MetadataExt;
+        let mut seen = format!("/proc/{tid}/root").into_bytes();
+        seen.extend_from_slice(&shown);
+        let seen = std::path::PathBuf::from(std::ffi::OsString::from_vec(seen));
+        let Ok(m) = std::fs::symlink_metadata(&seen) else {
+            return;
+        };
+        if m.ctime() * 1_000_000_000 + m.ctime_nsec() >= start {
+            return;
+        }
+        let shown = String::from_utf8_lossy(&shown).into_owned();
+        if let Some(slot) = self.slot(tgid) {
+            slot.unsealed(seal_abi::unsealed::TMP_LEFTOVER, &shown);
+        }
+    }
+}
+
 /// `/proc/uptime`'s text for a `CLOCK_BOOTTIME` of `boot_ns`, as libseal writes it
 /// ([`seal_abi::proc_text::uptime`]).
 fn uptime_text(boot_ns: i64) -> Vec<u8> {
@@ -138,6 +191,9 @@ impl Supervisor {
             _ => (a[0] as i32, a[1], a[2] as i32),
         };
         let mut path = read_cstr(tid, at);
+        if oflags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL {
+            self.note_leftover(tid, tgid, dirfd, &path);
+        }
         if path.first().is_some_and(|&c| c != b'/') {
             match relative_sealed(tid, dirfd, &path) {
                 Some(abs) => path = abs,
