@@ -88,6 +88,11 @@ pub const GROUP_CALLS: [u32; 4] = [109, 111, 121, 124];
 /// files) get a descriptor with sealed contents from the supervisor (`serve/opens.rs`), as
 /// libseal's open hooks give a dynamic program; any other path runs as it is.
 pub const OPEN_CALLS: [u32; 2] = [2, 257];
+/// `mkdir`, `mkdirat`, sent (from an image, as [`GROUP_CALLS`]) so that a temp directory's
+/// name that an earlier run left in a shared `/tmp` is said (`tmp-leftover`), as for an
+/// exclusive open (`serve/opens.rs`): busybox `mktemp -d`, Go's `os.MkdirTemp`. They run as
+/// they are.
+pub const MKDIR_CALLS: [u32; 2] = [83, 258];
 /// `sysinfo`, sent (from an image, as [`GROUP_CALLS`]): the sealed machine's uptime, memory
 /// and load, as libseal's hook fills them.
 pub const SYSINFO: u32 = 99;

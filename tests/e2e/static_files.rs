@@ -241,7 +241,7 @@ fn a_static_image_lists_directories_in_name_order() {
 /// says a dynamic program's (`tmp-leftover`): busybox `mktemp` draws the same first name in
 /// each run, finds it taken by the first run's file and takes another. The old build said
 /// nothing, and the second run printed another name silently. With the leftover gone the
-/// name is the first run's again.
+/// name is the first run's again. And the same for `mktemp -d`'s `mkdir`.
 #[test]
 fn a_static_images_temp_name_left_by_an_earlier_run_is_said() {
     let Some(busybox) = crate::static_images::busybox() else {
@@ -273,5 +273,20 @@ fn a_static_images_temp_name_left_by_an_earlier_run_is_said() {
     let third = run();
     assert_eq!(third.stdout.trim(), name, "{}", third.show());
     assert!(!third.stderr.contains("tmp-leftover"), "{}", third.show());
+    // A directory (`mktemp -d`: a `mkdir`, which the filter sends for this) likewise.
+    let dirs = dir.join("d");
+    std::fs::create_dir(&dirs).unwrap();
+    let run_d = || {
+        let d = dirs.to_str().unwrap();
+        let c = crate::util::seal(["--", busybox, "mktemp", "-d", "-p", d]);
+        crate::util::run_timeout(c, TIMEOUT)
+    };
+    let first = run_d();
+    first.ok();
+    let name = first.stdout.trim().to_string();
+    assert!(!first.stderr.contains("tmp-leftover"), "{}", first.show());
+    let second = run_d();
+    let want = format!("not sealed (tmp-leftover): {name} was there before the run");
+    assert!(second.stderr.contains(&want), "{}", second.show());
     std::fs::remove_dir_all(&dir).unwrap();
 }

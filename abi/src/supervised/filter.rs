@@ -3,7 +3,7 @@
 //! interpreter its tests run it with.
 
 use super::{SockFilter, CALLS, EXEC, EXIT_GROUP, FUTEX, FUTEX_WAIT_PRIVATE, GETDENTS64};
-use super::{BATCH_OPEN, SYSINFO, TIMED_WAITS, TIOCGPGRP, TIOCSPGRP};
+use super::{BATCH_OPEN, MKDIR_CALLS, SYSINFO, TIMED_WAITS, TIOCGPGRP, TIOCSPGRP};
 use super::{GROUP_CALLS, IMAGE_IP_LIMIT, IOCTL, OPEN_CALLS, PROC_CALLS, SIGACTION, SIGCHLD};
 
 /// `AUDIT_ARCH_X86_64`.
@@ -52,6 +52,7 @@ const ROUTES: usize = CALLS.len()
     + PROC_CALLS.len()
     + GROUP_CALLS.len()
     + OPEN_CALLS.len()
+    + MKDIR_CALLS.len()
     + 6;
 
 /// Every routed call number with its route, in ascending order.
@@ -79,6 +80,7 @@ const fn routes() -> [(u32, Route); ROUTES] {
     let n = put(&mut r, n, &PROC_CALLS, Route::Image);
     let n = put(&mut r, n, &GROUP_CALLS, Route::Image);
     let n = put(&mut r, n, &[SYSINFO, EXIT_GROUP, GETDENTS64], Route::Image);
+    let n = put(&mut r, n, &MKDIR_CALLS, Route::Image);
     let n = put(&mut r, n, &OPEN_CALLS, Route::Open);
     let n = put(&mut r, n, &[IOCTL], Route::Ioctl);
     let n = put(&mut r, n, &[SIGACTION], Route::Sigaction);
@@ -191,7 +193,7 @@ const fn tree(
 /// [`CALLS`] is a user notification, and so is a call in [`TIMED_WAITS`] whose timeout (its
 /// fourth argument, an `int`) is positive, and a call in [`PROC_CALLS`] made below
 /// [`IMAGE_IP_LIMIT`] (a `clone` only without `CLONE_THREAD`), and one in [`GROUP_CALLS`],
-/// [`OPEN_CALLS`] (unless marked [`BATCH_OPEN`]), [`SYSINFO`], [`EXIT_GROUP`] or
+/// [`OPEN_CALLS`] (unless marked [`BATCH_OPEN`]), [`MKDIR_CALLS`], [`SYSINFO`], [`EXIT_GROUP`] or
 /// [`GETDENTS64`], an
 /// [`IOCTL`] of [`TIOCGPGRP`] or [`TIOCSPGRP`], a [`SIGACTION`] that sets [`SIGCHLD`]'s
 /// disposition or a timed [`FUTEX`] wait made there; everything else is allowed.
@@ -409,6 +411,7 @@ mod tests {
                 || PROC_CALLS.contains(&nr)
                 || GROUP_CALLS.contains(&nr)
                 || OPEN_CALLS.contains(&nr)
+                || MKDIR_CALLS.contains(&nr)
                 || nr == SYSINFO
                 || nr == EXIT_GROUP
                 || nr == GETDENTS64;
@@ -425,6 +428,7 @@ mod tests {
             .into_iter()
             .chain(GROUP_CALLS)
             .chain(OPEN_CALLS)
+            .chain(MKDIR_CALLS)
             .chain([SYSINFO, EXIT_GROUP, GETDENTS64])
         {
             assert_eq!(run_full(ARCH_X86_64, nr, 0, 0, 0), RET_USER_NOTIF, "{nr}");

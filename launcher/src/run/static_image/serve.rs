@@ -20,7 +20,8 @@ use super::remote::{child_signals, drain, proc_status_field, write};
 use super::world::{Stream, World};
 use seal_abi::supervised::entropy::MAGIC;
 use seal_abi::supervised::{msg, CALLS, EXEC, EXIT_GROUP, FUTEX, GROUP_CALLS, IOCTL};
-use seal_abi::supervised::{GETDENTS64, OPEN_CALLS, PROC_CALLS, SIGACTION, SYSINFO, TIMED_WAITS};
+use seal_abi::supervised::{GETDENTS64, MKDIR_CALLS, OPEN_CALLS, PROC_CALLS, SIGACTION};
+use seal_abi::supervised::{SYSINFO, TIMED_WAITS};
 
 mod answers;
 mod clocks;
@@ -537,6 +538,12 @@ impl Supervisor {
         if PROC_CALLS.contains(&(n.nr as u32)) {
             return match in_image && self.world.sealed(flags::PID) {
                 true => self.proc_call(n, tgid),
+                false => Answer::Continue,
+            };
+        }
+        if MKDIR_CALLS.contains(&(n.nr as u32)) {
+            return match in_image {
+                true => self.mkdir_call(n, tgid),
                 false => Answer::Continue,
             };
         }

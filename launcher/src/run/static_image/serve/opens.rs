@@ -92,7 +92,21 @@ fn relative_sealed(tid: i32, dirfd: i32, path: &[u8]) -> Option<Vec<u8>> {
 }
 
 impl Supervisor {
-    /// Before an image's exclusive create (`O_CREAT|O_EXCL`: `mkstemp`, busybox `mktemp`) of
+    /// An image's `mkdir`/`mkdirat` (sent for this only): a temp directory's name that an
+    /// earlier run left is said ([`Supervisor::note_leftover`]); the call runs as it is.
+    pub(super) fn mkdir_call(&mut self, n: &Notif, tgid: i32) -> Answer {
+        let tid = n.pid as i32;
+        let (dirfd, at) = match n.nr as i64 {
+            libc::SYS_mkdir => (libc::AT_FDCWD, n.args[0]),
+            _ => (n.args[0] as i32, n.args[1]),
+        };
+        let path = read_cstr(tid, at);
+        self.note_leftover(tid, tgid, dirfd, &path);
+        Answer::Continue
+    }
+
+    /// Before an image's exclusive create (`O_CREAT|O_EXCL`: `mkstemp`, busybox `mktemp`; a
+    /// `mkdir`: `mktemp -d`, Go's `os.MkdirTemp`) of
     /// `path` (relative to `dirfd`) in a temp directory: when the name is taken already by an
     /// entry older than the run (left in a shared `/tmp` by an earlier run), the call will fail
     /// with `EEXIST` and the program take another name, so the process's census says
