@@ -113,9 +113,45 @@ pub fn join(base: &[u8], path: &[u8], out: &mut [u8]) -> Option<usize> {
     Some(n)
 }
 
+/// Is the absolute `path` in a temp directory (`/tmp`, `/var/tmp`, `tmpdir`: the process's
+/// `$TMPDIR`), below it, not the directory itself? Where a name taken by an earlier run's
+/// leftover is said (`tmp-leftover`): libseal's exclusive creates, a static image's in its
+/// supervisor.
+pub fn in_temp_dir(path: &[u8], tmpdir: Option<&[u8]>) -> bool {
+    let under = |dir: &[u8]| {
+        let dir = dir.strip_suffix(b"/").unwrap_or(dir);
+        !dir.is_empty()
+            && path.len() > dir.len() + 1
+            && path.starts_with(dir)
+            && path[dir.len()] == b'/'
+    };
+    under(b"/tmp") || under(b"/var/tmp") || tmpdir.is_some_and(under)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temp_dirs_hold_their_entries_not_themselves() {
+        assert!(in_temp_dir(b"/tmp/tmp.abc", None));
+        assert!(in_temp_dir(b"/var/tmp/x/y", None));
+        assert!(in_temp_dir(b"/scratch/t/x", Some(b"/scratch/t/")));
+        for p in [
+            &b"/tmp"[..],
+            b"/tmp/",
+            b"/tmpx/a",
+            b"/home/tmp/a",
+            b"/scratch/t/x",
+        ] {
+            assert!(
+                !in_temp_dir(p, None),
+                "{}",
+                core::str::from_utf8(p).unwrap()
+            );
+        }
+        assert!(!in_temp_dir(b"/x", Some(b"")));
+    }
 
     #[test]
     fn every_spelling_of_a_sealed_path_is_recognised() {

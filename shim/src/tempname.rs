@@ -97,14 +97,7 @@ static SAID_TAKEN: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBo
 
 /// Is the absolute `path` in a temp directory (`/tmp`, `/var/tmp`, `$TMPDIR`)?
 fn in_temp_dir(path: &[u8]) -> bool {
-    let under = |dir: &[u8]| {
-        let dir = dir.strip_suffix(b"/").unwrap_or(dir);
-        !dir.is_empty()
-            && path.len() > dir.len() + 1
-            && path.starts_with(dir)
-            && path[dir.len()] == b'/'
-    };
-    under(P_TMPDIR) || under(b"/var/tmp") || config::getenv("TMPDIR").is_some_and(under)
+    seal_abi::sealed_path::in_temp_dir(path, config::getenv("TMPDIR"))
 }
 
 /// After an exclusive create of `path` (`open` with `O_CREAT|O_EXCL`, `mkdir`, libseal's own

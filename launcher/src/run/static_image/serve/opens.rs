@@ -79,14 +79,9 @@ fn relative_sealed(tid: i32, dirfd: i32, path: &[u8]) -> Option<Vec<u8>> {
     if !sealed_path::names_one(path) {
         return None;
     }
-    let link = match dirfd {
-        libc::AT_FDCWD => format!("/proc/{tid}/cwd"),
-        fd => format!("/proc/{tid}/fd/{fd}"),
-    };
-    let dir = std::fs::read_link(link).ok()?;
-    let dir = dir.as_os_str().as_encoded_bytes();
+    let dir = dir_of(tid, dirfd)?;
     let mut out = vec![0u8; dir.len() + path.len() + 2];
-    let n = sealed_path::join(dir, path, &mut out)?;
+    let n = sealed_path::join(&dir, path, &mut out)?;
     out.truncate(n);
     sealed_path::classify(&out).map(|_| out)
 }
@@ -121,23 +116,15 @@ impl Supervisor {
         let shown = match path[0] {
             b'/' => path.to_vec(),
             _ => {
-                let link = match dirfd {
-                    libc::AT_FDCWD => format!("/proc/{tid}/cwd"),
-                    fd => format!("/proc/{tid}/fd/{fd}"),
-                };
-                let Ok(dir) = std::fs::read_link(link) else {
+                let Some(mut p) = dir_of(tid, dirfd) else {
                     return;
                 };
-                let mut p = dir.into_os_string().into_encoded_bytes();
                 p.push(b'/');
                 p.extend_from_slice(path);
                 p
             }
         };
-        let in_temp = [&b"/tmp/"[..], b"/var/tmp/"]
-            .iter()
-            .any(|d| shown.starts_with(d) && shown.len() > d.len());
-        if !in_temp {
+        if !sealed_path::in_temp_dir(&shown, None) {
             return;
         }
         use std::os::unix::fs::MetadataExt;
@@ -155,6 +142,21 @@ impl Supervisor {
             slot.unsealed(seal_abi::unsealed::TMP_LEFTOVER, &shown);
         }
     }
+}
+
+/// The directory thread `tid` resolves a path relative to `dirfd` in (`AT_FDCWD`: its
+/// working directory).
+fn dir_of(tid: i32, dirfd: i32) -> Option<Vec<u8>> {
+    let link = match dirfd {
+        libc::AT_FDCWD => format!("/proc/{tid}/cwd"),
+        fd => format!("/proc/{tid}/fd/{fd}"),
+    };
+    Some(
+        std::fs::read_link(link)
+            .ok()?
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
 }
 
 /// `/proc/uptime`'s text for a `CLOCK_BOOTTIME` of `boot_ns`, as libseal writes it
