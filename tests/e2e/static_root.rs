@@ -2,13 +2,14 @@
 //! supervision, without the `seal __exec-static` trampoline
 //! (`launcher/src/run/static_image/root.rs`): its process runs one image, the census and
 //! stderr say what they said, and the image finds on its stack exactly what the trampoline
-//! gave it. Where the child cannot set the supervision up (here: a run directory whose socket
-//! path is too long, so there is no early server), the trampoline does it as before.
+//! gave it. Where the child cannot set the supervision up (here: a seal inside a sealed run),
+//! the trampoline does it as before.
 
 use std::path::{Path, PathBuf};
 
 use crate::static_images::{build_musl_c, have_static_glibc};
 use crate::util::{build_c, census_json, have, run_timeout, seal, Output, TIMEOUT};
+use seal_abi::supervised::EXEC_STATIC_ARG as EXEC_STATIC;
 
 /// `fixtures/c/NAME.c` built static: with glibc when there is a `libc.a`, else with musl.
 fn build_static(name: &str) -> Option<PathBuf> {
@@ -107,29 +108,35 @@ fn a_static_root_command_is_its_processs_only_image() {
 
 /// What the image finds on its stack (every environment entry in order, the arguments, the
 /// file name, the stack address, pid and parent pid) is the same exec'd by the launcher's
-/// child as by the trampoline, under `seal --` and under `seal verify` (which starts its runs
-/// with std's spawn); the trampoline still takes over where the child cannot set the
-/// supervision up.
+/// child as by the trampoline (run here as the root command itself, `seal __exec-static PATH
+/// ARGV0 ARGS…`, the command std runs when the child cannot set the supervision up), under
+/// `seal --` and under `seal verify`. A run directory whose socket path is past
+/// `sockaddr_un`'s 108 bytes (no server can listen there) changes nothing: the root's
+/// supervisor is reached through a socket pair.
 #[test]
 fn a_static_root_finds_on_its_stack_what_the_trampoline_gave_it() {
     let bin = static_or_skip!("static_env");
     let tmp = tempfile::tempdir().unwrap();
-    // The socket path in the second is past `sockaddr_un`'s 108 bytes: no early server.
     let (short, long) = (runtime_dir(tmp.path(), 1), runtime_dir(tmp.path(), 110));
     let args = ["one", "two words"];
+    let seal_bin = crate::util::seal_bin();
+    let b = bin.to_str().unwrap();
+    let tramp = [EXEC_STATIC, b, b, args[0], args[1]];
     let (direct, p) = root_census(&short, &bin, &args);
     assert!(earlier_images(&p).is_empty(), "{p}");
-    let (trampoline, p) = root_census(&long, &bin, &args);
+    let (far, p) = root_census(&long, &bin, &args);
+    assert!(earlier_images(&p).is_empty(), "{p}");
+    let (trampoline, p) = root_census(&short, &seal_bin, &tramp);
     assert_eq!(
         earlier_images(&p).len(),
         1,
         "the trampoline did not run\n{p}"
     );
-    direct.same_stdout_as(&trampoline);
+    direct.same_stdout_as(&trampoline).same_stdout_as(&far);
     direct
         .stdout_has("env LIBSEAL_GEN=1\n")
         .stdout_has("pid 1000 ppid 999");
-    let verify = |rt: &Path| {
+    let verify = |prog: &Path, args: &[&str]| {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("verify.json");
         let mut c = seal([
@@ -141,14 +148,14 @@ fn a_static_root_finds_on_its_stack_what_the_trampoline_gave_it() {
             json.to_str().unwrap(),
             "--",
         ]);
-        c.arg(&bin).args(args).env("XDG_RUNTIME_DIR", rt);
+        c.arg(prog).args(args).env("XDG_RUNTIME_DIR", &short);
         run_timeout(c, TIMEOUT).ok();
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert_eq!(v["identical"], true, "{v}");
         v["digests"][0]["digest"].as_str().unwrap().to_owned()
     };
-    assert_eq!(verify(&short), verify(&long));
+    assert_eq!(verify(&bin, &args), verify(&seal_bin, &tramp));
 }
 
 /// Nested: a seal inside a sealed run starts no server of its own (its fork would carry the

@@ -7,8 +7,8 @@
 //!
 //! The steps: [`connect`] to the run's server and send a [`request`]; then [`hand_over`]:
 //! wait for ATTACHED, name the supervisor as ptracer, install the [`super::filter`] with a
-//! listener, send it (`SCM_RIGHTS`), wait for READY. The caller then execs, and says
-//! [`exec_failed`] when that fails.
+//! listener, send it (`SCM_RIGHTS`), and (for a process that supervises itself) wait for
+//! READY. The caller then execs, and says [`exec_failed`] when that fails.
 
 use super::{msg, SockFilter, FILTER_LEN, REQUEST_HEADER, REQUEST_MAX, SERVER_SOCKET};
 
@@ -344,8 +344,14 @@ pub enum Handover {
 }
 
 /// After the request: ATTACHED, the supervisor named as ptracer, the filter installed (for a
-/// static-pie image when `pie`: [`is_static_pie`]), the listener sent, READY.
-pub fn hand_over(sock: i32, pie: bool) -> Handover {
+/// static-pie image when `pie`: [`is_static_pie`]), the listener sent, READY when `ready`.
+///
+/// Without `ready` (an exec follows) it returns once the listener is sent: the exec is sent
+/// to the supervisor, and waits until the supervisor holds the listener and lets it run
+/// (one wake-up less on every static image's start). Were the supervisor to die first, the
+/// kernel fails the exec with `ENOSYS` ([`NO_SUPERVISOR`]). A process that supervises itself
+/// waits: its supervisor takes its pages before READY.
+pub fn hand_over(sock: i32, pie: bool, ready: bool) -> Handover {
     let Some((msg::ATTACHED, supervisor)) = receive(sock) else {
         return Handover::Refused;
     };
@@ -356,6 +362,10 @@ pub fn hand_over(sock: i32, pie: bool) -> Handover {
         return Handover::Refused;
     }
     send(sock, msg::LISTENER, 0, listener);
+    if !ready {
+        close(listener);
+        return Handover::Ready;
+    }
     let ready = receive(sock);
     close(listener);
     match ready {
@@ -363,6 +373,10 @@ pub fn hand_over(sock: i32, pie: bool) -> Handover {
         _ => Handover::Unanswered,
     }
 }
+
+/// The error of an exec whose supervisor died before it held the listener
+/// ([`hand_over`] without READY): every call the filter sends fails so.
+pub const NO_SUPERVISOR: i32 = 38; // ENOSYS
 
 /// Undoes what a [`Handover::Refused`] left: the socket closed, no ptracer named.
 pub fn give_up(sock: i32) {

@@ -106,20 +106,28 @@ pub fn prepare(cmd: &Command, argv0: &OsStr, pad: bool) -> Option<Prepared> {
     })
 }
 
+/// What the child runs instead of exec'ing a [`Prepared`]: system calls only, on memory made
+/// before ([`spawn_with`]). It execs, or returns the error that ends the child, or `Ok` when
+/// it did nothing (then the caller starts the command another way).
+pub type Exec<'a> = &'a dyn Fn() -> io::Result<()>;
+
 /// What the child reads and writes (on seal's memory: `CLONE_VM`).
 struct ChildArgs<'a> {
-    p: &'a Prepared,
+    p: Result<&'a Prepared, Exec<'a>>,
     /// The signals to put back to their default action (seal's handlers; SIGPIPE, which seal
     /// ignores).
     reset: &'a [libc::c_int],
     mask: libc::sigset_t,
     /// The exec's error (0: it ran).
     errno: libc::c_int,
+    /// The child's [`Exec`] did nothing.
+    nothing: bool,
 }
 
 extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the parent's ChildArgs, alive while the parent waits (CLONE_VFORK). Only
-    // async-signal-safe calls that take no locks: sigaction, sigprocmask, execve, _exit.
+    // async-signal-safe calls that take no locks: sigaction, sigprocmask, execve, _exit (and
+    // an `Exec`'s, by its contract).
     unsafe {
         let a = &mut *(arg as *mut ChildArgs);
         for &sig in a.reset {
@@ -128,8 +136,16 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
         libc::sigprocmask(libc::SIG_SETMASK, &a.mask, std::ptr::null_mut());
-        libc::execve(a.p.program.as_ptr(), a.p.argv.as_ptr(), a.p.envp.as_ptr());
-        a.errno = *libc::__errno_location();
+        match a.p {
+            Ok(p) => {
+                libc::execve(p.program.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr());
+                a.errno = *libc::__errno_location();
+            }
+            Err(exec) => match exec() {
+                Ok(()) => a.nothing = true,
+                Err(e) => a.errno = e.raw_os_error().unwrap_or(libc::EIO),
+            },
+        }
         libc::_exit(127)
     }
 }
@@ -141,6 +157,24 @@ pub fn spawn(
     reset: &[libc::c_int],
     mask: &libc::sigset_t,
 ) -> io::Result<libc::pid_t> {
+    spawn_in(Ok(p), reset, mask).map(|pid| pid.unwrap_or(-1))
+}
+
+/// [`spawn`], the child running `exec` (which execs itself) instead of a [`Prepared`]:
+/// `None` when it did nothing (the child is reaped).
+pub fn spawn_with(
+    exec: Exec,
+    reset: &[libc::c_int],
+    mask: &libc::sigset_t,
+) -> io::Result<Option<libc::pid_t>> {
+    spawn_in(Err(exec), reset, mask)
+}
+
+fn spawn_in(
+    p: Result<&Prepared, Exec>,
+    reset: &[libc::c_int],
+    mask: &libc::sigset_t,
+) -> io::Result<Option<libc::pid_t>> {
     // The child's stack: allocated, never filled (zeroing it faulted in all 16 pages; the child
     // touches one or two).
     const STACK: usize = 64 << 10;
@@ -150,6 +184,7 @@ pub fn spawn(
         reset,
         mask: *mask,
         errno: 0,
+        nothing: false,
     };
     // SAFETY: every signal blocked across the clone (a handler of seal's must not run on the
     // child, which shares seal's memory); the child runs on its own stack, 16-byte aligned at
@@ -174,14 +209,17 @@ pub fn spawn(
         }
         // The child is done with the arguments: it exec'd or exited.
         let errno = std::ptr::read_volatile(&args.errno);
-        if errno != 0 {
+        let nothing = std::ptr::read_volatile(&args.nothing);
+        if errno != 0 || nothing {
             let mut status = 0;
             while libc::waitpid(pid, &mut status, 0) < 0
                 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
             {}
+        }
+        if errno != 0 {
             return Err(io::Error::from_raw_os_error(errno));
         }
-        Ok(pid)
+        Ok((!nothing).then_some(pid))
     }
 }
 

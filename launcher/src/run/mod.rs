@@ -44,14 +44,16 @@ fn real_monotonic_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-/// A static root command the launcher's child can exec itself under supervision (the run's
-/// server is started): the static binary libseal would report.
+/// A static root command the launcher's child can exec itself under supervision (its
+/// supervisor is forked): the static binary libseal would report, and the child's end of the
+/// socket pair with the supervisor.
 pub struct StaticRoot {
     program: std::path::PathBuf,
+    sock: std::os::fd::OwnedFd,
 }
 
 /// Builds the sealed command for `argv` in `run_dir` (not yet spawned), and for a static root
-/// whose server is started, what [`StaticRoot::prepare`] needs.
+/// whose supervisor is forked, what [`StaticRoot::prepare`] needs.
 pub fn sealed_command(
     settings: &Settings,
     shim_path: &Path,
@@ -68,8 +70,8 @@ pub fn sealed_command(
         // A static root: the launcher's child sets up its supervision and execs it
         // (`StaticRoot`); failing that, libseal does in `seal __exec-static`.
         (_, Some((path, program))) => {
-            if crate::run::static_image::start_server(run_dir) {
-                root = Some(StaticRoot { program });
+            if let Some(sock) = crate::run::static_image::start_root_supervisor() {
+                root = Some(StaticRoot { program, sock });
             }
             let mut c = Command::new(crate::run::static_image::link_in(run_dir));
             c.arg(crate::run::static_image::EXEC_ARG)
@@ -150,13 +152,14 @@ pub fn sealed_command(
 impl StaticRoot {
     /// What the child needs to exec the root itself: `cmd` complete (environment and pad).
     fn prepare(
-        &self,
+        self,
         cmd: &Command,
         settings: &Settings,
         run_dir: &Path,
     ) -> Option<std::sync::Arc<static_image::RootExec>> {
         let flags = settings.shim_flags();
-        static_image::RootExec::prepare(cmd, run_dir, flags, &self.program).map(std::sync::Arc::new)
+        static_image::RootExec::prepare(cmd, run_dir, flags, &self.program, self.sock)
+            .map(std::sync::Arc::new)
     }
 }
 
@@ -322,6 +325,9 @@ pub fn run_captured(
         Ok(c) => c,
         Err(e) => return Ok(Err(SpawnError::from_io(&argv[0], cwd, e))),
     };
+    if let Some(r) = &root {
+        r.spawned();
+    }
     let root_report = root_report(root.as_deref());
     run_dir.sweep();
     let writer = match (input, child.child.as_mut().and_then(|c| c.stdin.take())) {
@@ -387,19 +393,23 @@ pub fn run_interactive(
     // Signals go to the command (the terminal's ^C reaches it directly); seal waits and
     // reports its status. Started directly when libseal ties it to seal, else by std.
     // Not in another seal's run: its libseal sees the raw `clone` of a direct spawn.
-    let direct = (guards && !crate::run::shim::inside_a_run())
-        .then(|| crate::run::direct::prepare(&cmd, &argv[0], !settings.unsealed("layout")))
-        .flatten();
-    // A static root the child execs itself (std spawns it: it is set up between fork and exec).
+    // A static root the child execs itself (std spawns it: it is set up between fork and exec;
+    // std too, the trampoline, when it cannot be).
+    let static_one = static_root.is_some();
     let root = static_root.and_then(|r| {
         pad_stack(&mut cmd, settings, &argv[0]);
         r.prepare(&cmd, settings, run_dir.path())
     });
-    let started = match direct
-        .as_ref()
-        .filter(|_| root.is_none())
-        .map(supervise::spawn_direct)
-    {
+    let direct = (guards && !static_one && !crate::run::shim::inside_a_run())
+        .then(|| crate::run::direct::prepare(&cmd, &argv[0], !settings.unsealed("layout")))
+        .flatten();
+    // A static root's child sets its supervision up without a fork of seal (not into a
+    // private /tmp: std runs that set-up); else, or failing that, std forks it as below.
+    let root_direct = match (&root, namespace) {
+        (Some(r), false) => Some(supervise::spawn_root(r, settings.shim_flags())),
+        _ => None,
+    };
+    let started = match root_direct.or_else(|| direct.as_ref().map(supervise::spawn_direct)) {
         Some(Ok(Some(child))) => Ok(child),
         Some(Err(e)) => Err(e),
         _ => {
@@ -413,6 +423,9 @@ pub fn run_interactive(
             )
         }
     };
+    if let Some(r) = &root {
+        r.spawned();
+    }
     let root_report = root_report(root.as_deref());
     let mut child = match started {
         Ok(c) => c,

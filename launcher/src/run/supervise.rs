@@ -444,6 +444,48 @@ pub fn spawn_direct(p: &crate::run::direct::Prepared) -> io::Result<Option<Super
     }))
 }
 
+/// Starts a static root the child execs itself under supervision ([`RootExec::exec`]), with
+/// `clone(CLONE_VM | CLONE_VFORK)` as [`spawn_direct`] does: no fork of seal, no copy of the
+/// trampoline command's environment (std makes one though the child never execs it), on the
+/// image's start-up path. The child starts as [`spawn`]'s would: seal's signal mask of
+/// before, the standard descriptors closed at seal's start closed again. `None` (nothing
+/// started) when the child could not set the supervision up: the caller then spawns it as
+/// before ([`spawn`], which tries once more and else execs the trampoline). `confine`: the
+/// run's flags.
+pub fn spawn_root(root: &RootExec, confine: u32) -> io::Result<Option<Supervised>> {
+    refuse_if_interrupted()?;
+    let closed = closed_at_start();
+    install_handlers();
+    let blocked = Blocked::new();
+    let mask = blocked.0;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    let handled = HANDLED.load(Ordering::Relaxed);
+    let mut reset = [libc::SIGPIPE; FORWARDED.len() + 1];
+    let mut n = 1;
+    for sig in FORWARDED.into_iter().filter(|s| handled & (1 << s) != 0) {
+        reset[n] = sig;
+        n += 1;
+    }
+    // In the child, on seal's memory: system calls only (`child_setup`, `confine::child` and
+    // `RootExec::exec` make nothing else).
+    let exec = || {
+        child_setup(parent, closed, &mask)?;
+        crate::run::confine::child(confine);
+        root.exec()
+    };
+    let Some(pid) = crate::run::direct::spawn_with(&exec, &reset[..n], &mask)? else {
+        return Ok(None);
+    };
+    let slot = register(pid);
+    drop(blocked);
+    Ok(Some(Supervised {
+        child: None,
+        pid,
+        slot,
+    }))
+}
+
 /// `LIBSEAL_GUARD` ([`seal_abi::settings::GUARD`]): seal's real pid when libseal is to tie
 /// the root to seal, zeros when seal does it itself. Always ten digits, so the choice never
 /// changes the size of the root's environment (stack addresses do not depend on it).

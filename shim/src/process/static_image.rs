@@ -99,7 +99,9 @@ unsafe fn start(envp: Argv, own: Option<(i32, i32)>, pie: bool) -> Option<i32> {
             }
         }
     };
-    match handover::hand_over(sock, pie) {
+    // An exec waits in its notification for the supervisor; a process that supervises
+    // itself waits for READY.
+    match handover::hand_over(sock, pie, own.is_some()) {
         Handover::Ready => Some(sock),
         Handover::Refused => {
             handover::give_up(sock);
@@ -176,8 +178,13 @@ fn alone(
     Some(sv[0])
 }
 
-/// Tells the supervisor that the exec failed (it detaches), and closes the socket.
+/// Tells the supervisor that the exec failed (it detaches), and closes the socket. An exec
+/// failed for want of a supervisor (it died before it held the listener) is said loudly:
+/// nothing can take the filter back.
 pub fn exec_failed(sock: i32, errno: i32) {
+    if errno == handover::NO_SUPERVISOR {
+        sys::warn(b"the static binary's supervisor died before it ran: its exec and every call seal supervises fail");
+    }
     handover::exec_failed(sock, errno);
 }
 

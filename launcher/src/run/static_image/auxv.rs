@@ -226,7 +226,7 @@ pub fn has_symtab(path: impl AsRef<std::path::Path>) -> bool {
 /// Writes the 16 `AT_RANDOM` bytes of running process `pid` (its address from
 /// `/proc/PID/auxv`), before its runtime reads them.
 pub fn seal_at_random(pid: i32, at_random: [u8; 16]) -> bool {
-    let auxv = std::fs::read(format!("/proc/{pid}/auxv")).unwrap_or_default();
+    let auxv = super::remote::read_proc(&format!("/proc/{pid}/auxv")).unwrap_or_default();
     let word = |c: &[u8]| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
     auxv.chunks_exact(16)
         .find(|p| word(&p[..8]) == AT_RANDOM)

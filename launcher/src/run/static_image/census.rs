@@ -98,7 +98,8 @@ impl Slot {
         };
         let exe = who.exe.as_os_str().as_encoded_bytes();
         let exe = &exe[..exe.len().min(seal_abi::EXE_BYTES)];
-        let argv = std::fs::read(format!("/proc/{}/cmdline", who.pid)).unwrap_or_default();
+        let argv =
+            super::remote::read_proc(&format!("/proc/{}/cmdline", who.pid)).unwrap_or_default();
         let argv = &argv[..argv.len().min(seal_abi::ARGV_BYTES)];
         let text = offset_of!(CensusFile, text) as u64;
         slot.put(text, exe);

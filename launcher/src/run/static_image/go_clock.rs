@@ -143,7 +143,7 @@ impl Waits {
 /// One thread's state as `/proc` shows it: asleep (sleeping, stopped by a signal, or a zombie:
 /// it cannot run by itself), and its context switches so far.
 fn thread_state(tgid: i32, tid: &str) -> Option<(bool, u64)> {
-    let s = std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/status")).ok()?;
+    let s = super::remote::read_proc_text(&format!("/proc/{tgid}/task/{tid}/status"))?;
     let mut asleep = false;
     let mut switches = 0u64;
     for l in s.lines() {

@@ -15,7 +15,7 @@ pub struct Maps(pub Vec<Mapping>);
 impl Maps {
     /// `/proc/PID/maps`, parsed (empty when it cannot be read).
     pub fn read(pid: i32) -> Maps {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let text = super::remote::read_proc_text(&format!("/proc/{pid}/maps")).unwrap_or_default();
         Maps(
             text.lines()
                 .filter_map(|l| {

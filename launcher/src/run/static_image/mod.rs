@@ -126,10 +126,10 @@ pub fn go_line(program: &str, random: Option<&str>) -> String {
     )
 }
 
-/// Starts the run's supervision server now, for a static root command ([`server::start_early`]);
-/// whether it did (then the launcher's child can ask it for a supervisor: [`RootExec`]).
-pub fn start_server(run_dir: &Path) -> bool {
-    server::start_early(run_dir)
+/// Forks the supervisor of a static root command ([`server::start_root_supervisor`]): the
+/// child's end of their socket pair, on which the launcher's child asks for it ([`RootExec`]).
+pub fn start_root_supervisor() -> Option<std::os::fd::OwnedFd> {
+    server::start_root_supervisor()
 }
 
 /// The link in the run directory that libseal execs as the supervisor.

@@ -114,9 +114,24 @@ pub fn alive(pid: i32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// A file of `/proc` read whole. `std::fs::read` reads a file the kernel gives no size (all
+/// of `/proc`) in reads of 32, 32, 64, 128… bytes: 9 system calls for a `status`, on an
+/// image's start-up path; from 4 KiB up, one or two.
+pub fn read_proc(path: &str) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(4096);
+    std::fs::File::open(path)?.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// [`read_proc`], as text (`None`: unreadable, or not UTF-8).
+pub fn read_proc_text(path: &str) -> Option<String> {
+    String::from_utf8(read_proc(path).ok()?).ok()
+}
+
 /// A number field of `/proc/PID/status`.
 pub fn proc_status_field(pid: i32, field: &str) -> Option<i32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let s = read_proc_text(&format!("/proc/{pid}/status"))?;
     s.lines()
         .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().parse().ok())

@@ -3,6 +3,9 @@
 //! and execs the static binary directly, instead of exec'ing `seal __exec-static` (a 7.7 MB
 //! image with libseal loaded) to do it.
 //!
+//! Its supervisor is forked by the launcher beforehand (`server::start_root_supervisor`); the
+//! child sends its request on its end of their socket pair.
+//!
 //! The command is built as for the trampoline (`seal __exec-static PATH ARGV0 ARGS…`): when anything fails
 //! before the supervisor holds the listener, the child returns and std execs that command,
 //! which sets the supervision up (or reports the image unsealed) as before.
@@ -16,13 +19,15 @@
 use std::collections::BTreeMap;
 use std::ffi::{c_char, CString, OsStr, OsString};
 use std::io;
+use std::os::fd::{IntoRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering::Relaxed};
 
 use seal_abi::pad::{self, Pad};
 use seal_abi::settings::{self as senv, PER_PROCESS, VARS};
-use seal_abi::supervised::handover::{self, Handover, ServerAddr};
+use seal_abi::supervised::handover::{self, Handover};
 use seal_abi::supervised::{EXEC_STATIC_ARG, SUPERVISOR_LINK};
 
 /// Everything the child needs, made before the fork: between fork and exec (the launcher may
@@ -34,7 +39,9 @@ pub struct RootExec {
     envp: Vec<*const c_char>,
     /// The `LIBSEAL_*` entries of `envp` (no pad), NULL-terminated: the request's variables.
     vars: Vec<*const u8>,
-    addr: ServerAddr,
+    /// The child's end of the socket pair with the root's supervisor (`SOCK_CLOEXEC`); the
+    /// launcher closes its copy once the child is spawned ([`RootExec::spawned`]).
+    sock: AtomicI32,
     /// One shared page: the child writes 1 in it when it execs the image under supervision.
     flag: *mut u8,
     /// Is the image a static-pie one (its filter sends forks from every address)?
@@ -51,6 +58,7 @@ unsafe impl Sync for RootExec {}
 
 impl Drop for RootExec {
     fn drop(&mut self) {
+        self.spawned();
         // SAFETY: our own page, mapped in `prepare`.
         unsafe { libc::munmap(self.flag.cast(), 4096) };
     }
@@ -58,14 +66,20 @@ impl Drop for RootExec {
 
 impl RootExec {
     /// For `cmd`, the trampoline command (`seal __exec-static PATH ARGV0 ARGS…`, its
-    /// environment complete), as the run's `program` (what libseal would report). `None` when
-    /// `cmd` is not one, a string holds a NUL, or there is no socket address.
-    pub fn prepare(cmd: &Command, run_dir: &Path, flags: u32, program: &Path) -> Option<RootExec> {
+    /// environment complete), as the run's `program` (what libseal would report), with `sock`,
+    /// the child's end of the socket pair with the root's supervisor. `None` when `cmd` is not
+    /// one or a string holds a NUL (`sock` is closed then: the supervisor ends).
+    pub fn prepare(
+        cmd: &Command,
+        run_dir: &Path,
+        flags: u32,
+        program: &Path,
+        sock: OwnedFd,
+    ) -> Option<RootExec> {
         let args: Vec<&OsStr> = cmd.get_args().collect();
         if args.first() != Some(&OsStr::new(EXEC_STATIC_ARG)) || args.len() < 3 {
             return None;
         }
-        let addr = ServerAddr::of(run_dir.as_os_str().as_bytes())?;
         let path = CString::new(args[1].as_bytes()).ok()?;
         let mut owned = Vec::new();
         let mut argv = Vec::new();
@@ -128,7 +142,7 @@ impl RootExec {
             argv,
             envp,
             vars,
-            addr,
+            sock: AtomicI32::new(sock.into_raw_fd()),
             flag: flag.cast(),
             program: program.as_os_str().to_owned(),
         })
@@ -139,12 +153,11 @@ impl RootExec {
     /// installed; an error when the image's exec failed after the listener was handed over.
     /// System calls only.
     pub fn exec(&self) -> io::Result<()> {
-        handover::prctl(handover::PR_SET_PTRACER, -1);
-        // The launcher started the server (`start_server`): nothing to start here.
-        let Some(sock) = handover::connect(&self.addr, |_| {}) else {
-            handover::prctl(handover::PR_SET_PTRACER, 0);
+        let sock = self.sock.load(Relaxed);
+        if sock < 0 {
             return Ok(());
-        };
+        }
+        handover::prctl(handover::PR_SET_PTRACER, -1);
         // SAFETY: getpid has no preconditions (the real pid: the launcher is unsealed).
         let pid = unsafe { libc::getpid() };
         // SAFETY: `vars` holds C strings up to its NULL.
@@ -152,28 +165,40 @@ impl RootExec {
             handover::give_up(sock);
             return Ok(());
         }
-        match handover::hand_over(sock, self.pie) {
+        match handover::hand_over(sock, self.pie, false) {
             Handover::Refused => {
                 handover::give_up(sock);
                 return Ok(());
             }
-            Handover::Ready => {}
-            Handover::Unanswered => {
-                const SAY: &[u8] = b"seal: the static binary's supervisor did not answer: its \
-                    clock, entropy and pid calls fail\n";
-                // SAFETY: a write of a constant to stderr.
-                unsafe { libc::write(2, SAY.as_ptr().cast(), SAY.len()) };
-            }
+            // (Unanswered is a READY's: none is waited for here.)
+            Handover::Ready | Handover::Unanswered => {}
         }
         // SAFETY: our shared page; the parent reads it after the spawn.
         unsafe { *self.flag = 1 };
         // SAFETY: NUL-terminated path and NULL-terminated vectors that outlive the call.
         unsafe { libc::execve(self.path.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr()) };
         let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(handover::NO_SUPERVISOR) {
+            const SAY: &[u8] = b"seal: the static binary's supervisor died before it ran: \
+                its exec and every call seal supervises fail\n";
+            // SAFETY: a write of a constant to stderr.
+            unsafe { libc::write(2, SAY.as_ptr().cast(), SAY.len()) };
+        }
         // SAFETY: as above.
         unsafe { *self.flag = 0 };
         handover::exec_failed(sock, err.raw_os_error().unwrap_or(0));
         Err(err)
+    }
+
+    /// In the launcher, once the child is spawned: closes the launcher's copy of the child's
+    /// end, so that the supervisor sees the end of its socket when the child is gone without a
+    /// request (it went the trampoline's way, or failed).
+    pub fn spawned(&self) {
+        let fd = self.sock.swap(-1, Relaxed);
+        if fd >= 0 {
+            // SAFETY: our descriptor, closed once.
+            unsafe { libc::close(fd) };
+        }
     }
 
     /// Did the child exec the image itself (no trampoline)? Then no libseal recorded it.
@@ -198,8 +223,12 @@ fn trampoline_env(cmd: &Command) -> Vec<(OsString, OsString)> {
 /// The name of the run directory's `seal` link's target (the trampoline's program, whose
 /// 16-bit name libseal appends to `LIBSEAL_NAMES`).
 fn link_name(run_dir: &Path) -> OsString {
+    // The link's target is this executable (`make_link`), whose path the kernel keeps
+    // resolved: one `readlink`, where resolving the link took one a component.
     let link = run_dir.join(SUPERVISOR_LINK);
-    let target = std::fs::canonicalize(&link).unwrap_or(link);
+    let target = std::env::current_exe()
+        .or_else(|_| std::fs::canonicalize(&link))
+        .unwrap_or(link);
     target.file_name().unwrap_or_default().to_owned()
 }
 

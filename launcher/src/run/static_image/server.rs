@@ -40,49 +40,44 @@ pub fn run(args: &[OsString]) -> i32 {
     serve(ls, std::path::Path::new(&run_dir))
 }
 
-/// Starts the run's server from the launcher, for a static root command: its first exec then
-/// finds the server listening instead of starting it (a fork, a second fork and an exec of
-/// the `seal` binary, on that exec's path). A fork of the launcher, whose copy serves. Not when
-/// this launcher is itself sealed (a seal inside another's run: the copy would carry the
-/// outer run's libseal), nor when the socket's path is too long: then the first static exec
-/// starts the server as in any run.
-pub fn start_early(run_dir: &std::path::Path) -> bool {
-    // The copy runs Rust code (it allocates, sets variables): in the fork of a launcher that
-    // runs other threads (`verify --jobs`, `golden --jobs`) a lock one of them held stays held
-    // (seen: the copy stuck for good in `set_var`, every image of the run waiting 5 s for it,
-    // then running unsealed). Then the first static exec starts the server (fork and exec).
+/// Forks the supervisor of a static root command from the launcher: a process that holds one
+/// end of a socket pair and supervises the image whose request comes on it (the launcher's
+/// child sends it, `RootExec`); the launcher's end (`SOCK_CLOEXEC`) is returned, for the child.
+/// No server is started: every process of such a run descends from the root and carries its
+/// filter, so this supervisor follows each static image they exec, and a dynamic descendant's
+/// libseal asks it (`serve/foreign.rs`) instead of connecting to a server; a process that
+/// somehow does not (the trampoline, when this fails) starts the server as in any run.
+///
+/// Before, the launcher started the run's server here and the root's request waited for its
+/// first spare: a fork of the launcher, a second fork (the spare) on the root's path, and two
+/// more after the root's image ran, beside it, for spares no process of the run could take.
+///
+/// Not when this launcher is itself sealed (a seal inside another's run: the copy would carry
+/// the outer run's libseal), nor when it runs other threads (`verify --jobs`, `golden
+/// --jobs`): the copy runs Rust code (it allocates, sets variables), and a lock another thread
+/// held stays held in it (seen: a server stuck for good in `set_var`, every image of the run
+/// waiting 5 s for it, then running unsealed). The trampoline's libseal then starts a server.
+pub fn start_root_supervisor() -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
     if crate::run::shim::inside_a_run() || !one_thread() {
-        return false;
+        return None;
     }
-    let path = run_dir.join(seal_abi::supervised::SERVER_SOCKET);
-    let bytes = path.as_os_str().as_bytes();
-    // SAFETY: sockaddr_un is plain data; zero is valid.
-    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    if bytes.len() >= a.sun_path.len() {
-        return false;
-    }
-    a.sun_family = libc::AF_UNIX as u16;
-    for (d, s) in a.sun_path.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    let len = (2 + bytes.len() + 1) as libc::socklen_t;
-    // SAFETY: socket calls on a descriptor we own and an address we own.
-    let ls = unsafe {
-        let ls = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0);
-        if ls < 0 {
-            return false;
-        }
-        if libc::bind(ls, (&a as *const libc::sockaddr_un).cast(), len) != 0
-            || libc::listen(ls, 128) != 0
-        {
-            libc::close(ls);
-            return false;
-        }
-        ls
+    let mut pair = [0i32; 2];
+    // SAFETY: socketpair writes two descriptors into `pair`.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
     };
-    // SAFETY: fork; the child is the server and never returns. It is not waited for here (a
-    // wait would put its start on the root's path): it exits when the run directory goes, and
-    // the next run of this launcher reaps it (or it stays a zombie until the launcher exits).
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: fork; the child supervises and never returns. It is not waited for here (a
+    // wait would put its start on the root's path): it ends with its image, and the next run
+    // of this launcher reaps it (or it stays a zombie until the launcher exits).
     unsafe {
         use std::sync::atomic::{AtomicI32, Ordering::Relaxed};
         static LAST: AtomicI32 = AtomicI32::new(0);
@@ -93,16 +88,21 @@ pub fn start_early(run_dir: &std::path::Path) -> bool {
         }
         let c = libc::fork();
         if c == 0 {
+            // Out of the run's session: a ^C at the terminal goes to the image, not to
+            // its supervisor.
             libc::setsid();
-            libc::_exit(serve(ls, run_dir));
+            let fd = isolate(pair[1]);
+            // Waits for its image's exit status itself (`isolate` ignores SIGCHLD).
+            libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+            libc::_exit(supervise_one(fd));
         }
-        libc::close(ls);
-        LAST.store(c, Relaxed);
+        libc::close(pair[1]);
         if c < 0 {
-            // No server: the first static exec starts one.
-            let _ = std::fs::remove_file(&path);
+            libc::close(pair[0]);
+            return None;
         }
-        c > 0
+        LAST.store(c, Relaxed);
+        Some(std::os::fd::OwnedFd::from_raw_fd(pair[0]))
     }
 }
 

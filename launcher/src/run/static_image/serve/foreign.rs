@@ -42,7 +42,8 @@ impl Supervisor {
     /// generation and clock from the environment its libseal gave the new image. What the
     /// supervisor kept for an image the process ran before (a census slot, a page) goes.
     pub(super) fn adopt_foreign(&mut self, pid: i32) {
-        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let env =
+            super::super::remote::read_proc(&format!("/proc/{pid}/environ")).unwrap_or_default();
         let vars: Vec<(OsString, OsString)> = (env.split(|&b| b == 0))
             .filter_map(|kv| {
                 let eq = kv.iter().position(|&b| b == b'=')?;

@@ -136,7 +136,7 @@ impl Supervisor {
 /// Process `pid`'s controlling terminal (its device number) and that terminal's foreground
 /// process group, from `/proc/PID/stat` (fields 7 and 8, after the command's parenthesis).
 fn terminal(pid: i32) -> Option<(u64, i32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = super::super::remote::read_proc_text(&format!("/proc/{pid}/stat"))?;
     let rest = &stat[stat.rfind(')')? + 1..];
     let mut f = rest.split_whitespace().skip(4);
     let tty: u64 = f.next()?.parse().ok()?;

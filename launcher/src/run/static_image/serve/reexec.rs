@@ -1,4 +1,5 @@
-//! The first image's own process exec'ing another image (`exec prog`, a shell's last command
+//! An image's exec of a static binary, followed to its exec stop where the new image is set up
+//! ([`Supervisor::follow_exec`]). The first image's own process exec'ing another image (`exec prog`, a shell's last command
 //! run in place, Go's `syscall.Exec`): the new image is set up as one a forked child execs
 //! (`follow_exec`, `exec_clock`), once what the supervisor kept for the old image is let go.
 //! And any process of an image exec'ing a dynamic program: where that image starts is left in
@@ -63,6 +64,59 @@ impl Supervisor {
         self.ensure(tgid);
         self.merge_finished(tgid);
         self.proc(tgid).l()
+    }
+
+    /// Follows thread `tid`'s exec of a static binary (its call now runs, if `ran`) to its
+    /// exec stop, and sets the new image up there.
+    pub(super) fn follow_exec(&mut self, tid: i32, ran: bool, foreign: bool) {
+        if !ran {
+            super::super::remote::detach_running(tid);
+            return;
+        }
+        self.children += 1;
+        let images = self.children;
+        let seal = self.world.seal_clocks();
+        super::super::exec_child::follow(tid, |pid| {
+            // A static image gets its clock page, as the first one did.
+            let stop = super::super::stop::Stop::read(pid);
+            // An entropy mapping of the image it ran is gone with it.
+            self.entropies.remove(&pid);
+            if foreign {
+                self.adopt_foreign(pid);
+            } else if pid == self.pid {
+                self.first_image_left(pid);
+            }
+            // The census slot it had (a fork's, before the exec) keeps its first image; the
+            // new image gets a slot of its own, one generation on.
+            if self.census.as_mut().and_then(|c| c.remove(&pid)).is_some() {
+                *self.pids.gens.entry(pid).or_insert(0) += 1;
+            }
+            self.images.insert(pid, (stop.text.clone(), stop.go));
+            self.exes.followed(pid);
+            let lineage = self.image_lineage(pid, images);
+            let mut r = self.world.at_random();
+            r[..8].copy_from_slice(&seal_abi::mix64(self.world.seed ^ lineage).to_le_bytes());
+            self.check_reach(pid, &stop.text);
+            let fast = seal
+                && match stop.go {
+                    true => self.exec_go_clock(pid, &stop),
+                    false => self.exec_clock(pid, &stop),
+                };
+            if let Some(aux) = &stop.aux {
+                aux.fix(pid, r, seal && !fast);
+            }
+            if seal && !fast {
+                self.served_clock(pid);
+            }
+            if stop.go && self.world.sealed(seal_abi::flags::RANDOM) {
+                // Its `cputicks` and random numbers, as the first image's, keyed per exec'd
+                // image; its `crypto/rand` from a window of its own.
+                self.runtime_rand(pid, stop.bias, lineage);
+                self.exec_entropy(pid, &stop, lineage);
+            } else if stop.go {
+                self.rand_left(pid);
+            }
+        });
     }
 
     /// Says in process `pid`'s census that the static image it exec'd reads its clocks by
