@@ -52,25 +52,59 @@ pub struct StaticRoot {
     sock: std::os::fd::OwnedFd,
 }
 
+/// A static root command (a static binary this kernel can supervise), found before the run
+/// directory is made: the file to start, the static binary libseal would report, and the
+/// child's end of the socket pair with its supervisor, which the run's watch forks.
+pub struct RootPlan {
+    path: std::path::PathBuf,
+    program: std::path::PathBuf,
+    child: Option<std::os::fd::OwnedFd>,
+}
+
+/// For root command `argv0`: its [`RootPlan`] when it is a static one, and the supervisor's end
+/// of the socket pair, for [`RunDir::create`] (none: the trampoline sets the supervision up).
+pub fn plan_root(argv0: &OsStr) -> (Option<RootPlan>, Option<std::os::fd::OwnedFd>) {
+    let Some((path, program)) = crate::run::exec_check::supervised_root(argv0) else {
+        return (None, None);
+    };
+    let (child, supervisor) =
+        static_image::root_pair().map_or((None, None), |(c, s)| (Some(c), Some(s)));
+    (
+        Some(RootPlan {
+            path,
+            program,
+            child,
+        }),
+        supervisor,
+    )
+}
+
 /// Builds the sealed command for `argv` in `run_dir` (not yet spawned), and for a static root
-/// whose supervisor is forked, what [`StaticRoot::prepare`] needs.
+/// (`plan`, from [`plan_root`]) whose supervisor is forked, what [`StaticRoot::prepare`] needs.
 pub fn sealed_command(
     settings: &Settings,
     shim_path: &Path,
     run_dir: &Path,
     argv: &[OsString],
+    plan: Option<RootPlan>,
 ) -> Result<(Command, Option<StaticRoot>)> {
     // The kernel puts the file name it is given on the new stack: name the file found in PATH
     // here, so the pad (`pad_stack`) knows its length (argv[0] stays as typed).
     crate::run::static_image::make_link(run_dir)
         .with_context(|| format!("cannot link seal into {}", run_dir.display()))?;
-    let supervised = crate::run::exec_check::supervised_root(&argv[0]);
     let mut root = None;
-    let mut cmd = match (crate::run::exec_check::resolve(&argv[0]), supervised) {
+    let mut cmd = match (crate::run::exec_check::resolve(&argv[0]), plan) {
         // A static root: the launcher's child sets up its supervision and execs it
         // (`StaticRoot`); failing that, libseal does in `seal __exec-static`.
-        (_, Some((path, program))) => {
-            if let Some(sock) = crate::run::static_image::start_root_supervisor() {
+        (
+            _,
+            Some(RootPlan {
+                path,
+                program,
+                child,
+            }),
+        ) => {
+            if let Some(sock) = child {
                 root = Some(StaticRoot { program, sock });
             }
             let mut c = Command::new(crate::run::static_image::link_in(run_dir));
@@ -288,9 +322,10 @@ pub fn run_captured(
     limit: Option<std::time::Duration>,
 ) -> Result<std::result::Result<Captured, SpawnError>> {
     let shim_path = shim::extract()?;
-    let run_dir = RunDir::create()?;
+    let (plan, supervisor) = plan_root(&argv[0]);
+    let run_dir = RunDir::create(supervisor)?;
     disable_aslr(settings);
-    let (mut cmd, static_root) = sealed_command(settings, &shim_path, run_dir.path(), argv)?;
+    let (mut cmd, static_root) = sealed_command(settings, &shim_path, run_dir.path(), argv, plan)?;
     if let Some(d) = cwd {
         cmd.current_dir(d);
     }
@@ -377,12 +412,13 @@ pub fn run_interactive(
     want_census: bool,
 ) -> Result<Interactive> {
     let shim_path = shim::extract()?;
-    let run_dir = RunDir::create()?;
+    let (plan, supervisor) = plan_root(&argv[0]);
+    let run_dir = RunDir::create(supervisor)?;
     disable_aslr(settings);
     if let Some(line) = unsealed_note(settings) {
         crate::term::note(line);
     }
-    let (mut cmd, static_root) = sealed_command(settings, &shim_path, run_dir.path(), argv)?;
+    let (mut cmd, static_root) = sealed_command(settings, &shim_path, run_dir.path(), argv, plan)?;
     let namespace = private_tmp(&mut cmd, settings, false, &run_dir, argv, None)?;
     // A static or setuid root never loads libseal: it is reported after the run, and seal
     // ties it to itself before exec.

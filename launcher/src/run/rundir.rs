@@ -39,11 +39,15 @@ impl RunDir {
     /// file there, which costs ~1 ms more per process on a disk. The name is unpredictable and
     /// the mode exactly 0700 whatever the umask, so a shared `/dev/shm` is safe; the cache dir
     /// is the fallback.
-    pub fn create() -> Result<RunDir> {
+    ///
+    /// `root`: a static root's supervisor's end of its socket pair, for the watch, which forks
+    /// the supervisor ([`Watch::start`]).
+    pub fn create(root: Option<std::os::fd::OwnedFd>) -> Result<RunDir> {
+        let mut root = root;
         for parent in memory_dirs() {
             if let Ok(path) = shim::create_private_dir_in(&parent, "seal-run-") {
                 // A memory file system that filled up since `memory_dirs` looked: the next.
-                if let Ok(dir) = RunDir::with_table(path, parent, "seal-run-") {
+                if let Ok(dir) = RunDir::with_table(path, parent, "seal-run-", &mut root) {
                     return Ok(dir);
                 }
             }
@@ -52,7 +56,7 @@ impl RunDir {
         shim::private_dir(&parent)?;
         let path = shim::create_private_dir_in(&parent, "run-")
             .with_context(|| format!("cannot create a run directory in {}", parent.display()))?;
-        RunDir::with_table(path, parent, "run-")
+        RunDir::with_table(path, parent, "run-", &mut root)
     }
 
     /// Removes run directories that killed launchers left next to this one, at most once a
@@ -66,10 +70,15 @@ impl RunDir {
         }
     }
 
-    fn with_table(path: PathBuf, parent: PathBuf, prefix: &'static str) -> Result<RunDir> {
+    fn with_table(
+        path: PathBuf,
+        parent: PathBuf,
+        prefix: &'static str,
+        root: &mut Option<std::os::fd::OwnedFd>,
+    ) -> Result<RunDir> {
         match create_run_table(&path) {
             Ok(_lock) => Ok(RunDir {
-                watch: Watch::start(&path),
+                watch: Watch::start(&path, root.take()),
                 path,
                 _lock,
                 parent,

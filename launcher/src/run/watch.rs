@@ -34,8 +34,11 @@ pub struct Watch {
 
 impl Watch {
     /// Starts the watch of `dir`. `None` when it cannot start (no process left under a limit):
-    /// the run goes on as before, with only the direct child tied to seal.
-    pub fn start(dir: &Path) -> Option<Watch> {
+    /// the run goes on as before, with only the direct child tied to seal. With `root`, the
+    /// supervisor's end of a static root's socket pair, the watch first forks the root's
+    /// supervisor (`static_image::serve_root`): beside the launcher, not on its path.
+    pub fn start(dir: &Path, root: Option<OwnedFd>) -> Option<Watch> {
+        use std::os::fd::AsRawFd;
         reap_finished();
         let dir_c = CString::new(dir.as_os_str().as_bytes()).ok()?;
         let mut fds = [0i32; 2];
@@ -48,12 +51,14 @@ impl Watch {
         // processes are gone (see `watch`), and never returns.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
+            let root = root.as_ref().map_or(-1, |f| f.as_raw_fd());
             // SAFETY: in the forked child.
             unsafe {
                 libc::close(w);
-                watch(r, dir_c.as_bytes());
+                watch(r, dir_c.as_bytes(), root);
             }
         }
+        drop(root);
         // SAFETY: our own descriptor, not used after.
         unsafe { libc::close(r) };
         // SAFETY: w is ours and open.
@@ -97,14 +102,21 @@ fn reap_finished() {
     }
 }
 
-/// The watch itself.
+/// The watch itself; first, with `root` (a descriptor, or -1), the fork of a static root's
+/// supervisor, in the watch's session (out of the terminal's).
 ///
 /// # Safety
 /// Only in the forked grandchild.
-unsafe fn watch(r: i32, dir: &[u8]) -> ! {
+unsafe fn watch(r: i32, dir: &[u8], root: i32) -> ! {
     // SAFETY (all): system calls on our own descriptors and stack buffers.
     unsafe {
         libc::setsid();
+        if root >= 0 {
+            if libc::fork() == 0 {
+                crate::run::static_image::serve_root(root);
+            }
+            libc::close(root);
+        }
         // seal's handlers (signal forwarding) mean nothing here.
         for sig in 1..32 {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {

@@ -126,11 +126,14 @@ pub fn go_line(program: &str, random: Option<&str>) -> String {
     )
 }
 
-/// Forks the supervisor of a static root command ([`server::start_root_supervisor`]): the
-/// child's end of their socket pair, on which the launcher's child asks for it ([`RootExec`]).
-pub fn start_root_supervisor() -> Option<std::os::fd::OwnedFd> {
-    server::start_root_supervisor()
+/// The socket pair of a static root command and its supervisor ([`server::root_pair`]):
+/// the child's end (for [`RootExec`]) and the supervisor's (for the run's watch, which forks
+/// it: [`serve_root`]).
+pub fn root_pair() -> Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    server::root_pair()
 }
+
+pub use server::serve_root;
 
 /// The link in the run directory that libseal execs as the supervisor.
 pub fn link_in(run_dir: &Path) -> PathBuf {

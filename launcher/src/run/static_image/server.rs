@@ -40,24 +40,26 @@ pub fn run(args: &[OsString]) -> i32 {
     serve(ls, std::path::Path::new(&run_dir))
 }
 
-/// Forks the supervisor of a static root command from the launcher: a process that holds one
-/// end of a socket pair and supervises the image whose request comes on it (the launcher's
-/// child sends it, `RootExec`); the launcher's end (`SOCK_CLOEXEC`) is returned, for the child.
+/// The socket pair between a static root command's supervisor and the launcher's child that
+/// execs it (`RootExec`): the child's end and the supervisor's, both `SOCK_CLOEXEC`. The
+/// supervisor is forked by the run's watch (`watch.rs`), a fork of the launcher that exists
+/// anyway, so that no fork of seal is on the image's start-up path: the watch forks it beside
+/// the launcher's own set-up, and it serves the one request on its end ([`serve_root`]).
+///
 /// No server is started: every process of such a run descends from the root and carries its
 /// filter, so this supervisor follows each static image they exec, and a dynamic descendant's
 /// libseal asks it (`serve/foreign.rs`) instead of connecting to a server; a process that
 /// somehow does not (the trampoline, when this fails) starts the server as in any run.
+/// Before, the launcher started the run's server and the root's request waited for its first
+/// spare: a fork of the launcher, a second fork on the root's path, and two more beside the
+/// running image, for spares no process of the run could take.
 ///
-/// Before, the launcher started the run's server here and the root's request waited for its
-/// first spare: a fork of the launcher, a second fork (the spare) on the root's path, and two
-/// more after the root's image ran, beside it, for spares no process of the run could take.
-///
-/// Not when this launcher is itself sealed (a seal inside another's run: the copy would carry
-/// the outer run's libseal), nor when it runs other threads (`verify --jobs`, `golden
-/// --jobs`): the copy runs Rust code (it allocates, sets variables), and a lock another thread
-/// held stays held in it (seen: a server stuck for good in `set_var`, every image of the run
+/// `None` when this launcher is itself sealed (a seal inside another's run: the copy would
+/// carry the outer run's libseal), or runs other threads (`verify --jobs`, `golden --jobs`):
+/// the copy runs Rust code (it allocates, sets variables), and a lock another thread held
+/// stays held in it (seen: a server stuck for good in `set_var`, every image of the run
 /// waiting 5 s for it, then running unsealed). The trampoline's libseal then starts a server.
-pub fn start_root_supervisor() -> Option<std::os::fd::OwnedFd> {
+pub fn root_pair() -> Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     use std::os::fd::FromRawFd;
     if crate::run::shim::inside_a_run() || !one_thread() {
         return None;
@@ -72,37 +74,27 @@ pub fn start_root_supervisor() -> Option<std::os::fd::OwnedFd> {
             pair.as_mut_ptr(),
         )
     };
-    if r != 0 {
-        return None;
-    }
-    // SAFETY: fork; the child supervises and never returns. It is not waited for here (a
-    // wait would put its start on the root's path): it ends with its image, and the next run
-    // of this launcher reaps it (or it stays a zombie until the launcher exits).
+    // SAFETY: two descriptors socketpair just made, owned here.
+    (r == 0).then(|| unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(pair[0]),
+            std::os::fd::OwnedFd::from_raw_fd(pair[1]),
+        )
+    })
+}
+
+/// In a process forked to supervise a static root (by the run's watch): serves the request on
+/// `fd`, its end of [`root_pair`], and exits.
+///
+/// # Safety
+/// One thread runs (a fork of a one-threaded launcher); `fd` is the only descriptor it keeps.
+pub unsafe fn serve_root(fd: i32) -> ! {
+    // SAFETY: per the contract.
     unsafe {
-        use std::sync::atomic::{AtomicI32, Ordering::Relaxed};
-        static LAST: AtomicI32 = AtomicI32::new(0);
-        let last = LAST.swap(0, Relaxed);
-        if last > 0 {
-            let mut st = 0;
-            libc::waitpid(last, &mut st, libc::WNOHANG);
-        }
-        let c = libc::fork();
-        if c == 0 {
-            // Out of the run's session: a ^C at the terminal goes to the image, not to
-            // its supervisor.
-            libc::setsid();
-            let fd = isolate(pair[1]);
-            // Waits for its image's exit status itself (`isolate` ignores SIGCHLD).
-            libc::signal(libc::SIGCHLD, libc::SIG_DFL);
-            libc::_exit(supervise_one(fd));
-        }
-        libc::close(pair[1]);
-        if c < 0 {
-            libc::close(pair[0]);
-            return None;
-        }
-        LAST.store(c, Relaxed);
-        Some(std::os::fd::OwnedFd::from_raw_fd(pair[0]))
+        let fd = isolate(fd);
+        // Waits for its image's exit status itself (`isolate` ignores SIGCHLD).
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+        libc::_exit(supervise_one(fd))
     }
 }
 
