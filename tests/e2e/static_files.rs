@@ -241,7 +241,8 @@ fn a_static_image_lists_directories_in_name_order() {
 /// says a dynamic program's (`tmp-leftover`): busybox `mktemp` draws the same first name in
 /// each run, finds it taken by the first run's file and takes another. The old build said
 /// nothing, and the second run printed another name silently. With the leftover gone the
-/// name is the first run's again. And the same for `mktemp -d`'s `mkdir`.
+/// name is the first run's again. And the same for `mktemp -d`'s `mkdir`, and under the
+/// process's `$TMPDIR`.
 #[test]
 fn a_static_images_temp_name_left_by_an_earlier_run_is_said() {
     let Some(busybox) = crate::static_images::busybox() else {
@@ -289,4 +290,28 @@ fn a_static_images_temp_name_left_by_an_earlier_run_is_said() {
     let want = format!("not sealed (tmp-leftover): {name} was there before the run");
     assert!(second.stderr.contains(&want), "{}", second.show());
     std::fs::remove_dir_all(&dir).unwrap();
+    // Under the process's `$TMPDIR` (outside `/tmp` and `/var/tmp`), read from its
+    // environment: said too. The build before said nothing.
+    let tmpdir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("seal-e2e-leftover-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmpdir);
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let run_t = || {
+        let mut c = crate::util::seal(["--", busybox, "mktemp"]);
+        c.env("TMPDIR", &tmpdir);
+        crate::util::run_timeout(c, TIMEOUT)
+    };
+    let first = run_t();
+    first.ok();
+    let name = first.stdout.trim().to_string();
+    assert!(
+        name.starts_with(&format!("{}/tmp.", tmpdir.display())),
+        "{}",
+        first.show()
+    );
+    assert!(!first.stderr.contains("tmp-leftover"), "{}", first.show());
+    let second = run_t();
+    let want = format!("not sealed (tmp-leftover): {name} was there before the run");
+    assert!(second.stderr.contains(&want), "{}", second.show());
+    std::fs::remove_dir_all(&tmpdir).unwrap();
 }

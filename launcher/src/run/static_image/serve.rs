@@ -120,6 +120,9 @@ struct Supervisor {
     /// Steps that timed out, by process and futex word, since it was last woken.
     futex_steps: HashMap<(i32, u64), u32>,
     cgo_rands: bool,
+    /// Each process's `$TMPDIR`, read from its environment at its first exclusive create since
+    /// its exec (`opens.rs`).
+    tmpdirs: HashMap<i32, Option<Vec<u8>>>,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -178,6 +181,7 @@ pub fn run(
         futexes: Vec::new(),
         futex_steps: HashMap::new(),
         cgo_rands: !traced && world_random,
+        tmpdirs: HashMap::new(),
     };
     if !traced {
         sv.exes.first(pid);
@@ -486,6 +490,7 @@ impl Supervisor {
                 self.leave_exec_start(tgid);
             }
             self.exes.exec_called(tgid);
+            self.tmpdirs.remove(&tgid);
             return Answer::Continue;
         }
         if PROC_CALLS.contains(&(n.nr as u32)) {

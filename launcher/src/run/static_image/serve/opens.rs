@@ -30,6 +30,7 @@ use seal_abi::{device, flags, Fid, NO_DETAIL};
 use std::os::unix::ffi::OsStringExt;
 
 use super::super::exec_child::read_cstr;
+use super::super::remote::read_proc;
 use super::super::world::Stream;
 use super::procfiles::{self, ProcPath};
 use super::sealed_text::{memfd_with, Text};
@@ -102,7 +103,8 @@ impl Supervisor {
 
     /// Before an image's exclusive create (`O_CREAT|O_EXCL`: `mkstemp`, busybox `mktemp`; a
     /// `mkdir`: `mktemp -d`, Go's `os.MkdirTemp`) of
-    /// `path` (relative to `dirfd`) in a temp directory: when the name is taken already by an
+    /// `path` (relative to `dirfd`) in a temp directory (`/tmp`, `/var/tmp`, the process's
+    /// `$TMPDIR`): when the name is taken already by an
     /// entry older than the run (left in a shared `/tmp` by an earlier run), the call will fail
     /// with `EEXIST` and the program take another name, so the process's census says
     /// `tmp-leftover`, as libseal's `note_taken` does for a dynamic program. Looked up through
@@ -125,7 +127,10 @@ impl Supervisor {
             }
         };
         if !sealed_path::in_temp_dir(&shown, None) {
-            return;
+            let tmpdir = self.tmpdir(tgid);
+            if !sealed_path::in_temp_dir(&shown, tmpdir.as_deref()) {
+                return;
+            }
         }
         use std::os::unix::fs::MetadataExt;
         let mut seen = format!("/proc/{tid}/root").into_bytes();
@@ -141,6 +146,24 @@ impl Supervisor {
         if let Some(slot) = self.slot(tgid) {
             slot.unsealed(seal_abi::unsealed::TMP_LEFTOVER, &shown);
         }
+    }
+}
+
+impl Supervisor {
+    /// Process `tgid`'s `$TMPDIR` (absolute), as its environment had it at its exec (what a
+    /// static program's `mktemp` or `os.MkdirTemp` reads), kept until it execs again.
+    fn tmpdir(&mut self, tgid: i32) -> Option<Vec<u8>> {
+        if let Some(t) = self.tmpdirs.get(&tgid) {
+            return t.clone();
+        }
+        let env = read_proc(&format!("/proc/{tgid}/environ")).unwrap_or_default();
+        let t = env
+            .split(|&c| c == 0)
+            .find_map(|e| e.strip_prefix(b"TMPDIR="))
+            .filter(|v| v.starts_with(b"/"))
+            .map(<[u8]>::to_vec);
+        self.tmpdirs.insert(tgid, t.clone());
+        t
     }
 }
 
