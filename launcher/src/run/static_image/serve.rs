@@ -355,7 +355,8 @@ impl Supervisor {
         if unsafe { libc::ioctl(listener, NOTIF_RECV, &mut n) } != 0 {
             return; // the caller died meanwhile, or a signal
         }
-        if attached && n.pid as i32 == self.pid && n.nr as u32 == EXEC {
+        let exec = n.nr as u32 == EXEC || n.nr as i64 == libc::SYS_execveat;
+        if attached && n.pid as i32 == self.pid && exec {
             respond(listener, n.id, Answer::Continue);
             return;
         }
