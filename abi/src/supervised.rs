@@ -69,6 +69,8 @@ pub const TIMED_WAITS: [u32; 2] = [232, 281];
 /// running a static child, past any hook) is followed to its exec stop, where the new image is
 /// set up as the first one was.
 pub const EXEC: u32 = 59;
+/// `execveat` (glibc's `fexecve`, `execveat(2)`), sent and followed as [`EXEC`] is.
+pub const EXEC_AT: u32 = 322;
 
 /// Calls that make or reap a process (`clone` without `CLONE_THREAD`, `fork`, `vfork`,
 /// `clone3`, `wait4`, `waitid`): the pid they return (or take) is a real one, which the

@@ -69,6 +69,42 @@ fn a_static_c_image_a_static_shell_execs_in_place_reads_its_own_page() {
     assert_eq!(o.stdout, direct.stdout, "{}\n{}", o.show(), direct.show());
 }
 
+/// A static image's exec in place by `fexecve` (an `execveat` on a descriptor,
+/// `AT_EMPTY_PATH`) or by `execveat` with a path relative to a directory descriptor is
+/// followed as an `execve` is: the new image reads its clock through its own page (none
+/// served), keeps virtual pid 1000, and prints what it prints as the root command; 3 runs
+/// alike. The filter did not send `execveat` before: the new image kept its vDSO and printed
+/// the real time.
+#[test]
+fn a_static_images_execveat_of_a_static_program_is_followed() {
+    if !have_static_glibc() {
+        skip!("no static libc (libc.a)");
+    }
+    let fexec = build_c("static_fexec", &["-static"]);
+    let bin = build_c("static_clockloop", &["-static"]);
+    let exe = bin.to_str().unwrap();
+    let direct = run_timeout(seal(["-q", "--", exe, "1000"]), TIMEOUT);
+    direct.ok();
+    for mode in ["fd", "at"] {
+        let o = alike(3, || {
+            let args = ["--", fexec.to_str().unwrap(), mode, exe, "1000"];
+            let (o, v) = census_json(&args, TIMEOUT);
+            o.ok();
+            let p = root(&v);
+            assert_eq!(p["exe"].as_str(), Some(exe), "{mode}\n{v:#}");
+            reads_its_page(p, exe, &v, false);
+            o
+        });
+        assert_eq!(
+            o.stdout,
+            direct.stdout,
+            "{mode}\n{}\n{}",
+            o.show(),
+            direct.show()
+        );
+    }
+}
+
 /// A static Go program's `syscall.Exec` of a static C program (the same process, no fork):
 /// the C image reads its clock through its own page, keeps the Go image's virtual pid, and 5
 /// runs print the same. The old build served its reads (counted at its `__clock_gettime`).

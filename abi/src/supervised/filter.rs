@@ -2,7 +2,7 @@
 //! which calls it sends to the supervisor): its program, built at compile time, and the
 //! interpreter its tests run it with.
 
-use super::{SockFilter, CALLS, EXEC, EXIT_GROUP, FUTEX, FUTEX_WAIT_PRIVATE, GETDENTS64};
+use super::{SockFilter, CALLS, EXEC, EXEC_AT, EXIT_GROUP, FUTEX, FUTEX_WAIT_PRIVATE, GETDENTS64};
 use super::{BATCH_OPEN, MKDIR_CALLS, SYSINFO, TIMED_WAITS, TIOCGPGRP, TIOCSPGRP};
 use super::{GROUP_CALLS, IMAGE_IP_LIMIT, IOCTL, OPEN_CALLS, PROC_CALLS, SIGACTION, SIGCHLD};
 
@@ -47,7 +47,7 @@ enum Route {
 
 /// How many call numbers the filter routes.
 const ROUTES: usize = CALLS.len()
-    + 1
+    + 2
     + TIMED_WAITS.len()
     + PROC_CALLS.len()
     + GROUP_CALLS.len()
@@ -75,7 +75,7 @@ const fn routes() -> [(u32, Route); ROUTES] {
         i += 1;
     }
     let n = put(&mut r, 0, &calls, Route::Notify);
-    let n = put(&mut r, n, &[EXEC], Route::Notify);
+    let n = put(&mut r, n, &[EXEC, EXEC_AT], Route::Notify);
     let n = put(&mut r, n, &TIMED_WAITS, Route::Wait);
     let n = put(&mut r, n, &PROC_CALLS, Route::Image);
     let n = put(&mut r, n, &GROUP_CALLS, Route::Image);
@@ -408,6 +408,7 @@ mod tests {
         for nr in 0..500 {
             let listed = CALLS.iter().any(|c| c.0 == nr)
                 || nr == EXEC
+                || nr == EXEC_AT
                 || PROC_CALLS.contains(&nr)
                 || GROUP_CALLS.contains(&nr)
                 || OPEN_CALLS.contains(&nr)

@@ -10,22 +10,59 @@
 
 use super::remote::{detach_running, read};
 
-/// The file thread `tid` asks to exec (its `execve` path argument at `addr`), if it is a
-/// static ELF executable: no `PT_INTERP`, not a script.
-pub fn static_target(tid: i32, addr: u64) -> bool {
-    let name = read_cstr(tid, addr);
-    let name = &name[..];
-    if name.is_empty() {
-        return false;
-    }
-    let mut head = [0u8; 4096];
-    let n = std::fs::File::open(as_seen_by(tid, name))
-        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
-        .unwrap_or(0);
-    is_static_elf(&head[..n])
+/// What an exec call names: `execve(path, argv, envp)`, or `execveat(dirfd, path, argv,
+/// envp, flags)` (glibc's `fexecve`: an empty path and `AT_EMPTY_PATH`, the file `dirfd`).
+pub struct Target {
+    dirfd: i32,
+    pub path: u64,
+    pub argv: u64,
+    flags: i32,
 }
 
-/// The path `name` as thread `tid` would open it, for the supervisor to open: relative to the
+impl Target {
+    /// The exec call of notification `n` (`execve` or `execveat`).
+    pub fn of(n: &super::notif::Notif) -> Target {
+        match n.nr as u32 {
+            seal_abi::supervised::EXEC_AT => Target {
+                dirfd: n.args[0] as i32,
+                path: n.args[1],
+                argv: n.args[2],
+                flags: n.args[4] as i32,
+            },
+            _ => Target {
+                dirfd: libc::AT_FDCWD,
+                path: n.args[0],
+                argv: n.args[1],
+                flags: 0,
+            },
+        }
+    }
+
+    /// Is the file thread `tid` asks to exec a static ELF executable (no `PT_INTERP`, not a
+    /// script)?
+    pub fn is_static(&self, tid: i32) -> bool {
+        let name = read_cstr(tid, self.path);
+        let file = match (&name[..], self.dirfd) {
+            ([], fd) if self.flags & libc::AT_EMPTY_PATH != 0 && fd >= 0 => {
+                std::path::PathBuf::from(format!("/proc/{tid}/fd/{fd}"))
+            }
+            ([], _) => return false,
+            ([b'/', ..], _) | (_, libc::AT_FDCWD) => as_seen_by(tid, &name),
+            (_, fd) => {
+                use std::os::unix::ffi::OsStrExt;
+                let rel = std::ffi::OsStr::from_bytes(&name);
+                std::path::Path::new(&format!("/proc/{tid}/fd/{fd}")).join(rel)
+            }
+        };
+        let mut head = [0u8; 4096];
+        let n = std::fs::File::open(file)
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+            .unwrap_or(0);
+        is_static_elf(&head[..n])
+    }
+}
+
+/// The path `name` as thread `tid` would open it (`execve`'s), for the supervisor to open: relative to the
 /// thread's working directory, and `/proc/self` and `/proc/thread-self` its own, not the
 /// supervisor's. busybox runs its applets by `execve("/proc/self/exe")` (`sh -c 'busybox
 /// date'`): read here as the supervisor's own executable (dynamic), it was not followed, and

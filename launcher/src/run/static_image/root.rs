@@ -175,14 +175,8 @@ impl RootExec {
         }
         // SAFETY: our shared page; the parent reads it after the spawn.
         unsafe { *self.flag = 1 };
-        // `execveat`, which the filter does not send (`execve` it does, for the images' own
-        // execs): the supervisor, which follows this exec by ptrace, has nothing to say to it,
-        // and the image starts one round trip sooner.
         // SAFETY: NUL-terminated path and NULL-terminated vectors that outlive the call.
-        unsafe {
-            let (path, argv, envp) = (self.path.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
-            libc::syscall(libc::SYS_execveat, libc::AT_FDCWD, path, argv, envp, 0)
-        };
+        unsafe { libc::execve(self.path.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr()) };
         let err = io::Error::last_os_error();
         if err.raw_os_error() == Some(handover::NO_SUPERVISOR) {
             const SAY: &[u8] = b"seal: the static binary's supervisor died before it ran: \

@@ -19,7 +19,7 @@ use super::notif::{respond, Answer, Notif, NOTIF_RECV};
 use super::remote::{child_signals, drain, proc_status_field, write};
 use super::world::{Stream, World};
 use seal_abi::supervised::entropy::MAGIC;
-use seal_abi::supervised::{msg, CALLS, EXEC, EXIT_GROUP, FUTEX, GROUP_CALLS, IOCTL};
+use seal_abi::supervised::{msg, CALLS, EXEC, EXEC_AT, EXIT_GROUP, FUTEX, GROUP_CALLS, IOCTL};
 use seal_abi::supervised::{GETDENTS64, MKDIR_CALLS, OPEN_CALLS, PROC_CALLS, SIGACTION};
 use seal_abi::supervised::{SYSINFO, TIMED_WAITS};
 
@@ -355,8 +355,7 @@ impl Supervisor {
         if unsafe { libc::ioctl(listener, NOTIF_RECV, &mut n) } != 0 {
             return; // the caller died meanwhile, or a signal
         }
-        let exec = n.nr as u32 == EXEC || n.nr as i64 == libc::SYS_execveat;
-        if attached && n.pid as i32 == self.pid && exec {
+        if attached && n.pid as i32 == self.pid && matches!(n.nr as u32, EXEC | EXEC_AT) {
             respond(listener, n.id, Answer::Continue);
             return;
         }
@@ -442,7 +441,7 @@ impl Supervisor {
         let first_image = !self.images.contains_key(&tgid);
         let own = first_image && self.own.iter().any(|&(a, b)| (a..b).contains(&n.ip));
         let in_image = (own || text) && self.exes.runs_image(tgid);
-        if in_image && matches!(n.nr as u32, EXEC | EXIT_GROUP) {
+        if in_image && matches!(n.nr as u32, EXEC | EXEC_AT | EXIT_GROUP) {
             // Its in-image draws, while its memory is there.
             self.count_rands(tgid);
         }
@@ -467,15 +466,16 @@ impl Supervisor {
                 false => Answer::Continue,
             };
         }
-        if n.nr as u32 == EXEC {
+        if matches!(n.nr as u32, EXEC | EXEC_AT) {
             // Only an image's own exec of a static binary is followed (a dynamic process's
             // goes through libseal's hook).
             let tid = n.pid as i32;
+            let target = super::exec_child::Target::of(n);
             if in_image {
                 // Its virtual pid is in the run table before the new image looks for it; a
                 // child whose fork was not traced takes one keyed by what it execs.
                 if !self.pids.idents.contains_key(&tgid) {
-                    let key = super::exec_child::exec_key(tid, n.args[0], n.args[1]);
+                    let key = super::exec_child::exec_key(tid, target.path, target.argv);
                     self.pids.exec_key = Some((tgid, key));
                 }
                 self.ident(tgid);
@@ -484,7 +484,7 @@ impl Supervisor {
             // A dynamic process's exec of a static image too: its libseal could install no
             // supervisor of its own under this one's filter (`serve/foreign.rs`).
             let asked = self.probed.remove(&tid);
-            let target = super::exec_child::static_target(tid, n.args[0]);
+            let target = target.is_static(tid);
             if target && (in_image || asked) && super::exec_child::seize(tid) {
                 self.exec = Some((tid, !in_image));
             } else if in_image && !target {
