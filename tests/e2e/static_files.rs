@@ -257,6 +257,47 @@ fn a_static_images_temp_name_left_by_an_earlier_run_is_said() {
         let c = crate::util::seal(["--", busybox, "mktemp", "-p", dir.to_str().unwrap()]);
         crate::util::run_timeout(c, TIMEOUT)
     };
+    let (name, second) = leftover_said_second(run, &dir);
+    assert_ne!(second.stdout.trim(), name, "{}", second.show());
+    std::fs::remove_file(&name).unwrap();
+    let third = run();
+    assert_eq!(third.stdout.trim(), name, "{}", third.show());
+    assert!(!third.stderr.contains("tmp-leftover"), "{}", third.show());
+    // A directory (`mktemp -d`: a `mkdir`, which the filter sends for this) likewise.
+    let dirs = dir.join("d");
+    std::fs::create_dir(&dirs).unwrap();
+    leftover_said_second(
+        || {
+            let d = dirs.to_str().unwrap();
+            let c = crate::util::seal(["--", busybox, "mktemp", "-d", "-p", d]);
+            crate::util::run_timeout(c, TIMEOUT)
+        },
+        &dirs,
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Under the process's `$TMPDIR` (outside `/tmp` and `/var/tmp`), read from its
+    // environment: said too. The build before said nothing.
+    let tmpdir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("seal-e2e-leftover-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmpdir);
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    leftover_said_second(
+        || {
+            let mut c = crate::util::seal(["--", busybox, "mktemp"]);
+            c.env("TMPDIR", &tmpdir);
+            crate::util::run_timeout(c, TIMEOUT)
+        },
+        &tmpdir,
+    );
+    std::fs::remove_dir_all(&tmpdir).unwrap();
+}
+
+/// Runs `run` (a sealed `mktemp` in `dir`) twice: the first prints a name in `dir` and says
+/// nothing, the second says that name was there before the run. The name and the second run.
+fn leftover_said_second(
+    run: impl Fn() -> crate::util::Output,
+    dir: &std::path::Path,
+) -> (String, crate::util::Output) {
     let first = run();
     first.ok();
     let name = first.stdout.trim().to_string();
@@ -269,49 +310,5 @@ fn a_static_images_temp_name_left_by_an_earlier_run_is_said() {
     let second = run();
     let want = format!("not sealed (tmp-leftover): {name} was there before the run");
     assert!(second.stderr.contains(&want), "{}", second.show());
-    assert_ne!(second.stdout.trim(), name, "{}", second.show());
-    std::fs::remove_file(&name).unwrap();
-    let third = run();
-    assert_eq!(third.stdout.trim(), name, "{}", third.show());
-    assert!(!third.stderr.contains("tmp-leftover"), "{}", third.show());
-    // A directory (`mktemp -d`: a `mkdir`, which the filter sends for this) likewise.
-    let dirs = dir.join("d");
-    std::fs::create_dir(&dirs).unwrap();
-    let run_d = || {
-        let d = dirs.to_str().unwrap();
-        let c = crate::util::seal(["--", busybox, "mktemp", "-d", "-p", d]);
-        crate::util::run_timeout(c, TIMEOUT)
-    };
-    let first = run_d();
-    first.ok();
-    let name = first.stdout.trim().to_string();
-    assert!(!first.stderr.contains("tmp-leftover"), "{}", first.show());
-    let second = run_d();
-    let want = format!("not sealed (tmp-leftover): {name} was there before the run");
-    assert!(second.stderr.contains(&want), "{}", second.show());
-    std::fs::remove_dir_all(&dir).unwrap();
-    // Under the process's `$TMPDIR` (outside `/tmp` and `/var/tmp`), read from its
-    // environment: said too. The build before said nothing.
-    let tmpdir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("seal-e2e-leftover-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmpdir);
-    std::fs::create_dir_all(&tmpdir).unwrap();
-    let run_t = || {
-        let mut c = crate::util::seal(["--", busybox, "mktemp"]);
-        c.env("TMPDIR", &tmpdir);
-        crate::util::run_timeout(c, TIMEOUT)
-    };
-    let first = run_t();
-    first.ok();
-    let name = first.stdout.trim().to_string();
-    assert!(
-        name.starts_with(&format!("{}/tmp.", tmpdir.display())),
-        "{}",
-        first.show()
-    );
-    assert!(!first.stderr.contains("tmp-leftover"), "{}", first.show());
-    let second = run_t();
-    let want = format!("not sealed (tmp-leftover): {name} was there before the run");
-    assert!(second.stderr.contains(&want), "{}", second.show());
-    std::fs::remove_dir_all(&tmpdir).unwrap();
+    (name, second)
 }

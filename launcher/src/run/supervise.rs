@@ -427,6 +427,14 @@ pub fn spawn_direct(p: &crate::run::direct::Prepared) -> io::Result<Option<Super
     if !is_empty(&mask) {
         return Ok(None);
     }
+    let (reset, n) = direct_reset();
+    let pid = crate::run::direct::spawn(p, &reset[..n], &mask)?;
+    Ok(Some(direct_started(pid, blocked)))
+}
+
+/// The signals a direct child puts back to their default action (the first `n`): SIGPIPE,
+/// which seal ignores, and those seal handles.
+fn direct_reset() -> ([libc::c_int; FORWARDED.len() + 1], usize) {
     let handled = HANDLED.load(Ordering::Relaxed);
     let mut reset = [libc::SIGPIPE; FORWARDED.len() + 1];
     let mut n = 1;
@@ -434,14 +442,18 @@ pub fn spawn_direct(p: &crate::run::direct::Prepared) -> io::Result<Option<Super
         reset[n] = sig;
         n += 1;
     }
-    let pid = crate::run::direct::spawn(p, &reset[..n], &mask)?;
+    (reset, n)
+}
+
+/// A directly started child `pid`, registered; seal's signals unblocked again.
+fn direct_started(pid: libc::pid_t, blocked: Blocked) -> Supervised {
     let slot = register(pid);
     drop(blocked);
-    Ok(Some(Supervised {
+    Supervised {
         child: None,
         pid,
         slot,
-    }))
+    }
 }
 
 /// Starts a static root the child execs itself under supervision ([`RootExec::exec`]), with
@@ -460,13 +472,7 @@ pub fn spawn_root(root: &RootExec, confine: u32) -> io::Result<Option<Supervised
     let mask = blocked.0;
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
-    let handled = HANDLED.load(Ordering::Relaxed);
-    let mut reset = [libc::SIGPIPE; FORWARDED.len() + 1];
-    let mut n = 1;
-    for sig in FORWARDED.into_iter().filter(|s| handled & (1 << s) != 0) {
-        reset[n] = sig;
-        n += 1;
-    }
+    let (reset, n) = direct_reset();
     // In the child, on seal's memory: system calls only (`child_setup`, `confine::child` and
     // `RootExec::exec` make nothing else).
     let exec = || {
@@ -477,13 +483,7 @@ pub fn spawn_root(root: &RootExec, confine: u32) -> io::Result<Option<Supervised
     let Some(pid) = crate::run::direct::spawn_with(&exec, &reset[..n], &mask)? else {
         return Ok(None);
     };
-    let slot = register(pid);
-    drop(blocked);
-    Ok(Some(Supervised {
-        child: None,
-        pid,
-        slot,
-    }))
+    Ok(Some(direct_started(pid, blocked)))
 }
 
 /// `LIBSEAL_GUARD` ([`seal_abi::settings::GUARD`]): seal's real pid when libseal is to tie
