@@ -112,6 +112,9 @@ unsafe fn watch(r: i32, dir: &[u8], root: i32) -> ! {
     unsafe {
         libc::setsid();
         if root >= 0 {
+            // The kernel reaps the supervisor when it ends (a run's watch waits for nothing):
+            // no zombie left to an `init` that may not reap (a container's).
+            libc::signal(libc::SIGCHLD, libc::SIG_IGN);
             if libc::fork() == 0 {
                 crate::run::static_image::serve_root(root);
             }
@@ -119,7 +122,8 @@ unsafe fn watch(r: i32, dir: &[u8], root: i32) -> ! {
         }
         // seal's handlers (signal forwarding) mean nothing here.
         for sig in 1..32 {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            let reaping = root >= 0 && sig == libc::SIGCHLD;
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP && !reaping {
                 libc::signal(sig, libc::SIG_DFL);
             }
         }

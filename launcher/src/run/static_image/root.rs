@@ -3,8 +3,8 @@
 //! and execs the static binary directly, instead of exec'ing `seal __exec-static` (a 7.7 MB
 //! image with libseal loaded) to do it.
 //!
-//! Its supervisor is forked by the launcher beforehand (`server::start_root_supervisor`); the
-//! child sends its request on its end of their socket pair.
+//! Its supervisor is forked beforehand by the run's watch (`server::serve_root`, on one end of
+//! `server::root_pair`); the child sends its request on the other end.
 //!
 //! The command is built as for the trampoline (`seal __exec-static PATH ARGV0 ARGS…`): when anything fails
 //! before the supervisor holds the listener, the child returns and std execs that command,
