@@ -323,7 +323,7 @@ pub fn run_captured(
 ) -> Result<std::result::Result<Captured, SpawnError>> {
     let shim_path = shim::extract()?;
     let (plan, supervisor) = plan_root(&argv[0]);
-    let run_dir = RunDir::create(supervisor)?;
+    let mut run_dir = RunDir::create(supervisor)?;
     disable_aslr(settings);
     let (mut cmd, static_root) = sealed_command(settings, &shim_path, run_dir.path(), argv, plan)?;
     if let Some(d) = cwd {
@@ -364,6 +364,7 @@ pub fn run_captured(
         r.spawned();
     }
     let root_report = root_report(root.as_deref());
+    run_dir.watch();
     run_dir.sweep();
     let writer = match (input, child.child.as_mut().and_then(|c| c.stdin.take())) {
         (Input::Bytes(b), Some(mut stdin)) => {
@@ -413,7 +414,7 @@ pub fn run_interactive(
 ) -> Result<Interactive> {
     let shim_path = shim::extract()?;
     let (plan, supervisor) = plan_root(&argv[0]);
-    let run_dir = RunDir::create(supervisor)?;
+    let mut run_dir = RunDir::create(supervisor)?;
     disable_aslr(settings);
     if let Some(line) = unsealed_note(settings) {
         crate::term::note(line);
@@ -474,6 +475,7 @@ pub fn run_interactive(
             });
         }
     };
+    run_dir.watch();
     run_dir.sweep();
     let status = child.wait().context("waiting for the sealed command")?;
     drop(child);

@@ -41,7 +41,8 @@ impl RunDir {
     /// is the fallback.
     ///
     /// `root`: a static root's supervisor's end of its socket pair, for the watch, which forks
-    /// the supervisor ([`Watch::start`]).
+    /// the supervisor ([`Watch::start`]): the watch starts now. Without one it starts once the
+    /// command has ([`Self::watch`]).
     pub fn create(root: Option<std::os::fd::OwnedFd>) -> Result<RunDir> {
         let mut root = root;
         for parent in memory_dirs() {
@@ -78,7 +79,7 @@ impl RunDir {
     ) -> Result<RunDir> {
         match create_run_table(&path) {
             Ok(_lock) => Ok(RunDir {
-                watch: Watch::start(&path, root.take()),
+                watch: root.take().and_then(|r| Watch::start(&path, Some(r))),
                 path,
                 _lock,
                 parent,
@@ -93,6 +94,16 @@ impl RunDir {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Starts the run's watch if it is not started yet: called once the command is started,
+    /// so that the watch's fork (~0.2 ms, the launcher's first) runs beside the command's
+    /// start-up instead of before it. A launcher killed in between leaves its command to
+    /// `PR_SET_PDEATHSIG` and its directory to the next run's sweep.
+    pub fn watch(&mut self) {
+        if self.watch.is_none() {
+            self.watch = Watch::start(&self.path, None);
+        }
     }
 }
 
