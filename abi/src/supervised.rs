@@ -197,7 +197,8 @@ pub mod msg {
     pub const REFUSED: u8 = 2;
     /// Shim → supervisor: the filter's listener, as `SCM_RIGHTS`.
     pub const LISTENER: u8 = 3;
-    /// Supervisor → shim: holds the listener; the shim may exec.
+    /// Supervisor → shim: holds the listener and has taken its pages (a process that
+    /// supervises itself; an exec'ing process does not wait for it).
     pub const READY: u8 = 4;
     /// Shim → supervisor: the exec failed (the `u32` is the errno); detach.
     pub const EXEC_FAILED: u8 = 5;

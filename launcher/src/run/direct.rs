@@ -157,7 +157,8 @@ pub fn spawn(
     reset: &[libc::c_int],
     mask: &libc::sigset_t,
 ) -> io::Result<libc::pid_t> {
-    spawn_in(Ok(p), reset, mask).map(|pid| pid.unwrap_or(-1))
+    // (A `Prepared` is exec'd or its error returned: never "nothing".)
+    spawn_in(Ok(p), reset, mask)?.ok_or_else(|| io::Error::other("the child started nothing"))
 }
 
 /// [`spawn`], the child running `exec` (which execs itself) instead of a [`Prepared`]:

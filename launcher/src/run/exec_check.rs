@@ -24,8 +24,12 @@ enum Root {
 
 /// Warning lines (same form as the census's `unsealed_warnings`) for the command `program`,
 /// and whether libseal is sure to load in it (then libseal can tie the root to seal instead
-/// of a step between fork and exec: `supervise::spawn`).
-pub fn inspect(program: &OsStr) -> (Vec<String>, bool) {
+/// of a step between fork and exec: `supervise::spawn`). `supervised`: `program` is known
+/// already to be a static root this kernel supervises ([`supervised_root`]; not read again).
+pub fn inspect(program: &OsStr, supervised: bool) -> (Vec<String>, bool) {
+    if supervised {
+        return (Vec::new(), true);
+    }
     match resolve(program).map_or(Root::Unknown, |p| check(&p)) {
         Root::Loads => (Vec::new(), true),
         // Supervised (and reported): set up by the launcher's child, or by libseal in the
@@ -143,17 +147,17 @@ mod tests {
 
     #[test]
     fn dynamic_programs_and_scripts_are_fine() {
-        assert!(inspect(OsStr::new("sh")).0.is_empty());
-        assert!(inspect(OsStr::new("/nonexistent/prog")).0.is_empty());
+        assert!(inspect(OsStr::new("sh"), false).0.is_empty());
+        assert!(inspect(OsStr::new("/nonexistent/prog"), false).0.is_empty());
         let loader = seal_abi::exec_target::SYSTEM_LOADER;
         if Path::new(loader).exists() {
-            assert!(inspect(OsStr::new(loader)).0.is_empty());
+            assert!(inspect(OsStr::new(loader), false).0.is_empty());
         }
     }
 
     #[test]
     fn libseal_is_sure_to_load_only_behind_the_dynamic_loader() {
-        assert!(inspect(OsStr::new("sh")).1, "a dynamic program");
+        assert!(inspect(OsStr::new("sh"), false).1, "a dynamic program");
         let dir = tempfile::tempdir().unwrap();
         let script = |name: &str, text: &str| {
             let p = dir.path().join(name);
@@ -164,14 +168,14 @@ mod tests {
         };
         let with = script("with.sh", "#!/bin/sh\necho hi\n");
         assert!(
-            inspect(with.as_os_str()).1,
+            inspect(with.as_os_str(), false).1,
             "a #! script run by a dynamic shell"
         );
         // No #! line: execvp runs it through /bin/sh, which posix_spawn does not.
         let without = script("without.sh", "echo hi\n");
-        assert_eq!(inspect(without.as_os_str()), (Vec::new(), false));
+        assert_eq!(inspect(without.as_os_str(), false), (Vec::new(), false));
         assert_eq!(
-            inspect(OsStr::new("/nonexistent/prog")),
+            inspect(OsStr::new("/nonexistent/prog"), false),
             (Vec::new(), false)
         );
     }

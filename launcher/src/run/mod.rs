@@ -323,6 +323,7 @@ pub fn run_captured(
 ) -> Result<std::result::Result<Captured, SpawnError>> {
     let shim_path = shim::extract()?;
     let (plan, supervisor) = plan_root(&argv[0]);
+    let supervised = plan.is_some();
     let mut run_dir = RunDir::create(supervisor)?;
     disable_aslr(settings);
     let (mut cmd, static_root) = sealed_command(settings, &shim_path, run_dir.path(), argv, plan)?;
@@ -333,7 +334,7 @@ pub fn run_captured(
         cmd.env(k, v);
     }
     let namespace = private_tmp(&mut cmd, settings, true, &run_dir, argv, cwd)?;
-    let guards = !namespace && crate::run::exec_check::inspect(&argv[0]).1;
+    let guards = !namespace && crate::run::exec_check::inspect(&argv[0], supervised).1;
     let (name, value) = supervise::guard_var(guards);
     cmd.env(name, value);
     pad_stack(&mut cmd, settings, &argv[0]);
@@ -414,6 +415,7 @@ pub fn run_interactive(
 ) -> Result<Interactive> {
     let shim_path = shim::extract()?;
     let (plan, supervisor) = plan_root(&argv[0]);
+    let supervised = plan.is_some();
     let mut run_dir = RunDir::create(supervisor)?;
     disable_aslr(settings);
     if let Some(line) = unsealed_note(settings) {
@@ -423,7 +425,7 @@ pub fn run_interactive(
     let namespace = private_tmp(&mut cmd, settings, false, &run_dir, argv, None)?;
     // A static or setuid root never loads libseal: it is reported after the run, and seal
     // ties it to itself before exec.
-    let (root_warnings, loads) = crate::run::exec_check::inspect(&argv[0]);
+    let (root_warnings, loads) = crate::run::exec_check::inspect(&argv[0], supervised);
     let guards = !namespace && loads;
     let (name, value) = supervise::guard_var(guards);
     cmd.env(name, value);
@@ -432,12 +434,11 @@ pub fn run_interactive(
     // Not in another seal's run: its libseal sees the raw `clone` of a direct spawn.
     // A static root the child execs itself (std spawns it: it is set up between fork and exec;
     // std too, the trampoline, when it cannot be).
-    let static_one = static_root.is_some();
     let root = static_root.and_then(|r| {
         pad_stack(&mut cmd, settings, &argv[0]);
         r.prepare(&cmd, settings, run_dir.path())
     });
-    let direct = (guards && !static_one && !crate::run::shim::inside_a_run())
+    let direct = (guards && !supervised && !crate::run::shim::inside_a_run())
         .then(|| crate::run::direct::prepare(&cmd, &argv[0], !settings.unsealed("layout")))
         .flatten();
     // A static root's child sets its supervision up without a fork of seal (not into a

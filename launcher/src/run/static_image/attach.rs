@@ -70,7 +70,8 @@ pub fn supervise_in(args: &[OsString], mut world: world::World) -> i32 {
         remote::detach_running(pid);
         return 1;
     };
-    send(fd, msg::READY, 0);
+    // No READY: the exec'ing side execs once it has sent the listener, and its exec waits in
+    // its notification (`handover::hand_over`).
     serve::run(listener, fd, pid, world, true, None, None)
 }
 
