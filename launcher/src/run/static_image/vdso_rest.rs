@@ -46,16 +46,63 @@ pub struct Sym {
 
 /// The exported symbols of the vDSO image `elf` (parsed once for every look-up of the exec
 /// stop); `None` when it is not an ELF image or a name is not text.
+///
+/// Read by hand, not with `object`: its name look-ups call the `memchr` crate, whose first
+/// call probes the CPU (`cpuid`, a trap to the hypervisor in a VM: ~70 µs of a fresh
+/// supervisor's exec stop, on the image's start-up path). The vDSO is a small ELF64 image:
+/// `.dynsym` (its section header of type `SHT_DYNSYM`) and the string table it links to.
 pub fn symbols(elf: &[u8]) -> Option<Vec<Sym>> {
-    use object::{Object, ObjectSymbol, SymbolKind};
-    let file = object::File::parse(elf).ok()?;
-    file.dynamic_symbols()
-        .map(|s| {
+    const SHT_DYNSYM: u32 = 11;
+    const STT_FUNC: u8 = 2;
+    const STT_GNU_IFUNC: u8 = 10;
+    let u16_at = |at: usize| Some(u16::from_le_bytes(elf.get(at..at + 2)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_le_bytes(elf.get(at..at + 4)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(elf.get(at..at + 8)?.try_into().ok()?));
+    // ELF64, little-endian.
+    if elf.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let (shoff, shentsize, shnum) = (
+        u64_at(0x28)? as usize,
+        u16_at(0x3a)? as usize,
+        u16_at(0x3c)?,
+    );
+    if shentsize < 64 {
+        return None;
+    }
+    let section = |i: usize| {
+        let at = shoff.checked_add(i.checked_mul(shentsize)?)?;
+        // (type, offset, size, link, entry size)
+        Some((
+            u32_at(at + 4)?,
+            u64_at(at + 24)? as usize,
+            u64_at(at + 32)? as usize,
+            u32_at(at + 40)? as usize,
+            u64_at(at + 56)? as usize,
+        ))
+    };
+    let (_, off, size, link, entsize) = (0..shnum as usize)
+        .filter_map(section)
+        .find(|s| s.0 == SHT_DYNSYM)?;
+    let (_, str_off, str_size, _, _) = section(link)?;
+    let strings = elf.get(str_off..str_off.checked_add(str_size)?)?;
+    if entsize < 24 {
+        return None;
+    }
+    // Entry 0 is the null symbol.
+    (1..size / entsize)
+        .map(|i| {
+            let at = off + i * entsize;
+            let name_at = u32_at(at)? as usize;
+            let info = *elf.get(at + 4)?;
+            let shndx = u16_at(at + 6)?;
+            let name = strings.get(name_at..)?;
+            let end = name.iter().position(|&b| b == 0)?;
             Some(Sym {
-                name: s.name().ok()?.to_owned(),
-                at: s.address(),
-                size: s.size(),
-                func: s.kind() == SymbolKind::Text && !s.is_undefined(),
+                name: std::str::from_utf8(&name[..end]).ok()?.to_owned(),
+                at: u64_at(at + 8)?,
+                size: u64_at(at + 16)?,
+                func: matches!(info & 0xf, STT_FUNC | STT_GNU_IFUNC) && shndx != 0,
             })
         })
         .collect()
@@ -78,4 +125,61 @@ pub fn edits(symbols: &[Sym], base: u64) -> Option<Vec<(u64, Vec<u8>)>> {
         done.push((at, code));
     }
     Some(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This process's own vDSO, as the kernel maps it.
+    fn own_vdso() -> Vec<u8> {
+        // SAFETY: getauxval reads the auxiliary vector.
+        let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) } as usize;
+        assert_ne!(base, 0, "no vDSO");
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps.lines().find(|l| l.ends_with("[vdso]")).unwrap();
+        let (a, b) = line
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .split_once('-')
+            .unwrap();
+        let len = usize::from_str_radix(b, 16).unwrap() - usize::from_str_radix(a, 16).unwrap();
+        // SAFETY: the mapping is readable and `len` long.
+        unsafe { std::slice::from_raw_parts(base as *const u8, len) }.to_vec()
+    }
+
+    #[test]
+    fn the_vdsos_symbols_are_what_object_reads() {
+        use object::{Object, ObjectSymbol, SymbolKind};
+        let elf = own_vdso();
+        let ours = symbols(&elf).unwrap();
+        let file = object::File::parse(&*elf).unwrap();
+        let theirs: Vec<_> = file
+            .dynamic_symbols()
+            .map(|s| {
+                let func = s.kind() == SymbolKind::Text && !s.is_undefined();
+                (s.name().unwrap().to_owned(), s.address(), s.size(), func)
+            })
+            .collect();
+        let ours: Vec<_> = ours
+            .into_iter()
+            .map(|s| (s.name, s.at, s.size, s.func))
+            .collect();
+        assert_eq!(ours, theirs);
+        assert!(
+            ours.iter().any(|s| s.0 == "__vdso_clock_gettime" && s.3),
+            "{ours:?}"
+        );
+    }
+
+    #[test]
+    fn a_cut_or_foreign_image_is_none() {
+        let elf = own_vdso();
+        assert!(symbols(&elf[..100]).is_none());
+        assert!(symbols(b"not an ELF image at all").is_none());
+        let mut big = elf.clone();
+        big[5] = 2; // big-endian
+        assert!(symbols(&big).is_none());
+    }
 }
