@@ -41,6 +41,7 @@ const SCM_RIGHTS: u64 = 1;
 const POLLIN: i16 = 1;
 const ENOENT: i64 = 2;
 const EACCES: i64 = 13;
+const EINVAL: i64 = 22;
 const ECONNREFUSED: i64 = 111;
 /// `PR_SET_PTRACER`, `PR_SET_NO_NEW_PRIVS`.
 pub const PR_SET_PTRACER: i32 = 0x5961_6d61;
@@ -290,9 +291,17 @@ pub fn receive(sock: i32) -> Option<(u8, u32)> {
 /// Installs the filter with a new listener (after `PR_SET_NO_NEW_PRIVS`, which an unprivileged
 /// process needs for it); returns the listener or `-errno`.
 /// `pie`: the image to be exec'd is a static-pie one ([`super::NO_IP_LIMIT`]).
+///
+/// With `SECCOMP_FILTER_FLAG_SPEC_ALLOW` (Linux 4.17): the filter only routes calls to the
+/// supervisor, it is no sandbox, so it leaves the image's speculation mitigations as they were.
+/// Without the flag a kernel booted with the default `spec_store_bypass_disable=seccomp`
+/// turns Speculative Store Bypass Disable on for every filtered thread (slower code, and on
+/// some CPUs a model-specific register written at each context switch, a trap in a VM). A
+/// kernel that does not know the flag (`EINVAL`) gets the filter without it.
 pub fn install_filter(pie: bool) -> i32 {
     const SECCOMP_SET_MODE_FILTER: i64 = 1;
     const SECCOMP_FILTER_FLAG_NEW_LISTENER: i64 = 1 << 3;
+    const SECCOMP_FILTER_FLAG_SPEC_ALLOW: i64 = 1 << 2;
     static FILTER: [SockFilter; FILTER_LEN] = super::filter();
     static PIE_FILTER: [SockFilter; FILTER_LEN] = super::filter_below(super::NO_IP_LIMIT);
     #[repr(C)]
@@ -305,14 +314,14 @@ pub fn install_filter(pie: bool) -> i32 {
         len: f.len() as u16,
         filter: f.as_ptr(),
     };
-    let install = || {
+    let install = |flags: i64| {
         // SAFETY: seccomp with a sock_fprog that points at a static program.
         unsafe {
             sys(
                 SYS_SECCOMP,
                 [
                     SECCOMP_SET_MODE_FILTER,
-                    SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                    flags,
                     &prog as *const Prog as i64,
                     0,
                     0,
@@ -321,10 +330,14 @@ pub fn install_filter(pie: bool) -> i32 {
             )
         }
     };
-    let mut r = install();
+    let flags = SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_SPEC_ALLOW;
+    let mut r = install(flags);
     if r == -EACCES {
         prctl(PR_SET_NO_NEW_PRIVS, 1);
-        r = install();
+        r = install(flags);
+    }
+    if r == -EINVAL {
+        r = install(SECCOMP_FILTER_FLAG_NEW_LISTENER);
     }
     r as i32
 }
