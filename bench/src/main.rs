@@ -16,6 +16,7 @@ mod report;
 mod runtimes;
 mod startup;
 mod statics;
+mod switches;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -50,6 +51,9 @@ Options:
   --static-only        measure the static-image and Go section only and print it (BENCHMARKS.md
                        is left alone)
   --static-rounds N    rounds of the static-image and Go section (default 9)
+  --no-switches        skip the context-switch section
+  --switches-only      measure the context-switch section only and print it (writes nothing)
+  --switch-rounds N    rounds of the context-switch section (default 9)
   --no-pytest          skip the `pytest --seal` section
   --pytest-rounds N    rounds of the `pytest --seal` section (default 7)
   --pytest-only        measure only the `pytest --seal` section and print it (writes nothing)";
@@ -71,6 +75,9 @@ struct Options {
     runtime_rounds: usize,
     statics: bool,
     static_only: bool,
+    switches: bool,
+    switches_only: bool,
+    switch_rounds: usize,
     static_rounds: usize,
     pytest: bool,
     pytest_rounds: usize,
@@ -95,6 +102,9 @@ fn parse_args() -> Result<Options, String> {
         runtime_rounds: 5,
         statics: true,
         static_only: false,
+        switches: true,
+        switches_only: false,
+        switch_rounds: 9,
         static_rounds: 9,
         pytest: true,
         pytest_rounds: 7,
@@ -118,6 +128,7 @@ fn parse_args() -> Result<Options, String> {
                 o.python_rounds = 2;
                 o.runtime_rounds = 1;
                 o.pytest_rounds = 2;
+                o.switch_rounds = 2;
             }
             "--no-write" => o.write = false,
             "--out" => o.out = Some(value("--out")?.into()),
@@ -138,6 +149,12 @@ fn parse_args() -> Result<Options, String> {
                 o.write = false;
             }
             "--static-rounds" => o.static_rounds = number(&a, value(&a)?)? as usize,
+            "--no-switches" => o.switches = false,
+            "--switches-only" => {
+                o.switches_only = true;
+                o.write = false;
+            }
+            "--switch-rounds" => o.switch_rounds = number(&a, value(&a)?)? as usize,
             "--no-pytest" => o.pytest = false,
             "--pytest-rounds" => o.pytest_rounds = number(&a, value(&a)?)? as usize,
             "--pytest-only" => {
@@ -337,6 +354,19 @@ fn measure_all(
             revision(root)
         ));
     }
+    let switches = |rounds| {
+        let faketime = launch.faketime.is_some();
+        switches::section(&launch, root, workdir, faketime, rounds)
+    };
+    if o.switches_only {
+        let load = machine::load_average();
+        let section = switches(o.switch_rounds)?;
+        let after = machine::load_average();
+        return Ok(format!(
+            "{section}(load average {load} before, {after} after; {})\n",
+            revision(root)
+        ));
+    }
     let percall_bin = percall::compile(root, workdir)?;
     let true_bin = which("true").ok_or("`true` is not on PATH")?;
 
@@ -415,6 +445,12 @@ fn measure_all(
 
     let statics_section = if o.statics {
         statics::section(&at(o.static_rounds))?
+    } else {
+        None
+    };
+
+    let switches_section = if o.switches {
+        Some(switches(o.switch_rounds)?)
     } else {
         None
     };
@@ -503,6 +539,7 @@ fn measure_all(
         startup_section,
         runtimes_section,
         statics_section,
+        switches_section,
         pytest_section,
     ]
     .into_iter()

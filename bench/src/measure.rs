@@ -17,6 +17,9 @@ pub enum Mode {
     Seal,
     /// The program with Debian's libfaketime preloaded.
     Faketime,
+    /// `seal run -q --unseal cpu -- program`: sealed without the `rdtsc`/`cpuid` traps (the
+    /// context-switch section, switches.rs, shows what they cost).
+    SealNoCpu,
 }
 
 impl Mode {
@@ -25,6 +28,7 @@ impl Mode {
             Mode::Bare => "bare",
             Mode::Seal => "seal",
             Mode::Faketime => "libfaketime",
+            Mode::SealNoCpu => "seal --unseal cpu",
         }
     }
 }
@@ -59,6 +63,13 @@ impl Launch {
             Mode::Seal => {
                 let mut c = Command::new(&self.seal);
                 c.args(["run", "-q", "--"]).arg(prog).args(args);
+                c
+            }
+            Mode::SealNoCpu => {
+                let mut c = Command::new(&self.seal);
+                c.args(["run", "-q", "--unseal", "cpu", "--"])
+                    .arg(prog)
+                    .args(args);
                 c
             }
         };
