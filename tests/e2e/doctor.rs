@@ -4,10 +4,11 @@
 
 use crate::util::*;
 
-const CHECKS: [&str; 6] = [
+const CHECKS: [&str; 7] = [
     "platform",
     "rdtsc trap",
     "cpuid trap",
+    "static binaries",
     "host namespace",
     "clock capability",
     "shim cache",
@@ -41,6 +42,22 @@ fn doctor_json_reports_every_check_and_agrees_with_the_machine() {
     } else {
         assert_eq!(get("cpuid trap")["status"], "limited", "{}", out.show());
         assert!(r["limited"].as_bool().unwrap());
+    }
+    // The static check says what a static command then gets: supervised where both halves
+    // work, said unsealed where either is refused.
+    if let Some(busybox) = crate::static_images::busybox() {
+        let run = run_sealed(&[busybox, "true"]);
+        run.ok();
+        let (status, said) = match get("static binaries")["status"] == "ok" {
+            true => ("ok", "partly sealed (static-binary-supervised)"),
+            false => ("limited", "not sealed (static-binary)"),
+        };
+        assert!(
+            run.stderr.contains(said),
+            "{status}\n{}\n{}",
+            out.show(),
+            run.show()
+        );
     }
     // The platform under test is the one seal is built for.
     assert_eq!(get("platform")["status"], "ok");
@@ -106,4 +123,39 @@ fn doctor_names_an_unsafe_shim_cache_as_limited() {
         out.show()
     );
     assert_eq!(r["limited"], true);
+}
+
+/// Under a tracer that follows forks (`strace -f`), seal's supervisor cannot trace a static
+/// image: doctor says the static check is limited because ptrace is refused, and a static
+/// command is then said unsealed, not silently run as if sealed.
+#[test]
+fn doctor_under_strace_names_ptrace_and_a_static_command_is_said_unsealed() {
+    require_tools!("strace");
+    let Some(busybox) = crate::static_images::busybox() else {
+        skip!("no busybox (Debian: busybox-static)");
+    };
+    let traced = |args: &[&str]| {
+        let mut c = command("strace");
+        c.args(["-f", "-o", "/dev/null"]).arg(seal_bin()).args(args);
+        run_timeout(c, TIMEOUT)
+    };
+    let out = traced(&["doctor", "--json"]);
+    out.ok();
+    let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let c = (r["checks"].as_array().unwrap().iter())
+        .find(|c| c["name"] == "static binaries")
+        .unwrap();
+    assert_eq!(c["status"], "limited", "{}", out.show());
+    assert!(
+        c["found"].as_str().unwrap().starts_with("ptrace refused"),
+        "{}",
+        out.show()
+    );
+    let run = traced(&["--", busybox, "true"]);
+    run.ok();
+    assert!(
+        run.stderr.contains("not sealed (static-binary)"),
+        "{}",
+        run.show()
+    );
 }

@@ -85,6 +85,7 @@ pub fn examine() -> Report {
         platform(),
         rdtsc_trap(),
         cpuid_trap(),
+        static_supervision(),
         host_namespace(),
         clock_capability(),
         shim_cache(),
@@ -161,7 +162,7 @@ fn platform() -> Check {
         glibc.map_or("no glibc".to_string(), |v| format!("glibc {v}"))
     );
     let meaning = if ok {
-        "the shim loads into every dynamically linked x86_64 glibc program (static and setuid ones run unsealed, each said on stderr)"
+        "the shim loads into every dynamically linked x86_64 glibc program (static ones run under seal's supervisor: see static binaries; setuid ones run unsealed, each said on stderr)"
     } else {
         "seal's shim is built for x86_64 Linux with glibc: other platforms (musl, aarch64) run commands unsealed"
     };
@@ -308,6 +309,112 @@ fn trial_found(call: &str, r: Result<i32, TrialError>) -> String {
     }
 }
 
+/// Static binaries and Go programs run under seal's supervisor: a seccomp filter with a
+/// listener (user notifications, Linux 5.5), and `ptrace` of the image by a process that is
+/// not its parent (at its exec stop; Yama's `ptrace_scope` 0 or 1, which the image's
+/// `PR_SET_PTRACER` satisfies). Both tried: a child installs seal's filter and names this
+/// process its tracer, this process seizes it.
+fn static_supervision() -> Check {
+    const NAME: &str = "static binaries";
+    let limited = "static binaries and Go programs run unsealed here (each said on stderr as `not sealed (static-binary)`): their clocks, randomness and pids are real";
+    if !crate::run::static_image::available() {
+        return check(
+            NAME,
+            false,
+            "no seccomp user notifications (Linux 5.5 or later needed)".into(),
+            limited,
+        );
+    }
+    match try_supervision() {
+        Ok(()) => check(
+            NAME,
+            true,
+            "seccomp user notifications and ptrace work".into(),
+            "static binaries and Go programs run under seal's system-call supervisor: clocks, randomness, pids, host and temp names sealed (what stays real is said once per program)",
+        ),
+        Err(found) => check(NAME, false, found, limited),
+    }
+}
+
+/// The trial of [`static_supervision`]: what was refused, if anything.
+fn try_supervision() -> Result<(), String> {
+    let mut up = [0i32; 2];
+    let mut down = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into each array.
+    let made = unsafe {
+        libc::pipe2(up.as_mut_ptr(), libc::O_CLOEXEC) == 0
+            && libc::pipe2(down.as_mut_ptr(), libc::O_CLOEXEC) == 0
+    };
+    if !made {
+        return Err(format!("pipe2 failed: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the child makes system calls only (prctl, seccomp, close, write, read, _exit).
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY (all): system calls on our own descriptors and buffers, in the child.
+        unsafe {
+            use seal_abi::supervised::handover;
+            handover::prctl(handover::PR_SET_PTRACER, parent as i64);
+            let listener = handover::install_filter(false);
+            if listener >= 0 {
+                // A call the filter sends now fails (ENOSYS) instead of waiting for an answer.
+                libc::close(listener);
+            }
+            let r = listener.min(0);
+            libc::write(up[1], (&r as *const i32).cast(), 4);
+            let mut b = 0u8;
+            libc::read(down[0], (&mut b as *mut u8).cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    // SAFETY (all below): our own descriptors and child.
+    unsafe {
+        libc::close(up[1]);
+        libc::close(down[0]);
+    }
+    let result = (|| {
+        if pid < 0 {
+            return Err(format!("fork failed: {}", std::io::Error::last_os_error()));
+        }
+        let mut r = 0i32;
+        // SAFETY: reads 4 bytes into `r`.
+        if unsafe { libc::read(up[0], (&mut r as *mut i32).cast(), 4) } != 4 {
+            return Err("the trial child ended early".into());
+        }
+        if r < 0 {
+            return Err(format!(
+                "seccomp filter with a listener refused: {}",
+                errno_text(-r)
+            ));
+        }
+        // SAFETY: seizing our own child, which named us its tracer.
+        if unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, 0) } != 0 {
+            let e = std::io::Error::last_os_error();
+            let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+                .map(|s| format!(" (Yama ptrace_scope {})", s.trim()))
+                .unwrap_or_default();
+            return Err(format!("ptrace refused: {e}{scope}"));
+        }
+        Ok(())
+    })();
+    // SAFETY: our own descriptors and child; SIGKILL ends it whether traced or not.
+    unsafe {
+        libc::close(up[0]);
+        libc::close(down[1]);
+        if pid > 0 {
+            libc::kill(pid, libc::SIGKILL);
+            let mut status = 0;
+            while libc::waitpid(pid, &mut status, 0) < 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+            }
+        }
+    }
+    result
+}
+
 /// The effective capability set's first word (`capget`, version 3).
 fn effective_caps() -> u32 {
     let mut head = [0x2008_0522u32, 0];
@@ -425,6 +532,24 @@ mod tests {
             assert_eq!(c.status, Status::Limited);
             assert!(c.found.contains("no cpuid_fault"), "{c:?}");
         }
+    }
+
+    /// On a kernel that has user notifications, the trial either works or names what was
+    /// refused; this machine's answer is also what a static root finds (`static_root` tests).
+    #[test]
+    fn the_static_check_tries_both_halves() {
+        let c = static_supervision();
+        if crate::run::static_image::available() {
+            let refused = c.found.contains("refused") || c.found.contains("failed");
+            assert_eq!(c.status == Status::Ok, !refused, "{c:?}");
+        } else {
+            assert_eq!(c.status, Status::Limited, "{c:?}");
+        }
+        // The trial leaves no child behind.
+        let mut status = 0;
+        // SAFETY: a non-blocking wait for any child.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        assert!(r <= 0, "a child left: {r}");
     }
 
     #[test]
