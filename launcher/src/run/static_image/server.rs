@@ -100,7 +100,8 @@ pub unsafe fn serve_root(fd: i32) -> ! {
 
 /// Does this process run one thread (`/proc/self/stat`'s 20th field)?
 fn one_thread() -> bool {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // One read (std's `read_to_string` makes a `statx` and six reads of a size-less file).
+    let stat = super::remote::read_proc_text("/proc/self/stat").unwrap_or_default();
     let after_name = stat.rsplit(')').next().unwrap_or("");
     // Fields from the 3rd (state) on: the 20th is the 18th of these.
     after_name.split_whitespace().nth(17) == Some("1")
