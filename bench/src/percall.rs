@@ -64,10 +64,22 @@ impl PerCall {
 
 /// Compiles percall.c into `dir` with `cc -O2`.
 pub fn compile(root: &Path, dir: &Path) -> Result<PathBuf, String> {
-    let src = root.join("fixtures/bench/percall.c");
-    let out = dir.join("percall");
+    compile_fixture(root, dir, "percall", &[])
+}
+
+/// Compiles `fixtures/bench/NAME.c` into `dir/NAME` with `cc -O2` and `flags`.
+pub fn compile_fixture(
+    root: &Path,
+    dir: &Path,
+    name: &str,
+    flags: &[&str],
+) -> Result<PathBuf, String> {
+    let src = root.join(format!("fixtures/bench/{name}.c"));
+    let out = dir.join(name);
     let status = Command::new("cc")
-        .args(["-O2", "-o"])
+        .arg("-O2")
+        .args(flags)
+        .arg("-o")
         .arg(&out)
         .arg(&src)
         .status()

@@ -12,30 +12,13 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use crate::measure::{Launch, Mode};
 use crate::process::{self, Runs};
 
 /// Round trips per run.
 pub const ROUND_TRIPS: u64 = 5000;
-
-/// Compiles switches.c into `dir` with `cc -O2 -pthread`.
-pub fn compile(root: &Path, dir: &Path) -> Result<PathBuf, String> {
-    let src = root.join("fixtures/bench/switches.c");
-    let out = dir.join("switches");
-    let status = Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .map_err(|e| format!("cannot run cc: {e}"))?;
-    if !status.success() {
-        return Err(format!("cc failed to compile {}", src.display()));
-    }
-    Ok(out)
-}
 
 struct Case {
     label: &'static str,
@@ -50,7 +33,7 @@ pub fn section(
     with_faketime: bool,
     rounds: usize,
 ) -> Result<String, String> {
-    let bin = compile(root, dir)?;
+    let bin = crate::percall::compile_fixture(root, dir, "switches", &["-pthread"])?;
     let mut modes = vec![Mode::Bare, Mode::Seal, Mode::SealNoCpu];
     if with_faketime {
         modes.push(Mode::Faketime);
