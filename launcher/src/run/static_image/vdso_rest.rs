@@ -55,9 +55,11 @@ pub fn symbols(elf: &[u8]) -> Option<Vec<Sym>> {
     const SHT_DYNSYM: u32 = 11;
     const STT_FUNC: u8 = 2;
     const STT_GNU_IFUNC: u8 = 10;
-    let u16_at = |at: usize| Some(u16::from_le_bytes(elf.get(at..at + 2)?.try_into().ok()?));
-    let u32_at = |at: usize| Some(u32::from_le_bytes(elf.get(at..at + 4)?.try_into().ok()?));
-    let u64_at = |at: usize| Some(u64::from_le_bytes(elf.get(at..at + 8)?.try_into().ok()?));
+    // Every offset is checked: a field that points past the image is `None`, never a panic.
+    let bytes = |at: usize, n: usize| elf.get(at..at.checked_add(n)?);
+    let u16_at = |at: usize| Some(u16::from_le_bytes(bytes(at, 2)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_le_bytes(bytes(at, 4)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(bytes(at, 8)?.try_into().ok()?));
     // ELF64, little-endian.
     if elf.get(..6)? != b"\x7fELF\x02\x01" {
         return None;
@@ -73,28 +75,30 @@ pub fn symbols(elf: &[u8]) -> Option<Vec<Sym>> {
     let section = |i: usize| {
         let at = shoff.checked_add(i.checked_mul(shentsize)?)?;
         // (type, offset, size, link, entry size)
+        let field = |k: usize| at.checked_add(k);
         Some((
-            u32_at(at + 4)?,
-            u64_at(at + 24)? as usize,
-            u64_at(at + 32)? as usize,
-            u32_at(at + 40)? as usize,
-            u64_at(at + 56)? as usize,
+            u32_at(field(4)?)?,
+            u64_at(field(24)?)? as usize,
+            u64_at(field(32)?)? as usize,
+            u32_at(field(40)?)? as usize,
+            u64_at(field(56)?)? as usize,
         ))
     };
     let (_, off, size, link, entsize) = (0..shnum as usize)
         .filter_map(section)
         .find(|s| s.0 == SHT_DYNSYM)?;
     let (_, str_off, str_size, _, _) = section(link)?;
-    let strings = elf.get(str_off..str_off.checked_add(str_size)?)?;
+    let strings = bytes(str_off, str_size)?;
     if entsize < 24 {
         return None;
     }
     // Entry 0 is the null symbol.
     (1..size / entsize)
         .map(|i| {
-            let at = off + i * entsize;
+            let at = off.checked_add(i.checked_mul(entsize)?)?;
+            let sym = bytes(at, 24)?;
             let name_at = u32_at(at)? as usize;
-            let info = *elf.get(at + 4)?;
+            let info = sym[4];
             let shndx = u16_at(at + 6)?;
             let name = strings.get(name_at..)?;
             let end = name.iter().position(|&b| b == 0)?;
@@ -181,5 +185,9 @@ mod tests {
         let mut big = elf.clone();
         big[5] = 2; // big-endian
         assert!(symbols(&big).is_none());
+        // Section headers said to lie at the very end of the address space.
+        let mut far = elf.clone();
+        far[0x28..0x30].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(symbols(&far).is_none());
     }
 }
