@@ -24,6 +24,22 @@ pub const NOTIF_RECV: libc::c_ulong = 0xc050_2100;
 const NOTIF_SEND: libc::c_ulong = 0xc018_2101;
 const FLAG_CONTINUE: u32 = 1;
 
+/// `SECCOMP_IOCTL_NOTIF_SET_FLAGS`, `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` (Linux 6.6).
+const NOTIF_SET_FLAGS: libc::c_ulong = 0x4008_2104;
+const FD_SYNC_WAKE_UP: u64 = 1;
+
+/// Asks the kernel to wake a caller the supervisor answers on the supervisor's own CPU
+/// (`complete_on_current_cpu`), not on whichever CPU the scheduler picks: the supervisor goes
+/// back to its wait right after the answer, so the caller runs at once where the answer was
+/// made, without a wake-up sent to another CPU. Where a CPU's wake-up is an interrupt a
+/// hypervisor delivers (this VM: ~20–40 µs), a static image's round of open + read + close
+/// took 56 µs more sealed than bare, and takes 10.5. Whether the kernel took the flag (6.6 or
+/// later).
+pub fn sync_wake_up(listener: i32) -> bool {
+    // SAFETY: an ioctl with an integer argument on our own descriptor.
+    unsafe { libc::ioctl(listener, NOTIF_SET_FLAGS, FD_SYNC_WAKE_UP) == 0 }
+}
+
 /// What to answer one call.
 pub enum Answer {
     /// Run it as it is.
@@ -121,5 +137,44 @@ pub fn signal(nr: i64, a: [u64; 6], mut real: impl FnMut(i32) -> Option<i32>) ->
                 .raw_os_error()
                 .unwrap_or(libc::EPERM),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The kernel's release as (major, minor).
+    fn release() -> (u32, u32) {
+        // SAFETY: uname fills a struct we own.
+        let r = unsafe {
+            let mut u: libc::utsname = std::mem::zeroed();
+            libc::uname(&mut u);
+            std::ffi::CStr::from_ptr(u.release.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        };
+        let mut it = r.split(|c: char| !c.is_ascii_digit());
+        let mut next = || it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        (next(), next())
+    }
+
+    /// The flag is one the kernel knows (6.6 and later take it): a child installs seal's
+    /// filter and sets it on its own listener.
+    #[test]
+    fn a_listener_takes_the_sync_wake_up_flag() {
+        // SAFETY: the child makes system calls only and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let listener = seal_abi::supervised::handover::install_filter(false);
+            let ok = listener >= 0 && super::sync_wake_up(listener);
+            // SAFETY: ends the child.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        let took = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+        if release() >= (6, 6) {
+            assert!(took, "kernel {:?} refused the flag", release());
+        }
     }
 }

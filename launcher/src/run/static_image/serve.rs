@@ -150,6 +150,9 @@ pub fn run(
     } else {
         super::auxv::load_bias(pid, &text)
     };
+    // The caller of each answered call wakes on this CPU, where this process is about to
+    // sleep (Linux 6.6; an older kernel refuses the flag and wakes it as before).
+    super::notif::sync_wake_up(listener);
     let world_random = world.sealed(flags::RANDOM);
     let mut sv = Supervisor {
         world,
