@@ -60,16 +60,13 @@ impl Launch {
                 c.args(args);
                 c
             }
-            Mode::Seal => {
+            Mode::Seal | Mode::SealNoCpu => {
                 let mut c = Command::new(&self.seal);
-                c.args(["run", "-q", "--"]).arg(prog).args(args);
-                c
-            }
-            Mode::SealNoCpu => {
-                let mut c = Command::new(&self.seal);
-                c.args(["run", "-q", "--unseal", "cpu", "--"])
-                    .arg(prog)
-                    .args(args);
+                c.args(["run", "-q"]);
+                if mode == Mode::SealNoCpu {
+                    c.args(["--unseal", "cpu"]);
+                }
+                c.arg("--").arg(prog).args(args);
                 c
             }
         };
@@ -187,6 +184,34 @@ pub fn first_line(prog: impl AsRef<OsStr>, args: &[&str]) -> Option<String> {
         .lines()
         .next()
         .map(|l| l.trim().to_string())
+}
+
+/// Compiles C source `src` into `out` with `cc -O2` and `flags`.
+pub fn cc(src: &Path, out: &Path, flags: &[&str]) -> Result<(), String> {
+    let status = Command::new("cc")
+        .arg("-O2")
+        .args(flags)
+        .arg("-o")
+        .arg(out)
+        .arg(src)
+        .status()
+        .map_err(|e| format!("cannot run cc: {e}"))?;
+    if !status.success() {
+        return Err(format!("cc failed to compile {}", src.display()));
+    }
+    Ok(())
+}
+
+/// Compiles `fixtures/bench/NAME.c` into `dir/NAME` ([`cc`]).
+pub fn compile_fixture(
+    root: &Path,
+    dir: &Path,
+    name: &str,
+    flags: &[&str],
+) -> Result<PathBuf, String> {
+    let out = dir.join(name);
+    cc(&root.join(format!("fixtures/bench/{name}.c")), &out, flags)?;
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::measure::{self, median, Launch, Mode};
 
@@ -64,30 +63,7 @@ impl PerCall {
 
 /// Compiles percall.c into `dir` with `cc -O2`.
 pub fn compile(root: &Path, dir: &Path) -> Result<PathBuf, String> {
-    compile_fixture(root, dir, "percall", &[])
-}
-
-/// Compiles `fixtures/bench/NAME.c` into `dir/NAME` with `cc -O2` and `flags`.
-pub fn compile_fixture(
-    root: &Path,
-    dir: &Path,
-    name: &str,
-    flags: &[&str],
-) -> Result<PathBuf, String> {
-    let src = root.join(format!("fixtures/bench/{name}.c"));
-    let out = dir.join(name);
-    let status = Command::new("cc")
-        .arg("-O2")
-        .args(flags)
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .map_err(|e| format!("cannot run cc: {e}"))?;
-    if !status.success() {
-        return Err(format!("cc failed to compile {}", src.display()));
-    }
-    Ok(out)
+    measure::compile_fixture(root, dir, "percall", &[])
 }
 
 /// Runs `rounds` rounds; each round starts one percall process per mode (the order rotates)

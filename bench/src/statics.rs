@@ -54,15 +54,9 @@ fn plan(root: &Path, dir: &Path) -> (Vec<Planned>, Option<PathBuf>) {
     let mut go_loop = None;
     let cc = |out: &str, src: &Path| {
         let bin = dir.join(out);
-        build(
-            Command::new("cc")
-                .args(["-static", "-O2", "-o"])
-                .arg(&bin)
-                .arg(src),
-            out,
-        )
-        .ok()
-        .map(|()| bin)
+        crate::measure::cc(src, &bin, &["-static"])
+            .ok()
+            .map(|()| bin)
     };
     if let Some(bin) = cc("static_clock", &root.join("fixtures/bench/static_clock.c")) {
         plan.push((

@@ -33,7 +33,7 @@ pub fn section(
     with_faketime: bool,
     rounds: usize,
 ) -> Result<String, String> {
-    let bin = crate::percall::compile_fixture(root, dir, "switches", &["-pthread"])?;
+    let bin = crate::measure::compile_fixture(root, dir, "switches", &["-pthread"])?;
     let mut modes = vec![Mode::Bare, Mode::Seal, Mode::SealNoCpu];
     if with_faketime {
         modes.push(Mode::Faketime);
