@@ -140,16 +140,16 @@ impl Waits {
     }
 }
 
-/// One thread's state as `/proc` shows it: asleep (sleeping, stopped by a signal, or a zombie:
-/// it cannot run by itself), and its context switches so far.
-fn thread_state(tgid: i32, tid: &str) -> Option<(bool, u64)> {
+/// One thread's state as `/proc` shows it: its state letter (`S` sleeping, `T` stopped by a
+/// signal, `Z` a zombie; `R`, `D` and `t`, a tracing stop while the supervisor sets an exec up,
+/// run), and its context switches so far.
+fn thread_state(tgid: i32, tid: &str) -> Option<(u8, u64)> {
     let s = super::remote::read_proc_text(&format!("/proc/{tgid}/task/{tid}/status"))?;
-    let mut asleep = false;
+    let mut state = b'?';
     let mut switches = 0u64;
     for l in s.lines() {
         if let Some(v) = l.strip_prefix("State:") {
-            // `t` (a tracing stop: the supervisor is setting an exec up), `R` and `D` run.
-            asleep = matches!(v.trim_start().as_bytes().first(), Some(b'S' | b'T' | b'Z'));
+            state = v.trim_start().as_bytes().first().copied().unwrap_or(b'?');
         } else if let Some(v) = l
             .strip_prefix("voluntary_ctxt_switches:")
             .or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
@@ -157,13 +157,19 @@ fn thread_state(tgid: i32, tid: &str) -> Option<(bool, u64)> {
             switches += v.trim().parse::<u64>().unwrap_or(0);
         }
     }
-    Some((asleep, switches))
+    Some((state, switches))
+}
+
+/// Can a thread in `state` not run by itself: asleep, stopped by a signal, or a zombie?
+fn asleep(state: u8) -> bool {
+    matches!(state, b'S' | b'T' | b'Z')
 }
 
 /// Does the sleeping thread `tid` of process `tgid` go on by itself: does it wait for a
-/// supervisor's answer, is it outside any system call, or does it wait for a time to pass: a `nanosleep` or `clock_nanosleep` of more than [`NAP`], or an `epoll_wait`,
-/// `poll`, `ppoll` or `select` with a timeout (a Go image's held timer wait, sealed or in a run
-/// of its own)?
+/// supervisor's answer, is it outside any system call (or did it run as the kernel looked),
+/// or does it wait for a time to pass: a `nanosleep` or `clock_nanosleep` of more than
+/// [`NAP`], or an `epoll_wait`, `poll`, `ppoll` or `select` with a timeout (a Go image's held
+/// timer wait, sealed or in a run of its own)?
 fn timed(tgid: i32, tid: &str) -> bool {
     // Waiting for a supervisor's answer (an `execve` being followed, any served call, a held
     // wait): the answer comes without the parent (a static child waiting on its `execve`
@@ -172,8 +178,9 @@ fn timed(tgid: i32, tid: &str) -> bool {
     if wchan.is_ok_and(|w| w.starts_with("seccomp_do_user_notification")) {
         return true;
     }
+    // Unreadable: the thread ran as the kernel looked (it answers `EAGAIN` then), or is gone.
     let Ok(s) = std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/syscall")) else {
-        return false;
+        return true;
     };
     let mut f = s.split_whitespace();
     let nr = f.next().and_then(|n| n.parse::<i64>().ok());
@@ -221,29 +228,51 @@ fn longer_than_nap(tgid: i32, at: u64) -> bool {
     sec > 0 || nsec > NAP.as_nanos() as i64
 }
 
-/// One look at a process's threads: each one's name, whether it is asleep, its switches.
-type Look = Vec<(String, bool, u64)>;
+/// One look at a process's threads: each one's name, its state letter, its switches.
+type Look = Vec<(String, u8, u64)>;
 
-/// The threads of process `tgid`, each with its state (`None`: one could not be read).
-fn threads(tgid: i32) -> Option<Look> {
-    let dir = std::fs::read_dir(format!("/proc/{tgid}/task")).ok()?;
+/// A look at a process's threads.
+enum Threads {
+    /// The process is gone (its thread list cannot be read).
+    Gone,
+    /// A thread listed was gone when its status was read: it ran during the look (a child
+    /// in its `exit_group`, whose other threads end one by one, looked gone altogether and
+    /// so blocking nothing, and its parent's timer expired, 1 run in 100 under load).
+    Moving,
+    Seen(Look),
+}
+
+/// The threads of process `tgid`, each with its state.
+fn threads(tgid: i32) -> Threads {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{tgid}/task")) else {
+        return Threads::Gone;
+    };
     let mut out = Vec::new();
     for e in dir {
-        let name = e.ok()?.file_name().into_string().ok()?;
-        let (s, n) = thread_state(tgid, &name)?;
+        let Some(name) = e.ok().and_then(|e| e.file_name().into_string().ok()) else {
+            return Threads::Moving;
+        };
+        let Some((s, n)) = thread_state(tgid, &name) else {
+            return Threads::Moving;
+        };
         out.push((name, s, n));
     }
     out.sort();
-    Some(out)
+    Threads::Seen(out)
 }
 
-/// A descendant's look: `None` when it is gone, or when one of its threads runs or waits for
-/// a time to pass (`Some(None)`).
+/// A descendant's look: `Some(None)` when it is gone, `None` when one of its threads runs, is
+/// on its way out (a zombie: its end wakes its parent) or waits for a time to pass.
 fn blocked(tgid: i32) -> Option<Option<Look>> {
-    let Some(look) = threads(tgid) else {
-        return Some(None);
+    let look = match threads(tgid) {
+        Threads::Gone => return Some(None),
+        Threads::Moving => return None,
+        Threads::Seen(look) => look,
     };
-    if look.iter().all(|t| t.1 && !timed(tgid, &t.0)) {
+    if look
+        .iter()
+        .all(|t| matches!(t.1, b'S' | b'T') && !timed(tgid, &t.0))
+    {
         Some(Some(look))
     } else {
         None
@@ -293,10 +322,10 @@ pub enum Idle {
 /// live descendant blocked (not running nor waiting for a time, none ran meanwhile)? A
 /// descendant that has gone meanwhile does not count.
 pub fn idle(tgid: i32, kids: &[i32]) -> Idle {
-    let Some(a) = threads(tgid) else {
+    let Threads::Seen(a) = threads(tgid) else {
         return Idle::Busy;
     };
-    if !a.iter().all(|t| t.1) {
+    if !a.iter().all(|t| asleep(t.1)) {
         return Idle::Busy;
     }
     let mut first = Vec::with_capacity(kids.len());
@@ -306,7 +335,7 @@ pub fn idle(tgid: i32, kids: &[i32]) -> Idle {
         };
         first.push(look);
     }
-    if threads(tgid).is_none_or(|b| a != b) {
+    if !matches!(threads(tgid), Threads::Seen(b) if a == b) {
         return Idle::Busy;
     }
     // A descendant that ran between the looks, or was born meanwhile, runs.
@@ -314,7 +343,8 @@ pub fn idle(tgid: i32, kids: &[i32]) -> Idle {
         .iter()
         .zip(&first)
         .all(|(&k, l)| match (l, threads(k)) {
-            (Some(a), Some(b)) => *a == b,
+            (Some(a), Threads::Seen(b)) => *a == b,
+            (Some(_), Threads::Moving) => false,
             _ => true,
         });
     if !same || descendants(tgid) != *kids {
@@ -383,7 +413,7 @@ pub fn others_running(tgid: i32, tid: i32) -> Vec<i32> {
     thread_ids(tgid)
         .into_iter()
         .filter(|&t| t != tid)
-        .filter(|&t| thread_state(tgid, &t.to_string()).is_some_and(|(asleep, _)| !asleep))
+        .filter(|&t| thread_state(tgid, &t.to_string()).is_some_and(|(s, _)| !asleep(s)))
         .collect()
 }
 
