@@ -360,10 +360,12 @@ fn checkout_path_is_named_only_for_output_that_depends_on_the_path() {
     );
 }
 
-/// A tree past the documented bound (50 MB) is not copied: `checkout-path` is skipped with a
-/// note, and the other perturbations still run.
+/// A tree past the documented bound (50 MB) is not copied: the runs share it (a file one run
+/// appends to holds every run's line), `cwd-depth` and `checkout-path`, which move the tree,
+/// are skipped with a note, and the other perturbations still run. A probe from a checkout
+/// holding a 3 GB build directory copied it for every run: still copying after 60 s.
 #[test]
-fn checkout_path_skips_a_tree_past_its_bound() {
+fn a_tree_past_its_bound_is_shared_by_the_runs_and_never_moved() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("tree")).unwrap();
     // Sparse: 50 MB + 1 byte of size, no blocks.
@@ -371,20 +373,36 @@ fn checkout_path_skips_a_tree_past_its_bound() {
     f.set_len(50 * 1024 * 1024 + 1).unwrap();
     let report = dir.path().join("big.json");
     let (out, r) = run_probe(
-        probe_command(&["-n", "1"], &["echo", "same"], dir.path(), &report),
+        probe_command(
+            &["-n", "1"],
+            &["sh", "-c", "echo run >> ran.txt; echo same"],
+            dir.path(),
+            &report,
+        ),
         &report,
     );
     out.ok().stdout_has(
-        "note: checkout-path: the working tree holds more than 50 MB; perturbation skipped",
+        "note: the working tree holds more than 50 MB: the runs share it rather than each \
+         getting a copy",
     );
-    let p = r["perturbations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "checkout-path")
-        .unwrap();
-    assert_eq!(p["runs"], 0, "{r:#}");
-    assert!(p["skipped"].as_str().unwrap().contains("50 MB"), "{r:#}");
+    let mut ran = 0;
+    for p in r["perturbations"].as_array().unwrap() {
+        if p["name"] == "checkout-path" || p["name"] == "cwd-depth" {
+            assert_eq!(p["runs"], 0, "{r:#}");
+            let why = p["skipped"].as_str().unwrap();
+            assert!(why.contains("50 MB; perturbation skipped"), "{r:#}");
+        } else if p["skipped"].is_null() {
+            assert_eq!(p["runs"], 1, "{r:#}");
+            ran += 1;
+        }
+    }
+    assert!(ran >= 8, "{r:#}");
+    let log = std::fs::read_to_string(dir.path().join("tree/ran.txt")).unwrap();
+    assert_eq!(
+        log.lines().count(),
+        ran,
+        "every run appended to the one tree"
+    );
 }
 
 /// The probe's copies of the working tree are private (mode 0700), and a copy left by a probe

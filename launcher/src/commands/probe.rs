@@ -8,6 +8,7 @@
 mod attribute;
 mod classify;
 mod perturb;
+mod tree;
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -106,21 +107,22 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode> {
         return Err(UsageError(format!("--workdir {}: not a directory", workdir.display())).into());
     }
 
+    let tree = tree::Tree::new(workdir);
     let perturbations = perturb::all();
     let total = perturbations.len() * args.runs;
     let progress = progress_bar(total as u64);
     let mut runs: Vec<RunLines> = Vec::new();
     let mut preports = Vec::new();
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = tree.note().into_iter().collect();
     for p in &perturbations {
         let mut exits = Vec::new();
         let mut skipped = None;
         for r in 0..args.runs {
             progress.set_message(p.name);
             let out = if args.sealed {
-                perturb::run_sealed(&settings, &args.cmd, &workdir, p, &[])?
+                perturb::run_sealed(&settings, &args.cmd, &tree, p, &[])?
             } else {
-                perturb::run_unsealed(&args.cmd, &workdir, p)?
+                perturb::run_unsealed(&args.cmd, &tree, p)?
             };
             progress.inc(1);
             match out {
@@ -167,7 +169,7 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode> {
         notes.extend(attribute::attribute(
             &settings,
             &args.cmd,
-            &workdir,
+            &tree,
             &masks,
             &reference,
             &mut lines,

@@ -4,7 +4,6 @@
 //! real nondeterminism (thread interleaving) or a source seal cannot reach.
 
 use std::ffi::OsString;
-use std::path::Path;
 
 use anyhow::Result;
 
@@ -56,7 +55,7 @@ fn family_env(family: &str, run: usize) -> Vec<(String, String)> {
 pub fn attribute(
     base: &Settings,
     argv: &[OsString],
-    workdir: &Path,
+    tree: &super::tree::Tree,
     masks: &MaskSet,
     reference: &[String],
     lines: &mut [LineReport],
@@ -70,7 +69,7 @@ pub fn attribute(
     };
     control.quiet = true;
     let run_lines = |settings: &Settings, extra: &[(String, String)]| -> Result<Vec<String>> {
-        match perturb::run_sealed(settings, argv, workdir, &baseline, extra)? {
+        match perturb::run_sealed(settings, argv, tree, &baseline, extra)? {
             Ok(o) => Ok(split_lines(&o.stdout)),
             Err(e) => anyhow::bail!("{e}"),
         }

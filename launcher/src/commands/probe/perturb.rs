@@ -3,18 +3,20 @@
 //! the depth of the working directory, which move stack addresses) and the two ways to run it: unsealed
 //! (spawned directly) or sealed (`run::run_captured`). Every run gets a fresh copy of the
 //! working tree in its own temporary directory, so runs never see each other's files and the
-//! path of the tree differs between runs (reprotest's build-path perturbation).
+//! path of the tree differs between runs (reprotest's build-path perturbation), unless the
+//! tree is past the copy bounds ([`Tree`]): then the runs share it.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::config::Settings;
 use crate::observe::Observation;
 use crate::run::{self, Input};
+
+use super::tree::{Sandbox, Tree};
 
 /// One way of changing the environment a command runs in.
 #[derive(Debug, Clone)]
@@ -32,8 +34,7 @@ pub struct Perturbation {
     /// The working tree is copied this many directory levels deeper.
     pub cwd_depth: usize,
     /// The working tree is copied into one directory this many characters longer (a
-    /// checkout at a longer path, same depth); bounded by [`CHECKOUT_MAX_FILES`] and
-    /// [`CHECKOUT_MAX_BYTES`].
+    /// checkout at a longer path, same depth).
     pub path_extra: usize,
     /// What a line that varies under this perturbation (and no other) depends on, for the
     /// report (`LineReport::causes`); `None` where the name says it.
@@ -61,11 +62,6 @@ impl Perturbation {
         }
     }
 }
-
-/// The largest working tree the `checkout-path` perturbation copies (files, directories and
-/// links counted), and its largest total size: past either it is skipped with a note.
-pub const CHECKOUT_MAX_FILES: usize = 10_000;
-pub const CHECKOUT_MAX_BYTES: u64 = 50 * 1024 * 1024;
 
 /// The unrelated variable the `env-size` perturbation (and `layout` attribution) adds.
 pub const PADDING_VAR: &str = "PROBE_PADDING";
@@ -139,166 +135,15 @@ pub fn all() -> Vec<Perturbation> {
     ]
 }
 
-/// A fresh copy of the working tree (and an empty HOME) in a private temporary directory
-/// (removed when dropped).
-pub struct Sandbox {
-    dir: tempfile::TempDir,
-    /// Held (`flock`) while this probe lives: a copy nobody holds was left by a probe that
-    /// was killed, and the next probe's sweep removes it (`rundir::remove_stale`).
-    _lock: std::fs::File,
-    depth: usize,
-    extra: usize,
-}
-
-/// Why the `checkout-path` copy was not made.
-#[derive(Debug, thiserror::Error)]
-pub enum TreeTooLarge {
-    #[error("the working tree has more than {CHECKOUT_MAX_FILES} entries")]
-    Files,
-    #[error("the working tree holds more than {} MB", CHECKOUT_MAX_BYTES / (1024 * 1024))]
-    Bytes,
-}
-
-/// Checks that `dir` is within the `checkout-path` bounds, walking it without following any
-/// symbolic link (a link counts as one entry, whatever it points at) and stopping as soon as
-/// a bound is passed. An unreadable entry counts as nothing: `cp` then says what failed.
-pub fn within_checkout_bounds(dir: &Path) -> std::result::Result<(), TreeTooLarge> {
-    let (mut files, mut bytes) = (0usize, 0u64);
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            files += 1;
-            if files > CHECKOUT_MAX_FILES {
-                return Err(TreeTooLarge::Files);
-            }
-            let Ok(m) = e.path().symlink_metadata() else {
-                continue;
-            };
-            if m.is_dir() {
-                stack.push(e.path());
-            } else if m.is_file() {
-                bytes += m.len();
-                if bytes > CHECKOUT_MAX_BYTES {
-                    return Err(TreeTooLarge::Bytes);
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The one directory name that makes a copy `extra` characters longer ("/" included).
-fn long_name(extra: usize) -> String {
-    let head = "checkout-at-a-longer-path-";
-    let n = extra.saturating_sub(1);
-    let mut s: String = head.chars().take(n).collect();
-    s.extend(std::iter::repeat_n('x', n - s.len()));
-    s
-}
-
-impl Sandbox {
-    #[cfg(test)]
-    pub fn new(workdir: &Path) -> Result<Sandbox> {
-        Sandbox::at_depth(workdir, 0)
-    }
-
-    /// The copy `depth` directories below `work` (`work/deeper/deeper/…`).
-    #[cfg(test)]
-    pub fn at_depth(workdir: &Path, depth: usize) -> Result<Sandbox> {
-        Sandbox::at(workdir, depth, 0)
-    }
-
-    /// The copy `depth` directories below `work`, then (when `extra` > 0) in one directory
-    /// that makes its path `extra` characters longer.
-    pub fn at(workdir: &Path, depth: usize, extra: usize) -> Result<Sandbox> {
-        use std::os::unix::fs::PermissionsExt;
-        let parent = sandbox_parent(workdir)?;
-        // Copies that killed probes left (SIGKILL, or a SIGTERM during the copy) go first.
-        crate::run::rundir::remove_stale(&parent, "seal-probe-");
-        // Mode 0700: the copy holds the user's working tree.
-        let dir = tempfile::Builder::new()
-            .prefix("seal-probe-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir_in(&parent)
-            .context("cannot create a temporary directory for a probe run")?;
-        let _lock = crate::run::rundir::hold(dir.path())
-            .context("cannot lock the temporary directory of a probe run")?;
-        let sandbox = Sandbox {
-            dir,
-            _lock,
-            depth,
-            extra,
-        };
-        let work = sandbox.work();
-        std::fs::create_dir_all(&work)?;
-        std::fs::create_dir(sandbox.dir.path().join("home"))?;
-        let st = Command::new("cp")
-            .arg("-a")
-            .arg(workdir.join("."))
-            .arg(&work)
-            .stdin(Stdio::null())
-            .status()
-            .context("cannot run cp to copy the working tree")?;
-        if !st.success() {
-            anyhow::bail!("copying {} for a probe run failed", workdir.display());
-        }
-        Ok(sandbox)
-    }
-
-    pub fn work(&self) -> PathBuf {
-        let w = (0..self.depth).fold(self.dir.path().join("work"), |p, _| p.join("deeper"));
-        if self.extra > 0 {
-            w.join(long_name(self.extra))
-        } else {
-            w
-        }
-    }
-
-    pub fn home(&self) -> PathBuf {
-        self.dir.path().join("home")
-    }
-}
-
-/// Where the copies of `workdir` go: the temporary directory (`TMPDIR`, else `/tmp`), or the
-/// first of `/var/tmp`, `/dev/shm` and seal's cache directory that does not lie inside
-/// `workdir` (a probe run from `/tmp` would otherwise copy the tree into itself).
-fn sandbox_parent(workdir: &Path) -> Result<PathBuf> {
-    let work = workdir
-        .canonicalize()
-        .with_context(|| format!("cannot resolve the working directory {}", workdir.display()))?;
-    let candidates = [
-        Some(std::env::temp_dir()),
-        Some(PathBuf::from("/var/tmp")),
-        Some(PathBuf::from("/dev/shm")),
-        crate::run::shim::cache_dir().ok(),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|d| {
-            d.canonicalize()
-                .is_ok_and(|c| c.is_dir() && !c.starts_with(&work))
-        })
-        .with_context(|| {
-            format!(
-                "every temporary directory lies inside the working directory {}, which each \
-                 probe run copies; run probe from the project's directory or give --workdir",
-                work.display()
-            )
-        })
-}
-
-/// Runs `argv` unsealed under `p` in a fresh copy of `workdir`. `Ok(Err(why))` when the
-/// command could not be started (or the perturbation is not possible here).
+/// Runs `argv` unsealed under `p` in a fresh copy of `tree` (or in it, when shared).
+/// `Ok(Err(why))` when the command could not be started (or the perturbation is not possible
+/// here).
 pub fn run_unsealed(
     argv: &[OsString],
-    workdir: &Path,
+    tree: &Tree,
     p: &Perturbation,
 ) -> Result<std::result::Result<Observation, String>> {
-    let sandbox = match sandbox_for(workdir, p)? {
+    let sandbox = match sandbox_for(tree, p)? {
         Ok(s) => s,
         Err(why) => return Ok(Err(why)),
     };
@@ -352,18 +197,18 @@ pub fn run_unsealed(
     }
 }
 
-/// Runs `argv` sealed under `p` in a fresh copy of `workdir`. Variables the seal pins (TZ,
+/// Runs `argv` sealed under `p` in a fresh copy of `tree` (or in it). Variables the seal pins (TZ,
 /// LC_ALL/LANG, PYTHONHASHSEED) are the seal's unless that family is unsealed, so what differs
 /// between runs is what survives the seal. (The host-name perturbation is not applied under
 /// seal: the seal pins the host name.)
 pub fn run_sealed(
     settings: &Settings,
     argv: &[OsString],
-    workdir: &Path,
+    tree: &Tree,
     p: &Perturbation,
     extra: &[(String, String)],
 ) -> Result<std::result::Result<Observation, String>> {
-    let sandbox = match sandbox_for(workdir, p)? {
+    let sandbox = match sandbox_for(tree, p)? {
         Ok(s) => s,
         Err(why) => return Ok(Err(why)),
     };
@@ -414,15 +259,17 @@ pub fn causes(perturbations: &[Perturbation], varies_under: &[String]) -> Vec<St
         .collect()
 }
 
-/// The copy of `workdir` a run under `p` gets; `Ok(Err(why))` when `p` cannot be applied to
-/// this tree (a `checkout-path` copy past its bounds: the perturbation is skipped).
-fn sandbox_for(workdir: &Path, p: &Perturbation) -> Result<std::result::Result<Sandbox, String>> {
-    if p.path_extra > 0 {
-        if let Err(e) = within_checkout_bounds(workdir) {
-            return Ok(Err(format!("{e}; perturbation skipped")));
+/// The copy of `tree` a run under `p` gets (a private HOME only, when the runs share the
+/// tree); `Ok(Err(why))` when `p` cannot be applied to this tree (one that moves a tree past
+/// the bounds: the perturbation is skipped).
+fn sandbox_for(tree: &Tree, p: &Perturbation) -> Result<std::result::Result<Sandbox, String>> {
+    Ok(Ok(match &tree.too_large {
+        None => Sandbox::at(&tree.dir, p.cwd_depth, p.path_extra)?,
+        Some(e) if p.cwd_depth > 0 || p.path_extra > 0 => {
+            return Ok(Err(format!("{e}; perturbation skipped")))
         }
-    }
-    Ok(Ok(Sandbox::at(workdir, p.cwd_depth, p.path_extra)?))
+        Some(_) => Sandbox::shared(&tree.dir)?,
+    }))
 }
 
 fn pinned_by_seal(settings: &Settings, key: &str) -> bool {
@@ -495,6 +342,7 @@ unsafe fn write_proc(path: &std::ffi::CStr, data: &[u8]) -> std::io::Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::probe::tree::{within_bounds, TreeTooLarge, TREE_MAX_BYTES};
     use std::collections::BTreeMap;
 
     fn settings(unseal: &[&str]) -> Settings {
@@ -532,30 +380,6 @@ mod tests {
     }
 
     #[test]
-    fn a_checkout_copy_is_100_characters_longer_at_the_same_depth() {
-        let src = tempfile::tempdir().unwrap();
-        std::fs::create_dir(src.path().join("sub")).unwrap();
-        std::fs::write(src.path().join("sub/input.txt"), "x").unwrap();
-        std::os::unix::fs::symlink("/etc", src.path().join("outside")).unwrap();
-        let (a, b) = (
-            Sandbox::new(src.path()).unwrap(),
-            Sandbox::at(src.path(), 0, 100).unwrap(),
-        );
-        assert_eq!(b.work().as_os_str().len(), a.work().as_os_str().len() + 100);
-        assert!(b.work().join("sub/input.txt").is_file());
-        // A link is copied as a link, never followed.
-        assert!(b
-            .work()
-            .join("outside")
-            .symlink_metadata()
-            .unwrap()
-            .is_symlink());
-        let dir = b.dir.path().to_path_buf();
-        drop(b);
-        assert!(!dir.exists(), "the copy is removed");
-    }
-
-    #[test]
     fn causes_come_from_the_perturbations_a_line_varies_under() {
         let all = all();
         let v = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
@@ -572,44 +396,6 @@ mod tests {
     }
 
     #[test]
-    fn a_tree_past_the_bounds_is_not_copied() {
-        let src = tempfile::tempdir().unwrap();
-        assert!(within_checkout_bounds(src.path()).is_ok());
-        let f = std::fs::File::create(src.path().join("big")).unwrap();
-        f.set_len(CHECKOUT_MAX_BYTES + 1).unwrap();
-        assert!(matches!(
-            within_checkout_bounds(src.path()),
-            Err(TreeTooLarge::Bytes)
-        ));
-        let p = all()
-            .into_iter()
-            .find(|p| p.name == "checkout-path")
-            .unwrap();
-        let why = sandbox_for(src.path(), &p).unwrap().err().unwrap();
-        assert!(why.contains("50 MB") && why.contains("skipped"), "{why}");
-    }
-
-    /// A working tree with one file, `input.txt`, and two copies of it: the second `depth`
-    /// levels deeper.
-    fn tree_and_copies(depth: usize) -> (tempfile::TempDir, Sandbox, Sandbox) {
-        let src = tempfile::tempdir().unwrap();
-        std::fs::write(src.path().join("input.txt"), "x").unwrap();
-        let a = Sandbox::new(src.path()).unwrap();
-        let b = Sandbox::at_depth(src.path(), depth).unwrap();
-        (src, a, b)
-    }
-
-    #[test]
-    fn a_deeper_copy_has_a_longer_path() {
-        let (_src, a, b) = tree_and_copies(3);
-        assert_eq!(
-            b.work().as_os_str().len(),
-            a.work().as_os_str().len() + 3 * "/deeper".len()
-        );
-        assert!(b.work().join("input.txt").is_file());
-    }
-
-    #[test]
     fn the_seal_pins_what_it_seals() {
         let s = settings(&[]);
         assert!(pinned_by_seal(&s, "TZ") && pinned_by_seal(&s, "LC_ALL"));
@@ -620,15 +406,37 @@ mod tests {
     }
 
     #[test]
-    fn each_run_gets_a_fresh_copy() {
-        let (src, a, b) = tree_and_copies(0);
-        assert_ne!(a.work(), b.work());
-        assert_eq!(
-            std::fs::read_to_string(a.work().join("input.txt")).unwrap(),
-            "x"
-        );
-        std::fs::write(a.work().join("out"), "y").unwrap();
-        assert!(!b.work().join("out").exists() && !src.path().join("out").exists());
-        assert!(a.home().is_dir());
+    fn a_tree_past_the_bounds_is_shared_and_never_moved() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("input.txt"), "x").unwrap();
+        assert!(within_bounds(src.path()).is_ok());
+        let small = Tree::new(src.path().to_path_buf());
+        assert!(small.note().is_none());
+        let f = std::fs::File::create(src.path().join("big")).unwrap();
+        f.set_len(TREE_MAX_BYTES + 1).unwrap();
+        assert!(matches!(
+            within_bounds(src.path()),
+            Err(TreeTooLarge::Bytes)
+        ));
+        let tree = Tree::new(src.path().to_path_buf());
+        assert!(tree.note().unwrap().contains("share"), "{:?}", tree.note());
+        let all = all();
+        for p in &all {
+            let got = sandbox_for(&tree, p).unwrap();
+            if p.cwd_depth > 0 || p.path_extra > 0 {
+                let why = got.err().unwrap();
+                assert!(why.contains("50 MB") && why.contains("skipped"), "{why}");
+            } else {
+                // The tree itself, with a private HOME beside it; nothing copied.
+                let s = got.unwrap();
+                assert_eq!(s.work(), src.path(), "{}", p.name);
+                assert!(s.home().is_dir() && !s.home().starts_with(src.path()));
+                assert!(!s.dir.path().join("work").exists(), "{}", p.name);
+            }
+        }
+        // The small tree's runs each get a copy.
+        let copy = sandbox_for(&small, &all[0]).unwrap().unwrap();
+        assert_ne!(copy.work(), src.path());
+        assert!(copy.work().join("input.txt").is_file());
     }
 }
