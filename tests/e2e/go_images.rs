@@ -583,3 +583,47 @@ fn a_go_programs_stop_the_world_is_not_stalled_by_its_still_clock() {
         first.stdout_is("start 2026-01-01T00:00:00Z\ncollections 10 churned true\n");
     });
 }
+
+/// What the supervisor keeps for each Go image (a census slot, a clock page, copies of its
+/// epoll descriptor) goes when the image does. `many 120` runs 120 Go children one after
+/// another with 64 descriptors allowed (soft and hard): each child's 1 ms sleep moves its
+/// clock by exactly 1 ms, and every child is in the census. The build before held two
+/// descriptors per child to the end of the run: from the 29th child on the sleeps took real
+/// time (`slept 1.13ms`), the clock pages could not be set up, and later children went on
+/// without their epoll copies, slowly.
+#[test]
+fn a_go_programs_hundred_children_fit_in_64_descriptors() {
+    each_build("many", |cgo, bin| {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("census.json");
+        let mut c = seal(["--census", json.to_str().unwrap(), "--"]);
+        c.arg(bin).arg("120");
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit only, between fork and exec.
+        unsafe {
+            c.pre_exec(|| {
+                let l = libc::rlimit {
+                    rlim_cur: 64,
+                    rlim_max: 64,
+                };
+                match libc::setrlimit(libc::RLIMIT_NOFILE, &l) {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
+                }
+            });
+        }
+        let o = run_timeout(c, Duration::from_secs(120));
+        o.ok()
+            .stdout_is(&format!("{}ran 120\n", "slept 1ms\n".repeat(120)));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let name = bin.to_str().unwrap();
+        let images = v["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["exe"] == name)
+            .count();
+        assert_eq!(images, 121, "cgo {cgo}: {}", o.show());
+    });
+}

@@ -102,6 +102,11 @@ impl Waits {
         });
     }
 
+    /// The processes whose descriptors the supervisor holds copies of.
+    pub fn copied(&self) -> impl Iterator<Item = i32> + '_ {
+        self.copies.keys().map(|&(g, _)| g)
+    }
+
     /// Holds a wait; a wait the same thread left (interrupted by a signal, the kernel then
     /// cancels its notification and the call is made again) is dropped.
     pub fn hold(&mut self, h: Held) {

@@ -40,6 +40,7 @@ mod procfiles;
 mod reexec;
 mod restart;
 mod sealed_text;
+mod sweep;
 mod ticking;
 
 /// `MONO_BASE_NS` of libseal's clock: what `CLOCK_MONOTONIC` reads at `L = 0`.
@@ -123,6 +124,8 @@ struct Supervisor {
     /// Each process's `$TMPDIR`, read from its environment at its first exclusive create since
     /// its exec (`opens.rs`).
     tmpdirs: HashMap<i32, Option<Vec<u8>>>,
+    /// What is kept ([`Supervisor::maybe_sweep`]) when the next sweep for gone processes comes.
+    sweep_at: usize,
 }
 
 /// Serves until every process carrying the filter has gone; returns the exit status.
@@ -153,6 +156,7 @@ pub fn run(
     // The caller of each answered call wakes on this CPU, where this process is about to
     // sleep (Linux 6.6; an older kernel refuses the flag and wakes it as before).
     super::notif::sync_wake_up(listener);
+    raise_descriptor_limit();
     let world_random = world.sealed(flags::RANDOM);
     let mut sv = Supervisor {
         world,
@@ -185,6 +189,7 @@ pub fn run(
         futex_steps: HashMap::new(),
         cgo_rands: !traced && world_random,
         tmpdirs: HashMap::new(),
+        sweep_at: 0,
     };
     if !traced {
         sv.exes.first(pid);
@@ -289,6 +294,7 @@ pub fn run(
         }
         if fds[0].revents & libc::POLLIN != 0 {
             sv.one(listener, attached);
+            sv.maybe_sweep();
         } else if fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
             sv.count_page_reads();
             return 0;
@@ -656,4 +662,22 @@ impl Supervisor {
 /// `ns` as a timespec's two words.
 fn timespec(ns: i64) -> [i64; 2] {
     [ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000)]
+}
+
+/// Raises this supervisor's soft limit on descriptors to its hard one (as the Go runtime and
+/// systemd do for themselves): it holds a few per live process of the image (a census slot, a
+/// Go image's epoll copies), and a shell's common soft limit of 1024 would end its sealing at
+/// a few hundred live processes. Its own: the run's processes keep the limits they were given.
+fn raise_descriptor_limit() {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit with a struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
 }

@@ -52,6 +52,13 @@ impl Page {
         [0, 1].map(|id| self.word(cp::READS + id).load(Ordering::Acquire))
     }
 
+    /// Lets the supervisor's mapping go (its image has gone): the one `Page` of a mapping,
+    /// since a `Page` is never copied.
+    pub fn unmap(self) {
+        // SAFETY: our own one-page mapping, referred to by this `Page` alone (consumed).
+        unsafe { libc::munmap(self.words as *mut libc::c_void, 4096) };
+    }
+
     /// Maps the first page of `file` and sets its clock words to `first`.
     fn map(file: &std::fs::File, first: [i64; 2], site: Option<u64>) -> Option<Page> {
         // Kept for the supervisor's life.
