@@ -5,8 +5,9 @@
 //! busybox loop of 300 Go programs that sleep left the supervisor 607 descriptors and 300
 //! mappings, past the common 1024-descriptor limit within ~500 programs, after which the
 //! copies and slots could not be made (timers then ran in real time, calls went uncounted).
-//! A process id the kernel gives again (its `pid_max` is 32768 on many machines) met the old
-//! process's `$TMPDIR` and futex steps.
+//! A process or thread id the kernel gives again (its `pid_max` is 32768 on many machines)
+//! met the old process's `$TMPDIR` and futex steps, and the thread's calls were taken as
+//! calls of the process its id last belonged to.
 
 use std::collections::HashSet;
 
@@ -20,7 +21,10 @@ impl Supervisor {
     /// How many processes the supervisor keeps state for (the measure [`Supervisor::sweep`]
     /// waits on).
     fn kept(&self) -> usize {
-        self.census.as_ref().map_or(0, |c| c.len()) + self.pages.len() + self.tmpdirs.len()
+        self.census.as_ref().map_or(0, |c| c.len())
+            + self.pages.len()
+            + self.tmpdirs.len()
+            + self.tgids.len()
     }
 
     /// Sweeps once what is kept has doubled since the last sweep (at least [`SWEEP_FLOOR`]):
@@ -51,6 +55,9 @@ impl Supervisor {
         for tgid in gone {
             self.let_go(tgid);
         }
+        // A thread id the kernel gives again is a thread of another process: its process is
+        // looked up afresh (the one it had is gone).
+        self.tgids.retain(|&tid, _| alive(tid));
     }
 
     /// Lets go of what is kept for process `tgid`, which has gone.
