@@ -102,6 +102,12 @@ impl Waits {
         });
     }
 
+    /// Forgets the clock read counts of the threads `live` says have gone (a thread given a
+    /// gone one's id starts from none).
+    pub fn keep_threads(&mut self, live: impl Fn(i32) -> bool) {
+        self.reads.retain(|&t, _| live(t));
+    }
+
     /// The processes whose descriptors the supervisor holds copies of.
     pub fn copied(&self) -> impl Iterator<Item = i32> + '_ {
         self.copies.keys().map(|&(g, _)| g)

@@ -58,6 +58,7 @@ impl Supervisor {
         // A thread id the kernel gives again is a thread of another process: its process is
         // looked up afresh (the one it had is gone).
         self.tgids.retain(|&tid, _| alive(tid));
+        self.waits.keep_threads(alive);
     }
 
     /// Lets go of what is kept for process `tgid`, which has gone.
