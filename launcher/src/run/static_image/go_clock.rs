@@ -428,6 +428,27 @@ pub fn others_running(tgid: i32, tid: i32) -> Vec<i32> {
         .collect()
 }
 
+/// The processor time, in ns, process `tgid` has run so far (its CPU clock, which counts a
+/// running thread's time up to now: `/proc/…/schedstat` moves only at the scheduler's tick);
+/// 0 when it cannot be read.
+pub fn process_cpu_ns(tgid: i32) -> u64 {
+    let mut clk: libc::clockid_t = 0;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: out-parameters we own.
+    let ok = unsafe {
+        libc::clock_getcpuclockid(tgid, &mut clk) == 0 && libc::clock_gettime(clk, &mut ts) == 0
+    };
+    match ok {
+        true => (ts.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(ts.tv_nsec as u64),
+        false => 0,
+    }
+}
+
 /// The thread ids of process `tgid`.
 pub fn thread_ids(tgid: i32) -> Vec<i32> {
     std::fs::read_dir(format!("/proc/{tgid}/task"))

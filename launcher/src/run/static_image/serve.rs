@@ -118,8 +118,9 @@ struct Supervisor {
     go_exes: super::go_exe::GoExes,
     /// Held timed futex waits of Go images (`futexes.rs`).
     futexes: Vec<super::go_clock::HeldFutex>,
-    /// Steps that timed out, by process and futex word, since it was last woken.
-    futex_steps: HashMap<(i32, u64), u32>,
+    /// By process and futex word: the processor time the process had run at the first step
+    /// that timed out since the word was last woken (`futexes.rs`).
+    futex_steps: HashMap<(i32, u64), u64>,
     cgo_rands: bool,
     /// Each process's `$TMPDIR`, read from its environment at its first exclusive create since
     /// its exec (`opens.rs`).

@@ -17,9 +17,14 @@
 //! process that runs, as the runtime's next step would have (the runtime takes a signal that
 //! finds nothing to preempt as the spurious one it allows for), and lets the call run: the
 //! kernel waits again, and the note's wake ends it; the clock does not move, so what the
-//! program prints does not depend on how many steps the world took to stop. After
-//! [`SIGNALLED_STEPS`] such steps on one word without a wake, each further step moves the
-//! process's clock by its length and returns `ETIMEDOUT`, as the kernel's would: the runtime's
+//! program prints does not depend on how many steps the world took to stop. Once the
+//! process has run [`SIGNALLED_CPU_NS`] of processor time since the first
+//! such step on one word without a wake (ten steps' worth: a goroutine that ran all along and
+//! did not stop), each further step moves the process's clock by its length and returns
+//! `ETIMEDOUT`, as the kernel's would. Counted in steps of real time, a loaded machine whose
+//! threads waited for a processor moved the clock of a world that would have stopped at
+//! once (`fixtures/go/stopworld`'s `GOMAXPROCS` call printed `start …00.0003Z` in 1 CI run:
+//! three steps past ten before `main` printed anything). The runtime's
 //! loop sees its deadline pass and preempts again itself, and what the program prints after
 //! depends on how long the world took to stop, as it really did (`fixtures/go/stopworld`'s
 //! loop of write barriers got stopped only so: signalled alone it still took 40 s).
@@ -38,9 +43,10 @@ use super::{Answer, Notif, Supervisor};
 pub const STEP_NS: i64 = 100_000;
 /// How often a held wait's word is looked at.
 pub const LOOK: Duration = Duration::from_micros(20);
-/// Steps of one wait (one futex word) that time out with a signal to the running threads
-/// and the clock still; after them each step moves the clock.
-pub const SIGNALLED_STEPS: u32 = 10;
+/// Processor time the process may run, from the first step of one wait (one
+/// futex word) that timed out, with a signal to the running threads at each step and the
+/// clock still; past it each step moves the clock. Ten steps of a thread that runs all along.
+pub const SIGNALLED_CPU_NS: u64 = 10 * STEP_NS as u64;
 
 impl Supervisor {
     /// A timed `FUTEX_WAIT_PRIVATE` of Go image thread `tid` (of `tgid`): held when it is a
@@ -99,9 +105,9 @@ impl Supervisor {
                 continue;
             }
             let running = go_clock::others_running(h.tgid, h.tid);
-            let steps = self.futex_steps.entry(key).or_insert(0);
-            *steps += 1;
-            if running.is_empty() || *steps <= SIGNALLED_STEPS {
+            let cpu = go_clock::process_cpu_ns(h.tgid);
+            let since = *self.futex_steps.entry(key).or_insert(cpu);
+            if running.is_empty() || cpu.saturating_sub(since) <= SIGNALLED_CPU_NS {
                 for t in running {
                     // SAFETY: tgkill takes integers; a thread gone meanwhile is ESRCH.
                     unsafe { libc::syscall(libc::SYS_tgkill, h.tgid, t, libc::SIGURG) };
