@@ -64,14 +64,24 @@ impl Supervisor {
 
     /// Writes the reads the clock pages counted themselves into their processes' census.
     pub(super) fn count_page_reads(&mut self) {
-        let counted: Vec<(i32, u64, [u64; 2])> = (self.pages.iter())
-            .filter_map(|(&tgid, p)| Some((tgid, p.site?, p.reads())))
-            .collect();
-        for (tgid, site, reads) in counted {
-            if let Some(slot) = self.slot(tgid) {
-                for (id, n) in reads.into_iter().enumerate() {
-                    slot.set(seal_abi::Fid::ClockGettime, id as u8, site, n);
-                }
+        let tgids: Vec<i32> = self.pages.keys().copied().collect();
+        for tgid in tgids {
+            self.count_page_reads_of(tgid);
+        }
+    }
+
+    /// [`Supervisor::count_page_reads`] for process `tgid`'s page alone.
+    pub(super) fn count_page_reads_of(&mut self, tgid: i32) {
+        let Some((site, reads)) = self
+            .pages
+            .get(&tgid)
+            .and_then(|p| Some((p.site?, p.reads())))
+        else {
+            return;
+        };
+        if let Some(slot) = self.slot(tgid) {
+            for (id, n) in reads.into_iter().enumerate() {
+                slot.set(seal_abi::Fid::ClockGettime, id as u8, site, n);
             }
         }
     }

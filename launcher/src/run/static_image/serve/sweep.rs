@@ -63,15 +63,7 @@ impl Supervisor {
 
     /// Lets go of what is kept for process `tgid`, which has gone.
     fn let_go(&mut self, tgid: i32) {
-        if let Some(page) = self.pages.get(&tgid) {
-            if let (Some(site), reads) = (page.site, page.reads()) {
-                if let Some(slot) = self.slot(tgid) {
-                    for (id, n) in reads.into_iter().enumerate() {
-                        slot.set(seal_abi::Fid::ClockGettime, id as u8, site, n);
-                    }
-                }
-            }
-        }
+        self.count_page_reads_of(tgid);
         if let Some(page) = self.pages.remove(&tgid) {
             page.unmap();
         }
