@@ -54,7 +54,8 @@ pub struct StaticRoot {
 
 /// A static root command (a static binary this kernel can supervise), found before the run
 /// directory is made: the file to start, the static binary libseal would report, and the
-/// child's end of the socket pair with its supervisor, which the run's watch forks.
+/// child's end of the socket pair with its supervisor, which the launcher forks with the run
+/// directory.
 pub struct RootPlan {
     path: std::path::PathBuf,
     program: std::path::PathBuf,

@@ -22,12 +22,17 @@ pub struct RunDir {
     prefix: &'static str,
     /// Ends the run's processes and removes the directory if this launcher is killed.
     watch: Option<Watch>,
+    /// A static root's supervisor, a child of this launcher, reaped once the run ends.
+    supervisor: Option<libc::pid_t>,
 }
 
 impl Drop for RunDir {
     fn drop(&mut self) {
         if let Some(w) = &mut self.watch {
             w.done();
+        }
+        if let Some(pid) = self.supervisor {
+            crate::run::watch::reap_later(pid);
         }
         let _ = std::fs::remove_dir_all(&self.path);
     }
@@ -40,9 +45,9 @@ impl RunDir {
     /// the mode exactly 0700 whatever the umask, so a shared `/dev/shm` is safe; the cache dir
     /// is the fallback.
     ///
-    /// `root`: a static root's supervisor's end of its socket pair, for the watch, which forks
-    /// the supervisor ([`Watch::start`]): the watch starts now. Without one it starts once the
-    /// command has ([`Self::watch`]).
+    /// `root`: a static root's supervisor's end of its socket pair: the supervisor is forked
+    /// now ([`crate::run::watch::fork_root_supervisor`]). The watch starts once the command
+    /// has ([`Self::watch`]).
     pub fn create(root: Option<std::os::fd::OwnedFd>) -> Result<RunDir> {
         let mut root = root;
         for parent in memory_dirs() {
@@ -79,7 +84,10 @@ impl RunDir {
     ) -> Result<RunDir> {
         match create_run_table(&path) {
             Ok(_lock) => Ok(RunDir {
-                watch: root.take().and_then(|r| Watch::start(&path, Some(r))),
+                watch: None,
+                supervisor: root
+                    .take()
+                    .and_then(crate::run::watch::fork_root_supervisor),
                 path,
                 _lock,
                 parent,
@@ -102,7 +110,7 @@ impl RunDir {
     /// `PR_SET_PDEATHSIG` and its directory to the next run's sweep.
     pub fn watch(&mut self) {
         if self.watch.is_none() {
-            self.watch = Watch::start(&self.path, None);
+            self.watch = Watch::start(&self.path);
         }
     }
 }

@@ -34,11 +34,8 @@ pub struct Watch {
 
 impl Watch {
     /// Starts the watch of `dir`. `None` when it cannot start (no process left under a limit):
-    /// the run goes on as before, with only the direct child tied to seal. With `root`, the
-    /// supervisor's end of a static root's socket pair, the watch first forks the root's
-    /// supervisor (`static_image::serve_root`): beside the launcher, not on its path.
-    pub fn start(dir: &Path, root: Option<OwnedFd>) -> Option<Watch> {
-        use std::os::fd::AsRawFd;
+    /// the run goes on as before, with only the direct child tied to seal.
+    pub fn start(dir: &Path) -> Option<Watch> {
         reap_finished();
         let dir_c = CString::new(dir.as_os_str().as_bytes()).ok()?;
         let mut fds = [0i32; 2];
@@ -51,14 +48,12 @@ impl Watch {
         // processes are gone (see `watch`), and never returns.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            let root = root.as_ref().map_or(-1, |f| f.as_raw_fd());
             // SAFETY: in the forked child.
             unsafe {
                 libc::close(w);
-                watch(r, dir_c.as_bytes(), root);
+                watch(r, dir_c.as_bytes());
             }
         }
-        drop(root);
         // SAFETY: our own descriptor, not used after.
         unsafe { libc::close(r) };
         // SAFETY: w is ours and open.
@@ -72,16 +67,44 @@ impl Watch {
             use std::io::Write;
             let _ = std::fs::File::from(fd).write_all(b"x");
             // Reaped now if it has already gone, else by the next run's start (or with seal).
-            if !reap(self.pid) {
-                let i = UNREAPED.fetch_add(1, Relaxed) % UNREAPED_PIDS.len();
-                UNREAPED_PIDS[i].store(self.pid, Relaxed);
-            }
+            reap_later(self.pid);
         }
     }
 }
 
-/// Watches that had not exited when their run ended (a ring: more than its size at once
-/// only leaves zombies until seal exits).
+/// Forks a static root's supervisor on `root`, the supervisor's end of the root's socket pair
+/// (`static_image::serve_root`), in a session of its own (a terminal's signals do not reach
+/// it): its pid, `None` when the fork failed (the root's child then finds no supervisor and
+/// execs the trampoline). A fork of the launcher, not of the run's watch, which starts after
+/// the command as in any run: the root's request waited for two forks in a row (the watch's,
+/// then its fork of the supervisor). The launcher reaps it ([`reap_later`]) once the run has
+/// ended.
+pub fn fork_root_supervisor(root: OwnedFd) -> Option<libc::pid_t> {
+    use std::os::fd::AsRawFd;
+    reap_finished();
+    // SAFETY: fork; the child isolates itself and serves (it runs Rust code: the launcher
+    // runs one thread here, `static_image::root_pair`), and never returns.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: in the forked child.
+        unsafe {
+            libc::setsid();
+            crate::run::static_image::serve_root(root.as_raw_fd());
+        }
+    }
+    (pid > 0).then_some(pid)
+}
+
+/// Reaps child `pid` now if it has exited, else at a later run's start (or with seal).
+pub fn reap_later(pid: libc::pid_t) {
+    if !reap(pid) {
+        let i = UNREAPED.fetch_add(1, Relaxed) % UNREAPED_PIDS.len();
+        UNREAPED_PIDS[i].store(pid, Relaxed);
+    }
+}
+
+/// Watches and static roots' supervisors that had not exited when their run ended (a ring:
+/// more than its size at once only leaves zombies until seal exits).
 static UNREAPED_PIDS: [AtomicI32; 64] = [const { AtomicI32::new(0) }; 64];
 static UNREAPED: AtomicUsize = AtomicUsize::new(0);
 
@@ -92,7 +115,7 @@ fn reap(pid: libc::pid_t) -> bool {
     unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) == pid }
 }
 
-/// Reaps the watches of earlier runs that have exited since.
+/// Reaps the watches and supervisors of earlier runs that have exited since.
 fn reap_finished() {
     for slot in &UNREAPED_PIDS {
         let pid = slot.load(Relaxed);
@@ -102,28 +125,17 @@ fn reap_finished() {
     }
 }
 
-/// The watch itself; first, with `root` (a descriptor, or -1), the fork of a static root's
-/// supervisor, in the watch's session (out of the terminal's).
+/// The watch itself, in a session of its own (out of the terminal's).
 ///
 /// # Safety
-/// Only in the forked grandchild.
-unsafe fn watch(r: i32, dir: &[u8], root: i32) -> ! {
+/// Only in the forked child.
+unsafe fn watch(r: i32, dir: &[u8]) -> ! {
     // SAFETY (all): system calls on our own descriptors and stack buffers.
     unsafe {
         libc::setsid();
-        if root >= 0 {
-            // The kernel reaps the supervisor when it ends (a run's watch waits for nothing):
-            // no zombie left to an `init` that may not reap (a container's).
-            libc::signal(libc::SIGCHLD, libc::SIG_IGN);
-            if libc::fork() == 0 {
-                crate::run::static_image::serve_root(root);
-            }
-            libc::close(root);
-        }
         // seal's handlers (signal forwarding) mean nothing here.
         for sig in 1..32 {
-            let reaping = root >= 0 && sig == libc::SIGCHLD;
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP && !reaping {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
                 libc::signal(sig, libc::SIG_DFL);
             }
         }

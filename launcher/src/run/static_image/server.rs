@@ -42,9 +42,9 @@ pub fn run(args: &[OsString]) -> i32 {
 
 /// The socket pair between a static root command's supervisor and the launcher's child that
 /// execs it (`RootExec`): the child's end and the supervisor's, both `SOCK_CLOEXEC`. The
-/// supervisor is forked by the run's watch (`watch.rs`), a fork of the launcher that exists
-/// anyway, so that no fork of seal is on the image's start-up path: the watch forks it beside
-/// the launcher's own set-up, and it serves the one request on its end ([`serve_root`]).
+/// launcher forks the supervisor as it makes the run directory
+/// (`watch::fork_root_supervisor`), beside its own set-up, so that it is ready when the
+/// child asks; it serves the one request on its end ([`serve_root`]).
 ///
 /// No server is started: every process of such a run descends from the root and carries its
 /// filter, so this supervisor follows each static image they exec, and a dynamic descendant's
@@ -83,7 +83,7 @@ pub fn root_pair() -> Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     })
 }
 
-/// In a process forked to supervise a static root (by the run's watch): serves the request on
+/// In a process forked to supervise a static root (by the launcher): serves the request on
 /// `fd`, its end of [`root_pair`], and exits.
 ///
 /// # Safety
@@ -397,13 +397,17 @@ fn supervise_one(c: i32) -> i32 {
     if unsafe { libc::poll(&mut p, 1, REQUEST_MS) } != 1 {
         return 1;
     }
-    let mut buf = vec![0u8; REQUEST_MAX];
-    // SAFETY: a buffer we own.
-    let n = unsafe { libc::recv(c, buf.as_mut_ptr().cast(), buf.len(), 0) };
-    let Some(req) = usize::try_from(n)
-        .ok()
-        .and_then(|n| Request::parse(&buf[..n]))
-    else {
+    // Not zeroed: 64 KiB of zeros were 16 pages faulted in on the image's start-up path, for
+    // a request of a few hundred bytes.
+    let mut buf: Vec<u8> = Vec::with_capacity(REQUEST_MAX);
+    // SAFETY: recv writes at most `REQUEST_MAX` bytes into the buffer's capacity.
+    let n = unsafe { libc::recv(c, buf.as_mut_ptr().cast(), REQUEST_MAX, 0) };
+    let Ok(n) = usize::try_from(n) else {
+        return 1;
+    };
+    // SAFETY: recv wrote the first `n` bytes.
+    unsafe { buf.set_len(n) };
+    let Some(req) = Request::parse(&buf) else {
         return 1;
     };
     // The image's settings and identity (not this process's environment: the image that
