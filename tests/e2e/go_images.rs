@@ -627,3 +627,45 @@ fn a_go_programs_hundred_children_fit_in_64_descriptors() {
         assert_eq!(images, 121, "cgo {cgo}: {}", o.show());
     });
 }
+
+/// What the supervisor finds in a Go executable is kept in the user's cache
+/// (`go_exe.rs`), private, and the next run of the same build reads it there instead of the
+/// executable: a cache file that says nothing was found (all zeros) leaves the next run's
+/// runtime generator unsealed (its census says `go-runtime-random`), and without the file the
+/// run reads the executable again and seals it.
+#[test]
+fn the_next_run_of_a_go_build_reads_what_the_first_found_from_the_users_cache() {
+    go_or_skip!(false);
+    let bin = build_go_with("entropy", "go_entropy_cached", false, &[]);
+    let cache = tempfile::tempdir().unwrap();
+    let json = cache.path().join("census.json");
+    // The program's output, and whether its census says its random generator is unsealed.
+    let run = || {
+        let mut c = seal(["census", "--json", json.to_str().unwrap(), "--"]);
+        c.arg(&bin).env("XDG_CACHE_HOME", cache.path());
+        let o = run_timeout(c, crate::util::TIMEOUT);
+        o.ok();
+        let census = std::fs::read_to_string(&json).unwrap();
+        (o.stdout, census.contains("go-runtime-random"))
+    };
+    let (first, unsealed) = run();
+    assert!(!unsealed, "{first}");
+    let dir = cache.path().join("seal/go-exe");
+    let kept: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(&dir), mode(&kept[0])), (0o700, 0o600));
+    let len = std::fs::metadata(&kept[0]).unwrap().len() as usize;
+    std::fs::write(&kept[0], vec![0u8; len]).unwrap();
+    let (_, unsealed) = run();
+    assert!(unsealed, "the cache's file was not read");
+    std::fs::remove_file(&kept[0]).unwrap();
+    let (third, unsealed) = run();
+    assert!(!unsealed);
+    assert_eq!(third, first, "the program's output");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "kept again");
+}

@@ -1,12 +1,16 @@
 //! What a Go image's exec stop needs of its executable (`seal_abi::supervised::go_site`: the
 //! runtime's random functions, `cputicks`, the entropy call, the lowest load address), found
-//! once per executable in a run. Looking them up reads the symbol table (or the `pclntab`)
-//! of a file of megabytes: 100–350 µs of every Go image's start-up, paid twice (the random
-//! functions, then the entropy call). A run's supervisors keep what they found in the run
-//! directory, one small file per executable named after its identity (device, inode, size,
-//! modification and change times), so that a program the run starts many times (`go
-//! build`'s compiler and linker, a test binary, a loop in a script) is read once; a
-//! supervisor also keeps the executables of its own images in memory.
+//! once per executable. Looking them up reads the symbol table (or the `pclntab`) of a file
+//! of megabytes: 100–350 µs of every Go image's start-up, paid twice (the random functions,
+//! then the entropy call). A run's supervisors keep what they found in the run directory, one
+//! small file per executable named after its identity (device, inode, size, modification and
+//! change times), so that a program the run starts many times (`go build`'s compiler and
+//! linker, a test binary, a loop in a script) is read once; a supervisor also keeps the
+//! executables of its own images in memory. The same file goes to the user's cache
+//! (`~/.cache/seal/go-exe`, private as the rest of it; at most [`CACHE_MAX`] files), so that
+//! the next run of the same executable reads it too: a one-shot `seal -- ./hello` (Go) read
+//! its executable for 140 µs of its start-up every time. A rebuilt executable has another
+//! identity (its change time at least), so a kept file never describes another build.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -32,8 +36,9 @@ pub struct GoExes(HashMap<String, GoExe>);
 
 impl GoExes {
     /// Process `pid`'s executable's sites: from memory, from the run's files in `run_dir`,
-    /// or read now (and kept in both). `None` when the executable cannot be opened or mapped.
-    pub fn of(&mut self, pid: i32, run_dir: Option<&Path>) -> Option<GoExe> {
+    /// from the user's in `cache` (copied to the run's), or read now (and kept in all three).
+    /// `None` when the executable cannot be opened or mapped.
+    pub fn of(&mut self, pid: i32, run_dir: Option<&Path>, cache: Option<&Path>) -> Option<GoExe> {
         let file = File::open(format!("/proc/{pid}/exe")).ok()?;
         let m = file.metadata().ok()?;
         let name = format!(
@@ -53,10 +58,21 @@ impl GoExes {
         let e = match kept {
             Some(e) => e,
             None => {
-                let exe = super::exe_map::ExeMap::of_file(&file, m.size() as usize)?;
-                let e = GoExe {
-                    sites: go_site::find_all(&exe),
-                    low: go_site::low(&exe),
+                let cached = cache.and_then(|c| read_kept(&c.join(&name)));
+                let e = match cached {
+                    Some(e) => e,
+                    None => {
+                        let exe = super::exe_map::ExeMap::of_file(&file, m.size() as usize)?;
+                        let e = GoExe {
+                            sites: go_site::find_all(&exe),
+                            low: go_site::low(&exe),
+                        };
+                        if let Some(c) = cache {
+                            keep(c, &name, &e);
+                            trim(c);
+                        }
+                        e
+                    }
                 };
                 if let Some(d) = run_dir {
                     keep(d, &name, &e);
@@ -66,6 +82,37 @@ impl GoExes {
         };
         self.0.insert(name, e);
         Some(e)
+    }
+}
+
+/// Files the user's cache keeps: past this, the oldest (by modification time) go, down to
+/// half of it. A file is a few hundred bytes.
+pub const CACHE_MAX: usize = 512;
+
+/// The user's cache of executables' sites (`~/.cache/seal/go-exe`, made private), or `None`
+/// when there is no private place for it (the run's files are still kept).
+pub fn user_cache() -> Option<std::path::PathBuf> {
+    let dir = crate::run::shim::cache_dir().ok()?.join("go-exe");
+    crate::run::shim::private_dir(&dir).ok()?;
+    Some(dir)
+}
+
+/// Keeps at most [`CACHE_MAX`] files in cache `dir`: the oldest go past it.
+fn trim(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<(std::time::SystemTime, std::path::PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(PREFIX))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    if files.len() <= CACHE_MAX {
+        return;
+    }
+    files.sort();
+    for (_, path) in &files[..files.len() - CACHE_MAX / 2] {
+        let _ = std::fs::remove_file(path);
     }
 }
 
@@ -89,8 +136,19 @@ fn keep(dir: &Path, name: &str, e: &GoExe) {
     let bytes: Vec<u8> = (e.sites.to_words(e.low).iter())
         .flat_map(|w| w.to_le_bytes())
         .collect();
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = dir.join(format!(".{name}.{}", std::process::id()));
-    if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, dir.join(name)).is_err() {
+    // Mode 0600 whatever the umask (which can only take bits away), never through a link.
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(&bytes));
+    if written.is_ok() && std::fs::rename(&tmp, dir.join(name)).is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
 }
@@ -105,7 +163,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         // This test's own executable: no Go sites, but a lowest load address.
         let pid = std::process::id() as i32;
-        let first = GoExes::default().of(pid, Some(&dir)).unwrap();
+        let first = GoExes::default().of(pid, Some(&dir), None).unwrap();
         assert!(first.low.is_some());
         let kept: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
@@ -118,15 +176,88 @@ mod tests {
         let mut words = first.sites.to_words(Some(0x1234));
         std::fs::write(&path, words.map(u64::to_le_bytes).concat()).unwrap();
         assert_eq!(
-            GoExes::default().of(pid, Some(&dir)).unwrap().low,
+            GoExes::default().of(pid, Some(&dir), None).unwrap().low,
             Some(0x1234)
         );
         // A file cut short, or holding words no sites give, is read again from the executable.
         std::fs::write(&path, [0u8; 12]).unwrap();
-        assert_eq!(GoExes::default().of(pid, Some(&dir)), Some(first));
+        assert_eq!(GoExes::default().of(pid, Some(&dir), None), Some(first));
         words[0] = u64::MAX;
         std::fs::write(&path, words.map(u64::to_le_bytes).concat()).unwrap();
-        assert_eq!(GoExes::default().of(pid, Some(&dir)), Some(first));
+        assert_eq!(GoExes::default().of(pid, Some(&dir), None), Some(first));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_next_run_reads_the_users_cache_and_keeps_it_in_its_own_directory() {
+        let base = std::env::temp_dir().join(format!("seal-go-cache-{}", std::process::id()));
+        let (run1, run2, cache) = (base.join("run1"), base.join("run2"), base.join("cache"));
+        for d in [&run1, &run2, &cache] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let pid = std::process::id() as i32;
+        let first = GoExes::default()
+            .of(pid, Some(&run1), Some(&cache))
+            .unwrap();
+        let names = |d: &Path| -> Vec<String> {
+            std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect()
+        };
+        let kept = names(&cache);
+        assert_eq!(kept, names(&run1), "the run's file and the cache's");
+        assert_eq!(kept.len(), 1);
+        // The next run reads the cache's file (changed here to tell it from a read of the
+        // executable) and keeps it in its own directory.
+        let words = first.sites.to_words(Some(0x5678));
+        std::fs::write(cache.join(&kept[0]), words.map(u64::to_le_bytes).concat()).unwrap();
+        let next = GoExes::default()
+            .of(pid, Some(&run2), Some(&cache))
+            .unwrap();
+        assert_eq!(next.low, Some(0x5678));
+        assert_eq!(names(&run2), kept);
+        // A damaged file in the cache is read again from the executable, and replaced.
+        std::fs::write(cache.join(&kept[0]), [1u8; 5]).unwrap();
+        std::fs::remove_dir_all(&run2).unwrap();
+        std::fs::create_dir_all(&run2).unwrap();
+        let again = GoExes::default()
+            .of(pid, Some(&run2), Some(&cache))
+            .unwrap();
+        assert_eq!(again, first);
+        assert_eq!(read_kept(&cache.join(&kept[0])), Some(first));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn the_users_cache_keeps_at_most_its_size_and_drops_the_oldest() {
+        let dir = std::env::temp_dir().join(format!("seal-go-trim-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        for k in 0..=CACHE_MAX {
+            let f = std::fs::File::create(dir.join(format!("{PREFIX}{k:04}"))).unwrap();
+            // The first ten are the oldest.
+            let at = old
+                + std::time::Duration::from_secs(if k < 10 { k as u64 } else { 1000 + k as u64 });
+            f.set_modified(at).unwrap();
+        }
+        std::fs::write(dir.join("other"), b"x").unwrap();
+        trim(&dir);
+        let left: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(
+            left.len(),
+            CACHE_MAX / 2 + 1,
+            "half kept, and the other file"
+        );
+        assert!(left.contains("other"));
+        assert!(
+            left.contains(&format!("{PREFIX}{CACHE_MAX:04}")),
+            "the newest stays"
+        );
+        assert!(!left.contains(&format!("{PREFIX}0000")), "the oldest goes");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

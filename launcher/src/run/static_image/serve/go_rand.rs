@@ -96,10 +96,14 @@ impl Supervisor {
         }
     }
 
-    /// What process `pid`'s Go executable has to redirect (`go_exe.rs`: read once a run).
+    /// What process `pid`'s Go executable has to redirect (`go_exe.rs`: read once, kept in
+    /// the run and in the user's cache).
     pub(super) fn go_exe(&mut self, pid: i32) -> Option<super::super::go_exe::GoExe> {
         let dir = self.world.run_dir.as_deref();
-        self.go_exes.of(pid, dir)
+        let cache = self
+            .go_cache
+            .get_or_insert_with(super::super::go_exe::user_cache);
+        self.go_exes.of(pid, dir, cache.as_deref())
     }
 
     /// Go image `pid` was left as it is: the random family is unsealed.
