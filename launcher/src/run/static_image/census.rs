@@ -79,12 +79,16 @@ pub struct Slot {
 const HEAD: usize = 4096;
 
 impl Slot {
-    /// Takes the next census slot of the run in `run_dir` and makes its header, written by
+    /// Takes the next census slot of the run in `run_dir` (or slot `taken`, with the table's
+    /// `pid_max`, when the caller took its number) and makes its header, written by
     /// [`Slot::commit`] (the caller's next counts and modules go into the same write); `None`
     /// when there is no run table or it is full (the calls go uncounted, as libseal's would).
-    pub fn open(run_dir: &Path, who: &Identity) -> Option<Slot> {
+    pub fn open(run_dir: &Path, who: &Identity, taken: Option<(usize, usize)>) -> Option<Slot> {
         let file = open_table(run_dir)?;
-        let (k, pid_max) = take_slot(&file)?;
+        let (k, pid_max) = match taken {
+            Some(t) => t,
+            None => take_slot(&file)?,
+        };
         let at = RunTable::census_offset(pid_max, k) as u64;
         let mut slot = Slot {
             file,

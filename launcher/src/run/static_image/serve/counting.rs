@@ -30,6 +30,12 @@ impl Supervisor {
         let new = !self.census.as_ref()?.contains_key(&tgid);
         let id = new.then(|| self.ident(tgid));
         let gen = self.pids.gens.get(&tgid).copied().unwrap_or(0);
+        // Its slot's number, taken through the run table as mapped for the pids.
+        let taken = if new {
+            self.table().and_then(|t| t.take_census_slot())
+        } else {
+            None
+        };
         let (Some(slots), Some(run_dir)) = (self.census.as_mut(), self.world.run_dir.as_ref())
         else {
             return None;
@@ -52,7 +58,7 @@ impl Supervisor {
                 text: &self.text,
                 bias: self.bias,
             };
-            let mut slot = census::Slot::open(run_dir, &who);
+            let mut slot = census::Slot::open(run_dir, &who, taken);
             if let (Some(s), Some((lo, _))) = (slot.as_mut(), page_code) {
                 use seal_abi::supervised::clock_page::MODULE_NAME;
                 s.add_module(MODULE_NAME, lo, lo + 4096);
