@@ -16,6 +16,7 @@ mod doctor;
 mod go_images;
 mod go_rand;
 mod go_rand_census;
+mod go_server;
 mod golden;
 mod golden_travel;
 mod hardening;

@@ -63,6 +63,30 @@ pub fn supervised_root(program: &OsStr) -> Option<(PathBuf, PathBuf)> {
     }
 }
 
+/// Is root command `program` a dynamically linked Go program (a cgo build: an ELF with an
+/// interpreter and a Go build id note, owner "Go", type 4, as libseal's `is_go_program` looks
+/// for it in memory)? Its libseal asks the run's server for a supervisor before `main`, so the
+/// launcher starts the server for it (`static_image::fork_server`). One open and read of the
+/// file's first page, for a dynamic root only.
+pub fn dynamic_go_root(program: &OsStr) -> bool {
+    let Some(path) = resolve(program) else {
+        return false;
+    };
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut head = [0u8; 4096];
+    let n = f.read_at(&mut head, 0).unwrap_or(0);
+    go_elf(&head[..n], &mut |off, buf| f.read_at(buf, off).unwrap_or(0))
+}
+
+/// [`dynamic_go_root`] of the file whose first page is `head` (its notes within it, as the Go
+/// linker and every other put them).
+fn go_elf(head: &[u8], read_at: &mut dyn FnMut(u64, &mut [u8]) -> usize) -> bool {
+    matches!(classify(head, read_at), Head::Elf(Ok(())))
+        && crate::run::static_image::notes_say_go(head) == Some(true)
+}
+
 /// `program` as execvp would find it (absolute, so it dedups with the shim's reports).
 pub fn resolve(program: &OsStr) -> Option<PathBuf> {
     // One launcher resolves its command for the pad, the root check and the private /tmp:
@@ -144,6 +168,58 @@ fn is_system_loader(meta: &std::fs::Metadata) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first page of an x86_64 ELF with an interpreter (when `interp`) and one note
+    /// segment holding `notes` (owner, type; the owner written with one NUL, Go's with two).
+    fn elf_with(interp: bool, notes: &[(&[u8], u32)]) -> Vec<u8> {
+        let mut f = vec![0u8; 4096];
+        f[..4].copy_from_slice(b"\x7fELF");
+        (f[4], f[5]) = (2, 1);
+        f[18..20].copy_from_slice(&62u16.to_le_bytes());
+        f[32..40].copy_from_slice(&64u64.to_le_bytes());
+        f[54..56].copy_from_slice(&56u16.to_le_bytes());
+        f[56..58].copy_from_slice(&2u16.to_le_bytes());
+        // Program header 0: PT_INTERP, or PT_LOAD; 1: PT_NOTE at 512.
+        f[64..68].copy_from_slice(&(if interp { 3u32 } else { 1 }).to_le_bytes());
+        let mut at = 512;
+        for (owner, kind) in notes {
+            let name_len = owner.len() + if *owner == b"Go" { 2 } else { 1 };
+            f[at..at + 4].copy_from_slice(&(name_len as u32).to_le_bytes());
+            f[at + 4..at + 8].copy_from_slice(&8u32.to_le_bytes());
+            f[at + 8..at + 12].copy_from_slice(&kind.to_le_bytes());
+            f[at + 12..at + 12 + owner.len()].copy_from_slice(owner);
+            at += 12 + name_len.div_ceil(4) * 4 + 8;
+        }
+        let ph = 64 + 56;
+        f[ph..ph + 4].copy_from_slice(&4u32.to_le_bytes());
+        f[ph + 8..ph + 16].copy_from_slice(&512u64.to_le_bytes());
+        f[ph + 32..ph + 40].copy_from_slice(&((at - 512) as u64).to_le_bytes());
+        f
+    }
+
+    fn is_go(f: &[u8]) -> bool {
+        let mut read_at = |off: u64, buf: &mut [u8]| {
+            let off = off as usize;
+            let n = buf.len().min(f.len().saturating_sub(off));
+            buf[..n].copy_from_slice(&f[off..off + n]);
+            n
+        };
+        go_elf(f, &mut read_at)
+    }
+
+    #[test]
+    fn a_dynamic_go_program_is_told_by_its_build_id_note() {
+        // A GNU build id first, then Go's (as the Go linker of a cgo build lays them out).
+        let go = elf_with(true, &[(b"GNU", 3), (b"Go", 4)]);
+        assert!(is_go(&go));
+        // No Go note, Go's owner with another type, or a static Go program (no interpreter:
+        // its supervisor is the static root's).
+        assert!(!is_go(&elf_with(true, &[(b"GNU", 3)])));
+        assert!(!is_go(&elf_with(true, &[(b"Go", 3)])));
+        assert!(!is_go(&elf_with(false, &[(b"Go", 4)])));
+        assert!(!dynamic_go_root(OsStr::new("sh")));
+        assert!(!dynamic_go_root(OsStr::new("/nonexistent/prog")));
+    }
 
     #[test]
     fn dynamic_programs_and_scripts_are_fine() {

@@ -325,7 +325,11 @@ pub fn run_captured(
     let shim_path = shim::extract()?;
     let (plan, supervisor) = plan_root(&argv[0]);
     let supervised = plan.is_some();
+    let go_root = plan.is_none() && crate::run::exec_check::dynamic_go_root(&argv[0]);
     let mut run_dir = RunDir::create(supervisor)?;
+    if go_root {
+        run_dir.fork_server();
+    }
     disable_aslr(settings);
     let (mut cmd, static_root) = sealed_command(settings, &shim_path, run_dir.path(), argv, plan)?;
     if let Some(d) = cwd {
@@ -417,7 +421,11 @@ pub fn run_interactive(
     let shim_path = shim::extract()?;
     let (plan, supervisor) = plan_root(&argv[0]);
     let supervised = plan.is_some();
+    let go_root = plan.is_none() && crate::run::exec_check::dynamic_go_root(&argv[0]);
     let mut run_dir = RunDir::create(supervisor)?;
+    if go_root {
+        run_dir.fork_server();
+    }
     disable_aslr(settings);
     if let Some(line) = unsealed_note(settings) {
         crate::term::note(line);

@@ -22,7 +22,8 @@ pub struct RunDir {
     prefix: &'static str,
     /// Ends the run's processes and removes the directory if this launcher is killed.
     watch: Option<Watch>,
-    /// A static root's supervisor, a child of this launcher, reaped once the run ends.
+    /// A static root's supervisor, or the run's server forked for a dynamically linked Go
+    /// root ([`Self::fork_server`]): a child of this launcher, reaped once the run ends.
     supervisor: Option<libc::pid_t>,
 }
 
@@ -102,6 +103,14 @@ impl RunDir {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Starts the run's supervision server now, for a root that is a dynamically linked Go
+    /// program (`exec_check::dynamic_go_root`), unless a static root's supervisor was forked.
+    pub fn fork_server(&mut self) {
+        if self.supervisor.is_none() {
+            self.supervisor = crate::run::static_image::fork_server(&self.path);
+        }
     }
 
     /// Starts the run's watch if it is not started yet: called once the command is started,

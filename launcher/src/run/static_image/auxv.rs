@@ -136,7 +136,7 @@ pub fn file_is_go(path: impl AsRef<std::path::Path>) -> bool {
 
 /// [`go_note`] from the program headers alone, on the start of an ELF file: `None` when a
 /// note segment lies past `head` (or `head` is not a 64-bit little-endian ELF file).
-pub(super) fn notes_say_go(head: &[u8]) -> Option<bool> {
+pub fn notes_say_go(head: &[u8]) -> Option<bool> {
     let u16_at = |b: &[u8], o: usize| Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?));
     let u32_at = |b: &[u8], o: usize| Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?));
     let u64_at = |b: &[u8], o: usize| Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?));

@@ -133,7 +133,8 @@ pub fn root_pair() -> Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     server::root_pair()
 }
 
-pub use server::serve_root;
+pub use auxv::notes_say_go;
+pub use server::{fork_server, serve_root};
 
 /// The link in the run directory that libseal execs as the supervisor.
 pub fn link_in(run_dir: &Path) -> PathBuf {

@@ -2,7 +2,8 @@
 //! `seal_abi::supervised`, the shim's half `shim/src/process/static_server.rs`).
 //!
 //! Started by libseal at the first static exec of a run, with FD a socket already bound to the
-//! run directory's `SERVER_SOCKET` and listening. It keeps one supervisor forked ahead, waiting
+//! run directory's `SERVER_SOCKET` and listening; or forked by the launcher on such a socket
+//! for a root that is a dynamically linked Go program ([`fork_server`]). It keeps one supervisor forked ahead, waiting
 //! in `accept` (a spare: a connection does not wait for a fork), two once one has been taken;
 //! the spare that took a connection says so through a pipe once its image runs
 //! ([`super::spare::taken`]), and the server forks the next. The supervisor reads the
@@ -96,6 +97,41 @@ pub unsafe fn serve_root(fd: i32) -> ! {
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         libc::_exit(supervise_one(fd))
     }
+}
+
+/// Starts the run's server from the launcher, for a root that will ask it for a supervisor
+/// before its `main` (a dynamically linked Go program: `exec_check::dynamic_go_root`): binds
+/// and listens on its socket in `run_dir` (the root's libseal then connects to it as to one
+/// it started), then forks it, in a session of its own. Its pid (the launcher reaps it), or
+/// `None` where a fork of the launcher cannot serve ([`root_pair`]'s cases) or the socket
+/// cannot be made: the root's libseal then starts the server as in any run. That start was a
+/// double fork and an exec of the 7.7 MB `seal` binary on the root's start-up path: a
+/// one-shot cgo hello world started ~2 ms sooner with the server forked here.
+pub fn fork_server(run_dir: &std::path::Path) -> Option<libc::pid_t> {
+    use seal_abi::supervised::handover;
+    use std::os::unix::ffi::OsStrExt;
+    if crate::run::shim::inside_a_run() || !one_thread() {
+        return None;
+    }
+    let a = handover::ServerAddr::of(run_dir.as_os_str().as_bytes())?;
+    let ls = a.socket(true);
+    if ls < 0 {
+        return None;
+    }
+    handover::listen(ls);
+    // SAFETY: a fork of a one-threaded launcher (checked above); the child serves (Rust code,
+    // as `serve_root`'s does) and exits, never returning.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: in the forked child, on our own descriptor.
+        unsafe {
+            libc::setsid();
+            libc::_exit(serve(ls, run_dir));
+        }
+    }
+    // SAFETY: our descriptor; the server has its copy.
+    unsafe { libc::close(ls) };
+    (pid > 0).then_some(pid)
 }
 
 /// Does this process run one thread (`/proc/self/stat`'s 20th field)?
