@@ -449,3 +449,42 @@ fn a_huge_diff_is_quick_and_cut() {
         out.show()
     );
 }
+
+/// A static root command recorded (the launcher's child execs it) and checked (`check` runs
+/// its cases on worker threads, where the launcher cannot fork a supervisor and its
+/// `__exec-static` trampoline execs the root): the census is the command's either way, so
+/// `--strict-census` passes. The trampoline's own `execv` and `poll` were counted as the
+/// root's: `census drift: exec/execv 0 -> 1` at every check.
+#[test]
+fn a_static_roots_census_is_the_same_however_seal_started_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("quiet.c");
+    std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
+    let bin = dir.path().join("quiet");
+    let built = Command::new("cc")
+        .args(["-static", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .unwrap();
+    if !built.status.success() {
+        skip!("cc -static failed (no static libc?)");
+    }
+    std::fs::write(
+        dir.path().join("seal.toml"),
+        format!(
+            "[[case]]\nname = \"quiet\"\ncmd = [\"{}\"]\n",
+            bin.display()
+        ),
+    )
+    .unwrap();
+    golden(dir.path(), &["record"]).ok();
+    for args in [
+        &["check", "--strict-census"][..],
+        &["check", "-j", "2", "--strict-census"],
+    ] {
+        let out = golden(dir.path(), args);
+        out.ok();
+        assert!(!out.stdout.contains("census drift"), "{}", out.show());
+    }
+}

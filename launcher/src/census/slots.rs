@@ -305,12 +305,36 @@ pub fn read_images(dir: &Path) -> Result<Vec<Image>> {
     for off in slots {
         file.read_exact_at(&mut b, off)
             .with_context(|| format!("cannot read the census slot at {off} of the run table"))?;
-        if let Some(img) = read_image(&b) {
+        if let Some(mut img) = read_image(&b) {
+            if is_trampoline(&img, dir) {
+                img.drop_calls();
+            }
             images.push(img);
         }
     }
     images.sort_by_key(|i| (i.vpid, i.gen));
     Ok(images)
+}
+
+/// Is `img` seal's own trampoline in run `dir` (`RUN_DIR/seal __exec-static PATH ...`), which
+/// execs a static root the launcher could not exec itself (a launcher running other threads:
+/// `golden check`'s workers, `--jobs`)? Its calls are seal's, not the command's: its `execv`
+/// of the program and a `poll` of its own start were counted as the root's, so a golden
+/// recorded in one thread (the launcher's child execs the root) met a census drift
+/// `exec/execv 0 -> 1` at every `golden check`.
+fn is_trampoline(img: &Image, dir: &Path) -> bool {
+    use seal_abi::supervised::{EXEC_STATIC_ARG, SUPERVISOR_LINK};
+    img.argv.get(1).map(String::as_str) == Some(EXEC_STATIC_ARG)
+        && img.argv.first().map(Path::new) == Some(&dir.join(SUPERVISOR_LINK))
+}
+
+impl Image {
+    /// Forgets the image's counted calls; what it says unsealed stays.
+    fn drop_calls(&mut self) {
+        self.counts.clear();
+        self.overflow.clear();
+        self.py_counts.clear();
+    }
 }
 
 #[cfg(test)]
@@ -319,6 +343,41 @@ mod tests {
 
     fn put_u32(b: &mut [u8], off: usize, v: u32) {
         b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    }
+
+    #[test]
+    fn only_the_run_directorys_trampoline_is_seals_own() {
+        let dir = Path::new("/dev/shm/seal-run-1");
+        let img = |argv: &[&str]| Image {
+            vpid: 1000,
+            parent_vpid: 999,
+            gen: 0,
+            exe: "/usr/bin/seal".into(),
+            argv: argv.iter().map(|a| a.to_string()).collect(),
+            unsealed: vec![(1, "x".into())],
+            counts: vec![(1, 2, 0, 1)],
+            overflow: vec![(2, 1)],
+            modules: Vec::new(),
+            py_version: None,
+            py_counts: Vec::new(),
+        };
+        let t = img(&[
+            "/dev/shm/seal-run-1/seal",
+            "__exec-static",
+            "/bin/prog",
+            "prog",
+        ]);
+        assert!(is_trampoline(&t, dir));
+        // Another run's, or a command that happens to take that argument.
+        assert!(!is_trampoline(
+            &img(&["/dev/shm/seal-run-2/seal", "__exec-static", "/bin/prog"]),
+            dir
+        ));
+        assert!(!is_trampoline(&img(&["/bin/prog", "__exec-static"]), dir));
+        let mut t = t;
+        t.drop_calls();
+        assert!(t.counts.is_empty() && t.overflow.is_empty());
+        assert_eq!(t.unsealed.len(), 1, "what it says unsealed stays");
     }
 
     /// The families off and the cpu causes are header bits, read back as the events they
