@@ -650,7 +650,13 @@ fn the_next_run_of_a_go_build_reads_what_the_first_found_from_the_users_cache() 
     };
     let (first, unsealed) = run();
     assert!(!unsealed, "{first}");
-    let dir = cache.path().join("seal/go-exe");
+    // One directory, this seal build's, with one file.
+    let builds: Vec<PathBuf> = std::fs::read_dir(cache.path().join("seal/go-exe"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(builds.len(), 1, "{builds:?}");
+    let dir = builds[0].clone();
     let kept: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -7,10 +7,12 @@
 //! change times), so that a program the run starts many times (`go build`'s compiler and
 //! linker, a test binary, a loop in a script) is read once; a supervisor also keeps the
 //! executables of its own images in memory. The same file goes to the user's cache
-//! (`~/.cache/seal/go-exe`, private as the rest of it; at most [`CACHE_MAX`] files), so that
-//! the next run of the same executable reads it too: a one-shot `seal -- ./hello` (Go) read
-//! its executable for 140 µs of its start-up every time. A rebuilt executable has another
-//! identity (its change time at least), so a kept file never describes another build.
+//! (`~/.cache/seal/go-exe/SEAL-BUILD`, private as the rest of it; at most [`CACHE_MAX`]
+//! files), so that the next run of the same executable reads it too: a one-shot `seal --
+//! ./hello` (Go) read its executable for 140 µs of its start-up every time. A rebuilt
+//! executable has another identity (its change time at least), so a kept file never describes
+//! another build; and the files are seal's build's own (named after the `seal` binary's size
+//! and modification time): what a word means may change from one seal to the next.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -89,10 +91,24 @@ impl GoExes {
 /// half of it. A file is a few hundred bytes.
 pub const CACHE_MAX: usize = 512;
 
-/// The user's cache of executables' sites (`~/.cache/seal/go-exe`, made private), or `None`
-/// when there is no private place for it (the run's files are still kept).
+/// The user's cache of executables' sites for this `seal` binary
+/// (`~/.cache/seal/go-exe/SEAL-BUILD`, made private), or `None` when there is no private
+/// place for it (the run's files are still kept). A new build's directory replaces the
+/// others'.
 pub fn user_cache() -> Option<std::path::PathBuf> {
-    let dir = crate::run::shim::cache_dir().ok()?.join("go-exe");
+    let base = crate::run::shim::cache_dir().ok()?.join("go-exe");
+    crate::run::shim::private_dir(&base).ok()?;
+    let m = std::fs::metadata("/proc/self/exe").ok()?;
+    let build = format!("{:x}-{}.{}", m.size(), m.mtime(), m.mtime_nsec());
+    let dir = base.join(&build);
+    if std::fs::symlink_metadata(&dir).is_err() {
+        for e in std::fs::read_dir(&base).ok()?.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => drop(std::fs::remove_dir_all(e.path())),
+                _ => drop(std::fs::remove_file(e.path())),
+            }
+        }
+    }
     crate::run::shim::private_dir(&dir).ok()?;
     Some(dir)
 }
