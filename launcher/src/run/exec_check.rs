@@ -14,8 +14,10 @@ use seal_abi::unsealed;
 /// What starting the root command will do.
 #[derive(Debug, PartialEq)]
 enum Root {
-    /// The dynamic loader runs (directly or behind `#!` lines) and loads libseal.
-    Loads,
+    /// The dynamic loader runs (directly or behind `#!` lines) and loads libseal; `go`: the
+    /// program it loads is a Go program (its build id note in its first page), whose libseal
+    /// asks the run's server for a supervisor before `main`.
+    Loads { go: bool },
     /// It never loads libseal: why (an `unsealed` kind) and which file.
     Unsealable(u32, PathBuf),
     /// Not found, unreadable, or neither ELF nor `#!` script (execvp may still hand it to sh).
@@ -25,13 +27,13 @@ enum Root {
 /// Warning lines (same form as the census's `unsealed_warnings`) for the command `program`,
 /// and whether libseal is sure to load in it (then libseal can tie the root to seal instead
 /// of a step between fork and exec: `supervise::spawn`). `supervised`: `program` is known
-/// already to be a static root this kernel supervises ([`supervised_root`]; not read again).
+/// already to be a static root this kernel supervises ([`plan`]; not read again).
 pub fn inspect(program: &OsStr, supervised: bool) -> (Vec<String>, bool) {
     if supervised {
         return (Vec::new(), true);
     }
     match resolve(program).map_or(Root::Unknown, |p| check(&p)) {
-        Root::Loads => (Vec::new(), true),
+        Root::Loads { .. } => (Vec::new(), true),
         // Supervised (and reported): set up by the launcher's child, or by libseal in the
         // `seal __exec-static` trampoline where the child cannot (`static_image::RootExec`).
         Root::Unsealable(unsealed::STATIC_BINARY, _) if crate::run::static_image::available() => {
@@ -49,42 +51,33 @@ pub fn inspect(program: &OsStr, supervised: bool) -> (Vec<String>, bool) {
     }
 }
 
-/// The file to start when the root command is a static binary (or a script whose interpreter
-/// is one) and this kernel can supervise it, and that static binary (what libseal reports).
-pub fn supervised_root(program: &OsStr) -> Option<(PathBuf, PathBuf)> {
-    let path = resolve(program)?;
+/// What the launcher prepares for a root command before it makes the run directory.
+#[derive(Debug, PartialEq)]
+pub enum Plan {
+    /// A static binary (or a script whose interpreter is one) this kernel can supervise: the
+    /// file to start, and that static binary (what libseal reports).
+    Static(PathBuf, PathBuf),
+    /// A dynamically linked Go program (a cgo build): its libseal asks the run's server for
+    /// a supervisor before `main`, so the launcher starts the server for it
+    /// (`static_image::fork_server`).
+    DynamicGo,
+    Other,
+}
+
+/// [`Plan`] for root command `program`: one read of its first page.
+pub fn plan(program: &OsStr) -> Plan {
+    let Some(path) = resolve(program) else {
+        return Plan::Other;
+    };
     match check(&path) {
         Root::Unsealable(unsealed::STATIC_BINARY, prog)
             if crate::run::static_image::available() =>
         {
-            Some((path, prog))
+            Plan::Static(path, prog)
         }
-        _ => None,
+        Root::Loads { go: true } => Plan::DynamicGo,
+        _ => Plan::Other,
     }
-}
-
-/// Is root command `program` a dynamically linked Go program (a cgo build: an ELF with an
-/// interpreter and a Go build id note, owner "Go", type 4, as libseal's `is_go_program` looks
-/// for it in memory)? Its libseal asks the run's server for a supervisor before `main`, so the
-/// launcher starts the server for it (`static_image::fork_server`). One open and read of the
-/// file's first page, for a dynamic root only.
-pub fn dynamic_go_root(program: &OsStr) -> bool {
-    let Some(path) = resolve(program) else {
-        return false;
-    };
-    let Ok(f) = std::fs::File::open(path) else {
-        return false;
-    };
-    let mut head = [0u8; 4096];
-    let n = f.read_at(&mut head, 0).unwrap_or(0);
-    go_elf(&head[..n], &mut |off, buf| f.read_at(buf, off).unwrap_or(0))
-}
-
-/// [`dynamic_go_root`] of the file whose first page is `head` (its notes within it, as the Go
-/// linker and every other put them).
-fn go_elf(head: &[u8], read_at: &mut dyn FnMut(u64, &mut [u8]) -> usize) -> bool {
-    matches!(classify(head, read_at), Head::Elf(Ok(())))
-        && crate::run::static_image::notes_say_go(head) == Some(true)
 }
 
 /// `program` as execvp would find it (absolute, so it dedups with the shim's reports).
@@ -134,7 +127,9 @@ fn check(path: &Path) -> Root {
         if secure_exec(meta.mode(), meta.uid(), meta.gid(), ruid, rgid) {
             return Root::Unsealable(unsealed::SETUID, cur);
         }
-        let mut head = [0u8; 256];
+        // The first page: the `#!` line, the ELF header and, for a Go program, its build id
+        // note (the Go linker puts it there).
+        let mut head = [0u8; 4096];
         let mut n = 0;
         while n < head.len() {
             match f.read(&mut head[n..]) {
@@ -147,9 +142,12 @@ fn check(path: &Path) -> Root {
             Head::Script(interp) if !interp.is_empty() => {
                 cur = PathBuf::from(OsStr::from_bytes(interp));
             }
-            Head::Elf(Ok(())) => return Root::Loads,
+            Head::Elf(Ok(())) => {
+                let go = crate::run::static_image::notes_say_go(&head[..n]) == Some(true);
+                return Root::Loads { go };
+            }
             Head::Elf(Err(unsealed::STATIC_BINARY)) if is_system_loader(&meta) => {
-                return Root::Loads
+                return Root::Loads { go: false }
             }
             Head::Elf(Err(kind)) => return Root::Unsealable(kind, cur),
             _ => return Root::Unknown,
@@ -197,28 +195,33 @@ mod tests {
         f
     }
 
-    fn is_go(f: &[u8]) -> bool {
-        let mut read_at = |off: u64, buf: &mut [u8]| {
-            let off = off as usize;
-            let n = buf.len().min(f.len().saturating_sub(off));
-            buf[..n].copy_from_slice(&f[off..off + n]);
-            n
-        };
-        go_elf(f, &mut read_at)
+    /// [`plan`] of a file holding `bytes`.
+    fn plan_of(bytes: &[u8]) -> Plan {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("prog");
+        std::fs::write(&f, bytes).unwrap();
+        plan(f.as_os_str())
     }
 
     #[test]
     fn a_dynamic_go_program_is_told_by_its_build_id_note() {
         // A GNU build id first, then Go's (as the Go linker of a cgo build lays them out).
-        let go = elf_with(true, &[(b"GNU", 3), (b"Go", 4)]);
-        assert!(is_go(&go));
-        // No Go note, Go's owner with another type, or a static Go program (no interpreter:
-        // its supervisor is the static root's).
-        assert!(!is_go(&elf_with(true, &[(b"GNU", 3)])));
-        assert!(!is_go(&elf_with(true, &[(b"Go", 3)])));
-        assert!(!is_go(&elf_with(false, &[(b"Go", 4)])));
-        assert!(!dynamic_go_root(OsStr::new("sh")));
-        assert!(!dynamic_go_root(OsStr::new("/nonexistent/prog")));
+        assert_eq!(
+            plan_of(&elf_with(true, &[(b"GNU", 3), (b"Go", 4)])),
+            Plan::DynamicGo
+        );
+        // No Go note, or Go's owner with another type.
+        assert_eq!(plan_of(&elf_with(true, &[(b"GNU", 3)])), Plan::Other);
+        assert_eq!(plan_of(&elf_with(true, &[(b"Go", 3)])), Plan::Other);
+        // A static Go program (no interpreter): its supervisor is the static root's.
+        if crate::run::static_image::available() {
+            assert!(matches!(
+                plan_of(&elf_with(false, &[(b"Go", 4)])),
+                Plan::Static(..)
+            ));
+        }
+        assert_eq!(plan(OsStr::new("sh")), Plan::Other);
+        assert_eq!(plan(OsStr::new("/nonexistent/prog")), Plan::Other);
     }
 
     #[test]

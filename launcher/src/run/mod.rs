@@ -63,10 +63,15 @@ pub struct RootPlan {
 }
 
 /// For root command `argv0`: its [`RootPlan`] when it is a static one, and the supervisor's end
-/// of the socket pair, for [`RunDir::create`] (none: the trampoline sets the supervision up).
-pub fn plan_root(argv0: &OsStr) -> (Option<RootPlan>, Option<std::os::fd::OwnedFd>) {
-    let Some((path, program)) = crate::run::exec_check::supervised_root(argv0) else {
-        return (None, None);
+/// of the socket pair, for [`RunDir::create`] (none: the trampoline sets the supervision up);
+/// and whether it is a dynamically linked Go program, for which the launcher starts the run's
+/// server ([`RunDir::fork_server`]).
+pub fn plan_root(argv0: &OsStr) -> (Option<RootPlan>, Option<std::os::fd::OwnedFd>, bool) {
+    use crate::run::exec_check::Plan;
+    let (path, program) = match crate::run::exec_check::plan(argv0) {
+        Plan::Static(path, program) => (path, program),
+        Plan::DynamicGo => return (None, None, true),
+        Plan::Other => return (None, None, false),
     };
     let (child, supervisor) =
         static_image::root_pair().map_or((None, None), |(c, s)| (Some(c), Some(s)));
@@ -77,6 +82,7 @@ pub fn plan_root(argv0: &OsStr) -> (Option<RootPlan>, Option<std::os::fd::OwnedF
             child,
         }),
         supervisor,
+        false,
     )
 }
 
@@ -323,9 +329,8 @@ pub fn run_captured(
     limit: Option<std::time::Duration>,
 ) -> Result<std::result::Result<Captured, SpawnError>> {
     let shim_path = shim::extract()?;
-    let (plan, supervisor) = plan_root(&argv[0]);
+    let (plan, supervisor, go_root) = plan_root(&argv[0]);
     let supervised = plan.is_some();
-    let go_root = plan.is_none() && crate::run::exec_check::dynamic_go_root(&argv[0]);
     let mut run_dir = RunDir::create(supervisor)?;
     if go_root {
         run_dir.fork_server();
@@ -419,9 +424,8 @@ pub fn run_interactive(
     want_census: bool,
 ) -> Result<Interactive> {
     let shim_path = shim::extract()?;
-    let (plan, supervisor) = plan_root(&argv[0]);
+    let (plan, supervisor, go_root) = plan_root(&argv[0]);
     let supervised = plan.is_some();
-    let go_root = plan.is_none() && crate::run::exec_check::dynamic_go_root(&argv[0]);
     let mut run_dir = RunDir::create(supervisor)?;
     if go_root {
         run_dir.fork_server();

@@ -106,7 +106,7 @@ impl RunDir {
     }
 
     /// Starts the run's supervision server now, for a root that is a dynamically linked Go
-    /// program (`exec_check::dynamic_go_root`), unless a static root's supervisor was forked.
+    /// program (`exec_check::Plan::DynamicGo`), unless a static root's supervisor was forked.
     pub fn fork_server(&mut self) {
         if self.supervisor.is_none() {
             self.supervisor = crate::run::static_image::fork_server(&self.path);

@@ -100,7 +100,7 @@ pub unsafe fn serve_root(fd: i32) -> ! {
 }
 
 /// Starts the run's server from the launcher, for a root that will ask it for a supervisor
-/// before its `main` (a dynamically linked Go program: `exec_check::dynamic_go_root`): binds
+/// before its `main` (a dynamically linked Go program: `exec_check::Plan::DynamicGo`): binds
 /// and listens on its socket in `run_dir` (the root's libseal then connects to it as to one
 /// it started), then forks it, in a session of its own. Its pid (the launcher reaps it), or
 /// `None` where a fork of the launcher cannot serve ([`root_pair`]'s cases) or the socket
