@@ -3,8 +3,9 @@
 //!
 //! Started by libseal at the first static exec of a run, with FD a socket already bound to the
 //! run directory's `SERVER_SOCKET` and listening; or forked by the launcher on such a socket
-//! for a root that is a dynamically linked Go program ([`fork_server`]). It keeps one supervisor forked ahead, waiting
-//! in `accept` (a spare: a connection does not wait for a fork), two once one has been taken;
+//! for a root that is a dynamically linked Go program ([`fork_server`]). It keeps one
+//! supervisor forked ahead, waiting in `accept` (a spare: a connection does not wait for a
+//! fork), two once one has been taken;
 //! the spare that took a connection says so through a pipe once its image runs
 //! ([`super::spare::taken`]), and the server forks the next. The supervisor reads the
 //! request (the process's pid, identity and `LIBSEAL_*` variables) and then is
@@ -62,7 +63,7 @@ pub fn run(args: &[OsString]) -> i32 {
 /// waiting 5 s for it, then running unsealed). The trampoline's libseal then starts a server.
 pub fn root_pair() -> Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     use std::os::fd::FromRawFd;
-    if crate::run::shim::inside_a_run() || !one_thread() {
+    if !fork_can_serve() {
         return None;
     }
     let mut pair = [0i32; 2];
@@ -103,14 +104,14 @@ pub unsafe fn serve_root(fd: i32) -> ! {
 /// before its `main` (a dynamically linked Go program: `exec_check::Plan::DynamicGo`): binds
 /// and listens on its socket in `run_dir` (the root's libseal then connects to it as to one
 /// it started), then forks it, in a session of its own. Its pid (the launcher reaps it), or
-/// `None` where a fork of the launcher cannot serve ([`root_pair`]'s cases) or the socket
+/// `None` where a fork of the launcher cannot serve ([`fork_can_serve`]) or the socket
 /// cannot be made: the root's libseal then starts the server as in any run. That start was a
 /// double fork and an exec of the 7.7 MB `seal` binary on the root's start-up path: a
-/// one-shot cgo hello world started ~2 ms sooner with the server forked here.
+/// one-shot cgo hello world +4.01 → +3.24 ms over bare with the server forked here.
 pub fn fork_server(run_dir: &std::path::Path) -> Option<libc::pid_t> {
     use seal_abi::supervised::handover;
     use std::os::unix::ffi::OsStrExt;
-    if crate::run::shim::inside_a_run() || !one_thread() {
+    if !fork_can_serve() {
         return None;
     }
     let a = handover::ServerAddr::of(run_dir.as_os_str().as_bytes())?;
@@ -131,7 +132,17 @@ pub fn fork_server(run_dir: &std::path::Path) -> Option<libc::pid_t> {
     }
     // SAFETY: our descriptor; the server has its copy.
     unsafe { libc::close(ls) };
+    if pid < 0 {
+        // Nobody listens on it: the root's libseal finds no socket and starts the server.
+        let _ = std::fs::remove_file(run_dir.join(seal_abi::supervised::SERVER_SOCKET));
+    }
     (pid > 0).then_some(pid)
+}
+
+/// Can a fork of this launcher run Rust code as a supervisor or a server ([`root_pair`],
+/// [`fork_server`])? Not in a nested seal, nor while it runs other threads.
+fn fork_can_serve() -> bool {
+    !crate::run::shim::inside_a_run() && one_thread()
 }
 
 /// Does this process run one thread (`/proc/self/stat`'s 20th field)?
