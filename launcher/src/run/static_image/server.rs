@@ -5,7 +5,7 @@
 //! run directory's `SERVER_SOCKET` and listening; or forked by the launcher on such a socket
 //! for a root that is a dynamically linked Go program ([`fork_server`]). It keeps one
 //! supervisor forked ahead, waiting in `accept` (a spare: a connection does not wait for a
-//! fork), two once one has been taken;
+//! fork), two once the run has more than one image (`Refill`);
 //! the spare that took a connection says so through a pipe once its image runs
 //! ([`super::spare::taken`]), and the server forks the next. The supervisor reads the
 //! request (the process's pid, identity and `LIBSEAL_*` variables) and then is
@@ -176,15 +176,19 @@ fn serve(ls: i32, run_dir: &std::path::Path) -> i32 {
     // Spares: (pid, pidfd). One until the first is taken: a run of one static image (a
     // static root command) does not pay a second fork while it starts.
     let mut spares: Vec<(i32, i32)> = Vec::with_capacity(SPARES);
-    let mut want = 1;
+    let mut refill = Refill::default();
     loop {
+        let want = refill.want();
         while spares.len() < want {
             match fds.spare() {
                 Some(s) => spares.push(s),
                 None => break,
             }
         }
-        let mut p: Vec<libc::pollfd> = [gone, pipe[0]]
+        // Without a spare, a connection waiting in the listen queue is seen here (and gets
+        // one forked at once).
+        let listen = if spares.is_empty() { ls } else { -1 };
+        let mut p: Vec<libc::pollfd> = [gone, pipe[0], listen]
             .into_iter()
             .chain(spares.iter().map(|s| s.1))
             .map(|fd| libc::pollfd {
@@ -193,8 +197,13 @@ fn serve(ls: i32, run_dir: &std::path::Path) -> i32 {
                 revents: 0,
             })
             .collect();
-        // Short of spares (no process could be forked), try again soon.
-        let timeout = if spares.len() < want { 100 } else { -1 };
+        // Short of spares (no process could be forked), try again soon; a refill put off
+        // comes at its time.
+        let timeout = match (spares.len() < want, refill.due_in()) {
+            (true, _) => 100,
+            (false, Some(ms)) => ms,
+            (false, None) => -1,
+        };
         // SAFETY: pollfd entries we own.
         let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout) };
         if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
@@ -203,9 +212,12 @@ fn serve(ls: i32, run_dir: &std::path::Path) -> i32 {
         if p[0].revents != 0 && run_ended(gone) {
             return 0;
         }
+        if p[2].revents != 0 {
+            refill.now();
+        }
         // A spare that is taken writes its pid to the pipe; one that died without a
         // connection shows on its pidfd. Either is replaced at the top of the loop.
-        let mut gone_spares: Vec<i32> = (spares.iter().zip(&p[2..]))
+        let mut gone_spares: Vec<i32> = (spares.iter().zip(&p[3..]))
             .filter(|(_, p)| p.revents != 0)
             .map(|(s, _)| s.0)
             .collect();
@@ -221,7 +233,7 @@ fn serve(ls: i32, run_dir: &std::path::Path) -> i32 {
                 // Whole pids: each write is 4 bytes, less than a pipe writes at once.
                 for w in b[..n].chunks_exact(4) {
                     gone_spares.push(i32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
-                    want = SPARES;
+                    refill.taken();
                 }
             }
         }
@@ -233,6 +245,61 @@ fn serve(ls: i32, run_dir: &std::path::Path) -> i32 {
             }
             keep
         });
+    }
+}
+
+/// When the server forks spares: one from its start; after the first is taken, none for
+/// [`FIRST_REFILL`] (unless a connection finds none: one is forked for it at once), then
+/// [`SPARES`], each replaced as soon as it is taken. The run's first image is often its only
+/// one (a one-shot `seal -- ./cgo-program`), and the two forks of the server right after it
+/// was taken ran beside that image's start-up: on a machine that keeps a new process on its
+/// parent's processor, ~0.15 ms of a cgo hello world's 4 ms.
+#[derive(Default)]
+struct Refill {
+    /// When the first spare was taken (`None`: not yet).
+    first_taken: Option<std::time::Instant>,
+    /// A connection found no spare, or the wait is over: spares are kept at [`SPARES`].
+    full: bool,
+}
+
+/// How long after the run's first image the server waits before it forks more spares.
+const FIRST_REFILL: std::time::Duration = std::time::Duration::from_millis(20);
+
+impl Refill {
+    /// How many spares to keep now.
+    fn want(&mut self) -> usize {
+        match self.first_taken {
+            None => 1,
+            Some(_) if self.full => SPARES,
+            Some(at) if at.elapsed() >= FIRST_REFILL => {
+                self.full = true;
+                SPARES
+            }
+            Some(_) => 0,
+        }
+    }
+
+    /// A spare was taken.
+    fn taken(&mut self) {
+        if self.first_taken.is_none() {
+            self.first_taken = Some(std::time::Instant::now());
+        }
+    }
+
+    /// A connection waits with no spare: fork them now.
+    fn now(&mut self) {
+        self.full = true;
+    }
+
+    /// Milliseconds until the put-off refill (`None`: none is put off).
+    fn due_in(&self) -> Option<i32> {
+        match self.first_taken {
+            Some(at) if !self.full => {
+                let left = FIRST_REFILL.saturating_sub(at.elapsed());
+                Some(left.as_millis() as i32 + 1)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -503,6 +570,31 @@ impl Request {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spares_are_put_off_after_the_first_image_unless_a_connection_finds_none() {
+        let mut r = Refill::default();
+        assert_eq!((r.want(), r.due_in()), (1, None), "one from the start");
+        r.taken();
+        assert_eq!(r.want(), 0, "none right after the first image");
+        let ms = r.due_in().unwrap();
+        assert!(
+            (1..=FIRST_REFILL.as_millis() as i32 + 1).contains(&ms),
+            "{ms}"
+        );
+        r.now();
+        assert_eq!(
+            (r.want(), r.due_in()),
+            (SPARES, None),
+            "a waiting connection"
+        );
+        let mut r = Refill::default();
+        r.taken();
+        std::thread::sleep(FIRST_REFILL);
+        assert_eq!((r.want(), r.due_in()), (SPARES, None), "the wait is over");
+        r.taken();
+        assert_eq!(r.want(), SPARES, "later images are replaced at once");
+    }
 
     #[test]
     fn a_request_gives_pid_identity_and_variables() {
