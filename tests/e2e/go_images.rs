@@ -48,7 +48,7 @@ pub(crate) fn build_go(name: &str, cgo: bool) -> PathBuf {
 
 /// `fixtures/go/DIR` built with `CGO_ENABLED=cgo` and more `go build` flags to `NAME` in the
 /// build directory.
-fn build_go_with(dir: &str, name: &str, cgo: bool, flags: &[&str]) -> PathBuf {
+pub(crate) fn build_go_with(dir: &str, name: &str, cgo: bool, flags: &[&str]) -> PathBuf {
     let out = build_dir().join(name);
     let st = Command::new("go")
         .arg("build")

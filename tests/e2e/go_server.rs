@@ -110,3 +110,60 @@ fn a_cgo_root_finds_the_runs_server_that_the_launcher_started() {
     );
     assert!(stdout.contains("pid 1000 ppid 999 "), "{stdout}");
 }
+
+/// What a cgo root's libseal looks up in its executable (its runtime's random functions,
+/// `crypto/rand`'s call) comes from the user's cache (`go_exe.rs`), which the launcher copies
+/// into the run directory before the root starts (`keep_for_root`), where libseal reads it
+/// (`shim/src/process/go_kept.rs`) instead of the executable's symbol table. A cache file
+/// that says the random functions were not found leaves the next run's generator unsealed
+/// (its census says `go-runtime-random`); without the file the launcher reads the executable
+/// again, keeps it, and the run is sealed as the first was.
+#[test]
+fn a_cgo_roots_sites_come_from_the_users_cache_through_the_run_directory() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    if !have("cc") {
+        skip!("cc not on PATH: the cgo build");
+    }
+    let bin = crate::go_images::build_go_with("entropy", "go_entropy_cgo_cached", true, &[]);
+    let cache = tempfile::tempdir().unwrap();
+    let json = cache.path().join("census.json");
+    let run = || {
+        let mut c = seal(["census", "--json", json.to_str().unwrap(), "--"]);
+        c.arg(&bin).env("XDG_CACHE_HOME", cache.path());
+        let o = crate::util::run_timeout(c, crate::util::TIMEOUT);
+        o.ok();
+        let census = std::fs::read_to_string(&json).unwrap();
+        (o.stdout, census.contains("go-runtime-random"))
+    };
+    let (first, unsealed) = run();
+    assert!(!unsealed, "{first}");
+    let builds: Vec<PathBuf> = std::fs::read_dir(cache.path().join("seal/go-exe"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(builds.len(), 1, "{builds:?}");
+    let kept: Vec<PathBuf> = std::fs::read_dir(&builds[0])
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        kept.len(),
+        1,
+        "the launcher keeps the root's file: {kept:?}"
+    );
+    // The first word's bit 2 says the random functions were found: cleared, the file says
+    // they were not.
+    let mut bytes = std::fs::read(&kept[0]).unwrap();
+    assert_eq!(bytes[0] & 4, 4, "found in the executable");
+    bytes[0] &= !4;
+    std::fs::write(&kept[0], &bytes).unwrap();
+    let (_, unsealed) = run();
+    assert!(unsealed, "libseal did not read the cache's file");
+    std::fs::remove_file(&kept[0]).unwrap();
+    let (third, unsealed) = run();
+    assert!(!unsealed);
+    assert_eq!(third, first, "the program's output");
+    assert!(kept[0].exists(), "kept again");
+}

@@ -109,6 +109,70 @@ impl Sites {
     }
 }
 
+/// An executable's identity, as `stat` gives it: the name of the file in which a run's
+/// supervisors and libseal (and the user's cache) keep its [`Sites::to_words`]. A rebuilt
+/// executable has another (its change time at least), so a kept file never describes another
+/// build.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExeIdentity {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+}
+
+/// The longest name [`ExeIdentity::kept_name`] writes.
+pub const KEPT_NAME_MAX: usize = 160;
+
+impl ExeIdentity {
+    /// `go-exe-DEV-INO-SIZE-MTIME.NS-CTIME.NS` (the first three in hex) into `out`: its
+    /// length.
+    pub fn kept_name(&self, out: &mut [u8; KEPT_NAME_MAX]) -> usize {
+        let mut n = 0;
+        let mut put = |b: &[u8]| {
+            out[n..n + b.len()].copy_from_slice(b);
+            n += b.len();
+        };
+        let digits = |mut v: u64, base: u64, buf: &mut [u8; 20]| -> usize {
+            let mut i = buf.len();
+            loop {
+                i -= 1;
+                let d = (v % base) as u8;
+                buf[i] = if d < 10 { b'0' + d } else { b'a' + d - 10 };
+                v /= base;
+                if v == 0 {
+                    return i;
+                }
+            }
+        };
+        let mut buf = [0u8; 20];
+        put(b"go-exe-");
+        for (i, v) in [self.dev, self.ino, self.size].into_iter().enumerate() {
+            if i > 0 {
+                put(b"-");
+            }
+            let at = digits(v, 16, &mut buf);
+            put(&buf[at..]);
+        }
+        for (s, ns) in [self.mtime, self.ctime] {
+            put(b"-");
+            if s < 0 {
+                put(b"-");
+            }
+            let at = digits(s.unsigned_abs(), 10, &mut buf);
+            put(&buf[at..]);
+            put(b".");
+            if ns < 0 {
+                put(b"-");
+            }
+            let at = digits(ns.unsigned_abs(), 10, &mut buf);
+            put(&buf[at..]);
+        }
+        n
+    }
+}
+
 pub(super) fn u16_at(f: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(
         f.get(at..at.checked_add(2)?)?.try_into().ok()?,
@@ -324,6 +388,31 @@ fn call_in(f: &[u8], (func, size): (u64, u64), (target, _): (u64, u64)) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_name_is_the_identity_in_hex_and_decimal() {
+        let id = ExeIdentity {
+            dev: 0x803,
+            ino: 0x1a2b3c,
+            size: 1830608,
+            mtime: (1764892140, 123456789),
+            ctime: (-5, 0),
+        };
+        let mut out = [0u8; KEPT_NAME_MAX];
+        let n = id.kept_name(&mut out);
+        assert_eq!(
+            &out[..n],
+            b"go-exe-803-1a2b3c-1beed0-1764892140.123456789--5.0"
+        );
+        let most = ExeIdentity {
+            dev: u64::MAX,
+            ino: u64::MAX,
+            size: u64::MAX,
+            mtime: (i64::MIN, i64::MIN),
+            ctime: (i64::MIN, i64::MIN),
+        };
+        assert!(most.kept_name(&mut out) <= KEPT_NAME_MAX);
+    }
 
     /// A minimal ELF file: one `PT_LOAD` (file offset 0 at `0x400000`) holding a `GetRandom`
     /// of 32 bytes at offset 0x200 whose calls (`call rel32` at the offsets given) go to

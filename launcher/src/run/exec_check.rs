@@ -59,8 +59,9 @@ pub enum Plan {
     Static(PathBuf, PathBuf),
     /// A dynamically linked Go program (a cgo build): its libseal asks the run's server for
     /// a supervisor before `main`, so the launcher starts the server for it
-    /// (`static_image::fork_server`).
-    DynamicGo,
+    /// (`static_image::fork_server`), and puts what its libseal looks up in the executable
+    /// in the run directory (`static_image::keep_go_root`). Its path.
+    DynamicGo(PathBuf),
     Other,
 }
 
@@ -75,7 +76,7 @@ pub fn plan(program: &OsStr) -> Plan {
         {
             Plan::Static(path, prog)
         }
-        Root::Loads { go: true } => Plan::DynamicGo,
+        Root::Loads { go: true } => Plan::DynamicGo(path),
         _ => Plan::Other,
     }
 }
@@ -206,10 +207,10 @@ mod tests {
     #[test]
     fn a_dynamic_go_program_is_told_by_its_build_id_note() {
         // A GNU build id first, then Go's (as the Go linker of a cgo build lays them out).
-        assert_eq!(
+        assert!(matches!(
             plan_of(&elf_with(true, &[(b"GNU", 3), (b"Go", 4)])),
-            Plan::DynamicGo
-        );
+            Plan::DynamicGo(p) if p.ends_with("prog")
+        ));
         // No Go note, or Go's owner with another type.
         assert_eq!(plan_of(&elf_with(true, &[(b"GNU", 3)])), Plan::Other);
         assert_eq!(plan_of(&elf_with(true, &[(b"Go", 3)])), Plan::Other);

@@ -65,13 +65,19 @@ pub struct RootPlan {
 /// For root command `argv0`: its [`RootPlan`] when it is a static one, and the supervisor's end
 /// of the socket pair, for [`RunDir::create`] (none: the trampoline sets the supervision up);
 /// and whether it is a dynamically linked Go program, for which the launcher starts the run's
-/// server ([`RunDir::fork_server`]).
-pub fn plan_root(argv0: &OsStr) -> (Option<RootPlan>, Option<std::os::fd::OwnedFd>, bool) {
+/// server ([`RunDir::go_root`]).
+pub fn plan_root(
+    argv0: &OsStr,
+) -> (
+    Option<RootPlan>,
+    Option<std::os::fd::OwnedFd>,
+    Option<std::path::PathBuf>,
+) {
     use crate::run::exec_check::Plan;
     let (path, program) = match crate::run::exec_check::plan(argv0) {
         Plan::Static(path, program) => (path, program),
-        Plan::DynamicGo => return (None, None, true),
-        Plan::Other => return (None, None, false),
+        Plan::DynamicGo(path) => return (None, None, Some(path)),
+        Plan::Other => return (None, None, None),
     };
     let (child, supervisor) =
         static_image::root_pair().map_or((None, None), |(c, s)| (Some(c), Some(s)));
@@ -82,7 +88,7 @@ pub fn plan_root(argv0: &OsStr) -> (Option<RootPlan>, Option<std::os::fd::OwnedF
             child,
         }),
         supervisor,
-        false,
+        None,
     )
 }
 
@@ -332,8 +338,8 @@ pub fn run_captured(
     let (plan, supervisor, go_root) = plan_root(&argv[0]);
     let supervised = plan.is_some();
     let mut run_dir = RunDir::create(supervisor)?;
-    if go_root {
-        run_dir.fork_server();
+    if let Some(exe) = go_root {
+        run_dir.go_root(&exe);
     }
     disable_aslr(settings);
     let (mut cmd, static_root) = sealed_command(settings, &shim_path, run_dir.path(), argv, plan)?;
@@ -427,8 +433,8 @@ pub fn run_interactive(
     let (plan, supervisor, go_root) = plan_root(&argv[0]);
     let supervised = plan.is_some();
     let mut run_dir = RunDir::create(supervisor)?;
-    if go_root {
-        run_dir.fork_server();
+    if let Some(exe) = go_root {
+        run_dir.go_root(&exe);
     }
     disable_aslr(settings);
     if let Some(line) = unsealed_note(settings) {

@@ -23,7 +23,7 @@ pub struct RunDir {
     /// Ends the run's processes and removes the directory if this launcher is killed.
     watch: Option<Watch>,
     /// A static root's supervisor, or the run's server forked for a dynamically linked Go
-    /// root ([`Self::fork_server`]): a child of this launcher, reaped once the run ends.
+    /// root ([`Self::go_root`]): a child of this launcher, reaped once the run ends.
     supervisor: Option<libc::pid_t>,
 }
 
@@ -107,10 +107,13 @@ impl RunDir {
 
     /// Starts the run's supervision server now, for a root that is a dynamically linked Go
     /// program (`exec_check::Plan::DynamicGo`), unless a static root's supervisor was forked.
-    pub fn fork_server(&mut self) {
+    /// Also puts what the root's libseal looks up in its executable in the run directory
+    /// (`static_image::keep_go_root`).
+    pub fn go_root(&mut self, exe: &Path) {
         if self.supervisor.is_none() {
             self.supervisor = crate::run::static_image::fork_server(&self.path);
         }
+        crate::run::static_image::keep_go_root(exe, &self.path);
     }
 
     /// Starts the run's watch if it is not started yet: called once the command is started,

@@ -8,7 +8,8 @@
 //!
 //! Order, in libseal's constructor (one thread, before the Go runtime starts), as for the
 //! clock page (`go_vdso`): [`prepare`] finds the call in the executable's symbol table (a
-//! mapping of `/proc/self/exe`, unmapped at once), creates `go-entropy-PID` in the run
+//! mapping of `/proc/self/exe`, unmapped at once; or the run directory's file `go_kept`
+//! reads), creates `go-entropy-PID` in the run
 //! directory and maps it just below the program (within a 32-bit displacement of the call),
 //! and writes where into its header; the supervisor, started next, maps it too, fills the
 //! window and marks it taken before it says READY; [`give`] then checks the mark, writes the
@@ -54,13 +55,39 @@ fn failed(r: i64) -> bool {
 
 /// What this process's executable holds to rewrite (load bias added): the entropy call,
 /// `runtime.cputicks` and the runtime's random numbers (found by name in its symbol table,
-/// or in its `pclntab` when it is stripped), and the lowest address it is mapped at; `None`
-/// when the executable cannot be mapped.
+/// or in its `pclntab` when it is stripped; or kept in the run directory by an earlier
+/// look-up: `go_kept`), and the lowest address it is mapped at; `None` when the executable
+/// cannot be mapped.
 pub fn find_sites() -> Option<(go_site::Sites, u64)> {
     let fd = sys::open(b"/proc/self/exe\0", libc::O_RDONLY | libc::O_CLOEXEC, 0);
     if fd < 0 {
         return None;
     }
+    let kept = super::go_kept::read(fd)
+        .and_then(|(s, low)| Some((s, low, super::go_kept::memory_bias()?)));
+    if let Some((s, low, bias)) = kept {
+        sys::close(fd);
+        return Some((biased(&s, bias), low + bias));
+    }
+    let found = read_sites(fd);
+    if let Some((s, _, _, low)) = &found {
+        super::go_kept::keep(fd, s, *low);
+    }
+    sys::close(fd);
+    let (s, pie, phdr, low) = found?;
+    let bias = if pie {
+        // SAFETY: getauxval has no preconditions.
+        let at_phdr = unsafe { libc::getauxval(libc::AT_PHDR) };
+        at_phdr.checked_sub(phdr)?
+    } else {
+        0
+    };
+    Some((biased(&s, bias), low + bias))
+}
+
+/// The sites of the executable open at `fd` (as linked), whether it is position-independent,
+/// where its program headers are linked, and its lowest load address.
+fn read_sites(fd: i32) -> Option<(go_site::Sites, bool, u64, u64)> {
     // SAFETY: lseek on our own descriptor.
     let len = unsafe { sys::syscall3(libc::SYS_lseek, fd as i64, 0, libc::SEEK_END as i64) };
     let map = if len > 0 {
@@ -80,7 +107,6 @@ pub fn find_sites() -> Option<(go_site::Sites, u64)> {
     } else {
         -1
     };
-    sys::close(fd);
     if failed(map) {
         return None;
     }
@@ -98,15 +124,12 @@ pub fn find_sites() -> Option<(go_site::Sites, u64)> {
     };
     // SAFETY: our mapping, no longer read.
     unsafe { sys::munmap(map as *mut u8, len as usize) };
-    let (s, pie, phdr, low) = found?;
-    let bias = if pie {
-        // SAFETY: getauxval has no preconditions.
-        let at_phdr = unsafe { libc::getauxval(libc::AT_PHDR) };
-        at_phdr.checked_sub(phdr)?
-    } else {
-        0
-    };
-    let sites = go_site::Sites {
+    found
+}
+
+/// `s` (as linked) at load bias `bias`.
+fn biased(s: &go_site::Sites, bias: u64) -> go_site::Sites {
+    go_site::Sites {
         random: s.random.map(|s| go_site::Site {
             call: s.call + bias,
             low: s.low + bias,
@@ -114,8 +137,7 @@ pub fn find_sites() -> Option<(go_site::Sites, u64)> {
         }),
         cputicks: s.cputicks.map(|(at, size)| (at + bias, size)),
         rand: s.rand.map(|r| r.biased(bias)),
-    };
-    Some((sites, low + bias))
+    }
 }
 
 /// Makes `runtime.cputicks` (at `(address, size)`) return `ticks`, as the supervisor does in a

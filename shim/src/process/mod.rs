@@ -17,6 +17,7 @@
 pub mod confine;
 pub mod env;
 mod go_entropy;
+mod go_kept;
 mod go_rand;
 mod go_vdso;
 #[cfg(not(test))]

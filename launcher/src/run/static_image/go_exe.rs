@@ -2,14 +2,15 @@
 //! runtime's random functions, `cputicks`, the entropy call, the lowest load address), found
 //! once per executable. Looking them up reads the symbol table (or the `pclntab`) of a file
 //! of megabytes: 100–350 µs of every Go image's start-up, paid twice (the random functions,
-//! then the entropy call). A run's supervisors keep what they found in the run directory, one
-//! small file per executable named after its identity (device, inode, size, modification and
-//! change times), so that a program the run starts many times (`go build`'s compiler and
-//! linker, a test binary, a loop in a script) is read once; a supervisor also keeps the
-//! executables of its own images in memory. The same file goes to the user's cache
-//! (`~/.cache/seal/go-exe/SEAL-BUILD`, private as the rest of it; at most [`CACHE_MAX`]
-//! files), so that the next run of the same executable reads it too: a one-shot `seal --
-//! ./hello` (Go) read its executable for 140 µs of its start-up every time. A rebuilt
+//! then the entropy call). What was found is kept in one small file per executable named
+//! after its identity (device, inode, size, modification and change times), in the user's
+//! cache (`~/.cache/seal/go-exe/SEAL-BUILD`, private as the rest of it; at most
+//! [`CACHE_MAX`] files), or in the run directory where there is none, so that a program the
+//! run starts many times (`go build`'s compiler and linker, a test binary, a loop in a
+//! script) is read once, and so is the next run's: a one-shot `seal -- ./hello` (Go) read its
+//! executable for 140 µs of its start-up every time. A supervisor also keeps the executables
+//! of its own images in memory; libseal (a cgo program) reads and writes the run directory's
+//! files, and the launcher puts a cgo root's there ([`keep_for_root`]). A rebuilt
 //! executable has another identity (its change time at least), so a kept file never describes
 //! another build; and the files are seal's build's own (named after the `seal` binary's size
 //! and modification time): what a word means may change from one seal to the next.
@@ -38,53 +39,84 @@ pub struct GoExes(HashMap<String, GoExe>);
 
 impl GoExes {
     /// Process `pid`'s executable's sites: from memory, from the run's files in `run_dir`,
-    /// from the user's in `cache` (copied to the run's), or read now (and kept in all three).
-    /// `None` when the executable cannot be opened or mapped.
+    /// from the user's in `cache`, or read now (and kept in the cache, or without one in the
+    /// run's directory). `None` when the executable cannot be opened or mapped.
+    /// A file of the user's is not copied to the run's: one read of either costs the same,
+    /// and the copy was a file written on a one-shot Go image's start-up path.
     pub fn of(&mut self, pid: i32, run_dir: Option<&Path>, cache: Option<&Path>) -> Option<GoExe> {
         let file = File::open(format!("/proc/{pid}/exe")).ok()?;
-        let m = file.metadata().ok()?;
-        let name = format!(
-            "{PREFIX}{:x}-{:x}-{:x}-{}.{}-{}.{}",
-            m.dev(),
-            m.ino(),
-            m.size(),
-            m.mtime(),
-            m.mtime_nsec(),
-            m.ctime(),
-            m.ctime_nsec()
-        );
+        let (name, size) = kept_name(&file)?;
         if let Some(&e) = self.0.get(&name) {
             return Some(e);
         }
         let kept = run_dir.and_then(|d| read_kept(&d.join(&name)));
         let e = match kept {
             Some(e) => e,
-            None => {
-                let cached = cache.and_then(|c| read_kept(&c.join(&name)));
-                let e = match cached {
-                    Some(e) => e,
-                    None => {
-                        let exe = super::exe_map::ExeMap::of_file(&file, m.size() as usize)?;
-                        let e = GoExe {
-                            sites: go_site::find_all(&exe),
-                            low: go_site::low(&exe),
-                        };
-                        if let Some(c) = cache {
-                            keep(c, &name, &e);
-                            trim(c);
-                        }
-                        e
-                    }
-                };
-                if let Some(d) = run_dir {
-                    keep(d, &name, &e);
-                }
-                e
-            }
+            None => lookup(&file, size, &name, cache, run_dir)?,
         };
         self.0.insert(name, e);
         Some(e)
     }
+}
+
+/// The sites of a dynamically linked Go root command at `path`, kept in the run directory
+/// `run_dir` before it starts: its libseal reads them there (`shim/src/process/go_entropy.rs`)
+/// instead of the executable's symbol table, 140 µs of a cgo hello world's start-up. From the
+/// user's `cache` when it has them (else read now, and kept there too).
+pub fn keep_for_root(path: &Path, run_dir: &Path, cache: Option<&Path>) {
+    let Ok(file) = File::open(path) else {
+        return;
+    };
+    let Some((name, size)) = kept_name(&file) else {
+        return;
+    };
+    if let Some(e) = lookup(&file, size, &name, cache, None) {
+        keep(run_dir, &name, &e);
+    }
+}
+
+/// The name an executable's sites are kept under (libseal's too:
+/// `seal_abi::supervised::go_site::ExeIdentity`), and its size.
+fn kept_name(file: &File) -> Option<(String, u64)> {
+    let m = file.metadata().ok()?;
+    let id = go_site::ExeIdentity {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime: (m.mtime(), m.mtime_nsec()),
+        ctime: (m.ctime(), m.ctime_nsec()),
+    };
+    let mut out = [0u8; go_site::KEPT_NAME_MAX];
+    let n = id.kept_name(&mut out);
+    Some((String::from_utf8_lossy(&out[..n]).into_owned(), m.size()))
+}
+
+/// `file`'s sites from the user's `cache`, or read from it now and kept in the cache (without
+/// one, in `run_dir`).
+fn lookup(
+    file: &File,
+    size: u64,
+    name: &str,
+    cache: Option<&Path>,
+    run_dir: Option<&Path>,
+) -> Option<GoExe> {
+    if let Some(e) = cache.and_then(|c| read_kept(&c.join(name))) {
+        return Some(e);
+    }
+    let exe = super::exe_map::ExeMap::of_file(file, size as usize)?;
+    let e = GoExe {
+        sites: go_site::find_all(&exe),
+        low: go_site::low(&exe),
+    };
+    match (cache, run_dir) {
+        (Some(c), _) => {
+            keep(c, name, &e);
+            trim(c);
+        }
+        (None, Some(d)) => keep(d, name, &e),
+        (None, None) => {}
+    }
+    Some(e)
 }
 
 /// Files the user's cache keeps: past this, the oldest (by modification time) go, down to
@@ -96,6 +128,13 @@ pub const CACHE_MAX: usize = 512;
 /// place for it (the run's files are still kept). A new build's directory replaces the
 /// others'.
 pub fn user_cache() -> Option<std::path::PathBuf> {
+    // Once per process: the launcher asks before it starts a cgo root, and a supervisor it
+    // forks inherits the answer.
+    static DIR: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    DIR.get_or_init(find_user_cache).clone()
+}
+
+fn find_user_cache() -> Option<std::path::PathBuf> {
     let base = crate::run::shim::cache_dir().ok()?.join("go-exe");
     crate::run::shim::private_dir(&base).ok()?;
     let m = std::fs::metadata("/proc/self/exe").ok()?;
@@ -205,7 +244,7 @@ mod tests {
     }
 
     #[test]
-    fn the_next_run_reads_the_users_cache_and_keeps_it_in_its_own_directory() {
+    fn the_next_run_reads_the_users_cache_and_a_cgo_roots_file_is_put_in_the_run() {
         let base = std::env::temp_dir().join(format!("seal-go-cache-{}", std::process::id()));
         let (run1, run2, cache) = (base.join("run1"), base.join("run2"), base.join("cache"));
         for d in [&run1, &run2, &cache] {
@@ -222,26 +261,48 @@ mod tests {
                 .collect()
         };
         let kept = names(&cache);
-        assert_eq!(kept, names(&run1), "the run's file and the cache's");
         assert_eq!(kept.len(), 1);
+        assert!(names(&run1).is_empty(), "kept in the cache only");
         // The next run reads the cache's file (changed here to tell it from a read of the
-        // executable) and keeps it in its own directory.
+        // executable).
         let words = first.sites.to_words(Some(0x5678));
         std::fs::write(cache.join(&kept[0]), words.map(u64::to_le_bytes).concat()).unwrap();
         let next = GoExes::default()
             .of(pid, Some(&run2), Some(&cache))
             .unwrap();
         assert_eq!(next.low, Some(0x5678));
-        assert_eq!(names(&run2), kept);
+        // A cgo root's file goes to the run's directory, from the cache, for its libseal.
+        let exe = std::env::current_exe().unwrap();
+        let run3 = base.join("run3");
+        std::fs::create_dir_all(&run3).unwrap();
+        keep_for_root(&exe, &run3, Some(&cache));
+        let e = read_kept(&run3.join(&kept[0])).unwrap();
+        assert_eq!(e.low, Some(0x5678));
         // A damaged file in the cache is read again from the executable, and replaced.
         std::fs::write(cache.join(&kept[0]), [1u8; 5]).unwrap();
-        std::fs::remove_dir_all(&run2).unwrap();
-        std::fs::create_dir_all(&run2).unwrap();
         let again = GoExes::default()
             .of(pid, Some(&run2), Some(&cache))
             .unwrap();
         assert_eq!(again, first);
         assert_eq!(read_kept(&cache.join(&kept[0])), Some(first));
+        // Without a cache, the run's directory keeps it.
+        let run4 = base.join("run4");
+        std::fs::create_dir_all(&run4).unwrap();
+        GoExes::default().of(pid, Some(&run4), None).unwrap();
+        assert_eq!(names(&run4), kept);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_cgo_roots_sites_are_kept_in_the_run_directory() {
+        let base = std::env::temp_dir().join(format!("seal-go-root-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        keep_for_root(&exe, &base, None);
+        let (name, _) = kept_name(&File::open(&exe).unwrap()).unwrap();
+        let e = read_kept(&base.join(&name)).expect("kept under its identity's name");
+        let pid = std::process::id() as i32;
+        assert_eq!(Some(e), GoExes::default().of(pid, None, None));
         std::fs::remove_dir_all(&base).unwrap();
     }
 

@@ -136,6 +136,12 @@ pub fn root_pair() -> Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
 pub use auxv::notes_say_go;
 pub use server::{fork_server, serve_root};
 
+/// Puts what the libseal of a dynamically linked Go root command at `exe` looks up in its
+/// executable (`go_exe::keep_for_root`) in the run directory `run_dir`.
+pub fn keep_go_root(exe: &Path, run_dir: &Path) {
+    go_exe::keep_for_root(exe, run_dir, go_exe::user_cache().as_deref());
+}
+
 /// The link in the run directory that libseal execs as the supervisor.
 pub fn link_in(run_dir: &Path) -> PathBuf {
     run_dir.join(seal_abi::supervised::SUPERVISOR_LINK)
