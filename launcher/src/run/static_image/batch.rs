@@ -77,6 +77,11 @@ impl Batch {
         self.to_end.push(self.code.len() - 4);
     }
 
+    /// How many calls the batch has so far (the next one's result is number this).
+    pub fn calls(&self) -> usize {
+        self.calls
+    }
+
     /// Stops the batch when the last call failed (a negative result).
     pub fn or_stop(&mut self) -> &mut Self {
         self.code.extend([0x48, 0x85, 0xc0]); // test rax, rax

@@ -6,14 +6,16 @@ use seal_abi::supervised::clock_page::Kind;
 use seal_abi::Fid;
 
 use super::super::stop::Stop;
+use super::super::vdso_clock::Along;
 use super::Supervisor;
 use super::{Answer, Notif, MONO_BASE_NS};
 
 impl Supervisor {
     /// Sets up the clock page of the Go image just exec'd (stopped at `stop`): whether it is
     /// in place. Its other vDSO entries take the sealed path or make their system call
-    /// (`vdso_rest.rs`); when they cannot, it loses its vDSO too.
-    pub(super) fn fast_clock(&mut self, stop: &Stop) -> bool {
+    /// (`vdso_rest.rs`); when they cannot, it loses its vDSO too. `along`: a mapping made
+    /// in the same batch (the runtime's random functions' code).
+    pub(super) fn fast_clock(&mut self, stop: &Stop, along: Option<&mut Along>) -> bool {
         let pid = self.pid;
         let Some(vdso) = stop.vdso_base() else {
             return false;
@@ -22,7 +24,8 @@ impl Supervisor {
         let tick = self.world.tick_ns.clamp(0, i32::MAX as i64);
         let counters = counters.as_ref().map(|c| &c[..]);
         let page = (self.prepared.as_ref()).and_then(|prepared| {
-            super::super::vdso_clock::install(pid, stop, prepared, tick, counters, Kind::Still, 0)
+            let still = Kind::Still;
+            super::super::vdso_clock::install(pid, stop, prepared, tick, counters, still, 0, along)
         });
         let Some((page, _)) = page else {
             return false;
@@ -82,8 +85,16 @@ impl Supervisor {
         };
         let tick = self.world.tick_ns.clamp(0, i32::MAX as i64);
         let counters = counters.as_ref().map(|c| &c[..]);
-        let page =
-            super::super::vdso_clock::install(pid, stop, &prepared, tick, counters, Kind::Still, 0);
+        let page = super::super::vdso_clock::install(
+            pid,
+            stop,
+            &prepared,
+            tick,
+            counters,
+            Kind::Still,
+            0,
+            None,
+        );
         let Some((page, _)) = page else {
             return false;
         };

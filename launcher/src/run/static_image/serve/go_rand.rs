@@ -19,22 +19,41 @@
 
 use seal_abi::supervised::go_rand::{self, outcome};
 
-use super::super::batch::{write_text, Arg, Batch};
+use super::super::batch::{write_text, Batch};
+use super::super::vdso_clock::Along;
 use super::super::rand_counts::Rands;
 use super::Supervisor;
 
 impl Supervisor {
     /// Seals the Go image just exec'd (stopped)'s `cputicks` and random numbers: whether its
     /// random numbers are one sequence now.
-    pub(super) fn fast_runtime_rand(&mut self) -> bool {
+    pub(super) fn fast_runtime_rand(&mut self, along: Option<Along>) -> bool {
         let lineage = self.world.lineage;
-        self.runtime_rand(self.pid, self.bias, lineage)
+        self.runtime_rand_in(self.pid, self.bias, lineage, along)
+    }
+
+    /// The mapping of the runtime's random functions' code that Go image `pid` (its program
+    /// at `bias`) will need, for the clock page's batch to make ([`Along`]); `None` when
+    /// there is nothing to redirect (the rest is said when [`Supervisor::fast_runtime_rand`]
+    /// finds it so).
+    pub(super) fn rand_along(&mut self, pid: i32, bias: u64) -> Option<Along> {
+        let exe = self.go_exe(pid)?;
+        let rand = exe.sites.rand?.biased(bias);
+        let base = go_rand::place(bias + exe.low?)?;
+        rand.patches(base)?;
+        let (len, code) = (go_rand::MAP_BYTES as u64, go_rand::CODE_BYTES as u64);
+        Some(Along::new(base, len, code))
     }
 
     /// [`Supervisor::fast_runtime_rand`] for Go image `pid` (stopped at its exec, its program
     /// at `bias`), its sequence keyed by `lineage`. What it could not do is said in the
     /// process's census.
     pub(super) fn runtime_rand(&mut self, pid: i32, bias: u64, lineage: u64) -> bool {
+        self.runtime_rand_in(pid, bias, lineage, None)
+    }
+
+    /// [`Supervisor::runtime_rand`], its mapping made already when `along` says so.
+    fn runtime_rand_in(&mut self, pid: i32, bias: u64, lineage: u64, along: Option<Along>) -> bool {
         self.rands.remove(&pid);
         let Some(exe) = self.go_exe(pid) else {
             self.rand_stays(pid, outcome::UNREAD);
@@ -62,7 +81,10 @@ impl Supervisor {
         let placed = exe.low.and_then(|low| go_rand::place(bias + low));
         let done = placed
             .ok_or(outcome::NO_ROOM)
-            .and_then(|base| install(pid, &rand, base, key));
+            .and_then(|base| {
+                let made = along.filter(|a| a.at == base).and_then(|a| a.made);
+                install(pid, &rand, base, key, made)
+            });
         match done.map(|base| Rands::new(base, &rand, false)) {
             Ok(r) => {
                 self.rands.extend(r.map(|r| (pid, r)));
@@ -170,28 +192,24 @@ impl Supervisor {
 
 /// Maps the code at `hint` (below the program) in `pid` (stopped at its exec), writes it and
 /// points `sites` at it: the mapping's address, or the step that failed (the functions are
-/// then left as they are, unless it is the last: rewriting them).
-fn install(pid: i32, sites: &go_rand::Sites, hint: u64, key: u64) -> Result<u64, &'static str> {
+/// then left as they are, unless it is the last: rewriting them). `made`: the `mmap` and
+/// `mprotect` results of the clock page's batch, which made the mapping already ([`Along`]).
+fn install(
+    pid: i32,
+    sites: &go_rand::Sites,
+    hint: u64,
+    key: u64,
+    made: Option<(i64, i64)>,
+) -> Result<u64, &'static str> {
     let patches = sites.patches(hint).ok_or(outcome::NO_ROOM)?;
-    let saved = super::super::remote::regs(pid).ok_or(outcome::MMAP)?;
-    let mut b = Batch::new((saved.rsp - 16384) & !15);
-    let (i, z) = (Arg::Imm, Arg::Imm(0));
-    let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
-    let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE) as u64;
-    let len = i(go_rand::MAP_BYTES as u64);
-    b.call(
-        libc::SYS_mmap,
-        [i(hint), len, i(rw), i(flags), i(u64::MAX), z],
-    );
-    b.or_stop_unless(hint);
-    let rx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
-    let code_len = i(go_rand::CODE_BYTES as u64);
-    b.call(libc::SYS_mprotect, [i(hint), code_len, i(rx), z, z, z]);
-    let r = b.run(pid, &saved).ok_or(outcome::MMAP)?;
-    if r.first().copied().flatten() != Some(hint as i64) {
+    let (map, prot) = match made {
+        Some(m) => m,
+        None => map_code(pid, hint)?,
+    };
+    if map != hint as i64 {
         return Err(outcome::MMAP);
     }
-    if r.get(1) != Some(&Some(0)) {
+    if prot != 0 {
         return Err(outcome::MPROTECT);
     }
     let mut code = vec![0u8; go_rand::CODE_BYTES];
@@ -205,4 +223,14 @@ fn install(pid: i32, sites: &go_rand::Sites, hint: u64, key: u64) -> Result<u64,
         }
     }
     Ok(hint)
+}
+
+/// The code's mapping at `hint`, in a batch of its own: the `mmap` and `mprotect` results.
+fn map_code(pid: i32, hint: u64) -> Result<(i64, i64), &'static str> {
+    let saved = super::super::remote::regs(pid).ok_or(outcome::MMAP)?;
+    let mut b = Batch::new((saved.rsp - 16384) & !15);
+    let along = Along::new(hint, go_rand::MAP_BYTES as u64, go_rand::CODE_BYTES as u64);
+    along.add_to(&mut b);
+    let r = b.run(pid, &saved).ok_or(outcome::MMAP)?;
+    along.read(&r).ok_or(outcome::MMAP)
 }

@@ -143,6 +143,7 @@ impl Supervisor {
             Some(&counters),
             Kind::Ticking,
             self.world.spin_after,
+            None,
         ) else {
             return false;
         };
@@ -198,6 +199,7 @@ impl Supervisor {
             Some(&counters),
             Kind::Ticking,
             self.world.spin_after,
+            None,
         ) else {
             return false;
         };
