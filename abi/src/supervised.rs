@@ -16,6 +16,7 @@ mod filter;
 pub mod go_rand;
 pub mod go_select;
 pub mod go_site;
+pub mod go_sys;
 pub mod go_wyrand;
 pub mod handover;
 pub mod pclntab;

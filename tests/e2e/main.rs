@@ -17,6 +17,7 @@ mod go_images;
 mod go_rand;
 mod go_rand_census;
 mod go_server;
+mod go_sys;
 mod golden;
 mod golden_travel;
 mod hardening;

@@ -2,9 +2,10 @@
 //! which calls it sends to the supervisor): its program, built at compile time, and the
 //! interpreter its tests run it with.
 
+use super::SIGCHLD;
+use super::{go_sys, GROUP_CALLS, IMAGE_IP_LIMIT, IOCTL, OPEN_CALLS, PROC_CALLS, SIGACTION};
 use super::{SockFilter, CALLS, EXEC, EXEC_AT, EXIT_GROUP, FUTEX, FUTEX_WAIT_PRIVATE, GETDENTS64};
 use super::{BATCH_OPEN, MKDIR_CALLS, SYSINFO, TIMED_WAITS, TIOCGPGRP, TIOCSPGRP};
-use super::{GROUP_CALLS, IMAGE_IP_LIMIT, IOCTL, OPEN_CALLS, PROC_CALLS, SIGACTION, SIGCHLD};
 
 /// `AUDIT_ARCH_X86_64`.
 const ARCH_X86_64: u32 = 0xC000_003E;
@@ -43,6 +44,8 @@ enum Route {
     Sigaction,
     /// [`FUTEX`]: the operation and the timeout, then the instruction pointer.
     Futex,
+    /// [`go_sys::MARKED`]: allowed with [`go_sys::MARK`] in its third argument.
+    Marked,
 }
 
 /// How many call numbers the filter routes.
@@ -62,7 +65,16 @@ const fn routes() -> [(u32, Route); ROUTES] {
         let mut i = 0;
         while i < nrs.len() {
             let clone = matches!(route, Route::Image) && nrs[i] == CLONE;
-            r[n + i] = (nrs[i], if clone { Route::Clone } else { route });
+            let marked = matches!(route, Route::Notify)
+                && (nrs[i] == go_sys::MARKED[0] || nrs[i] == go_sys::MARKED[1]);
+            r[n + i] = (
+                nrs[i],
+                match (clone, marked) {
+                    (true, _) => Route::Clone,
+                    (_, true) => Route::Marked,
+                    _ => route,
+                },
+            );
             i += 1;
         }
         n + nrs.len()
@@ -116,8 +128,8 @@ const fn tree_len(n: usize) -> usize {
 }
 
 /// Instructions after the tree: the blocks of [`Route`] (wait 3, clone 2, open 2, ioctl 3,
-/// rt_sigaction 6, futex 6, image 2) and the two returns.
-const BLOCKS: usize = 3 + 2 + 2 + 3 + 6 + 6 + 2 + 2;
+/// rt_sigaction 6, futex 6, marked 4, image 2) and the two returns.
+const BLOCKS: usize = 3 + 2 + 2 + 3 + 6 + 6 + 4 + 2 + 2;
 
 /// Instructions in [`filter`]: the architecture and x32 checks (4), the tree, the blocks.
 pub const FILTER_LEN: usize = 4 + tree_len(ROUTES) + BLOCKS;
@@ -143,6 +155,7 @@ struct Blocks {
     ioctl: usize,
     sigaction: usize,
     futex: usize,
+    marked: usize,
     image: usize,
     notify: usize,
 }
@@ -158,6 +171,7 @@ impl Blocks {
             Route::Ioctl => self.ioctl,
             Route::Sigaction => self.sigaction,
             Route::Futex => self.futex,
+            Route::Marked => self.marked,
         }
     }
 }
@@ -196,7 +210,8 @@ const fn tree(
 /// [`OPEN_CALLS`] (unless marked [`BATCH_OPEN`]), [`MKDIR_CALLS`], [`SYSINFO`], [`EXIT_GROUP`] or
 /// [`GETDENTS64`], an
 /// [`IOCTL`] of [`TIOCGPGRP`] or [`TIOCSPGRP`], a [`SIGACTION`] that sets [`SIGCHLD`]'s
-/// disposition or a timed [`FUTEX`] wait made there; everything else is allowed.
+/// disposition or a timed [`FUTEX`] wait made there; a `nanosleep` or `gettid` marked
+/// [`go_sys::MARK`] (a Go runtime's, rewritten) is allowed; everything else is allowed.
 ///
 /// The call number is looked up in a binary tree of its routed numbers, not compared with
 /// each in turn: when a filter is attached, the kernel runs it for every call number (to find
@@ -222,7 +237,8 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     let (clone, open) = (wait + 3, wait + 5);
     let (ioctl, sigaction) = (open + 2, open + 5);
     let futex = sigaction + 6;
-    let image = futex + 6;
+    let marked = futex + 6;
+    let image = marked + 4;
     let (allow, notify) = (image + 2, image + 3);
     let b = Blocks {
         wait,
@@ -231,6 +247,7 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
         ioctl,
         sigaction,
         futex,
+        marked,
         image,
         notify,
     };
@@ -267,6 +284,16 @@ pub const fn filter_below(limit: u32) -> [SockFilter; FILTER_LEN] {
     f[futex + 3] = op(JEQ, 0, to(futex + 3, image), 0);
     f[futex + 4] = op(LD_ABS, 0, 0, 16 + 3 * 8 + 4); // its high word
     f[futex + 5] = op(JEQ, to(futex + 5, allow), to(futex + 5, image), 0);
+    let (mark_low, mark_high) = (go_sys::MARK as u32, (go_sys::MARK >> 32) as u32);
+    f[marked] = op(LD_ABS, 0, 0, 16 + 2 * 8); // args[2], low word
+    f[marked + 1] = op(JEQ, 0, to(marked + 1, notify), mark_low);
+    f[marked + 2] = op(LD_ABS, 0, 0, 16 + 2 * 8 + 4); // its high word
+    f[marked + 3] = op(
+        JEQ,
+        to(marked + 3, allow),
+        to(marked + 3, notify),
+        mark_high,
+    );
     f[image] = op(LD_ABS, 0, 0, 8 + 4); // seccomp_data.instruction_pointer, high word
     f[image + 1] = op(JGE, to(image + 1, allow), to(image + 1, notify), limit);
     f[allow] = op(RET, 0, 0, RET_ALLOW);
@@ -317,6 +344,7 @@ mod tests {
             16 => arg0,
             24 => arg1,
             28 => arg1_high,
+            32 | 36 => 0,
             12 => ip_high,
             _ => panic!("bad load"),
         })
@@ -421,6 +449,28 @@ mod tests {
             assert_eq!(run(0x4000_0003, nr), RET_ALLOW, "i386 {nr}");
         }
         assert_eq!(run(ARCH_X86_64, 0x4000_0000 | 228), RET_ALLOW);
+    }
+
+    #[test]
+    fn a_go_runtimes_marked_nanosleep_and_gettid_are_let_through() {
+        let call = |nr: u32, low: u32, high: u32| {
+            exec(IMAGE_IP_LIMIT, &|k| match k {
+                4 => ARCH_X86_64,
+                0 => nr,
+                32 => low,
+                36 => high,
+                _ => panic!("bad load {k}"),
+            })
+        };
+        let (low, high) = (go_sys::MARK as u32, (go_sys::MARK >> 32) as u32);
+        for nr in go_sys::MARKED {
+            assert_eq!(call(nr, low, high), RET_ALLOW, "{nr}");
+            assert_eq!(call(nr, 0, 0), RET_USER_NOTIF, "{nr}");
+            assert_eq!(call(nr, low, 0), RET_USER_NOTIF, "{nr}: half a mark");
+            assert_eq!(call(nr, 0, high), RET_USER_NOTIF, "{nr}: half a mark");
+        }
+        // Another call with the mark is sent as ever.
+        assert_eq!(call(228, low, high), RET_USER_NOTIF);
     }
 
     #[test]

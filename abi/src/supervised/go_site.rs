@@ -29,6 +29,11 @@ const RAND: [&[u8]; 5] = [
     b"os.fastrand",
 ];
 
+/// `runtime.usleep` and `runtime.gettid` ([`super::go_sys`]), under their Go names and their
+/// assembly (ABI0) names.
+const USLEEP: [&[u8]; 2] = [b"runtime.usleep", b"runtime.usleep.abi0"];
+const GETTID: [&[u8]; 2] = [b"runtime.gettid", b"runtime.gettid.abi0"];
+
 /// Where a `select` draws its order ([`super::go_select`]).
 const SELECTGO: &[u8] = b"runtime.selectgo";
 
@@ -44,11 +49,18 @@ pub struct Sites {
     pub cputicks: Option<(u64, u64)>,
     /// The runtime's random number functions to redirect (`go_rand`).
     pub rand: Option<super::go_rand::Sites>,
+    /// The `mov eax, NR; syscall` of `runtime.usleep` and of `runtime.gettid`
+    /// ([`super::go_sys`]).
+    pub usleep: Option<u64>,
+    pub gettid: Option<u64>,
 }
 
+/// Where [`Sites::to_words`] puts `usleep` and `gettid`.
+const SYS_WORDS: usize = 16 + 2 * (super::go_wyrand::MAX_SITES + super::go_select::MAX_SITES);
 /// How many words [`Sites::to_words`] writes: flags, `random`, `cputicks`, `rand`'s entries,
-/// its `mrandinit` calls, its inlined copies (map code, then `select`), `low`.
-pub const WORDS: usize = 16 + 2 * (super::go_wyrand::MAX_SITES + super::go_select::MAX_SITES) + 1;
+/// its `mrandinit` calls, its inlined copies (map code, then `select`), `usleep`, `gettid`,
+/// `low`.
+pub const WORDS: usize = SYS_WORDS + 2 + 1;
 
 impl Sites {
     /// The sites as words, the lowest `PT_LOAD` address (`low`) last: what the supervisor
@@ -61,7 +73,9 @@ impl Sites {
             | flag(self.cputicks.is_some(), 1)
             | flag(self.rand.is_some(), 2)
             | flag(rand.maps, 3)
-            | flag(low.is_some(), 4);
+            | flag(low.is_some(), 4)
+            | flag(self.usleep.is_some(), 5)
+            | flag(self.gettid.is_some(), 6);
         if let Some(r) = self.random {
             w[1..4].copy_from_slice(&[r.call, r.low, r.target]);
         }
@@ -75,13 +89,15 @@ impl Sites {
         for (i, &(at, b)) in rand.inlined.iter().chain(&rand.select).enumerate() {
             w[16 + 2 * i..18 + 2 * i].copy_from_slice(&[at, b as u64]);
         }
+        w[SYS_WORDS] = self.usleep.unwrap_or(0);
+        w[SYS_WORDS + 1] = self.gettid.unwrap_or(0);
         w[WORDS - 1] = low.unwrap_or(0);
         w
     }
 
     /// What [`Sites::to_words`] wrote: the sites and `low`; `None` for words no sites give.
     pub fn from_words(w: &[u64; WORDS]) -> Option<(Sites, Option<u64>)> {
-        if w[0] >> 5 != 0 {
+        if w[0] >> 7 != 0 {
             return None;
         }
         let on = |bit: u32| w[0] >> bit & 1 == 1;
@@ -104,6 +120,8 @@ impl Sites {
             }),
             cputicks: on(1).then_some((w[4], w[5])),
             rand: on(2).then_some(rand),
+            usleep: on(5).then_some(w[SYS_WORDS]),
+            gettid: on(6).then_some(w[SYS_WORDS + 1]),
         };
         Some((sites, on(4).then_some(w[WORDS - 1])))
     }
@@ -324,11 +342,24 @@ pub fn find_all(f: &[u8]) -> Sites {
         m[8],
         m[9],
         m[10],
+        USLEEP[0],
+        USLEEP[1],
+        GETTID[0],
+        GETTID[1],
     ];
     let Some(found) = functions(f, names) else {
         return Sites::default();
     };
-    let [select, random, syscall, ticks, ticks0, r0, r1, r2, r3, r4, maps @ ..] = found;
+    let [select, random, syscall, ticks, ticks0, r0, r1, r2, r3, r4, rest @ ..] = found;
+    let [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, u0, u1, g0, g1] = rest;
+    let maps = [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10];
+    // The one `mov eax, NR; syscall` of the function, under either name.
+    let sys = |fs: [(u64, u64); 2], nr: u32| {
+        fs.into_iter().find_map(|func| {
+            let at = super::go_sys::find(body(f, func)?, nr)?;
+            Some(func.0 + at as u64)
+        })
+    };
     Sites {
         random: call_in(f, random, syscall),
         // Checked to be `rdtsc`'s: a name read from the wrong table would be some other code.
@@ -336,6 +367,8 @@ pub fn find_all(f: &[u8]) -> Sites {
             body(f, t).is_some_and(|b| b.windows(2).any(|w| w == [0x0f, 0x31] || w == [0x0f, 0x01]))
         }),
         rand: super::go_rand::sites(f, [r0, r1, r2, r3, r4], maps, select),
+        usleep: sys([u0, u1], 35),
+        gettid: sys([g0, g1], 186),
     }
 }
 
@@ -506,6 +539,8 @@ mod tests {
             }),
             cputicks: Some((0x409000, 20)),
             rand: Some(rand),
+            usleep: Some(0x40a000),
+            gettid: Some(0x40b000),
         };
         for (sites, low) in [
             (all, Some(0x400000)),
@@ -516,7 +551,7 @@ mod tests {
         }
         // Words no sites give are refused.
         let mut w = all.to_words(None);
-        w[0] |= 1 << 5;
+        w[0] |= 1 << 7;
         assert_eq!(Sites::from_words(&w), None);
         let mut w = all.to_words(None);
         w[17] = 256;

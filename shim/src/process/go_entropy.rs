@@ -137,6 +137,8 @@ fn biased(s: &go_site::Sites, bias: u64) -> go_site::Sites {
         }),
         cputicks: s.cputicks.map(|(at, size)| (at + bias, size)),
         rand: s.rand.map(|r| r.biased(bias)),
+        usleep: s.usleep.map(|at| at + bias),
+        gettid: s.gettid.map(|at| at + bias),
     }
 }
 

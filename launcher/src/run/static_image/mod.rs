@@ -28,6 +28,7 @@ mod feeds;
 mod go_clock;
 mod go_entropy;
 mod go_exe;
+mod go_tids;
 mod go_unsealed;
 mod image_exe;
 mod maps;

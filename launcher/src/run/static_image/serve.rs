@@ -30,6 +30,7 @@ mod foreign;
 mod futexes;
 mod go_image;
 mod go_rand;
+mod go_sys;
 mod groups;
 mod held;
 mod lamport;
@@ -112,6 +113,8 @@ struct Supervisor {
     /// Go processes' in-image random numbers, counted at their exit or exec (`go_rand.rs`),
     /// and whether the first process's (a cgo program's, libseal's) is still to be found.
     rands: HashMap<i32, super::rand_counts::Rands>,
+    /// Go images' in-image `gettid` (`serve/go_sys.rs`).
+    go_sys: HashMap<i32, super::go_tids::GoSys>,
     /// Directory listings being read (`listings.rs`).
     listings: super::dir_streams::Listings,
     /// Go executables' sites (`go_exe.rs`).
@@ -186,6 +189,7 @@ pub fn run(
         feeds: Default::default(),
         device_opens: HashMap::new(),
         rands: HashMap::new(),
+        go_sys: HashMap::new(),
         listings: Default::default(),
         go_exes: Default::default(),
         go_cache: None,
@@ -509,6 +513,7 @@ impl Supervisor {
                 self.leave_exec_start(tgid);
             }
             self.exes.exec_called(tgid);
+            self.go_sys.remove(&tgid);
             self.tmpdirs.remove(&tgid);
             return Answer::Continue;
         }

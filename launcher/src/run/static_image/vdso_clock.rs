@@ -367,7 +367,14 @@ impl Along {
         let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
         let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE) as u64;
         let z = Imm(0);
-        let map = [Imm(self.at), Imm(self.len), Imm(rw), Imm(flags), Imm(u64::MAX), z];
+        let map = [
+            Imm(self.at),
+            Imm(self.len),
+            Imm(rw),
+            Imm(flags),
+            Imm(u64::MAX),
+            z,
+        ];
         b.call(libc::SYS_mmap, map).or_stop_unless(self.at);
         let rx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
         b.call(

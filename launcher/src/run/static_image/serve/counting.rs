@@ -95,6 +95,9 @@ impl Supervisor {
     /// The address a call made at `ip` by process `tgid` is counted at: the rewritten call in
     /// `GetRandom` for the code of its entropy mapping, else `ip`.
     pub(super) fn census_ip(&self, tgid: i32, ip: u64) -> u64 {
+        if let Some(site) = self.sys_call_site(tgid, ip) {
+            return site;
+        }
         match self.entropy_of(tgid) {
             Some(e) if (e.range.0..e.range.1).contains(&ip) => e.site,
             _ => ip,

@@ -20,8 +20,8 @@
 use seal_abi::supervised::go_rand::{self, outcome};
 
 use super::super::batch::{write_text, Batch};
-use super::super::vdso_clock::Along;
 use super::super::rand_counts::Rands;
+use super::super::vdso_clock::Along;
 use super::Supervisor;
 
 impl Supervisor {
@@ -79,12 +79,13 @@ impl Supervisor {
         };
         let key = go_rand::key(w.seed, lineage);
         let placed = exe.low.and_then(|low| go_rand::place(bias + low));
-        let done = placed
-            .ok_or(outcome::NO_ROOM)
-            .and_then(|base| {
-                let made = along.filter(|a| a.at == base).and_then(|a| a.made);
-                install(pid, &rand, base, key, made)
-            });
+        let done = placed.ok_or(outcome::NO_ROOM).and_then(|base| {
+            let made = along.filter(|a| a.at == base).and_then(|a| a.made);
+            install(pid, &rand, base, key, made)
+        });
+        if let Ok(base) = done {
+            self.keep_sys_calls(pid, bias, base, &sites);
+        }
         match done.map(|base| Rands::new(base, &rand, false)) {
             Ok(r) => {
                 self.rands.extend(r.map(|r| (pid, r)));

@@ -242,6 +242,7 @@ impl Supervisor {
             i.threads += 1;
         }
         self.pids.vtids.insert(tid, v);
+        self.note_tid(tgid, tid, v);
         v
     }
 

@@ -48,6 +48,7 @@ impl Supervisor {
         kept.extend(self.futex_steps.keys().map(|k| k.0));
         kept.extend(self.device_opens.keys().copied());
         kept.extend(self.rands.keys().copied());
+        kept.extend(self.go_sys.keys().copied());
         let gone: Vec<i32> = kept
             .into_iter()
             .filter(|&t| t != self.pid && !alive(t))
@@ -75,5 +76,6 @@ impl Supervisor {
         self.futex_steps.retain(|k, _| k.0 != tgid);
         self.device_opens.remove(&tgid);
         self.rands.remove(&tgid);
+        self.go_sys.remove(&tgid);
     }
 }

@@ -1,0 +1,213 @@
+//! A Go runtime's own `usleep` and `gettid` system calls kept in the image, past the
+//! supervisor: each was a notification (two context switches and the supervisor's work,
+//! ~25 µs), 7 `gettid` and 3–5 `usleep` in a hello world's start-up alone, and sysmon's
+//! `usleep` every 20 µs–10 ms for as long as the program runs.
+//!
+//! - `runtime.usleep` (sysmon's naps, a spinning thread's 3 µs) is answered `CONTINUE` by the
+//!   supervisor: the runtime's own waits leave its clock where it is. Its
+//!   `mov eax, SYS_nanosleep; syscall` is rewritten to call [`USLEEP_AT`], which makes the
+//!   same call with [`MARK`] in its third argument (`rdx`, which `nanosleep` does not read):
+//!   the filter lets a marked call through (`filter.rs`).
+//! - `runtime.gettid` (each thread's `minit`, and a signal to a thread) is answered with the
+//!   thread's virtual tid: the main thread's is its process's virtual pid, another thread's is
+//!   numbered by the supervisor at its first ask (the `gettid` in `runtime.clone`'s new thread,
+//!   still sent). Its `mov eax, SYS_gettid; syscall` is rewritten to call [`GETTID_AT`],
+//!   which makes a marked `gettid` for the real tid and answers from the mapping: the
+//!   process's virtual pid when the real tid is the real pid the supervisor wrote at the exec
+//!   stop ([`REAL_AT`], [`VPID_AT`]), a thread's virtual tid from the table the supervisor
+//!   fills as it numbers threads ([`TIDS_AT`]: `(real, virtual)` pairs, the virtual written
+//!   first); anything else makes the unmarked call, which the supervisor answers. A forked
+//!   child's copy of the mapping holds its parent's real pid, so its calls go to the
+//!   supervisor (a Go program's forked child runs no Go code before it execs).
+//!
+//! Both live in the runtime's random functions' mapping (`go_rand`): the code in its code
+//! page, the numbers in its counters page. The code clobbers `rax`, `rcx`, `rdx`, `r11` and
+//! the flags (Go's ABI0 assembly functions it is called from keep nothing there), uses its
+//! return address's 8 bytes of stack below the caller's, and is not Go code: asynchronous
+//! preemption finds no function at its PC and leaves the thread be.
+
+/// The mark in a call's third argument (`rdx`) that the filter lets through.
+pub const MARK: u64 = 0x5ea1_0000_5ca1_1ed0;
+/// `nanosleep`, `gettid` (x86_64): the calls the filter lets through when marked.
+pub const MARKED: [u32; 2] = [35, 186];
+
+/// Where the code is in the code page (past `go_rand`'s, its trampolines' and their keys).
+pub const USLEEP_AT: usize = 3712;
+pub const GETTID_AT: usize = 3776;
+const _: () = assert!(USLEEP_AT >= super::go_select::KEY_AT + 16);
+/// Where the numbers are in the counters page (offsets in the mapping): the real pid at the
+/// exec, the virtual pid, and [`TIDS`] `(real tid, virtual tid)` pairs of `i32`s.
+pub const REAL_AT: usize = 4096 + 1024;
+pub const VPID_AT: usize = REAL_AT + 4;
+pub const TIDS_AT: usize = REAL_AT + 64;
+pub const TIDS: usize = 64;
+
+/// The census's name of the code (the callers it names are the runtime's).
+pub const NAME: &str = "[seal in-image gettid]";
+
+/// `mov eax, NR; syscall`: what is rewritten, in `runtime.usleep` (NR 35) and
+/// `runtime.gettid` (186).
+pub const fn site_bytes(nr: u32) -> [u8; 7] {
+    let n = nr.to_le_bytes();
+    [0xb8, n[0], n[1], n[2], n[3], 0x0f, 0x05]
+}
+
+/// The one `mov eax, nr; syscall` in `body` (a function's bytes): its offset.
+pub fn find(body: &[u8], nr: u32) -> Option<usize> {
+    let want = site_bytes(nr);
+    let mut found = None;
+    for (i, w) in body.windows(want.len()).enumerate() {
+        if w == want {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(i);
+        }
+    }
+    found
+}
+
+/// The 7 bytes written at `site` (a [`site_bytes`]): `call rel32` to `target`, then a 2-byte
+/// `nop`. `None` when the target is out of reach.
+pub fn call_at(site: u64, target: u64) -> Option<[u8; 7]> {
+    let d = (target as i64).wrapping_sub(site as i64 + 5);
+    let d = i32::try_from(d).ok()?.to_le_bytes();
+    Some([0xe8, d[0], d[1], d[2], d[3], 0x66, 0x90])
+}
+
+/// Writes both pieces of code into `code` (the code page of a mapping at `base`).
+pub fn code(code: &mut [u8]) -> Option<()> {
+    let mark = MARK.to_le_bytes();
+    let mut usleep = [0u8; 18];
+    usleep[..5].copy_from_slice(&site_bytes(35)[..5]); // mov eax, 35
+    usleep[5..7].copy_from_slice(&[0x48, 0xba]); // movabs rdx, MARK
+    usleep[7..15].copy_from_slice(&mark);
+    usleep[15..18].copy_from_slice(&[0x0f, 0x05, 0xc3]); // syscall; ret
+    code.get_mut(USLEEP_AT..USLEEP_AT + usleep.len())?
+        .copy_from_slice(&usleep);
+
+    let mut g = [0u8; 80];
+    let mut n = 0;
+    let mut put = |b: &[u8]| {
+        g[n..n + b.len()].copy_from_slice(b);
+        n += b.len();
+        n
+    };
+    put(&[0x48, 0xba]); // movabs rdx, MARK
+    put(&mark);
+    put(&site_bytes(186)[..5]); // mov eax, 186
+    put(&[0x0f, 0x05]); // syscall: the real tid
+                        // cmp eax, [rip + REAL]: rel32 from the end of the 6-byte instruction.
+    let at = put(&[0x3b, 0x05]);
+    let rel = |from: usize, to: usize| ((to as i64) - (GETTID_AT + from) as i64) as i32;
+    put(&rel(at + 4, REAL_AT).to_le_bytes());
+    put(&[0x75, 7]); // jne table (past the next 7 bytes)
+    let at = put(&[0x8b, 0x05]); // mov eax, [rip + VPID]
+    put(&rel(at + 4, VPID_AT).to_le_bytes());
+    put(&[0xc3]); // ret
+    let at = put(&[0x48, 0x8d, 0x0d]); // table: lea rcx, [rip + TIDS]
+    put(&rel(at + 4, TIDS_AT).to_le_bytes());
+    put(&[0xba]); // mov edx, TIDS
+    put(&(TIDS as u32).to_le_bytes());
+    // loop: cmp eax, [rcx]; je found; add rcx, 8; dec edx; jnz loop
+    put(&[
+        0x3b, 0x01, 0x74, 18, 0x48, 0x83, 0xc1, 0x08, 0xff, 0xca, 0x75, 0xf4,
+    ]);
+    // Not there: the call the supervisor answers (rdx unmarked).
+    put(&site_bytes(186)[..5]); // mov eax, 186
+    put(&[0x31, 0xd2, 0x0f, 0x05, 0xc3]); // xor edx, edx; syscall; ret
+    let n = put(&[0x8b, 0x41, 0x04, 0xc3]); // found: mov eax, [rcx + 4]; ret
+    code.get_mut(GETTID_AT..GETTID_AT + n)?
+        .copy_from_slice(&g[..n]);
+    Some(())
+}
+
+/// Where the `i`th pair of the table is (an offset in the mapping), `None` past its end.
+pub const fn tid_at(i: usize) -> Option<usize> {
+    if i < TIDS {
+        Some(TIDS_AT + 8 * i)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_site_is_found_once_and_a_call_replaces_it_byte_for_byte() {
+        let mut body = [0x90u8; 64];
+        body[10..17].copy_from_slice(&site_bytes(186));
+        assert_eq!(find(&body, 186), Some(10));
+        assert_eq!(find(&body, 35), None);
+        body[30..37].copy_from_slice(&site_bytes(186));
+        assert_eq!(find(&body, 186), None, "two: neither is taken");
+        let c = call_at(0x40_1000, 0x3c_0000 + GETTID_AT as u64).unwrap();
+        assert_eq!(c[0], 0xe8);
+        let d = i32::from_le_bytes([c[1], c[2], c[3], c[4]]) as i64;
+        assert_eq!(0x40_1000 + 5 + d, 0x3c_0000 + GETTID_AT as i64);
+        assert_eq!(call_at(0x7fff_0000_0000, 0x1000), None, "out of reach");
+    }
+
+    #[test]
+    fn the_code_fits_its_place_and_its_jumps_land_on_instructions() {
+        let mut page = [0u8; 4096];
+        code(&mut page).unwrap();
+        let g = &page[GETTID_AT..];
+        // The jne over the main thread's answer lands on the table's lea.
+        let jne = 2 + 8 + 5 + 2 + 6;
+        assert_eq!(g[jne], 0x75);
+        let after = jne + 2 + g[jne + 1] as usize;
+        assert_eq!(&g[after..after + 3], &[0x48, 0x8d, 0x0d]);
+        // The loop's je lands on `found`, its jnz back on its cmp.
+        let lp = after + 7 + 5;
+        assert_eq!(&g[lp..lp + 2], &[0x3b, 0x01]);
+        let found = lp + 4 + g[lp + 3] as usize;
+        assert_eq!(&g[found..found + 4], &[0x8b, 0x41, 0x04, 0xc3]);
+        let jnz = lp + 10;
+        assert_eq!(jnz + 2 - (0x100 - g[jnz + 1] as usize), lp);
+        // It ends before the pages' numbers start, and the rip-relative words point there.
+        assert!(GETTID_AT + found + 4 <= 4096);
+        let cmp = 2 + 8 + 5 + 2;
+        let d = i32::from_le_bytes(g[cmp + 2..cmp + 6].try_into().unwrap()) as i64;
+        assert_eq!((GETTID_AT + cmp + 6) as i64 + d, REAL_AT as i64);
+        assert_eq!(tid_at(TIDS), None);
+        assert!(tid_at(TIDS - 1).unwrap() + 8 <= 8192);
+    }
+
+    /// The code, run here (no filter: the marked and unmarked calls are both the kernel's).
+    #[test]
+    fn gettid_answers_the_main_thread_the_table_and_else_the_kernel() {
+        extern "C" {
+            fn syscall(n: i64, ...) -> i64;
+        }
+        let page = super::super::go_wyrand::rwx_pages();
+        code(&mut page[..4096]).unwrap();
+        let base = page.as_mut_ptr() as usize;
+        // SAFETY: the code page we just wrote, as a function of no arguments returning eax.
+        let gettid: extern "C" fn() -> i32 = unsafe { core::mem::transmute(base + GETTID_AT) };
+        // SAFETY: a system call with no arguments.
+        let real = unsafe { syscall(186) } as i32;
+        let put = |page: &mut [u8], at: usize, v: i32| {
+            page[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        };
+        put(page, REAL_AT, real);
+        put(page, VPID_AT, 1000);
+        assert_eq!(gettid(), 1000, "the main thread: the virtual pid");
+        put(page, REAL_AT, real + 1);
+        assert_eq!(
+            gettid(),
+            real,
+            "no pair: the kernel's (the supervisor's) answer"
+        );
+        let at = tid_at(5).unwrap();
+        put(page, at + 4, 1003);
+        put(page, at, real);
+        assert_eq!(gettid(), 1003, "its pair");
+        // SAFETY: as above, a function of (timespec, NULL).
+        let usleep: extern "C" fn(*const [i64; 2], usize) -> i64 =
+            unsafe { core::mem::transmute(base + USLEEP_AT) };
+        assert_eq!(usleep(&[0, 1000], 0), 0);
+    }
+}
