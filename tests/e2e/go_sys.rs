@@ -1,5 +1,7 @@
-//! A static Go image's `runtime.usleep` and `runtime.gettid` answered in the image
-//! (`abi/src/supervised/go_sys.rs`, `launcher/src/run/static_image/serve/go_sys.rs`): no
+//! A Go image's `runtime.usleep` and `runtime.gettid` answered in the image
+//! (`abi/src/supervised/go_sys.rs`; set up by the supervisor in a static image,
+//! `launcher/src/run/static_image/serve/go_sys.rs`, by libseal in a cgo program,
+//! `shim/src/process/go_rand.rs`): no
 //! notification for sysmon's naps, none for a thread's `gettid` once the supervisor has
 //! numbered it. That the answers are the right ones is what
 //! `go_images::a_go_programs_stop_the_world_is_not_stalled_by_its_still_clock` needs: a
@@ -27,32 +29,43 @@ fn rows(path: &std::path::Path) -> Vec<(String, String, u64)> {
 }
 
 #[test]
-fn a_static_go_programs_naps_and_gettid_stay_in_the_image() {
+fn a_go_programs_naps_and_gettid_stay_in_the_image() {
     if !have("go") {
         skip!("go not on PATH (Debian: golang-go)");
     }
-    let bin = crate::go_images::build_go("world", false);
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("census.json");
-    let mut seen = Vec::new();
-    assert_runs_agree_by("go world", 3, str::to_string, || {
-        let mut c = seal(["census", "-q", "--json", json.to_str().unwrap(), "--"]);
-        c.arg(&bin);
-        let o = crate::util::run_timeout(c, crate::util::TIMEOUT);
-        seen.push(rows(&json));
-        o
-    });
-    for r in &seen {
-        let from = |f: &str, caller: &str| {
-            r.iter()
-                .filter(|(s, c, _)| s.starts_with(f) && c.starts_with(caller))
-                .map(|x| x.2)
-                .sum::<u64>()
-        };
-        assert_eq!(from("gettid", "runtime.gettid"), 0, "{r:?}");
-        assert_eq!(from("nanosleep", "runtime.usleep"), 0, "{r:?}");
-        // Each thread's first `gettid` (in `runtime.clone`'s new thread) is still the
-        // supervisor's: it numbers the thread.
-        assert!(from("gettid", "runtime.clone") >= 2, "{r:?}");
+    for cgo in [false, true] {
+        if cgo && !have("cc") {
+            skip_part!("cc not on PATH: the cgo build");
+            continue;
+        }
+        let bin = crate::go_images::build_go("world", cgo);
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("census.json");
+        let mut seen = Vec::new();
+        assert_runs_agree_by("go world", 3, str::to_string, || {
+            let mut c = seal(["census", "-q", "--json", json.to_str().unwrap(), "--"]);
+            c.arg(&bin);
+            let o = crate::util::run_timeout(c, crate::util::TIMEOUT);
+            seen.push(rows(&json));
+            o
+        });
+        for r in &seen {
+            let from = |f: &str, caller: &str| {
+                r.iter()
+                    .filter(|(s, c, _)| s.starts_with(f) && c.starts_with(caller))
+                    .map(|x| x.2)
+                    .sum::<u64>()
+            };
+            assert_eq!(from("gettid", "runtime.gettid"), 0, "cgo {cgo}: {r:?}");
+            assert_eq!(from("nanosleep", "runtime.usleep"), 0, "cgo {cgo}: {r:?}");
+            // A static image's threads are numbered by the supervisor at their first
+            // `gettid` (in `runtime.clone`'s new thread); a cgo program's keep their real tids
+            // (libseal gives its C code's the virtual ones) and ask nothing.
+            let clone = from("gettid", "runtime.clone");
+            assert!(
+                if cgo { clone == 0 } else { clone >= 2 },
+                "cgo {cgo}: {r:?}"
+            );
+        }
     }
 }

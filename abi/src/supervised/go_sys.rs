@@ -16,7 +16,9 @@
 //!   process's virtual pid when the real tid is the real pid the supervisor wrote at the exec
 //!   stop ([`REAL_AT`], [`VPID_AT`]), a thread's virtual tid from the table the supervisor
 //!   fills as it numbers threads ([`TIDS_AT`]: `(real, virtual)` pairs, the virtual written
-//!   first); anything else makes the unmarked call, which the supervisor answers. A forked
+//!   first); anything else makes the unmarked call, which the supervisor answers (in a cgo
+//!   program, whose supervisor leaves other threads' tids real, [`MISS_REAL_AT`] says to
+//!   answer the real tid at once). A forked
 //!   child's copy of the mapping holds its parent's real pid, so its calls go to the
 //!   supervisor (a Go program's forked child runs no Go code before it execs).
 //!
@@ -39,6 +41,9 @@ const _: () = assert!(USLEEP_AT >= super::go_select::KEY_AT + 16);
 /// exec, the virtual pid, and [`TIDS`] `(real tid, virtual tid)` pairs of `i32`s.
 pub const REAL_AT: usize = 4096 + 1024;
 pub const VPID_AT: usize = REAL_AT + 4;
+/// Not 0: a thread the table does not hold is answered its real tid (a cgo program, whose
+/// supervisor numbers no thread: libseal gives its C code's `gettid` the virtual one).
+pub const MISS_REAL_AT: usize = REAL_AT + 8;
 pub const TIDS_AT: usize = REAL_AT + 64;
 pub const TIDS: usize = 64;
 
@@ -111,10 +116,14 @@ pub fn code(code: &mut [u8]) -> Option<()> {
     put(&(TIDS as u32).to_le_bytes());
     // loop: cmp eax, [rcx]; je found; add rcx, 8; dec edx; jnz loop
     put(&[
-        0x3b, 0x01, 0x74, 18, 0x48, 0x83, 0xc1, 0x08, 0xff, 0xca, 0x75, 0xf4,
+        0x3b, 0x01, 0x74, 28, 0x48, 0x83, 0xc1, 0x08, 0xff, 0xca, 0x75, 0xf4,
     ]);
-    // Not there: the call the supervisor answers (rdx unmarked).
-    put(&site_bytes(186)[..5]); // mov eax, 186
+    // Not there: the real tid where the process's supervisor would give it anyway (a cgo
+    // program's), else the call the supervisor answers (rdx unmarked).
+    let at = put(&[0x83, 0x3d]); // cmp dword [rip + MISS_REAL], 0
+    put(&rel(at + 5, MISS_REAL_AT).to_le_bytes());
+    put(&[0x00, 0x74, 0x01, 0xc3]); // je ask; ret
+    put(&site_bytes(186)[..5]); // ask: mov eax, 186
     put(&[0x31, 0xd2, 0x0f, 0x05, 0xc3]); // xor edx, edx; syscall; ret
     let n = put(&[0x8b, 0x41, 0x04, 0xc3]); // found: mov eax, [rcx + 4]; ret
     code.get_mut(GETTID_AT..GETTID_AT + n)?
@@ -205,6 +214,9 @@ mod tests {
         put(page, at + 4, 1003);
         put(page, at, real);
         assert_eq!(gettid(), 1003, "its pair");
+        put(page, at, 0);
+        put(page, MISS_REAL_AT, 1);
+        assert_eq!(gettid(), real, "a cgo program's other thread: its real tid");
         // SAFETY: as above, a function of (timespec, NULL).
         let usleep: extern "C" fn(*const [i64; 2], usize) -> i64 =
             unsafe { core::mem::transmute(base + USLEEP_AT) };

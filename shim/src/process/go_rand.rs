@@ -10,16 +10,31 @@
 //! finds the mapping at the same place and reads its counters when the process exits or execs.
 
 use seal_abi::supervised::go_rand::{self, outcome};
+use seal_abi::supervised::go_sys;
 
 use crate::core::sys;
 
+/// The runtime's `usleep` and `gettid` to answer in the image too (`seal_abi::supervised::
+/// go_sys`; load bias added): the calls to rewrite, and for `gettid` the process's virtual
+/// pid (its main thread's tid; another thread's stays real, as the supervisor leaves it).
+#[derive(Clone, Copy, Default)]
+pub struct Sys {
+    pub usleep: Option<u64>,
+    pub gettid: Option<(u64, i32)>,
+}
+
 /// Points `sites` (load bias added) at the sequence keyed `key`, in a mapping placed below
-/// `low` (the program's lowest address): `Err` with the step that failed
-/// (`go_rand::outcome`).
+/// `low` (the program's lowest address), and `sys` at its code there: `Err` with the step
+/// that failed (`go_rand::outcome`).
 ///
 /// # Safety
 /// Only one thread runs, and the Go runtime has not started.
-pub unsafe fn seal(sites: &go_rand::Sites, low: u64, key: u64) -> Result<(), &'static str> {
+pub unsafe fn seal(
+    sites: &go_rand::Sites,
+    low: u64,
+    key: u64,
+    sys: Sys,
+) -> Result<(), &'static str> {
     let hint = go_rand::place(low).ok_or(outcome::NO_ROOM)?;
     let patches = sites.patches(hint).ok_or(outcome::NO_ROOM)?;
     // SAFETY: a new private anonymous mapping at an address nothing holds
@@ -48,7 +63,12 @@ pub unsafe fn seal(sites: &go_rand::Sites, low: u64, key: u64) -> Result<(), &'s
     let rx = (libc::PROT_READ | libc::PROT_EXEC) as i64;
     let len = go_rand::CODE_BYTES as i64;
     // SAFETY: our own mapping's first page, made read-only and executable.
-    let made = match go_rand::code(code, hint, key, sites) {
+    let with_sys = go_rand::code(code, hint, key, sites).map(|()| go_sys::code(code).is_some());
+    if with_sys == Some(true) {
+        // SAFETY: the mapping's counters page, writable, ours.
+        unsafe { numbers(hint, sys) };
+    }
+    let made = match with_sys.map(|_| ()) {
         None => Err(outcome::NO_ROOM),
         // SAFETY: as above.
         Some(()) if unsafe { sys::syscall3(libc::SYS_mprotect, hint as i64, len, rx) } != 0 => {
@@ -68,7 +88,47 @@ pub unsafe fn seal(sites: &go_rand::Sites, low: u64, key: u64) -> Result<(), &'s
             return Err(outcome::REWRITE);
         }
     }
+    if with_sys == Some(true) {
+        let call = |site: Option<u64>, at: usize| {
+            let site = site?;
+            let call = go_sys::call_at(site, hint + at as u64)?;
+            // SAFETY: per the contract; the site is a `mov eax, NR; syscall` of the runtime.
+            unsafe { super::go_entropy::rewrite(site, &call) }.then_some(())
+        };
+        call(sys.usleep, go_sys::USLEEP_AT);
+        call(sys.gettid.map(|g| g.0), go_sys::GETTID_AT);
+    }
     Ok(())
+}
+
+/// Writes the in-image `gettid`'s numbers into the counters page of the mapping at `base`:
+/// the real pid (a marked `gettid` of this, the main, thread: the filter lets it through),
+/// the virtual pid, and that another thread's tid is its real one.
+///
+/// # Safety
+/// `base` is the start of the mapping, its counters page writable.
+unsafe fn numbers(base: u64, sys: Sys) {
+    let Some((_, vpid)) = sys.gettid else {
+        return;
+    };
+    // SAFETY: gettid reads no argument; the third carries the mark.
+    let real = unsafe { sys_gettid_marked() };
+    let at = |off: usize| (base + off as u64) as *mut i32;
+    // SAFETY: per the contract: three words of the counters page.
+    unsafe {
+        at(go_sys::REAL_AT).write(real);
+        at(go_sys::VPID_AT).write(vpid);
+        at(go_sys::MISS_REAL_AT).write(1);
+    }
+}
+
+/// This thread's real tid, by a `gettid` the filter lets through.
+///
+/// # Safety
+/// None beyond a system call's.
+unsafe fn sys_gettid_marked() -> i32 {
+    // SAFETY: gettid takes no argument; rdx carries the mark.
+    unsafe { sys::syscall3(libc::SYS_gettid, 0, 0, go_sys::MARK as i64) as i32 }
 }
 
 /// Says in the census what stays per thread of the runtime's random numbers, when more than

@@ -246,8 +246,14 @@ pub unsafe fn supervise_go(envp: Argv) {
                 Some((None, _)) => go_rand::say(outcome::NONE, outcome::NOT_FOUND),
                 Some((Some(rand), low)) => {
                     let key = seal_abi::supervised::go_rand::key(seed, lineage);
+                    // Its `usleep` and `gettid` answered in the image too.
+                    let s = sites.map(|s| s.0).unwrap_or_default();
+                    let sys = go_rand::Sys {
+                        usleep: s.usleep,
+                        gettid: s.gettid.filter(|_| config::sealed(PID)).map(|g| (g, vpid)),
+                    };
                     // SAFETY: per the contract (one thread, the runtime not started).
-                    match unsafe { go_rand::seal(&rand, low, key) } {
+                    match unsafe { go_rand::seal(&rand, low, key, sys) } {
                         Err(why) => go_rand::say(outcome::NONE, why),
                         Ok(()) if !rand.maps && rand.inlined[0].0 == 0 => {
                             go_rand::say(outcome::MAPS, "")
