@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use seal_abi::supervised::entropy as e;
 
-use super::batch::{Arg, Batch};
+use super::batch::{Arg, Batch, Calls};
 use super::vdso_clock::poke;
 
 /// What distinguishes this stream from the image's others.
@@ -56,96 +56,197 @@ impl Site {
     }
 }
 
-/// Sets the in-image entropy up in Go image `pid`, stopped at its exec: `site` from [`Site::biased`],
-/// the stream keyed by `seed` and `lineage`, in-image reads counted at the u64 at offset
-/// `count` of file `census` (else in the mapping's header). `mapped`: a page of that file
-/// the image maps already (its offset and address in the image: the clock page's census
-/// counters), used instead of mapping it again when it holds the count. `None` (and
-/// `GetRandom` left alone) when any step fails.
+/// Sets the in-image entropy up in Go image `pid`, stopped at its exec, in a batch of its own
+/// ([`plan`], then [`Planned::finish`]). `None` (and `GetRandom` left alone) when any step
+/// fails.
 pub fn install(
+    pid: i32,
+    run_dir: &std::path::Path,
+    site: &Site,
+    key: (u64, u64),
+    census: Option<(&std::path::Path, u64)>,
+    mapped: Option<(u64, u64)>,
+) -> Option<Entropy> {
+    let saved = super::remote::regs(pid)?;
+    // Path names and results on the new stack well below the stack pointer (inside its
+    // mapping, which exec sets up with room to grow).
+    let mut b = Batch::new((saved.rsp - 16384) & !15);
+    let paths = ((saved.rsp - 8192) & !15, (saved.rsp - 12288) & !15);
+    let p = plan(pid, run_dir, site, key, census, mapped, paths, &mut b)?;
+    match b.run(pid, &saved) {
+        Some(r) => p.finish(pid, |i| r.get(i).copied().flatten()),
+        None => {
+            p.abandon();
+            None
+        }
+    }
+}
+
+/// Prepares the in-image entropy of Go image `pid` (stopped at its exec): `site` from
+/// [`Site::biased`], the stream keyed by `seed` and `lineage`, in-image reads counted at the
+/// u64 at offset `count` of file `census` (else in the mapping's header). `mapped`: a page of
+/// that file the image maps already (its offset and address in the image: the clock page's
+/// census counters), used instead of mapping it again when it holds the count. Creates the
+/// mapping's file and maps it here, writes its path and the census file's in the image at
+/// `paths`, and adds the calls that map them there to `c` (a batch of its own, or the clock
+/// page's). `None` when a step fails (nothing is left behind).
+#[allow(clippy::too_many_arguments)]
+pub fn plan(
     pid: i32,
     run_dir: &std::path::Path,
     site: &Site,
     (seed, lineage): (u64, u64),
     census: Option<(&std::path::Path, u64)>,
     mapped: Option<(u64, u64)>,
-) -> Option<Entropy> {
+    (path_at, table_at): (u64, u64),
+    c: &mut impl Calls,
+) -> Option<Planned> {
     let path = run_dir.join(format!("go-entropy-{pid}"));
     let file = super::page::create_shared_file(&path)?;
-    let done = (|| {
+    let map = (|| {
         file.set_len(e::MAP_BYTES as u64).ok()?;
-        let map = super::page::map_shared_len(&file, e::MAP_BYTES, true)?.cast::<u8>();
-        let saved = super::remote::regs(pid)?;
-        let placed = (|| {
-            let name =
-                |p: &std::path::Path, at: u64| super::remote::write_path(pid, at, p).then_some(at);
-            // Path names and results on the new stack well below the stack pointer (inside
-            // its mapping, which exec sets up with room to grow).
-            let at = name(&path, (saved.rsp - 8192) & !15)?;
-            let results = (saved.rsp - 16384) & !15;
-            // Below the program (a static Go program starts at 4 MiB; nothing is mapped
-            // under it), page-aligned, never over another mapping.
-            let hint = site.low.checked_sub(e::MAP_BYTES as u64 + (64 << 10))? & !0xfff;
-            let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
-            let fixed = (libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE) as u64;
-            let rx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
-            let (i, z) = (Arg::Imm, Arg::Imm(0));
-            let o_rdwr = i(libc::O_RDWR as u64);
-            let mut b = Batch::new(results);
-            b.call(libc::SYS_open, [i(at), o_rdwr, z, z, z, z])
-                .or_stop();
-            let len = i(e::MAP_BYTES as u64);
-            b.call(libc::SYS_mmap, [i(hint), len, i(rw), i(fixed), Arg::Fd, z]);
-            b.call(libc::SYS_close, [Arg::Fd, z, z, z, z, z]);
-            b.or_stop_unless(0);
-            let code = i(e::CODE_BYTES as u64);
-            b.call(libc::SYS_mprotect, [i(hint), code, i(rx), z, z, z]);
-            b.or_stop_unless(0);
-            // The census pair's page, mapped too (unless the clock page's set-up mapped it):
-            // the code counts there.
-            let shared = match (census, mapped) {
-                (Some((_, off)), Some((page, at))) if off & !0xfff == page => Some(at),
-                _ => None,
-            };
-            if let (Some((table, off)), None) = (census, shared) {
-                let at = name(table, (saved.rsp - 12288) & !15)?;
-                let page = i(off & !0xfff);
-                let shared = i(libc::MAP_SHARED as u64);
-                b.call(libc::SYS_open, [i(at), o_rdwr, z, z, z, z])
-                    .or_stop();
-                b.call(libc::SYS_mmap, [z, i(4096), i(rw), shared, Arg::Fd, page]);
-                b.call(libc::SYS_close, [Arg::Fd, z, z, z, z, z]);
-            }
-            let r = b.run(pid, &saved)?;
-            if r.get(1).copied().flatten() != Some(hint as i64) || r.get(3) != Some(&Some(0)) {
+        super::page::map_shared_len(&file, e::MAP_BYTES, true)
+    })();
+    let Some(map) = map.map(|m| m.cast::<u8>()) else {
+        let _ = std::fs::remove_file(&path);
+        return None;
+    };
+    let mut p = Planned {
+        path,
+        map,
+        key: key(seed, lineage),
+        call: site.call,
+        hint: 0,
+        first: 0,
+        count: census.map(|c| c.1),
+        shared: None,
+        census_map: None,
+    };
+    let placed = (|| {
+        let name =
+            |f: &std::path::Path, at: u64| super::remote::write_path(pid, at, f).then_some(at);
+        let at = name(&p.path, path_at)?;
+        // Below the program (a static Go program starts at 4 MiB; nothing is mapped under
+        // it), page-aligned, never over another mapping.
+        let hint = site.low.checked_sub(e::MAP_BYTES as u64 + (64 << 10))? & !0xfff;
+        let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+        let fixed = (libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE) as u64;
+        let rx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+        let (i, z) = (Arg::Imm, Arg::Imm(0));
+        let o_rdwr = i(libc::O_RDWR as u64);
+        let first = c.add(libc::SYS_open, [i(at), o_rdwr, z, z, z, z]);
+        c.stop_on_error();
+        let len = i(e::MAP_BYTES as u64);
+        c.add(libc::SYS_mmap, [i(hint), len, i(rw), i(fixed), Arg::Fd, z]);
+        c.add(libc::SYS_close, [Arg::Fd, z, z, z, z, z]);
+        c.stop_unless(0);
+        let code = i(e::CODE_BYTES as u64);
+        c.add(libc::SYS_mprotect, [i(hint), code, i(rx), z, z, z]);
+        c.stop_unless(0);
+        // The census pair's page, mapped too (unless the clock page's set-up mapped it):
+        // the code counts there.
+        let shared = match (census, mapped) {
+            (Some((_, off)), Some((page, at))) if off & !0xfff == page => Some(at),
+            _ => None,
+        };
+        let mut census_map = None;
+        if let (Some((table, off)), None) = (census, shared) {
+            let at = name(table, table_at)?;
+            let page = i(off & !0xfff);
+            let shared = i(libc::MAP_SHARED as u64);
+            c.add(libc::SYS_open, [i(at), o_rdwr, z, z, z, z]);
+            c.stop_on_error();
+            census_map = Some(c.add(libc::SYS_mmap, [z, i(4096), i(rw), shared, Arg::Fd, page]));
+            c.add(libc::SYS_close, [Arg::Fd, z, z, z, z, z]);
+        }
+        Some((hint, first, shared, census_map))
+    })();
+    match placed {
+        Some((hint, first, shared, census_map)) => {
+            (p.hint, p.first, p.shared, p.census_map) = (hint, first, shared, census_map);
+            Some(p)
+        }
+        None => {
+            p.abandon();
+            None
+        }
+    }
+}
+
+/// An image's entropy mapping, prepared by [`plan`]; its calls are to run.
+pub struct Planned {
+    path: std::path::PathBuf,
+    /// The supervisor's mapping of it.
+    map: *mut u8,
+    key: u64,
+    /// The call to rewrite.
+    call: u64,
+    /// Where the mapping goes in the image.
+    hint: u64,
+    /// The number of its first call (the file's `open`), then `mmap`, `close`, `mprotect`.
+    first: usize,
+    /// The census pair's offset in the census file.
+    count: Option<u64>,
+    /// Where the image maps the census pair's page already.
+    shared: Option<u64>,
+    /// Else the number of the call that maps it.
+    census_map: Option<usize>,
+}
+
+impl Planned {
+    /// Did its calls run (`result`: a call's result by number, `None` for one that did not)?
+    pub fn ran(&self, result: impl Fn(usize) -> Option<i64>) -> bool {
+        result(self.first).is_some()
+    }
+
+    /// Once its calls ran (`result`: as for [`Planned::ran`]): the code written, the call
+    /// rewritten. `None` (and `GetRandom` left alone) when a step failed.
+    pub fn finish(self, pid: i32, result: impl Fn(usize) -> Option<i64>) -> Option<Entropy> {
+        let done = (|| {
+            let addr = self.hint;
+            if result(self.first + 1) != Some(addr as i64) || result(self.first + 3) != Some(0) {
                 return None;
             }
-            let count_at = match census {
-                Some((_, off)) if shared.is_some() => shared? + (off & 0xfff),
-                Some((_, off)) => {
-                    let c = r.get(5).copied().flatten().filter(|&c| c > 0)?;
+            let count_at = match (self.count, self.shared, self.census_map) {
+                (Some(off), Some(at), _) => at + (off & 0xfff),
+                (Some(off), None, Some(i)) => {
+                    let c = result(i).filter(|&c| c > 0)?;
                     c as u64 + (off & 0xfff)
                 }
-                None => hint + (e::HEAD_AT + e::SERVED) as u64,
+                _ => addr + (e::HEAD_AT + e::SERVED) as u64,
             };
-            Some((hint, count_at))
+            let call = seal_abi::supervised::entropy::call_rel32(self.call, addr)?;
+            // SAFETY: the first CODE_BYTES of our mapping of MAP_BYTES bytes.
+            let code = unsafe { std::slice::from_raw_parts_mut(self.map, e::CODE_BYTES) };
+            e::getrandom_code(code, addr, count_at)?;
+            let ent = Entropy {
+                map: self.map,
+                key: self.key,
+                range: (addr, addr + e::MAP_BYTES as u64),
+                site: self.call,
+            };
+            ent.refill(0);
+            poke(pid, self.call, &call).then_some(ent)
         })();
-        let (addr, count_at) = placed?;
-        let call = seal_abi::supervised::entropy::call_rel32(site.call, addr)?;
-        // SAFETY: the first CODE_BYTES of our mapping of MAP_BYTES bytes.
-        let code = unsafe { std::slice::from_raw_parts_mut(map, e::CODE_BYTES) };
-        e::getrandom_code(code, addr, count_at)?;
-        let ent = Entropy {
-            map,
-            key: key(seed, lineage),
-            range: (addr, addr + e::MAP_BYTES as u64),
-            site: site.call,
-        };
-        ent.refill(0);
-        poke(pid, site.call, &call).then_some(ent)
-    })();
-    let _ = std::fs::remove_file(&path);
-    done
+        let _ = std::fs::remove_file(&self.path);
+        if done.is_none() {
+            // SAFETY: our mapping of MAP_BYTES bytes, which nothing else refers to.
+            unsafe { libc::munmap(self.map.cast(), e::MAP_BYTES) };
+        }
+        done
+    }
+
+    /// Its calls did not run: the file removed, the supervisor's mapping let go.
+    pub fn abandon(self) {
+        let _ = std::fs::remove_file(&self.path);
+        // SAFETY: our mapping of MAP_BYTES bytes, which nothing else refers to.
+        unsafe { libc::munmap(self.map.cast(), e::MAP_BYTES) };
+    }
+
+    /// The census pair's offset it counts at (its fallback installs with the same).
+    pub fn count(&self) -> Option<u64> {
+        self.count
+    }
 }
 
 /// The entropy mapping libseal made for cgo program `pid` (`go-entropy-PID` in the run

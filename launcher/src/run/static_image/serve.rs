@@ -340,20 +340,17 @@ impl Supervisor {
             self.check_reach(self.pid, &stop.text);
             // A Go runtime keeps its vDSO, whose clock reads the image's clock page; anything
             // else (or a Go image whose page could not be set up) loses it.
-            // The runtime's random functions' mapping is made in the clock page's batch.
-            let rand = self.go && self.world.sealed(flags::RANDOM);
-            let mut along = (rand && seal)
-                .then(|| self.rand_along(self.pid, self.bias))
-                .flatten();
-            let fast = seal && self.go && self.fast_clock(&stop, along.as_mut());
+            let (fast, go) = match self.go {
+                true => self.go_clock_stop(&stop, seal),
+                false => (false, Default::default()),
+            };
             // A static C image keeps it too, its clock entries reading its ticking page.
             let fast = fast || (seal && !self.go && self.ticking_clock(&stop));
             if let Some(aux) = &stop.aux {
                 aux.fix(self.pid, self.world.at_random(), seal && !fast);
             }
-            if rand {
-                self.fast_runtime_rand(along);
-                self.fast_entropy();
+            if self.go && self.world.sealed(flags::RANDOM) {
+                self.go_rand_stop(go);
             } else if self.go {
                 self.rand_left(self.pid);
             }

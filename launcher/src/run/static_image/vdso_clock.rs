@@ -211,7 +211,7 @@ pub fn install(
     counters: Option<&[u64]>,
     kind: Kind,
     spin: u32,
-    along: Option<&mut Along>,
+    along: Option<&mut super::batch::Along>,
 ) -> Option<(Page, u64)> {
     let (vdso, saved) = (stop.vdso_base()?, stop.regs?);
     let elf = vdso_bytes(pid, vdso, stop.vdso);
@@ -337,59 +337,6 @@ pub fn install(
     done
 }
 
-/// A private anonymous mapping another part of a Go image's exec stop needs (the runtime's
-/// random functions' code: `serve/go_rand.rs`), made in the clock page's batch: one stop of
-/// the tracee fewer (~80 µs of a static Go hello world's start-up).
-pub struct Along {
-    /// Where (`MAP_FIXED_NOREPLACE`), how long, and how much of its start is made read-only
-    /// and executable.
-    pub at: u64,
-    pub len: u64,
-    pub exec_len: u64,
-    /// The `mmap`'s and the `mprotect`'s results, once the batch ran them (`None`: it did
-    /// not get there).
-    pub made: Option<(i64, i64)>,
-}
-
-impl Along {
-    pub fn new(at: u64, len: u64, exec_len: u64) -> Along {
-        Along {
-            at,
-            len,
-            exec_len,
-            made: None,
-        }
-    }
-
-    /// The two calls, at the end of batch `b`.
-    pub fn add_to(&self, b: &mut super::batch::Batch) {
-        use super::batch::Arg::Imm;
-        let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
-        let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE) as u64;
-        let z = Imm(0);
-        let map = [
-            Imm(self.at),
-            Imm(self.len),
-            Imm(rw),
-            Imm(flags),
-            Imm(u64::MAX),
-            z,
-        ];
-        b.call(libc::SYS_mmap, map).or_stop_unless(self.at);
-        let rx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
-        b.call(
-            libc::SYS_mprotect,
-            [Imm(self.at), Imm(self.exec_len), Imm(rx), z, z, z],
-        );
-    }
-
-    /// The two calls' results among a batch's (from the first of them on).
-    pub fn read(&self, r: &[Option<i64>]) -> Option<(i64, i64)> {
-        let map = r.first().copied()??;
-        Some((map, r.get(1).copied().flatten().unwrap_or(i64::MIN)))
-    }
-}
-
 /// The mappings an image's clock code reads, made in stopped image `pid` (registers `saved`;
 /// `path` and `table` where the two paths are written in it) in one batch (`batch.rs`: one
 /// stop, where a system call injected one by one, by a single step, cost a scheduling round
@@ -404,7 +351,7 @@ fn maps(
     [path, table]: [u64; 2],
     counters: Option<&[u64]>,
     word: Option<u64>,
-    along: Option<&mut Along>,
+    along: Option<&mut super::batch::Along>,
 ) -> Option<(i64, Option<Vec<u64>>, u64)> {
     use super::batch::{Arg::Fd, Arg::Imm, Batch};
     // The counters on one page of the table, or none.
@@ -464,7 +411,7 @@ fn maps(
     }
     let r = b.run(pid, saved)?;
     if let Some(a) = along {
-        a.made = a.read(&r[along_at..]);
+        a.ran(&r[along_at..]);
     }
     let page = r.first().copied()?.and(r.get(1).copied()?)?;
     if page <= 0 {

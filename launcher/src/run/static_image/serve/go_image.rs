@@ -5,17 +5,51 @@
 use seal_abi::supervised::clock_page::Kind;
 use seal_abi::Fid;
 
+use super::super::batch::Along;
+use super::super::go_entropy::{Planned, Site};
 use super::super::stop::Stop;
-use super::super::vdso_clock::Along;
 use super::Supervisor;
 use super::{Answer, Notif, MONO_BASE_NS};
 
+/// What a Go image's exec stop adds to its clock page's batch, for after it
+/// ([`Supervisor::go_clock_stop`]).
+#[derive(Default)]
+pub(super) struct GoAlong {
+    along: Along,
+    rand: Option<super::go_rand::RandAlong>,
+    entropy: Option<Planned>,
+}
+
 impl Supervisor {
+    /// The Go image just exec'd (stopped at `stop`): its clock page (with `seal`: its clocks
+    /// are sealed), whether it is in place, and with its random numbers sealed the calls of
+    /// their mappings (the runtime's random functions', `crypto/rand`'s) in the same batch:
+    /// one stop of the image where each was one (~70–110 µs of a hello world's start-up).
+    pub(super) fn go_clock_stop(&mut self, stop: &Stop, seal: bool) -> (bool, GoAlong) {
+        let mut g = GoAlong::default();
+        if !seal {
+            return (false, g);
+        }
+        if self.world.sealed(seal_abi::flags::RANDOM) {
+            g.rand = self.rand_along(self.pid, self.bias, &mut g.along);
+            g.entropy = self.entropy_along(stop, &mut g.along);
+        }
+        let fast = self.fast_clock(stop, Some(&mut g.along));
+        (fast, g)
+    }
+
+    /// The Go image's random numbers and `crypto/rand`, after [`Supervisor::go_clock_stop`]
+    /// (each in a batch of its own where that one did not make its mapping).
+    pub(super) fn go_rand_stop(&mut self, g: GoAlong) {
+        self.fast_runtime_rand(g.rand.map(|r| (&g.along, r)));
+        self.fast_entropy(g.entropy, &g.along);
+    }
+
     /// Sets up the clock page of the Go image just exec'd (stopped at `stop`): whether it is
     /// in place. Its other vDSO entries take the sealed path or make their system call
     /// (`vdso_rest.rs`); when they cannot, it loses its vDSO too. `along`: a mapping made
     /// in the same batch (the runtime's random functions' code).
-    pub(super) fn fast_clock(&mut self, stop: &Stop, along: Option<&mut Along>) -> bool {
+    fn fast_clock(&mut self, stop: &Stop, along: Option<&mut Along>) -> bool {
         let pid = self.pid;
         let Some(vdso) = stop.vdso_base() else {
             return false;
@@ -104,9 +138,20 @@ impl Supervisor {
 
     /// Points the Go image just exec'd (stopped) at its in-image entropy, when its
     /// `GetRandom` can be found; its reads are counted in its census slot, taken now.
-    pub(super) fn fast_entropy(&mut self) {
+    /// `planned`: its mapping's calls added to the clock page's batch `along`
+    /// ([`Supervisor::entropy_along`]); set up in a batch of its own when they did not run.
+    pub(super) fn fast_entropy(&mut self, planned: Option<Planned>, along: &Along) {
         let (pid, bias, lineage) = (self.pid, self.bias, self.world.lineage);
-        if let Some(e) = self.entropy_in(pid, bias, lineage) {
+        let e = match planned {
+            Some(p) if p.ran(|i| along.result(i)) => p.finish(pid, |i| along.result(i)),
+            Some(p) => {
+                let count = p.count();
+                p.abandon();
+                self.entropy_in(pid, bias, lineage, Some(count))
+            }
+            None => self.entropy_in(pid, bias, lineage, None),
+        };
+        if let Some(e) = e {
             self.own.push(e.range);
             self.entropy = Some(e);
         }
@@ -116,7 +161,7 @@ impl Supervisor {
     /// at `stop`: a forked child's `os/exec` command, a dynamic descendant's), its stream keyed
     /// by `lineage`: the entropy code's calls are the image's own.
     pub(super) fn exec_entropy(&mut self, pid: i32, stop: &Stop, lineage: u64) {
-        let Some(e) = self.entropy_in(pid, stop.bias, lineage) else {
+        let Some(e) = self.entropy_in(pid, stop.bias, lineage, None) else {
             return;
         };
         if let Some((text, _)) = self.images.get_mut(&pid) {
@@ -125,21 +170,52 @@ impl Supervisor {
         self.entropies.insert(pid, e);
     }
 
+    /// Prepares the in-image entropy of the Go image just exec'd (stopped at `stop`), its
+    /// mapping's calls added to the clock page's batch `along` (its paths further down the
+    /// new stack than the clock page's; its census page mapped by a call of its own, as the
+    /// clock page's is not mapped yet).
+    fn entropy_along(&mut self, stop: &Stop, along: &mut Along) -> Option<Planned> {
+        let (pid, bias, lineage) = (self.pid, self.bias, self.world.lineage);
+        let (site, run_dir, count) = self.entropy_site(pid, bias, None)?;
+        let rsp = stop.regs?.rsp;
+        let table = run_dir.join(seal_abi::RUN_TABLE_NAME);
+        let census = count.map(|off| (table.as_path(), off));
+        let key = (self.world.seed, lineage);
+        let paths = ((rsp - 12288) & !15, (rsp - 16384) & !15);
+        super::super::go_entropy::plan(pid, &run_dir, &site, key, census, None, paths, along)
+    }
+
+    /// The rewritten call's site in Go image `pid` (its program at `bias`), the run directory,
+    /// and its reads' census pair (reserved now unless `count` gives it).
+    fn entropy_site(
+        &mut self,
+        pid: i32,
+        bias: u64,
+        count: Option<Option<u64>>,
+    ) -> Option<(Site, std::path::PathBuf, Option<u64>)> {
+        let found = self.go_exe(pid)?.sites.random?;
+        let site = Site::biased(found, bias);
+        let run_dir = self.world.run_dir.clone()?;
+        self.ensure(pid);
+        let count = match count {
+            Some(c) => c,
+            None => (self.slot(pid)).and_then(|s| s.reserve(Fid::Getrandom, 0, site.call + 1)),
+        };
+        Some((site, run_dir, count))
+    }
+
     /// Sets the in-image entropy up in Go image `pid` (stopped at its exec, its program at
     /// `bias`), its stream keyed by the seed and `lineage`, its reads counted in its census
     /// slot (a pair of their own: the call's address + 1, inside `GetRandom`, which only the
-    /// image's code moves from here on).
+    /// image's code moves from here on; `count`: reserved already), in a batch of its own.
     fn entropy_in(
         &mut self,
         pid: i32,
         bias: u64,
         lineage: u64,
+        count: Option<Option<u64>>,
     ) -> Option<super::super::go_entropy::Entropy> {
-        let found = self.go_exe(pid)?.sites.random?;
-        let site = super::super::go_entropy::Site::biased(found, bias);
-        let run_dir = self.world.run_dir.clone()?;
-        self.ensure(pid);
-        let count = (self.slot(pid)).and_then(|s| s.reserve(Fid::Getrandom, 0, site.call + 1));
+        let (site, run_dir, count) = self.entropy_site(pid, bias, count)?;
         let table = run_dir.join(seal_abi::RUN_TABLE_NAME);
         let census = count.map(|off| (table.as_path(), off));
         let key = (self.world.seed, lineage);

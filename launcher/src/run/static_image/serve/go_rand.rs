@@ -19,30 +19,38 @@
 
 use seal_abi::supervised::go_rand::{self, outcome};
 
-use super::super::batch::{write_text, Batch};
+use super::super::batch::{write_text, Along, Arg, Batch, Calls};
 use super::super::rand_counts::Rands;
-use super::super::vdso_clock::Along;
 use super::Supervisor;
 
 impl Supervisor {
     /// Seals the Go image just exec'd (stopped)'s `cputicks` and random numbers: whether its
     /// random numbers are one sequence now.
-    pub(super) fn fast_runtime_rand(&mut self, along: Option<Along>) -> bool {
+    /// `along`: the clock page's batch that made its mapping (`rand_along`'s), if one ran.
+    pub(super) fn fast_runtime_rand(&mut self, along: Option<(&Along, RandAlong)>) -> bool {
         let lineage = self.world.lineage;
-        self.runtime_rand_in(self.pid, self.bias, lineage, along)
+        let made = along.and_then(|(a, r)| r.made(a));
+        self.runtime_rand_in(self.pid, self.bias, lineage, made)
     }
 
-    /// The mapping of the runtime's random functions' code that Go image `pid` (its program
-    /// at `bias`) will need, for the clock page's batch to make ([`Along`]); `None` when
-    /// there is nothing to redirect (the rest is said when [`Supervisor::fast_runtime_rand`]
-    /// finds it so).
-    pub(super) fn rand_along(&mut self, pid: i32, bias: u64) -> Option<Along> {
+    /// Adds the mapping of the runtime's random functions' code that Go image `pid` (its
+    /// program at `bias`) will need to `along` (the clock page's batch): where it goes, and
+    /// its calls' numbers there; `None` when there is nothing to redirect (the rest is said
+    /// when [`Supervisor::fast_runtime_rand`] finds it so).
+    pub(super) fn rand_along(
+        &mut self,
+        pid: i32,
+        bias: u64,
+        along: &mut Along,
+    ) -> Option<RandAlong> {
         let exe = self.go_exe(pid)?;
         let rand = exe.sites.rand?.biased(bias);
         let base = go_rand::place(bias + exe.low?)?;
         rand.patches(base)?;
-        let (len, code) = (go_rand::MAP_BYTES as u64, go_rand::CODE_BYTES as u64);
-        Some(Along::new(base, len, code))
+        Some(RandAlong {
+            base,
+            first: map_calls(along, base),
+        })
     }
 
     /// [`Supervisor::fast_runtime_rand`] for Go image `pid` (stopped at its exec, its program
@@ -52,8 +60,15 @@ impl Supervisor {
         self.runtime_rand_in(pid, bias, lineage, None)
     }
 
-    /// [`Supervisor::runtime_rand`], its mapping made already when `along` says so.
-    fn runtime_rand_in(&mut self, pid: i32, bias: u64, lineage: u64, along: Option<Along>) -> bool {
+    /// [`Supervisor::runtime_rand`], its mapping made already at `made.0` when `made` says so
+    /// (the `mmap` and `mprotect` results).
+    fn runtime_rand_in(
+        &mut self,
+        pid: i32,
+        bias: u64,
+        lineage: u64,
+        made: Option<(u64, (i64, i64))>,
+    ) -> bool {
         self.rands.remove(&pid);
         let Some(exe) = self.go_exe(pid) else {
             self.rand_stays(pid, outcome::UNREAD);
@@ -80,7 +95,7 @@ impl Supervisor {
         let key = go_rand::key(w.seed, lineage);
         let placed = exe.low.and_then(|low| go_rand::place(bias + low));
         let done = placed.ok_or(outcome::NO_ROOM).and_then(|base| {
-            let made = along.filter(|a| a.at == base).and_then(|a| a.made);
+            let made = made.filter(|m| m.0 == base).map(|m| m.1);
             install(pid, &rand, base, key, made)
         });
         if let Ok(base) = done {
@@ -230,8 +245,46 @@ fn install(
 fn map_code(pid: i32, hint: u64) -> Result<(i64, i64), &'static str> {
     let saved = super::super::remote::regs(pid).ok_or(outcome::MMAP)?;
     let mut b = Batch::new((saved.rsp - 16384) & !15);
-    let along = Along::new(hint, go_rand::MAP_BYTES as u64, go_rand::CODE_BYTES as u64);
-    along.add_to(&mut b);
+    let first = map_calls(&mut b, hint);
     let r = b.run(pid, &saved).ok_or(outcome::MMAP)?;
-    along.read(&r).ok_or(outcome::MMAP)
+    let result = |i: usize| r.get(i).copied().flatten();
+    let map = result(first).ok_or(outcome::MMAP)?;
+    Ok((map, result(first + 1).unwrap_or(i64::MIN)))
+}
+
+/// The code's mapping at `hint`'s calls (a private anonymous `mmap` there, then its code page
+/// made read-only and executable), added to `c`: the first's number.
+fn map_calls(c: &mut impl Calls, hint: u64) -> usize {
+    let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+    let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE) as u64;
+    let (i, z) = (Arg::Imm, Arg::Imm(0));
+    let len = i(go_rand::MAP_BYTES as u64);
+    let first = c.add(
+        libc::SYS_mmap,
+        [i(hint), len, i(rw), i(flags), i(u64::MAX), z],
+    );
+    c.stop_unless(hint);
+    let rx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+    let code = i(go_rand::CODE_BYTES as u64);
+    c.add(libc::SYS_mprotect, [i(hint), code, i(rx), z, z, z]);
+    first
+}
+
+/// Where the clock page's batch maps a Go image's random functions' code, and its calls'
+/// first number there ([`Supervisor::rand_along`]).
+#[derive(Clone, Copy)]
+pub(super) struct RandAlong {
+    base: u64,
+    first: usize,
+}
+
+impl RandAlong {
+    /// The mapping's address and its `mmap` and `mprotect` results, when the batch ran them.
+    fn made(self, a: &Along) -> Option<(u64, (i64, i64))> {
+        let map = a.result(self.first)?;
+        Some((
+            self.base,
+            (map, a.result(self.first + 1).unwrap_or(i64::MIN)),
+        ))
+    }
 }
