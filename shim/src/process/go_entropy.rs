@@ -264,6 +264,73 @@ pub unsafe fn give(p: Prepared) -> bool {
     true
 }
 
+/// Writes every `(address, bytes)` of `patches` (an address of 0 is none) over the
+/// executable's text, the pages they span made writable once for all of them where they lie
+/// in one executable segment of the program: two `mprotect`s where each patch made two (a
+/// cgo program has a dozen: the runtime's random functions, its inlined copies, `usleep`,
+/// `gettid`; each `mprotect` of its text splits and merges a mapping of megabytes). One at a
+/// time otherwise. False if one could not be written.
+///
+/// # Safety
+/// No thread runs the bytes at the addresses meanwhile.
+pub(crate) unsafe fn rewrite_all(patches: &[(u64, &[u8])]) -> bool {
+    let live = || patches.iter().filter(|p| p.0 != 0);
+    let Some(lo) = live().map(|p| p.0 & !4095).min() else {
+        return true;
+    };
+    let hi = live()
+        .map(|p| (p.0 + p.1.len() as u64 + 4095) & !4095)
+        .max()
+        .unwrap_or(lo);
+    let prot = |p: i32| {
+        // SAFETY: the pages are mapped text of the executable (checked below).
+        unsafe { sys::syscall3(libc::SYS_mprotect, lo as i64, (hi - lo) as i64, p as i64) }
+    };
+    if in_one_text_segment(lo, hi)
+        && prot(libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) == 0
+    {
+        for &(at, bytes) in live() {
+            // SAFETY: the pages are writable now; bytes of the runtime's functions.
+            unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len()) };
+        }
+        prot(libc::PROT_READ | libc::PROT_EXEC);
+        return true;
+    }
+    // SAFETY: per the contract.
+    live().all(|&(at, bytes)| unsafe { rewrite(at, bytes) })
+}
+
+/// Do `lo..hi` lie in one executable `PT_LOAD` of the program (its program headers in
+/// memory, load bias added)?
+fn in_one_text_segment(lo: u64, hi: u64) -> bool {
+    let Some(bias) = super::go_kept::memory_bias() else {
+        return false;
+    };
+    // SAFETY: getauxval has no preconditions.
+    let (phdr, n) = unsafe {
+        (
+            libc::getauxval(libc::AT_PHDR),
+            libc::getauxval(libc::AT_PHNUM),
+        )
+    };
+    (0..n.min(64)).any(|i| {
+        let h = phdr + i * 56;
+        // SAFETY: the program's program headers, mapped (AT_PHDR, AT_PHNUM entries of 56
+        // bytes): p_type at 0, p_flags at 4, p_vaddr at 16, p_memsz at 40.
+        let (kind, flags, vaddr, size) = unsafe {
+            (
+                core::ptr::read_unaligned(h as *const u32),
+                core::ptr::read_unaligned((h + 4) as *const u32),
+                core::ptr::read_unaligned((h + 16) as *const u64),
+                core::ptr::read_unaligned((h + 40) as *const u64),
+            )
+        };
+        let start = (vaddr + bias) & !4095;
+        let end = (vaddr + bias + size + 4095) & !4095;
+        kind == 1 && flags & 1 != 0 && start <= lo && hi <= end
+    })
+}
+
 /// Writes `bytes` over the executable's text at `at`, making its pages writable for the write
 /// and executable, not writable, again after. False if the kernel refused the first change.
 ///
@@ -283,4 +350,34 @@ pub(crate) unsafe fn rewrite(at: u64, bytes: &[u8]) -> bool {
     unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len()) };
     prot(libc::PROT_READ | libc::PROT_EXEC);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_span_of_the_programs_own_code_is_changed_at_once() {
+        // This test's own function is in the test program's executable segment; its stack
+        // and a span past the end of the address space are not.
+        let f = only_a_span_of_the_programs_own_code_is_changed_at_once as fn() as usize as u64;
+        assert!(in_one_text_segment(f & !4095, (f & !4095) + 4096));
+        let local = 0u8;
+        let s = &local as *const u8 as u64 & !4095;
+        assert!(!in_one_text_segment(s, s + 4096));
+        assert!(!in_one_text_segment(f & !4095, !4095));
+        // Nothing to write is done at once.
+        // SAFETY: no patch.
+        assert!(unsafe { rewrite_all(&[(0, &[0x90])]) });
+    }
+
+    #[test]
+    fn the_programs_load_bias_is_read_from_its_headers_in_memory() {
+        // The test program is position-independent: its bias is where its first page went.
+        let bias = super::super::go_kept::memory_bias().unwrap();
+        // SAFETY: getauxval has no preconditions.
+        let phdr = unsafe { libc::getauxval(libc::AT_PHDR) };
+        assert!(bias > 0 && bias <= phdr, "{bias:#x} {phdr:#x}");
+        assert_eq!(bias & 4095, 0);
+    }
 }

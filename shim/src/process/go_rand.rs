@@ -81,22 +81,29 @@ pub unsafe fn seal(
         unsafe { sys::munmap(hint as *mut u8, go_rand::MAP_BYTES) };
         return made;
     }
-    for (at, bytes) in patches.iter().filter(|p| p.0 != 0) {
-        // SAFETY: per the contract: no thread runs the runtime's code while it is rewritten;
-        // each site is a function's entry or a `call rel32` in the executable's text.
-        if !unsafe { super::go_entropy::rewrite(*at, bytes) } {
-            return Err(outcome::REWRITE);
+    // Every site at once (each is a function's entry, a `call rel32` or a
+    // `mov eax, NR; syscall` in the executable's text), the runtime's `usleep` and `gettid`
+    // with them.
+    let sys_call = |site: Option<u64>, at: usize| {
+        let site = site.filter(|_| with_sys == Some(true))?;
+        Some((site, go_sys::call_at(site, hint + at as u64)?))
+    };
+    let calls = [
+        sys_call(sys.usleep, go_sys::USLEEP_AT),
+        sys_call(sys.gettid.map(|g| g.0), go_sys::GETTID_AT),
+    ];
+    let mut all: [(u64, &[u8]); go_rand::PATCHES + 2] = [(0, &[]); go_rand::PATCHES + 2];
+    for (slot, (at, bytes)) in all.iter_mut().zip(patches.iter()) {
+        *slot = (*at, bytes);
+    }
+    for (slot, c) in all[go_rand::PATCHES..].iter_mut().zip(&calls) {
+        if let Some((at, bytes)) = c {
+            *slot = (*at, bytes);
         }
     }
-    if with_sys == Some(true) {
-        let call = |site: Option<u64>, at: usize| {
-            let site = site?;
-            let call = go_sys::call_at(site, hint + at as u64)?;
-            // SAFETY: per the contract; the site is a `mov eax, NR; syscall` of the runtime.
-            unsafe { super::go_entropy::rewrite(site, &call) }.then_some(())
-        };
-        call(sys.usleep, go_sys::USLEEP_AT);
-        call(sys.gettid.map(|g| g.0), go_sys::GETTID_AT);
+    // SAFETY: per the contract: no thread runs the runtime's code while it is rewritten.
+    if !unsafe { super::go_entropy::rewrite_all(&all) } {
+        return Err(outcome::REWRITE);
     }
     Ok(())
 }
