@@ -109,11 +109,13 @@ impl RunDir {
     /// program (`exec_check::Plan::DynamicGo`), unless a static root's supervisor was forked.
     /// Also puts what the root's libseal looks up in its executable in the run directory
     /// (`static_image::keep_go_root`).
+    /// Before the fork: the server and its supervisors inherit the user's cache directory
+    /// found for it.
     pub fn go_root(&mut self, exe: &Path) {
+        crate::run::static_image::keep_go_root(exe, &self.path);
         if self.supervisor.is_none() {
             self.supervisor = crate::run::static_image::fork_server(&self.path);
         }
-        crate::run::static_image::keep_go_root(exe, &self.path);
     }
 
     /// Starts the run's watch if it is not started yet: called once the command is started,
