@@ -638,29 +638,11 @@ fn the_next_run_of_a_go_build_reads_what_the_first_found_from_the_users_cache() 
     go_or_skip!(false);
     let bin = build_go_with("entropy", "go_entropy_cached", false, &[]);
     let cache = tempfile::tempdir().unwrap();
-    let json = cache.path().join("census.json");
-    // The program's output, and whether its census says its random generator is unsealed.
-    let run = || {
-        let mut c = seal(["census", "--json", json.to_str().unwrap(), "--"]);
-        c.arg(&bin).env("XDG_CACHE_HOME", cache.path());
-        let o = run_timeout(c, crate::util::TIMEOUT);
-        o.ok();
-        let census = std::fs::read_to_string(&json).unwrap();
-        (o.stdout, census.contains("go-runtime-random"))
-    };
+    let run = || census_cached(&bin, cache.path());
     let (first, unsealed) = run();
     assert!(!unsealed, "{first}");
     // One directory, this seal build's, with one file.
-    let builds: Vec<PathBuf> = std::fs::read_dir(cache.path().join("seal/go-exe"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(builds.len(), 1, "{builds:?}");
-    let dir = builds[0].clone();
-    let kept: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let (dir, kept) = kept_in(cache.path());
     assert_eq!(kept.len(), 1, "{kept:?}");
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
@@ -674,4 +656,31 @@ fn the_next_run_of_a_go_build_reads_what_the_first_found_from_the_users_cache() 
     assert!(!unsealed);
     assert_eq!(third, first, "the program's output");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "kept again");
+}
+
+/// `seal census --json` of `bin` with `XDG_CACHE_HOME` at `cache`: the program's output, and
+/// whether its census says its runtime's random generator is unsealed (`go-runtime-random`).
+pub(crate) fn census_cached(bin: &std::path::Path, cache: &std::path::Path) -> (String, bool) {
+    let json = cache.join("census.json");
+    let mut c = seal(["census", "--json", json.to_str().unwrap(), "--"]);
+    c.arg(bin).env("XDG_CACHE_HOME", cache);
+    let o = run_timeout(c, crate::util::TIMEOUT);
+    o.ok();
+    let census = std::fs::read_to_string(&json).unwrap();
+    (o.stdout, census.contains("go-runtime-random"))
+}
+
+/// The user's cache's one directory (this seal build's) under `cache`, and its files.
+pub(crate) fn kept_in(cache: &std::path::Path) -> (PathBuf, Vec<PathBuf>) {
+    let list = |d: &std::path::Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| !p.ends_with("census.json"))
+            .collect()
+    };
+    let builds = list(&cache.join("seal/go-exe"));
+    assert_eq!(builds.len(), 1, "{builds:?}");
+    let kept = list(&builds[0]);
+    (builds[0].clone(), kept)
 }

@@ -128,26 +128,10 @@ fn a_cgo_roots_sites_come_from_the_users_cache_through_the_run_directory() {
     }
     let bin = crate::go_images::build_go_with("entropy", "go_entropy_cgo_cached", true, &[]);
     let cache = tempfile::tempdir().unwrap();
-    let json = cache.path().join("census.json");
-    let run = || {
-        let mut c = seal(["census", "--json", json.to_str().unwrap(), "--"]);
-        c.arg(&bin).env("XDG_CACHE_HOME", cache.path());
-        let o = crate::util::run_timeout(c, crate::util::TIMEOUT);
-        o.ok();
-        let census = std::fs::read_to_string(&json).unwrap();
-        (o.stdout, census.contains("go-runtime-random"))
-    };
+    let run = || crate::go_images::census_cached(&bin, cache.path());
     let (first, unsealed) = run();
     assert!(!unsealed, "{first}");
-    let builds: Vec<PathBuf> = std::fs::read_dir(cache.path().join("seal/go-exe"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(builds.len(), 1, "{builds:?}");
-    let kept: Vec<PathBuf> = std::fs::read_dir(&builds[0])
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let (_, kept) = crate::go_images::kept_in(cache.path());
     assert_eq!(
         kept.len(),
         1,
