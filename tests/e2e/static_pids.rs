@@ -156,10 +156,19 @@ fn a_busybox_shells_background_pid_is_virtual_and_reachable() {
     let bg: i32 = lines[0].parse().unwrap();
     assert!(is_child_vpid(bg), "{}", o.show());
     assert_eq!(lines[1], "0", "{}", o.show());
-    let script = "(sleep 0.2; exit 4) & p=$!; echo bg $p; /bin/sh -c \"kill -0 $p && echo \
-                  reached\"; wait $p; echo status $?; /bin/sh -c 'echo dynamic $$ $PPID' & \
-                  echo started $!; wait";
-    let o = stable(&[bb, "sh", "-c", script], 3);
+    // The dynamic child's line goes through a file, printed after `wait`: written straight
+    // to stdout it raced the shell's `echo started` (the child usually lost, by its exec and
+    // libseal's start; once, on a loaded machine, it won), and seal orders no two processes'
+    // writes.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("dynamic");
+    let script = format!(
+        "(sleep 0.2; exit 4) & p=$!; echo bg $p; /bin/sh -c \"kill -0 $p && echo reached\"; \
+         wait $p; echo status $?; /bin/sh -c 'echo dynamic $$ $PPID' > {out} & \
+         echo started $!; wait; cat {out}",
+        out = out.display()
+    );
+    let o = stable(&[bb, "sh", "-c", &script], 3);
     let lines: Vec<&str> = o.stdout.lines().collect();
     let bg = numbers(lines[0])[0];
     assert!(is_child_vpid(bg), "{}", o.show());
