@@ -2,6 +2,7 @@
 //! run several times, asserting byte-identical output, bounded wall time and exact census
 //! counts. One test binary (like ripgrep's tests/tests.rs); one module per area.
 
+mod dirs;
 #[macro_use]
 mod util;
 
