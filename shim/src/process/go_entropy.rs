@@ -303,31 +303,16 @@ pub(crate) unsafe fn rewrite_all(patches: &[(u64, &[u8])]) -> bool {
 /// Do `lo..hi` lie in one executable `PT_LOAD` of the program (its program headers in
 /// memory, load bias added)?
 fn in_one_text_segment(lo: u64, hi: u64) -> bool {
+    const PT_LOAD: u32 = 1;
+    const PF_X: u32 = 1;
     let Some(bias) = super::go_kept::memory_bias() else {
         return false;
     };
-    // SAFETY: getauxval has no preconditions.
-    let (phdr, n) = unsafe {
-        (
-            libc::getauxval(libc::AT_PHDR),
-            libc::getauxval(libc::AT_PHNUM),
-        )
-    };
-    (0..n.min(64)).any(|i| {
-        let h = phdr + i * 56;
-        // SAFETY: the program's program headers, mapped (AT_PHDR, AT_PHNUM entries of 56
-        // bytes): p_type at 0, p_flags at 4, p_vaddr at 16, p_memsz at 40.
-        let (kind, flags, vaddr, size) = unsafe {
-            (
-                core::ptr::read_unaligned(h as *const u32),
-                core::ptr::read_unaligned((h + 4) as *const u32),
-                core::ptr::read_unaligned((h + 16) as *const u64),
-                core::ptr::read_unaligned((h + 40) as *const u64),
-            )
-        };
+    let (_, mut headers) = super::go_kept::memory_phdrs();
+    headers.any(|(kind, flags, vaddr, size)| {
         let start = (vaddr + bias) & !4095;
         let end = (vaddr + bias + size + 4095) & !4095;
-        kind == 1 && flags & 1 != 0 && start <= lo && hi <= end
+        kind == PT_LOAD && flags & PF_X != 0 && start <= lo && hi <= end
     })
 }
 

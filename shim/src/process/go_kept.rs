@@ -105,10 +105,12 @@ pub fn keep(fd: i32, sites: &Sites, low: u64) {
     }
 }
 
-/// This program's load bias, from its program headers in memory (`AT_PHDR` minus their
-/// `PT_PHDR`'s link-time address: 0 for a fixed-address executable); `None` without a
-/// `PT_PHDR` (the caller reads the file).
-pub fn memory_bias() -> Option<u64> {
+/// One of this program's program headers in memory: `(p_type, p_flags, p_vaddr, p_memsz)`.
+pub type Phdr = (u32, u32, u64, u64);
+
+/// This program's program headers, as the loader mapped them (`AT_PHDR`, `AT_PHNUM`; at most
+/// 64), and where they are.
+pub fn memory_phdrs() -> (u64, impl Iterator<Item = Phdr>) {
     // SAFETY: getauxval has no preconditions.
     let (phdr, n) = unsafe {
         (
@@ -116,23 +118,29 @@ pub fn memory_bias() -> Option<u64> {
             libc::getauxval(libc::AT_PHNUM),
         )
     };
-    if phdr == 0 {
-        return None;
-    }
-    const PT_PHDR: u32 = 6;
-    for i in 0..n.min(64) {
+    let n = if phdr == 0 { 0 } else { n.min(64) };
+    let headers = (0..n).map(move |i| {
         let h = phdr + i * 56;
         // SAFETY: the program's program headers, mapped (AT_PHDR, AT_PHNUM entries of 56
-        // bytes); p_type at 0, p_vaddr at 16.
-        let (kind, vaddr) = unsafe {
+        // bytes): p_type at 0, p_flags at 4, p_vaddr at 16, p_memsz at 40.
+        unsafe {
             (
                 core::ptr::read_unaligned(h as *const u32),
+                core::ptr::read_unaligned((h + 4) as *const u32),
                 core::ptr::read_unaligned((h + 16) as *const u64),
+                core::ptr::read_unaligned((h + 40) as *const u64),
             )
-        };
-        if kind == PT_PHDR {
-            return phdr.checked_sub(vaddr);
         }
-    }
-    None
+    });
+    (phdr, headers)
+}
+
+/// This program's load bias, from its program headers in memory (`AT_PHDR` minus their
+/// `PT_PHDR`'s link-time address: 0 for a fixed-address executable); `None` without a
+/// `PT_PHDR` (the caller reads the file).
+pub fn memory_bias() -> Option<u64> {
+    const PT_PHDR: u32 = 6;
+    let (phdr, mut headers) = memory_phdrs();
+    let (_, _, vaddr, _) = headers.find(|h| h.0 == PT_PHDR)?;
+    phdr.checked_sub(vaddr)
 }

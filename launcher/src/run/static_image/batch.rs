@@ -224,6 +224,16 @@ impl Calls for Batch {
     }
 }
 
+/// Where a batch stops after one of [`Along`]'s calls.
+#[derive(Clone, Copy)]
+enum Stop {
+    Never,
+    /// When it failed.
+    OnError,
+    /// Unless it returned this.
+    Unless(u64),
+}
+
 /// Calls other parts of a Go image's exec stop need (the runtime's random functions' mapping,
 /// the `crypto/rand` window's: `serve/go_rand.rs`, `go_entropy.rs`), made at the end of the
 /// clock page's batch (`vdso_clock.rs`): one stop of the image for all of them, where each
@@ -232,8 +242,8 @@ impl Calls for Batch {
 /// results `None` (not run), and their set-up runs a batch of its own.
 #[derive(Default)]
 pub struct Along {
-    /// Each call, and its stop: none, on an error, unless it returned the value.
-    calls: Vec<(i64, [Arg; 6], Option<Option<u64>>)>,
+    /// Each call, and where the batch stops after it.
+    calls: Vec<(i64, [Arg; 6], Stop)>,
     results: Option<Vec<Option<i64>>>,
 }
 
@@ -243,13 +253,13 @@ impl Along {
         for &(nr, args, stop) in &self.calls {
             b.call(nr, args);
             match stop {
-                Some(None) => {
+                Stop::OnError => {
                     b.or_stop();
                 }
-                Some(Some(v)) => {
+                Stop::Unless(v) => {
                     b.or_stop_unless(v);
                 }
-                None => {}
+                Stop::Never => {}
             }
         }
     }
@@ -267,17 +277,17 @@ impl Along {
 
 impl Calls for Along {
     fn add(&mut self, nr: i64, args: [Arg; 6]) -> usize {
-        self.calls.push((nr, args, None));
+        self.calls.push((nr, args, Stop::Never));
         self.calls.len() - 1
     }
     fn stop_on_error(&mut self) {
         if let Some(c) = self.calls.last_mut() {
-            c.2 = Some(None);
+            c.2 = Stop::OnError;
         }
     }
     fn stop_unless(&mut self, v: u64) {
         if let Some(c) = self.calls.last_mut() {
-            c.2 = Some(Some(v));
+            c.2 = Stop::Unless(v);
         }
     }
 }
