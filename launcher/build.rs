@@ -50,6 +50,8 @@ fn main() {
             .arg(&target_dir)
             .args(["--config", "profile.release.panic=\"abort\""])
             .args(["--config", "profile.release.codegen-units=1"])
+            // The workspace's LTO is for `seal`; libseal's hot paths are measured without it.
+            .args(["--config", "profile.release.lto=false"])
             .args(["--config", "profile.release.debug=false"]);
         // The outer build's flags (coverage, sanitizers, the target dir) must not leak in.
         for (k, _) in env::vars() {
