@@ -90,13 +90,13 @@ pub fn root_pair() -> Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
 ///
 /// # Safety
 /// One thread runs (a fork of a one-threaded launcher); `fd` is the only descriptor it keeps.
-pub unsafe fn serve_root(fd: i32) -> ! {
+pub unsafe fn serve_root(fd: i32, cpus: &crate::run::watch::Cpus) -> ! {
     // SAFETY: per the contract.
     unsafe {
         let fd = isolate(fd);
         // Waits for its image's exit status itself (`isolate` ignores SIGCHLD).
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
-        libc::_exit(supervise_one(fd))
+        libc::_exit(supervise_one(fd, Some(cpus)))
     }
 }
 
@@ -381,7 +381,7 @@ impl Fds {
             if c < 0 {
                 return 1;
             }
-            supervise_one(c)
+            supervise_one(c, None)
         }
     }
 }
@@ -501,7 +501,7 @@ fn run_ended(fd: i32) -> bool {
 
 /// In a forked child: reads the request on connection `c`, takes its variables as this
 /// process's, and supervises; the exit status.
-fn supervise_one(c: i32) -> i32 {
+fn supervise_one(c: i32, cpus: Option<&crate::run::watch::Cpus>) -> i32 {
     let mut p = libc::pollfd {
         fd: c,
         events: libc::POLLIN,
@@ -521,6 +521,10 @@ fn supervise_one(c: i32) -> i32 {
     };
     // SAFETY: recv wrote the first `n` bytes.
     unsafe { buf.set_len(n) };
+    // The launcher moved this process before it sent the request.
+    if let Some(c) = cpus {
+        c.restore();
+    }
     let Some(req) = Request::parse(&buf) else {
         return 1;
     };
