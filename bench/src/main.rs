@@ -172,12 +172,42 @@ fn parse_args() -> Result<Options, String> {
 }
 
 fn main() -> ExitCode {
+    without_cargos_library_path();
     match parse_args().and_then(|o| run(&o)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("seal-bench: error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Takes out of `LD_LIBRARY_PATH` the directories `cargo run` put there (the target
+/// directory's, the toolchain's): every dynamically linked program the benchmark starts, bare
+/// or sealed, and `seal` itself, looked for each library in them first (four directories,
+/// each with its `glibc-hwcaps` subdirectories: ~16 failed opens per library), which no user's
+/// run does: a sealed dynamic `true` measured +1.29 ms over bare with them, +1.16 without.
+/// Called first, while this process runs one thread.
+fn without_cargos_library_path() {
+    let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") else {
+        return;
+    };
+    let target = workspace_root().join("target");
+    let cargos = |p: &Path| {
+        p.starts_with(&target)
+            || std::env::var_os("CARGO_TARGET_DIR").is_some_and(|t| p.starts_with(t))
+            || p.components()
+                .any(|c| c.as_os_str() == "rustlib" || c.as_os_str() == "toolchains")
+    };
+    let kept: Vec<PathBuf> = std::env::split_paths(&paths)
+        .filter(|p| !cargos(p))
+        .collect();
+    match kept.is_empty() {
+        true => std::env::remove_var("LD_LIBRARY_PATH"),
+        false => match std::env::join_paths(kept) {
+            Ok(v) => std::env::set_var("LD_LIBRARY_PATH", v),
+            Err(_) => std::env::remove_var("LD_LIBRARY_PATH"),
+        },
     }
 }
 
