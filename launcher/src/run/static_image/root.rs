@@ -109,7 +109,12 @@ impl RootExec {
                 Pad::One(a) => envp.push(c(a)),
                 Pad::Two(a, b) => envp.extend([c(a), c(b)]),
                 Pad::Written(n, b) => {
-                    let long = format!("{}={}", senv::PAD, "x".repeat(n - senv::PAD.len() - 2));
+                    // `LIBSEAL_PAD=xxx…` (~30 KiB) written once, into a buffer with room for
+                    // its NUL: each copy of it was 8 pages faulted in on the root's path.
+                    let mut long = Vec::with_capacity(n);
+                    long.extend_from_slice(senv::PAD.as_bytes());
+                    long.push(b'=');
+                    long.resize(n - 1, b'x');
                     let long = CString::new(long).ok()?;
                     envp.extend([long.as_ptr(), c(b)]);
                     owned.push(long);
@@ -209,9 +214,13 @@ impl RootExec {
 }
 
 /// The environment `cmd` starts with, in the order std (and `direct`) gives it: by name.
+/// Without `LIBSEAL_PAD`, which [`image_env`] drops with seal's other variables (the
+/// command's is ~30 KiB, copied for nothing).
 fn trampoline_env(cmd: &Command) -> Vec<(OsString, OsString)> {
-    let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
-    for (k, v) in cmd.get_envs() {
+    let pad = OsStr::new(senv::PAD);
+    let mut env: BTreeMap<OsString, OsString> =
+        std::env::vars_os().filter(|(k, _)| k != pad).collect();
+    for (k, v) in cmd.get_envs().filter(|(k, _)| *k != pad) {
         match v {
             Some(v) => env.insert(k.to_owned(), v.to_owned()),
             None => env.remove(k),
