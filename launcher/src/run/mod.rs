@@ -7,6 +7,7 @@
 
 pub mod confine;
 mod contract;
+pub mod cpus;
 pub mod direct;
 pub mod exec_check;
 pub mod filetimes;

@@ -90,7 +90,7 @@ pub fn root_pair() -> Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
 ///
 /// # Safety
 /// One thread runs (a fork of a one-threaded launcher); `fd` is the only descriptor it keeps.
-pub unsafe fn serve_root(fd: i32, cpus: &crate::run::watch::Cpus) -> ! {
+pub unsafe fn serve_root(fd: i32, cpus: &crate::run::cpus::Cpus) -> ! {
     // SAFETY: per the contract.
     unsafe {
         let fd = isolate(fd);
@@ -505,7 +505,7 @@ fn run_ended(fd: i32) -> bool {
 
 /// In a forked child: reads the request on connection `c`, takes its variables as this
 /// process's, and supervises; the exit status.
-fn supervise_one(c: i32, cpus: Option<&crate::run::watch::Cpus>) -> i32 {
+fn supervise_one(c: i32, cpus: Option<&crate::run::cpus::Cpus>) -> i32 {
     let mut p = libc::pollfd {
         fd: c,
         events: libc::POLLIN,
