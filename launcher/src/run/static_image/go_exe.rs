@@ -125,8 +125,8 @@ pub const CACHE_MAX: usize = 512;
 
 /// The user's cache of executables' sites for this `seal` binary
 /// (`~/.cache/seal/go-exe/SEAL-BUILD`, made private), or `None` when there is no private
-/// place for it (the run's files are still kept). A new build's directory replaces the
-/// others'.
+/// place for it (the run's files are still kept). A new build's directory is made beside the
+/// [`BUILDS_KEPT`] − 1 last written others', and older ones go.
 pub fn user_cache() -> Option<std::path::PathBuf> {
     // Once per process: the launcher asks before it starts a cgo root, and a supervisor it
     // forks inherits the answer.
@@ -141,15 +141,35 @@ fn find_user_cache() -> Option<std::path::PathBuf> {
     let build = format!("{:x}-{}.{}", m.size(), m.mtime(), m.mtime_nsec());
     let dir = base.join(&build);
     if std::fs::symlink_metadata(&dir).is_err() {
-        for e in std::fs::read_dir(&base).ok()?.flatten() {
-            match e.file_type() {
-                Ok(t) if t.is_dir() => drop(std::fs::remove_dir_all(e.path())),
-                _ => drop(std::fs::remove_file(e.path())),
-            }
-        }
+        drop_old_builds(&base);
     }
     crate::run::shim::private_dir(&dir).ok()?;
     Some(dir)
+}
+
+/// Build directories the user's cache keeps. Not one: two `seal` binaries used in turn (an
+/// installed one and a checkout's) each removed the other's directory, and every Go image
+/// of each run then read its executable's symbol table again (~0.3 ms of a one-shot's).
+pub const BUILDS_KEPT: usize = 4;
+
+/// Makes room in `base` for a new build's directory: keeps the [`BUILDS_KEPT`] − 1 last
+/// modified directories, removes older ones and anything that is not a directory.
+fn drop_old_builds(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    let mut builds = Vec::new();
+    for e in entries.flatten() {
+        match (e.file_type(), e.metadata().and_then(|m| m.modified())) {
+            (Ok(t), Ok(at)) if t.is_dir() => builds.push((at, e.path())),
+            _ => drop(std::fs::remove_file(e.path())),
+        }
+    }
+    builds.sort();
+    let old = builds.len().saturating_sub(BUILDS_KEPT - 1);
+    for (_, path) in &builds[..old] {
+        let _ = std::fs::remove_dir_all(path);
+    }
 }
 
 /// Keeps at most [`CACHE_MAX`] files in cache `dir`: the oldest go past it.
@@ -211,6 +231,32 @@ fn keep(dir: &Path, name: &str, e: &GoExe) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A new build's directory is made beside the last written others' (at most
+    /// [`BUILDS_KEPT`] in all): older ones, and stray files, go.
+    #[test]
+    fn a_new_build_keeps_the_last_written_builds_directories() {
+        let base = std::env::temp_dir().join(format!("seal-go-builds-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let t0 = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        for k in 0..5u64 {
+            let d = base.join(format!("build{k}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("kept"), b"x").unwrap();
+            let at = t0 + std::time::Duration::from_secs(k * 60);
+            std::fs::File::open(&d).unwrap().set_modified(at).unwrap();
+        }
+        std::fs::write(base.join("stray"), b"x").unwrap();
+        drop_old_builds(&base);
+        let mut left: Vec<String> = std::fs::read_dir(&base)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["build2", "build3", "build4"]);
+        assert_eq!(left.len(), BUILDS_KEPT - 1);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 
     #[test]
     fn an_executable_is_read_once_per_run_and_kept_whole() {
