@@ -119,8 +119,6 @@ struct Supervisor {
     listings: super::dir_streams::Listings,
     /// Go executables' sites (`go_exe.rs`).
     go_exes: super::go_exe::GoExes,
-    /// The user's cache of Go executables (`go_exe::user_cache`), looked for once.
-    go_cache: Option<Option<std::path::PathBuf>>,
     /// Held timed futex waits of Go images (`futexes.rs`).
     futexes: Vec<super::go_clock::HeldFutex>,
     /// By process and futex word: the processor time the process had run at the first step
@@ -192,7 +190,6 @@ pub fn run(
         go_sys: HashMap::new(),
         listings: Default::default(),
         go_exes: Default::default(),
-        go_cache: None,
         futexes: Vec::new(),
         futex_steps: HashMap::new(),
         cgo_rands: !traced && world_random,

@@ -138,9 +138,8 @@ impl Supervisor {
     /// the run and in the user's cache).
     pub(super) fn go_exe(&mut self, pid: i32) -> Option<super::super::go_exe::GoExe> {
         let dir = self.world.run_dir.as_deref();
-        let cache = self
-            .go_cache
-            .get_or_insert_with(super::super::go_exe::user_cache);
+        // Looked for once per process (`user_cache` keeps its answer).
+        let cache = super::super::go_exe::user_cache();
         self.go_exes.of(pid, dir, cache.as_deref())
     }
 
