@@ -33,6 +33,8 @@ const RAND: [&[u8]; 5] = [
 /// assembly (ABI0) names.
 const USLEEP: [&[u8]; 2] = [b"runtime.usleep", b"runtime.usleep.abi0"];
 const GETTID: [&[u8]; 2] = [b"runtime.gettid", b"runtime.gettid.abi0"];
+/// `runtime.clone`, whose new thread's first instruction after the call is its `gettid`.
+const CLONE: [&[u8]; 2] = [b"runtime.clone", b"runtime.clone.abi0"];
 
 /// Where a `select` draws its order ([`super::go_select`]).
 const SELECTGO: &[u8] = b"runtime.selectgo";
@@ -53,14 +55,16 @@ pub struct Sites {
     /// ([`super::go_sys`]).
     pub usleep: Option<u64>,
     pub gettid: Option<u64>,
+    /// The `mov eax, SYS_gettid; syscall` of `runtime.clone`'s new thread.
+    pub clone_gettid: Option<u64>,
 }
 
 /// Where [`Sites::to_words`] puts `usleep` and `gettid`.
 const SYS_WORDS: usize = 16 + 2 * (super::go_wyrand::MAX_SITES + super::go_select::MAX_SITES);
 /// How many words [`Sites::to_words`] writes: flags, `random`, `cputicks`, `rand`'s entries,
 /// its `mrandinit` calls, its inlined copies (map code, then `select`), `usleep`, `gettid`,
-/// `low`.
-pub const WORDS: usize = SYS_WORDS + 2 + 1;
+/// `clone_gettid`, `low`.
+pub const WORDS: usize = SYS_WORDS + 3 + 1;
 
 impl Sites {
     /// The sites as words, the lowest `PT_LOAD` address (`low`) last: what the supervisor
@@ -75,7 +79,8 @@ impl Sites {
             | flag(rand.maps, 3)
             | flag(low.is_some(), 4)
             | flag(self.usleep.is_some(), 5)
-            | flag(self.gettid.is_some(), 6);
+            | flag(self.gettid.is_some(), 6)
+            | flag(self.clone_gettid.is_some(), 7);
         if let Some(r) = self.random {
             w[1..4].copy_from_slice(&[r.call, r.low, r.target]);
         }
@@ -91,13 +96,14 @@ impl Sites {
         }
         w[SYS_WORDS] = self.usleep.unwrap_or(0);
         w[SYS_WORDS + 1] = self.gettid.unwrap_or(0);
+        w[SYS_WORDS + 2] = self.clone_gettid.unwrap_or(0);
         w[WORDS - 1] = low.unwrap_or(0);
         w
     }
 
     /// What [`Sites::to_words`] wrote: the sites and `low`; `None` for words no sites give.
     pub fn from_words(w: &[u64; WORDS]) -> Option<(Sites, Option<u64>)> {
-        if w[0] >> 7 != 0 {
+        if w[0] >> 8 != 0 {
             return None;
         }
         let on = |bit: u32| w[0] >> bit & 1 == 1;
@@ -122,6 +128,7 @@ impl Sites {
             rand: on(2).then_some(rand),
             usleep: on(5).then_some(w[SYS_WORDS]),
             gettid: on(6).then_some(w[SYS_WORDS + 1]),
+            clone_gettid: on(7).then_some(w[SYS_WORDS + 2]),
         };
         Some((sites, on(4).then_some(w[WORDS - 1])))
     }
@@ -346,12 +353,14 @@ pub fn find_all(f: &[u8]) -> Sites {
         USLEEP[1],
         GETTID[0],
         GETTID[1],
+        CLONE[0],
+        CLONE[1],
     ];
     let Some(found) = functions(f, names) else {
         return Sites::default();
     };
     let [select, random, syscall, ticks, ticks0, r0, r1, r2, r3, r4, rest @ ..] = found;
-    let [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, u0, u1, g0, g1] = rest;
+    let [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, u0, u1, g0, g1, c0, c1] = rest;
     let maps = [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10];
     // The one `mov eax, NR; syscall` of the function, under either name.
     let sys = |fs: [(u64, u64); 2], nr: u32| {
@@ -369,6 +378,7 @@ pub fn find_all(f: &[u8]) -> Sites {
         rand: super::go_rand::sites(f, [r0, r1, r2, r3, r4], maps, select),
         usleep: sys([u0, u1], 35),
         gettid: sys([g0, g1], 186),
+        clone_gettid: sys([c0, c1], 186),
     }
 }
 
@@ -541,6 +551,7 @@ mod tests {
             rand: Some(rand),
             usleep: Some(0x40a000),
             gettid: Some(0x40b000),
+            clone_gettid: Some(0x40c000),
         };
         for (sites, low) in [
             (all, Some(0x400000)),
@@ -551,7 +562,7 @@ mod tests {
         }
         // Words no sites give are refused.
         let mut w = all.to_words(None);
-        w[0] |= 1 << 7;
+        w[0] |= 1 << 8;
         assert_eq!(Sites::from_words(&w), None);
         let mut w = all.to_words(None);
         w[17] = 256;

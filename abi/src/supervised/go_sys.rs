@@ -10,17 +10,19 @@
 //!   the filter lets a marked call through (`filter.rs`).
 //! - `runtime.gettid` (each thread's `minit`, and a signal to a thread) is answered with the
 //!   thread's virtual tid: the main thread's is its process's virtual pid, another thread's is
-//!   numbered by the supervisor at its first ask (the `gettid` in `runtime.clone`'s new thread,
-//!   still sent). Its `mov eax, SYS_gettid; syscall` is rewritten to call [`GETTID_AT`],
+//!   numbered by the supervisor: the first [`LEFT`] new threads take a number it left in the
+//!   table ([`LEFT_AT`]) at their first `gettid` (in `runtime.clone`'s new thread, rewritten to
+//!   call the code's copy at [`CLONE_GETTID_AT`]), later ones ask it. Its `mov eax,
+//!   SYS_gettid; syscall` is rewritten to call [`GETTID_AT`],
 //!   which makes a marked `gettid` for the real tid and answers from the mapping: the
 //!   process's virtual pid when the real tid is the real pid the supervisor wrote at the exec
 //!   stop ([`REAL_AT`], [`VPID_AT`]), a thread's virtual tid from the table the supervisor
 //!   fills as it numbers threads ([`TIDS_AT`]: `(real, virtual)` pairs, the virtual written
 //!   first); anything else makes the unmarked call, which the supervisor answers (in a cgo
 //!   program, whose supervisor leaves other threads' tids real, [`MISS_REAL_AT`] says to
-//!   answer the real tid at once). A forked
-//!   child's copy of the mapping holds its parent's real pid, so its calls go to the
-//!   supervisor (a Go program's forked child runs no Go code before it execs).
+//!   answer the real tid at once). A forked child's copy of the mapping holds its parent's
+//!   real pid and pairs: it would ask, or take a pair of its copy, but a Go program's forked
+//!   child runs no Go code before it execs.
 //!
 //! Both live in the runtime's random functions' mapping (`go_rand`): the code in its code
 //! page, the numbers in its counters page. The code clobbers `rax`, `rcx`, `rdx`, `r11` and
@@ -36,6 +38,9 @@ pub const MARKED: [u32; 2] = [35, 186];
 /// Where the code is in the code page (past `go_rand`'s, its trampolines' and their keys).
 pub const USLEEP_AT: usize = 3712;
 pub const GETTID_AT: usize = 3776;
+/// The same code again, called from `runtime.clone`'s new thread: a call it sends is named
+/// after that site in the census.
+pub const CLONE_GETTID_AT: usize = GETTID_AT + 128;
 const _: () = assert!(USLEEP_AT >= super::go_select::KEY_AT + 16);
 /// Where the numbers are in the counters page (offsets in the mapping): the real pid at the
 /// exec, the virtual pid, and [`TIDS`] `(real tid, virtual tid)` pairs of `i32`s.
@@ -44,6 +49,17 @@ pub const VPID_AT: usize = REAL_AT + 4;
 /// Not 0: a thread the table does not hold is answered its real tid (a cgo program, whose
 /// supervisor numbers no thread: libseal gives its C code's `gettid` the virtual one).
 pub const MISS_REAL_AT: usize = REAL_AT + 8;
+/// Pairs left for new threads: the first [`LEFT_AT`] pairs of the table are written by the
+/// supervisor as `(0, virtual tid)` before the count is (a new thread's first `gettid` in
+/// `runtime.clone`, sent to the supervisor, was ~30–60 µs of each thread's start, on the
+/// path of a hello world's `main`, which waits for the threads the runtime starts). The
+/// code takes the next with an atomic add on [`CLAIMS_AT`] and writes its real tid into it;
+/// past the count it asks the supervisor.
+pub const CLAIMS_AT: usize = REAL_AT + 12;
+pub const LEFT_AT: usize = REAL_AT + 16;
+/// How many pairs the supervisor leaves (a hello world starts 3–4 threads, a busier program
+/// its `GOMAXPROCS` and a few more).
+pub const LEFT: usize = 8;
 pub const TIDS_AT: usize = REAL_AT + 64;
 pub const TIDS: usize = 64;
 
@@ -91,7 +107,15 @@ pub fn code(code: &mut [u8]) -> Option<()> {
     code.get_mut(USLEEP_AT..USLEEP_AT + usleep.len())?
         .copy_from_slice(&usleep);
 
-    let mut g = [0u8; 80];
+    put_gettid(code, GETTID_AT)?;
+    put_gettid(code, CLONE_GETTID_AT)
+}
+
+/// Writes the `gettid` code at `at` in `code` (its code page): its `rip`-relative reads are
+/// relative to where it is.
+fn put_gettid(code: &mut [u8], at: usize) -> Option<()> {
+    let mark = MARK.to_le_bytes();
+    let mut g = [0u8; 160];
     let mut n = 0;
     let mut put = |b: &[u8]| {
         g[n..n + b.len()].copy_from_slice(b);
@@ -103,31 +127,42 @@ pub fn code(code: &mut [u8]) -> Option<()> {
     put(&site_bytes(186)[..5]); // mov eax, 186
     put(&[0x0f, 0x05]); // syscall: the real tid
                         // cmp eax, [rip + REAL]: rel32 from the end of the 6-byte instruction.
-    let at = put(&[0x3b, 0x05]);
-    let rel = |from: usize, to: usize| ((to as i64) - (GETTID_AT + from) as i64) as i32;
-    put(&rel(at + 4, REAL_AT).to_le_bytes());
+    let to = put(&[0x3b, 0x05]);
+    let rel = |from: usize, to: usize| ((to as i64) - (at + from) as i64) as i32;
+    put(&rel(to + 4, REAL_AT).to_le_bytes());
     put(&[0x75, 7]); // jne table (past the next 7 bytes)
-    let at = put(&[0x8b, 0x05]); // mov eax, [rip + VPID]
-    put(&rel(at + 4, VPID_AT).to_le_bytes());
+    let to = put(&[0x8b, 0x05]); // mov eax, [rip + VPID]
+    put(&rel(to + 4, VPID_AT).to_le_bytes());
     put(&[0xc3]); // ret
-    let at = put(&[0x48, 0x8d, 0x0d]); // table: lea rcx, [rip + TIDS]
-    put(&rel(at + 4, TIDS_AT).to_le_bytes());
+    let to = put(&[0x48, 0x8d, 0x0d]); // table: lea rcx, [rip + TIDS]
+    put(&rel(to + 4, TIDS_AT).to_le_bytes());
     put(&[0xba]); // mov edx, TIDS
     put(&(TIDS as u32).to_le_bytes());
     // loop: cmp eax, [rcx]; je found; add rcx, 8; dec edx; jnz loop
     put(&[
-        0x3b, 0x01, 0x74, 28, 0x48, 0x83, 0xc1, 0x08, 0xff, 0xca, 0x75, 0xf4,
+        0x3b, 0x01, 0x74, 64, 0x48, 0x83, 0xc1, 0x08, 0xff, 0xca, 0x75, 0xf4,
     ]);
     // Not there: the real tid where the process's supervisor would give it anyway (a cgo
-    // program's), else the call the supervisor answers (rdx unmarked).
-    let at = put(&[0x83, 0x3d]); // cmp dword [rip + MISS_REAL], 0
-    put(&rel(at + 5, MISS_REAL_AT).to_le_bytes());
-    put(&[0x00, 0x74, 0x01, 0xc3]); // je ask; ret
+    // program's), else one of the pairs the supervisor left for new threads (a new thread's
+    // first `gettid`, in `runtime.clone`), else the call the supervisor answers (rdx
+    // unmarked).
+    let to = put(&[0x83, 0x3d]); // cmp dword [rip + MISS_REAL], 0
+    put(&rel(to + 5, MISS_REAL_AT).to_le_bytes());
+    put(&[0x00, 0x74, 0x01, 0xc3]); // je claim; ret
+    put(&[0xb9, 1, 0, 0, 0]); // claim: mov ecx, 1
+    let to = put(&[0xf0, 0x0f, 0xc1, 0x0d]); // lock xadd [rip + CLAIMS], ecx
+    put(&rel(to + 4, CLAIMS_AT).to_le_bytes());
+    let to = put(&[0x3b, 0x0d]); // cmp ecx, [rip + LEFT]
+    put(&rel(to + 4, LEFT_AT).to_le_bytes());
+    put(&[0x73, 15]); // jae ask (past the next 15 bytes)
+    let to = put(&[0x48, 0x8d, 0x15]); // lea rdx, [rip + TIDS]
+    put(&rel(to + 4, TIDS_AT).to_le_bytes());
+    // mov [rdx + rcx*8], eax (the pair's real tid); mov eax, [rdx + rcx*8 + 4]; ret
+    put(&[0x89, 0x04, 0xca, 0x8b, 0x44, 0xca, 0x04, 0xc3]);
     put(&site_bytes(186)[..5]); // ask: mov eax, 186
     put(&[0x31, 0xd2, 0x0f, 0x05, 0xc3]); // xor edx, edx; syscall; ret
     let n = put(&[0x8b, 0x41, 0x04, 0xc3]); // found: mov eax, [rcx + 4]; ret
-    code.get_mut(GETTID_AT..GETTID_AT + n)?
-        .copy_from_slice(&g[..n]);
+    code.get_mut(at..at + n)?.copy_from_slice(&g[..n]);
     Some(())
 }
 
@@ -176,8 +211,14 @@ mod tests {
         assert_eq!(&g[found..found + 4], &[0x8b, 0x41, 0x04, 0xc3]);
         let jnz = lp + 10;
         assert_eq!(jnz + 2 - (0x100 - g[jnz + 1] as usize), lp);
-        // It ends before the pages' numbers start, and the rip-relative words point there.
-        assert!(GETTID_AT + found + 4 <= 4096);
+        // It ends before its copy for `runtime.clone` starts, which ends in the page, and
+        // the rip-relative words point at the numbers.
+        assert!(GETTID_AT + found + 4 <= CLONE_GETTID_AT);
+        assert!(CLONE_GETTID_AT + found + 4 <= 4096);
+        assert_eq!(
+            page[GETTID_AT..GETTID_AT + 17],
+            page[CLONE_GETTID_AT..CLONE_GETTID_AT + 17]
+        );
         let cmp = 2 + 8 + 5 + 2;
         let d = i32::from_le_bytes(g[cmp + 2..cmp + 6].try_into().unwrap()) as i64;
         assert_eq!((GETTID_AT + cmp + 6) as i64 + d, REAL_AT as i64);
@@ -217,6 +258,32 @@ mod tests {
         put(page, at, 0);
         put(page, MISS_REAL_AT, 1);
         assert_eq!(gettid(), real, "a cgo program's other thread: its real tid");
+        put(page, MISS_REAL_AT, 0);
+        put(page, CLAIMS_AT, 0);
+        let get = |page: &[u8], at: usize| i32::from_le_bytes(page[at..at + 4].try_into().unwrap());
+        assert_eq!(gettid(), real, "no pair left: the supervisor's answer");
+        assert_eq!(get(page, CLAIMS_AT), 1, "a claim past the pairs left");
+        put(page, CLAIMS_AT, 0);
+        for k in 0..3 {
+            put(page, tid_at(k).unwrap() + 4, 2000 + k as i32);
+        }
+        put(page, LEFT_AT, 2);
+        // SAFETY: as above, the copy `runtime.clone` calls.
+        let from_clone: extern "C" fn() -> i32 =
+            unsafe { core::mem::transmute(base + CLONE_GETTID_AT) };
+        assert_eq!(from_clone(), 2000, "a new thread: the first pair left");
+        assert_eq!(get(page, tid_at(0).unwrap()), real, "its real tid written");
+        assert_eq!(gettid(), 2000, "its next: found");
+        assert_eq!(get(page, CLAIMS_AT), 1);
+        put(page, tid_at(0).unwrap(), 0);
+        assert_eq!(gettid(), 2001, "the next pair");
+        put(page, tid_at(1).unwrap(), 0);
+        assert_eq!(gettid(), real, "none left: asked");
+        assert_eq!(
+            get(page, tid_at(2).unwrap()),
+            0,
+            "past the count: untouched"
+        );
         // SAFETY: as above, a function of (timespec, NULL).
         let usleep: extern "C" fn(*const [i64; 2], usize) -> i64 =
             unsafe { core::mem::transmute(base + USLEEP_AT) };

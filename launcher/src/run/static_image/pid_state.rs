@@ -64,6 +64,9 @@ pub(super) struct Pids {
     pub(super) exec_key: Option<(i32, u64)>,
     /// How many children of a process (by real pid) have exec'd each command so far.
     pub(super) same_exec: HashMap<(i32, u64), u64>,
+    /// Go images whose new threads' virtual tids are to be left in their table, once they run
+    /// (`serve/go_sys.rs`).
+    pub(super) pairs_due: Vec<i32>,
 }
 
 impl Pids {

@@ -218,6 +218,7 @@ pub fn run(
     // Calls traced to their exit report their stops there too.
     sv.pids.can_trace = stops >= 0;
     loop {
+        sv.leave_tid_pairs();
         let mut fds = vec![
             libc::pollfd {
                 fd: listener,
@@ -507,7 +508,7 @@ impl Supervisor {
                 self.leave_exec_start(tgid);
             }
             self.exes.exec_called(tgid);
-            self.go_sys.remove(&tgid);
+            self.go_sys_exec(tgid);
             self.tmpdirs.remove(&tgid);
             return Answer::Continue;
         }

@@ -1,13 +1,15 @@
 //! A Go image's `runtime.usleep` and `runtime.gettid` kept in the image
 //! (`seal_abi::supervised::go_sys`: the code, and why): set up at its exec stop in the
 //! runtime's random functions' mapping (`go_rand.rs`), then its table of threads filled as the
-//! supervisor numbers them.
+//! supervisor numbers them, and the virtual tids of its first new threads left in it for them
+//! to take (their first `gettid`, in `runtime.clone`, sent here until 2026-12-05).
 
 use seal_abi::supervised::{go_rand, go_site, go_sys};
+use seal_abi::{child_lineage, KIND_THREAD};
 
 use super::super::batch::write_text;
 use super::super::go_tids::GoSys;
-use super::super::remote::write;
+use super::super::remote::{read, write};
 use super::Supervisor;
 
 impl Supervisor {
@@ -45,6 +47,7 @@ impl Supervisor {
             write_text(pid, site, &call).then_some(site)
         };
         rewrite(sites.usleep, go_sys::USLEEP_AT);
+        self.drop_go_sys(pid);
         if !self.world.sealed(seal_abi::flags::PID) {
             return;
         }
@@ -54,12 +57,181 @@ impl Supervisor {
             return;
         }
         if let Some(site) = rewrite(sites.gettid, go_sys::GETTID_AT) {
+            // The new thread's call takes a pair left, or asks as before (none left yet).
+            let clone_site = rewrite(sites.clone_gettid, go_sys::CLONE_GETTID_AT);
+            let clone = clone_site.is_some();
             let s = GoSys {
                 base,
                 gettid: site,
                 next: 0,
+                clone_site: clone_site.unwrap_or(0),
+                clone,
+                left: [0; go_sys::LEFT],
+                seen: 0,
             };
             self.go_sys.insert(pid, s);
+            if clone {
+                self.pids.pairs_due.push(pid);
+            }
+        }
+    }
+
+    /// Leaves the virtual tids of the next [`go_sys::LEFT`] threads of each Go image set up
+    /// since the last call in its table, for its new threads to take without a notification
+    /// (`go_sys::LEFT_AT`). Done once the image runs (its runtime starts its first thread
+    /// ~0.2 ms later; a thread that comes first asks, as before): each number claimed in the
+    /// run table may first back a page of it. The numbers are those its threads would have
+    /// been given here, keyed by its lineage and their place, in the order they take them.
+    pub(super) fn leave_tid_pairs(&mut self) {
+        for tgid in std::mem::take(&mut self.pids.pairs_due) {
+            let Some(s) = self.go_sys.get(&tgid).copied() else {
+                continue;
+            };
+            if !s.clone || s.next != 0 {
+                // A thread asked first: the supervisor numbers the rest.
+                self.go_sys.entry(tgid).and_modify(|s| s.clone = false);
+                continue;
+            }
+            let i = self.ident(tgid);
+            let mut left = [0i32; go_sys::LEFT];
+            for (k, v) in left.iter_mut().enumerate() {
+                let lineage = child_lineage(i.lineage, KIND_THREAD, i.threads + k as u64);
+                let Some(n) = self.table().and_then(|t| t.allocate(lineage)) else {
+                    break;
+                };
+                *v = n;
+            }
+            let n = left.iter().take_while(|&&v| v != 0).count();
+            let mut pairs = [0u8; 8 * go_sys::LEFT];
+            for (k, v) in left[..n].iter().enumerate() {
+                pairs[8 * k + 4..8 * k + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            // The pairs, then their count (a thread takes a pair only below it).
+            let at = s.base + go_sys::TIDS_AT as u64;
+            let written = n > 0
+                && write(tgid, at, &pairs[..8 * n])
+                && write(
+                    tgid,
+                    s.base + go_sys::LEFT_AT as u64,
+                    &(n as u32).to_le_bytes(),
+                );
+            if !written {
+                self.go_sys.entry(tgid).and_modify(|s| s.clone = false);
+                for &v in &left[..n] {
+                    if let Some(t) = self.table() {
+                        t.release(v);
+                    }
+                }
+                continue;
+            }
+            if let Some(i) = self.pids.idents.get_mut(&tgid) {
+                i.threads += go_sys::LEFT as u64;
+            }
+            if let Some(s) = self.go_sys.get_mut(&tgid) {
+                s.left = left;
+                s.next = go_sys::LEFT;
+            }
+        }
+    }
+
+    /// Registers the threads of process `tgid` that took a pair left since the last look
+    /// (read from its table): whether any did.
+    pub(super) fn take_pairs(&mut self, tgid: i32) -> bool {
+        let Some(s) = self.go_sys.get(&tgid).copied() else {
+            return false;
+        };
+        if s.unseen().next().is_none() {
+            return false;
+        }
+        let mut pairs = [0u8; 8 * go_sys::LEFT];
+        if !read(tgid, s.base + go_sys::TIDS_AT as u64, &mut pairs) {
+            return false;
+        }
+        let mut seen = s.seen;
+        for (k, v) in s.unseen() {
+            let real = i32::from_le_bytes(pairs[8 * k..8 * k + 4].try_into().unwrap_or_default());
+            if real <= 0 {
+                continue;
+            }
+            seen |= 1 << k;
+            if let Some(t) = self.table() {
+                t.register(v, real);
+            }
+            self.pids.vtids.insert(real, v);
+        }
+        if let Some(g) = self.go_sys.get_mut(&tgid) {
+            g.seen = seen;
+        }
+        seen != s.seen
+    }
+
+    /// [`Supervisor::take_pairs`] of every Go image with pairs left (a virtual tid not found:
+    /// one of them may hold it).
+    pub(super) fn take_all_pairs(&mut self) -> bool {
+        let tgids: Vec<i32> = self
+            .go_sys
+            .iter()
+            .filter(|(_, s)| s.unseen().next().is_some())
+            .map(|(&t, _)| t)
+            .collect();
+        // Every one read (not `any`, which would stop at the first).
+        let mut any = false;
+        for t in tgids {
+            any |= self.take_pairs(t);
+        }
+        any
+    }
+
+    /// Has process `tgid` pairs left that its threads take themselves (so the supervisor
+    /// numbers no thread but the one asking)?
+    pub(super) fn leaves_pairs(&self, tgid: i32) -> bool {
+        self.go_sys.get(&tgid).is_some_and(|s| s.clone)
+    }
+
+    /// Writes how many of process `tgid`'s threads took a pair left into its census (at its
+    /// `exit_group` or `execve`, with its in-image draws): `gettid` called from the in-image
+    /// code.
+    pub(super) fn count_tid_pairs(&mut self, tgid: i32) {
+        self.take_pairs(tgid);
+        let Some(s) = self.go_sys.get(&tgid).copied() else {
+            return;
+        };
+        let taken = s.seen.count_ones() as u64;
+        if taken == 0 {
+            return;
+        }
+        let code = s.base + go_sys::GETTID_AT as u64;
+        let clone = s.base + go_sys::CLONE_GETTID_AT as u64;
+        if let Some(slot) = self.slot(tgid) {
+            slot.add_module(go_sys::NAME, code, s.base + go_rand::CODE_BYTES as u64);
+            slot.set(seal_abi::Fid::Gettid, 0, clone + 1, taken);
+        }
+    }
+
+    /// Lets go of process `tgid`'s in-image `gettid` as it calls `execve`: its new threads
+    /// ask from now on (the pairs' count made 0 first), the pairs taken are read once more
+    /// (an exec that fails leaves them in use), and the numbers left stay claimed (a thread
+    /// may be taking one as the count goes; the exec, or its end, ends them).
+    pub(super) fn go_sys_exec(&mut self, tgid: i32) {
+        if let Some(s) = self.go_sys.get(&tgid).copied() {
+            if s.left[0] != 0 {
+                write(tgid, s.base + go_sys::LEFT_AT as u64, &0u32.to_le_bytes());
+                self.take_pairs(tgid);
+            }
+        }
+        self.go_sys.remove(&tgid);
+    }
+
+    /// Lets go of process `tgid`'s in-image `gettid` (it is gone, or a new Go image of it is
+    /// set up): the numbers left that no thread was seen to take go back to the run table.
+    pub(super) fn drop_go_sys(&mut self, tgid: i32) {
+        let Some(s) = self.go_sys.remove(&tgid) else {
+            return;
+        };
+        for (_, v) in s.unseen() {
+            if let Some(t) = self.table() {
+                t.release(v);
+            }
         }
     }
 
@@ -81,10 +253,16 @@ impl Supervisor {
     }
 
     /// The call `ip` of process `tgid` names in the census: a `gettid` its in-image code
-    /// sent is named after the call it replaced (in `runtime.gettid`).
+    /// sent is named after the call it replaced (in `runtime.gettid` or `runtime.clone`): the
+    /// address after it, as a system call's.
     pub(super) fn sys_call_site(&self, tgid: i32, ip: u64) -> Option<u64> {
         let s = self.go_sys.get(&tgid)?;
-        let code = s.base + go_sys::GETTID_AT as u64..s.base + go_rand::CODE_BYTES as u64;
-        code.contains(&ip).then_some(s.gettid)
+        let at = |o: usize| s.base + o as u64;
+        let after = go_sys::site_bytes(186).len() as u64;
+        if (at(go_sys::GETTID_AT)..at(go_sys::CLONE_GETTID_AT)).contains(&ip) {
+            return Some(s.gettid + after);
+        }
+        let clone = at(go_sys::CLONE_GETTID_AT)..at(go_rand::CODE_BYTES);
+        (clone.contains(&ip) && s.clone_site != 0).then_some(s.clone_site + after)
     }
 }

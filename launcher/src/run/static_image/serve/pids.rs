@@ -59,6 +59,12 @@ impl Supervisor {
         if let Some((&r, _)) = self.pids.vtids.iter().find(|(_, &t)| t == v) {
             return Some(r);
         }
+        // A thread that took a number left in its image's table, not seen yet.
+        if self.take_all_pairs() {
+            if let Some((&r, _)) = self.pids.vtids.iter().find(|(_, &t)| t == v) {
+                return Some(r);
+            }
+        }
         self.table().and_then(|t| t.real(v))
     }
 
@@ -208,9 +214,19 @@ impl Supervisor {
     /// are numbered in the order they were created (the kernel's tids rise in that order),
     /// not in the order of their first `gettid` (a Go runtime's threads ask as they start,
     /// in whatever order they are scheduled).
+    /// In a Go image whose threads take the numbers left in its table (`go_sys.rs`), only
+    /// the thread asking is numbered (another could be taking one meanwhile).
     fn vtid(&mut self, tid: i32, tgid: i32) -> i32 {
         if let Some(&v) = self.pids.vtids.get(&tid) {
             return v;
+        }
+        if self.take_pairs(tgid) {
+            if let Some(&v) = self.pids.vtids.get(&tid) {
+                return v;
+            }
+        }
+        if self.leaves_pairs(tgid) {
+            return self.number_thread(tid, tgid);
         }
         let mut earlier: Vec<i32> = std::fs::read_dir(format!("/proc/{tgid}/task"))
             .map(|d| {

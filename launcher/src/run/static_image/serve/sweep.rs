@@ -76,6 +76,6 @@ impl Supervisor {
         self.futex_steps.retain(|k, _| k.0 != tgid);
         self.device_opens.remove(&tgid);
         self.rands.remove(&tgid);
-        self.go_sys.remove(&tgid);
+        self.drop_go_sys(tgid);
     }
 }
