@@ -88,7 +88,7 @@ impl RunDir {
                 watch: None,
                 supervisor: root
                     .take()
-                    .and_then(crate::run::watch::fork_root_supervisor),
+                    .and_then(|r| crate::run::watch::fork_root_supervisor(r, &path)),
                 path,
                 _lock,
                 parent,

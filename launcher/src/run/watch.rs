@@ -79,7 +79,7 @@ impl Watch {
 /// the command as in any run: the root's request waited for two forks in a row (the watch's,
 /// then its fork of the supervisor). The launcher reaps it ([`reap_later`]) once the run has
 /// ended.
-pub fn fork_root_supervisor(root: OwnedFd) -> Option<libc::pid_t> {
+pub fn fork_root_supervisor(root: OwnedFd, run_dir: &Path) -> Option<libc::pid_t> {
     use std::os::fd::AsRawFd;
     reap_finished();
     let cpus = crate::run::cpus::Cpus::of_launcher();
@@ -90,7 +90,7 @@ pub fn fork_root_supervisor(root: OwnedFd) -> Option<libc::pid_t> {
         // SAFETY: in the forked child.
         unsafe {
             libc::setsid();
-            crate::run::static_image::serve_root(root.as_raw_fd(), &cpus);
+            crate::run::static_image::serve_root(root.as_raw_fd(), &cpus, run_dir);
         }
     }
     if pid > 0 {

@@ -76,7 +76,7 @@ fn as_seen_by(tid: i32, name: &[u8]) -> std::path::PathBuf {
             _ => continue,
         };
         let own = match id {
-            0 => super::remote::proc_status_field(tid, "Tgid:").unwrap_or(tid),
+            0 => super::remote::tgid_of(tid).unwrap_or(tid),
             _ => tid,
         };
         return path(&[format!("/proc/{own}").as_bytes(), rest].concat());
@@ -168,7 +168,7 @@ pub fn follow(tid: i32, at_stop: impl FnOnce(i32)) -> bool {
     // a thread that is not its process's leader is reported as the leader's: the thread
     // takes the leader's tid (its own then names nothing, `ECHILD`), so that tid is waited
     // for next.
-    let tgid = super::remote::proc_status_field(tid, "Tgid:").unwrap_or(tid);
+    let tgid = super::remote::tgid_of(tid).unwrap_or(tid);
     let mut who = tid;
     let wake = ChildWake::new();
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);

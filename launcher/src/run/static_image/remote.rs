@@ -129,6 +129,18 @@ pub fn read_proc_text(path: &str) -> Option<String> {
     String::from_utf8(read_proc(path).ok()?).ok()
 }
 
+/// The process thread `tid` belongs to: itself when it leads its thread group (a `tgkill` of
+/// signal 0 to `(tid, tid)` says so in one system call, where reading its `/proc` status took
+/// ~10–18 µs on a static image's first call, from its main thread most often), else its
+/// status's `Tgid:` field.
+pub fn tgid_of(tid: i32) -> Option<i32> {
+    // SAFETY: signal 0 is sent to nobody: only whether thread `tid` of group `tid` exists.
+    if unsafe { libc::syscall(libc::SYS_tgkill, tid, tid, 0) } == 0 {
+        return Some(tid);
+    }
+    proc_status_field(tid, "Tgid:")
+}
+
 /// A number field of `/proc/PID/status`.
 pub fn proc_status_field(pid: i32, field: &str) -> Option<i32> {
     let s = read_proc_text(&format!("/proc/{pid}/status"))?;

@@ -623,7 +623,7 @@ impl Supervisor {
         if let Some(&g) = self.tgids.get(&tid) {
             return g;
         }
-        let g = proc_status_field(tid, "Tgid:").unwrap_or(tid);
+        let g = super::remote::tgid_of(tid).unwrap_or(tid);
         self.tgids.insert(tid, g);
         g
     }

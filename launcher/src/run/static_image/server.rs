@@ -90,7 +90,7 @@ pub fn root_pair() -> Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
 ///
 /// # Safety
 /// One thread runs (a fork of a one-threaded launcher); `fd` is the only descriptor it keeps.
-pub unsafe fn serve_root(fd: i32, cpus: &crate::run::cpus::Cpus) -> ! {
+pub unsafe fn serve_root(fd: i32, cpus: &crate::run::cpus::Cpus, run_dir: &std::path::Path) -> ! {
     // SAFETY: per the contract.
     unsafe {
         let fd = isolate(fd);
@@ -98,6 +98,8 @@ pub unsafe fn serve_root(fd: i32, cpus: &crate::run::cpus::Cpus) -> ! {
         // request comes after): the user's cache of Go programs' sites, which a Go root's exec
         // stop looks in (~20–40 µs with the image stopped). A static C root makes no use of it.
         super::go_exe::user_cache();
+        // And the run table, its virtual pids' pages backed.
+        super::run_pids::RunPids::open_ahead(run_dir, fd);
         // Waits for its image's exit status itself (`isolate` ignores SIGCHLD).
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         libc::_exit(supervise_one(fd, Some(cpus)))
@@ -176,6 +178,7 @@ fn serve(ls: i32, run_dir: &std::path::Path) -> i32 {
         taken: pipe,
         gone,
         table,
+        run_dir: run_dir.to_path_buf(),
     };
     // Spares: (pid, pidfd). One until the first is taken: a run of one static image (a
     // static root command) does not pay a second fork while it starts.
@@ -321,6 +324,7 @@ struct Fds {
     gone: i32,
     /// Where the run table is mapped (0: it is not).
     table: usize,
+    run_dir: std::path::PathBuf,
 }
 
 impl Fds {
@@ -359,6 +363,9 @@ impl Fds {
             libc::close(self.gone);
             libc::close(self.taken[0]);
             libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+            // Its idle time, until a connection comes: the run table, as the root's
+            // supervisor opens it ([`serve_root`]).
+            super::run_pids::RunPids::open_ahead(&self.run_dir, self.listen);
             let c = loop {
                 let c = libc::accept4(
                     self.listen,

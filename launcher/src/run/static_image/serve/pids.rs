@@ -38,7 +38,8 @@ impl Supervisor {
     pub(super) fn table(&mut self) -> Option<&mut RunPids> {
         if !self.pids.opened {
             self.pids.opened = true;
-            self.pids.table = self.world.run_dir.as_deref().and_then(RunPids::open);
+            let dir = self.world.run_dir.as_deref();
+            self.pids.table = dir.and_then(|d| RunPids::take_ahead(d).or_else(|| RunPids::open(d)));
         }
         self.pids.table.as_mut()
     }
