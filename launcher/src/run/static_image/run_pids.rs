@@ -61,6 +61,20 @@ impl RunPids {
             // SAFETY: one pollfd we own; a zero timeout.
             unsafe { libc::poll(&mut p, 1, 0) != 0 }
         };
+        // And the reverse entries of the launcher (this process's parent: the root's too),
+        // whose pids a root's registers: its session's and group's leaders, and the pages
+        // of the pids the kernel gives next (the root's, its children's).
+        // SAFETY: getppid, getsid and getpgid take integers and touch no memory.
+        let (parent, sid, pgid) = unsafe {
+            (
+                libc::getppid(),
+                libc::getsid(libc::getppid()),
+                libc::getpgid(libc::getppid()),
+            )
+        };
+        for real in [parent, sid, pgid] {
+            let _ = t.vpid_of(real);
+        }
         'all: for (from, to) in [real_of, clocks] {
             let mut at = from;
             while at < to {
