@@ -61,9 +61,11 @@ impl RunPids {
             // SAFETY: one pollfd we own; a zero timeout.
             unsafe { libc::poll(&mut p, 1, 0) != 0 }
         };
-        // And the reverse entries of the launcher (this process's parent: the root's too),
-        // whose pids a root's registers: its session's and group's leaders, and the pages
-        // of the pids the kernel gives next (the root's, its children's).
+        // And the reverse entries of the root's supervisor's parent, the launcher (the
+        // root's parent too), and of its session's and group's leaders, which the root's
+        // identity registers; the launcher's page is most often the root's own and its
+        // children's (the pids the kernel gives next). A spare's parent is the server: three
+        // pages backed for nothing.
         // SAFETY: getppid, getsid and getpgid take integers and touch no memory.
         let (parent, sid, pgid) = unsafe {
             (
