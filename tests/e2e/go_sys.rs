@@ -111,3 +111,55 @@ fn a_go_programs_threads_past_the_numbers_left_each_have_one_tid() {
         assert_eq!(from("syscall."), 13, "{r:?}");
     }
 }
+
+/// A Go runtime's processor count at its start (`runtime.sched_getaffinity`, in `osinit`):
+/// answered in a static image by the code the supervisor left there, from the mask it wrote
+/// (the census names that code), by the supervisor in a cgo program; `--cpus` sets it either
+/// way, and with the family `machine` unsealed the machine's count shows.
+#[test]
+fn a_go_runtimes_processor_count_is_the_sealed_one() {
+    if !have("go") {
+        skip!("go not on PATH (Debian: golang-go)");
+    }
+    for cgo in [false, true] {
+        if cgo && !have("cc") {
+            skip_part!("cc not on PATH: the cgo build");
+            continue;
+        }
+        let bin = crate::go_images::build_go("ncpu", cgo);
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("census.json");
+        for (cpus, want) in [(None, 4), (Some("7"), 7), (Some("100"), 100)] {
+            let mut c = seal(["census", "-q", "--json", json.to_str().unwrap()]);
+            if let Some(n) = cpus {
+                c.args(["--cpus", n]);
+            }
+            c.arg("--").arg(&bin);
+            let o = crate::util::run_timeout(c, crate::util::TIMEOUT);
+            o.stdout_is(&format!("cpus {want} gomaxprocs {want}\n"));
+            let r = rows(&json);
+            let from = |caller: &str| {
+                r.iter()
+                    .filter(|(s, c, _)| s == "sched_getaffinity" && c.starts_with(caller))
+                    .map(|x| x.2)
+                    .sum::<u64>()
+            };
+            let (image, runtime) = if cgo { (0, 1) } else { (1, 0) };
+            assert_eq!(
+                from("[seal in-image sched_getaffinity]"),
+                image,
+                "cgo {cgo}: {r:?}"
+            );
+            assert_eq!(
+                from("runtime.sched_getaffinity"),
+                runtime,
+                "cgo {cgo}: {r:?}"
+            );
+        }
+        let mut c = seal(["-q", "--unseal", "machine", "--"]);
+        c.arg(&bin);
+        let o = crate::util::run_timeout(c, crate::util::TIMEOUT);
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        o.stdout_is(&format!("cpus {n} gomaxprocs {n}\n"));
+    }
+}

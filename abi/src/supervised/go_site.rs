@@ -35,6 +35,11 @@ const USLEEP: [&[u8]; 2] = [b"runtime.usleep", b"runtime.usleep.abi0"];
 const GETTID: [&[u8]; 2] = [b"runtime.gettid", b"runtime.gettid.abi0"];
 /// `runtime.clone`, whose new thread's first instruction after the call is its `gettid`.
 const CLONE: [&[u8]; 2] = [b"runtime.clone", b"runtime.clone.abi0"];
+/// `runtime.sched_getaffinity` (the runtime's processor count).
+const AFFINITY: [&[u8]; 2] = [
+    b"runtime.sched_getaffinity",
+    b"runtime.sched_getaffinity.abi0",
+];
 
 /// Where a `select` draws its order ([`super::go_select`]).
 const SELECTGO: &[u8] = b"runtime.selectgo";
@@ -57,14 +62,16 @@ pub struct Sites {
     pub gettid: Option<u64>,
     /// The `mov eax, SYS_gettid; syscall` of `runtime.clone`'s new thread.
     pub clone_gettid: Option<u64>,
+    /// The `mov eax, SYS_sched_getaffinity; syscall` of `runtime.sched_getaffinity`.
+    pub affinity: Option<u64>,
 }
 
 /// Where [`Sites::to_words`] puts `usleep` and `gettid`.
 const SYS_WORDS: usize = 16 + 2 * (super::go_wyrand::MAX_SITES + super::go_select::MAX_SITES);
 /// How many words [`Sites::to_words`] writes: flags, `random`, `cputicks`, `rand`'s entries,
 /// its `mrandinit` calls, its inlined copies (map code, then `select`), `usleep`, `gettid`,
-/// `clone_gettid`, `low`.
-pub const WORDS: usize = SYS_WORDS + 3 + 1;
+/// `clone_gettid`, `affinity`, `low`.
+pub const WORDS: usize = SYS_WORDS + 4 + 1;
 
 impl Sites {
     /// The sites as words, the lowest `PT_LOAD` address (`low`) last: what the supervisor
@@ -80,7 +87,8 @@ impl Sites {
             | flag(low.is_some(), 4)
             | flag(self.usleep.is_some(), 5)
             | flag(self.gettid.is_some(), 6)
-            | flag(self.clone_gettid.is_some(), 7);
+            | flag(self.clone_gettid.is_some(), 7)
+            | flag(self.affinity.is_some(), 8);
         if let Some(r) = self.random {
             w[1..4].copy_from_slice(&[r.call, r.low, r.target]);
         }
@@ -97,13 +105,14 @@ impl Sites {
         w[SYS_WORDS] = self.usleep.unwrap_or(0);
         w[SYS_WORDS + 1] = self.gettid.unwrap_or(0);
         w[SYS_WORDS + 2] = self.clone_gettid.unwrap_or(0);
+        w[SYS_WORDS + 3] = self.affinity.unwrap_or(0);
         w[WORDS - 1] = low.unwrap_or(0);
         w
     }
 
     /// What [`Sites::to_words`] wrote: the sites and `low`; `None` for words no sites give.
     pub fn from_words(w: &[u64; WORDS]) -> Option<(Sites, Option<u64>)> {
-        if w[0] >> 8 != 0 {
+        if w[0] >> 9 != 0 {
             return None;
         }
         let on = |bit: u32| w[0] >> bit & 1 == 1;
@@ -129,6 +138,7 @@ impl Sites {
             usleep: on(5).then_some(w[SYS_WORDS]),
             gettid: on(6).then_some(w[SYS_WORDS + 1]),
             clone_gettid: on(7).then_some(w[SYS_WORDS + 2]),
+            affinity: on(8).then_some(w[SYS_WORDS + 3]),
         };
         Some((sites, on(4).then_some(w[WORDS - 1])))
     }
@@ -355,12 +365,14 @@ pub fn find_all(f: &[u8]) -> Sites {
         GETTID[1],
         CLONE[0],
         CLONE[1],
+        AFFINITY[0],
+        AFFINITY[1],
     ];
     let Some(found) = functions(f, names) else {
         return Sites::default();
     };
     let [select, random, syscall, ticks, ticks0, r0, r1, r2, r3, r4, rest @ ..] = found;
-    let [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, u0, u1, g0, g1, c0, c1] = rest;
+    let [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, u0, u1, g0, g1, c0, c1, a0, a1] = rest;
     let maps = [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10];
     // The one `mov eax, NR; syscall` of the function, under either name.
     let sys = |fs: [(u64, u64); 2], nr: u32| {
@@ -379,6 +391,7 @@ pub fn find_all(f: &[u8]) -> Sites {
         usleep: sys([u0, u1], 35),
         gettid: sys([g0, g1], 186),
         clone_gettid: sys([c0, c1], 186),
+        affinity: sys([a0, a1], 204),
     }
 }
 
@@ -552,6 +565,7 @@ mod tests {
             usleep: Some(0x40a000),
             gettid: Some(0x40b000),
             clone_gettid: Some(0x40c000),
+            affinity: Some(0x40d000),
         };
         for (sites, low) in [
             (all, Some(0x400000)),
@@ -562,7 +576,7 @@ mod tests {
         }
         // Words no sites give are refused.
         let mut w = all.to_words(None);
-        w[0] |= 1 << 8;
+        w[0] |= 1 << 9;
         assert_eq!(Sites::from_words(&w), None);
         let mut w = all.to_words(None);
         w[17] = 256;

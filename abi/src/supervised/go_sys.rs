@@ -66,6 +66,22 @@ pub const TIDS: usize = 64;
 /// The census's name of the code (the callers it names are the runtime's).
 pub const NAME: &str = "[seal in-image gettid]";
 
+/// `runtime.sched_getaffinity` (the runtime's processor count, `osinit`, on a hello world's
+/// path: a notification) answered in the image too: its `mov eax, SYS_sched_getaffinity;
+/// syscall` is rewritten to call [`AFFINITY_AT`], which writes the sealed mask the supervisor
+/// put at [`MASK_AT`] ([`MASK_LEN_AT`] bytes, 0 while it has not) for the caller's own process
+/// (`pid` 0) into a buffer large enough, counts the call at [`AFFINITY_COUNT_AT`] and returns
+/// the mask's length, as the supervisor answers; anything else makes the call.
+pub const AFFINITY_AT: usize = 4024;
+pub const MASK_LEN_AT: usize = REAL_AT + 20;
+pub const AFFINITY_COUNT_AT: usize = REAL_AT + 24;
+pub const MASK_AT: usize = TIDS_AT + 8 * TIDS;
+/// The largest mask kept in the page (4096 processors).
+pub const MASK_MAX: usize = 512;
+const _: () = assert!(MASK_AT + MASK_MAX <= 8192);
+/// The census's name of that code.
+pub const AFFINITY_NAME: &str = "[seal in-image sched_getaffinity]";
+
 /// `mov eax, NR; syscall`: what is rewritten, in `runtime.usleep` (NR 35) and
 /// `runtime.gettid` (186).
 pub const fn site_bytes(nr: u32) -> [u8; 7] {
@@ -108,7 +124,43 @@ pub fn code(code: &mut [u8]) -> Option<()> {
         .copy_from_slice(&usleep);
 
     put_gettid(code, GETTID_AT)?;
-    put_gettid(code, CLONE_GETTID_AT)
+    put_gettid(code, CLONE_GETTID_AT)?;
+    put_affinity(code)
+}
+
+/// Writes the `sched_getaffinity` code at [`AFFINITY_AT`] in `code`. `rdi` the pid, `rsi`
+/// the buffer's length, `rdx` the buffer (as `runtime.sched_getaffinity` loads them); it
+/// clobbers `rax`, `rcx`, `rsi`, `rdi`, `r11` and the flags.
+fn put_affinity(code: &mut [u8]) -> Option<()> {
+    let mut g = [0u8; 64];
+    let mut n = 0;
+    let mut put = |b: &[u8]| {
+        g[n..n + b.len()].copy_from_slice(b);
+        n += b.len();
+        n
+    };
+    let rel = |from: usize, to: usize| ((to as i64) - (AFFINITY_AT + from) as i64) as i32;
+    put(&[0x48, 0x85, 0xff, 0x75, 47]); // test rdi, rdi; jnz ask
+    let to = put(&[0x8b, 0x0d]); // mov ecx, [rip + MASK_LEN]
+    put(&rel(to + 4, MASK_LEN_AT).to_le_bytes());
+    // test ecx, ecx; jz ask; cmp rsi, rcx; jb ask; test sil, 7; jnz ask
+    put(&[
+        0x85, 0xc9, 0x74, 37, 0x48, 0x39, 0xce, 0x72, 32, 0x40, 0xf6, 0xc6, 0x07, 0x75, 26,
+    ]);
+    put(&[0x48, 0x89, 0xd7]); // mov rdi, rdx
+    let to = put(&[0x48, 0x8d, 0x35]); // lea rsi, [rip + MASK]
+    put(&rel(to + 4, MASK_AT).to_le_bytes());
+    put(&[0xf3, 0xa4]); // rep movsb
+    let to = put(&[0xf0, 0xff, 0x05]); // lock inc dword [rip + AFFINITY_COUNT]
+    put(&rel(to + 4, AFFINITY_COUNT_AT).to_le_bytes());
+    let to = put(&[0x8b, 0x05]); // mov eax, [rip + MASK_LEN]
+    put(&rel(to + 4, MASK_LEN_AT).to_le_bytes());
+    put(&[0xc3]); // ret
+    put(&site_bytes(204)); // ask: mov eax, 204; syscall
+    let n = put(&[0xc3]); // ret
+    code.get_mut(AFFINITY_AT..AFFINITY_AT + n)?
+        .copy_from_slice(&g[..n]);
+    Some(())
 }
 
 /// Writes the `gettid` code at `at` in `code` (its code page): its `rip`-relative reads are
@@ -214,7 +266,13 @@ mod tests {
         // It ends before its copy for `runtime.clone` starts, which ends in the page, and
         // the rip-relative words point at the numbers.
         assert!(GETTID_AT + found + 4 <= CLONE_GETTID_AT);
-        assert!(CLONE_GETTID_AT + found + 4 <= 4096);
+        assert!(CLONE_GETTID_AT + found + 4 <= AFFINITY_AT);
+        // The sched_getaffinity code's last byte, its `ret`, ends the page at most.
+        let a = &page[AFFINITY_AT..];
+        let end = (0..a.len()).rev().find(|&i| a[i] != 0).unwrap();
+        assert_eq!(a[end], 0xc3);
+        assert!(AFFINITY_AT + end < 4096);
+        assert_eq!(&a[end - 7..end], &site_bytes(204));
         assert_eq!(
             page[GETTID_AT..GETTID_AT + 17],
             page[CLONE_GETTID_AT..CLONE_GETTID_AT + 17]
@@ -283,6 +341,46 @@ mod tests {
             get(page, tid_at(2).unwrap()),
             0,
             "past the count: untouched"
+        );
+        // sched_getaffinity: pid 0 into a large enough buffer from the mask, else the kernel.
+        // SAFETY: as above, a function of (pid, len, buf) returning eax (System V passes
+        // them in rdi, rsi, rdx, as the rewritten call finds them).
+        let affinity: extern "C" fn(u64, u64, *mut u8) -> i32 =
+            unsafe { core::mem::transmute(base + AFFINITY_AT) };
+        let mut buf = [0u8; 64];
+        let real = affinity(0, 64, buf.as_mut_ptr());
+        assert!(
+            real > 0 && real % 8 == 0,
+            "no mask yet: the kernel's ({real})"
+        );
+        page[MASK_AT..MASK_AT + 16]
+            .copy_from_slice(&[0xff, 0x03, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        put(page, MASK_LEN_AT, 16);
+        let mut buf = [0xeeu8; 64];
+        assert_eq!(affinity(0, 64, buf.as_mut_ptr()), 16);
+        assert_eq!(buf[..16], page[MASK_AT..MASK_AT + 16]);
+        assert_eq!(buf[16], 0xee, "nothing past the mask");
+        assert_eq!(get(page, AFFINITY_COUNT_AT), 1);
+        let mut small = [0u8; 8];
+        // SAFETY: sched_getaffinity into our 8 bytes.
+        let kernel = unsafe { syscall(204, 0, 8, small.as_mut_ptr()) } as i32;
+        assert_eq!(
+            affinity(0, 8, small.as_mut_ptr()),
+            kernel,
+            "too small: the kernel's"
+        );
+        assert_eq!(
+            affinity(0, 20, small.as_mut_ptr()),
+            -22,
+            "not whole words: EINVAL"
+        );
+        // SAFETY: getpid, no arguments.
+        let pid = unsafe { syscall(39) } as u64;
+        assert!(affinity(pid, 64, buf.as_mut_ptr()) > 0, "another pid");
+        assert_eq!(
+            get(page, AFFINITY_COUNT_AT),
+            1,
+            "only its own answers counted"
         );
         // SAFETY: as above, a function of (timespec, NULL).
         let usleep: extern "C" fn(*const [i64; 2], usize) -> i64 =

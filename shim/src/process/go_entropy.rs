@@ -140,6 +140,7 @@ fn biased(s: &go_site::Sites, bias: u64) -> go_site::Sites {
         usleep: s.usleep.map(|at| at + bias),
         gettid: s.gettid.map(|at| at + bias),
         clone_gettid: s.clone_gettid.map(|at| at + bias),
+        affinity: s.affinity.map(|at| at + bias),
     }
 }
 

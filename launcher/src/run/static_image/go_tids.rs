@@ -19,6 +19,8 @@ pub struct GoSys {
     pub left: [i32; LEFT],
     /// The pairs seen taken (a bit each), their threads registered.
     pub seen: u16,
+    /// `runtime.sched_getaffinity`'s call, rewritten to the code's (0: it is not).
+    pub affinity: u64,
 }
 
 const _: () = assert!(LEFT <= 16);

@@ -48,6 +48,20 @@ impl Supervisor {
         };
         rewrite(sites.usleep, go_sys::USLEEP_AT);
         self.drop_go_sys(pid);
+        let affinity = self.keep_affinity(pid, base, sites.affinity.map(|a| bias + a));
+        let kept = GoSys {
+            base,
+            gettid: 0,
+            next: 0,
+            clone_site: 0,
+            clone: false,
+            left: [0; go_sys::LEFT],
+            seen: 0,
+            affinity: affinity.unwrap_or(0),
+        };
+        if affinity.is_some() {
+            self.go_sys.insert(pid, kept);
+        }
         if !self.world.sealed(seal_abi::flags::PID) {
             return;
         }
@@ -61,19 +75,32 @@ impl Supervisor {
             let clone_site = rewrite(sites.clone_gettid, go_sys::CLONE_GETTID_AT);
             let clone = clone_site.is_some();
             let s = GoSys {
-                base,
                 gettid: site,
-                next: 0,
                 clone_site: clone_site.unwrap_or(0),
                 clone,
-                left: [0; go_sys::LEFT],
-                seen: 0,
+                ..kept
             };
             self.go_sys.insert(pid, s);
             if clone {
                 self.pids.pairs_due.push(pid);
             }
         }
+    }
+
+    /// Answers Go image `pid`'s `runtime.sched_getaffinity` in the image (`go_sys::
+    /// AFFINITY_AT`) while its processor count is sealed: the mask, then the call rewritten
+    /// at `site` (its address), which it returns.
+    fn keep_affinity(&mut self, pid: i32, base: u64, site: Option<u64>) -> Option<u64> {
+        let site = site.filter(|_| self.world.sealed(seal_abi::flags::MACHINE))?;
+        let mask = self.world.affinity();
+        if mask.is_empty() || mask.len() > go_sys::MASK_MAX {
+            return None;
+        }
+        let len = (mask.len() as u32).to_le_bytes();
+        let put = write(pid, base + go_sys::MASK_AT as u64, &mask)
+            && write(pid, base + go_sys::MASK_LEN_AT as u64, &len);
+        let call = go_sys::call_at(site, base + go_sys::AFFINITY_AT as u64)?;
+        (put && write_text(pid, site, &call)).then_some(site)
     }
 
     /// Leaves the virtual tids of the next [`go_sys::LEFT`] threads of each Go image set up
@@ -196,6 +223,7 @@ impl Supervisor {
         let Some(s) = self.go_sys.get(&tgid).copied() else {
             return;
         };
+        self.count_affinity(tgid, &s);
         let taken = s.seen.count_ones() as u64;
         if taken == 0 {
             return;
@@ -203,8 +231,24 @@ impl Supervisor {
         let code = s.base + go_sys::GETTID_AT as u64;
         let clone = s.base + go_sys::CLONE_GETTID_AT as u64;
         if let Some(slot) = self.slot(tgid) {
-            slot.add_module(go_sys::NAME, code, s.base + go_rand::CODE_BYTES as u64);
+            slot.add_module(go_sys::NAME, code, s.base + go_sys::AFFINITY_AT as u64);
             slot.set(seal_abi::Fid::Gettid, 0, clone + 1, taken);
+        }
+    }
+
+    /// Writes the `sched_getaffinity` calls process `tgid`'s in-image code answered (`s`) into
+    /// its census: called from that code.
+    fn count_affinity(&mut self, tgid: i32, s: &GoSys) {
+        let mut n = [0u8; 4];
+        if s.affinity == 0 || !read(tgid, s.base + go_sys::AFFINITY_COUNT_AT as u64, &mut n) {
+            return;
+        }
+        let n = u32::from_le_bytes(n) as u64;
+        let code = s.base + go_sys::AFFINITY_AT as u64;
+        if let Some(slot) = self.slot(tgid).filter(|_| n > 0) {
+            let end = s.base + go_rand::CODE_BYTES as u64;
+            slot.add_module(go_sys::AFFINITY_NAME, code, end);
+            slot.set(seal_abi::Fid::SchedGetaffinity, 0, code + 1, n);
         }
     }
 
@@ -260,9 +304,13 @@ impl Supervisor {
         let at = |o: usize| s.base + o as u64;
         let after = go_sys::site_bytes(186).len() as u64;
         if (at(go_sys::GETTID_AT)..at(go_sys::CLONE_GETTID_AT)).contains(&ip) {
-            return Some(s.gettid + after);
+            return (s.gettid != 0).then_some(s.gettid + after);
         }
-        let clone = at(go_sys::CLONE_GETTID_AT)..at(go_rand::CODE_BYTES);
-        (clone.contains(&ip) && s.clone_site != 0).then_some(s.clone_site + after)
+        let clone = at(go_sys::CLONE_GETTID_AT)..at(go_sys::AFFINITY_AT);
+        if clone.contains(&ip) {
+            return (s.clone_site != 0).then_some(s.clone_site + after);
+        }
+        let affinity = at(go_sys::AFFINITY_AT)..at(go_rand::CODE_BYTES);
+        (affinity.contains(&ip) && s.affinity != 0).then_some(s.affinity + after)
     }
 }
