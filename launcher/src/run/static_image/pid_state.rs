@@ -67,6 +67,9 @@ pub(super) struct Pids {
     /// Go images whose new threads' virtual tids are to be left in their table, once they run
     /// (`serve/go_sys.rs`).
     pub(super) pairs_due: Vec<i32>,
+    /// The numbers claimed ahead for the root's first new threads (`RunPids::open_ahead`),
+    /// until its exec stop uses or releases them.
+    pub(super) ahead_pairs: [i32; seal_abi::supervised::go_sys::LEFT],
 }
 
 impl Pids {

@@ -13,7 +13,8 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, Ordering::*};
 
-use seal_abi::{RunTable, TABLE_VPID_MIN, VPID_LIMIT};
+use seal_abi::supervised::go_sys::LEFT;
+use seal_abi::{child_lineage, RunTable, KIND_THREAD, TABLE_VPID_MIN, VPID_LIMIT};
 
 use super::page::PAGE;
 
@@ -30,42 +31,37 @@ pub struct RunPids {
 // once, from where the root's supervisor opens it ahead (`AHEAD`) to where it uses it.
 unsafe impl Send for RunPids {}
 
-/// The run table a static root's supervisor opened and backed while it waited for the root's
-/// request ([`RunPids::open_ahead`]), with the run directory it is of.
-static AHEAD: std::sync::Mutex<Option<(std::path::PathBuf, RunPids)>> = std::sync::Mutex::new(None);
+/// The run table a supervisor opened while it waited ([`RunPids::open_ahead`]), with the run
+/// directory it is of and the numbers it claimed for the root's first new threads (0: none).
+type Ahead = (std::path::PathBuf, RunPids, [i32; LEFT]);
+static AHEAD: std::sync::Mutex<Option<Ahead>> = std::sync::Mutex::new(None);
 
 impl RunPids {
-    /// Maps the run table of `run_dir` and backs its virtual pids' pages (their real pids,
-    /// then their wait clocks: 32 and 64 pages) in the root's supervisor's idle time before
-    /// the root's request, for [`RunPids::take_ahead`]: each number the image's exec stop and
-    /// its first calls claim or register (its own, the launcher's, its new threads' left in
-    /// its table) backed a page of its own there (~3–5 µs each, ~60 µs of a Go image's
-    /// start-up). Eight pages at a time (~20 µs), until `request` (a descriptor) is readable.
-    pub fn open_ahead(run_dir: &Path, request: i32) {
+    /// Maps the run table of `run_dir` in a supervisor's idle time (the root's, before the
+    /// root's request; a spare's, before its connection), for [`RunPids::take_ahead`], and
+    /// backs the pages the root's identity registers at its exec stop (each was a
+    /// `MADV_POPULATE_WRITE` there, ~3–5 µs): its own number's and the launcher's (and the
+    /// session's and group's, one page), and the reverse entries of the launcher, this
+    /// process's parent (the root's too), and of its session's and group's leaders; the
+    /// launcher's page is most often the root's own and its children's (the pids the kernel
+    /// gives next). A spare's parent is the server: pages backed for nothing. Not every
+    /// number's pages: backing them all (96 pages, ~0.25 ms of processor time) made a static
+    /// `true` 0.4 ms slower where another program kept the other processor busy.
+    ///
+    /// `pairs`: the root's supervisor's request descriptor, to claim meanwhile the numbers of
+    /// the root's first [`LEFT`] new threads (keyed by the root's lineage, which is always
+    /// [`seal_abi::ROOT_LINEAGE`], and their place): a Go root's exec stop leaves them in its
+    /// table (`serve/go_sys.rs`), where claiming them cost ~55 µs of the supervisor's time on
+    /// the image's path (the image waits on its next call). One at a time until the request
+    /// is readable; the rest are claimed at the exec stop, so the numbers are the same.
+    pub fn open_ahead(run_dir: &Path, pairs: Option<i32>) {
         let Some(mut t) = RunPids::open(run_dir) else {
             return;
         };
-        use std::mem::offset_of;
-        let vpids = |at: usize, size: usize| {
-            let from = at + TABLE_VPID_MIN as usize * size;
-            (from, from + (VPID_LIMIT - TABLE_VPID_MIN as usize) * size)
-        };
-        let real_of = vpids(offset_of!(RunTable, real_of), 4);
-        let clocks = vpids(offset_of!(RunTable, wait_clock), 8);
-        let waiting = || {
-            let mut p = libc::pollfd {
-                fd: request,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one pollfd we own; a zero timeout.
-            unsafe { libc::poll(&mut p, 1, 0) != 0 }
-        };
-        // And the reverse entries of the root's supervisor's parent, the launcher (the
-        // root's parent too), and of its session's and group's leaders, which the root's
-        // identity registers; the launcher's page is most often the root's own and its
-        // children's (the pids the kernel gives next). A spare's parent is the server: three
-        // pages backed for nothing.
+        for v in [seal_abi::ROOT_VPID, TABLE_VPID_MIN] {
+            let _ = t.real_of(v);
+            let _ = t.wait_clock_of(v);
+        }
         // SAFETY: getppid, getsid and getpgid take integers and touch no memory.
         let (parent, sid, pgid) = unsafe {
             (
@@ -77,49 +73,41 @@ impl RunPids {
         for real in [parent, sid, pgid] {
             let _ = t.vpid_of(real);
         }
-        'all: for (from, to) in [real_of, clocks] {
-            let mut at = from;
-            while at < to {
-                let len = (8 * PAGE).min(to - at);
-                if waiting() || !t.back_range((at, len)) {
-                    break 'all;
+        let mut left = [0i32; LEFT];
+        if let Some(fd) = pairs {
+            let waiting = || {
+                let mut p = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one pollfd we own; a zero timeout.
+                unsafe { libc::poll(&mut p, 1, 0) != 0 }
+            };
+            for (k, v) in left.iter_mut().enumerate() {
+                let lineage = child_lineage(seal_abi::ROOT_LINEAGE, KIND_THREAD, k as u64);
+                match waiting() {
+                    true => break,
+                    false => *v = t.allocate(lineage).unwrap_or(0),
                 }
-                at += len;
+                if *v == 0 {
+                    break;
+                }
             }
         }
         if let Ok(mut a) = AHEAD.lock() {
-            *a = Some((run_dir.to_path_buf(), t));
+            *a = Some((run_dir.to_path_buf(), t, left));
         }
     }
 
-    /// The run table [`RunPids::open_ahead`] opened for `run_dir`, if it did.
-    pub fn take_ahead(run_dir: &Path) -> Option<RunPids> {
+    /// The run table [`RunPids::open_ahead`] opened for `run_dir`, if it did, and the numbers
+    /// it claimed.
+    pub fn take_ahead(run_dir: &Path) -> Option<(RunPids, [i32; LEFT])> {
         let mut a = AHEAD.lock().ok()?;
         match a.take() {
-            Some((dir, t)) if dir == run_dir => Some(t),
+            Some((dir, t, left)) if dir == run_dir => Some((t, left)),
             _ => None,
         }
-    }
-
-    /// Backs the pages of the `len` bytes at `off` in one call (false: no room, or outside
-    /// the table).
-    fn back_range(&mut self, (off, len): (usize, usize)) -> bool {
-        let (first, last) = (off / PAGE, (off + len).div_ceil(PAGE));
-        if last * PAGE > self.len {
-            return false;
-        }
-        // SAFETY: pages of our own shared mapping, populated for writing.
-        let ok = unsafe {
-            libc::madvise(
-                self.base.add(first * PAGE).cast(),
-                (last - first) * PAGE,
-                libc::MADV_POPULATE_WRITE,
-            )
-        } == 0;
-        if ok {
-            self.backed.extend(first..last);
-        }
-        ok
     }
 
     /// Maps the run table of the run in `run_dir`; `None` without one.

@@ -218,7 +218,6 @@ pub fn run(
     // Calls traced to their exit report their stops there too.
     sv.pids.can_trace = stops >= 0;
     loop {
-        sv.leave_tid_pairs();
         let mut fds = vec![
             libc::pollfd {
                 fd: listener,
@@ -354,6 +353,7 @@ impl Supervisor {
             }
             // SAFETY: the tracee is in its exec stop.
             unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) };
+            self.release_ahead_pairs();
             return false;
         }
         // Another stop (a signal on its way): let it go on, with its signal.
@@ -383,6 +383,7 @@ impl Supervisor {
         let answer = self.answer(&n);
         let after = self.procs.get(&tgid).map(|p| p.clock_state());
         let ok = respond(listener, n.id, answer);
+        self.leave_tid_pairs(tgid);
         self.send_later_signal(ok);
         if let Some((tid, foreign)) = self.exec.take() {
             self.follow_exec(tid, ok, foreign);

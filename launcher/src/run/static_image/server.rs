@@ -98,8 +98,8 @@ pub unsafe fn serve_root(fd: i32, cpus: &crate::run::cpus::Cpus, run_dir: &std::
         // request comes after): the user's cache of Go programs' sites, which a Go root's exec
         // stop looks in (~20–40 µs with the image stopped). A static C root makes no use of it.
         super::go_exe::user_cache();
-        // And the run table, its virtual pids' pages backed.
-        super::run_pids::RunPids::open_ahead(run_dir, fd);
+        // And the run table, the root's identity's pages backed.
+        super::run_pids::RunPids::open_ahead(run_dir, Some(fd));
         // Waits for its image's exit status itself (`isolate` ignores SIGCHLD).
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         libc::_exit(supervise_one(fd, Some(cpus)))
@@ -365,7 +365,7 @@ impl Fds {
             libc::signal(libc::SIGCHLD, libc::SIG_DFL);
             // Its idle time, until a connection comes: the run table, as the root's
             // supervisor opens it ([`serve_root`]).
-            super::run_pids::RunPids::open_ahead(&self.run_dir, self.listen);
+            super::run_pids::RunPids::open_ahead(&self.run_dir, None);
             let c = loop {
                 let c = libc::accept4(
                     self.listen,

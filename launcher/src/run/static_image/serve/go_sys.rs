@@ -81,8 +81,18 @@ impl Supervisor {
                 ..kept
             };
             self.go_sys.insert(pid, s);
-            if clone {
-                self.pids.pairs_due.push(pid);
+            // The root's first image: the numbers claimed ahead go in now, with the image
+            // stopped (its supervisor's time then is on no call's path); another image's
+            // once one of its calls has been answered.
+            let i = self.ident(pid);
+            let first = pid == self.pid && i.lineage == seal_abi::ROOT_LINEAGE && i.threads == 0;
+            match (clone, first && self.pids.ahead_pairs[0] != 0) {
+                (true, true) => {
+                    let left = std::mem::take(&mut self.pids.ahead_pairs);
+                    self.leave_pairs(pid, left);
+                }
+                (true, false) => self.pids.pairs_due.push(pid),
+                _ => {}
             }
         }
     }
@@ -103,62 +113,86 @@ impl Supervisor {
         (put && write_text(pid, site, &call)).then_some(site)
     }
 
-    /// Leaves the virtual tids of the next [`go_sys::LEFT`] threads of each Go image set up
-    /// since the last call in its table, for its new threads to take without a notification
-    /// (`go_sys::LEFT_AT`). Done once the image runs (its runtime starts its first thread
-    /// ~0.2 ms later; a thread that comes first asks, as before): each number claimed in the
+    /// Leaves the virtual tids of the next [`go_sys::LEFT`] threads of Go image `served` in
+    /// its table, when they are due (it was set up since), for its new threads to take
+    /// without a notification (`go_sys::LEFT_AT`). Done once a call of the image has been
+    /// answered: its runtime's first (the huge page size's `open`, in `osinit`) came while
+    /// they were being left at the detach and waited ~60 µs, and its first thread starts
+    /// ~0.3 ms later (a thread that comes first asks, as before). Each number claimed in the
     /// run table may first back a page of it. The numbers are those its threads would have
     /// been given here, keyed by its lineage and their place, in the order they take them.
-    pub(super) fn leave_tid_pairs(&mut self) {
-        for tgid in std::mem::take(&mut self.pids.pairs_due) {
-            let Some(s) = self.go_sys.get(&tgid).copied() else {
-                continue;
+    pub(super) fn leave_tid_pairs(&mut self, served: i32) {
+        if !self.pids.pairs_due.contains(&served) {
+            return;
+        }
+        self.pids.pairs_due.retain(|&t| t != served);
+        self.leave_pairs(served, [0; go_sys::LEFT]);
+    }
+
+    /// Leaves the pairs of Go image `tgid`'s next new threads in its table: the numbers in
+    /// `left` (claimed ahead, a prefix; 0 for none), the rest claimed now.
+    fn leave_pairs(&mut self, tgid: i32, mut left: [i32; go_sys::LEFT]) {
+        let Some(s) = self.go_sys.get(&tgid).copied() else {
+            self.release_all(&left);
+            return;
+        };
+        if !s.clone || s.next != 0 {
+            // A thread asked first: the supervisor numbers the rest.
+            self.go_sys.entry(tgid).and_modify(|s| s.clone = false);
+            self.release_all(&left);
+            return;
+        }
+        let i = self.ident(tgid);
+        for (k, v) in left.iter_mut().enumerate().filter(|(_, v)| **v == 0) {
+            let lineage = child_lineage(i.lineage, KIND_THREAD, i.threads + k as u64);
+            let Some(n) = self.table().and_then(|t| t.allocate(lineage)) else {
+                break;
             };
-            if !s.clone || s.next != 0 {
-                // A thread asked first: the supervisor numbers the rest.
-                self.go_sys.entry(tgid).and_modify(|s| s.clone = false);
-                continue;
-            }
-            let i = self.ident(tgid);
-            let mut left = [0i32; go_sys::LEFT];
-            for (k, v) in left.iter_mut().enumerate() {
-                let lineage = child_lineage(i.lineage, KIND_THREAD, i.threads + k as u64);
-                let Some(n) = self.table().and_then(|t| t.allocate(lineage)) else {
-                    break;
-                };
-                *v = n;
-            }
-            let n = left.iter().take_while(|&&v| v != 0).count();
-            let mut pairs = [0u8; 8 * go_sys::LEFT];
-            for (k, v) in left[..n].iter().enumerate() {
-                pairs[8 * k + 4..8 * k + 8].copy_from_slice(&v.to_le_bytes());
-            }
-            // The pairs, then their count (a thread takes a pair only below it).
-            let at = s.base + go_sys::TIDS_AT as u64;
-            let written = n > 0
-                && write(tgid, at, &pairs[..8 * n])
-                && write(
-                    tgid,
-                    s.base + go_sys::LEFT_AT as u64,
-                    &(n as u32).to_le_bytes(),
-                );
-            if !written {
-                self.go_sys.entry(tgid).and_modify(|s| s.clone = false);
-                for &v in &left[..n] {
-                    if let Some(t) = self.table() {
-                        t.release(v);
-                    }
-                }
-                continue;
-            }
-            if let Some(i) = self.pids.idents.get_mut(&tgid) {
-                i.threads += go_sys::LEFT as u64;
-            }
-            if let Some(s) = self.go_sys.get_mut(&tgid) {
-                s.left = left;
-                s.next = go_sys::LEFT;
+            *v = n;
+        }
+        let n = left.iter().take_while(|&&v| v != 0).count();
+        let mut pairs = [0u8; 8 * go_sys::LEFT];
+        for (k, v) in left[..n].iter().enumerate() {
+            pairs[8 * k + 4..8 * k + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        // The pairs, then their count (a thread takes a pair only below it).
+        let at = s.base + go_sys::TIDS_AT as u64;
+        let written = n > 0
+            && write(tgid, at, &pairs[..8 * n])
+            && write(
+                tgid,
+                s.base + go_sys::LEFT_AT as u64,
+                &(n as u32).to_le_bytes(),
+            );
+        if !written {
+            self.go_sys.entry(tgid).and_modify(|s| s.clone = false);
+            self.release_all(&left);
+            return;
+        }
+        if let Some(i) = self.pids.idents.get_mut(&tgid) {
+            i.threads += go_sys::LEFT as u64;
+        }
+        if let Some(s) = self.go_sys.get_mut(&tgid) {
+            s.left = left;
+            s.next = go_sys::LEFT;
+        }
+    }
+
+    /// Gives the numbers in `left` (0: none) back to the run table.
+    fn release_all(&mut self, left: &[i32]) {
+        for &v in left.iter().filter(|&&v| v != 0) {
+            if let Some(t) = self.table() {
+                t.release(v);
             }
         }
+    }
+
+    /// Gives back the numbers claimed ahead for the root's new threads that its first image
+    /// did not take (not a Go image, or it could not be set up): at the end of its exec stop.
+    pub(super) fn release_ahead_pairs(&mut self) {
+        self.table();
+        let left = std::mem::take(&mut self.pids.ahead_pairs);
+        self.release_all(&left);
     }
 
     /// Registers the threads of process `tgid` that took a pair left since the last look
@@ -269,6 +303,7 @@ impl Supervisor {
     /// Lets go of process `tgid`'s in-image `gettid` (it is gone, or a new Go image of it is
     /// set up): the numbers left that no thread was seen to take go back to the run table.
     pub(super) fn drop_go_sys(&mut self, tgid: i32) {
+        self.pids.pairs_due.retain(|&t| t != tgid);
         let Some(s) = self.go_sys.remove(&tgid) else {
             return;
         };

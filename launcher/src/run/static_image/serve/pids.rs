@@ -39,7 +39,13 @@ impl Supervisor {
         if !self.pids.opened {
             self.pids.opened = true;
             let dir = self.world.run_dir.as_deref();
-            self.pids.table = dir.and_then(|d| RunPids::take_ahead(d).or_else(|| RunPids::open(d)));
+            let ahead = dir.and_then(RunPids::take_ahead);
+            if let Some((t, left)) = ahead {
+                self.pids.table = Some(t);
+                self.pids.ahead_pairs = left;
+            } else {
+                self.pids.table = dir.and_then(RunPids::open);
+            }
         }
         self.pids.table.as_mut()
     }
