@@ -30,8 +30,9 @@ fn rows(path: &std::path::Path) -> Vec<(String, String, u64)> {
     out
 }
 
-#[test]
-fn a_go_programs_naps_and_gettid_stay_in_the_image() {
+/// Runs `body` with fixture `name` built static and, when `cc` is on PATH, with cgo, and a
+/// census file's path of its own (skipping visibly without `go`, or the cgo part without `cc`).
+fn each_build(name: &str, mut body: impl FnMut(bool, &std::path::Path, &std::path::Path)) {
     if !have("go") {
         skip!("go not on PATH (Debian: golang-go)");
     }
@@ -40,15 +41,21 @@ fn a_go_programs_naps_and_gettid_stay_in_the_image() {
             skip_part!("cc not on PATH: the cgo build");
             continue;
         }
-        let bin = crate::go_images::build_go("world", cgo);
+        let bin = crate::go_images::build_go(name, cgo);
         let dir = tempfile::tempdir().unwrap();
-        let json = dir.path().join("census.json");
+        body(cgo, &bin, &dir.path().join("census.json"));
+    }
+}
+
+#[test]
+fn a_go_programs_naps_and_gettid_stay_in_the_image() {
+    each_build("world", |cgo, bin, json| {
         let mut seen = Vec::new();
         assert_runs_agree_by("go world", 3, str::to_string, || {
             let mut c = seal(["census", "-q", "--json", json.to_str().unwrap(), "--"]);
-            c.arg(&bin);
+            c.arg(bin);
             let o = crate::util::run_timeout(c, crate::util::TIMEOUT);
-            seen.push(rows(&json));
+            seen.push(rows(json));
             o
         });
         for r in &seen {
@@ -72,7 +79,7 @@ fn a_go_programs_naps_and_gettid_stay_in_the_image() {
                 "cgo {cgo}: {r:?}"
             );
         }
-    }
+    });
 }
 
 /// More new threads than the supervisor leaves virtual tids for (`go_sys::LEFT`, 8): the
@@ -118,26 +125,16 @@ fn a_go_programs_threads_past_the_numbers_left_each_have_one_tid() {
 /// way, and with the family `machine` unsealed the machine's count shows.
 #[test]
 fn a_go_runtimes_processor_count_is_the_sealed_one() {
-    if !have("go") {
-        skip!("go not on PATH (Debian: golang-go)");
-    }
-    for cgo in [false, true] {
-        if cgo && !have("cc") {
-            skip_part!("cc not on PATH: the cgo build");
-            continue;
-        }
-        let bin = crate::go_images::build_go("ncpu", cgo);
-        let dir = tempfile::tempdir().unwrap();
-        let json = dir.path().join("census.json");
+    each_build("ncpu", |cgo, bin, json| {
         for (cpus, want) in [(None, 4), (Some("7"), 7), (Some("100"), 100)] {
             let mut c = seal(["census", "-q", "--json", json.to_str().unwrap()]);
             if let Some(n) = cpus {
                 c.args(["--cpus", n]);
             }
-            c.arg("--").arg(&bin);
+            c.arg("--").arg(bin);
             let o = crate::util::run_timeout(c, crate::util::TIMEOUT);
             o.stdout_is(&format!("cpus {want} gomaxprocs {want}\n"));
-            let r = rows(&json);
+            let r = rows(json);
             let from = |caller: &str| {
                 r.iter()
                     .filter(|(s, c, _)| s == "sched_getaffinity" && c.starts_with(caller))
@@ -157,9 +154,9 @@ fn a_go_runtimes_processor_count_is_the_sealed_one() {
             );
         }
         let mut c = seal(["-q", "--unseal", "machine", "--"]);
-        c.arg(&bin);
+        c.arg(bin);
         let o = crate::util::run_timeout(c, crate::util::TIMEOUT);
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
         o.stdout_is(&format!("cpus {n} gomaxprocs {n}\n"));
-    }
+    });
 }
