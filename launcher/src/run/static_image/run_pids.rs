@@ -45,8 +45,9 @@ impl RunPids {
     /// process's parent (the root's too), and of its session's and group's leaders; the
     /// launcher's page is most often the root's own and its children's (the pids the kernel
     /// gives next). A spare's parent is the server: pages backed for nothing. Not every
-    /// number's pages: backing them all (96 pages, ~0.25 ms of processor time) made a static
-    /// `true` 0.4 ms slower where another program kept the other processor busy.
+    /// number's pages: backing them all (96 pages, ~0.25 ms of processor time) outlasted the
+    /// wait and ran beside the launcher's start (docs/design.md, "The root's supervisor's
+    /// idle time").
     ///
     /// `pairs`: the root's supervisor's request descriptor, to claim meanwhile the numbers of
     /// the root's first [`LEFT`] new threads (keyed by the root's lineage, which is always
