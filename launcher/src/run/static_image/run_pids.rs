@@ -38,30 +38,38 @@ static AHEAD: std::sync::Mutex<Option<Ahead>> = std::sync::Mutex::new(None);
 
 impl RunPids {
     /// Maps the run table of `run_dir` in a supervisor's idle time (the root's, before the
-    /// root's request; a spare's, before its connection), for [`RunPids::take_ahead`], and
-    /// backs the pages the root's identity registers at its exec stop (each was a
+    /// root's request; a spare's, before its connection), for [`RunPids::take_ahead`].
+    ///
+    /// `root`: the root's supervisor's request descriptor. The root's supervisor also backs
+    /// the pages the root's identity registers at its exec stop (each was a
     /// `MADV_POPULATE_WRITE` there, ~3–5 µs): its own number's and the launcher's (and the
     /// session's and group's, one page), and the reverse entries of the launcher, this
     /// process's parent (the root's too), and of its session's and group's leaders; the
     /// launcher's page is most often the root's own and its children's (the pids the kernel
-    /// gives next). A spare's parent is the server: pages backed for nothing. Not every
-    /// number's pages: backing them all (96 pages, ~0.25 ms of processor time) outlasted the
-    /// wait and ran beside the launcher's start (docs/design.md, "The root's supervisor's
-    /// idle time").
-    ///
-    /// `pairs`: the root's supervisor's request descriptor, to claim meanwhile the numbers of
-    /// the root's first [`LEFT`] new threads (keyed by the root's lineage, which is always
+    /// gives next). Not every number's pages: backing them all (96 pages, ~0.25 ms of
+    /// processor time) outlasted the wait and ran beside the launcher's start (docs/design.md,
+    /// "The root's supervisor's idle time"). And it claims the numbers of the root's first
+    /// [`LEFT`] new threads (keyed by the root's lineage, which is always
     /// [`seal_abi::ROOT_LINEAGE`], and their place): a Go root's exec stop leaves them in its
     /// table (`serve/go_sys.rs`), where claiming them cost ~55 µs of the supervisor's time on
     /// the image's path (the image waits on its next call). One at a time until the request
     /// is readable; the rest are claimed at the exec stop, so the numbers are the same.
-    pub fn open_ahead(run_dir: &Path, pairs: Option<i32>) {
+    pub fn open_ahead(run_dir: &Path, root: Option<i32>) {
         let Some(mut t) = RunPids::open(run_dir) else {
             return;
         };
+        let left = root.map_or([0; LEFT], |fd| t.root_ahead(fd));
+        if let Ok(mut a) = AHEAD.lock() {
+            *a = Some((run_dir.to_path_buf(), t, left));
+        }
+    }
+
+    /// The root's supervisor's share of [`RunPids::open_ahead`], until request descriptor
+    /// `fd` is readable: the numbers claimed for the root's new threads (a prefix; 0: none).
+    fn root_ahead(&mut self, fd: i32) -> [i32; LEFT] {
         for v in [seal_abi::ROOT_VPID, TABLE_VPID_MIN] {
-            let _ = t.real_of(v);
-            let _ = t.wait_clock_of(v);
+            let _ = self.real_of(v);
+            let _ = self.wait_clock_of(v);
         }
         // SAFETY: getppid, getsid and getpgid take integers and touch no memory.
         let (parent, sid, pgid) = unsafe {
@@ -72,33 +80,29 @@ impl RunPids {
             )
         };
         for real in [parent, sid, pgid] {
-            let _ = t.vpid_of(real);
+            let _ = self.vpid_of(real);
         }
-        let mut left = [0i32; LEFT];
-        if let Some(fd) = pairs {
-            let waiting = || {
-                let mut p = libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one pollfd we own; a zero timeout.
-                unsafe { libc::poll(&mut p, 1, 0) != 0 }
+        let waiting = || {
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
             };
-            for (k, v) in left.iter_mut().enumerate() {
-                let lineage = child_lineage(seal_abi::ROOT_LINEAGE, KIND_THREAD, k as u64);
-                match waiting() {
-                    true => break,
-                    false => *v = t.allocate(lineage).unwrap_or(0),
-                }
-                if *v == 0 {
-                    break;
-                }
+            // SAFETY: one pollfd we own; a zero timeout.
+            unsafe { libc::poll(&mut p, 1, 0) != 0 }
+        };
+        let mut left = [0i32; LEFT];
+        for (k, v) in left.iter_mut().enumerate() {
+            if waiting() {
+                break;
+            }
+            let lineage = child_lineage(seal_abi::ROOT_LINEAGE, KIND_THREAD, k as u64);
+            match self.allocate(lineage) {
+                Some(n) => *v = n,
+                None => break,
             }
         }
-        if let Ok(mut a) = AHEAD.lock() {
-            *a = Some((run_dir.to_path_buf(), t, left));
-        }
+        left
     }
 
     /// The run table [`RunPids::open_ahead`] opened for `run_dir`, if it did, and the numbers

@@ -173,7 +173,7 @@ impl Supervisor {
         if self.cgo_rands && tgid == self.pid {
             self.cgo_rands();
         }
-        self.count_tid_pairs(tgid);
+        self.count_in_image_calls(tgid);
         let Some(r) = self.rands.get(&tgid).copied() else {
             return;
         };

@@ -249,10 +249,10 @@ impl Supervisor {
         self.go_sys.get(&tgid).is_some_and(|s| s.clone)
     }
 
-    /// Writes how many of process `tgid`'s threads took a pair left into its census (at its
-    /// `exit_group` or `execve`, with its in-image draws): `gettid` called from the in-image
-    /// code.
-    pub(super) fn count_tid_pairs(&mut self, tgid: i32) {
+    /// Writes the calls process `tgid`'s in-image code answered into its census (at its
+    /// `exit_group` or `execve`, with its in-image draws): its `sched_getaffinity`s, and how
+    /// many of its threads took a pair left (`gettid` called from that code).
+    pub(super) fn count_in_image_calls(&mut self, tgid: i32) {
         self.take_pairs(tgid);
         let Some(s) = self.go_sys.get(&tgid).copied() else {
             return;
@@ -307,11 +307,8 @@ impl Supervisor {
         let Some(s) = self.go_sys.remove(&tgid) else {
             return;
         };
-        for (_, v) in s.unseen() {
-            if let Some(t) = self.table() {
-                t.release(v);
-            }
-        }
+        let unseen: Vec<i32> = s.unseen().map(|(_, v)| v).collect();
+        self.release_all(&unseen);
     }
 
     /// Thread `tid` of process `tgid` was given virtual tid `v`: its image's code answers its
