@@ -208,9 +208,8 @@ pub fn run(
         sv.entropy = Some(e);
     }
     let mut attached = traced;
-    if traced && sv.world.seal_clocks() {
-        sv.prepared = super::vdso_clock::Prepared::new(pid, &sv.world, MONO_BASE_NS);
-    }
+    let clocks = traced && sv.world.seal_clocks();
+    sv.prepared = super::vdso_clock::Prepared::new(clocks, pid, &sv.world, MONO_BASE_NS);
     let mut sock_open = true;
     // The tracee's stops arrive as SIGCHLD, read from a signalfd: the exec stop is seen as
     // soon as it happens (polling waitpid every 10 ms cost 5 ms of every static start-up).

@@ -98,6 +98,8 @@ pub unsafe fn serve_root(fd: i32, cpus: &crate::run::cpus::Cpus, run_dir: &std::
         // request comes after): the user's cache of Go programs' sites, which a Go root's exec
         // stop looks in (~20–40 µs with the image stopped). A static C root makes no use of it.
         super::go_exe::user_cache();
+        // The root's clock page (used if its clocks are sealed: `serve::run`).
+        super::vdso_clock::Prepared::ahead(run_dir);
         // And the run table, the root's identity's pages backed.
         super::run_pids::RunPids::open_ahead(run_dir, Some(fd));
         // Waits for its image's exit status itself (`isolate` ignores SIGCHLD).
@@ -363,8 +365,9 @@ impl Fds {
             libc::close(self.gone);
             libc::close(self.taken[0]);
             libc::signal(libc::SIGCHLD, libc::SIG_DFL);
-            // Its idle time, until a connection comes: the run table, as the root's
-            // supervisor opens it ([`serve_root`]).
+            // Its idle time, until a connection comes: a clock page and the run table, as
+            // the root's supervisor makes them ([`serve_root`]).
+            super::vdso_clock::Prepared::ahead(&self.run_dir);
             super::run_pids::RunPids::open_ahead(&self.run_dir, None);
             let c = loop {
                 let c = libc::accept4(

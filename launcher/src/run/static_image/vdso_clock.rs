@@ -81,10 +81,11 @@ fn first_values(world: &super::world::World, mono_base: i64) -> [i64; 2] {
     [world.epoch_ns + world.clock, mono_base + world.clock]
 }
 
-/// A clock page made while the image execs, before its exec stop (the supervisor waits then,
-/// with nothing else to do): its file in the run directory (`go-clock-PID`), mapped here with
-/// its first values. The file is removed when this is dropped, after the detach: the image
-/// has mapped it by then, or never will.
+/// A clock page made before the image's exec stop (in the supervisor's idle time before the
+/// request where it can be: [`Prepared::ahead`]): its file in the run directory
+/// (`go-clock-PID`, `go-clock-ahead-SUPERVISOR`), mapped here with its first values. The file
+/// is removed when this is dropped, after the detach: the image has mapped it by then, or
+/// never will.
 pub struct Prepared {
     path: std::path::PathBuf,
     /// The run table, whose census page the image maps too.
@@ -93,16 +94,80 @@ pub struct Prepared {
     taken: std::cell::Cell<bool>,
 }
 
+// SAFETY: a shared mapping of our own, used by one thread at a time (the supervisor's): moved
+// once, from where the root's supervisor makes it ahead (`AHEAD`) to where it uses it.
+unsafe impl Send for Prepared {}
+
+/// The page the root's supervisor made while it waited for its request ([`Prepared::ahead`]),
+/// with the run directory it is in.
+static AHEAD: std::sync::Mutex<Option<(std::path::PathBuf, Prepared)>> =
+    std::sync::Mutex::new(None);
+
 impl Prepared {
-    /// The page of image `pid` (about to exec), starting at the world's clock.
-    pub fn new(pid: i32, world: &super::world::World, mono_base: i64) -> Option<Prepared> {
+    /// The page of traced image `pid` (about to exec), starting at the world's clock, when
+    /// its clocks are sealed (`wanted`): the one made ahead when there is one
+    /// ([`Prepared::ahead`]), which goes (its file with it) when it is not wanted.
+    pub fn new(
+        wanted: bool,
+        pid: i32,
+        world: &super::world::World,
+        mono_base: i64,
+    ) -> Option<Prepared> {
         let dir = world.run_dir.as_ref()?;
-        Prepared::at(pid, dir, first_values(world, mono_base))
+        let ahead = Prepared::take_ahead(dir);
+        if !wanted {
+            return None;
+        }
+        let first = first_values(world, mono_base);
+        match ahead {
+            Some(p) => {
+                let page = Page {
+                    words: p.words,
+                    site: None,
+                    census: None,
+                };
+                page.word(cp::REALTIME)
+                    .store(first[0] as u64, Ordering::Release);
+                page.word(cp::MONOTONIC)
+                    .store(first[1] as u64, Ordering::Release);
+                Some(p)
+            }
+            None => Prepared::at(pid, dir, first),
+        }
+    }
+
+    /// Makes the next image's page in a supervisor's idle time, before its request (the
+    /// root's supervisor's, a spare's), named after this process: the image's pid is not
+    /// known yet. Its file, created and mapped, was ~20 µs of the request's way to the exec.
+    pub fn ahead(dir: &std::path::Path) {
+        // SAFETY: getpid has no preconditions.
+        let me = unsafe { libc::getpid() };
+        let name = format!("go-clock-ahead-{me}");
+        if let Some(p) = Prepared::at_path(dir.join(name), dir, [0, 0]) {
+            if let Ok(mut a) = AHEAD.lock() {
+                *a = Some((dir.to_path_buf(), p));
+            }
+        }
+    }
+
+    /// The page [`Prepared::ahead`] made for run directory `dir`, if it did.
+    fn take_ahead(dir: &std::path::Path) -> Option<Prepared> {
+        match AHEAD.lock().ok()?.take() {
+            Some((d, p)) if d == dir => Some(p),
+            _ => None,
+        }
     }
 
     /// The page of image `pid` in run directory `dir`, its clock words `first`.
     pub fn at(pid: i32, dir: &std::path::Path, first: [i64; 2]) -> Option<Prepared> {
-        let path = dir.join(format!("go-clock-{pid}"));
+        Prepared::at_path(dir.join(format!("go-clock-{pid}")), dir, first)
+    }
+
+    fn at_path(
+        path: std::path::PathBuf,
+        dir: &std::path::Path,
+        first: [i64; 2],
+    ) -> Option<Prepared> {
         let file = super::page::create_shared_file(&path)?;
         let page = file
             .set_len(4096)
@@ -446,4 +511,62 @@ fn changed(old: &[u8], new: &[u8]) -> Option<(usize, usize)> {
             .zip(new.iter().rev())
             .position(|(a, b)| a != b)?;
     Some((lo, hi))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world(dir: &std::path::Path) -> super::super::world::World {
+        let vars = [(
+            seal_abi::settings::RUN_DIR.into(),
+            dir.as_os_str().to_owned(),
+        )];
+        super::super::world::World::from_vars(&vars)
+    }
+
+    fn files(dir: &std::path::Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_page_made_ahead_is_the_next_images_or_goes() {
+        let me = unsafe { libc::getpid() };
+        let dir = tempfile::tempdir().unwrap();
+        let w = world(dir.path());
+        Prepared::ahead(dir.path());
+        assert_eq!(files(dir.path()), [format!("go-clock-ahead-{me}")]);
+        let p = Prepared::new(true, 7, &w, 1000).unwrap();
+        assert!(p.path.ends_with(format!("go-clock-ahead-{me}")));
+        let page = p.take(None);
+        let first = first_values(&w, 1000);
+        assert_eq!(
+            page.word(cp::MONOTONIC).load(Ordering::Acquire),
+            first[1] as u64
+        );
+        assert_eq!(
+            page.word(cp::REALTIME).load(Ordering::Acquire),
+            first[0] as u64
+        );
+        drop(p);
+        assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
+        // None made ahead: made now, under the image's pid.
+        let p = Prepared::new(true, 7, &w, 1000).unwrap();
+        assert_eq!(files(dir.path()), ["go-clock-7"]);
+        drop(p);
+        // Not wanted: none, and the one made ahead goes.
+        Prepared::ahead(dir.path());
+        assert!(Prepared::new(false, 7, &w, 1000).is_none());
+        assert!(files(dir.path()).is_empty());
+        // Made ahead for another run directory: not this one's.
+        let other = tempfile::tempdir().unwrap();
+        Prepared::ahead(other.path());
+        let p = Prepared::new(true, 8, &w, 1000).unwrap();
+        assert!(p.path.ends_with("go-clock-8"));
+    }
 }
