@@ -70,6 +70,8 @@ pub(super) struct Pids {
     /// The numbers claimed ahead for the root's first new threads (`RunPids::open_ahead`),
     /// until its exec stop uses or releases them.
     pub(super) ahead_pairs: [i32; seal_abi::supervised::go_sys::LEFT],
+    /// The root's real parent, read by its supervisor ahead (0: unknown, read at its exec).
+    pub(super) root_parent: i32,
 }
 
 impl Pids {

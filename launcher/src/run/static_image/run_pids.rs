@@ -32,8 +32,9 @@ pub struct RunPids {
 unsafe impl Send for RunPids {}
 
 /// The run table a supervisor opened while it waited ([`RunPids::open_ahead`]), with the run
-/// directory it is of and the numbers it claimed for the root's first new threads (0: none).
-type Ahead = (std::path::PathBuf, RunPids, [i32; LEFT]);
+/// directory it is of, the numbers it claimed for the root's first new threads (0: none) and
+/// the root's real parent (0: not the root's supervisor).
+type Ahead = (std::path::PathBuf, RunPids, [i32; LEFT], i32);
 static AHEAD: std::sync::Mutex<Option<Ahead>> = std::sync::Mutex::new(None);
 
 impl RunPids {
@@ -58,15 +59,18 @@ impl RunPids {
         let Some(mut t) = RunPids::open(run_dir) else {
             return;
         };
-        let left = root.map_or([0; LEFT], |fd| t.root_ahead(fd));
+        let (left, parent) = root.map_or(([0; LEFT], 0), |fd| t.root_ahead(fd));
         if let Ok(mut a) = AHEAD.lock() {
-            *a = Some((run_dir.to_path_buf(), t, left));
+            *a = Some((run_dir.to_path_buf(), t, left, parent));
         }
     }
 
     /// The root's supervisor's share of [`RunPids::open_ahead`], until request descriptor
-    /// `fd` is readable: the numbers claimed for the root's new threads (a prefix; 0: none).
-    fn root_ahead(&mut self, fd: i32) -> [i32; LEFT] {
+    /// `fd` is readable: the numbers claimed for the root's new threads (a prefix; 0: none),
+    /// and the root's real parent: the launcher, this process's parent too, registered now
+    /// with the leaders of its session and group, as the root's exec stop would (`ident`,
+    /// which then finds them; its `/proc` read of the root's parent was ~10 µs there).
+    fn root_ahead(&mut self, fd: i32) -> ([i32; LEFT], i32) {
         for v in [seal_abi::ROOT_VPID, TABLE_VPID_MIN] {
             let _ = self.real_of(v);
             let _ = self.wait_clock_of(v);
@@ -81,6 +85,12 @@ impl RunPids {
         };
         for real in [parent, sid, pgid] {
             let _ = self.vpid_of(real);
+        }
+        let outside = seal_abi::outside_leaders(parent, sid, pgid);
+        for (v, real) in [(seal_abi::LAUNCHER_VPID, parent)].into_iter().chain(outside) {
+            if real > 0 && self.virt(real).is_none() {
+                self.register(v, real);
+            }
         }
         let waiting = || {
             let mut p = libc::pollfd {
@@ -102,15 +112,15 @@ impl RunPids {
                 None => break,
             }
         }
-        left
+        (left, parent)
     }
 
     /// The run table [`RunPids::open_ahead`] opened for `run_dir`, if it did, and the numbers
     /// it claimed.
-    pub fn take_ahead(run_dir: &Path) -> Option<(RunPids, [i32; LEFT])> {
+    pub fn take_ahead(run_dir: &Path) -> Option<(RunPids, [i32; LEFT], i32)> {
         let mut a = AHEAD.lock().ok()?;
         match a.take() {
-            Some((dir, t, left)) if dir == run_dir => Some((t, left)),
+            Some((dir, t, left, parent)) if dir == run_dir => Some((t, left, parent)),
             _ => None,
         }
     }

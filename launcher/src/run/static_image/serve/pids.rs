@@ -40,9 +40,10 @@ impl Supervisor {
             self.pids.opened = true;
             let dir = self.world.run_dir.as_deref();
             let ahead = dir.and_then(RunPids::take_ahead);
-            if let Some((t, left)) = ahead {
+            if let Some((t, left, parent)) = ahead {
                 self.pids.table = Some(t);
                 self.pids.ahead_pairs = left;
+                self.pids.root_parent = parent;
             } else {
                 self.pids.table = dir.and_then(RunPids::open);
             }
@@ -81,7 +82,12 @@ impl Supervisor {
         if let Some(&i) = self.pids.idents.get(&tgid) {
             return i;
         }
-        let real_parent = proc_status_field(tgid, "PPid:").unwrap_or(0);
+        // The root's parent is its supervisor's, known ahead (`RunPids::open_ahead`).
+        let ahead = tgid == self.pid && self.table().is_some() && self.pids.root_parent > 0;
+        let real_parent = match ahead {
+            true => self.pids.root_parent,
+            false => proc_status_field(tgid, "PPid:").unwrap_or(0),
+        };
         let i = if tgid == self.pid {
             // Its exec'ing process registered it (libseal, the trampoline's too); a static
             // root the launcher's child exec'd directly has no libseal that did: its children
