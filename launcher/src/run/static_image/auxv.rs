@@ -7,6 +7,7 @@ use super::remote::write as write_remote;
 
 const AT_NULL: u64 = 0;
 const AT_IGNORE: u64 = 1;
+const AT_PHDR: u64 = 3;
 const AT_RANDOM: u64 = 25;
 const AT_SYSINFO_EHDR: u64 = 33;
 
@@ -19,6 +20,8 @@ pub struct Vector {
     sysinfo_at: Option<u64>,
     /// `AT_SYSINFO_EHDR`'s value: the vDSO's ELF image.
     pub vdso: Option<u64>,
+    /// `AT_PHDR`'s value: where the program's headers are mapped.
+    pub phdr: Option<u64>,
 }
 
 impl Vector {
@@ -73,12 +76,14 @@ impl Vector {
             random: None,
             sysinfo_at: None,
             vdso: None,
+            phdr: None,
         };
         for _ in 0..64 {
             let (kind, value) = (word(i)?, word(i + 1)?);
             match kind {
                 AT_NULL => return Ok(v),
                 AT_RANDOM => v.random = Some(value),
+                AT_PHDR => v.phdr = Some(value),
                 AT_SYSINFO_EHDR => {
                     v.sysinfo_at = Some(rsp + 8 * i as u64);
                     v.vdso = Some(value).filter(|&b| b != 0);

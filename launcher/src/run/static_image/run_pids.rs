@@ -87,7 +87,10 @@ impl RunPids {
             let _ = self.vpid_of(real);
         }
         let outside = seal_abi::outside_leaders(parent, sid, pgid);
-        for (v, real) in [(seal_abi::LAUNCHER_VPID, parent)].into_iter().chain(outside) {
+        for (v, real) in [(seal_abi::LAUNCHER_VPID, parent)]
+            .into_iter()
+            .chain(outside)
+        {
             if real > 0 && self.virt(real).is_none() {
                 self.register(v, real);
             }
