@@ -37,6 +37,17 @@ unsafe impl Send for RunPids {}
 type Ahead = (std::path::PathBuf, RunPids, [i32; LEFT], i32);
 static AHEAD: std::sync::Mutex<Option<Ahead>> = std::sync::Mutex::new(None);
 
+/// Has descriptor `fd` something to read (the root's request), now?
+pub(super) fn readable(fd: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd we own; a zero timeout.
+    unsafe { libc::poll(&mut p, 1, 0) != 0 }
+}
+
 impl RunPids {
     /// Maps the run table of `run_dir` in a supervisor's idle time (the root's, before the
     /// root's request; a spare's, before its connection), for [`RunPids::take_ahead`].
@@ -95,18 +106,9 @@ impl RunPids {
                 self.register(v, real);
             }
         }
-        let waiting = || {
-            let mut p = libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one pollfd we own; a zero timeout.
-            unsafe { libc::poll(&mut p, 1, 0) != 0 }
-        };
         let mut left = [0i32; LEFT];
         for (k, v) in left.iter_mut().enumerate() {
-            if waiting() {
+            if readable(fd) {
                 break;
             }
             let lineage = child_lineage(seal_abi::ROOT_LINEAGE, KIND_THREAD, k as u64);

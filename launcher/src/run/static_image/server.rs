@@ -98,10 +98,14 @@ pub unsafe fn serve_root(fd: i32, cpus: &crate::run::cpus::Cpus, run_dir: &std::
         // request comes after): the user's cache of Go programs' sites, which a Go root's exec
         // stop looks in (~20–40 µs with the image stopped). A static C root makes no use of it.
         super::go_exe::user_cache();
-        // The root's clock page (used if its clocks are sealed: `serve::run`).
-        super::vdso_clock::Prepared::ahead(run_dir);
         // And the run table, the root's identity's pages backed.
         super::run_pids::RunPids::open_ahead(run_dir, Some(fd));
+        // And the root's clock page (used if its clocks are sealed: `serve::run`) if the
+        // request has not come meanwhile: in a busy moment the work above outlasts the wait,
+        // and what it does ahead is then done on the request's way all the same.
+        if !super::run_pids::readable(fd) {
+            super::vdso_clock::Prepared::ahead(run_dir);
+        }
         // Waits for its image's exit status itself (`isolate` ignores SIGCHLD).
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         libc::_exit(supervise_one(fd, Some(cpus)))
