@@ -68,11 +68,16 @@ impl Page {
             site,
             census: None,
         };
-        page.word(cp::REALTIME)
-            .store(first[0] as u64, Ordering::Release);
-        page.word(cp::MONOTONIC)
-            .store(first[1] as u64, Ordering::Release);
+        page.start_at(first);
         Some(page)
+    }
+
+    /// Sets the clock words to `first`.
+    fn start_at(&self, first: [i64; 2]) {
+        self.word(cp::REALTIME)
+            .store(first[0] as u64, Ordering::Release);
+        self.word(cp::MONOTONIC)
+            .store(first[1] as u64, Ordering::Release);
     }
 }
 
@@ -126,10 +131,7 @@ impl Prepared {
                     site: None,
                     census: None,
                 };
-                page.word(cp::REALTIME)
-                    .store(first[0] as u64, Ordering::Release);
-                page.word(cp::MONOTONIC)
-                    .store(first[1] as u64, Ordering::Release);
+                page.start_at(first);
                 Some(p)
             }
             None => Prepared::at(pid, dir, first),
