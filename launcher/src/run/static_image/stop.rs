@@ -128,9 +128,9 @@ impl Layout {
         let mut maps = Vec::new();
         let mut first = None;
         for &(_, flags, offset, vaddr, filesz, memsz) in &loads {
-            let start = page_down(bias.checked_add(vaddr)?);
-            let end = page_up(bias + vaddr + filesz);
-            maps.push((start, page_up(bias + vaddr + memsz)));
+            let at = bias.checked_add(vaddr)?;
+            let (start, end) = (page_down(at), page_up(at.checked_add(filesz)?));
+            maps.push((start, page_up(at.checked_add(memsz)?)));
             if page_down(offset) == 0 {
                 first.get_or_insert(start);
             }
@@ -194,7 +194,9 @@ fn program(head: &[u8], at_phdr: Option<u64>) -> Option<(u64, Vec<Phdr>)> {
             let vaddr = match all.iter().find(|p| p.0 == PT_PHDR) {
                 Some(p) => p.3,
                 None => {
-                    let l = loads.iter().find(|l| (l.2..l.2 + l.4).contains(&phoff))?;
+                    let l = loads
+                        .iter()
+                        .find(|l| (l.2..l.2.saturating_add(l.4)).contains(&phoff))?;
                     l.3 + (phoff - l.2)
                 }
             };
