@@ -48,6 +48,12 @@ pub(super) fn readable(fd: i32) -> bool {
     unsafe { libc::poll(&mut p, 1, 0) != 0 }
 }
 
+/// The session and process group of process `pid`.
+pub fn session_and_group(pid: i32) -> (i32, i32) {
+    // SAFETY: getsid and getpgid take an integer and touch no memory.
+    unsafe { (libc::getsid(pid), libc::getpgid(pid)) }
+}
+
 impl RunPids {
     /// Maps the run table of `run_dir` in a supervisor's idle time (the root's, before the
     /// root's request; a spare's, before its connection), for [`RunPids::take_ahead`].
@@ -86,26 +92,13 @@ impl RunPids {
             let _ = self.real_of(v);
             let _ = self.wait_clock_of(v);
         }
-        // SAFETY: getppid, getsid and getpgid take integers and touch no memory.
-        let (parent, sid, pgid) = unsafe {
-            (
-                libc::getppid(),
-                libc::getsid(libc::getppid()),
-                libc::getpgid(libc::getppid()),
-            )
-        };
+        // SAFETY: getppid takes no arguments.
+        let parent = unsafe { libc::getppid() };
+        let (sid, pgid) = session_and_group(parent);
         for real in [parent, sid, pgid] {
             let _ = self.vpid_of(real);
         }
-        let outside = seal_abi::outside_leaders(parent, sid, pgid);
-        for (v, real) in [(seal_abi::LAUNCHER_VPID, parent)]
-            .into_iter()
-            .chain(outside)
-        {
-            if real > 0 && self.virt(real).is_none() {
-                self.register(v, real);
-            }
-        }
+        self.register_outside(parent, sid, pgid);
         let mut left = [0i32; LEFT];
         for (k, v) in left.iter_mut().enumerate() {
             if readable(fd) {
@@ -118,6 +111,21 @@ impl RunPids {
             }
         }
         (left, parent)
+    }
+
+    /// Registers the launcher (`launcher`, a static root's real parent) and the leaders of its
+    /// session `sid` and group `pgid` outside the run, as libseal does at a dynamic root's
+    /// start (the launcher leads the root's group when started from a job-control shell).
+    pub fn register_outside(&mut self, launcher: i32, sid: i32, pgid: i32) {
+        let outside = seal_abi::outside_leaders(launcher, sid, pgid);
+        for (v, real) in [(seal_abi::LAUNCHER_VPID, launcher)]
+            .into_iter()
+            .chain(outside)
+        {
+            if real > 0 && self.virt(real).is_none() {
+                self.register(v, real);
+            }
+        }
     }
 
     /// The run table [`RunPids::open_ahead`] opened for `run_dir`, if it did, and the numbers

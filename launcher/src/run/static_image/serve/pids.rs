@@ -97,20 +97,11 @@ impl Supervisor {
                 if t.virt(tgid).is_none() {
                     t.register(v, tgid);
                 }
-                // The launcher, as libseal registers it at a dynamic root's start (it leads
-                // the root's process group when started from a job-control shell).
-                if v == seal_abi::ROOT_VPID && t.virt(real_parent).is_none() && real_parent > 0 {
-                    t.register(seal_abi::LAUNCHER_VPID, real_parent);
-                }
-                if v == seal_abi::ROOT_VPID && real_parent > 0 {
-                    // SAFETY: getsid and getpgid take an integer and touch no memory.
-                    let (sid, pgid) =
-                        unsafe { (libc::getsid(real_parent), libc::getpgid(real_parent)) };
-                    for (v, real) in seal_abi::outside_leaders(real_parent, sid, pgid) {
-                        if real > 0 && t.virt(real).is_none() {
-                            t.register(v, real);
-                        }
-                    }
+                // The launcher and the leaders outside the run (its supervisor registered
+                // them ahead when it knew the parent ahead).
+                if v == seal_abi::ROOT_VPID && real_parent > 0 && !ahead {
+                    let (sid, pgid) = super::super::run_pids::session_and_group(real_parent);
+                    t.register_outside(real_parent, sid, pgid);
                 }
             }
             Ident {
