@@ -166,8 +166,16 @@ mod tests {
         if pid == 0 {
             let listener = seal_abi::supervised::handover::install_filter(false);
             let ok = listener >= 0 && super::sync_wake_up(listener);
-            // SAFETY: ends the child.
-            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+            // SAFETY: closes our listener, then ends the child. With the listener open and
+            // nobody reading it, the exit itself could wait for ever: with address-space
+            // randomisation libc may lie below `IMAGE_IP_LIMIT`, and its `exit_group` is then
+            // sent (seen once in CI); closed, a call the filter sends fails instead.
+            unsafe {
+                if listener >= 0 {
+                    libc::close(listener);
+                }
+                libc::_exit(if ok { 0 } else { 1 })
+            };
         }
         let mut status = 0;
         // SAFETY: waits for our own child.
